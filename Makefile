@@ -1,0 +1,47 @@
+# fleetd — developer entry points. `make run` and `make test` are the two
+# commands a new machine needs; everything else is for working on fleetd.
+
+GO        ?= go
+BIN       := bin/fleetd
+PKGS      := ./...
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/fleetd-dev/fleetd/internal/version.Version=$(VERSION)
+FUZZTIME  ?= 20s
+
+.PHONY: all build run test lint fmt bench fuzz clean
+
+all: lint test build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fleetd
+
+run: build
+	./$(BIN) validate manifests/
+
+test:
+	$(GO) test -race -count=1 $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# Every `func FuzzXxx` in a _test.go file runs for FUZZTIME (go test takes
+# one -fuzz target per run, so they run one after another).
+fuzz:
+	@set -e; grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | \
+	while IFS=: read -r file decl; do \
+		name=$${decl#func }; pkg=./$$(dirname $${file#./}); \
+		echo "== $$pkg $$name"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+clean:
+	rm -rf bin

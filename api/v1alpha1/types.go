@@ -1,0 +1,228 @@
+package v1alpha1
+
+import "time"
+
+// GroupVersion is the apiVersion every fleetd object carries.
+const GroupVersion = "fleetd.dev/v1alpha1"
+
+// Kinds of object fleetd understands.
+const (
+	KindMember  = "Member"
+	KindProfile = "Profile"
+	KindTenant  = "Tenant"
+)
+
+// TypeMeta names an object's schema, as in Kubernetes.
+type TypeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// ObjectMeta is the Kubernetes-style metadata every object carries. Name is
+// set by the operator; UID, Generation and CreationTimestamp are fleetd's.
+type ObjectMeta struct {
+	Name              string            `json:"name"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+	UID               string            `json:"uid,omitempty"`
+	Generation        int64             `json:"generation,omitempty"`
+	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
+}
+
+// Object is implemented by Member, Profile and Tenant.
+type Object interface {
+	GetObjectKind() string
+	GetName() string
+	GetMeta() *ObjectMeta
+}
+
+// Target kinds for MCPTarget.Kind.
+const (
+	TargetResident = "resident"
+	TargetTenant   = "tenant"
+)
+
+// Canonical wire transports: the only two values spec.transport and plan
+// rows ever carry.
+const (
+	TransportStdio          = "stdio"
+	TransportStreamableHTTP = "streamable-http"
+)
+
+// DefaultWorkspace is the herdr workspace label members land in when their
+// spec names none.
+const DefaultWorkspace = "fleetd"
+
+// MCPTarget selects which fleetd gateway a member's MCP client talks to.
+type MCPTarget struct {
+	// Kind is resident (this host's fleetd) or tenant.
+	Kind string `json:"kind"`
+	// TenantID names a Tenant; required iff Kind is tenant.
+	TenantID string `json:"tenantId,omitempty"`
+}
+
+// Member is one agent worker: a herdr agent in its own tab, connected to a
+// fleetd gateway.
+type Member struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata"`
+	Spec       MemberSpec   `json:"spec"`
+	Status     MemberStatus `json:"status,omitzero"`
+}
+
+// MemberSpec is the operator's public intent for a member. It is a closed
+// shape: references and choices only, never a URL, credential, header,
+// command, argv or environment.
+type MemberSpec struct {
+	// Profile names the Profile that says how to launch the agent.
+	Profile string `json:"profile"`
+	// MCPTarget selects the gateway; nil means {kind: resident}.
+	MCPTarget *MCPTarget `json:"mcpTarget,omitempty"`
+	// Transport is stdio or streamable-http; empty means streamable-http.
+	Transport string `json:"transport,omitempty"`
+	// Workspace is the herdr workspace label; empty means "fleetd".
+	Workspace string `json:"workspace,omitempty"`
+	// Cwd is an absolute working directory overriding the profile's.
+	Cwd string `json:"cwd,omitempty"`
+	// Prompt is a first task, delivered once when the member is first Ready.
+	Prompt string `json:"prompt,omitempty"`
+	// Paused keeps the object but closes the pane.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Member phases.
+const (
+	PhasePending     = "Pending"
+	PhaseStarting    = "Starting"
+	PhaseReady       = "Ready"
+	PhaseDegraded    = "Degraded"
+	PhaseFailed      = "Failed"
+	PhasePaused      = "Paused"
+	PhaseTerminating = "Terminating"
+)
+
+// Condition types a member's status carries.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// Condition statuses.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)
+
+// Condition is shaped like metav1.Condition.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	Reason             string    `json:"reason"`
+	Message            string    `json:"message"`
+}
+
+// PlanRow is one resolved MCP server connection for a member. It never holds
+// a secret value: CredentialEnv is the *name* of the slot variable.
+type PlanRow struct {
+	Server        string `json:"server"`
+	Target        string `json:"target"`
+	Transport     string `json:"transport"`
+	URL           string `json:"url,omitempty"`
+	CredentialEnv string `json:"credentialEnv,omitempty"`
+}
+
+// MemberStatus is written by fleetd, never into the operator's file.
+type MemberStatus struct {
+	Phase              string      `json:"phase,omitempty"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	SessionID          string      `json:"sessionId,omitempty"`
+	PaneID             string      `json:"paneId,omitempty"`
+	TerminalID         string      `json:"terminalId,omitempty"`
+	WorkspaceID        string      `json:"workspaceId,omitempty"`
+	TabID              string      `json:"tabId,omitempty"`
+	AgentStatus        string      `json:"agentStatus,omitempty"`
+	Restarts           int32       `json:"restarts,omitempty"`
+	LastError          string      `json:"lastError,omitempty"`
+	Plan               []PlanRow   `json:"plan,omitempty"`
+}
+
+// Profile says how to launch a kind of agent. Operator-owned: the only
+// place worker environment may come from.
+type Profile struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata"`
+	Spec       ProfileSpec `json:"spec"`
+}
+
+// Restart policies.
+const (
+	RestartAlways    = "Always"
+	RestartOnFailure = "OnFailure"
+	RestartNever     = "Never"
+)
+
+// ProfileSpec describes a harness launch.
+type ProfileSpec struct {
+	// Harness is a herdr agent kind: claude, codex, gemini, opencode, …
+	Harness string `json:"harness"`
+	// Description is shown to models by bridge_profiles.
+	Description string `json:"description,omitempty"`
+	// Args are passed after the harness's own executable.
+	Args []string `json:"args,omitempty"`
+	// Env is operator-owned environment for the worker pane.
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is the default working directory (absolute).
+	Cwd string `json:"cwd,omitempty"`
+	// StartupTimeout is the agent.start readiness deadline (>3s, ≤300s).
+	StartupTimeout Duration `json:"startupTimeout,omitzero"`
+	// RestartPolicy is Always, OnFailure or Never; default Always.
+	RestartPolicy string `json:"restartPolicy,omitempty"`
+	// ToolTimeout is the harness's MCP tool-call timeout set by the adapter.
+	ToolTimeout Duration `json:"toolTimeout,omitzero"`
+}
+
+// Tenant is a connected tenant's gateway.
+type Tenant struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata"`
+	Spec       TenantSpec `json:"spec"`
+}
+
+// TenantSpec holds a tenant gateway's URL and the name of the environment
+// variable holding its credential — never the credential itself.
+type TenantSpec struct {
+	URL           string `json:"url"`
+	CredentialEnv string `json:"credentialEnv"`
+}
+
+// GetObjectKind returns "Member".
+func (m *Member) GetObjectKind() string { return KindMember }
+
+// GetName returns metadata.name.
+func (m *Member) GetName() string { return m.Name }
+
+// GetMeta returns the object's metadata.
+func (m *Member) GetMeta() *ObjectMeta { return &m.ObjectMeta }
+
+// GetObjectKind returns "Profile".
+func (p *Profile) GetObjectKind() string { return KindProfile }
+
+// GetName returns metadata.name.
+func (p *Profile) GetName() string { return p.Name }
+
+// GetMeta returns the object's metadata.
+func (p *Profile) GetMeta() *ObjectMeta { return &p.ObjectMeta }
+
+// GetObjectKind returns "Tenant".
+func (t *Tenant) GetObjectKind() string { return KindTenant }
+
+// GetName returns metadata.name.
+func (t *Tenant) GetName() string { return t.Name }
+
+// GetMeta returns the object's metadata.
+func (t *Tenant) GetMeta() *ObjectMeta { return &t.ObjectMeta }
