@@ -1,0 +1,256 @@
+package herdr
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// EventKind names a herdr event in snake_case, the form herdr uses for
+// lifecycle events ("pane_created"). Per-pane subscription events arrive
+// dot-named ("pane.agent_status_changed"); [Event.Kind] normalises them to the
+// same snake_case form, so one constant covers both envelope styles.
+type EventKind string
+
+// Event kinds fleetd handles. herdr has more (see [Event.Known]); those are
+// still delivered, with only Kind, Name and Data set.
+const (
+	EventWorkspaceCreated       EventKind = "workspace_created"
+	EventWorkspaceUpdated       EventKind = "workspace_updated"
+	EventWorkspaceRenamed       EventKind = "workspace_renamed"
+	EventWorkspaceClosed        EventKind = "workspace_closed"
+	EventWorkspaceFocused       EventKind = "workspace_focused"
+	EventTabCreated             EventKind = "tab_created"
+	EventTabClosed              EventKind = "tab_closed"
+	EventTabRenamed             EventKind = "tab_renamed"
+	EventTabFocused             EventKind = "tab_focused"
+	EventPaneCreated            EventKind = "pane_created"
+	EventPaneUpdated            EventKind = "pane_updated"
+	EventPaneClosed             EventKind = "pane_closed"
+	EventPaneFocused            EventKind = "pane_focused"
+	EventPaneMoved              EventKind = "pane_moved"
+	EventPaneExited             EventKind = "pane_exited"
+	EventPaneOutputChanged      EventKind = "pane_output_changed"
+	EventPaneAgentDetected      EventKind = "pane_agent_detected"
+	EventPaneAgentStatusChanged EventKind = "pane_agent_status_changed"
+	EventPaneOutputMatched      EventKind = "pane_output_matched"
+	EventPaneScrollChanged      EventKind = "pane_scroll_changed"
+	EventLayoutUpdated          EventKind = "layout_updated"
+)
+
+var knownKinds = map[EventKind]bool{
+	EventWorkspaceCreated: true, EventWorkspaceUpdated: true, EventWorkspaceRenamed: true,
+	EventWorkspaceClosed: true, EventWorkspaceFocused: true,
+	EventTabCreated: true, EventTabClosed: true, EventTabRenamed: true, EventTabFocused: true,
+	EventPaneCreated: true, EventPaneUpdated: true, EventPaneClosed: true, EventPaneFocused: true,
+	EventPaneMoved: true, EventPaneExited: true, EventPaneOutputChanged: true,
+	EventPaneAgentDetected: true, EventPaneAgentStatusChanged: true,
+	EventPaneOutputMatched: true, EventPaneScrollChanged: true, EventLayoutUpdated: true,
+}
+
+// Event is one decoded herdr event, from an events.subscribe stream or an
+// events.wait result. herdr's event payloads share field names across kinds,
+// so Event is their union: the fields a kind carries are set, the rest are
+// zero. Data always holds the payload exactly as received.
+type Event struct {
+	// Kind is the snake_case kind; Name is the envelope's "event" string as
+	// sent ("pane_created" or "pane.agent_status_changed").
+	Kind EventKind
+	Name string
+
+	PaneID      string
+	WorkspaceID string
+	TabID       string
+	Pane        *PaneInfo      // pane_created, pane_updated, pane_moved
+	Tab         *TabInfo       // tab_created
+	Workspace   *WorkspaceInfo // workspace_created/updated, workspace_closed (sometimes)
+	Label       string         // workspace_renamed, tab_renamed
+	Revision    uint64         // pane_output_changed
+
+	// Agent fields: pane_agent_status_changed and pane_agent_detected.
+	AgentStatus  AgentStatus
+	Agent        string
+	Title        string
+	DisplayAgent string
+	StateLabels  map[string]string
+	Released     bool        // pane_agent_detected: the agent let go of the pane
+	FinalStatus  AgentStatus // pane_agent_detected with Released
+
+	// pane_moved.
+	PreviousPaneID      string
+	PreviousWorkspaceID string
+	PreviousTabID       string
+
+	MatchedLine string          // pane_output_matched
+	Read        *PaneReadResult // pane_output_matched
+	Scroll      *PaneScrollInfo // pane_scroll_changed
+
+	Data json.RawMessage
+}
+
+// Known reports whether Kind is one of the kinds this package models. Events
+// of other kinds are still delivered so that nothing herdr sends is lost.
+func (e *Event) Known() bool { return knownKinds[e.Kind] }
+
+// eventFields is the union of the payload fields herdr puts in event data.
+type eventFields struct {
+	Type                string            `json:"type"`
+	PaneID              string            `json:"pane_id"`
+	WorkspaceID         string            `json:"workspace_id"`
+	TabID               string            `json:"tab_id"`
+	Pane                *PaneInfo         `json:"pane"`
+	Tab                 *TabInfo          `json:"tab"`
+	Workspace           *WorkspaceInfo    `json:"workspace"`
+	Label               string            `json:"label"`
+	Revision            uint64            `json:"revision"`
+	AgentStatus         AgentStatus       `json:"agent_status"`
+	Agent               string            `json:"agent"`
+	Title               string            `json:"title"`
+	DisplayAgent        string            `json:"display_agent"`
+	StateLabels         map[string]string `json:"state_labels"`
+	Released            bool              `json:"released"`
+	FinalStatus         AgentStatus       `json:"final_status"`
+	PreviousPaneID      string            `json:"previous_pane_id"`
+	PreviousWorkspaceID string            `json:"previous_workspace_id"`
+	PreviousTabID       string            `json:"previous_tab_id"`
+	MatchedLine         string            `json:"matched_line"`
+	Read                *PaneReadResult   `json:"read"`
+	Scroll              *PaneScrollInfo   `json:"scroll"`
+}
+
+// eventKindOf normalises an envelope's event name: "pane.agent_status_changed"
+// becomes "pane_agent_status_changed"; snake_case names are unchanged.
+func eventKindOf(name string) EventKind {
+	return EventKind(strings.Replace(name, ".", "_", 1))
+}
+
+// UnmarshalJSON decodes either envelope style: {"event":"pane_created",
+// "data":{"type":"pane_created",…}} or {"event":"pane.agent_status_changed",
+// "data":{…}} without a type. A kind it does not model decodes with the
+// common fields it can find and the raw Data.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var env struct {
+		Event *string         `json:"event"`
+		Data  json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("decode herdr event: %w", err)
+	}
+	if env.Event == nil || *env.Event == "" {
+		return fmt.Errorf("decode herdr event: no \"event\" name in %.200s", b)
+	}
+	if len(env.Data) == 0 || string(env.Data) == "null" {
+		return fmt.Errorf("decode herdr event %q: no \"data\" object", *env.Event)
+	}
+	var f eventFields
+	if err := json.Unmarshal(env.Data, &f); err != nil {
+		return fmt.Errorf("decode herdr event %q: %w", *env.Event, err)
+	}
+	*e = Event{
+		Kind:                eventKindOf(*env.Event),
+		Name:                *env.Event,
+		PaneID:              f.PaneID,
+		WorkspaceID:         f.WorkspaceID,
+		TabID:               f.TabID,
+		Pane:                f.Pane,
+		Tab:                 f.Tab,
+		Workspace:           f.Workspace,
+		Label:               f.Label,
+		Revision:            f.Revision,
+		AgentStatus:         f.AgentStatus,
+		Agent:               f.Agent,
+		Title:               f.Title,
+		DisplayAgent:        f.DisplayAgent,
+		StateLabels:         f.StateLabels,
+		Released:            f.Released,
+		FinalStatus:         f.FinalStatus,
+		PreviousPaneID:      f.PreviousPaneID,
+		PreviousWorkspaceID: f.PreviousWorkspaceID,
+		PreviousTabID:       f.PreviousTabID,
+		MatchedLine:         f.MatchedLine,
+		Read:                f.Read,
+		Scroll:              f.Scroll,
+		Data:                append(json.RawMessage(nil), env.Data...),
+	}
+	// Lifecycle payloads name the pane/tab/workspace only inside the object.
+	if e.PaneID == "" && e.Pane != nil {
+		e.PaneID = e.Pane.PaneID
+	}
+	if e.TabID == "" && e.Tab != nil {
+		e.TabID = e.Tab.TabID
+	}
+	if e.WorkspaceID == "" {
+		switch {
+		case e.Pane != nil:
+			e.WorkspaceID = e.Pane.WorkspaceID
+		case e.Tab != nil:
+			e.WorkspaceID = e.Tab.WorkspaceID
+		case e.Workspace != nil:
+			e.WorkspaceID = e.Workspace.WorkspaceID
+		}
+	}
+	if e.PaneID == "" && e.Read != nil {
+		e.PaneID = e.Read.PaneID
+	}
+	return nil
+}
+
+// Subscription is one entry of an events.subscribe request. Global kinds need
+// only Type; the per-pane kinds need PaneID (and, for pane.output_matched,
+// Source and Match). Use the Sub* constants for Type.
+type Subscription struct {
+	Type string `json:"type"`
+
+	PaneID      string       `json:"pane_id,omitempty"`
+	AgentStatus AgentStatus  `json:"agent_status,omitempty"` // pane.agent_status_changed: only this status
+	Source      ReadSource   `json:"source,omitempty"`       // pane.output_matched
+	Lines       int          `json:"lines,omitempty"`        // pane.output_matched
+	Match       *OutputMatch `json:"match,omitempty"`        // pane.output_matched
+	StripANSI   *bool        `json:"strip_ansi,omitempty"`   // pane.output_matched
+}
+
+// Subscription types (dot-named, unlike the events they produce). herdr has no
+// global agent-status subscription: subscribe SubPaneAgentStatusChanged once
+// per pane, or watch SubPaneAgentDetected / SubPaneUpdated.
+const (
+	SubWorkspaceCreated       = "workspace.created"
+	SubWorkspaceUpdated       = "workspace.updated"
+	SubWorkspaceRenamed       = "workspace.renamed"
+	SubWorkspaceClosed        = "workspace.closed"
+	SubWorkspaceFocused       = "workspace.focused"
+	SubTabCreated             = "tab.created"
+	SubTabClosed              = "tab.closed"
+	SubTabFocused             = "tab.focused"
+	SubTabRenamed             = "tab.renamed"
+	SubPaneCreated            = "pane.created"
+	SubPaneClosed             = "pane.closed"
+	SubPaneUpdated            = "pane.updated"
+	SubPaneFocused            = "pane.focused"
+	SubPaneMoved              = "pane.moved"
+	SubPaneExited             = "pane.exited"
+	SubPaneAgentDetected      = "pane.agent_detected"
+	SubLayoutUpdated          = "layout.updated"
+	SubPaneAgentStatusChanged = "pane.agent_status_changed"
+	SubPaneOutputMatched      = "pane.output_matched"
+	SubPaneScrollChanged      = "pane.scroll_changed"
+)
+
+// OutputMatch is a substring or regex (Rust syntax) matched per line.
+type OutputMatch struct {
+	Type  string `json:"type"` // "substring" or "regex"
+	Value string `json:"value"`
+}
+
+// EventMatch selects the event events.wait waits for. herdr 0.8 supports only
+// Event = EventPaneAgentStatusChanged with PaneID and AgentStatus (others get
+// unsupported_event_wait_match), though its schema admits more kinds.
+type EventMatch struct {
+	Event       EventKind   `json:"event"`
+	PaneID      string      `json:"pane_id,omitempty"`
+	WorkspaceID string      `json:"workspace_id,omitempty"`
+	TabID       string      `json:"tab_id,omitempty"`
+	AgentStatus AgentStatus `json:"agent_status,omitempty"`
+	Agent       string      `json:"agent,omitempty"`
+	Label       string      `json:"label,omitempty"`
+	MinRevision *uint64     `json:"min_revision,omitempty"`
+}
