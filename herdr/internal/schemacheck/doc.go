@@ -1,0 +1,25 @@
+// Package schemacheck validates herdr socket-API lines against herdr's own
+// JSON Schema for protocol 20.
+//
+// The schema file herdr-api.schema.json in this directory is an unmodified
+// copy of herdr's docs/next/api/herdr-api.schema.json (herdr 0.8.2, protocol
+// 20, schema_version 1), from the public repository herdrdev/herdr (formerly
+// ogulcancelik/herdr), licensed Apache-2.0. It is embedded in the binary, so
+// validation needs no files at run time. herdr keeps that file current with
+// its own test (src/api/schema/tests.rs), which makes it the authoritative
+// wire contract; when the schema changes upstream, replace the copy here and
+// update the protocol number above.
+//
+// The document has five top-level schemas under "schemas": request,
+// success_response, error_response, event (snake_case lifecycle event lines,
+// data carrying a "type" tag) and subscription_event (dot-named per-pane
+// lines such as "pane.agent_status_changed", data untagged). Each has a
+// method on [Validator]. A line is validated as JSON exactly as it appears on
+// the wire; numbers keep their full precision.
+//
+// The schema does not forbid unknown fields (herdr ignores them), so a line
+// fails only for a missing required field, a wrong type, an unknown enum
+// value or tag, or an unmatched oneOf branch. This package only checks
+// shapes: it must never be used to make protocol decisions at run time, and it
+// never changes, repairs or normalizes a line.
+package schemacheck
