@@ -1,0 +1,22 @@
+// Package tokens mints and recognises the bearer tokens callers present to
+// fleetd's MCP gateway.
+//
+// Every member pane fleetd creates gets a fresh worker token (32 bytes from
+// crypto/rand, base64url) in its environment as FLEETD_TOKEN. The [Registry]
+// remembers each token only as its SHA-256 hash, together with the member's
+// name and uid and, once the pane exists, its pane and terminal ids; the
+// hashes live in STATE_DIR/tokens.json (mode 0600, replaced atomically on
+// every change) so panes adopted after a fleetd restart keep working. The
+// primary — the operator's own agent session — authenticates with the token in
+// STATE_DIR/primary.token, created on first use by [PrimaryToken].
+//
+// [Registry.Resolve] is what the gateway asks on every request: presented
+// token in, [Identity] out. It hashes the presented token and finds the entry
+// by that hash, then confirms it with a constant-time comparison, so neither
+// the lookup nor the comparison runs in time that depends on how much of a
+// valid token a caller guessed.
+//
+// This package must never write a token value anywhere but the returned
+// string and primary.token, and never log one. It does not know about herdr,
+// harnesses or HTTP; callers decide when to mint, bind and revoke.
+package tokens

@@ -1,0 +1,378 @@
+package tokens
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Roles an [Identity] carries.
+const (
+	RolePrimary = "primary"
+	RoleWorker  = "worker"
+)
+
+// File names under the state directory.
+const (
+	RegistryFile = "tokens.json"
+	PrimaryFile  = "primary.token"
+)
+
+// tokenBytes is how much randomness a token carries.
+const tokenBytes = 32
+
+// Identity is who presented a token. For the primary only Role is set.
+type Identity struct {
+	Role       string
+	Member     string
+	MemberUID  string
+	PaneID     string
+	TerminalID string
+}
+
+// ID names a minted token without revealing it: the hex SHA-256 of the
+// token. It is safe to keep in memory, records and logs.
+type ID string
+
+// ErrUnknownToken is returned by [Registry.Bind] for an ID the registry does
+// not hold (never minted, or revoked).
+var ErrUnknownToken = errors.New("unknown token")
+
+// Options tune a [Registry]. The zero value (or nil) is right for production.
+type Options struct {
+	// Rand is the source of token randomness; nil means crypto/rand.
+	Rand io.Reader
+}
+
+// Registry holds the hashes of the worker tokens fleetd minted and the hash
+// of the primary token, and resolves a presented token to its [Identity].
+// It is safe for concurrent use.
+type Registry struct {
+	path string
+	rand io.Reader
+
+	mu      sync.Mutex
+	primary [sha256.Size]byte
+	entries map[[sha256.Size]byte]Identity
+}
+
+// Open loads the registry kept in stateDir (creating the directory, mode
+// 0700, and the primary token if they do not exist yet).
+func Open(stateDir string, opts *Options) (*Registry, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	r := &Registry{
+		path:    filepath.Join(stateDir, RegistryFile),
+		rand:    opts.Rand,
+		entries: make(map[[sha256.Size]byte]Identity),
+	}
+	if r.rand == nil {
+		r.rand = rand.Reader
+	}
+	primary, err := PrimaryToken(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	r.primary = sha256.Sum256([]byte(primary))
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Mint creates a fresh worker token for member (name and uid), records its
+// hash and returns the token with its [ID]. The token is not yet bound to a
+// pane: call [Registry.Bind] once herdr has created it. The token value is
+// returned once and never again — put it in the pane environment and forget
+// it.
+func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
+	tok, err := newToken(r.rand)
+	if err != nil {
+		return "", "", err
+	}
+	sum := sha256.Sum256([]byte(tok))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries[sum] = Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
+	if err := r.saveLocked(); err != nil {
+		delete(r.entries, sum)
+		return "", "", fmt.Errorf("mint token for member %q: %w", member, err)
+	}
+	return tok, idOf(sum), nil
+}
+
+// Bind records the pane and terminal a minted token was handed to.
+func (r *Registry) Bind(id ID, paneID, terminalID string) error {
+	sum, err := id.sum()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ident, ok := r.entries[sum]
+	if !ok {
+		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, ErrUnknownToken)
+	}
+	prev := ident
+	ident.PaneID, ident.TerminalID = paneID, terminalID
+	r.entries[sum] = ident
+	if err := r.saveLocked(); err != nil {
+		r.entries[sum] = prev
+		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, err)
+	}
+	return nil
+}
+
+// Revoke forgets one token. Revoking an unknown token is not an error.
+func (r *Registry) Revoke(id ID) error {
+	sum, err := id.sum()
+	if err != nil {
+		return err
+	}
+	_, err = r.removeWhere(func(s [sha256.Size]byte, _ Identity) bool { return s == sum })
+	return err
+}
+
+// RevokeMember forgets every token minted for the named member and returns
+// how many there were.
+func (r *Registry) RevokeMember(name string) (int, error) {
+	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == name })
+}
+
+// RevokePane forgets every token bound to paneID and returns how many there
+// were.
+func (r *Registry) RevokePane(paneID string) (int, error) {
+	if paneID == "" {
+		return 0, nil
+	}
+	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.PaneID == paneID })
+}
+
+// Retain keeps the worker tokens for which keep returns true and forgets the
+// rest, returning how many it forgot. The reconciler uses it after adopting
+// panes on start-up to drop tokens of panes and members that are gone.
+func (r *Registry) Retain(keep func(Identity) bool) (int, error) {
+	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return !keep(i) })
+}
+
+// Resolve returns the identity of the caller presenting token: the primary,
+// a worker, or false for anything else.
+//
+// The presented token is hashed first; the worker lookup is a map lookup by
+// that hash (its timing can only depend on the hash of the caller's own
+// guess, which tells nothing about any stored token), and the primary is
+// compared with [subtle.ConstantTimeCompare].
+func (r *Registry) Resolve(token string) (Identity, bool) {
+	if token == "" {
+		return Identity{}, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if subtle.ConstantTimeCompare(sum[:], r.primary[:]) == 1 {
+		return Identity{Role: RolePrimary}, true
+	}
+	ident, ok := r.entries[sum]
+	return ident, ok
+}
+
+func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for sum, ident := range r.entries {
+		if match(sum, ident) {
+			delete(r.entries, sum)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	// The tokens stop resolving now even if the file cannot be rewritten:
+	// revocation fails closed.
+	if err := r.saveLocked(); err != nil {
+		return n, fmt.Errorf("revoke %d token(s): %w", n, err)
+	}
+	return n, nil
+}
+
+// fileEntry is one token in tokens.json: a hash and who it belongs to.
+type fileEntry struct {
+	SHA256     string `json:"sha256"`
+	Member     string `json:"member"`
+	MemberUID  string `json:"memberUid,omitempty"`
+	PaneID     string `json:"paneId,omitempty"`
+	TerminalID string `json:"terminalId,omitempty"`
+}
+
+type registryFile struct {
+	Version int         `json:"version"`
+	Tokens  []fileEntry `json:"tokens"`
+}
+
+const registryVersion = 1
+
+func (r *Registry) load() error {
+	f, err := os.Open(r.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load token registry: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("load token registry: %w", err)
+	}
+	if err := checkPrivate(r.path, fi); err != nil {
+		return fmt.Errorf("load token registry: %w", err)
+	}
+	var rf registryFile
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rf); err != nil {
+		return fmt.Errorf("load token registry %s: %w", r.path, err)
+	}
+	if rf.Version != registryVersion {
+		return fmt.Errorf("load token registry %s: version %d; want %d", r.path, rf.Version, registryVersion)
+	}
+	for i, e := range rf.Tokens {
+		sum, err := ID(e.SHA256).sum()
+		if err != nil {
+			return fmt.Errorf("load token registry %s: tokens[%d]: %w", r.path, i, err)
+		}
+		r.entries[sum] = Identity{Role: RoleWorker, Member: e.Member, MemberUID: e.MemberUID, PaneID: e.PaneID, TerminalID: e.TerminalID}
+	}
+	return nil
+}
+
+func (r *Registry) saveLocked() error {
+	rf := registryFile{Version: registryVersion, Tokens: make([]fileEntry, 0, len(r.entries))}
+	for sum, i := range r.entries {
+		rf.Tokens = append(rf.Tokens, fileEntry{
+			SHA256: string(idOf(sum)), Member: i.Member, MemberUID: i.MemberUID, PaneID: i.PaneID, TerminalID: i.TerminalID,
+		})
+	}
+	sort.Slice(rf.Tokens, func(a, b int) bool {
+		x, y := rf.Tokens[a], rf.Tokens[b]
+		if x.Member != y.Member {
+			return x.Member < y.Member
+		}
+		return x.SHA256 < y.SHA256
+	})
+	data, err := json.MarshalIndent(rf, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(r.path, append(data, '\n'))
+}
+
+// PrimaryToken returns the primary's token from stateDir/primary.token,
+// creating the directory (0700) and the file (0600) with a fresh token on
+// first call. Concurrent first calls agree on one token. A token file that
+// group or others may access is refused rather than used.
+func PrimaryToken(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, PrimaryFile)
+	tok, err := readPrimary(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return tok, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("create primary token: %w", err)
+	}
+	tok, err = newToken(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	// Write a private temp file, then hard-link it into place: the link
+	// fails if another process got there first, and nobody ever reads a
+	// half-written token.
+	f, err := os.CreateTemp(stateDir, "."+PrimaryFile+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("create primary token: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.WriteString(tok + "\n")
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", fmt.Errorf("create primary token: %w", werr)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return readPrimary(path)
+		}
+		return "", fmt.Errorf("create primary token: %w", err)
+	}
+	if err := syncDir(stateDir); err != nil {
+		return "", fmt.Errorf("create primary token: %w", err)
+	}
+	return tok, nil
+}
+
+func readPrimary(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkPrivate(path, fi); err != nil {
+		return "", fmt.Errorf("primary token: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("primary token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < tokenBytes {
+		return "", fmt.Errorf("primary token: %s holds %d characters; want at least %d (delete it to have fleetd create a new one)", path, len(tok), tokenBytes)
+	}
+	return tok, nil
+}
+
+func newToken(src io.Reader) (string, error) {
+	b := make([]byte, tokenBytes)
+	if _, err := io.ReadFull(src, b); err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func idOf(sum [sha256.Size]byte) ID { return ID(hex.EncodeToString(sum[:])) }
+
+func (id ID) sum() ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	b, err := hex.DecodeString(string(id))
+	if err != nil || len(b) != sha256.Size {
+		return sum, fmt.Errorf("token id %q is not a SHA-256 hex digest", id)
+	}
+	copy(sum[:], b)
+	return sum, nil
+}
+
+// short is a prefix of the id for error messages.
+func (id ID) short() string {
+	if len(id) > 12 {
+		return string(id[:12])
+	}
+	return string(id)
+}

@@ -1,0 +1,354 @@
+package tokens
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func open(t *testing.T, dir string) *Registry {
+	t.Helper()
+	r, err := Open(dir, nil)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	return r
+}
+
+func mint(t *testing.T, r *Registry, member, uid string) (string, ID) {
+	t.Helper()
+	tok, id, err := r.Mint(member, uid)
+	if err != nil {
+		t.Fatalf("Mint(%s): %v", member, err)
+	}
+	return tok, id
+}
+
+func TestRegistry_MintBindResolve(t *testing.T) {
+	r := open(t, t.TempDir())
+	tok, id := mint(t, r, "reviewer", "uid-1")
+	if len(tok) != 43 {
+		t.Errorf("token length = %d, want 43 (32 bytes base64url)", len(tok))
+	}
+	sum := sha256.Sum256([]byte(tok))
+	if string(id) != hex.EncodeToString(sum[:]) {
+		t.Errorf("ID = %s, want the token's SHA-256", id)
+	}
+
+	got, ok := r.Resolve(tok)
+	want := Identity{Role: RoleWorker, Member: "reviewer", MemberUID: "uid-1"}
+	if !ok || got != want {
+		t.Fatalf("Resolve before Bind = %+v, %v; want %+v", got, ok, want)
+	}
+	if err := r.Bind(id, "w1:p2", "term_1"); err != nil {
+		t.Fatal(err)
+	}
+	want.PaneID, want.TerminalID = "w1:p2", "term_1"
+	if got, ok := r.Resolve(tok); !ok || got != want {
+		t.Fatalf("Resolve after Bind = %+v, %v; want %+v", got, ok, want)
+	}
+
+	for _, bad := range []string{"", tok + "x", tok[:42], strings.ToUpper(tok), string(id)} {
+		if got, ok := r.Resolve(bad); ok {
+			t.Errorf("Resolve(%q) = %+v, want no identity", bad, got)
+		}
+	}
+}
+
+func TestRegistry_TokensAreFresh(t *testing.T) {
+	r := open(t, t.TempDir())
+	seen := map[string]bool{}
+	for range 50 {
+		tok, _ := mint(t, r, "m", "u")
+		if seen[tok] {
+			t.Fatalf("token %q minted twice", tok)
+		}
+		seen[tok] = true
+	}
+}
+
+func TestRegistry_UsesInjectedRandomness(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Open(dir, &Options{Rand: bytes.NewReader(bytes.Repeat([]byte{0xff}, 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := mint(t, r, "m", "u")
+	if want := strings.Repeat("_", 42) + "8"; tok != want {
+		t.Errorf("token = %q, want %q", tok, want)
+	}
+	if _, _, err := r.Mint("m", "u"); err == nil {
+		t.Error("Mint with exhausted randomness succeeded")
+	}
+}
+
+func TestRegistry_Primary(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	primary, err := PrimaryToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.Resolve(primary); !ok || got != (Identity{Role: RolePrimary}) {
+		t.Errorf("Resolve(primary) = %+v, %v", got, ok)
+	}
+}
+
+func TestRegistry_PersistsOnlyHashes(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	tokA, idA := mint(t, r, "a", "uid-a")
+	tokB, _ := mint(t, r, "b", "uid-b")
+	if err := r.Bind(idA, "w1:p1", "term_a"); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(dir, RegistryFile)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("%s mode = %#o, want 0600", RegistryFile, perm)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{tokA, tokB} {
+		if bytes.Contains(data, []byte(tok)) {
+			t.Errorf("%s contains a token value", RegistryFile)
+		}
+	}
+	if !bytes.Contains(data, []byte(idA)) {
+		t.Errorf("%s lacks the hash of a minted token:\n%s", RegistryFile, data)
+	}
+
+	// A restarted fleetd still knows both panes' tokens.
+	r2 := open(t, dir)
+	if got, ok := r2.Resolve(tokA); !ok || got != (Identity{Role: RoleWorker, Member: "a", MemberUID: "uid-a", PaneID: "w1:p1", TerminalID: "term_a"}) {
+		t.Errorf("after reopen Resolve(a) = %+v, %v", got, ok)
+	}
+	if _, ok := r2.Resolve(tokB); !ok {
+		t.Error("after reopen token b does not resolve")
+	}
+}
+
+func TestRegistry_Revoke(t *testing.T) {
+	type minted struct{ member, pane string }
+	setup := []minted{{"a", "w1:p1"}, {"a", "w1:p2"}, {"b", "w1:p3"}, {"c", ""}}
+	tests := []struct {
+		name      string
+		revoke    func(r *Registry, ids []ID) (int, error)
+		wantN     int
+		wantAlive []bool
+	}{
+		{
+			name:   "by id",
+			revoke: func(r *Registry, ids []ID) (int, error) { return 1, r.Revoke(ids[2]) },
+			wantN:  1, wantAlive: []bool{true, true, false, true},
+		},
+		{
+			name:   "by member",
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMember("a") },
+			wantN:  2, wantAlive: []bool{false, false, true, true},
+		},
+		{
+			name:   "by pane",
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokePane("w1:p2") },
+			wantN:  1, wantAlive: []bool{true, false, true, true},
+		},
+		{
+			name:   "empty pane id matches nothing",
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokePane("") },
+			wantN:  0, wantAlive: []bool{true, true, true, true},
+		},
+		{
+			name:   "unknown member",
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMember("zed") },
+			wantN:  0, wantAlive: []bool{true, true, true, true},
+		},
+		{
+			name: "retain bound panes only",
+			revoke: func(r *Registry, _ []ID) (int, error) {
+				return r.Retain(func(i Identity) bool { return i.PaneID != "" })
+			},
+			wantN: 1, wantAlive: []bool{true, true, true, false},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := open(t, dir)
+			var toks []string
+			var ids []ID
+			for _, m := range setup {
+				tok, id := mint(t, r, m.member, "uid-"+m.member)
+				if m.pane != "" {
+					if err := r.Bind(id, m.pane, "term-"+m.pane); err != nil {
+						t.Fatal(err)
+					}
+				}
+				toks, ids = append(toks, tok), append(ids, id)
+			}
+			n, err := tt.revoke(r, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.wantN {
+				t.Errorf("revoked %d, want %d", n, tt.wantN)
+			}
+			reopened := open(t, dir)
+			for _, reg := range []*Registry{r, reopened} {
+				var alive []bool
+				for _, tok := range toks {
+					_, ok := reg.Resolve(tok)
+					alive = append(alive, ok)
+				}
+				if diff := cmp.Diff(tt.wantAlive, alive); diff != "" {
+					t.Errorf("resolvable tokens (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestRegistry_BindUnknown(t *testing.T) {
+	r := open(t, t.TempDir())
+	_, id := mint(t, r, "a", "u")
+	if err := r.Revoke(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Bind(id, "w1:p1", "t"); !errors.Is(err, ErrUnknownToken) {
+		t.Errorf("Bind(revoked) = %v, want ErrUnknownToken", err)
+	}
+	if err := r.Bind("not-hex", "w1:p1", "t"); err == nil {
+		t.Error("Bind(malformed id) succeeded")
+	}
+	if err := r.Revoke(id); err != nil {
+		t.Errorf("second Revoke = %v, want idempotent", err)
+	}
+}
+
+func TestOpen_RefusesLooseRegistryFile(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	mint(t, r, "a", "u")
+	if err := os.Chmod(filepath.Join(dir, RegistryFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, nil); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Errorf("Open with a world-readable %s = %v, want an error naming 0600", RegistryFile, err)
+	}
+}
+
+func TestOpen_RefusesCorruptRegistryFile(t *testing.T) {
+	for name, content := range map[string]string{
+		"not json":    "{",
+		"bad hash":    `{"version":1,"tokens":[{"sha256":"abc","member":"a"}]}`,
+		"wrong ver":   `{"version":9,"tokens":[]}`,
+		"unknown key": `{"version":1,"tokens":[],"token":"x"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, RegistryFile), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(dir, nil); err == nil {
+				t.Error("Open succeeded")
+			}
+		})
+	}
+}
+
+func TestPrimaryToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	tok, err := PrimaryToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tok) != 43 {
+		t.Errorf("primary token length = %d, want 43", len(tok))
+	}
+	fi, err := os.Stat(filepath.Join(dir, PrimaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("%s mode = %#o, want 0600", PrimaryFile, perm)
+	}
+	di, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := di.Mode().Perm(); perm != 0o700 {
+		t.Errorf("state dir mode = %#o, want 0700", perm)
+	}
+	again, err := PrimaryToken(dir)
+	if err != nil || again != tok {
+		t.Errorf("second PrimaryToken = %q, %v; want the first token", again, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("state dir holds %d entries, want only %s (no temp files left)", len(entries), PrimaryFile)
+	}
+}
+
+func TestPrimaryToken_ConcurrentFirstCallsAgree(t *testing.T) {
+	dir := t.TempDir()
+	const n = 8
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { got[i], errs[i] = PrimaryToken(dir) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if got[i] != got[0] {
+			t.Fatalf("call %d got a different token", i)
+		}
+	}
+}
+
+func TestPrimaryToken_RefusesUnsafeFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		mode    os.FileMode
+		want    string
+	}{
+		{name: "world readable", content: strings.Repeat("x", 43), mode: 0o644, want: "0600"},
+		{name: "too short", content: "short\n", mode: 0o600, want: "at least"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, PrimaryFile)
+			if err := os.WriteFile(path, []byte(tt.content), tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			_, err := PrimaryToken(dir)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("PrimaryToken = %v, want error containing %q", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), tt.content) {
+				t.Errorf("error leaks the file content: %v", err)
+			}
+		})
+	}
+}
