@@ -1,0 +1,144 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Options tune [Dir]. A nil *Options means the defaults: rewrite files.
+type Options struct {
+	// DryRun reports the changes without writing anything.
+	DryRun bool
+}
+
+// Dir migrates every manifest file directly in dir (*.yaml and *.yml, not
+// dotfiles or editor backups; no recursion) and returns the changes, in
+// file and line order.
+//
+// When any file cannot be migrated, Dir writes nothing and returns the
+// problems as an [ErrorList]. Otherwise, unless opts.DryRun is set, it
+// replaces each changed file atomically, keeping its mode. An error while
+// writing stops at that file; the returned changes then cover only the
+// files already written.
+func Dir(dir string, opts *Options) ([]Change, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read manifests directory: %w", err)
+	}
+	type rewrite struct {
+		path    string
+		data    []byte
+		changes []Change
+	}
+	var (
+		todo []rewrite
+		errs ErrorList
+	)
+	for _, e := range entries {
+		if e.IsDir() || !isManifestFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, &Error{File: path, Msg: fmt.Sprintf("read: %v", unwrapPath(err))})
+			continue
+		}
+		out, changes, ferrs := File(path, data)
+		errs = append(errs, ferrs...)
+		if len(changes) > 0 {
+			todo = append(todo, rewrite{path, out, changes})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	var done []Change
+	for _, r := range todo {
+		if !opts.DryRun {
+			if err := writeAtomic(r.path, r.data); err != nil {
+				return done, err
+			}
+		}
+		done = append(done, r.changes...)
+	}
+	return done, nil
+}
+
+// isManifestFile reports whether a directory entry is a manifest the
+// directory source reads: *.yaml or *.yml, not hidden, not an editor's
+// backup or lock file.
+func isManifestFile(name string) bool {
+	if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "#") || strings.HasSuffix(name, "~") {
+		return false
+	}
+	ext := filepath.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// unwrapPath drops the path from a *fs.PathError, which the caller names
+// already.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// writeAtomic replaces the file at path (or, for a symbolic link, the file
+// it points to) with data: a temporary dotfile in the same directory,
+// written, given the original mode, fsynced and renamed over the
+// original, then the directory fsynced. On error the original is intact and
+// the temporary file removed.
+func writeAtomic(path string, data []byte) (err error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	dir := filepath.Dir(real)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(real)+".migrate-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Chmod(info.Mode().Perm()); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), real); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory of %s: %w", path, err)
+	}
+	defer d.Close()
+	if err = d.Sync(); err != nil {
+		return fmt.Errorf("sync directory of %s: %w", path, err)
+	}
+	return nil
+}
