@@ -1,0 +1,597 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// Limits that keep a hostile file from costing more than a normal one:
+// nesting depth, and node visits per document (aliases can make a small
+// document expand exponentially).
+const (
+	maxDepth  = 64
+	maxVisits = 100_000
+)
+
+// fleetdOwned reports whether field is one fleetd writes itself: status,
+// metadata.uid, metadata.generation and metadata.creationTimestamp. Such
+// fields are accepted in a file, so that `fleetd get -o yaml` output can be
+// applied again, and dropped unread: an operator's file never sets them.
+func fleetdOwned(field string) bool {
+	switch field {
+	case "status", "metadata.uid", "metadata.generation", "metadata.creationTimestamp":
+		return true
+	}
+	return false
+}
+
+// File decodes every YAML document in data, which was read from path.
+// Each document must be one fleetd object; it is decoded strictly, defaulted
+// and validated. Empty documents are skipped. Every problem in every
+// document is returned; objects come only from documents without errors,
+// in file order.
+func File(path string, data []byte) ([]v1alpha1.Object, ErrorList) {
+	objs, _, errs := decodeFile(path, data)
+	return objs, errs
+}
+
+// decodeFile is File that also returns the line of each object's
+// metadata.name (or of its document), for CheckDuplicates.
+func decodeFile(path string, data []byte) ([]v1alpha1.Object, []int, ErrorList) {
+	var (
+		objs  []v1alpha1.Object
+		lines []int
+		errs  ErrorList
+	)
+	for _, c := range splitDocuments(data) {
+		dec := yaml.NewDecoder(bytes.NewReader(c.data))
+		for {
+			var root yaml.Node
+			err := dec.Decode(&root)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				errs = append(errs, syntaxError(path, c, err))
+				break
+			}
+			d := &docDecoder{
+				file:  path,
+				off:   c.line - 1,
+				lines: map[string]int{},
+				bad:   map[string]bool{},
+				skip:  map[*yaml.Node]bool{},
+			}
+			obj := d.decode(&root)
+			errs = append(errs, d.errs...)
+			if obj != nil && len(d.errs) == 0 {
+				objs = append(objs, obj)
+				lines = append(lines, d.lineFor("metadata.name"))
+			}
+		}
+	}
+	sortErrors(errs)
+	return objs, lines, errs
+}
+
+// IsManifestFile reports whether a directory entry named name is a manifest:
+// *.yaml or *.yml, but not a dotfile and not an editor's backup, swap or
+// lock file.
+func IsManifestFile(name string) bool {
+	base := filepath.Base(name)
+	if base == "" || strings.HasPrefix(base, ".") || strings.HasPrefix(base, "#") ||
+		strings.HasSuffix(base, "~") || strings.HasSuffix(base, "#") {
+		return false
+	}
+	ext := strings.ToLower(filepath.Ext(base))
+	return (ext == ".yaml" || ext == ".yml") && len(base) > len(ext)
+}
+
+type chunk struct {
+	line int // file line of the chunk's first line
+	data []byte
+}
+
+// splitDocuments cuts data at every document-start marker ("---" at the
+// start of a line), so that a syntax error in one document does not hide
+// the problems of the next. YAML forbids such a line inside a scalar, so
+// the cut never splits a value.
+func splitDocuments(data []byte) []chunk {
+	var chunks []chunk
+	start, startLine, line := 0, 1, 1
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = i + end + 1
+		}
+		l := data[i:next]
+		if i > start && bytes.HasPrefix(l, []byte("---")) &&
+			(len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r' || l[3] == '\n') {
+			chunks = append(chunks, chunk{line: startLine, data: data[start:i]})
+			start, startLine = i, line
+		}
+		i = next
+		line++
+	}
+	return append(chunks, chunk{line: startLine, data: data[start:]})
+}
+
+// syntaxError turns a yaml.v3 parse error into an Error on the file's line.
+func syntaxError(path string, c chunk, err error) *Error {
+	chunkLine := c.line
+	lastLine := max(1, bytes.Count(bytes.TrimRight(c.data, "\n"), []byte("\n"))+1)
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := chunkLine
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, tail, ok := strings.Cut(rest, ": "); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				line, msg = chunkLine+v-1, tail
+				if isParserProblem(msg) {
+					line++
+				}
+				// A problem at the end of input is reported past the
+				// last line; point at the last line instead.
+				line = min(line, chunkLine+lastLine-1)
+			}
+		}
+	}
+	return &Error{File: path, Line: line, Msg: "invalid YAML: " + msg}
+}
+
+// isParserProblem reports whether msg is one of yaml.v3's parser (not
+// scanner) problems. yaml.v3 reports those with a 0-based line number and
+// scanner problems with a 1-based one.
+func isParserProblem(msg string) bool {
+	switch msg {
+	case "did not find expected ',' or ']'",
+		"did not find expected ',' or '}'",
+		"did not find expected '-' indicator",
+		"did not find expected <document start>",
+		"did not find expected <stream-start>",
+		"did not find expected key",
+		"did not find expected node content",
+		"found duplicate %TAG directive",
+		"found duplicate %YAML directive",
+		"found incompatible YAML document",
+		"found undefined tag handle":
+		return true
+	}
+	return false
+}
+
+// docDecoder decodes one document. It walks the yaml.v3 node tree against
+// the Go type, by reflection over JSON tags, collecting every problem with
+// its line, and builds a cleaned JSON value holding only the fields that
+// passed. That value is then decoded strictly with encoding/json, defaulted
+// and validated; validation errors are located through lines, and dropped
+// when they only restate a structural error already reported.
+type docDecoder struct {
+	file    string
+	off     int                 // added to a node's line to get the file's line
+	docLine int                 // file line of the document's content
+	errs    ErrorList           //
+	lines   map[string]int      // field path → file line of its key
+	bad     map[string]bool     // field paths that already have a structural error
+	skip    map[*yaml.Node]bool // mapping keys already reported (duplicates, closed-shape)
+	visits  int
+	stopped bool // a limit was hit; the document is abandoned
+}
+
+func (d *docDecoder) errorf(field string, line int, format string, args ...any) {
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	if field != "" {
+		d.bad[field] = true
+	}
+}
+
+func (d *docDecoder) line(n *yaml.Node) int { return n.Line + d.off }
+
+// lineFor returns the line of field, or of its nearest ancestor that
+// appears in the document, or of the document itself.
+func (d *docDecoder) lineFor(field string) int {
+	for p := field; p != ""; p = parentField(p) {
+		if l, ok := d.lines[p]; ok {
+			return l
+		}
+	}
+	return d.docLine
+}
+
+// isBad reports whether field or one of its ancestors already has a
+// structural error.
+func (d *docDecoder) isBad(field string) bool {
+	for p := field; p != ""; p = parentField(p) {
+		if d.bad[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// enter counts a node visit and follows an alias; it returns nil once a
+// limit is hit, after reporting it once.
+func (d *docDecoder) enter(n *yaml.Node, depth int) *yaml.Node {
+	if d.stopped {
+		return nil
+	}
+	d.visits++
+	for n.Kind == yaml.AliasNode && n.Alias != nil && depth < maxDepth {
+		n, depth = n.Alias, depth+1
+	}
+	if d.visits > maxVisits || depth >= maxDepth || n.Kind == yaml.AliasNode {
+		d.stopped = true
+		d.errs = append(d.errs, &Error{File: d.file, Line: d.line(n), Msg: "document nests too deeply or its aliases expand too far"})
+		return nil
+	}
+	return n
+}
+
+func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil
+	}
+	n := d.enter(root.Content[0], 0)
+	if n == nil {
+		return nil
+	}
+	d.docLine = d.line(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil // empty document: only "---", comments or "null"
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf("", d.docLine, "want a mapping with apiVersion, kind, metadata and spec, got %s", describe(n))
+		return nil
+	}
+	d.checkDuplicates(n, "", 0)
+
+	var obj interface {
+		v1alpha1.Object
+		SetDefaults()
+		Validate() v1alpha1.FieldErrors
+	}
+	kindKey, kindNode := lookup(n, "kind")
+	switch {
+	case kindNode == nil:
+		d.errorf("", d.docLine, "not a fleetd object: missing kind; every document needs apiVersion: %s and kind: Member, Profile or Tenant", v1alpha1.GroupVersion)
+		return nil
+	case kindNode.Kind != yaml.ScalarNode || kindNode.ShortTag() != "!!str":
+		d.errorf("kind", d.line(kindKey), "want Member, Profile or Tenant, got %s", describe(kindNode))
+		return nil
+	case kindNode.Value == v1alpha1.KindMember:
+		obj = &v1alpha1.Member{}
+		if _, spec := lookup(n, "spec"); spec != nil {
+			d.checkClosed(spec, "spec", 0)
+		}
+	case kindNode.Value == v1alpha1.KindProfile:
+		obj = &v1alpha1.Profile{}
+	case kindNode.Value == v1alpha1.KindTenant:
+		obj = &v1alpha1.Tenant{}
+	default:
+		d.errorf("kind", d.line(kindKey), "unknown value %q; want Member, Profile or Tenant", kindNode.Value)
+		return nil
+	}
+
+	clean, _ := d.walk(n, reflect.TypeOf(obj).Elem(), "", 0)
+	if d.stopped {
+		return nil
+	}
+	raw, err := json.Marshal(clean)
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(obj)
+	}
+	if err != nil {
+		// The walk admits only values that decode; reaching this is a bug.
+		d.errorf("", d.docLine, "internal error: decode checked document: %v", err)
+		return nil
+	}
+	obj.SetDefaults()
+	for _, fe := range obj.Validate() {
+		if !d.isBad(fe.Field) {
+			d.errs = append(d.errs, &Error{File: d.file, Line: d.lineFor(fe.Field), Field: fe.Field, Msg: fe.Msg})
+		}
+	}
+	return obj
+}
+
+// checkDuplicates reports every mapping key that repeats an earlier key of
+// the same mapping, anywhere in the document; the repeat is then ignored.
+func (d *docDecoder) checkDuplicates(n *yaml.Node, path string, depth int) {
+	if n = d.enter(n, depth); n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := joinField(path, k.Value)
+			if k.Kind == yaml.ScalarNode {
+				if first, dup := seen[k.Value]; dup {
+					d.skip[k] = true
+					d.errorf(p, d.line(k), "duplicate key (first at line %d)", first)
+					continue
+				}
+				seen[k.Value] = d.line(k)
+			}
+			d.checkDuplicates(v, p, depth+1)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			d.checkDuplicates(item, indexField(path, i), depth+1)
+		}
+	}
+}
+
+// checkClosed applies the Member spec's closed shape to every key below n.
+func (d *docDecoder) checkClosed(n *yaml.Node, path string, depth int) {
+	if n = d.enter(n, depth); n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if d.skip[k] || k.Kind != yaml.ScalarNode {
+				continue
+			}
+			p := joinField(path, k.Value)
+			if msg := closedKey(k.Value); msg != "" {
+				d.skip[k] = true
+				d.errorf(p, d.line(k), "%s", msg)
+				continue
+			}
+			d.checkClosed(v, p, depth+1)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			d.checkClosed(item, indexField(path, i), depth+1)
+		}
+	}
+}
+
+// walk checks n against t and returns the JSON-ready value of the parts
+// that fit; ok is false when n contributed nothing usable.
+func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) (v any, ok bool) {
+	if n = d.enter(n, depth); n == nil {
+		return nil, false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	line := d.lineFor(path)
+	if path == "" {
+		line = d.line(n)
+	}
+	tag := n.ShortTag()
+	scalar := n.Kind == yaml.ScalarNode
+	switch {
+	case t == reflect.TypeFor[v1alpha1.Duration]():
+		if !scalar || tag != "!!str" {
+			d.errorf(path, line, "want a duration such as \"60s\" or \"15m\", got %s", describe(n))
+			return nil, false
+		}
+		if _, err := time.ParseDuration(n.Value); err != nil {
+			d.errorf(path, line, "invalid duration %q; want a form such as \"60s\" or \"15m\"", n.Value)
+			return nil, false
+		}
+		return n.Value, true
+	case t == reflect.TypeFor[time.Time]():
+		if !scalar || (tag != "!!str" && tag != "!!timestamp") {
+			d.errorf(path, line, "want an RFC 3339 time, got %s", describe(n))
+			return nil, false
+		}
+		if _, err := time.Parse(time.RFC3339, n.Value); err != nil {
+			d.errorf(path, line, "invalid time %q; want RFC 3339 such as 2026-01-02T15:04:05Z", n.Value)
+			return nil, false
+		}
+		return n.Value, true
+	}
+	switch t.Kind() {
+	case reflect.String:
+		if !scalar || (tag != "!!str" && tag != "!!timestamp") {
+			d.errorf(path, line, "want a string, got %s", describe(n))
+			return nil, false
+		}
+		return n.Value, true
+	case reflect.Bool:
+		var b bool
+		if !scalar || tag != "!!bool" || n.Decode(&b) != nil {
+			d.errorf(path, line, "want true or false, got %s", describe(n))
+			return nil, false
+		}
+		return b, true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		i, err := strconv.ParseInt(n.Value, 0, t.Bits())
+		if !scalar || tag != "!!int" || err != nil {
+			d.errorf(path, line, "want an integer, got %s", describe(n))
+			return nil, false
+		}
+		return i, true
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(path, line, "want a list, got %s", describe(n))
+			return nil, false
+		}
+		out := make([]any, 0, len(n.Content))
+		for i, item := range n.Content {
+			p := indexField(path, i)
+			d.lines[p] = d.line(item)
+			if v, ok := d.walk(item, t.Elem(), p, depth+1); ok {
+				out = append(out, v)
+			}
+		}
+		return out, true
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.errorf(path, line, "want a mapping, got %s", describe(n))
+			return nil, false
+		}
+		out := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if d.skip[k] {
+				continue
+			}
+			p := mapField(path, k.Value)
+			d.lines[p] = d.line(k)
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+				d.errorf(p, d.line(k), "want a string key, got %s; quote it", describe(k))
+				continue
+			}
+			if v, ok := d.walk(val, t.Elem(), p, depth+1); ok {
+				out[k.Value] = v
+			}
+		}
+		return out, true
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			d.errorf(path, line, "want a mapping, got %s", describe(n))
+			return nil, false
+		}
+		fields, names := jsonFields(t)
+		out := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if d.skip[k] {
+				continue
+			}
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+				d.errorf(path, d.line(k), "want field names, got key %s", describe(k))
+				continue
+			}
+			p := joinField(path, k.Value)
+			d.lines[p] = d.line(k)
+			if fleetdOwned(p) {
+				continue
+			}
+			ft, known := fields[k.Value]
+			switch {
+			case !known && p == "spec.mcpTransport" && t == reflect.TypeFor[v1alpha1.MemberSpec]():
+				d.errorf(p, d.line(k), "legacy field; run \"fleetd migrate DIR\" to rewrite it as spec.mcpTarget and spec.transport")
+			case !known:
+				d.errorf(p, d.line(k), "unknown field; want one of %s", strings.Join(names, ", "))
+			case val.Kind == yaml.ScalarNode && val.ShortTag() == "!!null":
+				// An explicit null leaves the field unset, as in Kubernetes.
+			default:
+				if v, ok := d.walk(val, ft, p, depth+1); ok {
+					out[k.Value] = v
+				}
+			}
+		}
+		return out, true
+	}
+	d.errorf(path, line, "internal error: no decoder for Go type %s", t)
+	return nil, false
+}
+
+// jsonFields lists the JSON fields of struct type t as encoding/json sees
+// them: tag names, with embedded untagged structs flattened.
+func jsonFields(t reflect.Type) (map[string]reflect.Type, []string) {
+	fields := map[string]reflect.Type{}
+	var names []string
+	var add func(t reflect.Type)
+	add = func(t reflect.Type) {
+		for f := range t.Fields() {
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+				add(f.Type)
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			fields[name] = f.Type
+			names = append(names, name)
+		}
+	}
+	add(t)
+	return fields, names
+}
+
+// lookup returns the key and value nodes of key in mapping n.
+func lookup(n *yaml.Node, key string) (k, v *yaml.Node) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Kind == yaml.ScalarNode && n.Content[i].Value == key {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+// describe says what a node is, for "want X, got Y" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "null"
+	case "!!str":
+		return fmt.Sprintf("string %q", v)
+	case "!!int", "!!float":
+		return "number " + v
+	case "!!bool":
+		return "boolean " + v
+	case "!!timestamp":
+		return "timestamp " + v
+	}
+	return fmt.Sprintf("%s %q", n.ShortTag(), v)
+}
+
+// Field paths: "spec.cwd" for struct fields, "metadata.labels[team]" for
+// map entries, "spec.args[0]" for list items.
+
+func joinField(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+func mapField(parent, key string) string { return parent + "[" + key + "]" }
+
+func indexField(parent string, i int) string { return parent + "[" + strconv.Itoa(i) + "]" }
+
+// parentField strips the last segment of a field path: spec.env[A] →
+// spec.env → spec → "".
+func parentField(p string) string {
+	if strings.HasSuffix(p, "]") {
+		if i := strings.LastIndexByte(p, '['); i > 0 {
+			return p[:i]
+		}
+	}
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}

@@ -1,0 +1,137 @@
+package decode
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// FileResult is what one manifest file decoded to.
+type FileResult struct {
+	Path    string
+	Objects []v1alpha1.Object
+	Errors  ErrorList
+
+	// lines[i] is the line of Objects[i]'s metadata.name, when File
+	// decoded it; CheckDuplicates uses it to point at both definitions.
+	lines []int
+}
+
+func (f *FileResult) line(i int) int {
+	if i < len(f.lines) {
+		return f.lines[i]
+	}
+	return 0
+}
+
+// objectKey identifies an object across files: names are unique per kind.
+func objectKey(o v1alpha1.Object) string { return o.GetObjectKind() + "/" + o.GetName() }
+
+// CheckDuplicates reports every object whose kind and name were already
+// defined, in the same file or an earlier one; the error sits on the later
+// definition and names the first one's file and line.
+func CheckDuplicates(files []FileResult) ErrorList {
+	type place struct {
+		file string
+		line int
+	}
+	first := map[string]place{}
+	var errs ErrorList
+	for _, f := range files {
+		for i, o := range f.Objects {
+			key := objectKey(o)
+			here := place{f.Path, f.line(i)}
+			p, dup := first[key]
+			if !dup {
+				first[key] = here
+				continue
+			}
+			where := p.file
+			if p.line > 0 {
+				where = fmt.Sprintf("%s:%d", p.file, p.line)
+			}
+			errs = append(errs, &Error{
+				File:  here.file,
+				Line:  here.line,
+				Field: "metadata.name",
+				Msg:   fmt.Sprintf("duplicate %s %q; already defined at %s", o.GetObjectKind(), o.GetName(), where),
+			})
+		}
+	}
+	return errs
+}
+
+// DirResult is what one manifests directory decoded to.
+type DirResult struct {
+	Dir   string
+	Files []FileResult
+}
+
+// Dir decodes every manifest file (see IsManifestFile) directly in dir, in
+// name order; subdirectories are not read. A file that cannot be read is
+// reported in its FileResult. The error is non-nil only when dir itself
+// cannot be listed.
+func Dir(dir string) (*DirResult, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read manifests directory: %w", err)
+	}
+	r := &DirResult{Dir: dir}
+	for _, e := range entries {
+		if !IsManifestFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if e.Type()&os.ModeSymlink != 0 {
+			st, err := os.Stat(path)
+			if err == nil && st.IsDir() {
+				continue
+			}
+		} else if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			r.Files = append(r.Files, FileResult{Path: path, Errors: ErrorList{{File: path, Msg: fmt.Sprintf("read: %v", err)}}})
+			continue
+		}
+		objs, lines, errs := decodeFile(path, data)
+		r.Files = append(r.Files, FileResult{Path: path, Objects: objs, Errors: errs, lines: lines})
+	}
+	return r, nil
+}
+
+// Objects returns the objects of every document without errors, in file
+// order, except that a kind and name defined more than once is left out
+// altogether: fleetd cannot tell which definition the operator meant.
+func (r *DirResult) Objects() []v1alpha1.Object {
+	count := map[string]int{}
+	for _, f := range r.Files {
+		for _, o := range f.Objects {
+			count[objectKey(o)]++
+		}
+	}
+	var out []v1alpha1.Object
+	for _, f := range r.Files {
+		for _, o := range f.Objects {
+			if count[objectKey(o)] == 1 {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+// Errors returns every file's errors and the duplicate definitions across
+// files, sorted by file and line.
+func (r *DirResult) Errors() ErrorList {
+	var errs ErrorList
+	for _, f := range r.Files {
+		errs = append(errs, f.Errors...)
+	}
+	errs = append(errs, CheckDuplicates(r.Files)...)
+	sortErrors(errs)
+	return errs
+}

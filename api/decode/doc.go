@@ -1,0 +1,38 @@
+// Package decode reads fleetd manifests: files of one or more YAML
+// documents, each one Member, Profile or Tenant of apiVersion
+// fleetd.dev/v1alpha1.
+//
+// Decoding is strict and fail-closed. Every problem is an [Error] that
+// names the file, the 1-based line and the field path
+// (`members/reviewer.yaml:7: spec.transport: unknown value "http"; want
+// stdio or streamable-http`), and every problem in a file is reported, not
+// just the first: YAML syntax errors (one per document, since a document
+// that does not parse has nothing more to say), duplicate keys, unknown
+// fields, wrong types, bad enum values, missing required fields and
+// everything [v1alpha1] validation rejects. Objects are returned only from
+// documents without errors, defaulted and validated.
+//
+// How it works: each document is parsed with go.yaml.in/yaml/v3 into a
+// node tree, which keeps lines. The tree is walked against the Go type by
+// reflection over its JSON tags, so that all unknown fields and type
+// errors are found with their lines in one pass; the fields that pass are
+// re-encoded as JSON and decoded with encoding/json's DisallowUnknownFields
+// into the typed object, which is then defaulted and validated. Validation
+// errors carry field paths, mapped back to the lines the walk recorded.
+//
+// Two shapes get a dedicated message. A Member spec is closed: a key that
+// names a URL, credential, token, header, command, argv or environment, at
+// any depth, is rejected with a pointer to where it belongs (Profile or
+// Tenant); [CheckClosedMemberSpec] applies the same rule to specs that
+// arrive as JSON over MCP or REST. A Member carrying the legacy
+// spec.mcpTransport is rejected with an error naming `fleetd migrate`;
+// this package never rewrites it — that is package migrate's job.
+//
+// Fields fleetd owns — status, metadata.uid, metadata.generation and
+// metadata.creationTimestamp — are accepted and dropped, so that the output
+// of `fleetd get -o yaml` can be applied again.
+//
+// This package reads bytes and directories; it never writes a file, never
+// talks to herdr or the network, and never reads the environment (a
+// Tenant's credentialEnv is a name, never looked up here).
+package decode

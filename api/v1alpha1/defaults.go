@@ -1,0 +1,45 @@
+package v1alpha1
+
+import "time"
+
+// Default values SetDefaults fills in.
+const (
+	DefaultTransport      = TransportStreamableHTTP
+	DefaultRestartPolicy  = RestartAlways
+	DefaultStartupTimeout = 60 * time.Second
+	DefaultToolTimeout    = 15 * time.Minute
+)
+
+// SetDefaults fills the fields an operator may leave out: mcpTarget absent
+// means {kind: resident}, transport empty means streamable-http and workspace
+// empty means "fleetd". It never overwrites a value that is set, so calling
+// it twice changes nothing the second time.
+func (m *Member) SetDefaults() {
+	if m.Spec.MCPTarget == nil {
+		m.Spec.MCPTarget = &MCPTarget{Kind: TargetResident}
+	}
+	if m.Spec.Transport == "" {
+		m.Spec.Transport = DefaultTransport
+	}
+	if m.Spec.Workspace == "" {
+		m.Spec.Workspace = DefaultWorkspace
+	}
+}
+
+// SetDefaults fills restartPolicy (Always), startupTimeout (60s) and
+// toolTimeout (15m) when they are empty or zero.
+func (p *Profile) SetDefaults() {
+	if p.Spec.RestartPolicy == "" {
+		p.Spec.RestartPolicy = DefaultRestartPolicy
+	}
+	if p.Spec.StartupTimeout.Duration == 0 {
+		p.Spec.StartupTimeout.Duration = DefaultStartupTimeout
+	}
+	if p.Spec.ToolTimeout.Duration == 0 {
+		p.Spec.ToolTimeout.Duration = DefaultToolTimeout
+	}
+}
+
+// SetDefaults does nothing: every Tenant field is required. It exists so
+// all three kinds can be treated alike.
+func (t *Tenant) SetDefaults() {}
