@@ -1,0 +1,19 @@
+// Package vocab guards fleetd's vocabulary (DESIGN §1): target selection,
+// canonical wire transport and harness spelling are three layers that never
+// share words.
+//
+// The package has no code of its own. Its test, the negative vocabulary
+// sweep, walks every file of the repository (tracked and untracked, minus
+// what .gitignore ignores) and fails when
+//
+//   - the legacy transport mode that conflated target and transport appears
+//     outside the one-shot migration (migrate/ and the legacy example in
+//     manifests/legacy/), or
+//   - a vendor spelling of a transport — Codex's underscore spelling of
+//     Streamable HTTP, or an MCP server entry typed "http" in JSON as
+//     Claude Code writes it — appears outside the harness adapters
+//     (harness/).
+//
+// The allowed places are listed once, in the sweep's rules. Widening them
+// is a design change, not a test fix.
+package vocab

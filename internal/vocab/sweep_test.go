@@ -1,0 +1,251 @@
+package vocab
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// rule is a forbidden spelling and the only places it may appear.
+type rule struct {
+	name    string
+	re      *regexp.Regexp
+	allowed []string // repository-relative path prefixes, "/"-separated
+}
+
+// rules is the one list of forbidden spellings and their allowed places.
+// The patterns are assembled from pieces so that this file does not
+// contain what it forbids.
+var rules = []rule{
+	{
+		name:    "legacy transport mode (only the one-shot migration may spell it)",
+		re:      regexp.MustCompile(`(?i)` + regexp.QuoteMeta("remote"+"-"+"http")),
+		allowed: []string{"migrate/", "manifests/legacy/"},
+	},
+	{
+		name:    "Codex's spelling of Streamable HTTP (only harness adapters may spell it)",
+		re:      regexp.MustCompile(`(?i)` + regexp.QuoteMeta("streamable"+"_"+"http")),
+		allowed: []string{"harness/"},
+	},
+	{
+		name:    `MCP server entry typed "http" (only harness adapters may spell it)`,
+		re:      regexp.MustCompile(`"type"\s*:\s*"` + "http" + `"`),
+		allowed: []string{"harness/"},
+	},
+}
+
+// violation is one forbidden spelling found outside its allowed places.
+type violation struct {
+	Path string
+	Line int
+	Rule string
+}
+
+func (v violation) String() string { return fmt.Sprintf("%s:%d: %s", v.Path, v.Line, v.Rule) }
+
+// check returns the violations in one file's content; path is relative to
+// the repository root and "/"-separated.
+func check(path string, content []byte) []violation {
+	var out []violation
+	for _, r := range rules {
+		if allowedIn(path, r.allowed) {
+			continue
+		}
+		for _, loc := range r.re.FindAllIndex(content, -1) {
+			line := 1 + bytes.Count(content[:loc[0]], []byte("\n"))
+			out = append(out, violation{Path: path, Line: line, Rule: r.name})
+		}
+	}
+	return out
+}
+
+func allowedIn(path string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweep checks every listed file under root. Files listed but gone from
+// the work tree (deleted, not yet committed) and binary files are skipped.
+func sweep(root string, files []string) ([]violation, error) {
+	var out []violation
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if bytes.IndexByte(data, 0) >= 0 {
+			continue
+		}
+		out = append(out, check(f, data)...)
+	}
+	return out, nil
+}
+
+// repoFiles lists the files of the work tree at root that git tracks or
+// would track: committed or staged, plus untracked files not ignored.
+func repoFiles(root string) ([]string, error) {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files in %s: %w: %s", root, err, stderr.String())
+	}
+	var files []string
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// repoRoot walks up from the working directory to the directory holding
+// go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+func TestRepository_KeepsItsVocabulary(t *testing.T) {
+	root := repoRoot(t)
+	files, err := repoFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Guard against a sweep that silently looks at nothing.
+	for _, must := range []string{"go.mod", "internal/vocab/sweep_test.go"} {
+		if !slices.Contains(files, must) {
+			t.Fatalf("the file list from git misses %s; the sweep would not be looking at the repository", must)
+		}
+	}
+	found, err := sweep(root, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range found {
+		t.Errorf("%v", v)
+	}
+}
+
+func TestCheck_FlagsSpellingsOutsideTheirPlaces(t *testing.T) {
+	legacy := "remote" + "-http"
+	codex := "streamable" + "_http"
+	typed := func(space string) string { return `{"type"` + space + `"http", "url": "x"}` }
+	const (
+		legacyRule = "legacy transport mode (only the one-shot migration may spell it)"
+		codexRule  = "Codex's spelling of Streamable HTTP (only harness adapters may spell it)"
+		typeRule   = `MCP server entry typed "http" (only harness adapters may spell it)`
+	)
+	tests := []struct {
+		name    string
+		path    string
+		content string
+		want    []violation
+	}{
+		{"legacy mode in the API", "api/v1alpha1/types.go", "a\nmode: " + legacy + "\n",
+			[]violation{{"api/v1alpha1/types.go", 2, legacyRule}}},
+		{"legacy mode in upper case in docs", "docs/x.md", strings.ToUpper(legacy),
+			[]violation{{"docs/x.md", 1, legacyRule}}},
+		{"legacy mode in the migration", "migrate/migrate.go", legacy, nil},
+		{"legacy mode in the migration's fixtures", "migrate/testdata/a.yaml", legacy, nil},
+		{"legacy mode in the legacy example", "manifests/legacy/m.yaml", legacy, nil},
+		{"legacy mode in the other manifests", "manifests/member.yaml", legacy,
+			[]violation{{"manifests/member.yaml", 1, legacyRule}}},
+		{"legacy mode in a directory named like the migration", "migrate2/x.go", legacy,
+			[]violation{{"migrate2/x.go", 1, legacyRule}}},
+		{"Codex spelling outside harness", "mcp/x.go", "\n\n" + codex,
+			[]violation{{"mcp/x.go", 3, codexRule}}},
+		{"Codex spelling in harness", "harness/codex/adapter.go", codex, nil},
+		{"typed http entry", "cmd/fleetd/x.go", typed(": "),
+			[]violation{{"cmd/fleetd/x.go", 1, typeRule}}},
+		{"typed http entry without spaces", "x.json", typed(":"),
+			[]violation{{"x.json", 1, typeRule}}},
+		{"typed http entry across lines", "x.json", "{\n  \"type\"\n  :\t\"http\"}",
+			[]violation{{"x.json", 2, typeRule}}},
+		{"typed http entry in harness", "harness/claude/config_test.go", typed(": "), nil},
+		{"canonical words are fine", "api/x.go", `transport: streamable-http, kind: tenant, "type": "stdio"`, nil},
+		{"two spellings in one file", "README.md", legacy + "\n" + codex,
+			[]violation{{"README.md", 1, legacyRule}, {"README.md", 2, codexRule}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := check(tt.path, []byte(tt.content))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("check(%s) mismatch (-want +got):\n%s", tt.path, diff)
+			}
+		})
+	}
+}
+
+func TestSweep_FindsAnUntrackedOffenderInAGitTree(t *testing.T) {
+	root := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".gitignore", "/bin/\n")
+	write("bin/fleetd", "streamable"+"_http") // ignored: not swept
+	write("harness/codex.go", "streamable"+"_http")
+	write("mcp/gateway.go", "package mcp\n// speaks "+"streamable"+"_http\n")
+	write("blob.dat", "\x00streamable"+"_http") // binary: not swept
+
+	files, err := repoFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := sweep(root, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []violation{{"mcp/gateway.go", 2, "Codex's spelling of Streamable HTTP (only harness adapters may spell it)"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sweep mismatch (-want +got):\n%s", diff)
+	}
+}
