@@ -1,0 +1,220 @@
+package mcp
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/tokens"
+)
+
+// MemberSource is what the REST API reads members from: the controllers'
+// current view, status included.
+type MemberSource interface {
+	// Members returns every member, sorted by name.
+	Members() []v1alpha1.Member
+	// Member returns one member by name.
+	Member(name string) (v1alpha1.Member, bool)
+	// MemberEvents returns the member's recent events, oldest first.
+	MemberEvents(name string) []v1alpha1.Event
+}
+
+// TokenResolver resolves a presented bearer token to who holds it.
+type TokenResolver interface {
+	Resolve(token string) (tokens.Identity, bool)
+}
+
+// Options configure [NewHandler].
+type Options struct {
+	Members MemberSource
+	Tokens  TokenResolver
+	// Metrics serves GET /metrics; nil leaves the route out.
+	Metrics http.Handler
+	// Ready reports readiness for GET /readyz; nil means always ready.
+	Ready func() error
+	// Loopback turns on the Host-header check against DNS rebinding.
+	Loopback bool
+	Logger   *slog.Logger
+}
+
+// NewHandler returns the HTTP handler of fleetd's listener.
+func NewHandler(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &restServer{opts: opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	mux.Handle("GET /members", s.authenticated(s.listMembers))
+	mux.Handle("GET /members/{name}", s.authenticated(s.getMember))
+	mux.Handle("GET /members/{name}/events", s.authenticated(s.memberEvents))
+	var h http.Handler = mux
+	if opts.Loopback {
+		h = loopbackHostOnly(h)
+	}
+	return h
+}
+
+type restServer struct {
+	opts Options
+}
+
+func (s *restServer) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error()+"\n")
+			return
+		}
+	}
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+func (s *restServer) listMembers(w http.ResponseWriter, _ *http.Request, _ tokens.Identity) {
+	items := s.opts.Members.Members()
+	for i := range items {
+		setMemberTypeMeta(&items[i])
+	}
+	writeJSON(w, http.StatusOK, MemberList{APIVersion: v1alpha1.GroupVersion, Kind: "MemberList", Items: items})
+}
+
+func (s *restServer) getMember(w http.ResponseWriter, r *http.Request, _ tokens.Identity) {
+	name := r.PathValue("name")
+	m, ok := s.opts.Members.Member(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "member "+quote(name)+" not found")
+		return
+	}
+	setMemberTypeMeta(&m)
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *restServer) memberEvents(w http.ResponseWriter, r *http.Request, _ tokens.Identity) {
+	name := r.PathValue("name")
+	if _, ok := s.opts.Members.Member(name); !ok {
+		writeError(w, http.StatusNotFound, "not_found", "member "+quote(name)+" not found")
+		return
+	}
+	events := s.opts.Members.MemberEvents(name)
+	if events == nil {
+		events = []v1alpha1.Event{}
+	}
+	writeJSON(w, http.StatusOK, events)
+}
+
+// MemberList is the body of GET /members.
+type MemberList struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Items      []v1alpha1.Member `json:"items"`
+}
+
+func setMemberTypeMeta(m *v1alpha1.Member) {
+	m.APIVersion = v1alpha1.GroupVersion
+	m.Kind = v1alpha1.KindMember
+}
+
+// authenticated wraps a handler that needs a caller: the bearer token is
+// resolved to an identity, or the request is refused with 401.
+func (s *restServer) authenticated(next func(http.ResponseWriter, *http.Request, tokens.Identity)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := s.identify(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetd"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized",
+				"missing or unknown bearer token; use the primary token from STATE_DIR/primary.token (see `fleetd mcp-config`)")
+			return
+		}
+		next(w, r, id)
+	})
+}
+
+func (s *restServer) identify(r *http.Request) (tokens.Identity, bool) {
+	token, ok := BearerToken(r)
+	if !ok || s.opts.Tokens == nil {
+		return tokens.Identity{}, false
+	}
+	return s.opts.Tokens.Resolve(token)
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer …" header.
+func BearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || subtle.ConstantTimeCompare([]byte(strings.ToLower(h[:len(prefix)])), []byte(prefix)) != 1 {
+		return "", false
+	}
+	token := strings.TrimSpace(h[len(prefix):])
+	return token, token != ""
+}
+
+// loopbackHostOnly refuses requests whose Host is not a loopback name, so a
+// web page on another origin cannot reach the listener by rebinding DNS.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			writeError(w, http.StatusForbidden, "forbidden", "host "+quote(r.Host)+" is not a loopback name")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// APIError is the JSON body of every error response.
+type APIError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var body APIError
+	body.Error.Code = code
+	body.Error.Message = msg
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeText(w http.ResponseWriter, status int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(s))
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
