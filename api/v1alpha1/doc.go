@@ -4,6 +4,19 @@
 //
 // The types are shaped so they can become Kubernetes CRDs unchanged: JSON
 // tags, metadata/spec/status, conditions shaped like metav1.Condition, and no
-// interfaces in any spec. This package never reads files or talks to herdr;
-// decoding from YAML lives in package api/decode.
+// interfaces in any spec. Deep copies are hand-written in controller-gen's
+// shape (DeepCopy, DeepCopyInto, DeepCopyObject).
+//
+// SetDefaults fills what an operator may leave out (a Member's mcpTarget,
+// transport and workspace; a Profile's restartPolicy, startupTimeout and
+// toolTimeout) and never overwrites a set value. Validate is fail-closed and
+// returns every problem as a [FieldError] located by field path, such as
+// spec.mcpTarget.tenantId; it checks names ([MemberNamePattern] for Members,
+// because a member's name becomes its herdr agent name, and
+// [ObjectNamePattern] for Profiles, Tenants and references to them), enum
+// values, herdr's startupTimeout bounds and environment variable names.
+//
+// This package never reads files, the environment or the network, and never
+// talks to herdr; decoding from YAML, with file and line numbers, lives in
+// package api/decode.
 package v1alpha1

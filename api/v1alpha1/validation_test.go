@@ -1,0 +1,155 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func fieldErrs(l FieldErrors) []string {
+	var s []string
+	for _, e := range l {
+		s = append(s, e.Error())
+	}
+	return s
+}
+
+func TestIsMemberName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "reviewer": true, "a-b_c9": true, strings.Repeat("a", 32): true,
+		"": false, "A": false, "9a": false, "-a": false, "_a": false, "a.b": false, "a b": false, "é": false,
+		strings.Repeat("a", 33): false,
+	} {
+		if got := IsMemberName(name); got != want {
+			t.Errorf("IsMemberName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if !IsObjectName(strings.Repeat("a", 63)) || IsObjectName(strings.Repeat("a", 64)) {
+		t.Errorf("IsObjectName: want 63 characters allowed and 64 refused")
+	}
+}
+
+func TestIsEnvName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"A": true, "_": true, "ACME_TOKEN_2": true, "lower": true,
+		"": false, "2A": false, "A-B": false, "A=B": false, "A B": false,
+	} {
+		if got := IsEnvName(name); got != want {
+			t.Errorf("IsEnvName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func validMember() *Member {
+	m := &Member{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindMember}, ObjectMeta: ObjectMeta{Name: "reviewer"}, Spec: MemberSpec{Profile: "codex"}}
+	m.SetDefaults()
+	return m
+}
+
+func TestMember_Validate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Member)
+		want   []string
+	}{
+		{"valid", func(*Member) {}, nil},
+		{"valid tenant", func(m *Member) { m.Spec.MCPTarget = &MCPTarget{Kind: TargetTenant, TenantID: "acme"} }, nil},
+		{"valid stdio with cwd", func(m *Member) { m.Spec.Transport = TransportStdio; m.Spec.Cwd = "/srv" }, nil},
+		{"apiVersion", func(m *Member) { m.APIVersion = "v1" }, []string{`apiVersion: unknown value "v1"; want fleetd.dev/v1alpha1`}},
+		{"kind", func(m *Member) { m.Kind = "Profile" }, []string{`kind: unknown value "Profile"; want Member`}},
+		{"name", func(m *Member) { m.Name = "Re" }, []string{`metadata.name: invalid name "Re"; want ^[a-z][a-z0-9_-]{0,31}$; it becomes the herdr agent name`}},
+		{"no name", func(m *Member) { m.Name = "" }, []string{`metadata.name: required`}},
+		{"no profile", func(m *Member) { m.Spec.Profile = "" }, []string{`spec.profile: required; name a Profile`}},
+		{"bad profile ref", func(m *Member) { m.Spec.Profile = "A B" }, []string{`spec.profile: invalid name "A B"; want ^[a-z][a-z0-9_-]{0,62}$`}},
+		{"tenant without id", func(m *Member) { m.Spec.MCPTarget = &MCPTarget{Kind: TargetTenant} }, []string{`spec.mcpTarget.tenantId: required; name a Tenant`}},
+		{"resident with id", func(m *Member) { m.Spec.MCPTarget.TenantID = "acme" }, []string{`spec.mcpTarget.tenantId: forbidden unless kind is tenant`}},
+		{"empty target kind", func(m *Member) { m.Spec.MCPTarget = &MCPTarget{} }, []string{`spec.mcpTarget.kind: required; want resident or tenant`}},
+		{"bad target kind", func(m *Member) { m.Spec.MCPTarget.Kind = "Tenant" }, []string{`spec.mcpTarget.kind: unknown value "Tenant"; want resident or tenant`}},
+		{"no target", func(m *Member) { m.Spec.MCPTarget = nil }, []string{`spec.mcpTarget: required`}},
+		{"transport", func(m *Member) { m.Spec.Transport = "http" }, []string{`spec.transport: unknown value "http"; want stdio or streamable-http`}},
+		{"no transport", func(m *Member) { m.Spec.Transport = "" }, []string{`spec.transport: required; want stdio or streamable-http`}},
+		{"no workspace", func(m *Member) { m.Spec.Workspace = "" }, []string{`spec.workspace: required`}},
+		{"relative cwd", func(m *Member) { m.Spec.Cwd = "srv" }, []string{`spec.cwd: want an absolute path, got "srv"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := validMember()
+			tt.mutate(m)
+			if diff := cmp.Diff(tt.want, fieldErrs(m.Validate())); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProfile_Validate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*ProfileSpec)
+		want   []string
+	}{
+		{"valid", func(*ProfileSpec) {}, nil},
+		{"valid bounds", func(s *ProfileSpec) { s.StartupTimeout.Duration = 300 * time.Second; s.RestartPolicy = RestartOnFailure }, nil},
+		{"no harness", func(s *ProfileSpec) { s.Harness = "" }, []string{`spec.harness: required; want a herdr agent kind such as claude or codex`}},
+		{"harness with a path", func(s *ProfileSpec) { s.Harness = "/bin/sh" }, []string{`spec.harness: invalid value "/bin/sh"; want a lower-case herdr agent kind such as claude or codex`}},
+		{"startup too short", func(s *ProfileSpec) { s.StartupTimeout.Duration = 3 * time.Second }, []string{`spec.startupTimeout: 3s out of range; want more than 3s and at most 5m0s`}},
+		{"startup too long", func(s *ProfileSpec) { s.StartupTimeout.Duration = 301 * time.Second }, []string{`spec.startupTimeout: 5m1s out of range; want more than 3s and at most 5m0s`}},
+		{"restart policy", func(s *ProfileSpec) { s.RestartPolicy = "never" }, []string{`spec.restartPolicy: unknown value "never"; want Always, OnFailure or Never`}},
+		{"tool timeout", func(s *ProfileSpec) { s.ToolTimeout.Duration = -time.Second }, []string{`spec.toolTimeout: -1s out of range; want more than 0s`}},
+		{"cwd", func(s *ProfileSpec) { s.Cwd = "./x" }, []string{`spec.cwd: want an absolute path, got "./x"`}},
+		{"env keys", func(s *ProfileSpec) { s.Env = map[string]string{"": "a", "A=B": "c", "N\x00": "d", "OK": ""} }, []string{
+			`spec.env: empty variable name`,
+			`spec.env: invalid variable name "A=B": must not contain "=" or NUL`,
+			`spec.env: invalid variable name "N\x00": must not contain "=" or NUL`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &Profile{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindProfile}, ObjectMeta: ObjectMeta{Name: "codex-fast"}, Spec: ProfileSpec{Harness: "codex"}}
+			p.SetDefaults()
+			tt.mutate(&p.Spec)
+			if diff := cmp.Diff(tt.want, fieldErrs(p.Validate())); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTenant_Validate(t *testing.T) {
+	tests := []struct {
+		name string
+		spec TenantSpec
+		want []string
+	}{
+		{"valid", TenantSpec{URL: "https://fleet.acme.example/mcp", CredentialEnv: "ACME_TOKEN"}, nil},
+		{"valid http", TenantSpec{URL: "http://127.0.0.1:8080/mcp", CredentialEnv: "_T"}, nil},
+		{"empty", TenantSpec{}, []string{
+			`spec.url: required; want the tenant gateway's absolute https URL`,
+			`spec.credentialEnv: required; want the NAME of the environment variable holding the credential`,
+		}},
+		{"relative url", TenantSpec{URL: "/mcp", CredentialEnv: "A"}, []string{`spec.url: invalid value "/mcp"; want an absolute http or https URL`}},
+		{"other scheme", TenantSpec{URL: "ws://a.example", CredentialEnv: "A"}, []string{`spec.url: invalid value "ws://a.example"; want an absolute http or https URL`}},
+		{"userinfo", TenantSpec{URL: "https://t:secret@a.example", CredentialEnv: "A"}, []string{`spec.url: must not carry user information; name the credential's variable in spec.credentialEnv`}},
+		{"credential value instead of name", TenantSpec{URL: "https://a.example", CredentialEnv: "sk-abc.def"}, []string{`spec.credentialEnv: invalid variable name "sk-abc.def"; want ^[A-Za-z_][A-Za-z0-9_]*$`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tn := &Tenant{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindTenant}, ObjectMeta: ObjectMeta{Name: "acme"}, Spec: tt.spec}
+			if diff := cmp.Diff(tt.want, fieldErrs(tn.Validate())); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFieldErrors_Err(t *testing.T) {
+	if (FieldErrors{}).Err() != nil {
+		t.Errorf("empty list: Err() != nil")
+	}
+	l := FieldErrors{{Field: "a", Msg: "x"}, {Field: "b", Msg: "y"}}
+	if err := l.Err(); err == nil || err.Error() != "a: x\nb: y" {
+		t.Errorf("Err() = %v, want two lines", err)
+	}
+}
