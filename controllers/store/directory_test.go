@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/clock"
+)
+
+const profileDoc = `apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: codex-fast}
+spec:
+  harness: codex
+  args: ["-m", "gpt-5.4"]
+`
+
+func memberDoc(name, profile string) string {
+	return "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: " + profile + "\n"
+}
+
+// harness runs a Directory on a fake clock and steps the clock whenever the
+// directory arms a timer, so tests wait on outcomes, never on time.
+type harness struct {
+	t     *testing.T
+	dir   string
+	state string
+	clk   *clock.Fake
+	d     *Directory
+	watch <-chan struct{}
+}
+
+func newHarness(t *testing.T, files map[string]string) *harness {
+	t.Helper()
+	root := t.TempDir()
+	h := &harness{t: t, dir: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
+		clk: clock.NewFake(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))}
+	for _, d := range []string{h.dir, h.state} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range files {
+		h.write(name, content)
+	}
+	h.start()
+	return h
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	d, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Clock: h.clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d.scanned = make(chan struct{}, 1)
+	h.d = d
+	ctx, cancel := context.WithCancel(context.Background())
+	h.watch = d.Watch(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	})
+	h.waitScans(1) // Run's own first read
+}
+
+func (h *harness) write(name, content string) {
+	h.t.Helper()
+	if err := os.WriteFile(filepath.Join(h.dir, name), []byte(content), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) scans() int {
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	return h.d.scans
+}
+
+// until steps the fake clock through every timer the directory arms until
+// cond holds.
+func (h *harness) until(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		added := h.clk.TimerAdded()
+		if next, ok := h.clk.NextDeadline(); ok {
+			h.clk.SetTime(next)
+		}
+		if cond() {
+			return
+		}
+		select {
+		case <-h.d.scanned:
+		case <-added:
+		case <-deadline:
+			h.t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+func (h *harness) waitScans(n int) {
+	h.t.Helper()
+	h.until("scanned", func() bool { return h.scans() >= n })
+}
+
+// settle waits for a scan that started after the call.
+func (h *harness) settle() {
+	h.t.Helper()
+	h.waitScans(h.scans() + 1)
+}
+
+func (h *harness) drainWatch() {
+	select {
+	case <-h.watch:
+	default:
+	}
+}
+
+func memberNames(s *Snapshot) []string {
+	var out []string
+	for n := range s.Members {
+		out = append(out, n)
+	}
+	if out == nil {
+		return []string{}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestDirectory_ReadsManifestFilesOnly(t *testing.T) {
+	h := newHarness(t, map[string]string{
+		"team.yaml":      profileDoc + "---\n" + memberDoc("alpha", "codex-fast") + "---\n" + memberDoc("beta", "codex-fast"),
+		"gamma.yml":      memberDoc("gamma", "codex-fast"),
+		".hidden.yaml":   memberDoc("hidden", "codex-fast"),
+		"backup.yaml~":   memberDoc("backup", "codex-fast"),
+		"notes.txt":      memberDoc("notes", "codex-fast"),
+		"#autosave.yaml": memberDoc("autosave", "codex-fast"),
+	})
+	s := h.d.Snapshot()
+	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, memberNames(s)); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+	if _, ok := s.Profiles["codex-fast"]; !ok {
+		t.Error("profile not read")
+	}
+	if got := s.Sources[Key{v1alpha1.KindMember, "gamma"}]; got != filepath.Join(h.dir, "gamma.yml") {
+		t.Errorf("source of gamma = %q", got)
+	}
+	m := s.Members["alpha"]
+	if m.UID == "" || m.Generation != 1 || m.CreationTimestamp == nil {
+		t.Errorf("metadata not stamped: uid %q generation %d created %v", m.UID, m.Generation, m.CreationTimestamp)
+	}
+	if len(s.Errors) != 0 || s.DirErr != nil || !s.Synced {
+		t.Errorf("errors %v dirErr %v synced %v", s.Errors, s.DirErr, s.Synced)
+	}
+}
+
+func TestDirectory_FollowsEdits(t *testing.T) {
+	h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one"), "beta.yaml": memberDoc("beta", "one")})
+	first := h.d.Snapshot().Members["alpha"]
+
+	// An editor's save: write a temporary file, rename it over the original.
+	tmp := filepath.Join(h.dir, ".alpha.yaml.swp")
+	if err := os.WriteFile(tmp, []byte(memberDoc("alpha", "two")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(h.dir, "alpha.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.until("alpha follows the edit", func() bool { return h.d.Snapshot().Members["alpha"].Spec.Profile == "two" })
+	edited := h.d.Snapshot().Members["alpha"]
+	if edited.UID != first.UID || edited.Generation != 2 {
+		t.Errorf("after edit: uid %q (was %q), generation %d, want same uid and 2", edited.UID, first.UID, edited.Generation)
+	}
+
+	// A metadata-only change does not bump the generation.
+	h.write("alpha.yaml", strings.Replace(memberDoc("alpha", "two"), "{name: alpha}", "{name: alpha, labels: {team: api}}", 1))
+	h.until("label seen", func() bool { return h.d.Snapshot().Members["alpha"].Labels["team"] == "api" })
+	if g := h.d.Snapshot().Members["alpha"].Generation; g != 2 {
+		t.Errorf("label change bumped generation to %d", g)
+	}
+
+	// touch: an event, a read, but no change and no signal.
+	h.drainWatch()
+	before := h.d.Snapshot()
+	now := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(h.dir, "beta.yaml"), now, now); err != nil {
+		t.Fatal(err)
+	}
+	h.write("beta.yaml", memberDoc("beta", "one"))
+	h.settle()
+	if h.d.Snapshot() != before {
+		t.Error("touch changed the snapshot")
+	}
+	select {
+	case <-h.watch:
+		t.Error("touch signalled watchers")
+	default:
+	}
+
+	// mv out, then in again; rm.
+	outside := filepath.Join(t.TempDir(), "beta.yaml")
+	if err := os.Rename(filepath.Join(h.dir, "beta.yaml"), outside); err != nil {
+		t.Fatal(err)
+	}
+	h.until("beta gone", func() bool { _, ok := h.d.Snapshot().Members["beta"]; return !ok })
+	if err := os.Rename(outside, filepath.Join(h.dir, "beta.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.until("beta back", func() bool { _, ok := h.d.Snapshot().Members["beta"]; return ok })
+	if err := os.Remove(filepath.Join(h.dir, "alpha.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.until("alpha removed", func() bool { _, ok := h.d.Snapshot().Members["alpha"]; return !ok })
+	select {
+	case <-h.watch:
+	default:
+		t.Error("changes did not signal watchers")
+	}
+}
+
+func TestDirectory_BrokenFileKeepsLastGoodObjects(t *testing.T) {
+	h := newHarness(t, map[string]string{"team.yaml": profileDoc + "---\n" + memberDoc("alpha", "codex-fast")})
+	good := h.d.Snapshot()
+	h.write("team.yaml", profileDoc+"---\n"+memberDoc("alpha", "codex-fast")+"  paused: [oops\n")
+	h.until("error reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
+	s := h.d.Snapshot()
+	if s.Members["alpha"] != good.Members["alpha"] || s.Profiles["codex-fast"] != good.Profiles["codex-fast"] {
+		t.Error("a broken file dropped or changed its last good objects")
+	}
+	e := s.ErrorsIn(filepath.Join(h.dir, "team.yaml"))
+	if len(e) == 0 || e[0].Line == 0 {
+		t.Fatalf("errors in team.yaml = %v, want a located error", e)
+	}
+	h.write("team.yaml", profileDoc+"---\n"+memberDoc("alpha", "codex-fast")+"  paused: true\n")
+	h.until("error cleared", func() bool { return len(h.d.Snapshot().Errors) == 0 })
+	if m := h.d.Snapshot().Members["alpha"]; !m.Spec.Paused || m.Generation != 2 {
+		t.Errorf("fixed file not applied: paused %v generation %d", m.Spec.Paused, m.Generation)
+	}
+	// A new file that never parsed defines nothing but is reported.
+	h.write("new.yaml", "kind: Member\nmetadata: {name: x}\nspec: {bogus: 1}\n")
+	h.until("new file's error reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
+	if _, ok := h.d.Snapshot().Members["x"]; ok {
+		t.Error("invalid new file defined a member")
+	}
+}
+
+func TestDirectory_DuplicateNameFirstFileWins(t *testing.T) {
+	h := newHarness(t, map[string]string{"a.yaml": memberDoc("alpha", "one"), "b.yaml": memberDoc("alpha", "two")})
+	s := h.d.Snapshot()
+	if s.Members["alpha"].Spec.Profile != "one" || len(s.Errors) != 1 || s.Errors[0].File != filepath.Join(h.dir, "b.yaml") {
+		t.Errorf("profile %q errors %v", s.Members["alpha"].Spec.Profile, s.Errors)
+	}
+}
+
+func TestDirectory_VanishedDirectoryPrunesNothing(t *testing.T) {
+	h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
+	before := h.d.Snapshot()
+	away := h.dir + ".away"
+	if err := os.Rename(h.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	h.until("directory error reported", func() bool { return h.d.Snapshot().DirErr != nil })
+	if s := h.d.Snapshot(); s.Members["alpha"] != before.Members["alpha"] {
+		t.Error("member pruned while the directory was away")
+	}
+	if err := os.Rename(away, h.dir); err != nil {
+		t.Fatal(err)
+	}
+	h.until("directory readable again", func() bool { return h.d.Snapshot().DirErr == nil })
+	if s := h.d.Snapshot(); s.Members["alpha"] != before.Members["alpha"] {
+		t.Error("member churned after the directory came back")
+	}
+	// Watching resumed on the returned directory.
+	h.write("beta.yaml", memberDoc("beta", "one"))
+	h.until("beta seen", func() bool { _, ok := h.d.Snapshot().Members["beta"]; return ok })
+}
+
+func TestDirectory_MetadataSurvivesRestart(t *testing.T) {
+	h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
+	h.write("alpha.yaml", memberDoc("alpha", "two"))
+	h.until("edit seen", func() bool { return h.d.Snapshot().Members["alpha"].Generation == 2 })
+	was := h.d.Snapshot().Members["alpha"]
+	d2, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d2.Snapshot().Members["alpha"]
+	if got.UID != was.UID || got.Generation != 2 || !got.CreationTimestamp.Equal(*was.CreationTimestamp) {
+		t.Errorf("after restart uid %q gen %d created %v; want %q 2 %v", got.UID, got.Generation, got.CreationTimestamp, was.UID, was.CreationTimestamp)
+	}
+}
+
+func TestDirectory_ApplyAndDelete(t *testing.T) {
+	other := "# keep this comment\n" + profileDoc
+	h := newHarness(t, map[string]string{"team.yaml": other + "---\n" + memberDoc("alpha", "one")})
+	ctx := context.Background()
+
+	// New member: its own file, visible on return.
+	m := &v1alpha1.Member{TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},
+		ObjectMeta: v1alpha1.ObjectMeta{Name: "beta", UID: "ignored", Generation: 9},
+		Spec:       v1alpha1.MemberSpec{Profile: "codex-fast"},
+		Status:     v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady}}
+	m.SetDefaults()
+	if err := h.d.Apply(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := h.d.Snapshot().Members["beta"]
+	if got == nil || got.UID == "ignored" || got.Generation != 1 {
+		t.Fatalf("applied member: %+v", got)
+	}
+	data, _ := os.ReadFile(filepath.Join(h.dir, "beta.yaml"))
+	if strings.Contains(string(data), "status") || strings.Contains(string(data), "uid") {
+		t.Errorf("written file carries fleetd-owned fields:\n%s", data)
+	}
+
+	// Existing member in a multi-document file: only its document changes.
+	alpha := h.d.Snapshot().Members["alpha"].DeepCopy()
+	alpha.Spec.Paused = true
+	if err := h.d.Apply(ctx, alpha); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(filepath.Join(h.dir, "team.yaml"))
+	if !strings.HasPrefix(string(data), other+"---\n") {
+		t.Errorf("other document not kept byte for byte:\n%s", data)
+	}
+	if a := h.d.Snapshot().Members["alpha"]; !a.Spec.Paused || a.Generation != 2 {
+		t.Errorf("alpha after apply: paused %v generation %d", a.Spec.Paused, a.Generation)
+	}
+
+	// An invalid object never reaches the directory.
+	bad := m.DeepCopy()
+	bad.Name = "Bad Name"
+	if err := h.d.Apply(ctx, bad); err == nil {
+		t.Error("invalid member applied")
+	}
+
+	// Delete a document from a multi-document file, then a whole file.
+	if err := h.d.Delete(ctx, v1alpha1.KindMember, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(filepath.Join(h.dir, "team.yaml"))
+	if string(data) != other {
+		t.Errorf("team.yaml after delete:\n%s", data)
+	}
+	if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "beta.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("beta.yaml still there: %v", err)
+	}
+	if diff := cmp.Diff([]string{}, memberNames(h.d.Snapshot())); diff != "" {
+		t.Errorf("members left (-want +got):\n%s", diff)
+	}
+	if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleting a missing member: %v, want ErrNotFound", err)
+	}
+	if _, ok := h.d.Get(v1alpha1.KindProfile, "codex-fast"); !ok {
+		t.Error("profile lost")
+	}
+}

@@ -1,0 +1,30 @@
+// Package store is fleetd's desired state: the Members, Profiles and Tenants
+// the reconciler works towards, behind the small [Store] interface so that a
+// distributed backend (etcd, a Kubernetes CRD) can replace the directory one
+// day.
+//
+// [Directory] is the default backend. It watches one manifests directory
+// with fsnotify — the directory, not the files, so an editor's
+// write-temp-then-rename save is seen — debounces bursts, and reads every
+// *.yaml / *.yml file (not dotfiles or editor backups), one object per YAML
+// document. Two promises matter more than anything else here:
+//
+//   - A file that stops parsing keeps its last good objects. Its errors are
+//     reported (Snapshot.Errors, a log line) but nothing it defined goes away,
+//     so a typo never tears down a running agent.
+//   - A directory that vanishes or becomes unreadable prunes nothing. The
+//     store keeps the last state it read, reports the problem in
+//     Snapshot.DirErr, and picks up where it was when the directory returns
+//     (it watches the parent and retries periodically).
+//
+// The store also owns metadata.uid (stable for the life of an object),
+// metadata.generation (bumped only when a spec changes) and
+// metadata.creationTimestamp, persisted in the state directory so that a
+// restart of fleetd neither renumbers objects nor makes the reconciler
+// replace a running agent.
+//
+// Writes (Apply, Delete) are atomic file operations inside the directory —
+// temp file, fsync, rename — so tools and humans share one source of truth;
+// the watcher picks a write up like any edit. The store never talks to herdr
+// and never writes status into an operator's file.
+package store

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// Store is the desired state the controllers read and tools write.
+type Store interface {
+	// Snapshot returns the current desired state. It is shared and must not
+	// be modified; an object's pointer changes exactly when its content does.
+	Snapshot() *Snapshot
+	// Get returns one object by kind and name.
+	Get(kind, name string) (v1alpha1.Object, bool)
+	// Watch returns a channel that receives a value (coalesced) whenever the
+	// snapshot changes, until ctx ends.
+	Watch(ctx context.Context) <-chan struct{}
+	// Apply creates or replaces obj's definition. status, uid, generation and
+	// creationTimestamp in obj are ignored: the store owns them.
+	Apply(ctx context.Context, obj v1alpha1.Object) error
+	// Delete removes the object's definition; ErrNotFound if there is none.
+	Delete(ctx context.Context, kind, name string) error
+}
+
+// ErrNotFound is returned by Delete for an object the store does not hold.
+var ErrNotFound = errors.New("object not found")
+
+// Key names one object.
+type Key struct {
+	Kind string
+	Name string
+}
+
+func (k Key) String() string { return k.Kind + "/" + k.Name }
+
+// Snapshot is the desired state at one moment.
+type Snapshot struct {
+	Members  map[string]*v1alpha1.Member
+	Profiles map[string]*v1alpha1.Profile
+	Tenants  map[string]*v1alpha1.Tenant
+	// Sources maps each object to the file that defines it.
+	Sources map[Key]string
+	// Errors are the current manifest problems, in file and line order. A
+	// file with errors keeps the objects it last defined without them.
+	Errors decode.ErrorList
+	// DirErr is set while the manifests directory cannot be read; the
+	// objects are then the last ones read.
+	DirErr error
+	// Synced is false until the first successful read of the source.
+	Synced bool
+}
+
+// ErrorsIn returns the errors reported for file.
+func (s *Snapshot) ErrorsIn(file string) decode.ErrorList {
+	var out decode.ErrorList
+	for _, e := range s.Errors {
+		if e.File == file {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{
+		Members:  map[string]*v1alpha1.Member{},
+		Profiles: map[string]*v1alpha1.Profile{},
+		Tenants:  map[string]*v1alpha1.Tenant{},
+		Sources:  map[Key]string{},
+	}
+}
