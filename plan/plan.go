@@ -45,7 +45,10 @@ func (e *Error) Error() string { return e.msg }
 // Reason returns the condition reason, e.g. [ReasonTenantNotFound].
 func (e *Error) Reason() string { return e.reason }
 
-func errorf(reason, format string, args ...any) *Error {
+// Errorf returns an [*Error] with the given condition reason and a message
+// formatted as by fmt.Sprintf. Packages that launch a plan use it for their
+// own unresolvable-spec errors so the reconciler sees one error shape.
+func Errorf(reason, format string, args ...any) *Error {
 	return &Error{reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
@@ -88,7 +91,7 @@ func GatewayForListen(addr string) (Gateway, error) {
 // Errors are [*Error] values whose Reason is a condition reason.
 func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway, lookupEnv func(string) (string, bool)) ([]v1alpha1.PlanRow, error) {
 	if m == nil {
-		return nil, errorf(ReasonInvalidSpec, "resolve plan: no member")
+		return nil, Errorf(ReasonInvalidSpec, "resolve plan: no member")
 	}
 	transport := m.Spec.Transport
 	switch transport {
@@ -96,7 +99,7 @@ func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway
 		transport = v1alpha1.TransportStreamableHTTP
 	case v1alpha1.TransportStdio, v1alpha1.TransportStreamableHTTP:
 	default:
-		return nil, errorf(ReasonInvalidSpec, "member %q: spec.transport: unknown value %q; want %s or %s",
+		return nil, Errorf(ReasonInvalidSpec, "member %q: spec.transport: unknown value %q; want %s or %s",
 			m.Name, transport, v1alpha1.TransportStdio, v1alpha1.TransportStreamableHTTP)
 	}
 
@@ -107,10 +110,10 @@ func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway
 	switch target.Kind {
 	case v1alpha1.TargetResident, "":
 		if target.TenantID != "" {
-			return nil, errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is set but kind is resident", m.Name)
+			return nil, Errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is set but kind is resident", m.Name)
 		}
 		if gw.URL == "" {
-			return nil, errorf(ReasonInvalidSpec, "member %q: this fleetd has no gateway URL to give a resident member", m.Name)
+			return nil, Errorf(ReasonInvalidSpec, "member %q: this fleetd has no gateway URL to give a resident member", m.Name)
 		}
 		return []v1alpha1.PlanRow{{
 			Server:        ServerName,
@@ -132,7 +135,7 @@ func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway
 			CredentialEnv: TenantTokenEnv,
 		}}, nil
 	default:
-		return nil, errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.kind: unknown value %q; want %s or %s",
+		return nil, Errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.kind: unknown value %q; want %s or %s",
 			m.Name, target.Kind, v1alpha1.TargetResident, v1alpha1.TargetTenant)
 	}
 }
@@ -156,24 +159,24 @@ func TenantCredentialSource(m *v1alpha1.Member, tenants map[string]*v1alpha1.Ten
 // environment.
 func tenantFor(member, id string, tenants map[string]*v1alpha1.Tenant, lookupEnv func(string) (string, bool)) (*v1alpha1.Tenant, error) {
 	if id == "" {
-		return nil, errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is required when kind is tenant", member)
+		return nil, Errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is required when kind is tenant", member)
 	}
 	t, ok := tenants[id]
 	if !ok || t == nil {
-		return nil, errorf(ReasonTenantNotFound, "member %q: Tenant %q not found", member, id)
+		return nil, Errorf(ReasonTenantNotFound, "member %q: Tenant %q not found", member, id)
 	}
 	if t.Spec.URL == "" {
-		return nil, errorf(ReasonInvalidSpec, "Tenant %q: spec.url is empty", id)
+		return nil, Errorf(ReasonInvalidSpec, "Tenant %q: spec.url is empty", id)
 	}
 	name := t.Spec.CredentialEnv
 	if name == "" {
-		return nil, errorf(ReasonInvalidSpec, "Tenant %q: spec.credentialEnv is empty", id)
+		return nil, Errorf(ReasonInvalidSpec, "Tenant %q: spec.credentialEnv is empty", id)
 	}
 	if lookupEnv == nil {
-		return nil, errorf(ReasonCredentialMissing, "Tenant %q: credential variable %s is not set in fleetd's environment (no environment given)", id, name)
+		return nil, Errorf(ReasonCredentialMissing, "Tenant %q: credential variable %s is not set in fleetd's environment (no environment given)", id, name)
 	}
 	if v, ok := lookupEnv(name); !ok || strings.TrimSpace(v) == "" {
-		return nil, errorf(ReasonCredentialMissing,
+		return nil, Errorf(ReasonCredentialMissing,
 			"Tenant %q: credential variable %s is not set in fleetd's environment; set it and restart fleetd", id, name)
 	}
 	return t, nil
