@@ -1,0 +1,229 @@
+package herdr
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// MaxRequestBytes is herdr's limit on a request line, newline included.
+const MaxRequestBytes = 1 << 20
+
+// Observer is told about every call when it completes: the method, the
+// outcome code and how long it took. code is "ok" on success, herdr's error
+// code when herdr refused, a transport reason ([ReasonUnavailable],
+// [ReasonClosed], [ReasonBadResponse]) when herdr was not reachable or broke
+// the protocol, "canceled" when the context ended first, or
+// "request_too_large" / "encode_error" when the request never left. For
+// events.subscribe it covers the call up to the subscription_started ack.
+// It is called from the calling goroutine and must not block.
+type Observer func(method, code string, d time.Duration)
+
+// Options configure a [Client]. The zero value and nil mean defaults.
+type Options struct {
+	// SocketPath is herdr's API socket. Empty: [ResolveSocketPath] with the
+	// process environment and home directory.
+	SocketPath string
+	// Observer, if set, sees every call (for metrics).
+	Observer Observer
+}
+
+// Client talks to one herdr server. It holds no connection: every call dials
+// the socket, writes one request line, reads one response line and closes,
+// as herdr requires. A Client is safe for concurrent use.
+type Client struct {
+	socketPath string
+	observe    Observer
+	now        func() time.Time // injectable for StartAgent's deadline in tests
+	dial       func(ctx context.Context, path string) (net.Conn, error)
+	lastID     atomic.Uint64
+	idPrefix   string
+}
+
+// New returns a Client. opts may be nil.
+func New(opts *Options) *Client {
+	if opts == nil {
+		opts = &Options{}
+	}
+	path := opts.SocketPath
+	if path == "" {
+		home, _ := os.UserHomeDir() // unset HOME leaves a relative path that fails to dial, with the path in the error
+		path = ResolveSocketPath(os.Getenv, home)
+	}
+	return &Client{
+		socketPath: path,
+		observe:    opts.Observer,
+		now:        time.Now,
+		dial: func(ctx context.Context, path string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		idPrefix: "fleetd-" + strconv.Itoa(os.Getpid()) + "-",
+	}
+}
+
+// SocketPath is the socket the client dials.
+func (c *Client) SocketPath() string { return c.socketPath }
+
+type request struct {
+	ID     string `json:"id"`
+	Method string `json:"method"`
+	Params any    `json:"params"`
+}
+
+type response struct {
+	ID     string          `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// exchange is one connection carrying one request. Its conn is closed when ctx
+// ends (that is how herdr learns a long call was abandoned) or by close.
+type exchange struct {
+	method string
+	conn   net.Conn
+	r      *bufio.Reader
+	stop   func() bool
+}
+
+func (x *exchange) close() {
+	x.stop()
+	x.conn.Close()
+}
+
+// call performs one request/response exchange and reports it to the observer.
+// result, if not nil, receives the decoded result object, whose type tag must
+// be wantType.
+func (c *Client) call(ctx context.Context, method string, params any, wantType string, result any) error {
+	start := c.now()
+	x, code, err := c.send(ctx, method, params)
+	if err == nil {
+		code, err = x.receive(ctx, wantType, result)
+		x.close()
+	}
+	c.report(method, code, start)
+	return err
+}
+
+func (c *Client) report(method, code string, start time.Time) {
+	if c.observe != nil {
+		c.observe(method, code, c.now().Sub(start))
+	}
+}
+
+// send dials herdr and writes the request line. It never writes anything else
+// on the connection afterwards and never half-closes it: herdr treats any
+// further byte, or EOF, as the client hanging up.
+func (c *Client) send(ctx context.Context, method string, params any) (*exchange, string, error) {
+	if params == nil {
+		params = struct{}{}
+	}
+	id := c.idPrefix + strconv.FormatUint(c.lastID.Add(1), 10)
+	line, err := json.Marshal(request{ID: id, Method: method, Params: params})
+	if err != nil {
+		return nil, "encode_error", fmt.Errorf("herdr %s: encode request: %w", method, err)
+	}
+	line = append(line, '\n')
+	if len(line) > MaxRequestBytes {
+		return nil, "request_too_large", fmt.Errorf("herdr %s: %w (%d bytes)", method, ErrRequestTooLarge, len(line))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "canceled", fmt.Errorf("herdr %s: %w", method, err)
+	}
+	conn, err := c.dial(ctx, c.socketPath)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "canceled", fmt.Errorf("herdr %s: %w", method, ctx.Err())
+		}
+		return nil, ReasonUnavailable, &TransportError{Method: method, Reason: ReasonUnavailable, Err: err}
+	}
+	x := &exchange{
+		method: method,
+		conn:   conn,
+		r:      bufio.NewReader(conn),
+		stop:   context.AfterFunc(ctx, func() { conn.Close() }),
+	}
+	if _, err := conn.Write(line); err != nil {
+		x.close()
+		if ctx.Err() != nil {
+			return nil, "canceled", fmt.Errorf("herdr %s: %w", method, ctx.Err())
+		}
+		return nil, ReasonClosed, &TransportError{Method: method, Reason: ReasonClosed, Err: fmt.Errorf("write request: %w", err)}
+	}
+	return x, "", nil
+}
+
+// receive reads and decodes the one response line.
+func (x *exchange) receive(ctx context.Context, wantType string, result any) (string, error) {
+	line, err := x.r.ReadBytes('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		if ctx.Err() != nil {
+			return "canceled", fmt.Errorf("herdr %s: %w", x.method, ctx.Err())
+		}
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("connection closed before a response: %w", io.ErrUnexpectedEOF)
+		}
+		return ReasonClosed, &TransportError{Method: x.method, Reason: ReasonClosed, Err: err}
+	}
+	return decodeResponse(x.method, line, wantType, result)
+}
+
+// decodeResponse classifies one response line: herdr's error envelope becomes
+// an *Error, anything that is not a well-formed result of type wantType a
+// *TransportError.
+func decodeResponse(method string, line []byte, wantType string, result any) (string, error) {
+	bad := func(err error) (string, error) {
+		return ReasonBadResponse, &TransportError{Method: method, Reason: ReasonBadResponse, Err: err}
+	}
+	var resp response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return bad(fmt.Errorf("decode response %.200q: %w", line, err))
+	}
+	if resp.Error != nil {
+		return resp.Error.Code, &Error{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	if len(resp.Result) == 0 || string(resp.Result) == "null" {
+		return bad(fmt.Errorf("response has neither result nor error: %.200q", line))
+	}
+	var tag struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(resp.Result, &tag); err != nil {
+		return bad(fmt.Errorf("decode result: %w", err))
+	}
+	if tag.Type != wantType {
+		return bad(fmt.Errorf("result type %q, want %q", tag.Type, wantType))
+	}
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return bad(fmt.Errorf("decode %s result: %w", wantType, err))
+		}
+	}
+	return "ok", nil
+}
+
+// Ping asks herdr for its version and checks that it speaks protocol 20. On a
+// mismatch it returns the Pong together with an error matching
+// [ErrProtocolMismatch].
+func (c *Client) Ping(ctx context.Context) (*Pong, error) {
+	var p Pong
+	if err := c.call(ctx, "ping", nil, "pong", &p); err != nil {
+		return nil, err
+	}
+	if p.Protocol != ProtocolVersion {
+		return &p, fmt.Errorf("%w: herdr %s at %s speaks protocol %d, fleetd needs protocol %d (herdr 0.8.x)",
+			ErrProtocolMismatch, p.Version, c.socketPath, p.Protocol, ProtocolVersion)
+	}
+	return &p, nil
+}
