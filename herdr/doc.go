@@ -1,4 +1,65 @@
 // Package herdr is fleetd's client for herdr's Unix-socket JSON API, protocol
-// 20 (see PROTOCOL.md in the shared herdr notes and herdr's own
-// herdr-api.schema.json).
+// 20: the typed calls fleetd needs to create and close workspaces, tabs and
+// panes, start and prompt coding agents, wait on them and stream herdr's
+// events. The wire contract is herdr's own herdr-api.schema.json and the
+// protocol notes beside it (PROTOCOL.md); every request this package sends is
+// checked against that schema in its tests.
+//
+// # What the client guarantees
+//
+// One request per connection. Every call dials the socket, writes exactly one
+// request line ({"id","method","params"}, params always an object, a fresh id
+// per call) and then never writes again and never half-closes: herdr reads a
+// single line per connection and treats any further byte, or EOF, as the
+// client hanging up. The response is read as one line of any length (pane
+// reads can be megabytes); a request over herdr's 1 MiB limit is refused
+// locally with [ErrRequestTooLarge] instead of being dropped silently by herdr.
+//
+// Cancellation by closing. Long calls ([Client.WaitAgent],
+// [Client.PromptAgent] with a wait, [Client.WaitEvent], [Client.Subscribe])
+// run on their own connection, which is closed as soon as the context ends;
+// that close is the only cancel signal herdr understands. No call has a
+// timeout of its own: bound it with the context or herdr's timeout_ms.
+//
+// Two kinds of failure. When herdr answers with its error envelope the error
+// is an [*Error] carrying herdr's code (test with [IsCode] or errors.As); when
+// herdr is not there or breaks the protocol — socket missing, connection
+// refused, closed before a whole response, a response that does not decode —
+// it is a [*TransportError], and errors.Is(err, [ErrUnavailable]) is true.
+// Context cancellation is neither: it wraps the context's error. A caller can
+// therefore tell "herdr said no" from "herdr is down", and must never read a
+// transport failure as "the pane is gone".
+//
+// Versions. [Client.Ping] checks that herdr speaks [ProtocolVersion] and
+// returns an error matching [ErrProtocolMismatch] otherwise; call it when
+// connecting. Responses may carry fields this package does not know; they are
+// ignored, and events of unknown kinds are still delivered.
+//
+// Events. [Client.Subscribe] waits for herdr's subscription_started ack (a
+// refusal is returned as an [*Error]) and then delivers decoded [Event] values
+// on a channel. Both of herdr's envelope styles decode to the same [Event]:
+// lifecycle lines ({"event":"pane_created","data":{"type":"pane_created",…}})
+// and per-pane lines ({"event":"pane.agent_status_changed","data":{…}}), the
+// latter normalised to the snake_case [EventKind]. A stream ends cleanly (nil
+// [Stream.Err]) when its context ends or it is closed; every other end —
+// herdr closing, an error line, garbage — leaves an error matching
+// [ErrStreamDropped], and the caller should resubscribe. herdr may replay
+// recently buffered events to a new subscriber, so consumers must be
+// idempotent.
+//
+// Agents. [Client.StartAgent] does what herdr's own CLI does: agent.start,
+// then agent.get by name every 100 ms until the agent is interactive-ready,
+// failing when it is neither launch-pending nor ready or when the start
+// timeout passes. A missing boolean in herdr's output means false.
+//
+// Socket. [New] with nil options finds the socket as herdr does
+// ([ResolveSocketPath]: $HERDR_SOCKET_PATH, then HERDR_SESSION, then the
+// config directory); [Options.SocketPath] overrides it. [Options.Observer]
+// sees every call's method, outcome code and duration, for metrics.
+//
+// What the client must never do: keep or reuse a connection, write after the
+// request line, retry on its own (whether a call may be repeated is the
+// caller's decision: agent.prompt is not idempotent), or put a secret into
+// anything but the request itself (pane env values travel in the request and
+// appear in no error message).
 package herdr
