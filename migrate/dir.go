@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
 )
 
 // Options tune [Dir]. A nil *Options means the defaults: rewrite files.
@@ -14,8 +15,8 @@ type Options struct {
 	DryRun bool
 }
 
-// Dir migrates every manifest file directly in dir (*.yaml and *.yml, not
-// dotfiles or editor backups; no recursion) and returns the changes, in
+// Dir migrates every manifest file directly in dir (the files
+// [decode.IsManifestFile] accepts, the ones fleetd reads; no recursion) and returns the changes, in
 // file and line order.
 //
 // When any file cannot be migrated, Dir writes nothing and returns the
@@ -41,10 +42,13 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 		errs ErrorList
 	)
 	for _, e := range entries {
-		if e.IsDir() || !isManifestFile(e.Name()) {
+		if !decode.IsManifestFile(e.Name()) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+			continue // a directory, or a symlink to one, named like a manifest
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			errs = append(errs, &Error{File: path, Msg: fmt.Sprintf("read: %v", unwrapPath(err))})
@@ -69,17 +73,6 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 		done = append(done, r.changes...)
 	}
 	return done, nil
-}
-
-// isManifestFile reports whether a directory entry is a manifest the
-// directory source reads: *.yaml or *.yml, not hidden, not an editor's
-// backup or lock file.
-func isManifestFile(name string) bool {
-	if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "#") || strings.HasSuffix(name, "~") {
-		return false
-	}
-	ext := filepath.Ext(name)
-	return ext == ".yaml" || ext == ".yml"
 }
 
 // unwrapPath drops the path from a *fs.PathError, which the caller names

@@ -290,7 +290,7 @@ func TestDir_ReadsOnlyManifestFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{".hidden.yaml", "backup.yaml~", "#autosave.yaml#", "notes.txt", "sub/inner.yaml"} {
+	for _, name := range []string{".hidden.yaml", "backup.yaml~", "#autosave.yaml#", "notes.txt", "sub/inner.yaml", "dir.yaml/inner.yaml"} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

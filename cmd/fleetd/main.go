@@ -47,6 +47,10 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newValidateCmd(),
+		newMigrateCmd(),
+		newMCPConfigCmd(),
+		newMCPBridgeCmd(),
 	)
 	return root
 }

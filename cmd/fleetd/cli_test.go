@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// runCLI runs the fleetd command line as run does, with its output
+// captured, and returns the exit code run would return.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	var ee *exitError
+	switch {
+	case err == nil:
+		code = 0
+	case errors.As(err, &ee):
+		code = ee.code
+	default:
+		errOut.WriteString("fleetd: " + err.Error() + "\n")
+		code = 1
+	}
+	return code, out.String(), errOut.String()
+}
+
+// writeTree creates files (relative path → content) in a new directory.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// readTree reads every regular file directly in dir: name → content.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[e.Name()] = string(data)
+		}
+	}
+	return files
+}
+
+// copyTree copies the regular files directly in src into a new directory.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	return writeTree(t, readTree(t, src))
+}
+
+func TestValidate_ExampleManifestsAreValid(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "validate", "../../manifests")
+	if code != 0 || stderr != "" {
+		t.Fatalf("validate manifests: exit %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if want := "../../manifests: 6 objects valid (3 Members, 2 Profiles, 1 Tenant)\n"; stdout != want {
+		t.Errorf("stdout = %q, want %q", stdout, want)
+	}
+}
+
+func TestValidate_LegacyExamplePointsAtMigrate(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "validate", "../../manifests/legacy")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout:\n%s", code, stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want one problem per legacy member (2), got:\n%s", stdout)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, filepath.Join("../../manifests/legacy", "fleet.yaml")+":") ||
+			!strings.Contains(l, ": spec.mcpTransport: ") || !strings.Contains(l, "fleetd migrate") {
+			t.Errorf("problem %q does not name file:line, spec.mcpTransport and fleetd migrate", l)
+		}
+	}
+	if want := "fleetd validate: 2 problems in ../../manifests/legacy\n"; stderr != want {
+		t.Errorf("stderr = %q, want %q", stderr, want)
+	}
+}
+
+func TestValidate_ReportsUnresolvedReferencesAtTheirLines(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n",
+		"members.yaml": `apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: ok}
+spec: {profile: claude}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: lost}
+spec:
+  profile: codex
+  mcpTarget:
+    kind: tenant
+    tenantId: globex
+`,
+		"notes.txt": "not a manifest",
+	})
+	code, stdout, stderr := runCLI(t, "validate", dir)
+	members := filepath.Join(dir, "members.yaml")
+	want := members + `:10: spec.profile: no Profile "codex" in ` + dir + "; add one, or fix the name\n" +
+		members + `:13: spec.mcpTarget.tenantId: no Tenant "globex" in ` + dir + "; add one, or fix the name\n"
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if diff := cmp.Diff(want, stdout); diff != "" {
+		t.Errorf("stdout mismatch (-want +got):\n%s", diff)
+	}
+	if wantErr := "fleetd validate: 2 problems in " + dir + "\n"; stderr != wantErr {
+		t.Errorf("stderr = %q, want %q", stderr, wantErr)
+	}
+}
+
+func TestValidate_PrintsDecodeProblemsInFileAndLineOrder(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"b.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec:\n  harness: claude\n  colour: blue\n",
+		"a.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: m}\nspec:\n  profile: p\n  transport: carrier-pigeon\n",
+	})
+	code, stdout, _ := runCLI(t, "validate", dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	wantPrefixes := []string{
+		filepath.Join(dir, "a.yaml") + ":6: spec.transport: ",
+		filepath.Join(dir, "b.yaml") + ":6: spec.colour: ",
+	}
+	if len(lines) != len(wantPrefixes) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(wantPrefixes), stdout)
+	}
+	for i, p := range wantPrefixes {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("problem %d = %q, want prefix %q", i, lines[i], p)
+		}
+	}
+}
+
+func TestValidate_EmptyDirectoryIsValid(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, _ := runCLI(t, "validate", dir)
+	if want := dir + ": no objects (no manifest files, or only empty documents)\n"; code != 0 || stdout != want {
+		t.Errorf("exit %d, stdout %q; want 0, %q", code, stdout, want)
+	}
+}
+
+func TestValidateAndMigrate_UsageAndDirectoryErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent")
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string // prefix
+	}{
+		{"validate without a directory", []string{"validate"}, 2, "fleetd validate: want exactly one directory, got 0 arguments\nUsage: fleetd validate DIR"},
+		{"validate with two directories", []string{"validate", "a", "b"}, 2, "fleetd validate: want exactly one directory, got 2 arguments\n"},
+		{"validate with an unknown flag", []string{"validate", "--strict", "."}, 2, "fleetd validate: unknown flag: --strict\n"},
+		{"validate a missing directory", []string{"validate", missing}, 1, "fleetd validate: read manifests directory: open " + missing + ": no such file or directory\n"},
+		{"migrate without a directory", []string{"migrate", "--dry-run"}, 2, "fleetd migrate: want exactly one directory, got 0 arguments\nUsage: fleetd migrate DIR"},
+		{"migrate with an unknown flag", []string{"migrate", "-n", "."}, 2, "fleetd migrate: unknown shorthand flag: 'n' in -n\n"},
+		{"migrate a missing directory", []string{"migrate", missing}, 1, "fleetd migrate: read manifests directory: open " + missing + ": no such file or directory\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d", code, tt.wantCode)
+			}
+			if !strings.HasPrefix(stderr, tt.wantStderr) {
+				t.Errorf("stderr = %q, want prefix %q", stderr, tt.wantStderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout = %q, want nothing", stdout)
+			}
+		})
+	}
+}
+
+func TestMigrate_FixesTheLegacyExampleOnce(t *testing.T) {
+	dir := copyTree(t, "../../manifests/legacy")
+	original := readTree(t, dir)
+	fleet := filepath.Join(dir, "fleet.yaml")
+
+	code, stdout, stderr := runCLI(t, "migrate", dir, "--dry-run")
+	if code != 0 || stderr != "" {
+		t.Fatalf("dry run: exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(lines) != 3 ||
+		!strings.HasPrefix(lines[0], fleet+":25: member acme-triage: spec.mcpTransport ") ||
+		!strings.HasSuffix(lines[0], " → spec.mcpTarget {kind: tenant, tenantId: acme}, spec.transport streamable-http") ||
+		lines[1] != fleet+":36: member builder: spec.mcpTransport {mode: resident} → removed (no spec.mcpTarget means resident)" ||
+		lines[2] != "dry run: 2 members in 1 file would change; nothing was written" {
+		t.Errorf("dry run printed:\n%s", stdout)
+	}
+	if diff := cmp.Diff(original, readTree(t, dir)); diff != "" {
+		t.Fatalf("dry run changed files (-before +after):\n%s", diff)
+	}
+	if code, _, _ := runCLI(t, "validate", dir); code != 1 {
+		t.Fatalf("validate before migration: exit %d, want 1", code)
+	}
+
+	code, stdout, stderr = runCLI(t, "migrate", dir)
+	if code != 0 || stderr != "" {
+		t.Fatalf("migrate: exit %d, stderr %q", code, stderr)
+	}
+	if want := "migrated 2 members in 1 file; check them with: fleetd validate " + dir + "\n"; !strings.HasSuffix(stdout, want) {
+		t.Errorf("migrate printed:\n%s\nwant it to end with %q", stdout, want)
+	}
+	migrated := readTree(t, dir)
+	if !strings.Contains(migrated["fleet.yaml"], "  # Work for acme, through its gateway.\n  mcpTarget:\n") {
+		t.Errorf("the comment above the legacy field was not kept:\n%s", migrated["fleet.yaml"])
+	}
+
+	code, stdout, _ = runCLI(t, "validate", dir)
+	if want := dir + ": 4 objects valid (2 Members, 1 Profile, 1 Tenant)\n"; code != 0 || stdout != want {
+		t.Errorf("validate after migration: exit %d, stdout %q; want 0, %q", code, stdout, want)
+	}
+
+	code, stdout, _ = runCLI(t, "migrate", dir)
+	if want := dir + ": nothing to migrate\n"; code != 0 || stdout != want {
+		t.Errorf("second migrate: exit %d, stdout %q; want 0, %q", code, stdout, want)
+	}
+	if diff := cmp.Diff(migrated, readTree(t, dir)); diff != "" {
+		t.Errorf("second migrate changed files (-first +second):\n%s", diff)
+	}
+}
+
+func TestMigrate_RefusesWhatItCannotRewriteAndWritesNothing(t *testing.T) {
+	bad, err := os.ReadFile("../../migrate/testdata/errors/unknown-mode.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := readTree(t, "../../manifests/legacy")["fleet.yaml"]
+	dir := writeTree(t, map[string]string{"a-good.yaml": good, "b-bad.yaml": string(bad)})
+
+	code, stdout, stderr := runCLI(t, "migrate", dir)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if want := filepath.Join(dir, "b-bad.yaml") + ":7: spec.mcpTransport.mode: unknown legacy mode"; !strings.HasPrefix(stdout, want) || strings.Count(stdout, "\n") != 1 {
+		t.Errorf("stdout = %q, want one problem starting %q", stdout, want)
+	}
+	if want := "fleetd migrate: 1 problem in " + dir + "; nothing was written\n"; stderr != want {
+		t.Errorf("stderr = %q, want %q", stderr, want)
+	}
+	if got := readTree(t, dir); got["a-good.yaml"] != good || got["b-bad.yaml"] != string(bad) {
+		t.Error("a file was written although migrate refused")
+	}
+}
