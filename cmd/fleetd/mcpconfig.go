@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetd-dev/fleetd/harness"
+	"github.com/fleetd-dev/fleetd/tokens"
+)
+
+// defaultGatewayURL is the MCP endpoint of a `fleetd serve` with default
+// flags.
+const defaultGatewayURL = "http://127.0.0.1:8080/mcp"
+
+func newMCPConfigCmd() *cobra.Command {
+	var (
+		harnessName string
+		gatewayURL  string
+		stateDir    string
+	)
+	cmd := &cobra.Command{
+		Use:   "mcp-config --harness " + strings.Join(harness.PrimaryHarnesses(), "|"),
+		Short: "Print what your own agent session runs or pastes to mount the fleetd gateway as the primary",
+		Long: `mcp-config prints how the primary — your own Claude Code, Codex or Claude
+Desktop session — mounts fleetd's MCP gateway, authenticated with the primary
+token in STATE_DIR/primary.token (created, mode 0600, if it does not exist).
+
+  claude, codex    shell lines: an export that reads the token from its file,
+                   then the harness's own "mcp add" command. The token is
+                   never an argument: the harness gets a variable reference.
+  claude-desktop   JSON for claude_desktop_config.json: a command entry that
+                   runs "fleetd mcp-bridge", with the token in its env block.
+                   Keep that file private.
+
+Nothing printed changes which model account the primary uses.`,
+		Example: `  fleetd mcp-config --harness claude | sh
+  fleetd mcp-config --harness codex --url http://127.0.0.1:9090/mcp
+  fleetd mcp-config --harness claude-desktop`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			errOut := cmd.ErrOrStderr()
+			if !slices.Contains(harness.PrimaryHarnesses(), harnessName) {
+				if harnessName == "" {
+					fmt.Fprintf(errOut, "fleetd mcp-config: --harness is required; want one of %s\n", strings.Join(harness.PrimaryHarnesses(), ", "))
+				} else {
+					fmt.Fprintf(errOut, "fleetd mcp-config: unknown harness %q; want one of %s\n", harnessName, strings.Join(harness.PrimaryHarnesses(), ", "))
+				}
+				return &exitError{code: 2}
+			}
+			in := harness.PrimaryInput{Harness: harnessName, URL: gatewayURL}
+			var err error
+			if in.TokenFile, err = filepath.Abs(filepath.Join(stateDir, tokens.PrimaryFile)); err != nil {
+				return fmt.Errorf("mcp-config: state directory %s: %w", stateDir, err)
+			}
+			if in.Token, err = tokens.PrimaryToken(filepath.Dir(in.TokenFile)); err != nil {
+				return fmt.Errorf("mcp-config: primary token: %w", err)
+			}
+			if harnessName == harness.PrimaryClaudeDesktop {
+				if in.Executable, err = fleetdExecutable(); err != nil {
+					return fmt.Errorf("mcp-config: %w", err)
+				}
+			}
+			text, err := harness.PrimaryConfig(in)
+			if err != nil {
+				return fmt.Errorf("mcp-config: %w", err)
+			}
+			if _, err := fmt.Fprint(cmd.OutOrStdout(), text); err != nil {
+				return err
+			}
+			if harnessName == harness.PrimaryClaudeDesktop {
+				fmt.Fprintln(errOut, "fleetd mcp-config: merge this into Claude Desktop's claude_desktop_config.json; it holds the primary token, so keep that file private.")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&harnessName, "harness", "", "the primary's harness: "+strings.Join(harness.PrimaryHarnesses(), ", "))
+	cmd.Flags().StringVar(&gatewayURL, "url", defaultGatewayURL, "the gateway's MCP endpoint")
+	cmd.Flags().StringVar(&stateDir, "state-dir", fleetdStateDir(), "fleetd's state directory, where primary.token lives")
+	return cmd
+}
+
+// fleetdStateDir is $XDG_STATE_HOME/fleetd, else ~/.local/state/fleetd.
+func fleetdStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "fleetd")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "fleetd")
+	}
+	return filepath.Join(".", ".fleetd-state")
+}
+
+// fleetdExecutable is the absolute, symlink-free path of the running fleetd,
+// what a command entry must name to start the bridge.
+func fleetdExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locate the fleetd executable: %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return exe, nil
+}
