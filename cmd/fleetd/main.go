@@ -49,8 +49,6 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newValidateCmd(),
 		newMigrateCmd(),
-		newMCPConfigCmd(),
-		newMCPBridgeCmd(),
 	)
 	return root
 }
