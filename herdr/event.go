@@ -51,72 +51,52 @@ var knownKinds = map[EventKind]bool{
 // Event is one decoded herdr event, from an events.subscribe stream or an
 // events.wait result. herdr's event payloads share field names across kinds,
 // so Event is their union: the fields a kind carries are set, the rest are
-// zero. Data always holds the payload exactly as received.
+// zero. Data always holds the payload exactly as received; the json tags
+// describe that payload, not the envelope.
 type Event struct {
 	// Kind is the snake_case kind; Name is the envelope's "event" string as
 	// sent ("pane_created" or "pane.agent_status_changed").
-	Kind EventKind
-	Name string
+	Kind EventKind `json:"-"`
+	Name string    `json:"-"`
 
-	PaneID      string
-	WorkspaceID string
-	TabID       string
-	Pane        *PaneInfo      // pane_created, pane_updated, pane_moved
-	Tab         *TabInfo       // tab_created
-	Workspace   *WorkspaceInfo // workspace_created/updated, workspace_closed (sometimes)
-	Label       string         // workspace_renamed, tab_renamed
-	Revision    uint64         // pane_output_changed
+	PaneID      string         `json:"pane_id"`
+	WorkspaceID string         `json:"workspace_id"`
+	TabID       string         `json:"tab_id"`
+	Pane        *PaneInfo      `json:"pane"`      // pane_created, pane_updated, pane_moved
+	Tab         *TabInfo       `json:"tab"`       // tab_created
+	Workspace   *WorkspaceInfo `json:"workspace"` // workspace_created/updated, workspace_closed (sometimes)
+	Label       string         `json:"label"`     // workspace_renamed, tab_renamed
+	Revision    uint64         `json:"revision"`  // pane_output_changed
 
 	// Agent fields: pane_agent_status_changed and pane_agent_detected.
-	AgentStatus  AgentStatus
-	Agent        string
-	Title        string
-	DisplayAgent string
-	StateLabels  map[string]string
-	Released     bool        // pane_agent_detected: the agent let go of the pane
-	FinalStatus  AgentStatus // pane_agent_detected with Released
+	AgentStatus  AgentStatus       `json:"agent_status"`
+	Agent        string            `json:"agent"`
+	Title        string            `json:"title"`
+	DisplayAgent string            `json:"display_agent"`
+	StateLabels  map[string]string `json:"state_labels"`
+	Released     bool              `json:"released"`     // pane_agent_detected: the agent let go of the pane
+	FinalStatus  AgentStatus       `json:"final_status"` // pane_agent_detected with Released
 
 	// pane_moved.
-	PreviousPaneID      string
-	PreviousWorkspaceID string
-	PreviousTabID       string
+	PreviousPaneID      string `json:"previous_pane_id"`
+	PreviousWorkspaceID string `json:"previous_workspace_id"`
+	PreviousTabID       string `json:"previous_tab_id"`
 
-	MatchedLine string          // pane_output_matched
-	Read        *PaneReadResult // pane_output_matched
-	Scroll      *PaneScrollInfo // pane_scroll_changed
+	MatchedLine string          `json:"matched_line"` // pane_output_matched
+	Read        *PaneReadResult `json:"read"`         // pane_output_matched
+	Scroll      *PaneScrollInfo `json:"scroll"`       // pane_scroll_changed
 
-	Data json.RawMessage
+	// Data is the payload exactly as received.
+	Data json.RawMessage `json:"-"`
 }
 
 // Known reports whether Kind is one of the kinds this package models. Events
 // of other kinds are still delivered so that nothing herdr sends is lost.
 func (e *Event) Known() bool { return knownKinds[e.Kind] }
 
-// eventFields is the union of the payload fields herdr puts in event data.
-type eventFields struct {
-	Type                string            `json:"type"`
-	PaneID              string            `json:"pane_id"`
-	WorkspaceID         string            `json:"workspace_id"`
-	TabID               string            `json:"tab_id"`
-	Pane                *PaneInfo         `json:"pane"`
-	Tab                 *TabInfo          `json:"tab"`
-	Workspace           *WorkspaceInfo    `json:"workspace"`
-	Label               string            `json:"label"`
-	Revision            uint64            `json:"revision"`
-	AgentStatus         AgentStatus       `json:"agent_status"`
-	Agent               string            `json:"agent"`
-	Title               string            `json:"title"`
-	DisplayAgent        string            `json:"display_agent"`
-	StateLabels         map[string]string `json:"state_labels"`
-	Released            bool              `json:"released"`
-	FinalStatus         AgentStatus       `json:"final_status"`
-	PreviousPaneID      string            `json:"previous_pane_id"`
-	PreviousWorkspaceID string            `json:"previous_workspace_id"`
-	PreviousTabID       string            `json:"previous_tab_id"`
-	MatchedLine         string            `json:"matched_line"`
-	Read                *PaneReadResult   `json:"read"`
-	Scroll              *PaneScrollInfo   `json:"scroll"`
-}
+// eventPayload decodes an event's data object into Event's tagged fields
+// (it is Event without Event's UnmarshalJSON).
+type eventPayload Event
 
 // eventKindOf normalises an envelope's event name: "pane.agent_status_changed"
 // becomes "pane_agent_status_changed"; snake_case names are unchanged.
@@ -127,7 +107,8 @@ func eventKindOf(name string) EventKind {
 // UnmarshalJSON decodes either envelope style: {"event":"pane_created",
 // "data":{"type":"pane_created",…}} or {"event":"pane.agent_status_changed",
 // "data":{…}} without a type. A kind it does not model decodes with the
-// common fields it can find and the raw Data.
+// common fields it can find, or with only Kind, Name and Data if even those
+// do not fit.
 func (e *Event) UnmarshalJSON(b []byte) error {
 	var env struct {
 		Event *string         `json:"event"`
@@ -142,36 +123,20 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if len(env.Data) == 0 || string(env.Data) == "null" {
 		return fmt.Errorf("decode herdr event %q: no \"data\" object", *env.Event)
 	}
-	var f eventFields
-	if err := json.Unmarshal(env.Data, &f); err != nil {
-		return fmt.Errorf("decode herdr event %q: %w", *env.Event, err)
+	kind := eventKindOf(*env.Event)
+	var p eventPayload
+	if err := json.Unmarshal(env.Data, &p); err != nil {
+		if knownKinds[kind] {
+			return fmt.Errorf("decode herdr event %q: %w", *env.Event, err)
+		}
+		// A kind from a newer herdr may reuse a field name with another
+		// type; deliver it raw rather than lose it.
+		p = eventPayload{}
 	}
-	*e = Event{
-		Kind:                eventKindOf(*env.Event),
-		Name:                *env.Event,
-		PaneID:              f.PaneID,
-		WorkspaceID:         f.WorkspaceID,
-		TabID:               f.TabID,
-		Pane:                f.Pane,
-		Tab:                 f.Tab,
-		Workspace:           f.Workspace,
-		Label:               f.Label,
-		Revision:            f.Revision,
-		AgentStatus:         f.AgentStatus,
-		Agent:               f.Agent,
-		Title:               f.Title,
-		DisplayAgent:        f.DisplayAgent,
-		StateLabels:         f.StateLabels,
-		Released:            f.Released,
-		FinalStatus:         f.FinalStatus,
-		PreviousPaneID:      f.PreviousPaneID,
-		PreviousWorkspaceID: f.PreviousWorkspaceID,
-		PreviousTabID:       f.PreviousTabID,
-		MatchedLine:         f.MatchedLine,
-		Read:                f.Read,
-		Scroll:              f.Scroll,
-		Data:                append(json.RawMessage(nil), env.Data...),
-	}
+	*e = Event(p)
+	e.Kind = kind
+	e.Name = *env.Event
+	e.Data = append(json.RawMessage(nil), env.Data...)
 	// Lifecycle payloads name the pane/tab/workspace only inside the object.
 	if e.PaneID == "" && e.Pane != nil {
 		e.PaneID = e.Pane.PaneID

@@ -247,3 +247,19 @@ func TestEvent_DecodeRejectsNonEvents(t *testing.T) {
 		}
 	}
 }
+
+func TestEvent_UnknownKindWithUnfamiliarFieldsIsKeptRaw(t *testing.T) {
+	var ev Event
+	line := `{"event":"pane.future_thing","data":{"pane_id":"w1:p2","revision":"v2"}}`
+	if err := json.Unmarshal([]byte(line), &ev); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	want := Event{Kind: "pane_future_thing", Name: "pane.future_thing", Data: json.RawMessage(`{"pane_id":"w1:p2","revision":"v2"}`)}
+	if diff := cmp.Diff(want, ev); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
+	}
+	// The same mistyped field in a kind this package models is an error.
+	if err := json.Unmarshal([]byte(`{"event":"pane_exited","data":{"type":"pane_exited","pane_id":7,"workspace_id":"w1"}}`), &ev); err == nil {
+		t.Errorf("decoded a pane_exited with a numeric pane_id")
+	}
+}
