@@ -49,6 +49,8 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newValidateCmd(),
 		newMigrateCmd(),
+		newMCPConfigCmd(),
+		newMCPBridgeCmd(),
 	)
 	return root
 }
