@@ -1,0 +1,176 @@
+package mcpbridge
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdoutRelay returns a relay whose harness side writes to out.
+func stdoutRelay(t *testing.T, out io.Writer, gatewayURL string) *relay {
+	t.Helper()
+	stdio, err := (&mcp.IOTransport{Reader: io.NopCloser(strings.NewReader("")), Writer: nopWriteCloser{out}}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdio.Close() })
+	client, _ := newAuthClient(t, gatewayURL, "tok")
+	_, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &relay{
+		opts:       Options{URL: gatewayURL, TokenEnv: "FLEETD_TOKEN", Logger: slog.New(slog.DiscardHandler)},
+		client:     client,
+		stdio:      stdio,
+		cancel:     cancel,
+		maxRetries: 2,
+	}
+}
+
+// syncBuffer is a strings.Builder safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRelayEvents_ParsesTheEventStream(t *testing.T) {
+	stream := strings.Join([]string{
+		": ok", // comment
+		"",
+		"id: 1",
+		`data: {"jsonrpc":"2.0","method":"notifications/a"}`,
+		"",
+		"event: ping", // not a message event: skipped
+		`data: {"jsonrpc":"2.0","method":"notifications/skipped"}`,
+		"",
+		"id: 2\r",
+		`data: {"jsonrpc":"2.0",` + "\r",
+		`data:"method":"notifications/b"}` + "\r", // no space after the colon
+		"\r",
+		`data: {"jsonrpc":"2.0","id":7,"method":"roots/list"}`, // dispatched at end of stream
+	}, "\n")
+	var out syncBuffer
+	r := stdoutRelay(t, &out, "http://127.0.0.1:1/mcp")
+	var last string
+	progressed, err := r.relayEvents(context.Background(), strings.NewReader(stream), &last)
+	if err != nil {
+		t.Fatalf("relayEvents: %v", err)
+	}
+	if !progressed || last != "2" {
+		t.Errorf("progressed, last event id = %v, %q; want true, \"2\"", progressed, last)
+	}
+	want := `{"jsonrpc":"2.0","method":"notifications/a"}
+{"jsonrpc":"2.0","method":"notifications/b"}
+{"jsonrpc":"2.0","id":7,"method":"roots/list"}
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("messages written to the harness (-want +got):\n%s", diff)
+	}
+}
+
+func TestRelayEvents_MalformedEventIsFatal(t *testing.T) {
+	r := stdoutRelay(t, io.Discard, "http://127.0.0.1:1/mcp")
+	var last string
+	_, err := r.relayEvents(context.Background(), strings.NewReader("data: {not json\n\n"), &last)
+	var fatal *streamFatal
+	if !errors.As(err, &fatal) {
+		t.Errorf("relayEvents on a malformed event = %v, want a fatal stream error", err)
+	}
+}
+
+// A standalone stream the gateway drops is resumed from the last event id.
+func TestListen_ResumesWithLastEventID(t *testing.T) {
+	var (
+		mu          sync.Mutex
+		lastEventID []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lastEventID = append(lastEventID, r.Header.Get(lastEventIDHeader))
+		n := len(lastEventID)
+		mu.Unlock()
+		if r.Header.Get(sessionIDHeader) != "sess-1" {
+			http.Error(w, "no session", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "id: ev-%d\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/n%d\"}\n\n", n, n)
+		w.(http.Flusher).Flush()
+		if n >= 2 {
+			<-r.Context().Done() // hold the resumed stream open
+		}
+		// the first stream ends here: the gateway dropped it
+	}))
+	defer srv.Close()
+
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	r := stdoutRelay(t, outW, srv.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.listen(ctx, "sess-1"); close(done) }()
+
+	lines := bufio.NewScanner(outR)
+	var got []string
+	for range 2 {
+		if !lines.Scan() {
+			t.Fatalf("harness got %q, then the stream ended: %v", got, lines.Err())
+		}
+		got = append(got, lines.Text())
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("listen did not return after cancel")
+	}
+	want := []string{
+		`{"jsonrpc":"2.0","method":"notifications/n1"}`,
+		`{"jsonrpc":"2.0","method":"notifications/n2"}`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages relayed (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"", "ev-1"}, lastEventID); diff != "" {
+		t.Errorf("Last-Event-ID of each GET (-want +got):\n%s", diff)
+	}
+}
+
+// A gateway without a standalone stream is not an error.
+func TestListen_NoStandaloneStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}))
+	defer srv.Close()
+	r := stdoutRelay(t, io.Discard, srv.URL)
+	r.listen(context.Background(), "")
+	if err := r.result(); err != nil {
+		t.Errorf("relay result after a 405 = %v, want none", err)
+	}
+}
