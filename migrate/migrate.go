@@ -315,7 +315,7 @@ func (f *fileRewrite) toTenant(spec *yaml.Node, le legacyEntry, member string) {
 			f.failAt(r.node, field, err)
 			return
 		}
-		edits = append(edits, edit{start: start, end: end, text: r.to})
+		edits = append(edits, f.src.replaceToken(start, end, r.to))
 	}
 	if insertTransport {
 		e, err := f.src.insertAfter(spec, le.key, le.value, transportField+": "+transportStreaming)

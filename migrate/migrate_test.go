@@ -364,3 +364,27 @@ func TestVerify_CatchesARewriteThatChangesMore(t *testing.T) {
 		t.Errorf("verify of a restyled but equal file: %v", err)
 	}
 }
+
+func TestFile_KeepsCommentColumns(t *testing.T) {
+	in := "kind: Member\nmetadata: {name: a}\nspec:\n  profile: p\n" +
+		"  mcpTransport:     # which gateway\n" +
+		"    mode: remote-http   # legacy\n" +
+		"    tenantId: acme      # the tenant\n" +
+		"---\nkind: Member\nmetadata: {name: b}\nspec:\n  profile: p\n" +
+		"  mcpTransport: {mode: remote-http, tenantId: acme} # cramped\n"
+	want := "kind: Member\nmetadata: {name: a}\nspec:\n  profile: p\n" +
+		"  mcpTarget:        # which gateway\n" +
+		"    kind: tenant        # legacy\n" +
+		"    tenantId: acme      # the tenant\n" +
+		"  transport: streamable-http\n" +
+		"---\nkind: Member\nmetadata: {name: b}\nspec:\n  profile: p\n" +
+		"  mcpTarget: {kind: tenant, tenantId: acme} # cramped\n" +
+		"  transport: streamable-http\n"
+	out, _, errs := File("m.yaml", []byte(in))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("mismatch (-want +got):\n%s", diff)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -93,6 +94,33 @@ func (s *source) scalarSpan(n *yaml.Node) (start, end int, err error) {
 		return 0, 0, errAt(n, "%q is not written on one line without escapes", n.Value)
 	}
 	return start, start + len(token), nil
+}
+
+// replaceToken returns an edit that replaces the token data[start:end]
+// with text and, when a comment follows on the same line (after the
+// token, or after the token and its key colon), keeps that comment in its
+// column.
+func (s *source) replaceToken(start, end int, text string) edit {
+	e := edit{start: start, end: end, text: text}
+	pos := end
+	if pos < len(s.data) && s.data[pos] == ':' {
+		pos++
+	}
+	spaces := 0
+	for pos+spaces < len(s.data) && s.data[pos+spaces] == ' ' {
+		spaces++
+	}
+	if spaces == 0 || pos+spaces >= len(s.data) || s.data[pos+spaces] != '#' {
+		return e
+	}
+	e.text += string(s.data[end:pos]) // the colon, if any
+	e.end = pos
+	// The migration only ever shortens tokens (mcpTransport → mcpTarget,
+	// the legacy mode → tenant), so padding is all it takes.
+	if shrink := utf8.RuneCount(s.data[start:end]) - utf8.RuneCountInString(text); shrink > 0 {
+		e.text += strings.Repeat(" ", shrink)
+	}
+	return e
 }
 
 // valueEnd returns the offset just past the value of a key/value entry.
