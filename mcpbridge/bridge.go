@@ -62,7 +62,9 @@ const (
 // stdio transport) and the Streamable HTTP gateway at opts.URL until in
 // reaches EOF, ctx is cancelled, or the gateway fails the session.
 //
-// It returns nil when in is exhausted, ctx.Err() when ctx is cancelled, and
+// It returns nil when in is exhausted — at once, without waiting for answers
+// to calls still in flight, since a harness that closes stdin is leaving —
+// ctx.Err() when ctx is cancelled, and
 // otherwise an error that wraps [ErrTokenRefused], [ErrUnreachable] or the
 // transport's failure. Run does not close in or out; a Read on in that never
 // returns keeps one reader goroutine alive until it does (as with any
