@@ -255,14 +255,27 @@ func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
 		d.errorf("", d.docLine, "want a mapping with apiVersion, kind, metadata and spec, got %s", describe(n))
 		return nil
 	}
-	d.checkDuplicates(n, "", 0)
-
 	var obj interface {
 		v1alpha1.Object
 		SetDefaults()
 		Validate() v1alpha1.FieldErrors
 	}
 	kindKey, kindNode := lookup(n, "kind")
+	if kindNode != nil && kindNode.Kind == yaml.ScalarNode && kindNode.ShortTag() == "!!str" {
+		switch kindNode.Value {
+		case v1alpha1.KindMember:
+			obj = &v1alpha1.Member{}
+		case v1alpha1.KindProfile:
+			obj = &v1alpha1.Profile{}
+		case v1alpha1.KindTenant:
+			obj = &v1alpha1.Tenant{}
+		}
+	}
+	var typ reflect.Type
+	if obj != nil {
+		typ = reflect.TypeOf(obj).Elem()
+	}
+	d.checkDuplicates(n, typ, "", 0)
 	switch {
 	case kindNode == nil:
 		d.errorf("", d.docLine, "not a fleetd object: missing kind; every document needs apiVersion: %s and kind: Member, Profile or Tenant", v1alpha1.GroupVersion)
@@ -270,21 +283,16 @@ func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
 	case kindNode.Kind != yaml.ScalarNode || kindNode.ShortTag() != "!!str":
 		d.errorf("kind", d.line(kindKey), "want Member, Profile or Tenant, got %s", describe(kindNode))
 		return nil
-	case kindNode.Value == v1alpha1.KindMember:
-		obj = &v1alpha1.Member{}
+	case obj == nil:
+		d.errorf("kind", d.line(kindKey), "unknown value %q; want Member, Profile or Tenant", kindNode.Value)
+		return nil
+	case obj.GetObjectKind() == v1alpha1.KindMember:
 		if _, spec := lookup(n, "spec"); spec != nil {
 			d.checkClosed(spec, "spec", 0)
 		}
-	case kindNode.Value == v1alpha1.KindProfile:
-		obj = &v1alpha1.Profile{}
-	case kindNode.Value == v1alpha1.KindTenant:
-		obj = &v1alpha1.Tenant{}
-	default:
-		d.errorf("kind", d.line(kindKey), "unknown value %q; want Member, Profile or Tenant", kindNode.Value)
-		return nil
 	}
 
-	clean, _ := d.walk(n, reflect.TypeOf(obj).Elem(), "", 0)
+	clean, _ := d.walk(n, typ, "", 0)
 	if d.stopped {
 		return nil
 	}
@@ -310,16 +318,28 @@ func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
 
 // checkDuplicates reports every mapping key that repeats an earlier key of
 // the same mapping, anywhere in the document; the repeat is then ignored.
-func (d *docDecoder) checkDuplicates(n *yaml.Node, path string, depth int) {
+// t is the Go type n decodes to, or nil where that is unknown; it only
+// shapes field paths (spec.env[A] for a map entry, spec.cwd for a field).
+func (d *docDecoder) checkDuplicates(n *yaml.Node, t reflect.Type, path string, depth int) {
 	if n = d.enter(n, depth); n == nil {
 		return
 	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields, _ = jsonFields(t)
+		}
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			p := joinField(path, k.Value)
+			p, vt := joinField(path, k.Value), fields[k.Value]
+			if t != nil && t.Kind() == reflect.Map {
+				p, vt = mapField(path, k.Value), t.Elem()
+			}
 			if k.Kind == yaml.ScalarNode {
 				if first, dup := seen[k.Value]; dup {
 					d.skip[k] = true
@@ -328,11 +348,15 @@ func (d *docDecoder) checkDuplicates(n *yaml.Node, path string, depth int) {
 				}
 				seen[k.Value] = d.line(k)
 			}
-			d.checkDuplicates(v, p, depth+1)
+			d.checkDuplicates(v, vt, p, depth+1)
 		}
 	case yaml.SequenceNode:
+		var et reflect.Type
+		if t != nil && t.Kind() == reflect.Slice {
+			et = t.Elem()
+		}
 		for i, item := range n.Content {
-			d.checkDuplicates(item, indexField(path, i), depth+1)
+			d.checkDuplicates(item, et, indexField(path, i), depth+1)
 		}
 	}
 }
@@ -450,6 +474,9 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 			p := mapField(path, k.Value)
 			d.lines[p] = d.line(k)
 			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+				if k.Kind != yaml.ScalarNode {
+					p = path
+				}
 				d.errorf(p, d.line(k), "want a string key, got %s; quote it", describe(k))
 				continue
 			}

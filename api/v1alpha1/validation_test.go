@@ -91,7 +91,10 @@ func TestProfile_Validate(t *testing.T) {
 		want   []string
 	}{
 		{"valid", func(*ProfileSpec) {}, nil},
-		{"valid bounds", func(s *ProfileSpec) { s.StartupTimeout.Duration = 300 * time.Second; s.RestartPolicy = RestartOnFailure }, nil},
+		{"valid bounds", func(s *ProfileSpec) {
+			s.StartupTimeout.Duration = 300 * time.Second
+			s.RestartPolicy = RestartOnFailure
+		}, nil},
 		{"no harness", func(s *ProfileSpec) { s.Harness = "" }, []string{`spec.harness: required; want a herdr agent kind such as claude or codex`}},
 		{"harness with a path", func(s *ProfileSpec) { s.Harness = "/bin/sh" }, []string{`spec.harness: invalid value "/bin/sh"; want a lower-case herdr agent kind such as claude or codex`}},
 		{"startup too short", func(s *ProfileSpec) { s.StartupTimeout.Duration = 3 * time.Second }, []string{`spec.startupTimeout: 3s out of range; want more than 3s and at most 5m0s`}},
