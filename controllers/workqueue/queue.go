@@ -230,6 +230,23 @@ func (q *Queue) Idle() bool {
 	return !busy && len(q.waiting) == 0
 }
 
+// Active reports whether a key is waiting (not delayed) or being processed.
+func (q *Queue) Active() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue) > 0 || len(q.processing) > 0
+}
+
+// NextDelayed returns when the earliest delayed key becomes ready.
+func (q *Queue) NextDelayed() (time.Time, bool) {
+	q.waitingMu.Lock()
+	defer q.waitingMu.Unlock()
+	if len(q.waiting) == 0 {
+		return time.Time{}, false
+	}
+	return q.waiting[0].at, true
+}
+
 // ShutDown stops the queue: Get returns ok=false from now on, adds are
 // ignored and the delay goroutine exits before ShutDown returns.
 func (q *Queue) ShutDown() {

@@ -1,0 +1,45 @@
+// Package controllers is fleetd's south face: the member controller that
+// drives herdr until the live panes and agents match the declared Members.
+//
+// The moving parts, in the order a change travels:
+//
+//   - The desired state comes from a [store.Store] (by default the watched
+//     manifests directory, package controllers/store). Every change of a
+//     member, of the profile or tenant it references, or of its file's
+//     errors puts the member's name on the work queue.
+//   - herdr is observed, not polled: a full listing (a fixed handful of list
+//     calls, whatever the number of members) when herdr (re)appears and
+//     every [Options.ResyncPeriod], and an events.subscribe stream in
+//     between — lifecycle events plus pane.agent_status_changed for every
+//     owned pane — that keeps an in-memory view current. The stream is
+//     resubscribed when the owned panes change or it drops. Reconcile reads
+//     that view, so a converged, idle fleet makes no herdr calls beyond the
+//     periodic listing.
+//   - The work queue (controllers/workqueue) deduplicates names, backs
+//     failed ones off exponentially and rate-limits retries; a fixed number
+//     of workers run [Manager.reconcile] on them.
+//   - Reconcile is level-based, like controller-runtime's: given a name it
+//     compares desired and observed state and takes the next step —
+//     close the tab of a deleted or paused member; report a missing profile
+//     or tenant (Ready=False, not retried until something changes); replace
+//     the tab on a spec change (generation bump); adopt a live pane by
+//     terminal id; recreate a closed pane or exited agent per restartPolicy
+//     with exponential backoff, counting restarts and turning Degraded in a
+//     crash loop; or create the member's dedicated, labelled tab (pane
+//     environment set at creation) in its workspace and start the agent,
+//     waiting for interactive_ready. Status is written only when it
+//     changes; a condition's lastTransitionTime moves only when it flips.
+//
+// Ownership records in the state directory (one file per member: uid,
+// generation, terminal id, pane id, tab id), written atomically right after
+// tab.create and before agent.start, let a restarted fleetd adopt its panes
+// instead of creating duplicates. Tabs labelled "fleetd/…" that no record
+// claims are closed; tabs without that label are never touched. A failed or
+// partial herdr read never counts as a vanished pane: while herdr is
+// unreachable the view is unsynced and nothing is recreated. One daemon per
+// state directory is enforced with an exclusive flock ([LockStateDir]).
+//
+// This package never writes status into an operator's file, never puts a
+// secret in a log line, metric label, event or status, and never decides
+// anything from wall-clock time it did not get from its injected clock.
+package controllers

@@ -1,0 +1,398 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/controllers/workqueue"
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// Manager runs the member controller: it watches the store and herdr, and
+// drives herdr until every member's pane and agent match its spec.
+type Manager struct {
+	o        Options
+	log      *slog.Logger
+	store    store.Store
+	herdr    Herdr
+	launcher Launcher
+	metrics  *Metrics
+	queue    *workqueue.Queue
+	lock     *StateLock
+	own      *ownBook
+	view     *view
+
+	ownMu sync.Mutex // held across tab.create + ownership write, and by the orphan sweep
+	wsMu  sync.Mutex // serialises workspace lookup-or-create
+
+	mu       sync.Mutex
+	states   map[string]*memberState
+	runtimes map[string]*runtime
+	changed  chan struct{} // closed and replaced whenever status or desired state changes
+	herdrUp  bool
+	lastSnap *store.Snapshot
+
+	ownedChanged chan struct{} // the set of owned panes changed: resubscribe
+	kick         chan struct{} // a herdr call failed: reconnect
+
+	runOnce sync.Once
+}
+
+// New builds a Manager. It takes the state directory's lock (failing with
+// ErrStateDirLocked if another fleetd holds it) and loads the ownership
+// records; nothing talks to herdr until Run.
+func New(opts *Options) (*Manager, error) {
+	o := opts.withDefaults()
+	m := &Manager{
+		o:            o,
+		log:          o.Logger,
+		launcher:     o.Launcher,
+		metrics:      o.Metrics,
+		view:         newView(),
+		states:       map[string]*memberState{},
+		runtimes:     map[string]*runtime{},
+		changed:      make(chan struct{}),
+		ownedChanged: make(chan struct{}, 1),
+		kick:         make(chan struct{}, 1),
+	}
+	if m.launcher == nil {
+		m.launcher = profileLauncher{}
+	}
+	if m.metrics == nil {
+		m.metrics = NewMetrics(o.Registerer)
+	}
+	if o.StateDir != "" {
+		lock, err := LockStateDir(o.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		m.lock = lock
+	}
+	fail := func(err error) (*Manager, error) {
+		m.lock.Unlock()
+		return nil, err
+	}
+	own, err := loadOwnership(o.StateDir)
+	if err != nil {
+		return fail(err)
+	}
+	m.own = own
+	m.store = o.Store
+	if m.store == nil {
+		if o.ManifestsDir == "" {
+			return fail(errors.New("controllers: no store and no manifests directory"))
+		}
+		d, err := store.NewDirectory(o.ManifestsDir, &store.DirectoryOptions{StateDir: o.StateDir, Logger: o.Logger})
+		if err != nil {
+			return fail(err)
+		}
+		m.store = d
+	}
+	m.herdr = o.Herdr
+	if m.herdr == nil {
+		m.herdr = herdr.New(&herdr.Options{SocketPath: o.HerdrSocket, Observer: m.metrics.HerdrObserver()})
+	}
+	m.queue = workqueue.New(&workqueue.Options{
+		Name: controllerName, Clock: o.Clock, Metrics: m.metrics.queue,
+		BaseDelay: o.QueueBaseDelay, MaxDelay: o.QueueMaxDelay,
+	})
+	m.lastSnap = m.store.Snapshot()
+	m.metrics.manifestErrors.Set(float64(len(m.lastSnap.Errors)))
+	return m, nil
+}
+
+// Store returns the desired-state store, for writes (Apply, Delete).
+func (m *Manager) Store() store.Store { return m.store }
+
+// Run reconciles until ctx ends, then stops every goroutine it started and
+// releases the state directory. Agents keep running: the next fleetd adopts
+// them. Run may be called once.
+func (m *Manager) Run(ctx context.Context) error {
+	err := errors.New("controllers: Run called twice")
+	m.runOnce.Do(func() { err = m.run(ctx) })
+	return err
+}
+
+func (m *Manager) run(ctx context.Context) error {
+	defer m.lock.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	storeErr := make(chan error, 1)
+	if r, ok := m.store.(interface{ Run(context.Context) error }); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Run(ctx); err != nil {
+				storeErr <- err
+				cancel()
+			}
+		}()
+	}
+	changes := m.store.Watch(ctx)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		m.watchStore(ctx, changes)
+	}()
+	go func() {
+		defer wg.Done()
+		m.observe(ctx)
+	}()
+	for range m.o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.worker(ctx)
+		}()
+	}
+	m.log.Info("member controller started", "workers", m.o.Workers, "resync", m.o.ResyncPeriod)
+	<-ctx.Done()
+	m.queue.ShutDown()
+	wg.Wait()
+	m.log.Info("member controller stopped; agents keep running and will be adopted on the next start")
+	select {
+	case err := <-storeErr:
+		return fmt.Errorf("controllers: %w", err)
+	default:
+		return nil
+	}
+}
+
+// watchStore maps desired-state changes to member keys.
+func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+		next := m.store.Snapshot()
+		m.mu.Lock()
+		prev := m.lastSnap
+		m.lastSnap = next
+		m.mu.Unlock()
+		m.metrics.manifestErrors.Set(float64(len(next.Errors)))
+		for _, name := range changedMembers(prev, next) {
+			m.queue.Add(name)
+		}
+		m.broadcast()
+	}
+}
+
+// changedMembers lists members whose object, profile, tenant, file errors
+// or existence differ between two snapshots.
+func changedMembers(prev, next *store.Snapshot) []string {
+	if prev.Synced != next.Synced {
+		return unionNames(prev.Members, next.Members)
+	}
+	var out []string
+	for _, name := range unionNames(prev.Members, next.Members) {
+		a, b := prev.Members[name], next.Members[name]
+		switch {
+		case a != b:
+			out = append(out, name)
+		case b == nil:
+		case prev.Profiles[b.Spec.Profile] != next.Profiles[b.Spec.Profile]:
+			out = append(out, name)
+		case b.Spec.MCPTarget != nil && b.Spec.MCPTarget.TenantID != "" &&
+			prev.Tenants[b.Spec.MCPTarget.TenantID] != next.Tenants[b.Spec.MCPTarget.TenantID]:
+			out = append(out, name)
+		default:
+			key := store.Key{Kind: v1alpha1.KindMember, Name: name}
+			if fileErrors(prev, key) != fileErrors(next, key) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+func fileErrors(s *store.Snapshot, key store.Key) string {
+	file, ok := s.Sources[key]
+	if !ok {
+		return ""
+	}
+	return s.ErrorsIn(file).Error()
+}
+
+func unionNames(a, b map[string]*v1alpha1.Member) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, mm := range []map[string]*v1alpha1.Member{a, b} {
+		for n := range mm {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *Manager) enqueueAll() {
+	names := map[string]bool{}
+	for n := range m.store.Snapshot().Members {
+		names[n] = true
+	}
+	for _, r := range m.own.all() {
+		names[r.Member] = true
+	}
+	m.mu.Lock()
+	for n := range m.states {
+		names[n] = true
+	}
+	m.mu.Unlock()
+	for n := range names {
+		m.queue.Add(n)
+	}
+}
+
+// worker processes keys until the queue shuts down.
+func (m *Manager) worker(ctx context.Context) {
+	for {
+		name, ok := m.queue.Get(ctx)
+		if !ok {
+			return
+		}
+		m.processOne(ctx, name)
+		m.queue.Done(name)
+	}
+}
+
+func (m *Manager) processOne(ctx context.Context, name string) {
+	start := m.o.Clock.Now()
+	res, err := m.reconcile(ctx, name)
+	m.metrics.reconcileTime.WithLabelValues(controllerName).Observe(m.o.Clock.Now().Sub(start).Seconds())
+	switch {
+	case err != nil:
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultError).Inc()
+		m.metrics.reconcileErrors.WithLabelValues(controllerName).Inc()
+		if ctx.Err() == nil {
+			m.log.Warn("reconcile failed; retrying with backoff", "member", name, "err", err)
+			m.queue.AddRateLimited(name)
+		}
+	case res.RequeueAfter > 0:
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeueAfter).Inc()
+		m.queue.Forget(name)
+		m.queue.AddAfter(name, res.RequeueAfter)
+	case res.Requeue:
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeue).Inc()
+		m.queue.AddRateLimited(name)
+	default:
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultSuccess).Inc()
+		m.queue.Forget(name)
+	}
+}
+
+// Result tells the worker what to do after a reconcile, as in
+// controller-runtime.
+type Result struct {
+	Requeue      bool
+	RequeueAfter time.Duration
+}
+
+// Members returns every member with its status, sorted by name.
+func (m *Manager) Members() []v1alpha1.Member {
+	snap := m.store.Snapshot()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]v1alpha1.Member, 0, len(snap.Members))
+	for _, mem := range snap.Members {
+		out = append(out, m.withStatusLocked(mem))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Member returns one member with its status.
+func (m *Manager) Member(name string) (v1alpha1.Member, bool) {
+	mem, ok := m.store.Snapshot().Members[name]
+	if !ok {
+		return v1alpha1.Member{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.withStatusLocked(mem), true
+}
+
+// MemberEvents returns the member's recent events, oldest first.
+func (m *Manager) MemberEvents(name string) []v1alpha1.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.states[name]
+	if !ok {
+		return nil
+	}
+	return append([]v1alpha1.Event(nil), s.events...)
+}
+
+// ManifestErrors returns the current problems in the manifests.
+func (m *Manager) ManifestErrors() decode.ErrorList {
+	return m.store.Snapshot().Errors
+}
+
+// Ready reports nil once fleetd's view of herdr and of the manifests is in
+// sync, for GET /readyz.
+func (m *Manager) Ready() error {
+	if err := m.store.Snapshot().DirErr; err != nil {
+		return err
+	}
+	if !m.store.Snapshot().Synced {
+		return errors.New("manifests not read yet")
+	}
+	if !m.view.isSynced() {
+		return errors.New("herdr not reachable or not listed yet")
+	}
+	return nil
+}
+
+func (m *Manager) withStatusLocked(mem *v1alpha1.Member) v1alpha1.Member {
+	out := *mem.DeepCopy()
+	if s, ok := m.states[mem.Name]; ok {
+		s.status.DeepCopyInto(&out.Status)
+	} else {
+		out.Status = v1alpha1.MemberStatus{Phase: v1alpha1.PhasePending, SessionID: sessionID(mem.UID)}
+	}
+	return out
+}
+
+// Changed returns a channel that is closed at the next change of any
+// member's status or of the desired state.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// WaitFor blocks until cond holds for the members (with status) or ctx
+// ends. cond is evaluated after every change.
+func (m *Manager) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error {
+	for {
+		ch := m.Changed()
+		if cond(m.Members()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (m *Manager) broadcast() {
+	m.mu.Lock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+}

@@ -1,0 +1,291 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// globalSubscriptions are the lifecycle events fleetd follows. Per owned
+// pane it adds pane.agent_status_changed.
+var globalSubscriptions = []string{
+	herdr.SubWorkspaceCreated, herdr.SubWorkspaceClosed,
+	herdr.SubTabCreated, herdr.SubTabClosed,
+	herdr.SubPaneCreated, herdr.SubPaneClosed, herdr.SubPaneExited, herdr.SubPaneMoved,
+	herdr.SubPaneAgentDetected,
+}
+
+var errReconnect = errors.New("herdr call failed; reconnecting")
+
+// observe keeps the view of herdr current: a full listing whenever herdr
+// (re)appears and every ResyncPeriod, and an events.subscribe stream in
+// between, resubscribed when the owned panes change or the stream drops.
+// While herdr is unreachable it retries with exponential backoff and the
+// view stays unsynced, so nothing is recreated meanwhile.
+func (m *Manager) observe(ctx context.Context) {
+	delay := m.o.ReconnectBackoff
+	for ctx.Err() == nil {
+		if err := m.resync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.herdrLost(err)
+			if !m.sleep(ctx, delay) {
+				return
+			}
+			delay = min(delay*2, m.o.MaxReconnect)
+			continue
+		}
+		delay = m.o.ReconnectBackoff
+		err := m.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		m.log.Debug("herdr event stream ended; listing again", "err", err)
+		if errors.Is(err, herdr.ErrUnavailable) || errors.Is(err, errReconnect) {
+			m.herdrLost(err)
+			if !m.sleep(ctx, delay) {
+				return
+			}
+		}
+	}
+}
+
+// sleep waits d on the manager's clock; false if ctx ended first.
+func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
+	t := m.o.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// follow reads events until the stream ends, herdr fails or a periodic
+// resync fails.
+func (m *Manager) follow(ctx context.Context) error {
+	subs, panes := m.subscriptions()
+	stream, err := m.herdr.Subscribe(ctx, subs)
+	if err != nil {
+		return fmt.Errorf("subscribe to herdr events: %w", err)
+	}
+	defer func() { stream.Close() }()
+	// Drain a stale reconnect request from before this stream.
+	select {
+	case <-m.kick:
+	default:
+	}
+	resync := m.o.Clock.NewTimer(m.o.ResyncPeriod)
+	defer func() { resync.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-stream.Events():
+			if !ok {
+				if err := stream.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: stream ended", herdr.ErrStreamDropped)
+			}
+			m.handleEvent(ev)
+		case <-m.ownedChanged:
+			nsubs, npanes := m.subscriptions()
+			if slices.Equal(npanes, panes) {
+				continue
+			}
+			// Open the new stream before closing the old one so no event
+			// falls between them.
+			next, err := m.herdr.Subscribe(ctx, nsubs)
+			if err != nil {
+				return fmt.Errorf("resubscribe to herdr events: %w", err)
+			}
+			stream.Close()
+			stream, panes = next, npanes
+		case <-m.kick:
+			return errReconnect
+		case <-resync.C():
+			if err := m.resync(ctx); err != nil {
+				return err
+			}
+			resync = m.o.Clock.NewTimer(m.o.ResyncPeriod)
+		}
+	}
+}
+
+// subscriptions returns the subscription list and the sorted owned panes
+// it covers.
+func (m *Manager) subscriptions() ([]herdr.Subscription, []string) {
+	subs := make([]herdr.Subscription, 0, len(globalSubscriptions))
+	for _, t := range globalSubscriptions {
+		subs = append(subs, herdr.Subscription{Type: t})
+	}
+	var panes []string
+	for _, r := range m.own.all() {
+		if p, _, alive, _ := m.view.pane(r.TerminalID, r.PaneID); alive {
+			panes = append(panes, p.PaneID)
+		}
+	}
+	slices.Sort(panes)
+	for _, p := range panes {
+		subs = append(subs, herdr.Subscription{Type: herdr.SubPaneAgentStatusChanged, PaneID: p})
+	}
+	return subs, panes
+}
+
+// resync lists herdr in full (a fixed number of calls: workspaces, the tabs
+// of each workspace, panes, agents), installs the listing, closes orphaned
+// fleetd tabs and queues every member. A failed or partial listing changes
+// nothing.
+func (m *Manager) resync(ctx context.Context) error {
+	start := m.view.begin()
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	defer cancel()
+	var l listing
+	var err error
+	if l.workspaces, err = m.herdr.ListWorkspaces(cctx); err != nil {
+		return fmt.Errorf("list herdr workspaces: %w", err)
+	}
+	for _, w := range l.workspaces {
+		tabs, err := m.herdr.ListTabs(cctx, w.WorkspaceID)
+		if herdr.IsCode(err, "workspace_not_found") {
+			continue // closed since the workspace list
+		}
+		if err != nil {
+			return fmt.Errorf("list herdr tabs of %s: %w", w.WorkspaceID, err)
+		}
+		l.tabs = append(l.tabs, tabs...)
+	}
+	if l.panes, err = m.herdr.ListPanes(cctx, ""); err != nil {
+		return fmt.Errorf("list herdr panes: %w", err)
+	}
+	if l.agents, err = m.herdr.ListAgents(cctx); err != nil {
+		return fmt.Errorf("list herdr agents: %w", err)
+	}
+	m.view.install(start, l)
+	m.setHerdrUp(true)
+	if err := m.sweepOrphans(ctx); err != nil {
+		return err
+	}
+	m.enqueueAll()
+	return nil
+}
+
+// sweepOrphans closes tabs labelled as fleetd's that no ownership record
+// claims: leftovers of a member deleted while fleetd was down, or of a
+// crash between tab.create and the ownership write. Tabs without fleetd's
+// label are never touched. Nothing is swept before the manifests are read.
+func (m *Manager) sweepOrphans(ctx context.Context) error {
+	if !m.store.Snapshot().Synced {
+		return nil
+	}
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
+	claimed := map[string]bool{}
+	for _, r := range m.own.all() {
+		claimed[r.TabID] = true
+	}
+	for _, t := range m.view.fleetdTabs() {
+		if claimed[t.TabID] {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+		err := m.herdr.CloseTab(cctx, t.TabID)
+		cancel()
+		if err != nil && !herdr.IsCode(err, "tab_not_found") {
+			return fmt.Errorf("close orphaned tab %s (%q): %w", t.TabID, t.Label, err)
+		}
+		m.view.removeTab(t.TabID)
+		m.log.Info("closed orphaned fleetd tab", "tab", t.TabID, "label", t.Label,
+			"member", strings.TrimPrefix(t.Label, TabLabelPrefix))
+	}
+	return nil
+}
+
+// handleEvent applies one herdr event to the view and queues the member it
+// concerns.
+func (m *Manager) handleEvent(ev herdr.Event) {
+	switch ev.Kind {
+	case herdr.EventWorkspaceCreated:
+		if ev.Workspace != nil {
+			m.view.setWorkspace(*ev.Workspace)
+		}
+	case herdr.EventWorkspaceClosed:
+		m.view.removeWorkspace(ev.WorkspaceID)
+		m.enqueueAll()
+		return
+	case herdr.EventTabCreated:
+		if ev.Tab != nil {
+			m.view.setTab(*ev.Tab)
+		}
+	case herdr.EventTabClosed:
+		m.view.removeTab(ev.TabID)
+	case herdr.EventPaneCreated:
+		if ev.Pane != nil {
+			m.view.setPane(*ev.Pane)
+		}
+	case herdr.EventPaneMoved:
+		if ev.PreviousPaneID != "" {
+			m.view.removePane(ev.PreviousPaneID)
+		}
+		if ev.Pane != nil {
+			m.view.setPane(*ev.Pane)
+		}
+	case herdr.EventPaneClosed, herdr.EventPaneExited:
+		m.view.removePane(ev.PaneID)
+	case herdr.EventPaneAgentDetected:
+		if ev.Released {
+			m.view.removeAgent(ev.PaneID)
+		}
+	case herdr.EventPaneAgentStatusChanged:
+		m.view.setAgentStatus(ev.PaneID, ev.AgentStatus)
+	default:
+		return
+	}
+	if name, ok := m.own.ownerOf(ev.PaneID, ev.TabID); ok {
+		m.queue.Add(name)
+	} else if ev.PreviousPaneID != "" {
+		if name, ok := m.own.ownerOf(ev.PreviousPaneID, ""); ok {
+			m.queue.Add(name)
+		}
+	}
+}
+
+// herdrLost marks herdr unreachable: the view is unsynced until the next
+// full listing, and the observer reconnects.
+func (m *Manager) herdrLost(err error) {
+	m.view.unsync()
+	if m.setHerdrUp(false) {
+		m.log.Warn("herdr unreachable; waiting for it, nothing is recreated meanwhile", "err", err)
+		m.enqueueAll()
+	}
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// setHerdrUp records herdr's reachability and reports whether it changed.
+func (m *Manager) setHerdrUp(up bool) bool {
+	m.mu.Lock()
+	changed := m.herdrUp != up
+	m.herdrUp = up
+	m.mu.Unlock()
+	if up {
+		m.metrics.herdrUp.Set(1)
+	} else {
+		m.metrics.herdrUp.Set(0)
+	}
+	if changed && up {
+		m.log.Info("herdr reachable; fleetd's view of it is in sync")
+		m.broadcast()
+	}
+	return changed
+}

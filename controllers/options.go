@@ -1,0 +1,192 @@
+package controllers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/clock"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// Defaults for Options.
+const (
+	DefaultWorkers          = 8
+	DefaultResyncPeriod     = 60 * time.Second
+	DefaultCallTimeout      = 10 * time.Second
+	DefaultRestartBackoff   = 10 * time.Second
+	DefaultMaxRestartDelay  = 5 * time.Minute
+	DefaultDegradedAfter    = 3
+	DefaultStableAfter      = 10 * time.Minute
+	DefaultReconnectBackoff = 500 * time.Millisecond
+	DefaultMaxReconnect     = 30 * time.Second
+	DefaultEventHistory     = 20
+)
+
+// TabLabelPrefix starts the label of every herdr tab fleetd creates for a
+// member ("fleetd/NAME"). A tab with this prefix that matches no member is
+// an orphan of fleetd's and is closed; tabs without it are never touched.
+const TabLabelPrefix = "fleetd/"
+
+// Herdr is what the controllers use of herdr; *herdr.Client implements it.
+type Herdr interface {
+	Ping(ctx context.Context) (*herdr.Pong, error)
+	ListWorkspaces(ctx context.Context) ([]herdr.WorkspaceInfo, error)
+	ListTabs(ctx context.Context, workspaceID string) ([]herdr.TabInfo, error)
+	ListPanes(ctx context.Context, workspaceID string) ([]herdr.PaneInfo, error)
+	ListAgents(ctx context.Context) ([]herdr.AgentInfo, error)
+	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
+	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
+	CloseTab(ctx context.Context, tabID string) error
+	StartAgent(ctx context.Context, p herdr.AgentStartParams, pollInterval time.Duration) (*herdr.AgentInfo, error)
+	Subscribe(ctx context.Context, subs []herdr.Subscription) (*herdr.Stream, error)
+}
+
+// LaunchSpec is what one pane launch passes to herdr.
+type LaunchSpec struct {
+	// Args are the agent.start args (after the harness's executable).
+	Args []string
+	// Env is the pane environment for tab.create. It may hold secret
+	// values: the controllers pass it to herdr and nowhere else.
+	Env map[string]string
+	// Plan is the resolved MCP plan for status.plan; never a secret.
+	Plan []v1alpha1.PlanRow
+	// Token is an opaque handle the Launcher gets back in Bind.
+	Token string
+	// Cleanup, if set, undoes Prepare when the launch fails before the
+	// pane runs (for example it revokes the minted token).
+	Cleanup func() error
+}
+
+// Launcher turns a member into a launch. An error that only a change of the
+// spec or of a referenced object can fix should have a `Reason() string`
+// method (e.g. *plan.Error): the member then gets Ready=False with that
+// reason and is not retried until something changes. Other errors are
+// retried with backoff.
+type Launcher interface {
+	// Prepare readies the member's next pane.
+	Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (LaunchSpec, error)
+	// Bind ties a prepared launch to the pane herdr created for it.
+	Bind(spec LaunchSpec, paneID, terminalID string) error
+	// Release is told that a pane fleetd ran was closed or replaced.
+	Release(paneID string) error
+	// Forget is told that a member was deleted.
+	Forget(member string) error
+}
+
+// Options configure a Manager. nil means defaults wherever that makes sense;
+// a store source (Store or ManifestsDir) and herdr (Herdr or HerdrSocket)
+// are required.
+type Options struct {
+	// Store is the desired state. If nil, a store.Directory on ManifestsDir
+	// is created (and run by Manager.Run).
+	Store store.Store
+	// ManifestsDir is the watched manifests directory when Store is nil.
+	ManifestsDir string
+	// StateDir holds the lock, ownership records and object metadata. ""
+	// keeps everything in memory and takes no lock (tests only).
+	StateDir string
+	// Herdr is the herdr client. If nil, one is created for HerdrSocket
+	// ("" resolves herdr's default socket) with the metrics observer.
+	Herdr       Herdr
+	HerdrSocket string
+	// Launcher prepares launches; nil uses the profile's args and env only.
+	Launcher Launcher
+	// Registerer receives the metrics when Metrics is nil.
+	Registerer prometheus.Registerer
+	// Metrics, if set, is used instead of creating series on Registerer
+	// (build the herdr client with Metrics.HerdrObserver()).
+	Metrics *Metrics
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Clock drives backoff, resync and condition times; default wall clock.
+	Clock clock.Clock
+	// Workers is the number of concurrent reconciles; default 8.
+	Workers int
+	// ResyncPeriod is how often herdr is listed in full as a safety net;
+	// default 60 s.
+	ResyncPeriod time.Duration
+	// CallTimeout bounds each herdr call (agent start: the profile's startup
+	// timeout instead); default 10 s.
+	CallTimeout time.Duration
+	// RestartBackoff and MaxRestartDelay bound the exponential delay before
+	// a failed member is recreated; defaults 10 s and 5 min.
+	RestartBackoff, MaxRestartDelay time.Duration
+	// DegradedAfter consecutive failures make a member Degraded; default 3.
+	DegradedAfter int
+	// StableAfter is how long an agent must run for its failure count and
+	// backoff to reset; default 10 min.
+	StableAfter time.Duration
+	// ReconnectBackoff and MaxReconnect bound the wait between attempts to
+	// reach an unavailable herdr; defaults 500 ms and 30 s.
+	ReconnectBackoff, MaxReconnect time.Duration
+	// PollInterval is how often a starting agent is polled for readiness;
+	// default herdr.DefaultPollInterval.
+	PollInterval time.Duration
+	// QueueBaseDelay and QueueMaxDelay tune the work queue's per-item
+	// error backoff; defaults those of package workqueue.
+	QueueBaseDelay, QueueMaxDelay time.Duration
+}
+
+func (o *Options) withDefaults() Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.Clock == nil {
+		out.Clock = clock.Real{}
+	}
+	if out.Workers <= 0 {
+		out.Workers = DefaultWorkers
+	}
+	if out.ResyncPeriod <= 0 {
+		out.ResyncPeriod = DefaultResyncPeriod
+	}
+	if out.CallTimeout <= 0 {
+		out.CallTimeout = DefaultCallTimeout
+	}
+	if out.RestartBackoff <= 0 {
+		out.RestartBackoff = DefaultRestartBackoff
+	}
+	if out.MaxRestartDelay <= 0 {
+		out.MaxRestartDelay = DefaultMaxRestartDelay
+	}
+	if out.DegradedAfter <= 0 {
+		out.DegradedAfter = DefaultDegradedAfter
+	}
+	if out.StableAfter <= 0 {
+		out.StableAfter = DefaultStableAfter
+	}
+	if out.ReconnectBackoff <= 0 {
+		out.ReconnectBackoff = DefaultReconnectBackoff
+	}
+	if out.MaxReconnect <= 0 {
+		out.MaxReconnect = DefaultMaxReconnect
+	}
+	if out.PollInterval <= 0 {
+		out.PollInterval = herdr.DefaultPollInterval
+	}
+	return out
+}
+
+// profileLauncher is the default Launcher: the profile's args and env, no
+// MCP configuration and no token.
+type profileLauncher struct{}
+
+func (profileLauncher) Prepare(_ context.Context, _ *v1alpha1.Member, p *v1alpha1.Profile, _ map[string]*v1alpha1.Tenant) (LaunchSpec, error) {
+	env := make(map[string]string, len(p.Spec.Env))
+	for k, v := range p.Spec.Env {
+		env[k] = v
+	}
+	return LaunchSpec{Args: append([]string(nil), p.Spec.Args...), Env: env}, nil
+}
+func (profileLauncher) Bind(LaunchSpec, string, string) error { return nil }
+func (profileLauncher) Release(string) error                  { return nil }
+func (profileLauncher) Forget(string) error                   { return nil }

@@ -1,0 +1,130 @@
+package controllers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/controllers/internal/atomicfile"
+)
+
+// ownedDir holds one ownership record per member inside the state directory.
+const ownedDir = "owned"
+
+// Ownership is fleetd's record of the herdr pane it runs for a member. It is
+// written (atomically) right after the member's tab is created and before
+// the agent starts, so that a fleetd restarted at any moment adopts the pane
+// by TerminalID instead of creating a duplicate.
+type Ownership struct {
+	Member      string    `json:"member"`
+	UID         string    `json:"uid"`
+	Generation  int64     `json:"generation"`
+	TerminalID  string    `json:"terminalId"`
+	PaneID      string    `json:"paneId"`
+	TabID       string    `json:"tabId"`
+	WorkspaceID string    `json:"workspaceId"`
+	Restarts    int32     `json:"restarts"`
+	StartedAt   time.Time `json:"startedAt"`
+}
+
+// ownBook is the set of ownership records, mirrored on disk.
+type ownBook struct {
+	dir string // "" keeps records in memory only
+
+	mu   sync.Mutex
+	recs map[string]Ownership
+}
+
+func loadOwnership(stateDir string) (*ownBook, error) {
+	b := &ownBook{recs: map[string]Ownership{}}
+	if stateDir == "" {
+		return b, nil
+	}
+	b.dir = filepath.Join(stateDir, ownedDir)
+	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ownership records: %w", err)
+	}
+	entries, err := os.ReadDir(b.dir)
+	if err != nil {
+		return nil, fmt.Errorf("ownership records: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(b.dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("ownership records: %w", err)
+		}
+		var r Ownership
+		if err := json.Unmarshal(data, &r); err != nil || r.Member == "" {
+			return nil, fmt.Errorf("ownership record %s is corrupt (%v); move it away to let fleetd start", filepath.Join(b.dir, e.Name()), err)
+		}
+		b.recs[r.Member] = r
+	}
+	return b, nil
+}
+
+func (b *ownBook) get(name string) (Ownership, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.recs[name]
+	return r, ok
+}
+
+func (b *ownBook) all() []Ownership {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Ownership, 0, len(b.recs))
+	for _, r := range b.recs {
+		out = append(out, r)
+	}
+	return out
+}
+
+// ownerOf returns the member owning a pane or tab id.
+func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.recs {
+		if (paneID != "" && r.PaneID == paneID) || (tabID != "" && r.TabID == tabID) {
+			return r.Member, true
+		}
+	}
+	return "", false
+}
+
+func (b *ownBook) put(r Ownership) error {
+	if b.dir != "" {
+		data, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
+		}
+		if err := atomicfile.Write(filepath.Join(b.dir, r.Member+".json"), append(data, '\n'), 0o600); err != nil {
+			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
+		}
+	}
+	b.mu.Lock()
+	b.recs[r.Member] = r
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *ownBook) drop(name string) error {
+	if b.dir != "" {
+		err := os.Remove(filepath.Join(b.dir, name+".json"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("drop ownership of %q: %w", name, err)
+		}
+	}
+	b.mu.Lock()
+	delete(b.recs, name)
+	b.mu.Unlock()
+	return nil
+}

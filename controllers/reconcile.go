@@ -1,0 +1,477 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// ConditionManifestValid reports whether the file defining a member parses;
+// False means the member runs on the file's last good definition.
+const ConditionManifestValid = "ManifestValid"
+
+// Condition reasons the member controller writes.
+const (
+	ReasonAgentReady        = "AgentReady"
+	ReasonStarting          = "Starting"
+	ReasonBackOff           = "BackOff"
+	ReasonCrashLoop         = "CrashLoop"
+	ReasonFailed            = "Failed"
+	ReasonPaused            = "Paused"
+	ReasonProfileNotFound   = "ProfileNotFound"
+	ReasonTenantNotFound    = "TenantNotFound"
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonHerdrUnavailable  = "HerdrUnavailable"
+	ReasonAsExpected        = "AsExpected"
+	ReasonManifestError     = "ManifestError"
+	ReasonManifestParsed    = "Parsed"
+	ReasonDirectoryMissing  = "DirectoryUnreadable"
+	reasonAdopted           = "Adopted"
+	reasonDeleted           = "Deleted"
+	reasonReplacing         = "Replacing"
+	reasonStarted           = "Started"
+	reasonWorkspaceCreated  = "WorkspaceCreated"
+	reasonAgentStartTimeout = "StartTimeout"
+)
+
+// herdr error codes that mean the spec itself cannot launch.
+var invalidSpecCodes = map[string]bool{
+	"unsupported_agent_kind": true, "invalid_agent_argument": true,
+	"invalid_agent_name": true, "invalid_agent_timeout": true, "invalid_env": true,
+}
+
+// reconcile is the level-based heart of the controller: it compares the
+// member's desired state with the view of herdr and takes the next step.
+// It never decides that a pane is gone from a view that is not synced.
+func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
+	snap := m.store.Snapshot()
+	mem, exists := snap.Members[name]
+	rec, owned := m.own.get(name)
+
+	if !exists {
+		if !snap.Synced {
+			return Result{}, nil // the manifests were never read: prune nothing
+		}
+		if owned {
+			if !m.view.isSynced() {
+				return Result{}, nil // closed once herdr is back
+			}
+			if err := m.closeOwned(ctx, rec); err != nil {
+				return Result{}, err
+			}
+			m.event(name, v1alpha1.EventNormal, reasonDeleted, fmt.Sprintf("member deleted; closed its tab %s", rec.TabID))
+		}
+		if err := m.launcher.Forget(name); err != nil {
+			m.log.Warn("launcher could not forget deleted member", "member", name, "err", err)
+		}
+		m.forgetMember(name)
+		return Result{}, nil
+	}
+
+	b := m.statusOf(name, mem.Generation, mem.UID)
+	rt := m.runtimeOf(name)
+	manifestCondition(b, snap, name)
+	if owned {
+		b.st.Restarts = max(b.st.Restarts, rec.Restarts)
+	}
+
+	if mem.Spec.Paused {
+		if owned {
+			if !m.view.isSynced() {
+				b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, ReasonHerdrUnavailable, "waiting for herdr to close the paused member's tab")
+				m.writeStatus(name, b)
+				return Result{}, nil
+			}
+			if err := m.closeOwned(ctx, rec); err != nil {
+				return Result{}, err
+			}
+			m.event(name, v1alpha1.EventNormal, ReasonPaused, fmt.Sprintf("member paused; closed its tab %s", rec.TabID))
+		}
+		*rt = runtime{}
+		b.clearPane()
+		b.st.LastError = ""
+		b.set(v1alpha1.PhasePaused, cFalse(ReasonPaused, "spec.paused is true"),
+			cFalse(ReasonPaused, "spec.paused is true"), cFalse(ReasonAsExpected, ""))
+		m.writeStatus(name, b)
+		return Result{}, nil
+	}
+
+	profile, ok := snap.Profiles[mem.Spec.Profile]
+	if !ok {
+		return m.unresolved(name, b, ReasonProfileNotFound, fmt.Sprintf("profile %q not found; create it or fix spec.profile", mem.Spec.Profile))
+	}
+	if t := mem.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant {
+		if _, ok := snap.Tenants[t.TenantID]; !ok {
+			return m.unresolved(name, b, ReasonTenantNotFound, fmt.Sprintf("tenant %q not found; create it or fix spec.mcpTarget.tenantId", t.TenantID))
+		}
+	}
+
+	if !m.view.isSynced() {
+		b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, ReasonHerdrUnavailable, "herdr is not reachable; nothing is recreated until it answers")
+		m.writeStatus(name, b)
+		return Result{}, nil
+	}
+
+	if owned && (rec.UID != mem.UID || rec.Generation != mem.Generation) {
+		if err := m.closeOwned(ctx, rec); err != nil {
+			return Result{}, err
+		}
+		m.event(name, v1alpha1.EventNormal, reasonReplacing,
+			fmt.Sprintf("spec changed (generation %d → %d); closed tab %s to start a new one", rec.Generation, mem.Generation, rec.TabID))
+		owned = false
+		*rt = runtime{}
+	}
+
+	if owned {
+		pane, agent, alive, hasAgent := m.view.pane(rec.TerminalID, rec.PaneID)
+		if alive && hasAgent && agent.Name == name {
+			if pane.PaneID != rec.PaneID || pane.TabID != rec.TabID || pane.WorkspaceID != rec.WorkspaceID {
+				if b.st.PaneID == "" {
+					m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
+				}
+				rec.PaneID, rec.TabID, rec.WorkspaceID = pane.PaneID, pane.TabID, pane.WorkspaceID
+				if err := m.own.put(rec); err != nil {
+					return Result{}, err
+				}
+				m.signalOwned()
+			} else if b.st.PaneID == "" {
+				m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted running pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
+			}
+			if agent.LaunchPending && !agent.InteractiveReady {
+				return m.stillStarting(ctx, name, b, rt, rec, profile)
+			}
+			return m.running(name, b, rt, rec, pane.AgentStatus), nil
+		}
+		why := fmt.Sprintf("pane %s closed", rec.PaneID)
+		if alive {
+			why = fmt.Sprintf("agent in pane %s exited", pane.PaneID)
+			if err := m.closeOwned(ctx, rec); err != nil {
+				return Result{}, err
+			}
+		} else if err := m.dropOwned(rec); err != nil {
+			return Result{}, err
+		}
+		return m.failed(name, mem, profile, b, rt, why), nil
+	}
+
+	if rt.failedGen != 0 && rt.failedGen == mem.Generation {
+		m.writeStatus(name, b)
+		return Result{}, nil // restartPolicy Never or an unlaunchable spec: wait for a change
+	}
+	if now := m.o.Clock.Now(); now.Before(rt.nextAttempt) {
+		m.writeStatus(name, b)
+		return Result{RequeueAfter: rt.nextAttempt.Sub(now)}, nil
+	}
+	return m.create(ctx, name, mem, profile, snap, b, rt)
+}
+
+// manifestCondition reports whether the member's file parses.
+func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
+	if snap.DirErr != nil {
+		b.cond(ConditionManifestValid, v1alpha1.ConditionFalse, ReasonDirectoryMissing,
+			"manifests directory unreadable; running on the last definition read: "+snap.DirErr.Error())
+		return
+	}
+	file := snap.Sources[store.Key{Kind: v1alpha1.KindMember, Name: name}]
+	if errs := snap.ErrorsIn(file); len(errs) > 0 {
+		msg := errs[0].Error()
+		if len(errs) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
+		}
+		b.cond(ConditionManifestValid, v1alpha1.ConditionFalse, ReasonManifestError,
+			msg+"; running on the file's last good definition")
+		return
+	}
+	b.cond(ConditionManifestValid, v1alpha1.ConditionTrue, ReasonManifestParsed, "")
+}
+
+// unresolved records a spec problem that only a change can fix. A pane that
+// is already running is left alone; nothing is retried until the member or
+// the object it references changes (the store enqueues it then).
+func (m *Manager) unresolved(name string, b *statusBuilder, reason, msg string) (Result, error) {
+	b.st.LastError = msg
+	b.set(v1alpha1.PhasePending, cFalse(reason, msg), cFalse(reason, msg), cFalse(ReasonAsExpected, ""))
+	m.writeStatus(name, b)
+	return Result{}, nil
+}
+
+// running writes the status of a member whose agent runs, and schedules
+// the reset of its failure count once it has run long enough.
+func (m *Manager) running(name string, b *statusBuilder, rt *runtime, rec Ownership, agentStatus herdr.AgentStatus) Result {
+	var res Result
+	now := m.o.Clock.Now()
+	if rt.failures > 0 {
+		if stable := rec.StartedAt.Add(m.o.StableAfter); now.Before(stable) {
+			res.RequeueAfter = stable.Sub(now)
+		} else {
+			rt.failures, rt.lastError = 0, ""
+		}
+	}
+	b.setPane(rec)
+	b.st.AgentStatus = string(agentStatus)
+	if rt.failures >= m.o.DegradedAfter {
+		msg := fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError)
+		b.set(v1alpha1.PhaseDegraded, cTrue(ReasonAgentReady, "agent is running"),
+			cFalse(ReasonCrashLoop, msg), cTrue(ReasonCrashLoop, msg))
+	} else {
+		b.set(v1alpha1.PhaseReady, cTrue(ReasonAgentReady, "agent is running"),
+			cFalse(ReasonAgentReady, "agent is running"), cFalse(ReasonAsExpected, ""))
+		b.st.LastError = ""
+	}
+	m.writeStatus(name, b)
+	return res
+}
+
+// stillStarting handles an adopted agent that herdr still reports as
+// launching (fleetd restarted in the middle of a start).
+func (m *Manager) stillStarting(ctx context.Context, name string, b *statusBuilder, rt *runtime, rec Ownership, p *v1alpha1.Profile) (Result, error) {
+	now := m.o.Clock.Now()
+	deadline := rec.StartedAt.Add(p.Spec.StartupTimeout.Duration)
+	if now.After(deadline) {
+		if err := m.closeOwned(ctx, rec); err != nil {
+			return Result{}, err
+		}
+		mem := m.store.Snapshot().Members[name]
+		if mem == nil {
+			return Result{}, nil
+		}
+		return m.failed(name, mem, p, b, rt, fmt.Sprintf("agent not ready within %s", p.Spec.StartupTimeout.Duration)), nil
+	}
+	b.setPane(rec)
+	b.set(v1alpha1.PhaseStarting, cFalse(ReasonStarting, "agent is starting"),
+		cTrue(ReasonStarting, "agent is starting"), degradedCond(rt, m.o.DegradedAfter))
+	m.writeStatus(name, b)
+	return Result{RequeueAfter: min(time.Second, deadline.Sub(now))}, nil
+}
+
+func degradedCond(rt *runtime, after int) [3]string {
+	if rt.failures >= after {
+		return cTrue(ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError))
+	}
+	return cFalse(ReasonAsExpected, "")
+}
+
+// failed handles a pane that closed or an agent that exited or never became
+// ready: recreate per restartPolicy after an exponential backoff (the first
+// recreation is immediate), counting restarts; Degraded after DegradedAfter
+// failures in a row; never a tight loop.
+func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, why string) Result {
+	rt.failures++
+	rt.lastError = why
+	b.clearPane()
+	b.st.LastError = why
+	if p.Spec.RestartPolicy == v1alpha1.RestartNever {
+		rt.failedGen = mem.Generation
+		m.event(name, v1alpha1.EventWarning, ReasonFailed, why+"; restartPolicy is Never, not recreating")
+		b.set(v1alpha1.PhaseFailed, cFalse(ReasonFailed, why), cFalse(ReasonFailed, "restartPolicy is Never"), cTrue(ReasonFailed, why))
+		m.writeStatus(name, b)
+		return Result{}
+	}
+	var delay time.Duration
+	if rt.failures > 1 {
+		delay = m.o.RestartBackoff << min(rt.failures-2, 30)
+		if delay > m.o.MaxRestartDelay || delay <= 0 {
+			delay = m.o.MaxRestartDelay
+		}
+	}
+	rt.nextAttempt = m.o.Clock.Now().Add(delay)
+	b.st.Restarts++
+	m.metrics.restarts.Inc()
+	msg := fmt.Sprintf("%s; recreating (restart %d)", why, b.st.Restarts)
+	if delay > 0 {
+		msg = fmt.Sprintf("%s; recreating in %s (restart %d)", why, delay, b.st.Restarts)
+	}
+	m.event(name, v1alpha1.EventWarning, ReasonBackOff, msg)
+	phase := v1alpha1.PhaseStarting
+	if rt.failures >= m.o.DegradedAfter {
+		phase = v1alpha1.PhaseDegraded
+	}
+	b.set(phase, cFalse(ReasonBackOff, msg), cTrue(ReasonBackOff, msg), degradedCond(rt, m.o.DegradedAfter))
+	m.writeStatus(name, b)
+	if delay == 0 {
+		return Result{Requeue: true}
+	}
+	return Result{RequeueAfter: delay}
+}
+
+// create makes the member's dedicated tab (recording ownership before the
+// agent starts) and starts the agent, waiting for it to be ready.
+func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, snap *store.Snapshot, b *statusBuilder, rt *runtime) (Result, error) {
+	cwd := mem.Spec.Cwd
+	if cwd == "" {
+		cwd = p.Spec.Cwd
+	}
+	ws, err := m.ensureWorkspace(ctx, name, mem.Spec.Workspace, cwd)
+	if err != nil {
+		return Result{}, err
+	}
+	spec, err := m.launcher.Prepare(ctx, mem, p, snap.Tenants)
+	if err != nil {
+		var r interface{ Reason() string }
+		if errors.As(err, &r) {
+			return m.unresolved(name, b, r.Reason(), err.Error())
+		}
+		return Result{}, fmt.Errorf("prepare launch of %q: %w", name, err)
+	}
+	undo := func() {
+		if spec.Cleanup != nil {
+			if err := spec.Cleanup(); err != nil {
+				m.log.Warn("launch cleanup failed", "member", name, "err", err)
+			}
+		}
+	}
+
+	m.ownMu.Lock()
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	created, err := m.herdr.CreateTab(cctx, herdr.TabCreateParams{
+		WorkspaceID: ws.WorkspaceID, CWD: cwd, Label: TabLabelPrefix + name, Env: spec.Env,
+	})
+	cancel()
+	if err != nil {
+		m.ownMu.Unlock()
+		undo()
+		if herdr.IsCode(err, "workspace_not_found") {
+			m.view.removeWorkspace(ws.WorkspaceID)
+		}
+		return Result{}, m.callFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
+	}
+	rec := Ownership{
+		Member: name, UID: mem.UID, Generation: mem.Generation,
+		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
+		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID,
+		Restarts: b.st.Restarts, StartedAt: m.o.Clock.Now(),
+	}
+	m.view.setTab(created.Tab)
+	m.view.setPane(created.RootPane)
+	err = m.own.put(rec)
+	m.ownMu.Unlock()
+	if err != nil {
+		// An untracked pane would be a duplicate after a restart: close it.
+		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+		_ = m.herdr.CloseTab(cctx, rec.TabID)
+		cancel()
+		m.view.removeTab(rec.TabID)
+		undo()
+		return Result{}, err
+	}
+	m.signalOwned()
+	if err := m.launcher.Bind(spec, rec.PaneID, rec.TerminalID); err != nil {
+		m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
+	}
+
+	timeout := p.Spec.StartupTimeout.Duration
+	if timeout <= 0 {
+		timeout = v1alpha1.DefaultStartupTimeout
+	}
+	b.setPane(rec)
+	b.st.Plan = spec.Plan
+	b.set(v1alpha1.PhaseStarting, cFalse(ReasonStarting, "agent is starting"),
+		cTrue(ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
+		degradedCond(rt, m.o.DegradedAfter))
+	m.writeStatus(name, b)
+
+	sctx, cancel := context.WithTimeout(ctx, timeout+m.o.CallTimeout)
+	agent, err := m.herdr.StartAgent(sctx, herdr.AgentStartParams{
+		Name: name, Kind: p.Spec.Harness, PaneID: rec.PaneID, Args: spec.Args, TimeoutMS: timeout.Milliseconds(),
+	}, m.o.PollInterval)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		if errors.Is(err, herdr.ErrUnavailable) && !errors.Is(err, herdr.ErrAgentStartFailed) {
+			// herdr went away mid-start: keep the record, look again when it is back.
+			return Result{}, m.callFailed(err)
+		}
+		if cerr := m.closeOwned(ctx, rec); cerr != nil {
+			return Result{}, cerr
+		}
+		var he *herdr.Error
+		if errors.As(err, &he) && invalidSpecCodes[he.Code] {
+			rt.failedGen = mem.Generation
+			m.event(name, v1alpha1.EventWarning, ReasonInvalidSpec, err.Error())
+			b.clearPane()
+			b.st.LastError = err.Error()
+			b.set(v1alpha1.PhaseFailed, cFalse(ReasonInvalidSpec, err.Error()), cFalse(ReasonInvalidSpec, err.Error()), cTrue(ReasonInvalidSpec, err.Error()))
+			m.writeStatus(name, b)
+			return Result{}, nil
+		}
+		why := err.Error()
+		if errors.Is(err, herdr.ErrAgentStartTimeout) {
+			why = fmt.Sprintf("agent not ready within %s", timeout)
+		}
+		return m.failed(name, mem, p, b, rt, why), nil
+	}
+	m.view.setAgent(*agent)
+	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
+	return m.running(name, b, rt, rec, agent.AgentStatus), nil
+}
+
+// ensureWorkspace finds the workspace labelled label, creating it if none.
+func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string) (herdr.WorkspaceInfo, error) {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	if w, ok := m.view.workspaceByLabel(label); ok {
+		return w, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	defer cancel()
+	created, err := m.herdr.CreateWorkspace(cctx, herdr.WorkspaceCreateParams{Label: label, CWD: cwd})
+	if err != nil {
+		return herdr.WorkspaceInfo{}, m.callFailed(fmt.Errorf("create workspace %q: %w", label, err))
+	}
+	m.view.setWorkspace(created.Workspace)
+	m.view.setTab(created.Tab)
+	m.view.setPane(created.RootPane)
+	m.event(member, v1alpha1.EventNormal, reasonWorkspaceCreated, fmt.Sprintf("created herdr workspace %q (%s)", label, created.Workspace.WorkspaceID))
+	return created.Workspace, nil
+}
+
+// closeOwned closes a member's tab and drops its ownership record. A tab
+// that is already gone is fine; herdr being unreachable is an error and the
+// record stays.
+func (m *Manager) closeOwned(ctx context.Context, rec Ownership) error {
+	if m.view.hasTab(rec.TabID) {
+		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+		err := m.herdr.CloseTab(cctx, rec.TabID)
+		cancel()
+		if err != nil && !herdr.IsCode(err, "tab_not_found") {
+			return m.callFailed(fmt.Errorf("close tab %s of %q: %w", rec.TabID, rec.Member, err))
+		}
+		m.view.removeTab(rec.TabID)
+	}
+	return m.dropOwned(rec)
+}
+
+// dropOwned forgets a pane that is gone.
+func (m *Manager) dropOwned(rec Ownership) error {
+	if err := m.launcher.Release(rec.PaneID); err != nil {
+		m.log.Warn("launcher could not release a closed pane", "member", rec.Member, "pane", rec.PaneID, "err", err)
+	}
+	if err := m.own.drop(rec.Member); err != nil {
+		return err
+	}
+	m.signalOwned()
+	return nil
+}
+
+// callFailed notes a failed herdr call: an unreachable herdr makes the view
+// unsynced (nothing is decided from it) and the observer reconnect.
+func (m *Manager) callFailed(err error) error {
+	if errors.Is(err, herdr.ErrUnavailable) {
+		m.herdrLost(err)
+	}
+	return err
+}
+
+func (m *Manager) signalOwned() {
+	select {
+	case m.ownedChanged <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,184 @@
+package controllers
+
+import (
+	"crypto/sha1"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// memberState is what the controller keeps about a member besides its spec.
+type memberState struct {
+	status v1alpha1.MemberStatus
+	events []v1alpha1.Event
+}
+
+// runtime is the in-memory restart bookkeeping of one member.
+type runtime struct {
+	failures    int       // consecutive failures since the agent last ran stably
+	nextAttempt time.Time // no new pane before this
+	failedGen   int64     // restartPolicy Never: this generation stays Failed
+	lastError   string
+}
+
+// sessionID derives the member's stable session UUID from its uid: the same
+// member (same uid) always has the same session id, across restarts.
+func sessionID(uid string) string {
+	if uid == "" {
+		return ""
+	}
+	h := sha1.Sum([]byte("fleetd-session:" + uid))
+	h[6] = h[6]&0x0f | 0x50 // version 5 layout
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// setCondition sets one condition; LastTransitionTime moves only when the
+// status flips.
+func setCondition(conds []v1alpha1.Condition, c v1alpha1.Condition) []v1alpha1.Condition {
+	for i := range conds {
+		if conds[i].Type != c.Type {
+			continue
+		}
+		if conds[i].Status == c.Status {
+			c.LastTransitionTime = conds[i].LastTransitionTime
+		}
+		conds[i] = c
+		return conds
+	}
+	return append(conds, c)
+}
+
+// statusBuilder edits a copy of a member's status during one reconcile.
+type statusBuilder struct {
+	st  v1alpha1.MemberStatus
+	gen int64
+	now time.Time
+}
+
+func (b *statusBuilder) cond(typ, status, reason, msg string) {
+	b.st.Conditions = setCondition(b.st.Conditions, v1alpha1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: b.gen, LastTransitionTime: b.now,
+	})
+}
+
+// set writes phase and the three standard conditions at once.
+func (b *statusBuilder) set(phase string, ready, progressing, degraded [3]string) {
+	b.st.Phase = phase
+	b.cond(v1alpha1.ConditionReady, ready[0], ready[1], ready[2])
+	b.cond(v1alpha1.ConditionProgressing, progressing[0], progressing[1], progressing[2])
+	b.cond(v1alpha1.ConditionDegraded, degraded[0], degraded[1], degraded[2])
+}
+
+func (b *statusBuilder) clearPane() {
+	b.st.PaneID, b.st.TerminalID, b.st.TabID, b.st.WorkspaceID, b.st.AgentStatus = "", "", "", "", ""
+}
+
+func (b *statusBuilder) setPane(r Ownership) {
+	b.st.PaneID, b.st.TerminalID, b.st.TabID, b.st.WorkspaceID = r.PaneID, r.TerminalID, r.TabID, r.WorkspaceID
+}
+
+func cTrue(reason, msg string) [3]string    { return [3]string{v1alpha1.ConditionTrue, reason, msg} }
+func cFalse(reason, msg string) [3]string   { return [3]string{v1alpha1.ConditionFalse, reason, msg} }
+
+// statusOf starts a builder from the member's current status.
+func (m *Manager) statusOf(name string, gen int64, uid string) *statusBuilder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := &statusBuilder{gen: gen, now: m.o.Clock.Now().UTC().Truncate(time.Second)}
+	if s, ok := m.states[name]; ok {
+		s.status.DeepCopyInto(&b.st)
+	}
+	b.st.SessionID = sessionID(uid)
+	b.st.ObservedGeneration = gen
+	return b
+}
+
+// writeStatus stores st if it differs from the current status, updates the
+// phase gauge, logs a phase change and wakes waiters.
+func (m *Manager) writeStatus(name string, b *statusBuilder) {
+	m.mu.Lock()
+	s, ok := m.states[name]
+	if !ok {
+		s = &memberState{}
+		m.states[name] = s
+	}
+	if ok && reflect.DeepEqual(s.status, b.st) {
+		m.mu.Unlock()
+		return
+	}
+	old := s.status.Phase
+	s.status = b.st
+	if old != b.st.Phase {
+		if old != "" {
+			m.metrics.members.WithLabelValues(old).Dec()
+		}
+		if b.st.Phase != "" {
+			m.metrics.members.WithLabelValues(b.st.Phase).Inc()
+		}
+	}
+	m.mu.Unlock()
+	if old != b.st.Phase {
+		m.log.Info("member phase changed", "member", name, "from", old, "to", b.st.Phase,
+			"paneId", b.st.PaneID, "restarts", b.st.Restarts)
+	}
+	m.broadcast()
+}
+
+// forgetMember drops all in-memory state of a deleted member.
+func (m *Manager) forgetMember(name string) {
+	m.mu.Lock()
+	s, ok := m.states[name]
+	if ok {
+		if s.status.Phase != "" {
+			m.metrics.members.WithLabelValues(s.status.Phase).Dec()
+		}
+		delete(m.states, name)
+	}
+	delete(m.runtimes, name)
+	m.mu.Unlock()
+	if ok {
+		m.broadcast()
+	}
+}
+
+func (m *Manager) runtimeOf(name string) *runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runtimes[name]
+	if !ok {
+		r = &runtime{}
+		m.runtimes[name] = r
+	}
+	return r
+}
+
+// event records something that happened to a member, for describe, and
+// logs it. A repeat of the previous event only bumps its count.
+func (m *Manager) event(name, typ, reason, msg string) {
+	now := m.o.Clock.Now().UTC()
+	m.mu.Lock()
+	s, ok := m.states[name]
+	if !ok {
+		s = &memberState{}
+		m.states[name] = s
+	}
+	if n := len(s.events); n > 0 && s.events[n-1].Reason == reason && s.events[n-1].Message == msg {
+		s.events[n-1].Count++
+		s.events[n-1].Time = now
+	} else {
+		s.events = append(s.events, v1alpha1.Event{Time: now, Type: typ, Reason: reason, Message: msg, Count: 1})
+		if len(s.events) > DefaultEventHistory {
+			s.events = s.events[len(s.events)-DefaultEventHistory:]
+		}
+	}
+	m.mu.Unlock()
+	if typ == v1alpha1.EventWarning {
+		m.log.Warn(msg, "member", name, "reason", reason)
+	} else {
+		m.log.Info(msg, "member", name, "reason", reason)
+	}
+}
