@@ -20,7 +20,7 @@ type Options struct {
 // file and line order.
 //
 // When any file cannot be migrated, Dir writes nothing and returns the
-// problems as an [ErrorList]. Otherwise, unless opts.DryRun is set, it
+// problems as a [decode.ErrorList]. Otherwise, unless opts.DryRun is set, it
 // replaces each changed file atomically, keeping its mode. An error while
 // writing stops at that file; the returned changes then cover only the
 // files already written.
@@ -39,7 +39,7 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 	}
 	var (
 		todo []rewrite
-		errs ErrorList
+		errs decode.ErrorList
 	)
 	for _, e := range entries {
 		if !decode.IsManifestFile(e.Name()) {
@@ -51,7 +51,7 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			errs = append(errs, &Error{File: path, Msg: fmt.Sprintf("read: %v", unwrapPath(err))})
+			errs = append(errs, &decode.Error{File: path, Msg: fmt.Sprintf("read: %v", unwrapPath(err))})
 			continue
 		}
 		out, changes, ferrs := File(path, data)

@@ -10,8 +10,9 @@
 //
 // and its resident mode (or a missing mode) becomes nothing at all:
 // spec.mcpTransport is dropped and mcpTarget stays absent, which already
-// means resident; spec.transport is left as written, because its default,
-// streamable-http, is what the legacy resident shape meant too.
+// means resident. spec.transport is left as written: the legacy resident
+// entry said nothing about transport, so there is nothing to carry over,
+// and an absent transport keeps meaning streamable-http.
 //
 // # How files are rewritten
 //
@@ -19,23 +20,26 @@
 // positions, but re-encoding that tree drops blank lines and re-indents and
 // re-quotes the whole file. So the package uses the tree only to find and
 // check what to change, and then edits the original bytes at the recorded
-// positions: it renames tokens in place, inserts one line, or deletes the
-// lines of the legacy entry. Everything else — comments, key order, blank
-// lines, quoting, other documents — stays byte for byte. Before anything is
+// positions: it renames tokens in place (padding them so that a trailing
+// comment keeps its column), inserts one line, or deletes the lines of the
+// legacy entry. Everything else — comments, key order, blank lines,
+// quoting, other documents — stays byte for byte. Before anything is
 // written, the edited text is parsed again and compared with the expected
-// tree (the original tree with the migration applied to it); any difference
-// is an error and the file is left alone.
+// tree (the original tree with the migration applied to it); any
+// difference is an error and the file is left alone.
 //
 // Only documents of kind Member are touched. A legacy entry the migration
 // cannot rewrite faithfully (an unknown mode, a tenant without tenantId, a
-// member that already has mcpTarget, anchors, unknown legacy fields) is an
-// [Error] naming file, line and field; when any file has one, [Dir] writes
-// nothing at all, so an operator fixes it and reruns. Files are replaced
-// atomically (temporary file in the same directory, fsync, rename) with
-// their original mode. A second run finds nothing to do.
+// member that already has mcpTarget, anchors, unknown legacy fields) is a
+// [decode.Error] naming file, line and field, the same shape fleetd
+// validate prints; when any file has one, [Dir] writes nothing at all, so
+// an operator fixes it and reruns. Files are replaced atomically
+// (temporary file in the same directory, fsync, rename) with their
+// original mode. A second run finds nothing to do.
 //
-// The package never touches anything but the legacy field, never reads
-// outside the directory it is given (no recursion), and is meant to be
-// deleted, with its fixtures and cmd/fleetd/migrate.go, once no legacy
-// manifests remain. Nothing else in fleetd may depend on it.
+// The package never touches anything but the legacy field and the
+// transport line it adds, never reads outside the directory it is given
+// (no recursion), and is meant to be deleted, with its fixtures and
+// cmd/fleetd/migrate.go, once no legacy manifests remain. Nothing else in
+// fleetd may depend on it.
 package migrate

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
 )
 
 // The legacy vocabulary. These spellings exist only in this package.
@@ -52,52 +54,15 @@ func (c Change) String() string {
 	return fmt.Sprintf("%s:%d: member %s: %s → %s", c.File, c.Line, c.Member, c.Before, c.After)
 }
 
-// Error is a legacy entry the migration cannot rewrite, or a file it cannot
-// read. Line is 0 when the problem is not at a line.
-type Error struct {
-	File  string
-	Line  int
-	Field string
-	Msg   string
-}
-
-// Error formats the problem as "FILE:LINE: field: message", leaving out the
-// parts that are empty.
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// ErrorList is every problem found, in file and line order.
-type ErrorList []*Error
-
-// Error joins the problems, one per line.
-func (l ErrorList) Error() string {
-	msgs := make([]string, len(l))
-	for i, e := range l {
-		msgs[i] = e.Error()
-	}
-	return strings.Join(msgs, "\n")
-}
-
 // File migrates the contents of one manifest file. name is used only in
 // changes and errors. It returns the rewritten contents and the changes
 // made; when nothing needs migrating, out is data itself and changes is
 // empty. When any legacy entry cannot be rewritten, out is nil and errs
 // says why, one error per problem.
-func File(name string, data []byte) (out []byte, changes []Change, errs ErrorList) {
+func File(name string, data []byte) (out []byte, changes []Change, errs decode.ErrorList) {
 	docs, err := parseDocuments(data)
 	if err != nil {
-		return nil, nil, ErrorList{syntaxError(name, err)}
+		return nil, nil, decode.ErrorList{syntaxError(name, err)}
 	}
 	f := &fileRewrite{name: name, src: newSource(data)}
 	for _, doc := range docs {
@@ -117,7 +82,7 @@ func File(name string, data []byte) (out []byte, changes []Change, errs ErrorLis
 		err = verify(out, docs)
 	}
 	if err != nil {
-		return nil, nil, ErrorList{{File: name, Msg: fmt.Sprintf(
+		return nil, nil, decode.ErrorList{{File: name, Msg: fmt.Sprintf(
 			"internal error: the rewrite would change more than %s (%v); file left untouched, migrate it by hand and please report this",
 			legacyField, err)}}
 	}
@@ -144,13 +109,13 @@ func parseDocuments(data []byte) ([]*yaml.Node, error) {
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // syntaxError turns a yaml.v3 parse error into an Error with its line.
-func syntaxError(name string, err error) *Error {
+func syntaxError(name string, err error) *decode.Error {
 	msg := err.Error()
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return &Error{File: name, Line: line, Msg: "invalid YAML: " + m[2]}
+		return &decode.Error{File: name, Line: line, Msg: "invalid YAML: " + m[2]}
 	}
-	return &Error{File: name, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	return &decode.Error{File: name, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
 // fileRewrite collects the edits, changes and errors for one file.
@@ -160,7 +125,7 @@ type fileRewrite struct {
 	edits   []edit
 	treeOps []func() // the same rewrite applied to the parsed tree, for verify
 	changes []Change
-	errs    ErrorList
+	errs    decode.ErrorList
 }
 
 // failAt records err, at the line of the node it names if it is a
@@ -174,7 +139,7 @@ func (f *fileRewrite) failAt(n *yaml.Node, field string, err error) {
 }
 
 func (f *fileRewrite) fail(n *yaml.Node, field, format string, args ...any) {
-	f.errs = append(f.errs, &Error{File: f.name, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	f.errs = append(f.errs, &decode.Error{File: f.name, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 // legacyEntry is the parsed content of one spec.mcpTransport.

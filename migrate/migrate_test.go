@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/rewrite")
@@ -269,7 +271,7 @@ func TestDir_AnyBadFileMeansNothingIsWritten(t *testing.T) {
 	dir := copyFixtures(t, 0o644, "testdata/rewrite/tenant-flow.yaml", "testdata/errors/unknown-mode.yaml")
 	before := snapshot(t, dir)
 	changes, err := Dir(dir, nil)
-	var list ErrorList
+	var list decode.ErrorList
 	if !errors.As(err, &list) || len(list) != 1 {
 		t.Fatalf("Dir = %v, %v; want one error", changes, err)
 	}

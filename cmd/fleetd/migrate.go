@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/migrate"
 )
 
@@ -46,7 +47,7 @@ func migrateDir(out, errOut io.Writer, dir string, opts migrate.Options) error {
 	for _, c := range changes {
 		fmt.Fprintln(out, c)
 	}
-	var problems migrate.ErrorList
+	var problems decode.ErrorList
 	switch {
 	case errors.As(err, &problems):
 		for _, p := range problems {
