@@ -186,18 +186,16 @@ func (f *fileRewrite) document(doc *yaml.Node) {
 		return
 	}
 	name := memberName(root)
-	mode := ""
-	if le.mode != nil {
-		mode = le.mode.Value
-	}
-	switch mode {
-	case legacyRemoteMode:
+	switch {
+	case le.mode == nil:
+		f.toResident(spec, le, name, "")
+	case le.mode.Value == legacyRemoteMode:
 		f.toTenant(spec, le, name)
-	case legacyResident, "":
-		f.toResident(spec, le, name, mode)
+	case le.mode.Value == legacyResident:
+		f.toResident(spec, le, name, legacyResident)
 	default:
 		f.fail(le.mode, "spec."+legacyField+"."+legacyMode,
-			"unknown legacy mode %q; want %s or %s (migrate this member by hand)", mode, legacyRemoteMode, legacyResident)
+			"unknown legacy mode %q; want %s or %s (migrate this member by hand)", le.mode.Value, legacyRemoteMode, legacyResident)
 	}
 }
 

@@ -112,6 +112,9 @@ func TestFile_RefusesWhatItCannotRewriteFaithfully(t *testing.T) {
 		{"unknown-mode.yaml", []string{
 			dir + `unknown-mode.yaml:7: spec.mcpTransport.mode: unknown legacy mode "remote-grpc"; want remote-http or resident (migrate this member by hand)`,
 		}},
+		{"empty-mode.yaml", []string{
+			dir + `empty-mode.yaml:6: spec.mcpTransport.mode: unknown legacy mode ""; want remote-http or resident (migrate this member by hand)`,
+		}},
 		{"missing-tenant.yaml", []string{
 			dir + "missing-tenant.yaml:6: spec.mcpTransport: mode remote-http needs a tenantId naming the Tenant; add it, then rerun fleetd migrate",
 		}},
