@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -64,6 +65,15 @@ func New() (*Validator, error) {
 	}
 	return v, nil
 }
+
+// shared is the process-wide Validator; see Shared.
+var shared = sync.OnceValues(New)
+
+// Shared returns a Validator compiled on first use and reused afterwards.
+// Compiling the schema takes a noticeable fraction of a second (more under
+// the race detector); a Validator never changes after New, so one instance
+// can serve every test and fake in the process.
+func Shared() (*Validator, error) { return shared() }
 
 // Request validates a request line ({"id","method","params"}).
 func (v *Validator) Request(line []byte) error { return validate("request", v.request, line) }

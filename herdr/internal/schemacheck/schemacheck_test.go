@@ -107,3 +107,17 @@ func TestValidatorErrorNamesSchemaAndLine(t *testing.T) {
 		}
 	}
 }
+
+func TestSharedIsCompiledOnce(t *testing.T) {
+	a, err := schemacheck.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := schemacheck.Shared()
+	if a != b {
+		t.Error("Shared returned two different validators")
+	}
+	if err := a.Request([]byte(`{"id":"1","method":"ping","params":{}}`)); err != nil {
+		t.Errorf("shared validator rejects ping: %v", err)
+	}
+}

@@ -1,0 +1,228 @@
+package herdrtest
+
+import (
+	"fmt"
+	"maps"
+)
+
+// Test-side controls. Each changes the model as the real thing would
+// (emitting herdr's events) and wakes waits and streams.
+
+// PaneState is a test's view of one pane.
+type PaneState struct {
+	ID          string
+	TerminalID  string
+	WorkspaceID string
+	TabID       string
+	Cwd         string
+	// Env is the environment the pane's process was started with: the
+	// caller's env overlaid by herdr's injected variables.
+	Env map[string]string
+	// Status is the pane's public agent status.
+	Status string
+	// AgentName and AgentKind describe the agent on the pane, if any.
+	AgentName string
+	AgentKind string
+	// Prompts are the prompts the pane's agents picked up, in order.
+	Prompts []string
+	// Screen is what pane.read with source "recent" would show.
+	Screen string
+}
+
+// Pane returns the state of a live pane.
+func (s *Server) Pane(paneID string) (PaneState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.findPaneLocked(paneID)
+	if p == nil {
+		return PaneState{}, false
+	}
+	return s.paneStateLocked(p), true
+}
+
+// Panes returns every live pane in workspace, tab and pane order.
+func (s *Server) Panes() []PaneState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []PaneState
+	for _, p := range s.allPanesLocked() {
+		out = append(out, s.paneStateLocked(p))
+	}
+	return out
+}
+
+func (s *Server) paneStateLocked(p *pane) PaneState {
+	st := PaneState{
+		ID: p.id, TerminalID: p.terminal, WorkspaceID: p.tab.ws.id, TabID: p.tab.id, Cwd: p.cwd,
+		Env: maps.Clone(p.env), Status: p.status(), Prompts: append([]string(nil), p.prompts...),
+	}
+	if a := p.agent; a != nil {
+		st.AgentName, st.AgentKind = a.name, a.kind
+	}
+	lines := 1000
+	st.Screen = s.readLocked(p, "recent", &lines, "text").Text
+	return st
+}
+
+// PaneEnv returns the environment of a live pane's process.
+func (s *Server) PaneEnv(paneID string) (map[string]string, bool) {
+	st, ok := s.Pane(paneID)
+	return st.Env, ok
+}
+
+// Prompts returns the prompts the agents of a live pane picked up.
+func (s *Server) Prompts(paneID string) []string {
+	st, _ := s.Pane(paneID)
+	return st.Prompts
+}
+
+// SetBehavior scripts the agents of a pane: the current one and any
+// started there later. It overrides Options.Behavior.
+func (s *Server) SetBehavior(paneID string, b Behavior) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.behaviors[paneID] = b
+	if p := s.findPaneLocked(paneID); p != nil && p.agent != nil {
+		p.agent.behavior = b
+	}
+}
+
+func (s *Server) withAgent(paneID string, f func(a *agent) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	p := s.findPaneLocked(paneID)
+	if p == nil {
+		return fmt.Errorf("herdrtest: pane %s not found", paneID)
+	}
+	if p.agent == nil {
+		return fmt.Errorf("herdrtest: pane %s has no agent", paneID)
+	}
+	return f(p.agent)
+}
+
+// SetAgentStatus makes the agent on a pane report exactly status (idle,
+// working, blocked, done or unknown), as if detection saw it; a
+// launch-pending agent becomes interactive_ready first. Unlike
+// SetAgentState it bypasses herdr's idle/done derivation.
+func (s *Server) SetAgentStatus(paneID, status string) error {
+	return s.withAgent(paneID, func(a *agent) error {
+		state, seen := status, true
+		switch status {
+		case "done":
+			state, seen = stateIdle, false
+		case stateIdle, stateWorking, stateBlocked, stateUnknown:
+		default:
+			return fmt.Errorf("herdrtest: unknown agent status %q", status)
+		}
+		s.detectLocked(a)
+		if a.state != state {
+			a.state = state
+			a.seq++
+		}
+		a.seen = seen
+		s.publishStatusLocked(a.pane)
+		return nil
+	})
+}
+
+// SetAgentState moves the agent on a pane to an internal state (idle,
+// working, blocked or unknown) the way a screen change would, applying
+// herdr's rule that an agent finishing outside the active tab is "done".
+// It is how a test says "the agent finished now".
+func (s *Server) SetAgentState(paneID, state string) error {
+	return s.withAgent(paneID, func(a *agent) error {
+		switch state {
+		case stateIdle, stateWorking, stateBlocked, stateUnknown:
+		default:
+			return fmt.Errorf("herdrtest: unknown agent state %q", state)
+		}
+		s.detectLocked(a)
+		s.setStateLocked(a, state)
+		return nil
+	})
+}
+
+// detectLocked ends a pending launch successfully, without changing state.
+func (s *Server) detectLocked(a *agent) {
+	if a.launchPending {
+		a.launchPending, a.ready = false, true
+		a.endLaunchLocked()
+		p := a.pane
+		s.emitLocked("pane_agent_detected", typed{"pane_id": p.id, "workspace_id": p.tab.ws.id, "agent": a.kind})
+	}
+}
+
+// ExitAgent makes the agent program on a pane exit back to the shell: the
+// agent is released (pane_agent_detected with released and final_status)
+// and the pane shows a plain shell again.
+func (s *Server) ExitAgent(paneID string) error {
+	return s.withAgent(paneID, func(a *agent) error {
+		s.releaseLocked(a)
+		return nil
+	})
+}
+
+// KillPane makes a pane's process exit: pane_exited, then the pane is
+// removed without pane_closed (and its tab or workspace, if it was the
+// last, without tab_closed or workspace_closed).
+func (s *Server) KillPane(paneID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	p := s.findPaneLocked(paneID)
+	if p == nil {
+		return fmt.Errorf("herdrtest: pane %s not found", paneID)
+	}
+	s.exitPaneLocked(p)
+	return nil
+}
+
+// WriteOutput appends text to a pane's screen, as its program printing it.
+func (s *Server) WriteOutput(paneID, text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	p := s.findPaneLocked(paneID)
+	if p == nil {
+		return fmt.Errorf("herdrtest: pane %s not found", paneID)
+	}
+	p.writeLocked(text)
+	return nil
+}
+
+// SetForeground sets the program in a pane's foreground ("" is its shell),
+// for example to make agent.start fail with agent_pane_busy or to make an
+// agent not the foreground process (agent_not_ready).
+func (s *Server) SetForeground(paneID, program string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	p := s.findPaneLocked(paneID)
+	if p == nil {
+		return fmt.Errorf("herdrtest: pane %s not found", paneID)
+	}
+	p.foreground = program
+	return nil
+}
+
+// Event is one lifecycle event as herdr's event hub recorded it, in emission
+// order.
+type Event struct {
+	Seq  uint64
+	Kind string // snake_case, e.g. "pane_closed"
+	Line []byte // the line a lifecycle subscription would stream
+}
+
+// Events returns the events still in the hub's ring, oldest first,
+// including pane_agent_status_changed (which only events.wait and per-pane
+// subscriptions surface).
+func (s *Server) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Event, len(s.events))
+	for i, ev := range s.events {
+		out[i] = Event{Seq: ev.seq, Kind: ev.kind, Line: append([]byte(nil), ev.line...)}
+	}
+	return out
+}

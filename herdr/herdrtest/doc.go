@@ -1,0 +1,59 @@
+// Package herdrtest is a fake herdr server for tests: a real Unix-socket
+// server, in process, that implements herdr's socket API (protocol 20) from
+// PROTOCOL.md and herdr's own JSON Schema, independently of fleetd's client.
+// It must stay faithful to herdr: when a client and the fake disagree, the
+// fake is changed only if herdr behaves differently, never to suit a
+// client.
+//
+// What it models. Transport: one request per connection (one line read,
+// one line answered, then close; bytes after the first newline are never
+// read), a 1 MiB request limit, and silent close for a line that is too
+// big, late (5 s), cut short, empty or not UTF-8. Every request is checked
+// against the schema; an unparseable one, an unknown method or a missing or
+// mistyped param is answered with invalid_request and an empty id. State:
+// workspaces, tabs and panes with herdr's id formats (bijective base-32
+// numbers, "w<n>", "w1:t<n>", "w1:p<n>", per-workspace tab and pane counters
+// that never reuse a number, "term_<hex µs><hex counter>" terminal ids),
+// labels, cwd, the env given at creation overlaid by herdr's injected
+// HERDR_* / TERM / COLORTERM variables (CODEX_THREAD_ID removed), focus and
+// a split layout. Agents: agent.start's validation order and error codes,
+// launch_pending → interactive_ready after Options.ReadyDelay (or a failed
+// launch that clears the name), internal states idle/working/blocked/unknown
+// with herdr's seen rule (an agent finishing outside the active tab of the
+// active workspace reports "done"), state_change_seq, agent.prompt with
+// agent_blocked, agent_not_ready, empty_agent_prompt and, with wait,
+// agent_prompt_stalled / timeout, agent.wait and events.wait (immediate
+// when already matching, transient statuses count, agent_not_running or
+// pane_not_found when the pane goes). Long calls wake on model changes,
+// never by polling, and stop silently when the peer closes or sends any
+// byte. Events follow herdr's emission order and both envelope styles
+// (snake_case lifecycle lines with a "type" tag; dot-named per-pane
+// pane.agent_status_changed lines without), including the uneven rules:
+// tab.close emits no pane_closed, the last pane of a tab closes the tab
+// silently, a process exit emits pane_exited only. Lifecycle subscriptions
+// replay the ring of the last 512 events, as herdr's source suggests
+// (unverified; Options.NoReplay turns it off), and yield at most one event
+// per subscription per round, like herdr's per-tick loop.
+//
+// Tests script agents with [Behavior] (work for a while, finish, block,
+// crash, exit, ignore prompts, or a custom OnPrompt hook) and drive them
+// with [Server.SetAgentState], [Server.SetAgentStatus], [Server.ExitAgent]
+// and [Server.KillPane]; they read [Server.Prompts], [Server.PaneEnv],
+// [Server.Requests], [Server.Calls] and [Server.Events]; they inject faults
+// ([Fault]: latency, hang, drop, garbage) and [Server.Stop] and
+// [Server.Restart] serving on the same path. Every modelled delay runs on
+// Options.Clock; with a [ManualClock] a test moves time itself and never
+// sleeps.
+//
+// What it does not model: real processes or terminals (a pane's screen is
+// a list of lines: typed input is echoed, Enter submits, agents' replies
+// are text a test provides), ANSI output (format "ansi" returns plain
+// text), screen-manifest detection, hook reports (pane.report_agent),
+// metadata, worktrees, plugins, layouts beyond split/close, pane.move,
+// focus and rename methods, scroll events, herdr's 100 ms tick (events are
+// delivered as soon as they happen, so herdr's coalescing of statuses
+// between ticks is not reproduced), the auto-created default workspace and
+// persistence across herdr restarts. Methods it does not model answer
+// not_implemented. Default labels, the layout's split ids and the
+// capabilities reported by ping are the fake's own choices.
+package herdrtest

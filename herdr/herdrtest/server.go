@@ -1,0 +1,494 @@
+package herdrtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
+)
+
+// MaxRequestBytes is herdr's request-line limit (without the newline).
+const MaxRequestBytes = 1 << 20
+
+// Options configures a fake. The zero value (or a nil *Options) gives a
+// temporary socket, the real clock, instant agent readiness and instant
+// prompt pick-up.
+type Options struct {
+	// SocketPath is where to listen; "" creates a temporary directory that
+	// Close removes.
+	SocketPath string
+	// Clock drives every modelled delay; nil is the real clock. Pass a
+	// *ManualClock to step time from a test.
+	Clock Clock
+	// ReadyDelay is how long after agent.start the agent becomes
+	// interactive_ready (herdr: a 3 s settle plus detection). Zero makes it
+	// ready as soon as agent.start has been answered; agent.start itself
+	// always reports launch_pending, as herdr does.
+	ReadyDelay time.Duration
+	// EnterDelay is the gap between agent.prompt typing the text and
+	// pressing Enter, when the agent picks the prompt up (herdr: 300 ms).
+	// Zero presses Enter as soon as the prompt call has taken its snapshot.
+	EnterDelay time.Duration
+	// Behavior is the default behaviour of agents; SetBehavior overrides it
+	// per pane.
+	Behavior Behavior
+	// NoReplay starts lifecycle subscriptions at the current event instead
+	// of replaying the ring of recent events. herdr replays (source-derived,
+	// unverified: src/api/event_hub.rs starts subscribers at sequence 0), so
+	// the default replays.
+	NoReplay bool
+	// EventRing is how many lifecycle events are kept for replay; 0 is
+	// herdr's 512.
+	EventRing int
+	// Version and Protocol are what ping reports; "" and 0 give "0.8.2"
+	// and 20. Set Protocol to test a client's mismatch handling.
+	Version  string
+	Protocol int
+	// BinPath is the HERDR_BIN_PATH injected into panes; "" gives "herdr".
+	BinPath string
+	// Cwd is the cwd of panes created without one; "" is the fake's own
+	// working directory.
+	Cwd string
+	// RequestTimeout is herdr's limit for the request line to arrive and
+	// for each response write (real time, not the Clock); 0 is 5 s.
+	RequestTimeout time.Duration
+}
+
+// Request is one request line as the fake received it.
+type Request struct {
+	ID     string          // "" when the line had no string id
+	Method string          // "" when the line had no string method
+	Params json.RawMessage // nil when absent
+	Line   []byte          // the raw line without its newline
+}
+
+// Server is a fake herdr server on a Unix socket. All methods are safe for
+// concurrent use.
+type Server struct {
+	opts      Options
+	clock     Clock
+	path      string
+	tmpDir    string
+	validator *schemacheck.Validator
+
+	mu            sync.Mutex
+	changed       chan struct{} // closed and replaced on every state change
+	closed        bool
+	stopped       chan struct{} // closed when serving stops; replaced on Restart
+	listener      net.Listener
+	conns         map[net.Conn]struct{}
+	workspaces    []*workspace
+	activeWS      *workspace
+	nextWorkspace int
+	termCounter   uint64
+	events        []hubEvent
+	lastSeq       uint64
+	behaviors     map[string]Behavior
+	faults        []*faultRule
+	requests      []Request
+	calls         map[string]int
+	parked        map[string]int // long calls blocked waiting, per method
+	timers        map[int]func() bool
+	nextTimer     int
+
+	wg sync.WaitGroup // accept loop, connections, hooks
+}
+
+// Start listens on the socket and serves until Close.
+func Start(opts *Options) (*Server, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	if o.Version == "" {
+		o.Version = "0.8.2"
+	}
+	if o.Protocol == 0 {
+		o.Protocol = schemacheck.Protocol
+	}
+	if o.BinPath == "" {
+		o.BinPath = "herdr"
+	}
+	if o.EventRing <= 0 {
+		o.EventRing = 512
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Second
+	}
+	if o.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("herdrtest: default cwd: %w", err)
+		}
+		o.Cwd = wd
+	}
+	v, err := schemacheck.Shared()
+	if err != nil {
+		return nil, fmt.Errorf("herdrtest: %w", err)
+	}
+	s := &Server{
+		opts:      o,
+		clock:     o.Clock,
+		path:      o.SocketPath,
+		validator: v,
+		changed:   make(chan struct{}),
+		conns:     map[net.Conn]struct{}{},
+		behaviors: map[string]Behavior{},
+		calls:     map[string]int{},
+		parked:    map[string]int{},
+		timers:    map[int]func() bool{},
+	}
+	if s.path == "" {
+		dir, err := os.MkdirTemp("", "herdrtest")
+		if err != nil {
+			return nil, fmt.Errorf("herdrtest: socket directory: %w", err)
+		}
+		s.tmpDir = dir
+		s.path = filepath.Join(dir, "herdr.sock")
+	}
+	if err := s.listen(); err != nil {
+		if s.tmpDir != "" {
+			os.RemoveAll(s.tmpDir)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// SocketPath is the path the fake listens on.
+func (s *Server) SocketPath() string { return s.path }
+
+// Clock is the clock the fake runs on.
+func (s *Server) Clock() Clock { return s.clock }
+
+func (s *Server) listen() error {
+	l, err := net.Listen("unix", s.path)
+	if err != nil {
+		return fmt.Errorf("herdrtest: listen on %s: %w", s.path, err)
+	}
+	if err := os.Chmod(s.path, 0o600); err != nil {
+		l.Close()
+		return fmt.Errorf("herdrtest: chmod socket %s: %w", s.path, err)
+	}
+	s.mu.Lock()
+	s.listener = l
+	s.stopped = make(chan struct{})
+	stopped := s.stopped
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.acceptLoop(l, stopped)
+	return nil
+}
+
+func (s *Server) acceptLoop(l net.Listener, stopped chan struct{}) {
+	defer s.wg.Done()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.listener != l {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			s.serveConn(c, stopped)
+		}()
+	}
+}
+
+// Stop stops serving: the listener closes, the socket file is removed and
+// every open connection (including streams and waits) is dropped without a
+// response. The model is kept; Restart serves it again on the same path.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	l := s.listener
+	s.listener = nil
+	if l == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	close(s.stopped)
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	err := l.Close()
+	os.Remove(s.path)
+	if err != nil {
+		return fmt.Errorf("herdrtest: stop: %w", err)
+	}
+	return nil
+}
+
+// Restart serves the kept model again on the same socket path after Stop.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	running, closed := s.listener != nil, s.closed
+	s.mu.Unlock()
+	if closed {
+		return errors.New("herdrtest: restart after Close")
+	}
+	if running {
+		return errors.New("herdrtest: restart while serving")
+	}
+	return s.listen()
+}
+
+// Close stops serving, cancels every pending timer, waits for the fake's
+// goroutines and removes a temporary socket directory.
+func (s *Server) Close() error {
+	err := s.Stop()
+	s.mu.Lock()
+	s.closed = true
+	for id, stop := range s.timers {
+		stop()
+		delete(s.timers, id)
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	s.wg.Wait()
+	if s.tmpDir != "" {
+		os.RemoveAll(s.tmpDir)
+	}
+	return err
+}
+
+// notifyLocked wakes every waiter and stream: the model changed.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// afterLocked runs f with the lock held once d has passed on the clock,
+// unless the server closes or the returned cancel (called with the lock
+// held) runs first. d <= 0 runs f before returning.
+func (s *Server) afterLocked(d time.Duration, f func()) (cancel func()) {
+	if d <= 0 {
+		f()
+		return func() {}
+	}
+	s.nextTimer++
+	id := s.nextTimer
+	s.timers[id] = s.clock.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.timers[id]; !ok || s.closed {
+			return
+		}
+		delete(s.timers, id)
+		f()
+		s.notifyLocked()
+	})
+	return func() {
+		if stop, ok := s.timers[id]; ok {
+			stop()
+			delete(s.timers, id)
+		}
+	}
+}
+
+// conn is one accepted connection after its request line was read.
+type conn struct {
+	net.Conn
+	method  string
+	parked  bool
+	r       *bufio.Reader
+	stopped <-chan struct{}
+	timeout time.Duration
+	gone    chan struct{} // closed when the peer closes or sends anything
+	once    sync.Once
+}
+
+// watchPeer starts herdr's peer-closed probe: EOF or any byte from the
+// client after the request line means the client is gone.
+func (c *conn) watchPeer() <-chan struct{} {
+	c.once.Do(func() {
+		c.gone = make(chan struct{})
+		if c.r.Buffered() > 0 {
+			close(c.gone)
+			return
+		}
+		go func() {
+			c.r.ReadByte()
+			close(c.gone)
+		}()
+	})
+	return c.gone
+}
+
+func (c *conn) writeLine(v any) error {
+	return c.writeRaw(withNewline(mustMarshal(v)))
+}
+
+// withNewline returns a fresh copy of line with a newline appended; lines
+// from the event ring are shared between streams and never written to.
+func withNewline(line []byte) []byte {
+	b := make([]byte, len(line)+1)
+	copy(b, line)
+	b[len(line)] = '\n'
+	return b
+}
+
+func (c *conn) writeRaw(b []byte) error {
+	c.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.Write(b)
+	return err
+}
+
+func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
+	c := &conn{Conn: nc, r: bufio.NewReaderSize(nc, 64<<10), stopped: stopped, timeout: s.opts.RequestTimeout}
+	nc.SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
+	line, ok := readRequestLine(c.r)
+	if !ok {
+		return // too big, too late, cut short, empty or not UTF-8: no response
+	}
+	nc.SetReadDeadline(time.Time{})
+	req := s.record(line)
+	if err := s.validator.Request(line); err != nil {
+		c.writeLine(errorLine{ID: "", Error: errorBody{Code: "invalid_request", Message: "invalid request: " + err.Error()}})
+		return
+	}
+	c.method = req.Method
+	if !s.applyFaults(c, req) {
+		return
+	}
+	s.dispatch(c, req)
+}
+
+// readRequestLine reads up to the first newline. Bytes after it stay in the
+// reader and are never interpreted as a request.
+func readRequestLine(r *bufio.Reader) ([]byte, bool) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) || len(line) > MaxRequestBytes {
+			return nil, false
+		}
+	}
+	line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+	if len(line) > MaxRequestBytes || len(bytes.TrimSpace(line)) == 0 || !utf8.Valid(line) {
+		return nil, false
+	}
+	return line, true
+}
+
+func (s *Server) record(line []byte) Request {
+	var probe struct {
+		ID     any             `json:"id"`
+		Method any             `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	req := Request{Line: append([]byte(nil), line...)}
+	if json.Unmarshal(line, &probe) == nil {
+		req.ID, _ = probe.ID.(string)
+		req.Method, _ = probe.Method.(string)
+		req.Params = probe.Params
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	if req.Method != "" {
+		s.calls[req.Method]++
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	return req
+}
+
+// Requests returns every request line received so far, in arrival order,
+// including ones the fake rejected.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Calls counts the requests received per method name.
+func (s *Server) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// WaitCalls blocks until at least n requests for method have arrived or ctx
+// ends; tests use it to know a long call has reached the fake.
+func (s *Server) WaitCalls(ctx context.Context, method string, n int) error {
+	return s.waitUntil(ctx, func() bool { return s.calls[method] >= n })
+}
+
+// WaitParked blocks until at least n calls of method are parked or ctx
+// ends. A call is parked while it waits for the model to change (agent.wait,
+// agent.prompt with wait, events.wait, pane.wait_for_output, an
+// events.subscribe stream with nothing to send) or hangs under a Fault.
+// Tests use it to act only once a wait has resolved its target and started
+// waiting.
+func (s *Server) WaitParked(ctx context.Context, method string, n int) error {
+	return s.waitUntil(ctx, func() bool { return s.parked[method] >= n })
+}
+
+// parkLocked marks c as parked, once; unparkLocked undoes it.
+func (s *Server) parkLocked(c *conn) {
+	if !c.parked {
+		c.parked = true
+		s.parked[c.method]++
+		s.notifyLocked()
+	}
+}
+
+func (s *Server) unparkLocked(c *conn) {
+	if c.parked {
+		c.parked = false
+		s.parked[c.method]--
+		s.notifyLocked()
+	}
+}
+
+// waitUntil blocks until cond (evaluated with the lock held) is true.
+func (s *Server) waitUntil(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		ok, ch := cond(), s.changed
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package herdrtest_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPing(t *testing.T) {
+	h := newHarness(t, nil)
+	res := h.ok("ping", map[string]any{})
+	if res["type"] != "pong" || res["protocol"] != float64(20) || res["version"] == "" {
+		t.Fatalf("ping = %v, want pong with protocol 20", res)
+	}
+}
+
+func TestOneRequestPerConnection(t *testing.T) {
+	h := newHarness(t, nil)
+	id, first := h.request("ping", map[string]any{})
+	_, second := h.request("workspace.create", map[string]any{})
+	c := h.dial()
+	if _, err := c.Write(append(append(append(first, '\n'), second...), '\n')); err != nil {
+		t.Fatal(err)
+	}
+	lc := &lineConn{h: h, Conn: c, r: newReader(c)}
+	line, ok := lc.next()
+	if !ok {
+		t.Fatal("no response to the first request")
+	}
+	if r := h.response(line); r.ID != id || r.Result["type"] != "pong" {
+		t.Fatalf("response = %s, want the pong for %s", line, id)
+	}
+	lc.eof()
+	if got := h.srv.Calls(); got["workspace.create"] != 0 || got["ping"] != 1 {
+		t.Errorf("Calls() = %v: the second line must never be read", got)
+	}
+	if ws := h.ok("workspace.list", map[string]any{})["workspaces"].([]any); len(ws) != 0 {
+		t.Errorf("workspace.list = %v: the second request must not run", ws)
+	}
+}
+
+func TestInvalidRequestHasEmptyID(t *testing.T) {
+	h := newHarness(t, nil)
+	tests := []struct{ name, line string }{
+		{"not json", `{"id":"a","method":`},
+		{"unknown method", `{"id":"a","method":"pane.explode","params":{}}`},
+		{"missing param", `{"id":"a","method":"pane.get","params":{}}`},
+		{"mistyped param", `{"id":"a","method":"pane.get","params":{"pane_id":7}}`},
+		{"bad enum", `{"id":"a","method":"pane.split","params":{"direction":"left"}}`},
+		{"numeric id", `{"id":1,"method":"ping","params":{}}`},
+		{"missing params", `{"id":"a","method":"workspace.list"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := h.v.Request([]byte(tt.line)); err == nil {
+				t.Fatalf("the schema accepts %s; the case proves nothing", tt.line)
+			}
+			c := h.dial()
+			c.Write([]byte(tt.line + "\n"))
+			lc := &lineConn{h: h, Conn: c, r: newReader(c)}
+			line, ok := lc.next()
+			if !ok {
+				t.Fatal("no response")
+			}
+			r := h.response(line)
+			if r.ID != "" || r.Error == nil || r.Error.Code != "invalid_request" || !strings.HasPrefix(r.Error.Message, "invalid request: ") {
+				t.Fatalf("response = %s, want invalid_request with an empty id", line)
+			}
+			lc.eof()
+		})
+	}
+}
+
+func TestClosedWithoutResponse(t *testing.T) {
+	h := newHarness(t, nil)
+	big := func(n int) []byte {
+		prefix := `{"id":"big","method":"ping","params":{"pad":"`
+		suffix := `"}}`
+		return []byte(prefix + strings.Repeat("a", n-len(prefix)-len(suffix)) + suffix)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"empty line", []byte("\n")},
+		{"blank line", []byte("   \n")},
+		{"invalid utf-8", []byte("{\"id\":\"a\",\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}\n")},
+		{"over 1 MiB", append(big(1<<20+1), '\n')},
+		{"no newline before EOF", []byte(`{"id":"a","method":"ping","params":{}}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := h.dial()
+			c.Write(tt.data)
+			if tt.name == "no newline before EOF" {
+				c.(interface{ CloseWrite() error }).CloseWrite()
+			}
+			(&lineConn{h: h, Conn: c, r: newReader(c)}).eof()
+		})
+	}
+	t.Run("exactly 1 MiB is answered", func(t *testing.T) {
+		line := big(1 << 20)
+		if len(line) != 1<<20 {
+			t.Fatalf("len = %d", len(line))
+		}
+		c := h.dial()
+		c.Write(append(line, '\n'))
+		got, ok := (&lineConn{h: h, Conn: c, r: newReader(c)}).next()
+		if !ok {
+			t.Fatal("no response to a 1 MiB request")
+		}
+		if r := h.response(got); r.ID != "big" {
+			t.Fatalf("response = %s", got)
+		}
+	})
+}
+
+func TestRecordsRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	wsID, _ := h.workspace(nil)
+	env := map[string]any{"FLEETD_AGENT": "a1"}
+	h.ok("tab.create", map[string]any{"workspace_id": wsID, "env": env, "label": "a1"})
+	h.ok("ping", map[string]any{})
+	h.ok("ping", map[string]any{})
+	if diff := cmp.Diff(map[string]int{"workspace.create": 1, "tab.create": 1, "ping": 2}, h.srv.Calls()); diff != "" {
+		t.Errorf("Calls() (-want +got):\n%s", diff)
+	}
+	reqs := h.srv.Requests()
+	if len(reqs) != 4 || reqs[1].Method != "tab.create" || !bytes.Contains(reqs[1].Params, []byte(`"FLEETD_AGENT":"a1"`)) {
+		t.Errorf("Requests()[1] = %+v, want the tab.create with its env", reqs[1])
+	}
+}
