@@ -107,10 +107,12 @@ type chunk struct {
 // splitDocuments cuts data at every document-start marker ("---" at the
 // start of a line), so that a syntax error in one document does not hide
 // the problems of the next. YAML forbids such a line inside a scalar, so
-// the cut never splits a value.
+// the cut never splits a value. Directives and comments before the first
+// marker stay with the document they precede.
 func splitDocuments(data []byte) []chunk {
 	var chunks []chunk
 	start, startLine, line := 0, 1, 1
+	content := false // the current chunk holds more than directives and comments
 	for i := 0; i < len(data); {
 		end := bytes.IndexByte(data[i:], '\n')
 		next := len(data)
@@ -118,10 +120,14 @@ func splitDocuments(data []byte) []chunk {
 			next = i + end + 1
 		}
 		l := data[i:next]
-		if i > start && bytes.HasPrefix(l, []byte("---")) &&
-			(len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r' || l[3] == '\n') {
+		isStart := bytes.HasPrefix(l, []byte("---")) &&
+			(len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r' || l[3] == '\n')
+		if isStart && content {
 			chunks = append(chunks, chunk{line: startLine, data: data[start:i]})
 			start, startLine = i, line
+		}
+		if t := bytes.TrimSpace(l); isStart || len(t) > 0 && t[0] != '#' && l[0] != '%' {
+			content = true
 		}
 		i = next
 		line++

@@ -217,6 +217,11 @@ func TestFile_ErrorClasses(t *testing.T) {
 			},
 		},
 		{
+			name: "CRLF line ends and a directive",
+			in:   "%YAML 1.1\r\n---\r\n" + strings.ReplaceAll(member("profile: a", "transport: http"), "\n", "\r\n"),
+			want: []string{`m.yaml:9: spec.transport: unknown value "http"; want stdio or streamable-http`},
+		},
+		{
 			name: "several documents, every problem",
 			in: member("profile: a", "transport: http") + "---\n---\n# only a comment\n---\n" +
 				profile("harness: codex", "bogus: 1") + "---\nkind: [\n---\n" + tenant("url: https://a.example"),
