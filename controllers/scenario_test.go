@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -259,4 +260,379 @@ func TestManager_ThreeMembersReadyEachInOwnTab(t *testing.T) {
 	if calls["agent.start"] != 3 || calls["tab.create"] != 3 {
 		t.Errorf("agent.start %d, tab.create %d; want 3 each", calls["agent.start"], calls["tab.create"])
 	}
+}
+
+func TestManager_DeletePauseUnpause(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+	e.start()
+	ms := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+	alphaTab, betaPane := ms["alpha"].Status.TabID, ms["beta"].Status.PaneID
+
+	e.remove("alpha.yaml")
+	e.waitFor("alpha gone", func(ms map[string]v1alpha1.Member) bool { _, ok := ms["alpha"]; return !ok })
+	e.waitForHerdr("alpha's tab closed", func() bool { _, ok := e.tabLabels()[alphaTab]; return !ok })
+
+	e.write("beta.yaml", memberYAML("beta", "paused: true"))
+	ms = e.waitFor("beta Paused", allPhase(v1alpha1.PhasePaused, "beta"))
+	if e.paneAlive(betaPane) {
+		t.Error("paused member's pane still open")
+	}
+	if c := condition(ms["beta"], v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || c.Reason != ReasonPaused {
+		t.Errorf("paused Ready condition %+v", c)
+	}
+	e.write("beta.yaml", memberYAML("beta"))
+	ms = e.waitFor("beta back", allPhase(v1alpha1.PhaseReady, "beta"))
+	if !e.paneAlive(ms["beta"].Status.PaneID) || ms["beta"].Status.PaneID == betaPane {
+		t.Errorf("unpaused beta runs in pane %s (was %s)", ms["beta"].Status.PaneID, betaPane)
+	}
+	if ms["beta"].Status.Restarts != 0 {
+		t.Errorf("pause/unpause counted as restart: %d", ms["beta"].Status.Restarts)
+	}
+}
+
+func TestManager_SpecEditReplacesPane(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	old := ms["alpha"].Status
+	readySince := condition(ms["alpha"], v1alpha1.ConditionReady).LastTransitionTime
+
+	e.write("alpha.yaml", memberYAML("alpha", "cwd: /tmp"))
+	ms = e.waitFor("alpha replaced", func(ms map[string]v1alpha1.Member) bool {
+		a := ms["alpha"]
+		return a.Status.Phase == v1alpha1.PhaseReady && a.Status.ObservedGeneration == 2 && a.Status.PaneID != old.PaneID
+	})
+	a := ms["alpha"]
+	if a.Generation != 2 || condition(a, v1alpha1.ConditionReady).ObservedGeneration != 2 {
+		t.Errorf("generation %d, Ready observedGeneration %d", a.Generation, condition(a, v1alpha1.ConditionReady).ObservedGeneration)
+	}
+	if e.paneAlive(old.PaneID) {
+		t.Error("old pane still open after replace")
+	}
+	if p, _ := e.fake.Pane(a.Status.PaneID); p.Cwd != "/tmp" {
+		t.Errorf("new pane cwd %q", p.Cwd)
+	}
+	if a.Status.SessionID != old.SessionID {
+		t.Errorf("session id changed on replace: %s → %s", old.SessionID, a.Status.SessionID)
+	}
+	if got := condition(a, v1alpha1.ConditionReady).LastTransitionTime; got.Before(readySince) {
+		t.Errorf("Ready lastTransitionTime went backwards")
+	}
+	if c := e.fake.Calls(); c["agent.start"] != 2 || c["tab.close"] != 1 {
+		t.Errorf("agent.start %d tab.close %d, want 2 and 1", c["agent.start"], c["tab.close"])
+	}
+	// A metadata-only edit changes nothing in herdr.
+	e.write("alpha.yaml", strings.Replace(memberYAML("alpha", "cwd: /tmp"), "{name: alpha}", "{name: alpha, labels: {team: x}}", 1))
+	e.waitFor("label seen", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Labels["team"] == "x" })
+	e.waitIdle()
+	if c := e.fake.Calls(); c["agent.start"] != 2 {
+		t.Errorf("label edit restarted the agent: agent.start %d", c["agent.start"])
+	}
+}
+
+func TestManager_KilledPaneIsRecreatedAndCounted(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.tweak = func(o *Options) { o.RestartBackoff = 5 * time.Millisecond } // the second failure in a row waits
+	e.start()
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	old := ms["alpha"].Status
+	if err := e.fake.KillPane(old.PaneID); err != nil {
+		t.Fatal(err)
+	}
+	ms = e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
+		a := ms["alpha"].Status
+		return a.Phase == v1alpha1.PhaseReady && a.Restarts == 1 && a.PaneID != old.PaneID
+	})
+	if !e.paneAlive(ms["alpha"].Status.PaneID) {
+		t.Error("recreated pane not in herdr")
+	}
+	// The agent exits back to its shell: the pane stays but is replaced.
+	pane := ms["alpha"].Status.PaneID
+	if err := e.fake.ExitAgent(pane); err != nil {
+		t.Fatal(err)
+	}
+	ms = e.waitFor("alpha recreated after agent exit", func(ms map[string]v1alpha1.Member) bool {
+		a := ms["alpha"].Status
+		return a.Phase == v1alpha1.PhaseReady && a.Restarts == 2 && a.PaneID != pane
+	})
+	if p, ok := e.fake.Pane(ms["alpha"].Status.PaneID); !ok || p.AgentName != "alpha" {
+		t.Errorf("recreated pane runs %+v", p)
+	}
+	if e.paneAlive(pane) {
+		t.Error("pane whose agent exited was left open")
+	}
+	ev := e.mgr.MemberEvents("alpha")
+	if len(ev) == 0 || !strings.Contains(fmt.Sprint(ev), ReasonBackOff) {
+		t.Errorf("events lack the restart: %+v", ev)
+	}
+}
+
+func TestManager_MissingProfileWaitsThenStarts(t *testing.T) {
+	e := newEnv(t, map[string]string{"alpha.yaml": memberYAML("alpha")})
+	e.start()
+	ms := e.waitFor("ProfileNotFound", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonProfileNotFound
+	})
+	if c := condition(ms["alpha"], v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || !strings.Contains(c.Message, "codex-fast") {
+		t.Errorf("Ready condition %+v", c)
+	}
+	e.waitIdle()
+	reconciles := e.fake.Calls()["agent.start"]
+	if reconciles != 0 {
+		t.Errorf("agent.start called %d times without a profile", reconciles)
+	}
+	if n := e.mgr.queue.NumRequeues("alpha"); n != 0 {
+		t.Errorf("missing profile retried %d times", n)
+	}
+	e.write("profile.yaml", testProfile)
+	e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+}
+
+// waitForHerdr waits for a condition on herdr's side, checked after every
+// change of the manager's state (and, as a fallback, every millisecond).
+func (e *env) waitForHerdr(what string, cond func() bool) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-e.mgr.Changed():
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			e.t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// waitIdle waits until the work queue has nothing ready or in progress.
+func (e *env) waitIdle() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for e.mgr.queue.Active() {
+		select {
+		case <-e.mgr.Changed():
+		case <-ctx.Done():
+			e.t.Fatal("timed out waiting for the work queue to go idle")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func TestManager_RestartAdoptsPanesWithoutDuplicates(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+	e.start()
+	before := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+	e.stop()
+	if !e.paneAlive(before["alpha"].Status.PaneID) {
+		t.Fatal("stopping fleetd closed a pane")
+	}
+	calls := e.fake.Calls()
+
+	// A second fleetd on the same state directory is refused while the first runs.
+	e.start()
+	if _, err := New(&Options{Store: e.mgr.store, StateDir: e.state, HerdrSocket: e.fake.SocketPath()}); !errors.Is(err, ErrStateDirLocked) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("second manager on the state dir: %v; want ErrStateDirLocked naming pid %d", err, os.Getpid())
+	}
+	after := e.waitFor("both adopted", func(ms map[string]v1alpha1.Member) bool {
+		return allPhase(v1alpha1.PhaseReady, "alpha", "beta")(ms) && ms["alpha"].Status.PaneID != "" && ms["beta"].Status.PaneID != ""
+	})
+	for _, n := range []string{"alpha", "beta"} {
+		if after[n].Status.PaneID != before[n].Status.PaneID || after[n].Status.TerminalID != before[n].Status.TerminalID {
+			t.Errorf("%s: pane %s/%s after restart, was %s/%s", n, after[n].Status.PaneID, after[n].Status.TerminalID,
+				before[n].Status.PaneID, before[n].Status.TerminalID)
+		}
+		if after[n].Status.SessionID != before[n].Status.SessionID {
+			t.Errorf("%s: session id changed across restart", n)
+		}
+	}
+	now := e.fake.Calls()
+	for _, m := range []string{"tab.create", "agent.start", "tab.close", "workspace.create"} {
+		if now[m] != calls[m] {
+			t.Errorf("%s called %d times after restart (was %d)", m, now[m]-calls[m], calls[m])
+		}
+	}
+}
+
+func TestManager_OrphanTabClosedForeignTabUntouched(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.startFake(nil)
+	ctx := context.Background()
+	ws, err := e.client.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := e.client.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: TabLabelPrefix + "ghost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A tab claiming a live member's name but owned by no record is a
+	// leftover too: fleetd creates its own.
+	dup, err := e.client.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: TabLabelPrefix + "alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := e.client.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: "my-notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	e.waitForHerdr("orphans closed", func() bool {
+		l := e.tabLabels()
+		_, o := l[orphan.Tab.TabID]
+		_, d := l[dup.Tab.TabID]
+		return !o && !d
+	})
+	labels := e.tabLabels()
+	if labels[foreign.Tab.TabID] != "my-notes" || labels[ws.Tab.TabID] == "" {
+		t.Errorf("a tab fleetd does not own was closed: %v", labels)
+	}
+	if ms["alpha"].Status.WorkspaceID != ws.Workspace.WorkspaceID {
+		t.Errorf("alpha placed in %s, want the existing workspace %s", ms["alpha"].Status.WorkspaceID, ws.Workspace.WorkspaceID)
+	}
+	if c := e.fake.Calls()["workspace.create"]; c != 1 {
+		t.Errorf("workspace.create called %d times, want only the test's", c)
+	}
+}
+
+func TestManager_SyntaxErrorKeepsMemberRunning(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	pane := ms["alpha"].Status.PaneID
+	e.write("alpha.yaml", memberYAML("alpha", "cwd: [unclosed"))
+	ms = e.waitFor("error visible", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], ConditionManifestValid).Status == v1alpha1.ConditionFalse
+	})
+	c := condition(ms["alpha"], ConditionManifestValid)
+	if !strings.Contains(c.Message, "alpha.yaml:") || c.Reason != ReasonManifestError {
+		t.Errorf("ManifestValid %+v: want the file and line", c)
+	}
+	if ms["alpha"].Status.Phase != v1alpha1.PhaseReady || ms["alpha"].Status.PaneID != pane || !e.paneAlive(pane) {
+		t.Errorf("member disturbed by a typo: %+v", ms["alpha"].Status)
+	}
+	if got := testutilGauge(t, e.reg, "fleetd_manifest_errors"); got != 1 {
+		t.Errorf("fleetd_manifest_errors = %v, want 1", got)
+	}
+	if len(e.mgr.ManifestErrors()) != 1 {
+		t.Errorf("ManifestErrors = %v", e.mgr.ManifestErrors())
+	}
+	e.write("alpha.yaml", memberYAML("alpha"))
+	ms = e.waitFor("error cleared", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], ConditionManifestValid).Status == v1alpha1.ConditionTrue
+	})
+	if ms["alpha"].Status.PaneID != pane || e.fake.Calls()["agent.start"] != 1 {
+		t.Errorf("fixing the file restarted the agent")
+	}
+	if got := testutilGauge(t, e.reg, "fleetd_manifest_errors"); got != 0 {
+		t.Errorf("fleetd_manifest_errors = %v after fix", got)
+	}
+}
+
+func TestManager_ManifestsDirRenamedAwayClosesNothing(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+	e.start()
+	before := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+	calls := e.fake.Calls()
+	away := e.dir + ".away"
+	if err := os.Rename(e.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	ms := e.waitFor("directory problem visible", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], ConditionManifestValid).Reason == ReasonDirectoryMissing
+	})
+	if len(ms) != 2 || !e.paneAlive(before["alpha"].Status.PaneID) || !e.paneAlive(before["beta"].Status.PaneID) {
+		t.Fatalf("members or panes pruned while the directory was away")
+	}
+	if e.mgr.Ready() == nil {
+		t.Error("Ready() reports ready while the manifests directory is missing")
+	}
+	if err := os.Rename(away, e.dir); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("directory back", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], ConditionManifestValid).Status == v1alpha1.ConditionTrue &&
+			condition(ms["beta"], ConditionManifestValid).Status == v1alpha1.ConditionTrue
+	})
+	e.waitIdle()
+	now := e.fake.Calls()
+	for _, m := range []string{"tab.create", "agent.start", "tab.close"} {
+		if now[m] != calls[m] {
+			t.Errorf("%s: %d calls while the directory went away and back", m, now[m]-calls[m])
+		}
+	}
+}
+
+func TestManager_HerdrUnavailableRecreatesNothing(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	before := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	calls := e.fake.Calls()
+	if err := e.fake.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("herdr down visible", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
+	})
+	if got := testutilGauge(t, e.reg, "fleetd_herdr_up"); got != 0 {
+		t.Errorf("fleetd_herdr_up = %v while herdr is down", got)
+	}
+	// A member added while herdr is down waits for it.
+	e.write("beta.yaml", memberYAML("beta"))
+	e.waitFor("beta waits", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["beta"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
+	})
+	if err := e.fake.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	after := e.waitFor("converged", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+	if after["alpha"].Status.PaneID != before["alpha"].Status.PaneID {
+		t.Errorf("alpha recreated: pane %s, was %s", after["alpha"].Status.PaneID, before["alpha"].Status.PaneID)
+	}
+	now := e.fake.Calls()
+	if now["tab.create"] != calls["tab.create"]+1 || now["agent.start"] != calls["agent.start"]+1 || now["tab.close"] != calls["tab.close"] {
+		t.Errorf("after the outage: tab.create +%d, agent.start +%d, tab.close +%d; want +1, +1, +0",
+			now["tab.create"]-calls["tab.create"], now["agent.start"]-calls["agent.start"], now["tab.close"]-calls["tab.close"])
+	}
+	if got := testutilGauge(t, e.reg, "fleetd_herdr_up"); got != 1 {
+		t.Errorf("fleetd_herdr_up = %v after herdr came back", got)
+	}
+}
+
+func TestManager_HerdrHangingCallsRecreateNothing(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.tweak = func(o *Options) { o.CallTimeout = 200 * time.Millisecond; o.ResyncPeriod = 50 * time.Millisecond }
+	e.start()
+	before := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	e.fake.InjectFault("", herdrtest.Fault{Hang: true})
+	e.waitFor("herdr hang noticed", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
+	})
+	e.fake.ClearFaults()
+	after := e.waitFor("converged", func(ms map[string]v1alpha1.Member) bool {
+		return condition(ms["alpha"], v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue
+	})
+	if after["alpha"].Status.PaneID != before["alpha"].Status.PaneID {
+		t.Errorf("alpha recreated after a hang")
+	}
+	if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.close"] != 0 {
+		t.Errorf("agent.start %d, tab.close %d after a hang", c["agent.start"], c["tab.close"])
+	}
+}
+
+func testutilGauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
 }

@@ -81,8 +81,8 @@ func (b *statusBuilder) setPane(r Ownership) {
 	b.st.PaneID, b.st.TerminalID, b.st.TabID, b.st.WorkspaceID = r.PaneID, r.TerminalID, r.TabID, r.WorkspaceID
 }
 
-func cTrue(reason, msg string) [3]string    { return [3]string{v1alpha1.ConditionTrue, reason, msg} }
-func cFalse(reason, msg string) [3]string   { return [3]string{v1alpha1.ConditionFalse, reason, msg} }
+func cTrue(reason, msg string) [3]string  { return [3]string{v1alpha1.ConditionTrue, reason, msg} }
+func cFalse(reason, msg string) [3]string { return [3]string{v1alpha1.ConditionFalse, reason, msg} }
 
 // statusOf starts a builder from the member's current status.
 func (m *Manager) statusOf(name string, gen int64, uid string) *statusBuilder {
