@@ -1,0 +1,70 @@
+// Package messaging is fleetd's messaging core: the rendezvous between the
+// primary and its workers, the per-worker injector that types prompts into
+// agent panes, the durable mailboxes, and the journal that makes all of it
+// survive a crash. The MCP tools (bridge_send, bridge_reply, bridge_ask,
+// bridge_poll, bridge_ack, bridge_status) and the REST handlers are thin
+// adapters over a [Core]; this package knows nothing of MCP, HTTP, tokens or
+// members. It must never decide who a caller is (adapters resolve that from
+// the bearer token and pass a name), never poll herdr, never read the wall
+// clock, and never type a message into a pane twice.
+//
+// # Turns
+//
+// Everything is correlated by a turn id. [Core.Send] opens a turn from a
+// caller (the primary) to a worker and queues its prompt. While the turn is
+// open the worker's [Core.Reply] and [Core.Ask] belong to it (a worker's
+// current turn is the turn of the last prompt typed into its pane), and the
+// caller continues it with Send{TurnID}. The five flows of DESIGN §5.3:
+//
+//  1. Delegation: Send{Wait} holds one call; the worker's final Reply
+//     resolves it with [OutcomeReply].
+//  2. Clarification: the worker's Ask blocks; the held Send returns
+//     [OutcomeQuestion] with the turn id; Send{TurnID, Wait} hands the answer
+//     to the blocked Ask (never through the pane) and then waits for the same
+//     turn's reply.
+//  3. Detached: Send without Wait returns [OutcomeDispatched]. Whatever the
+//     worker says later with nobody waiting (reply, progress, question) is
+//     stored in the caller's mailbox ([Core.Poll], [Core.Ack]), and, when
+//     [Options.PrimaryTarget] names the primary's pane, also queued for
+//     typing into it.
+//  4. Uncooperative worker: when the worker is seen working after the
+//     delivery and then idle or done with no reply, the core reads the tail of
+//     its terminal ([Prompter.ReadTail]) and ends the turn with
+//     [OutcomeTurnDone].
+//  5. Timeout returns [OutcomeTimeout] and leaves the turn open; its eventual
+//     reply lands in the mailbox, and [Core.Await] can hold a call on it again
+//     until its recorded absolute deadline. [Core.WorkerGone] fails every call
+//     waiting on the worker with [CodeWorkerGone]; a cancelled context
+//     releases its waiter and nothing else.
+//
+// # The injector
+//
+// Each worker has a FIFO of prompts. The head is typed ([Prompter.Prompt])
+// only while the last status the reconciler reported through
+// [Core.ObserveStatus] is idle or done — never blocked, working or unknown.
+// After a delivery the injector waits for pickup (state_change_seq advances or
+// the agent reports working) or for [Options.PickupGrace], so that at most one
+// message goes into each turn. A Prompt whose outcome is unknown (herdr's
+// agent_prompt_stalled, a broken connection, a call cut short, fleetd dying
+// mid-call) is marked uncertain, shown by [Core.Status] and never re-sent;
+// herdr refusals that type nothing (agent_blocked, agent_not_ready, herdr
+// unreachable) leave the message at the head for the next observation.
+// [Options.Classify] draws that line. There is no polling loop: the core moves
+// only when a call, a status event or one of its own timers arrives.
+//
+// # Durability
+//
+// State changes are records in an append-only journal in the directory given
+// to [New]: each line carries a CRC-32C, a batch is fsynced before the call
+// that caused it returns, and the same apply function serves live changes and
+// replay, so the two cannot drift apart. On New the journal is replayed: queued
+// messages stay queued, unacknowledged mail stays pollable, open turns keep
+// their absolute deadlines, a prompt that was being typed becomes uncertain,
+// and a torn last record is dropped. When the journal outgrows
+// [Options.CompactBytes] it is rewritten with only live state (temporary
+// file, fsync, rename).
+//
+// Blocking calls (the caller's held Send, a worker's Ask, a waiting Poll) are
+// not journalled: they die with the process, and their turns stay open for
+// Await, Poll and late replies.
+package messaging

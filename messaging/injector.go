@@ -1,0 +1,303 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// Agent statuses as herdr reports them.
+const (
+	StatusIdle    = "idle"
+	StatusWorking = "working"
+	StatusBlocked = "blocked"
+	StatusDone    = "done"
+	StatusUnknown = "unknown"
+)
+
+// worker is one recipient's injector state: its FIFO, what herdr last said
+// about it, and the delivery in flight.
+type worker struct {
+	name       string
+	status     string
+	seq        uint64
+	gone       bool
+	goneReason string
+
+	queue     []*Message // FIFO; queue[0] is the head
+	inflight  *delivery  // at most one: being typed, or typed and awaiting pickup
+	current   string     // turn of the last prompt delivered; replies and asks belong to it
+	last      *Delivery
+	uncertain []Delivery
+}
+
+// delivery is the head message while Prompt runs (sent == false) and, after
+// it returned, until the agent shows it picked the prompt up.
+type delivery struct {
+	msg         *Message
+	baseline    uint64 // worker's state_change_seq when Prompt was called
+	prevCurrent string
+	sent        bool
+	grace       Timer
+}
+
+func (w *worker) stopGrace() {
+	if w.inflight != nil && w.inflight.grace != nil {
+		w.inflight.grace.Stop()
+		w.inflight.grace = nil
+	}
+}
+
+func deliverable(status string) bool { return status == StatusIdle || status == StatusDone }
+
+// Verdict is how the injector treats the outcome of one Prompt call.
+type Verdict int
+
+const (
+	// Delivered: herdr accepted the prompt.
+	Delivered Verdict = iota
+	// NotSent: herdr refused before typing anything (agent blocked, busy, not
+	// ready; herdr unreachable). The message stays at the head of the queue
+	// and is retried on the next status observation.
+	NotSent
+	// Uncertain: the prompt may or may not have been typed (stalled, the
+	// connection broke mid-call, the call was cut). Never re-sent.
+	Uncertain
+	// Failed: herdr refused for good (no such agent or pane). The message is
+	// dropped and its turn fails with delivery_failed.
+	Failed
+)
+
+// DefaultClassify sorts herdr errors: codes herdr returns before it types
+// anything are NotSent, agent_prompt_stalled and agent_prompt_failed are
+// Uncertain, other herdr codes Failed; herdr unreachable (dial failed) is
+// NotSent, a connection that broke after the request is Uncertain, and so is
+// anything unrecognised.
+func DefaultClassify(err error) Verdict {
+	if err == nil {
+		return Delivered
+	}
+	var he *herdr.Error
+	if errors.As(err, &he) {
+		switch he.Code {
+		case "agent_blocked", "agent_not_ready", "agent_not_idle", "agent_launch_pending",
+			"agent_pane_busy", "agent_pane_unavailable", "agent_not_running":
+			return NotSent
+		case "agent_prompt_stalled", "agent_prompt_failed", "timeout":
+			return Uncertain
+		default:
+			return Failed
+		}
+	}
+	var te *herdr.TransportError
+	if errors.As(err, &te) && te.Reason == herdr.ReasonUnavailable {
+		return NotSent
+	}
+	return Uncertain
+}
+
+// ObserveStatus feeds the injector what herdr reports about a worker's agent
+// (or, under Options.PrimaryName, the primary's pane): its status and
+// state_change_seq. The reconciler calls it for every
+// pane.agent_status_changed event and after every resync. It never blocks on
+// I/O. A worker previously reported gone comes back with its first
+// observation.
+func (c *Core) ObserveStatus(name, status string, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	w := c.worker(name)
+	w.gone, w.goneReason = false, ""
+	w.status, w.seq = status, seq
+
+	if d := w.inflight; d != nil && d.sent && (seq > d.baseline || status == StatusWorking) {
+		c.pickedUp(w)
+	}
+	if t := c.turns[w.current]; t != nil && t.delivered && seq > t.baseline {
+		if !t.started && (status == StatusWorking || status == StatusBlocked) {
+			if err := c.commit(record{Op: opTurnStarted, ID: t.id}); err != nil {
+				c.opts.Logger.Error("messaging: record turn start", "turn", t.id, "err", err)
+			}
+		}
+		if t.started && deliverable(status) && t.ask == nil && !t.closing {
+			// The next prompt waits until the tail is read, so that the
+			// tail shows the turn that ended and not the next one.
+			c.beginTurnDone(t)
+		}
+	}
+	if t := c.turns[w.current]; t == nil || !t.closing {
+		c.pump(w)
+	}
+}
+
+// pickedUp ends the pickup wait of w's in-flight delivery.
+func (c *Core) pickedUp(w *worker) {
+	w.stopGrace()
+	w.inflight = nil
+}
+
+// pump starts delivering w's head message if nothing is in flight and the
+// agent is idle or done. Callers hold c.mu.
+func (c *Core) pump(w *worker) {
+	if c.closed || w.gone || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
+		return
+	}
+	target := c.opts.Target(w.name)
+	if w.name == c.opts.PrimaryName {
+		target = c.opts.PrimaryTarget
+	}
+	m := w.queue[0]
+	if err := c.commit(record{Op: opDelivering, ID: m.ID, Who: w.name, Seq: w.seq, At: c.now()}); err != nil {
+		c.opts.Logger.Error("messaging: record delivery start", "message", m.ID, "err", err)
+		return
+	}
+	d := w.inflight
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.PromptTimeout)
+		err := c.prompt.Prompt(ctx, target, c.render(m))
+		cancel()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.delivered(w, d, err)
+	}()
+}
+
+// render is the text typed into a pane: a prompt as written, anything else
+// (mail injected into the primary's pane) with a one-line header.
+func (c *Core) render(m *Message) string {
+	if m.Kind == KindPrompt {
+		return m.Content
+	}
+	if m.TurnID != "" {
+		return fmt.Sprintf("[fleetd] %s from %s (turn %s):\n%s", m.Kind, m.From, m.TurnID, m.Content)
+	}
+	return fmt.Sprintf("[fleetd] %s from %s:\n%s", m.Kind, m.From, m.Content)
+}
+
+// delivered records the outcome of a Prompt call. Callers hold c.mu.
+func (c *Core) delivered(w *worker, d *delivery, err error) {
+	if c.closed || w.inflight != d {
+		return // the worker went away meanwhile, or the core stopped
+	}
+	verdict := c.opts.Classify(err)
+	rec := record{ID: d.msg.ID, Who: w.name, At: c.now()}
+	if err != nil {
+		rec.Reason = err.Error()
+	}
+	switch verdict {
+	case Delivered:
+		rec.Op = opDelivered
+	case NotSent:
+		rec.Op = opNotSent
+	case Uncertain:
+		rec.Op = opUncertain
+	default:
+		rec.Op = opFailed
+	}
+	if err := c.commit(rec); err != nil {
+		c.opts.Logger.Error("messaging: record delivery outcome", "message", d.msg.ID, "err", err)
+		return
+	}
+	c.opts.Logger.Info("messaging delivery", "to", w.name, "message", d.msg.ID, "turn", d.msg.TurnID, "result", rec.Op)
+	switch verdict {
+	case NotSent:
+		// Wait for the next observation; herdr knows better than our last one.
+		if herdr.IsCode(err, "agent_blocked") {
+			w.status = StatusBlocked
+		}
+	case Failed:
+		if t := c.turns[d.msg.TurnID]; t != nil && d.msg.Kind == KindPrompt {
+			msg := fmt.Sprintf("herdr refused the prompt for %s: %v", w.name, err)
+			c.endTurn(t, string(CodeDeliveryFailed), result{err: &Error{Code: CodeDeliveryFailed, Msg: msg}},
+				c.newMail(w.name, t.caller, KindDeliveryFailed, msg, t.id))
+		}
+		c.pump(w)
+	default:
+		if w.seq > d.baseline || w.status == StatusWorking {
+			c.pickedUp(w)
+			c.pump(w)
+			return
+		}
+		d.grace = c.opts.Clock.AfterFunc(c.opts.PickupGrace, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.closed || w.inflight != d {
+				return
+			}
+			c.opts.Logger.Info("messaging: no pickup observed within grace", "to", w.name, "message", d.msg.ID)
+			w.inflight = nil
+			c.pump(w)
+		})
+	}
+}
+
+// beginTurnDone handles a worker whose turn ended without a reply: it reads
+// the terminal's tail and ends the turn with it (flow 4). Callers hold c.mu.
+func (c *Core) beginTurnDone(t *turn) {
+	t.closing = true
+	target := c.opts.Target(t.worker)
+	lines := c.opts.TailLines
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.PromptTimeout)
+		tail, err := c.prompt.ReadTail(ctx, target, lines)
+		cancel()
+		if err != nil {
+			tail = fmt.Sprintf("(the worker's turn ended without a reply; its terminal could not be read: %v)", err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed {
+			return
+		}
+		if c.turns[t.id] == t && t.closing && t.ask == nil {
+			t.closing = false
+			c.endTurn(t, string(OutcomeTurnDone), result{outcome: OutcomeTurnDone, text: tail},
+				c.newMail(t.worker, t.caller, KindTurnDone, tail, t.id))
+		}
+		t.closing = false
+		c.pump(c.worker(t.worker))
+	}()
+}
+
+// WorkerGone tells the core a worker was deleted or paused, or its pane died:
+// every call waiting on it fails with worker_gone, its queue, mailbox and
+// delivery notes are dropped, and each of its open turns whose caller is not
+// waiting leaves a worker_gone notice in the caller's mailbox. A later
+// ObserveStatus for the same name brings the worker back (a restarted pane).
+func (c *Core) WorkerGone(name, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	w := c.worker(name)
+	w.stopGrace()
+	w.gone, w.goneReason = true, reason
+	w.status, w.seq = StatusUnknown, 0
+
+	closed := 0
+	for _, t := range c.sortedTurns() {
+		if t.worker != name {
+			continue
+		}
+		closed++
+		c.endTurn(t, string(CodeWorkerGone), result{err: errorf(CodeWorkerGone, "%s is gone: %s", name, reason)},
+			c.newMail(name, t.caller, KindWorkerGone, fmt.Sprintf("%s is gone (%s); the turn ended without a reply", name, reason), t.id))
+	}
+	if mb := c.mail[name]; mb != nil {
+		close(mb.notify) // wake its pollers: the mailbox goes
+		mb.notify = make(chan struct{})
+	}
+	if err := c.commit(record{Op: opDrop, Who: name}); err != nil {
+		c.opts.Logger.Error("messaging: record worker gone", "worker", name, "err", err)
+	}
+	c.opts.Logger.Info("messaging: worker gone", "worker", name, "reason", reason, "turns_closed", closed)
+}

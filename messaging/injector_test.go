@@ -1,0 +1,198 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+func TestInjector_TwoMessagesToBusyWorkerOnePerTurnInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusWorking, 5)
+		for _, s := range []string{"first", "second"} {
+			if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: s}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			status string
+			seq    uint64
+			want   []prompted
+		}{
+			{StatusWorking, 5, nil},
+			{StatusIdle, 6, []prompted{{"w", "first"}}},
+			{StatusIdle, 6, []prompted{{"w", "first"}}}, // no pickup yet: the second waits
+			{StatusWorking, 7, []prompted{{"w", "first"}}},
+			{StatusDone, 8, []prompted{{"w", "first"}, {"w", "second"}}},
+			{StatusDone, 8, []prompted{{"w", "first"}, {"w", "second"}}},
+		}
+		for i, st := range steps {
+			c.ObserveStatus("w", st.status, st.seq)
+			synctest.Wait()
+			if diff := cmp.Diff(st.want, h.sent()); diff != "" {
+				t.Fatalf("step %d (%s, seq %d): prompts (-want +got):\n%s", i, st.status, st.seq, diff)
+			}
+		}
+		if d := c.Status("w").QueueDepth; d != 0 {
+			t.Errorf("queue depth %d after both deliveries", d)
+		}
+	})
+}
+
+func TestInjector_NothingTypedWhileBlockedOrUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		c := newCore(t, t.TempDir(), h, nil)
+		if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "go"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range []string{StatusUnknown, StatusBlocked, StatusWorking, StatusBlocked} {
+			c.ObserveStatus("w", st, 3)
+			time.Sleep(time.Hour)
+			synctest.Wait()
+			if n := len(h.sent()); n != 0 {
+				t.Fatalf("typed %d prompts while %s", n, st)
+			}
+		}
+		if d := c.Status("w").QueueDepth; d != 1 {
+			t.Fatalf("queue depth %d, want 1", d)
+		}
+		c.ObserveStatus("w", StatusIdle, 4)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "go"}}, h.sent()); diff != "" {
+			t.Fatalf("prompts (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestInjector_HerdrRefusalKeepsMessageQueuedForNextObservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		h.failNext(&herdr.Error{Method: "agent.prompt", Code: "agent_blocked", Message: "agent waits at a dialog"})
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "go"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s := c.Status("w")
+		if s.QueueDepth != 1 || s.AgentStatus != StatusBlocked || len(s.Uncertain) != 0 {
+			t.Fatalf("after agent_blocked: %+v; want the message still queued and the worker blocked", s)
+		}
+		time.Sleep(time.Hour) // no retry loop: only a new observation retries
+		synctest.Wait()
+		if n := len(h.sent()); n != 1 {
+			t.Fatalf("%d prompt attempts without a new observation", n)
+		}
+		c.ObserveStatus("w", StatusIdle, 2)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "go"}, {"w", "go"}}, h.sent()); diff != "" {
+			t.Fatalf("attempts (-want +got):\n%s", diff)
+		}
+		if s := c.Status("w"); s.QueueDepth != 0 || s.LastDelivery == nil || s.LastDelivery.Result != DeliveryDelivered {
+			t.Fatalf("after the retry: %+v", s)
+		}
+	})
+}
+
+func TestInjector_StalledPromptIsUncertainAndNeverResent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		h.failNext(&herdr.Error{Method: "agent.prompt", Code: "agent_prompt_stalled", Message: "no state change"})
+		c := newCore(t, t.TempDir(), h, &Options{PickupGrace: 10 * time.Second})
+		c.ObserveStatus("w", StatusIdle, 1)
+		first, _ := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "one"})
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "two"})
+		synctest.Wait()
+		s := c.Status("w")
+		if len(s.Uncertain) != 1 || s.Uncertain[0].MessageID != first.DispatchID || s.Uncertain[0].Result != DeliveryUncertain {
+			t.Fatalf("uncertain = %+v; want the first message", s.Uncertain)
+		}
+		time.Sleep(10*time.Second - time.Nanosecond)
+		c.ObserveStatus("w", StatusIdle, 1)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "one"}}, h.sent()); diff != "" {
+			t.Fatalf("within the grace (-want +got):\n%s", diff)
+		}
+		time.Sleep(time.Nanosecond) // grace over: the next message, never the uncertain one
+		synctest.Wait()
+		c.ObserveStatus("w", StatusIdle, 1)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "one"}, {"w", "two"}}, h.sent()); diff != "" {
+			t.Fatalf("after the grace (-want +got):\n%s", diff)
+		}
+		if got := c.Status("w").Uncertain; len(got) != 1 {
+			t.Fatalf("uncertain = %+v; the note stays until its turn ends", got)
+		}
+	})
+}
+
+func TestInjector_ReplyOnUncertainTurnClearsTheNote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		h.failNext(context.DeadlineExceeded)
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "one"})
+		synctest.Wait()
+		if got := c.Status("w").Uncertain; len(got) != 1 {
+			t.Fatalf("uncertain = %+v; want one note", got)
+		}
+		c.ObserveStatus("w", StatusWorking, 2)
+		if rr, err := c.Reply(bg, "w", "done", true); err != nil || rr.TurnID != "t-1" {
+			t.Fatalf("Reply = %+v, %v", rr, err)
+		}
+		if got := c.Status("w").Uncertain; len(got) != 0 {
+			t.Fatalf("uncertain = %+v after the turn's reply", got)
+		}
+	})
+}
+
+func TestInjector_PermanentRefusalFailsTheTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		h.failNext(&herdr.Error{Method: "agent.prompt", Code: "agent_not_found", Message: "no agent w"})
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		_, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "go", Wait: true})
+		if CodeOf(err) != CodeDeliveryFailed {
+			t.Fatalf("Send: %v; want delivery_failed", err)
+		}
+		if s := c.Status("w"); len(s.OpenTurns) != 0 || s.LastDelivery.Result != DeliveryFailed {
+			t.Fatalf("status %+v", s)
+		}
+	})
+}
+
+func TestDefaultClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Verdict
+	}{
+		{"success", nil, Delivered},
+		{"blocked", &herdr.Error{Code: "agent_blocked"}, NotSent},
+		{"not ready", &herdr.Error{Code: "agent_not_ready"}, NotSent},
+		{"stalled", &herdr.Error{Code: "agent_prompt_stalled"}, Uncertain},
+		{"unknown agent", &herdr.Error{Code: "agent_not_found"}, Failed},
+		{"herdr down", &herdr.TransportError{Method: "agent.prompt", Reason: herdr.ReasonUnavailable}, NotSent},
+		{"connection broke", &herdr.TransportError{Method: "agent.prompt", Reason: herdr.ReasonClosed}, Uncertain},
+		{"context cut", fmt.Errorf("prompt: %w", context.Canceled), Uncertain},
+		{"anything else", errors.New("boom"), Uncertain},
+	}
+	for _, tt := range tests {
+		if got := DefaultClassify(tt.err); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,691 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Outcome says how a blocking call ended.
+type Outcome string
+
+// Outcomes of Send, Await and Ask.
+const (
+	OutcomeReply      Outcome = "reply"      // the worker replied (final)
+	OutcomeQuestion   Outcome = "question"   // the worker asks; answer with Send{TurnID}
+	OutcomeTurnDone   Outcome = "turn_done"  // the worker's turn ended without a reply; Text is its terminal tail
+	OutcomeTimeout    Outcome = "timeout"    // the deadline passed; the turn stays open
+	OutcomeDispatched Outcome = "dispatched" // Wait was false: queued, not waited for
+	OutcomeAnswer     Outcome = "answer"     // Ask: the primary answered
+)
+
+// Kind classifies a Message.
+type Kind string
+
+// Message kinds.
+const (
+	KindPrompt         Kind = "prompt"          // primary → worker, typed into the worker's pane
+	KindReply          Kind = "reply"           // a worker's final reply nobody was waiting for
+	KindProgress       Kind = "progress"        // a worker's non-final reply
+	KindQuestion       Kind = "question"        // a worker's question nobody was waiting for
+	KindAnswer         Kind = "answer"          // the primary's answer to a question the worker stopped waiting for
+	KindTurnDone       Kind = "turn_done"       // a turn ended without a reply; content is the terminal tail
+	KindWorkerGone     Kind = "worker_gone"     // a turn ended because its worker went away
+	KindDeliveryFailed Kind = "delivery_failed" // a turn ended because herdr refused its prompt
+)
+
+// Message is one mailbox entry (and, for prompts, one queued delivery).
+type Message struct {
+	ID        string    `json:"id"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Kind      Kind      `json:"kind"`
+	Content   string    `json:"content"`
+	TurnID    string    `json:"turnId,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// SendRequest is a caller's message to a worker.
+type SendRequest struct {
+	From    string // the caller (Options.PrimaryName for the primary); resolved by the adapter from the token
+	To      string // the worker; optional when TurnID is set
+	Content string
+	// TurnID continues an open turn: it answers the worker's pending
+	// question, or, when none is pending, is delivered into the turn as a
+	// follow-up prompt.
+	TurnID  string
+	Wait    bool          // hold the call until the turn's outcome
+	Timeout time.Duration // for Wait; 0 means Options.DefaultTimeout
+}
+
+// SendResult is the outcome of Send or Await.
+type SendResult struct {
+	Outcome    Outcome
+	Text       string // reply, question or terminal tail
+	TurnID     string
+	Worker     string
+	DispatchID string // the queued message's id, when one was queued
+}
+
+// ReplyMode says where a worker's reply went.
+type ReplyMode string
+
+// Reply modes.
+const (
+	ReplyResolved ReplyMode = "resolved" // handed to the caller's held call
+	ReplyQueued   ReplyMode = "queued"   // stored in the caller's mailbox
+	ReplyInjected ReplyMode = "injected" // stored and also queued for typing into the primary's pane
+)
+
+// ReplyResult is the outcome of Reply.
+type ReplyResult struct {
+	Mode   ReplyMode
+	TurnID string // the turn the reply belonged to, if any
+}
+
+// AskResult is the outcome of Ask: OutcomeAnswer with Answer, or
+// OutcomeTimeout (the question stays open; an answer sent later is queued to
+// the worker as a follow-up prompt).
+type AskResult struct {
+	Outcome Outcome
+	Answer  string
+	TurnID  string
+}
+
+// DeliveryResult is the outcome of one delivery attempt.
+type DeliveryResult string
+
+// Delivery results.
+const (
+	DeliveryDelivered DeliveryResult = "delivered"
+	DeliveryUncertain DeliveryResult = "uncertain"
+	DeliveryFailed    DeliveryResult = "failed"
+)
+
+// Delivery describes one message typed (or perhaps typed) into a pane.
+type Delivery struct {
+	MessageID string         `json:"messageId"`
+	TurnID    string         `json:"turnId,omitempty"`
+	At        time.Time      `json:"at"`
+	Result    DeliveryResult `json:"result"`
+	Reason    string         `json:"reason,omitempty"`
+}
+
+// TurnStatus describes one open turn.
+type TurnStatus struct {
+	ID        string
+	Caller    string
+	CreatedAt time.Time
+	Deadline  time.Time // absolute; survives restarts
+	Delivered bool      // its prompt reached (or may have reached) the worker
+	Waiting   bool      // the caller holds a call on it
+	Asking    bool      // the worker waits for an answer
+	Question  string    // the pending question, if Asking
+}
+
+// WorkerStatus is what the core knows about one worker (bridge_status).
+type WorkerStatus struct {
+	Worker         string
+	AgentStatus    string // last observed; "unknown" before the first observation
+	StateChangeSeq uint64
+	Gone           bool
+	GoneReason     string
+	QueueDepth     int    // messages waiting to be typed, including one being typed
+	Delivering     string // id of the message being typed or awaiting pickup
+	CurrentTurn    string
+	OpenTurns      []TurnStatus
+	LastDelivery   *Delivery
+	Uncertain      []Delivery // deliveries whose outcome is unknown; never re-sent
+	Pending        int        // unacknowledged messages in the worker's own mailbox
+}
+
+type result struct {
+	outcome Outcome
+	text    string
+	err     error
+}
+
+// waiter is one held call. hand gives it its result at most once: whoever
+// removes the waiter from the turn (under c.mu) owns the handing.
+type waiter struct{ ch chan result }
+
+func newWaiter() *waiter { return &waiter{ch: make(chan result, 1)} }
+
+func (w *waiter) hand(r result) {
+	if w != nil {
+		w.ch <- r
+	}
+}
+
+// Send queues content for a worker in a new turn, or continues turn
+// req.TurnID (answering a pending question through the rendezvous, never the
+// pane). With Wait it blocks until the turn's reply, a question, the end of
+// the worker's turn, the timeout (the turn stays open) or ctx's end.
+func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	if err := c.checkContent(req.Content); err != nil {
+		return SendResult{}, err
+	}
+	if req.From == "" {
+		return SendResult{}, errorf(CodeInvalid, "no caller")
+	}
+	timeout := cmpOr(req.Timeout, c.opts.DefaultTimeout)
+	c.mu.Lock()
+	if req.Wait {
+		if err := c.acquire(req.From); err != nil {
+			c.mu.Unlock()
+			return SendResult{}, err
+		}
+		defer c.release(req.From)
+	}
+	var (
+		t   *turn
+		res SendResult
+		err error
+	)
+	if req.TurnID != "" {
+		t, res, err = c.continueTurn(req, timeout)
+	} else {
+		t, res, err = c.openTurn(req, timeout)
+	}
+	if err != nil || !req.Wait {
+		c.mu.Unlock()
+		if err == nil {
+			res.Outcome = OutcomeDispatched
+		}
+		return res, err
+	}
+	w := newWaiter()
+	t.waiter = w
+	deadline := t.deadline
+	c.mu.Unlock()
+
+	r := c.await(ctx, w, deadline, func() bool {
+		if t.waiter != w {
+			return false
+		}
+		t.waiter = nil
+		return true
+	})
+	return c.sendResult(t, r)
+}
+
+func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResult, error) {
+	if req.To == "" {
+		return nil, SendResult{}, errorf(CodeInvalid, "no worker named")
+	}
+	if w := c.workers[req.To]; w != nil && w.gone {
+		return nil, SendResult{}, errorf(CodeWorkerGone, "%s is gone: %s", req.To, w.goneReason)
+	}
+	now := c.now()
+	id := c.opts.NewID("t-")
+	m := &Message{ID: c.opts.NewID("m-"), From: req.From, To: req.To, Kind: KindPrompt, Content: req.Content, TurnID: id, CreatedAt: now}
+	err := c.commit(
+		record{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: now.Add(timeout)}},
+		record{Op: opEnqueue, Msg: m})
+	if err != nil {
+		return nil, SendResult{}, err
+	}
+	c.pump(c.worker(req.To))
+	return c.turns[id], SendResult{TurnID: id, Worker: req.To, DispatchID: m.ID}, nil
+}
+
+func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, SendResult, error) {
+	t := c.turns[req.TurnID]
+	if t == nil || t.caller != req.From || (req.To != "" && req.To != t.worker) {
+		return nil, SendResult{}, errorf(CodeNotFound, "no open turn %q for %s", req.TurnID, cmpOr(req.To, "this caller"))
+	}
+	if req.Wait && t.waiter != nil {
+		return nil, SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
+	}
+	res := SendResult{TurnID: t.id, Worker: t.worker}
+	var recs []record
+	if req.Wait {
+		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: c.now().Add(timeout)})
+	}
+	var m *Message
+	if t.ask == nil {
+		m = &Message{ID: c.opts.NewID("m-"), From: req.From, To: t.worker, Kind: KindPrompt, Content: req.Content, TurnID: t.id, CreatedAt: c.now()}
+		recs = append(recs, record{Op: opEnqueue, Msg: m})
+		res.DispatchID = m.ID
+	}
+	if err := c.commit(recs...); err != nil {
+		return nil, SendResult{}, err
+	}
+	if t.ask != nil {
+		t.ask.hand(result{outcome: OutcomeAnswer, text: req.Content})
+		t.ask, t.question = nil, ""
+	} else {
+		c.pump(c.worker(t.worker))
+	}
+	return t, res, nil
+}
+
+func (c *Core) sendResult(t *turn, r result) (SendResult, error) {
+	if r.err != nil {
+		return SendResult{}, r.err
+	}
+	return SendResult{Outcome: r.outcome, Text: r.text, TurnID: t.id, Worker: t.worker}, nil
+}
+
+// Await holds a call on an open turn of caller's until the turn's recorded
+// absolute deadline: the way back to a turn after a timeout or a restart. A
+// pending question is returned at once.
+func (c *Core) Await(ctx context.Context, caller, turnID string) (SendResult, error) {
+	c.mu.Lock()
+	t := c.turns[turnID]
+	if t == nil || t.caller != caller {
+		c.mu.Unlock()
+		return SendResult{}, errorf(CodeNotFound, "no open turn %q", turnID)
+	}
+	if t.ask != nil {
+		c.mu.Unlock()
+		return SendResult{Outcome: OutcomeQuestion, Text: t.question, TurnID: t.id, Worker: t.worker}, nil
+	}
+	if t.waiter != nil {
+		c.mu.Unlock()
+		return SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
+	}
+	if err := c.acquire(caller); err != nil {
+		c.mu.Unlock()
+		return SendResult{}, err
+	}
+	defer c.release(caller)
+	w := newWaiter()
+	t.waiter = w
+	deadline := t.deadline
+	c.mu.Unlock()
+	r := c.await(ctx, w, deadline, func() bool {
+		if t.waiter != w {
+			return false
+		}
+		t.waiter = nil
+		return true
+	})
+	return c.sendResult(t, r)
+}
+
+// Reply is a worker's answer to its current turn (the turn of the last prompt
+// typed into its pane). A final reply ends the turn: it resolves the caller's
+// held call, or lands in the caller's mailbox. A non-final reply goes to the
+// mailbox as progress and the turn stays open. With no current turn the reply
+// goes to the primary's mailbox.
+func (c *Core) Reply(ctx context.Context, worker, content string, final bool) (ReplyResult, error) {
+	if err := c.checkContent(content); err != nil {
+		return ReplyResult{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ReplyResult{}, errorf(CodeUnavailable, "messaging core closed")
+	}
+	kind := KindReply
+	if !final {
+		kind = KindProgress
+	}
+	t := c.currentTurn(worker)
+	if t == nil {
+		m := c.newMail(worker, c.opts.PrimaryName, kind, content, "")
+		mode, err := c.postMail(m)
+		return ReplyResult{Mode: mode}, err
+	}
+	if !final {
+		mode, err := c.postMail(c.newMail(worker, t.caller, kind, content, t.id))
+		return ReplyResult{Mode: mode, TurnID: t.id}, err
+	}
+	if t.waiter != nil {
+		if err := c.endTurn(t, string(OutcomeReply), result{outcome: OutcomeReply, text: content}, nil); err != nil {
+			return ReplyResult{}, err
+		}
+		return ReplyResult{Mode: ReplyResolved, TurnID: t.id}, nil
+	}
+	m := c.newMail(worker, t.caller, kind, content, t.id)
+	if err := c.endTurn(t, string(OutcomeReply), result{}, m); err != nil {
+		return ReplyResult{}, err
+	}
+	return ReplyResult{Mode: c.mailMode(m), TurnID: t.id}, nil
+}
+
+// Ask blocks a worker until the caller of its current turn answers (Send with
+// the turn id). A waiting Send returns the question at once; otherwise the
+// question lands in the caller's mailbox. A worker with no current turn opens
+// one addressed to the primary.
+func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Duration) (AskResult, error) {
+	if err := c.checkContent(content); err != nil {
+		return AskResult{}, err
+	}
+	c.mu.Lock()
+	if w := c.workers[worker]; w != nil && w.gone {
+		c.mu.Unlock()
+		return AskResult{}, errorf(CodeWorkerGone, "%s is gone: %s", worker, w.goneReason)
+	}
+	if err := c.acquire(worker); err != nil {
+		c.mu.Unlock()
+		return AskResult{}, err
+	}
+	defer c.release(worker)
+	deadline := c.now().Add(cmpOr(timeout, c.opts.DefaultTimeout))
+	t := c.currentTurn(worker)
+	if t == nil {
+		now := c.now()
+		id := c.opts.NewID("t-")
+		err := c.commit(record{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: c.opts.PrimaryName, Worker: worker,
+			Created: now, Deadline: deadline, Delivered: true, Started: true, Current: true}})
+		if err != nil {
+			c.mu.Unlock()
+			return AskResult{}, err
+		}
+		t = c.turns[id]
+	}
+	if t.ask != nil {
+		c.mu.Unlock()
+		return AskResult{}, errorf(CodeTooManyWaiters, "a question is already pending on turn %s", t.id)
+	}
+	if t.waiter == nil {
+		if _, err := c.postMail(c.newMail(worker, t.caller, KindQuestion, content, t.id)); err != nil {
+			c.mu.Unlock()
+			return AskResult{}, err
+		}
+	} else {
+		t.waiter.hand(result{outcome: OutcomeQuestion, text: content})
+		t.waiter = nil
+	}
+	a := newWaiter()
+	t.ask, t.question, t.closing = a, content, false
+	c.mu.Unlock()
+
+	r := c.await(ctx, a, deadline, func() bool {
+		if t.ask != a {
+			return false
+		}
+		t.ask, t.question = nil, ""
+		return true
+	})
+	if r.err != nil {
+		return AskResult{}, r.err
+	}
+	return AskResult{Outcome: r.outcome, Answer: r.text, TurnID: t.id}, nil
+}
+
+// Poll returns the unacknowledged messages addressed to recipient, oldest
+// first. With wait and an empty mailbox it blocks until a message arrives,
+// the timeout passes (an empty result, not an error) or ctx ends. Messages are
+// returned again until acknowledged (at-least-once).
+func (c *Core) Poll(ctx context.Context, recipient string, wait bool, timeout time.Duration) ([]Message, error) {
+	c.mu.Lock()
+	mb := c.mailbox(recipient)
+	if len(mb.msgs) > 0 || !wait || c.closed {
+		defer c.mu.Unlock()
+		return append([]Message{}, mb.msgs...), nil
+	}
+	if err := c.acquire(recipient); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	defer c.release(recipient)
+	fired := make(chan struct{})
+	tm := c.opts.Clock.AfterFunc(cmpOr(timeout, c.opts.DefaultTimeout), func() { close(fired) })
+	defer tm.Stop()
+	for {
+		notify := c.mailbox(recipient).notify
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-fired:
+			return []Message{}, nil
+		case <-notify:
+		}
+		c.mu.Lock()
+		if msgs := c.mailbox(recipient).msgs; len(msgs) > 0 || c.closed {
+			c.mu.Unlock()
+			return append([]Message{}, msgs...), nil
+		}
+	}
+}
+
+// Ack retires messages from recipient's mailbox; they are never returned
+// again. Unknown or already acknowledged ids are ignored. It returns how many
+// messages it retired.
+func (c *Core) Ack(recipient string, ids []string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mb := c.mail[recipient]
+	if mb == nil {
+		return 0, nil
+	}
+	var hit []string
+	for _, m := range mb.msgs {
+		if slices.Contains(ids, m.ID) {
+			hit = append(hit, m.ID)
+		}
+	}
+	if len(hit) == 0 {
+		return 0, nil
+	}
+	if err := c.commit(record{Op: opAck, Who: recipient, IDs: hit}); err != nil {
+		return 0, err
+	}
+	return len(hit), nil
+}
+
+// Pending is the number of unacknowledged messages addressed to recipient.
+func (c *Core) Pending(recipient string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if mb := c.mail[recipient]; mb != nil {
+		return len(mb.msgs)
+	}
+	return 0
+}
+
+// Status reports what the core knows about a worker. An unknown name yields
+// a zero status with AgentStatus "unknown".
+func (c *Core) Status(name string) WorkerStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := WorkerStatus{Worker: name, AgentStatus: StatusUnknown}
+	if w := c.workers[name]; w != nil {
+		s.AgentStatus, s.StateChangeSeq, s.Gone, s.GoneReason = w.status, w.seq, w.gone, w.goneReason
+		s.QueueDepth, s.CurrentTurn = len(w.queue), w.current
+		if w.inflight != nil {
+			s.Delivering = w.inflight.msg.ID
+		}
+		if w.last != nil {
+			last := *w.last
+			s.LastDelivery = &last
+		}
+		s.Uncertain = slices.Clone(w.uncertain)
+	}
+	for _, t := range c.sortedTurns() {
+		if t.worker == name {
+			s.OpenTurns = append(s.OpenTurns, TurnStatus{ID: t.id, Caller: t.caller, CreatedAt: t.created,
+				Deadline: t.deadline, Delivered: t.delivered, Waiting: t.waiter != nil, Asking: t.ask != nil, Question: t.question})
+		}
+	}
+	if mb := c.mail[name]; mb != nil {
+		s.Pending = len(mb.msgs)
+	}
+	return s
+}
+
+// --- helpers; callers hold c.mu unless noted ---
+
+func (c *Core) checkContent(s string) error {
+	if s == "" {
+		return errorf(CodeInvalid, "content is empty")
+	}
+	if len(s) > c.opts.MaxContentBytes {
+		return errorf(CodeTooLarge, "content is %d bytes; the limit is %d", len(s), c.opts.MaxContentBytes)
+	}
+	return nil
+}
+
+func (c *Core) acquire(caller string) error {
+	if c.closed {
+		return errorf(CodeUnavailable, "messaging core closed")
+	}
+	if c.waiting[caller] >= c.opts.MaxWaitersPerCaller {
+		return errorf(CodeTooManyWaiters, "%s already holds %d waiting calls", caller, c.opts.MaxWaitersPerCaller)
+	}
+	c.waiting[caller]++
+	return nil
+}
+
+// release undoes acquire. It takes c.mu itself (it runs deferred, after the
+// lock was dropped).
+func (c *Core) release(caller string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waiting[caller]--; c.waiting[caller] <= 0 {
+		delete(c.waiting, caller)
+	}
+}
+
+func (c *Core) currentTurn(worker string) *turn {
+	if w := c.workers[worker]; w != nil {
+		return c.turns[w.current]
+	}
+	return nil
+}
+
+func (c *Core) sortedTurns() []*turn {
+	out := make([]*turn, 0, len(c.turns))
+	for _, t := range c.turns {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].created.Equal(out[j].created) {
+			return out[i].created.Before(out[j].created)
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+func (c *Core) newMail(from, to string, kind Kind, content, turnID string) *Message {
+	return &Message{ID: c.opts.NewID("m-"), From: from, To: to, Kind: kind, Content: content, TurnID: turnID, CreatedAt: c.now()}
+}
+
+// injectsInto reports whether mail for recipient is also typed into a pane.
+func (c *Core) injectsInto(recipient string) bool {
+	return recipient == c.opts.PrimaryName && c.opts.PrimaryTarget != ""
+}
+
+func (c *Core) mailMode(m *Message) ReplyMode {
+	if c.injectsInto(m.To) {
+		return ReplyInjected
+	}
+	return ReplyQueued
+}
+
+// mailRecords stores m in its recipient's mailbox and, for the primary with a
+// known pane, queues a copy for typing into it.
+func (c *Core) mailRecords(m *Message) []record {
+	recs := []record{{Op: opMail, Msg: m}}
+	if c.injectsInto(m.To) {
+		cp := *m
+		cp.ID = c.opts.NewID("m-")
+		recs = append(recs, record{Op: opEnqueue, Msg: &cp})
+	}
+	return recs
+}
+
+// mailPosted wakes m's recipient's pollers and its injector.
+func (c *Core) mailPosted(m *Message) {
+	mb := c.mailbox(m.To)
+	close(mb.notify)
+	mb.notify = make(chan struct{})
+	if c.injectsInto(m.To) {
+		c.pump(c.worker(m.To))
+	}
+}
+
+func (c *Core) postMail(m *Message) (ReplyMode, error) {
+	if err := c.commit(c.mailRecords(m)...); err != nil {
+		return "", err
+	}
+	c.mailPosted(m)
+	return c.mailMode(m), nil
+}
+
+// endTurn closes t. Its held call, if any, gets res; otherwise mail (when not
+// nil) goes to the caller's mailbox so that nothing is lost. A pending Ask is
+// released with not_found (or res's error, when res is one).
+func (c *Core) endTurn(t *turn, reason string, res result, mail *Message) error {
+	recs := []record{{Op: opTurnClose, ID: t.id, Reason: reason}}
+	if t.waiter == nil && mail != nil {
+		recs = append(c.mailRecords(mail), recs...)
+	}
+	if err := c.commit(recs...); err != nil {
+		c.opts.Logger.Error("messaging: record turn end", "turn", t.id, "err", err)
+		return err
+	}
+	if t.waiter != nil {
+		t.waiter.hand(res)
+	} else if mail != nil {
+		c.mailPosted(mail)
+	}
+	if t.ask != nil {
+		askErr := res.err
+		if askErr == nil {
+			askErr = errorf(CodeNotFound, "turn %s ended (%s) before the question was answered", t.id, reason)
+		}
+		t.ask.hand(result{err: askErr})
+	}
+	t.waiter, t.ask, t.question = nil, nil, ""
+	return nil
+}
+
+// await blocks until w gets its result, deadline passes or ctx ends. detach
+// runs under c.mu and reports whether it unhooked w before anyone handed it a
+// result; if not, the handed result wins. It records the wait's duration.
+func (c *Core) await(ctx context.Context, w *waiter, deadline time.Time, detach func() bool) result {
+	start := c.now()
+	fired := make(chan struct{})
+	tm := c.opts.Clock.AfterFunc(max(deadline.Sub(start), 0), func() { close(fired) })
+	defer tm.Stop()
+	var r result
+	select {
+	case r = <-w.ch:
+	case <-fired:
+		r = c.detachOr(w, detach, result{outcome: OutcomeTimeout})
+	case <-ctx.Done():
+		r = c.detachOr(w, detach, result{err: fmt.Errorf("wait released: %w", ctx.Err())})
+	}
+	c.metrics.wait.WithLabelValues(waitLabel(r)).Observe(c.now().Sub(start).Seconds())
+	return r
+}
+
+func (c *Core) detachOr(w *waiter, detach func() bool, r result) result {
+	c.mu.Lock()
+	ok := detach()
+	c.mu.Unlock()
+	if ok {
+		return r
+	}
+	return <-w.ch
+}
+
+func waitLabel(r result) string {
+	switch {
+	case r.err == nil:
+		return string(r.outcome)
+	case errors.Is(r.err, context.Canceled), errors.Is(r.err, context.DeadlineExceeded):
+		return "canceled"
+	case CodeOf(r.err) != "":
+		return string(CodeOf(r.err))
+	default:
+		return "error"
+	}
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
