@@ -39,7 +39,9 @@
 // crash, exit, ignore prompts, or a custom OnPrompt hook) and drive them
 // with [Server.SetAgentState], [Server.SetAgentStatus], [Server.ExitAgent]
 // and [Server.KillPane]; they read [Server.Prompts], [Server.PaneEnv],
-// [Server.Requests], [Server.Calls] and [Server.Events]; they inject faults
+// [Server.Requests], [Server.Calls] and [Server.Events]; they synchronise
+// with [Server.WaitCalls] and [Server.WaitParked] (a long call has resolved
+// its target and is waiting) instead of sleeping; they inject faults
 // ([Fault]: latency, hang, drop, garbage) and [Server.Stop] and
 // [Server.Restart] serving on the same path. Every modelled delay runs on
 // Options.Clock; with a [ManualClock] a test moves time itself and never

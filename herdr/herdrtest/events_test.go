@@ -85,8 +85,14 @@ func TestEmissionOrder(t *testing.T) {
 		}
 		before := len(h.srv.Events())
 		act()
-		if got := kinds(h.srv.Events()[before:]); !cmp.Equal(got, want) {
+		emitted := h.srv.Events()[before:]
+		if got := kinds(emitted); !cmp.Equal(got, want) {
 			t.Errorf("%s emitted %v, want %v", name, got, want)
+		}
+		for _, ev := range emitted {
+			if err := h.v.Event(ev.Line); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
 		}
 	}
 	var ws, p1, p2, tab2, tab2pane, tab3, ws3, lonely, exiting string
