@@ -187,10 +187,6 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		return nil, errors.New("messaging: nil Prompter")
 	}
 	o := opts.withDefaults()
-	m, err := newMetrics(o.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("messaging: %w", err)
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("messaging: state directory: %w", err)
 	}
@@ -201,7 +197,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Core{
-		opts: o, prompt: p, metrics: m, ctx: ctx, cancel: cancel, j: j,
+		opts: o, prompt: p, metrics: newMetrics(), ctx: ctx, cancel: cancel, j: j,
 		turns: map[string]*turn{}, workers: map[string]*worker{},
 		mail: map[string]*mailbox{}, waiting: map[string]int{},
 	}
@@ -219,13 +215,18 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.compactAt = max(o.CompactBytes, 2*j.Size())
 	if err := c.recoverInFlight(); err != nil {
 		j.Close()
 		cancel()
 		return nil, fmt.Errorf("messaging: %w", err)
 	}
-	c.compactAt = max(o.CompactBytes, 2*j.Size())
 	c.metrics.depth.Set(float64(c.depth))
+	if err := c.metrics.register(o.Registerer); err != nil {
+		j.Close()
+		cancel()
+		return nil, fmt.Errorf("messaging: %w", err)
+	}
 	return c, nil
 }
 

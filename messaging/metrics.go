@@ -13,8 +13,8 @@ type metrics struct {
 	depth prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+func newMetrics() *metrics {
+	return &metrics{
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fleetd_rendezvous_wait_seconds",
 			Help:    "How long blocking bridge_send, bridge_ask and turn waits were held, by how they ended.",
@@ -25,17 +25,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Messages queued for delivery into agent panes and not yet delivered.",
 		}),
 	}
+}
+
+// register adds the series to reg (nil: nowhere). On error nothing stays
+// registered.
+func (m *metrics) register(reg prometheus.Registerer) error {
 	if reg == nil {
-		return m, nil
+		return nil
 	}
-	for _, c := range []prometheus.Collector{m.wait, m.depth} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("messaging metrics already registered on this registry")
-			}
-			return nil, err
-		}
+	if err := reg.Register(m.wait); err != nil {
+		return registerErr(err)
 	}
-	return m, nil
+	if err := reg.Register(m.depth); err != nil {
+		reg.Unregister(m.wait)
+		return registerErr(err)
+	}
+	return nil
+}
+
+func registerErr(err error) error {
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		return errors.New("messaging metrics already registered on this registry")
+	}
+	return err
 }

@@ -241,6 +241,9 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 		return nil, SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
 	}
 	res := SendResult{TurnID: t.id, Worker: t.worker}
+	// The caller continues the turn: a turn_done tail read in flight no
+	// longer ends it.
+	t.closing = false
 	var recs []record
 	if req.Wait {
 		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: c.now().Add(timeout)})
