@@ -20,7 +20,8 @@ type Fault struct {
 	Garbage []byte
 	// Execute makes the request take effect before Drop, Hang or Garbage,
 	// so a client cannot tell whether it happened. Without it the request
-	// has no effect.
+	// has no effect. Meant for short calls: a long call runs to its end
+	// (its answer discarded) before the fault applies.
 	Execute bool
 	// Times limits the fault to the next Times matching requests; 0 means
 	// until ClearFaults.
@@ -77,21 +78,27 @@ func (s *Server) applyFaults(c *conn, req Request) bool {
 	if f.Latency > 0 {
 		fired := make(chan struct{})
 		s.mu.Lock()
-		s.afterLocked(f.Latency, func() { close(fired) })
+		cancel := s.afterLocked(f.Latency, func() { close(fired) })
 		s.mu.Unlock()
 		select {
 		case <-fired:
 		case <-c.watchPeer():
-			return false
 		case <-c.stopped:
-			return false
+		}
+		s.mu.Lock()
+		cancel()
+		s.mu.Unlock()
+		select {
+		case <-fired:
+		default:
+			return false // the peer left or the fake stopped first
 		}
 	}
 	if !f.Hang && !f.Drop && f.Garbage == nil {
 		return true
 	}
 	if f.Execute {
-		s.dispatch(&conn{Conn: discardConn{c.Conn}, r: c.r, stopped: c.stopped, timeout: c.timeout}, req)
+		s.dispatch(&conn{Conn: discardConn{c.Conn}, wg: c.wg, method: c.method, r: c.r, stopped: c.stopped, timeout: c.timeout}, req)
 	}
 	switch {
 	case f.Hang:

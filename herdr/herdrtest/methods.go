@@ -20,8 +20,14 @@ func errorf(code, format string, args ...any) *apiError {
 	return &apiError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// invalidRequest is herdr's answer to a line it cannot parse as a request:
+// always the empty id. The message keeps the first line of the reason.
 func invalidRequest(err error) errorLine {
-	return errorLine{ID: "", Error: errorBody{Code: "invalid_request", Message: "invalid request: " + err.Error()}}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return errorLine{ID: "", Error: errorBody{Code: "invalid_request", Message: "invalid request: " + msg}}
 }
 
 func paneNotFound(id string) *apiError {

@@ -316,6 +316,7 @@ func (s *Server) afterLocked(d time.Duration, f func()) (cancel func()) {
 // conn is one accepted connection after its request line was read.
 type conn struct {
 	net.Conn
+	wg      *sync.WaitGroup
 	method  string
 	parked  bool
 	r       *bufio.Reader
@@ -334,7 +335,9 @@ func (c *conn) watchPeer() <-chan struct{} {
 			close(c.gone)
 			return
 		}
-		go func() {
+		c.wg.Add(1)
+		go func() { // ends when the peer writes, closes, or the handler closes the connection
+			defer c.wg.Done()
 			c.r.ReadByte()
 			close(c.gone)
 		}()
@@ -362,7 +365,7 @@ func (c *conn) writeRaw(b []byte) error {
 }
 
 func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
-	c := &conn{Conn: nc, r: bufio.NewReaderSize(nc, 64<<10), stopped: stopped, timeout: s.opts.RequestTimeout}
+	c := &conn{Conn: nc, wg: &s.wg, r: bufio.NewReaderSize(nc, 64<<10), stopped: stopped, timeout: s.opts.RequestTimeout}
 	nc.SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
 	line, ok := readRequestLine(c.r)
 	if !ok {
@@ -371,7 +374,7 @@ func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
 	nc.SetReadDeadline(time.Time{})
 	req := s.record(line)
 	if err := s.validator.Request(line); err != nil {
-		c.writeLine(errorLine{ID: "", Error: errorBody{Code: "invalid_request", Message: "invalid request: " + err.Error()}})
+		c.writeLine(invalidRequest(requestProblem(line, req)))
 		return
 	}
 	c.method = req.Method
@@ -400,6 +403,24 @@ func readRequestLine(r *bufio.Reader) ([]byte, bool) {
 		return nil, false
 	}
 	return line, true
+}
+
+// requestProblem says briefly why a line the schema rejects is not a
+// request, in the spirit of herdr's serde messages.
+func requestProblem(line []byte, req Request) error {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(line, &probe); err != nil {
+		return err
+	}
+	switch {
+	case req.ID == "" && !bytes.Equal(probe["id"], []byte(`""`)):
+		return errors.New("id: expected a string")
+	case req.Method == "":
+		return errors.New("method: expected a string")
+	case probe["params"] == nil:
+		return fmt.Errorf("method %q: missing field `params`", req.Method)
+	}
+	return fmt.Errorf("method %q: unknown method, or params missing a field or holding a wrong type or value", req.Method)
 }
 
 func (s *Server) record(line []byte) Request {
