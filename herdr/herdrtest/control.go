@@ -87,7 +87,8 @@ func (s *Server) SetBehavior(paneID string, b Behavior) {
 	}
 }
 
-func (s *Server) withAgent(paneID string, f func(a *agent) error) error {
+// withPane runs f on a live pane with the lock held, then wakes waiters.
+func (s *Server) withPane(paneID string, f func(p *pane) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
@@ -95,10 +96,16 @@ func (s *Server) withAgent(paneID string, f func(a *agent) error) error {
 	if p == nil {
 		return fmt.Errorf("herdrtest: pane %s not found", paneID)
 	}
-	if p.agent == nil {
-		return fmt.Errorf("herdrtest: pane %s has no agent", paneID)
-	}
-	return f(p.agent)
+	return f(p)
+}
+
+func (s *Server) withAgent(paneID string, f func(a *agent) error) error {
+	return s.withPane(paneID, func(p *pane) error {
+		if p.agent == nil {
+			return fmt.Errorf("herdrtest: pane %s has no agent", paneID)
+		}
+		return f(p.agent)
+	})
 }
 
 // SetAgentStatus makes the agent on a pane report exactly status (idle,
@@ -167,43 +174,28 @@ func (s *Server) ExitAgent(paneID string) error {
 // removed without pane_closed (and its tab or workspace, if it was the
 // last, without tab_closed or workspace_closed).
 func (s *Server) KillPane(paneID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.notifyLocked()
-	p := s.findPaneLocked(paneID)
-	if p == nil {
-		return fmt.Errorf("herdrtest: pane %s not found", paneID)
-	}
-	s.exitPaneLocked(p)
-	return nil
+	return s.withPane(paneID, func(p *pane) error {
+		s.exitPaneLocked(p)
+		return nil
+	})
 }
 
 // WriteOutput appends text to a pane's screen, as its program printing it.
 func (s *Server) WriteOutput(paneID, text string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.notifyLocked()
-	p := s.findPaneLocked(paneID)
-	if p == nil {
-		return fmt.Errorf("herdrtest: pane %s not found", paneID)
-	}
-	p.writeLocked(text)
-	return nil
+	return s.withPane(paneID, func(p *pane) error {
+		p.writeLocked(text)
+		return nil
+	})
 }
 
 // SetForeground sets the program in a pane's foreground ("" is its shell),
 // for example to make agent.start fail with agent_pane_busy or to make an
 // agent not the foreground process (agent_not_ready).
 func (s *Server) SetForeground(paneID, program string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.notifyLocked()
-	p := s.findPaneLocked(paneID)
-	if p == nil {
-		return fmt.Errorf("herdrtest: pane %s not found", paneID)
-	}
-	p.foreground = program
-	return nil
+	return s.withPane(paneID, func(p *pane) error {
+		p.foreground = program
+		return nil
+	})
 }
 
 // Event is one lifecycle event as herdr's event hub recorded it, in emission

@@ -47,10 +47,7 @@ func (s *Server) publishStatusLocked(p *pane) {
 	if p.agent != nil {
 		p.agent.history = append(p.agent.history, st)
 	}
-	d := statusEventData{PaneID: p.id, WorkspaceID: p.tab.ws.id, AgentStatus: st}
-	if a := p.agent; a != nil && a.ready {
-		d.Agent = a.kind
-	}
+	d := statusData(p)
 	sub := mustMarshal(envelope{Event: "pane.agent_status_changed", Data: d})
 	d.Type = "pane_agent_status_changed"
 	var data typed
@@ -62,6 +59,15 @@ func (s *Server) publishStatusLocked(p *pane) {
 		paneID: p.id, status: st, sub: sub,
 	})
 	s.emitLocked("pane_updated", typed{"pane": s.paneInfoLocked(p)})
+}
+
+// statusData is p's current status in the per-pane (untagged) form.
+func statusData(p *pane) statusEventData {
+	d := statusEventData{PaneID: p.id, WorkspaceID: p.tab.ws.id, AgentStatus: p.status()}
+	if a := p.agent; a != nil && a.ready {
+		d.Agent = a.kind
+	}
+	return d
 }
 
 // eventsAfterLocked returns the ring's events newer than seq.
@@ -225,12 +231,8 @@ func (s *Server) subscribe(c *conn, req Request) {
 			sub.source, sub.lines = spec.Source, spec.Lines
 			if spec.AgentStatus != nil {
 				sub.filter = *spec.AgentStatus
-				if st := pn.status(); st == sub.filter {
-					d := statusEventData{PaneID: pn.id, WorkspaceID: pn.tab.ws.id, AgentStatus: st}
-					if a := pn.agent; a != nil && a.ready {
-						d.Agent = a.kind
-					}
-					sub.initial = mustMarshal(envelope{Event: "pane.agent_status_changed", Data: d})
+				if pn.status() == sub.filter {
+					sub.initial = mustMarshal(envelope{Event: "pane.agent_status_changed", Data: statusData(pn)})
 				}
 			}
 		default:

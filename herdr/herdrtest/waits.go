@@ -49,14 +49,16 @@ func (s *Server) awaitLocked(c *conn, deadline <-chan struct{}, check func() boo
 	}
 }
 
-// deadlineLocked arms a clock timer for ms milliseconds; nil ms never fires.
-func (s *Server) deadlineLocked(ms *uint64) (<-chan struct{}, func()) {
-	if ms == nil {
-		return nil, func() {}
+// awaitForLocked is awaitLocked with a deadline of ms milliseconds on the
+// clock; nil ms waits without one.
+func (s *Server) awaitForLocked(c *conn, ms *uint64, check func() bool) waitEnd {
+	var deadline chan struct{}
+	if ms != nil {
+		deadline = make(chan struct{})
+		cancel := s.afterLocked(time.Duration(*ms)*time.Millisecond, func() { close(deadline) })
+		defer cancel()
 	}
-	ch := make(chan struct{})
-	cancel := s.afterLocked(time.Duration(*ms)*time.Millisecond, func() { close(ch) })
-	return ch, cancel
+	return s.awaitLocked(c, deadline, check)
 }
 
 // response is a long call's answer; nil means write nothing (the peer left).
@@ -140,9 +142,7 @@ func (s *Server) agentPrompt(c *conn, req Request) *response {
 		if timeout != nil && *timeout < stall {
 			stall = *timeout
 		}
-		dl, cancel := s.deadlineLocked(&stall)
-		end := s.awaitLocked(c, dl, func() bool { return a.seq != seq0 || ended() })
-		cancel()
+		end := s.awaitForLocked(c, &stall, func() bool { return a.seq != seq0 || ended() })
 		switch end {
 		case waitGone:
 			return nil
@@ -161,9 +161,7 @@ func (s *Server) agentPrompt(c *conn, req Request) *response {
 		}
 		remaining = &left
 	}
-	dl, cancel := s.deadlineLocked(remaining)
-	end := s.awaitLocked(c, dl, func() bool { return a.matchedSince(hist0, until) || ended() })
-	cancel()
+	end := s.awaitForLocked(c, remaining, func() bool { return a.matchedSince(hist0, until) || ended() })
 	switch {
 	case end == waitGone:
 		return nil
@@ -200,9 +198,7 @@ func (s *Server) agentWait(c *conn, req Request) *response {
 	}
 	hist0 := len(a.history)
 	ended := func() bool { return a.gone || a.released }
-	dl, cancel := s.deadlineLocked(p.TimeoutMS)
-	end := s.awaitLocked(c, dl, func() bool { return a.matchedSince(hist0, until) || ended() })
-	cancel()
+	end := s.awaitForLocked(c, p.TimeoutMS, func() bool { return a.matchedSince(hist0, until) || ended() })
 	info := s.agentInfoLocked(a)
 	switch {
 	case end == waitGone:
@@ -262,18 +258,14 @@ func (s *Server) eventsWait(c *conn, req Request) *response {
 			return true
 		}
 		if pn.status() == m.AgentStatus {
-			d := statusEventData{Type: "pane_agent_status_changed", PaneID: pn.id, WorkspaceID: pn.tab.ws.id, AgentStatus: pn.status()}
-			if a := pn.agent; a != nil && a.ready {
-				d.Agent = a.kind
-			}
+			d := statusData(pn)
+			d.Type = "pane_agent_status_changed"
 			json.Unmarshal(mustMarshal(d), &matched)
 			return true
 		}
 		return false
 	}
-	dl, cancel := s.deadlineLocked(p.TimeoutMS)
-	end := s.awaitLocked(c, dl, check)
-	cancel()
+	end := s.awaitForLocked(c, p.TimeoutMS, check)
 	switch {
 	case end == waitGone:
 		return nil
@@ -320,9 +312,7 @@ func (s *Server) waitForOutput(c *conn, req Request) *response {
 		}
 		return false
 	}
-	dl, cancel := s.deadlineLocked(p.TimeoutMS)
-	end := s.awaitLocked(c, dl, check)
-	cancel()
+	end := s.awaitForLocked(c, p.TimeoutMS, check)
 	switch {
 	case end == waitGone:
 		return nil
