@@ -17,8 +17,9 @@ type fakeHerdr struct {
 	prompts []prompted
 	errs    []error       // consumed one per Prompt call; nil when exhausted
 	hold    chan struct{} // when set, Prompt blocks until closed or ctx ends
-	tails   map[string]string
-	reads   []string
+	tails    map[string]string
+	tailHold chan struct{} // when set, ReadTail blocks until closed
+	reads    []string
 }
 
 type prompted struct{ Target, Text string }
@@ -43,6 +44,12 @@ func (f *fakeHerdr) Prompt(ctx context.Context, target, text string) error {
 }
 
 func (f *fakeHerdr) ReadTail(ctx context.Context, target string, lines int) (string, error) {
+	f.mu.Lock()
+	hold := f.tailHold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads = append(f.reads, fmt.Sprintf("%s/%d", target, lines))

@@ -429,3 +429,59 @@ func TestLimits(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+func TestFlow_FollowUpDuringTailReadKeepsTheTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{tails: map[string]string{"w": "tail"}, tailHold: make(chan struct{})}
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		first, _ := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "one"})
+		synctest.Wait()
+		c.ObserveStatus("w", StatusWorking, 2)
+		c.ObserveStatus("w", StatusIdle, 3) // turn over, no reply: the tail is being read
+		// The primary continues the turn before the tail arrives.
+		follow := call(func() (SendResult, error) {
+			return c.Send(bg, SendRequest{From: "primary", Content: "and also", TurnID: first.TurnID, Wait: true})
+		})
+		pending(t, follow)
+		close(h.tailHold) // arrives too late to end the turn
+		pending(t, follow)
+		if diff := cmp.Diff([]prompted{{"w", "one"}, {"w", "and also"}}, h.sent()); diff != "" {
+			t.Fatalf("prompts (-want +got):\n%s", diff)
+		}
+		c.ObserveStatus("w", StatusWorking, 4)
+		c.Reply(bg, "w", "both done", true)
+		if r, err := got(t, follow); err != nil || r.Outcome != OutcomeReply || r.TurnID != first.TurnID {
+			t.Fatalf("follow-up Send = %+v, %v", r, err)
+		}
+		if n := c.Pending("primary"); n != 0 {
+			t.Fatalf("%d mailbox messages; the abandoned turn_done must not be mailed", n)
+		}
+	})
+}
+
+func TestFlow_NextPromptWaitsUntilTheTailIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{tails: map[string]string{"w": "did one"}, tailHold: make(chan struct{})}
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "one"})
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "two"})
+		synctest.Wait()
+		c.ObserveStatus("w", StatusWorking, 2)
+		c.ObserveStatus("w", StatusIdle, 3)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "one"}}, h.sent()); diff != "" {
+			t.Fatalf("before the tail is read (-want +got):\n%s", diff)
+		}
+		close(h.tailHold)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "one"}, {"w", "two"}}, h.sent()); diff != "" {
+			t.Fatalf("after the tail is read (-want +got):\n%s", diff)
+		}
+		msgs, _ := c.Poll(bg, "primary", false, 0)
+		if len(msgs) != 1 || msgs[0].Kind != KindTurnDone || msgs[0].Content != "did one" || msgs[0].TurnID != "t-1" {
+			t.Fatalf("mailbox %+v; want the detached turn's turn_done with its tail", msgs)
+		}
+	})
+}
