@@ -13,10 +13,10 @@ import (
 // scripted error per call, and can hold a call until released (a prompt in
 // flight when fleetd dies).
 type fakeHerdr struct {
-	mu      sync.Mutex
-	prompts []prompted
-	errs    []error       // consumed one per Prompt call; nil when exhausted
-	hold    chan struct{} // when set, Prompt blocks until closed or ctx ends
+	mu       sync.Mutex
+	prompts  []prompted
+	errs     []error       // consumed one per Prompt call; nil when exhausted
+	hold     chan struct{} // when set, Prompt blocks until closed or ctx ends
 	tails    map[string]string
 	tailHold chan struct{} // when set, ReadTail blocks until closed
 	reads    []string
