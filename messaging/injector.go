@@ -124,14 +124,10 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 			}
 		}
 		if t.started && deliverable(status) && t.ask == nil && !t.closing {
-			// The next prompt waits until the tail is read, so that the
-			// tail shows the turn that ended and not the next one.
 			c.beginTurnDone(t)
 		}
 	}
-	if t := c.turns[w.current]; t == nil || !t.closing {
-		c.pump(w)
-	}
+	c.pump(w)
 }
 
 // pickedUp ends the pickup wait of w's in-flight delivery.
@@ -141,9 +137,14 @@ func (c *Core) pickedUp(w *worker) {
 }
 
 // pump starts delivering w's head message if nothing is in flight and the
-// agent is idle or done. Callers hold c.mu.
+// agent is idle or done. While the tail of a finished turn is being read it
+// waits, so that the tail shows that turn and not the next prompt; the tail
+// reader pumps when it is done. Callers hold c.mu.
 func (c *Core) pump(w *worker) {
 	if c.closed || w.gone || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
+		return
+	}
+	if t := c.turns[w.current]; t != nil && t.closing {
 		return
 	}
 	target := c.opts.Target(w.name)

@@ -485,3 +485,25 @@ func TestFlow_NextPromptWaitsUntilTheTailIsRead(t *testing.T) {
 		}
 	})
 }
+
+func TestFlow_NewSendDuringTailReadWaitsForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{tails: map[string]string{"w": "did one"}, tailHold: make(chan struct{})}
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "one"})
+		synctest.Wait()
+		c.ObserveStatus("w", StatusWorking, 2)
+		c.ObserveStatus("w", StatusIdle, 3)
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "two"})
+		synctest.Wait()
+		if n := len(h.sent()); n != 1 {
+			t.Fatalf("%d prompts while the tail is read; want 1", n)
+		}
+		close(h.tailHold)
+		synctest.Wait()
+		if n := len(h.sent()); n != 2 {
+			t.Fatalf("%d prompts after the tail was read; want 2", n)
+		}
+	})
+}
