@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	enterDelay := fs.Duration("enter-delay", 300*time.Millisecond, "gap between a prompt's text and its Enter (herdr: 300ms)")
 	workFor := fs.Duration("work-for", 2*time.Second, "how long a simulated agent works on a prompt before going idle")
 	reply := fs.String("reply", "done.", "text a simulated agent prints when it finishes a prompt")
+	initial := fs.Bool("initial-workspace", true, "start with one workspace open, as a herdr session usually has")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,10 +56,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	srv, err := herdrtest.Start(&herdrtest.Options{
-		SocketPath: *socket,
-		ReadyDelay: *readyDelay,
-		EnterDelay: *enterDelay,
-		Behavior:   herdrtest.Behavior{WorkFor: *workFor, Reply: *reply},
+		SocketPath:       *socket,
+		ReadyDelay:       *readyDelay,
+		EnterDelay:       *enterDelay,
+		Behavior:         herdrtest.Behavior{WorkFor: *workFor, Reply: *reply},
+		InitialWorkspace: *initial,
 	})
 	if err != nil {
 		return err

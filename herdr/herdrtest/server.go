@@ -59,6 +59,10 @@ type Options struct {
 	// Cwd is the cwd of panes created without one; "" is the fake's own
 	// working directory.
 	Cwd string
+	// InitialWorkspace starts the fake with one workspace (w1, one tab, one
+	// pane), as a herdr session that has a workspace open; its creation
+	// events are in the ring. Without it the fake starts empty.
+	InitialWorkspace bool
 	// RequestTimeout is herdr's limit for the request line to arrive and
 	// for each response write (real time, not the Clock); 0 is 5 s.
 	RequestTimeout time.Duration
@@ -150,6 +154,11 @@ func Start(opts *Options) (*Server, error) {
 		calls:     map[string]int{},
 		parked:    map[string]int{},
 		timers:    map[int]func() bool{},
+	}
+	if o.InitialWorkspace {
+		s.mu.Lock()
+		s.workspaceCreate(json.RawMessage(`{}`))
+		s.mu.Unlock()
 	}
 	if s.path == "" {
 		dir, err := os.MkdirTemp("", "herdrtest")

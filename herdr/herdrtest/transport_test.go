@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -130,5 +131,24 @@ func TestRecordsRequests(t *testing.T) {
 	reqs := h.srv.Requests()
 	if len(reqs) != 4 || reqs[1].Method != "tab.create" || !bytes.Contains(reqs[1].Params, []byte(`"FLEETD_AGENT":"a1"`)) {
 		t.Errorf("Requests()[1] = %+v, want the tab.create with its env", reqs[1])
+	}
+}
+
+func TestInitialWorkspace(t *testing.T) {
+	h := newHarness(t, &herdrtest.Options{InitialWorkspace: true})
+	ws := h.ok("workspace.list", map[string]any{})["workspaces"].([]any)
+	if len(ws) != 1 || str(ws[0].(map[string]any), "workspace_id") != "w1" {
+		t.Fatalf("workspaces = %v, want w1", ws)
+	}
+	// tab.create defaults to the active workspace.
+	if got := str(h.ok("tab.create", map[string]any{}), "tab", "tab_id"); got != "w1:t2" {
+		t.Errorf("tab.create = %s, want w1:t2", got)
+	}
+	empty := newHarness(t, nil)
+	if code, _ := empty.fail("tab.create", map[string]any{}); code != "no_active_workspace" {
+		t.Errorf("tab.create with no workspace = %s, want no_active_workspace", code)
+	}
+	if code, _ := empty.fail("tab.create", map[string]any{"workspace_id": "w7"}); code != "workspace_not_found" {
+		t.Errorf("tab.create in a missing workspace = %s, want workspace_not_found", code)
 	}
 }
