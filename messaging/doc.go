@@ -67,4 +67,23 @@
 // Blocking calls (the caller's held Send, a worker's Ask, a waiting Poll) are
 // not journalled: they die with the process, and their turns stay open for
 // Await, Poll and late replies.
+//
+// # Wiring
+//
+// The reconciler owns the herdr event subscription and calls
+// [Core.ObserveStatus] for every agent status change of a member's pane (and
+// after each resync), and [Core.WorkerGone] when a member is deleted or
+// paused or its pane is closed; a recreated pane's first observation brings
+// the worker back. The gateway resolves the caller from its token and calls
+// Send/Await (primary), Reply/Ask (worker), Poll/Ack/Status/Pending (either),
+// mapping [Error.Code] to its own error words. The process must hold the
+// state directory's lock: two Cores on one journal would corrupt it.
+//
+// # Concurrency
+//
+// One mutex guards the state; records are appended and fsynced under it, so
+// the order of the journal is the order of the changes. Prompt and ReadTail
+// run in goroutines owned by the Core (Close cancels and waits for them) and
+// take the mutex only to record their outcome; a blocked caller waits on its
+// own channel, never on the mutex. Timers come from [Options.Clock].
 package messaging

@@ -197,11 +197,16 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		return res, err
 	}
+	return c.holdOn(ctx, t)
+}
+
+// holdOn holds the caller's call on t until its outcome or t's deadline. It
+// is called with c.mu held and releases it.
+func (c *Core) holdOn(ctx context.Context, t *turn) (SendResult, error) {
 	w := newWaiter()
 	t.waiter = w
 	deadline := t.deadline
 	c.mu.Unlock()
-
 	r := c.await(ctx, w, deadline, func() bool {
 		if t.waiter != w {
 			return false
@@ -209,7 +214,10 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		t.waiter = nil
 		return true
 	})
-	return c.sendResult(t, r)
+	if r.err != nil {
+		return SendResult{}, r.err
+	}
+	return SendResult{Outcome: r.outcome, Text: r.text, TurnID: t.id, Worker: t.worker}, nil
 }
 
 func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResult, error) {
@@ -266,13 +274,6 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 	return t, res, nil
 }
 
-func (c *Core) sendResult(t *turn, r result) (SendResult, error) {
-	if r.err != nil {
-		return SendResult{}, r.err
-	}
-	return SendResult{Outcome: r.outcome, Text: r.text, TurnID: t.id, Worker: t.worker}, nil
-}
-
 // Await holds a call on an open turn of caller's until the turn's recorded
 // absolute deadline: the way back to a turn after a timeout or a restart. A
 // pending question is returned at once.
@@ -296,18 +297,7 @@ func (c *Core) Await(ctx context.Context, caller, turnID string) (SendResult, er
 		return SendResult{}, err
 	}
 	defer c.release(caller)
-	w := newWaiter()
-	t.waiter = w
-	deadline := t.deadline
-	c.mu.Unlock()
-	r := c.await(ctx, w, deadline, func() bool {
-		if t.waiter != w {
-			return false
-		}
-		t.waiter = nil
-		return true
-	})
-	return c.sendResult(t, r)
+	return c.holdOn(ctx, t)
 }
 
 // Reply is a worker's answer to its current turn (the turn of the last prompt
