@@ -33,7 +33,13 @@
 // silently, a process exit emits pane_exited only. Lifecycle subscriptions
 // replay the ring of the last 512 events, as herdr's source suggests
 // (unverified; Options.NoReplay turns it off), and yield at most one event
-// per subscription per round, like herdr's per-tick loop.
+// per subscription per round, like herdr's per-tick loop. Every change of a
+// pane's public status is published as the hub event
+// pane_agent_status_changed (seen by events.wait and per-pane
+// subscriptions) followed by pane_updated (unverified: herdr's docs only
+// suggest watching pane.updated); an agent becoming ready emits
+// pane_agent_detected, an agent exiting to its shell pane_agent_detected
+// with released and final_status.
 //
 // Tests script agents with [Behavior] (work for a while, finish, block,
 // crash, exit, ignore prompts, or a custom OnPrompt hook) and drive them

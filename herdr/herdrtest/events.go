@@ -273,17 +273,18 @@ func (s *Server) subscribe(c *conn, req Request) {
 		}
 		s.parkLocked(c)
 		s.mu.Unlock()
+		var done bool
 		select {
 		case <-ch:
 		case <-gone:
-			s.mu.Lock()
-			s.unparkLocked(c)
-			s.mu.Unlock()
-			return
+			done = true
 		case <-c.stopped:
-			s.mu.Lock()
-			s.unparkLocked(c)
-			s.mu.Unlock()
+			done = true
+		}
+		s.mu.Lock()
+		s.unparkLocked(c)
+		s.mu.Unlock()
+		if done {
 			return
 		}
 	}

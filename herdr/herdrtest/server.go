@@ -102,6 +102,7 @@ type Server struct {
 	requests      []Request
 	calls         map[string]int
 	parked        map[string]int // long calls blocked waiting, per method
+	parkedChanged chan struct{}  // closed and replaced when parked changes
 	timers        map[int]func() bool
 	nextTimer     int
 
@@ -153,7 +154,9 @@ func Start(opts *Options) (*Server, error) {
 		behaviors: map[string]Behavior{},
 		calls:     map[string]int{},
 		parked:    map[string]int{},
-		timers:    map[int]func() bool{},
+
+		parkedChanged: make(chan struct{}),
+		timers:        map[int]func() bool{},
 	}
 	if o.InitialWorkspace {
 		s.mu.Lock()
@@ -486,15 +489,29 @@ func (s *Server) WaitCalls(ctx context.Context, method string, n int) error {
 // Tests use it to act only once a wait has resolved its target and started
 // waiting.
 func (s *Server) WaitParked(ctx context.Context, method string, n int) error {
-	return s.waitUntil(ctx, func() bool { return s.parked[method] >= n })
+	for {
+		s.mu.Lock()
+		ok, ch := s.parked[method] >= n, s.parkedChanged
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }
 
-// parkLocked marks c as parked, once; unparkLocked undoes it.
+// parkLocked marks c as parked, once; unparkLocked undoes it. They signal
+// WaitParked only, not the model's change broadcast, so parking never
+// wakes other waits or streams.
 func (s *Server) parkLocked(c *conn) {
 	if !c.parked {
 		c.parked = true
 		s.parked[c.method]++
-		s.notifyLocked()
+		s.signalParkedLocked()
 	}
 }
 
@@ -502,8 +519,13 @@ func (s *Server) unparkLocked(c *conn) {
 	if c.parked {
 		c.parked = false
 		s.parked[c.method]--
-		s.notifyLocked()
+		s.signalParkedLocked()
 	}
+}
+
+func (s *Server) signalParkedLocked() {
+	close(s.parkedChanged)
+	s.parkedChanged = make(chan struct{})
 }
 
 // waitUntil blocks until cond (evaluated with the lock held) is true.
