@@ -316,7 +316,7 @@ func (s *Server) dropAgentLocked(p *pane) {
 	}
 }
 
-// focusLocked makes t the active tab of the active workspace; agents there
+// focusTabLocked makes t the active tab of the active workspace; agents there
 // become seen (done → idle).
 func (s *Server) focusTabLocked(t *tab) {
 	s.activeWS = t.ws
