@@ -93,7 +93,7 @@ func testOptions(o *Options) *Options {
 	return o
 }
 
-func newCore(t *testing.T, dir string, h *fakeHerdr, o *Options) *Core {
+func newCore(t *testing.T, dir string, h Prompter, o *Options) *Core {
 	t.Helper()
 	c, err := New(dir, h, testOptions(o))
 	if err != nil {

@@ -176,11 +176,16 @@ func (c *Core) snapshot() []record {
 		for _, m := range w.queue {
 			recs = append(recs, record{Op: opEnqueue, Msg: m})
 		}
-		if d := w.inflight; d != nil && !d.sent {
-			recs = append(recs, record{Op: opDelivering, ID: d.msg.ID, Who: w.name, Seq: d.baseline})
+		sending := w.inflight != nil && !w.inflight.sent
+		if sending {
+			// The delivering record remembers the current turn before it,
+			// to restore if herdr refuses: set that first.
+			d := w.inflight
+			recs = append(recs,
+				record{Op: opNotes, Who: w.name, ID: d.prevCurrent},
+				record{Op: opDelivering, ID: d.msg.ID, Who: w.name, Seq: d.baseline})
 		}
-		if w.current != "" || w.last != nil || len(w.uncertain) > 0 {
-			// After the delivering record, which may move current.
+		if sending || w.current != "" || w.last != nil || len(w.uncertain) > 0 {
 			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: w.uncertain})
 		}
 	}
