@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/controllers/clock"
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
@@ -84,6 +85,15 @@ func (m *Manager) follow(ctx context.Context) error {
 	}
 	resync := m.o.Clock.NewTimer(m.o.ResyncPeriod)
 	defer func() { resync.Stop() }()
+	// Owned-set changes come in bursts (a fleet starting): resubscribe once
+	// the burst has settled for ResubscribeDelay.
+	var settle clock.Timer
+	var settleC <-chan time.Time
+	defer func() {
+		if settle != nil {
+			settle.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,6 +107,13 @@ func (m *Manager) follow(ctx context.Context) error {
 			}
 			m.handleEvent(ev)
 		case <-m.ownedChanged:
+			if settle != nil {
+				settle.Stop()
+			}
+			settle = m.o.Clock.NewTimer(m.o.ResubscribeDelay)
+			settleC = settle.C()
+		case <-settleC:
+			settle, settleC = nil, nil
 			nsubs, npanes := m.subscriptions()
 			if slices.Equal(npanes, panes) {
 				continue

@@ -25,6 +25,7 @@ const (
 	DefaultReconnectBackoff = 500 * time.Millisecond
 	DefaultMaxReconnect     = 30 * time.Second
 	DefaultEventHistory     = 20
+	DefaultResubscribeDelay = 250 * time.Millisecond
 )
 
 // TabLabelPrefix starts the label of every herdr tab fleetd creates for a
@@ -124,6 +125,10 @@ type Options struct {
 	// ReconnectBackoff and MaxReconnect bound the wait between attempts to
 	// reach an unavailable herdr; defaults 500 ms and 30 s.
 	ReconnectBackoff, MaxReconnect time.Duration
+	// ResubscribeDelay is how long the owned panes must stay unchanged
+	// before the event subscription is renewed to cover them; default
+	// 250 ms. Lifecycle events are followed without interruption meanwhile.
+	ResubscribeDelay time.Duration
 	// PollInterval is how often a starting agent is polled for readiness;
 	// default herdr.DefaultPollInterval.
 	PollInterval time.Duration
@@ -169,6 +174,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.MaxReconnect <= 0 {
 		out.MaxReconnect = DefaultMaxReconnect
+	}
+	if out.ResubscribeDelay <= 0 {
+		out.ResubscribeDelay = DefaultResubscribeDelay
 	}
 	if out.PollInterval <= 0 {
 		out.PollInterval = herdr.DefaultPollInterval

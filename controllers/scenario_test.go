@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/clock"
@@ -95,7 +98,7 @@ func (e *env) start() {
 		Store: st, StateDir: e.state, HerdrSocket: e.fake.SocketPath(), Registerer: e.reg,
 		Logger: discard(), Clock: e.clk, PollInterval: 2 * time.Millisecond,
 		ReconnectBackoff: 10 * time.Millisecond, MaxReconnect: 50 * time.Millisecond,
-		CallTimeout: 2 * time.Second,
+		CallTimeout: 2 * time.Second, ResubscribeDelay: 5 * time.Millisecond,
 	}
 	if e.tweak != nil {
 		e.tweak(o)
@@ -123,7 +126,12 @@ func (e *env) stop() {
 	e.cancel = nil
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discard() *slog.Logger {
+	if os.Getenv("FLEETD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func (e *env) write(name, content string) {
 	e.t.Helper()
@@ -635,4 +643,257 @@ func testutilGauge(t *testing.T, reg *prometheus.Registry, name string) float64 
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+func TestManager_CrashLoopBacksOffAndGoesDegraded(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.clk = clk
+	e.fakeOpts = &herdrtest.Options{Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchExit}}
+	e.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.fake.WaitCalls(ctx, "agent.start", 1); err != nil {
+		t.Fatal(err)
+	}
+	// Let ten simulated minutes pass, stepping the clock from one scheduled
+	// retry to the next once the controller has nothing else to do.
+	end := t0.Add(10 * time.Minute)
+	for {
+		e.waitIdle()
+		next, ok := e.mgr.queue.NextDelayed()
+		if !ok || !next.After(clk.Now()) {
+			select { // the delay loop is moving a due key; look again
+			case <-e.mgr.Changed():
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		if next.After(end) {
+			break
+		}
+		clk.SetTime(next)
+	}
+	// Starts at 0, ~0 (the first recreation is immediate), then after 10s,
+	// 20s, 40s, 80s and 160s of backoff: t = 0, 0, 10, 30, 70, 150, 310 s.
+	// The next would be 300s (the cap) later, at 610 s.
+	if got := e.fake.Calls()["agent.start"]; got != 7 {
+		t.Errorf("agent.start called %d times in 10 simulated minutes, want 7", got)
+	}
+	ms := e.waitFor("Degraded", allPhase(v1alpha1.PhaseDegraded, "alpha"))
+	a := ms["alpha"]
+	if a.Status.Restarts != 7 || a.Status.LastError == "" {
+		t.Errorf("restarts %d lastError %q; want 7 and the failure", a.Status.Restarts, a.Status.LastError)
+	}
+	if c := condition(a, v1alpha1.ConditionDegraded); c.Status != v1alpha1.ConditionTrue || c.Reason != ReasonCrashLoop {
+		t.Errorf("Degraded condition %+v", c)
+	}
+	if c := condition(a, v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || !strings.Contains(c.Message, "5m0s") {
+		t.Errorf("Ready condition %+v; want the capped backoff named", c)
+	}
+	if got := testutilCounter(t, e.reg, "fleetd_member_restarts_total"); got != 7 {
+		t.Errorf("fleetd_member_restarts_total = %v", got)
+	}
+	if n := len(e.fake.Panes()); n != 1 {
+		t.Errorf("%d panes left in herdr, want only the workspace's first", n)
+	}
+}
+
+func testutilCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}
+
+func TestManager_TwoHundredMembersConvergeAndIdleResyncIsConstant(t *testing.T) {
+	const n = 200
+	files := map[string]string{"profile.yaml": testProfile}
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("m%03d", i)
+		names = append(names, name)
+		files[name+".yaml"] = memberYAML(name)
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	e := newEnv(t, files)
+	e.clk = clk
+	e.start()
+	e.waitFor("200 members Ready", allPhase(v1alpha1.PhaseReady, names...))
+	if c := e.fake.Calls(); c["tab.create"] != n || c["agent.start"] != n {
+		t.Fatalf("tab.create %d agent.start %d, want %d each", c["tab.create"], c["agent.start"], n)
+	}
+	// Wait until the event stream covers every owned pane, then for quiet.
+	e.waitForHerdr("subscription covers all panes", func() bool {
+		if e.lastSubscriptionPanes() == n {
+			return true
+		}
+		clk.Step(DefaultResubscribeDelay) // let the resubscription settle
+		return false
+	})
+	e.waitIdle()
+
+	for round := 1; round <= 2; round++ {
+		waitTimer(t, clk) // the resync timer is armed
+		before := e.fake.Calls()
+		clk.Step(DefaultResyncPeriod)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := e.fake.WaitCalls(ctx, "agent.list", before["agent.list"]+1)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTimer(t, clk) // re-armed: the resync is over and has queued every member
+		e.waitIdle()
+		after := e.fake.Calls()
+		delta := map[string]int{}
+		for m, c := range after {
+			if d := c - before[m]; d != 0 {
+				delta[m] = d
+			}
+		}
+		want := map[string]int{"workspace.list": 1, "tab.list": 1, "pane.list": 1, "agent.list": 1}
+		if diff := cmp.Diff(want, delta); diff != "" {
+			t.Errorf("round %d: herdr calls of one resync of an idle fleet of %d (-want +got):\n%s", round, n, diff)
+		}
+	}
+}
+
+// waitTimer waits until the fake clock has a pending timer.
+func waitTimer(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		added := clk.TimerAdded()
+		if clk.Waiters() > 0 {
+			return
+		}
+		select {
+		case <-added:
+		case <-deadline:
+			t.Fatal("timed out waiting for a timer")
+		}
+	}
+}
+
+// lastSubscriptionPanes counts the per-pane entries of the newest
+// events.subscribe request.
+func (e *env) lastSubscriptionPanes() int {
+	reqs := e.fake.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i].Method != "events.subscribe" {
+			continue
+		}
+		var p struct {
+			Subscriptions []herdr.Subscription `json:"subscriptions"`
+		}
+		if err := json.Unmarshal(reqs[i].Params, &p); err != nil {
+			e.t.Fatal(err)
+		}
+		count := 0
+		for _, s := range p.Subscriptions {
+			if s.Type == herdr.SubPaneAgentStatusChanged {
+				count++
+			}
+		}
+		return count
+	}
+	return 0
+}
+
+func TestMetrics_LintAndSeriesMove(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+	e.startFake(nil)
+	e.start()
+	e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+	e.waitIdle()
+	problems, err := testutil.GatherAndLint(e.reg)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+	const want = `
+# HELP fleetd_members Number of members per phase.
+# TYPE fleetd_members gauge
+fleetd_members{phase="Degraded"} 0
+fleetd_members{phase="Failed"} 0
+fleetd_members{phase="Paused"} 0
+fleetd_members{phase="Pending"} 0
+fleetd_members{phase="Ready"} 2
+fleetd_members{phase="Starting"} 0
+fleetd_members{phase="Terminating"} 0
+# HELP fleetd_herdr_up 1 while herdr answers and fleetd's view of it is in sync, 0 otherwise.
+# TYPE fleetd_herdr_up gauge
+fleetd_herdr_up 1
+# HELP fleetd_reconcile_total Total number of reconciliations per controller and result.
+# TYPE fleetd_reconcile_total counter
+fleetd_reconcile_total{controller="member",result="error"} 0
+fleetd_reconcile_total{controller="member",result="requeue"} 0
+fleetd_reconcile_total{controller="member",result="requeue_after"} 0
+`
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want+successLine(t, e.reg)),
+		"fleetd_members", "fleetd_herdr_up", "fleetd_reconcile_total"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(e.mgr.metrics.herdrRequests.WithLabelValues("tab.create", "ok")); got != 2 {
+		t.Errorf("fleetd_herdr_requests_total{method=tab.create,code=ok} = %v, want 2", got)
+	}
+	if got := testutil.CollectAndCount(e.mgr.metrics.reconcileTime); got != 1 {
+		t.Errorf("reconcile time series: %d", got)
+	}
+	for _, name := range []string{"fleetd_workqueue_adds_total", "fleetd_workqueue_depth", "fleetd_herdr_request_duration_seconds", "fleetd_manifest_errors", "fleetd_member_restarts_total", "fleetd_reconcile_errors_total"} {
+		if n, err := testutil.GatherAndCount(e.reg, name); err != nil || n == 0 {
+			t.Errorf("%s: %d series, %v", name, n, err)
+		}
+	}
+}
+
+// successLine checks that the success series moved and returns its line.
+func successLine(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fleetd_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "success" {
+					v := m.GetCounter().GetValue()
+					if v < 2 {
+						t.Errorf("fleetd_reconcile_total{result=success} = %v, want ≥ 2", v)
+					}
+					return fmt.Sprintf("fleetd_reconcile_total{controller=\"member\",result=\"success\"} %v\n", v)
+				}
+			}
+		}
+	}
+	t.Fatal("no success series")
+	return ""
+}
+
+func TestNew_PreinitialisesReconcileSeries(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	st, err := store.NewDirectory(t.TempDir(), &store.DirectoryOptions{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(&Options{Store: st, Registerer: reg, HerdrSocket: filepath.Join(t.TempDir(), "none.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(reg, "fleetd_reconcile_total")
+	if err != nil || n != 4 {
+		t.Errorf("fleetd_reconcile_total has %d series before any reconcile (%v), want 4", n, err)
+	}
 }

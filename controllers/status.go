@@ -111,7 +111,8 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		return
 	}
 	old := s.status.Phase
-	s.status = b.st
+	s.status = v1alpha1.MemberStatus{}
+	b.st.DeepCopyInto(&s.status) // the builder may keep editing its copy
 	if old != b.st.Phase {
 		if old != "" {
 			m.metrics.members.WithLabelValues(old).Dec()

@@ -97,6 +97,9 @@ func (b *metaBook) save() error {
 	if err != nil {
 		return fmt.Errorf("encode object metadata: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Dir(b.path), 0o700); err != nil {
+		return fmt.Errorf("save object metadata: %w", err)
+	}
 	if err := atomicfile.Write(b.path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save object metadata: %w", err)
 	}
