@@ -232,7 +232,8 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 
 // recoverInFlight runs once after replay: a prompt that was being typed when
 // the process died may or may not have reached the agent, so it becomes
-// uncertain; pickup tracking does not survive a restart.
+// uncertain; pickup tracking does not survive a restart, and every worker
+// waits for its first observation to rebase its turn.
 func (c *Core) recoverInFlight() error {
 	var recs []record
 	for _, w := range sortedWorkers(c.workers) {
@@ -245,7 +246,7 @@ func (c *Core) recoverInFlight() error {
 		return err
 	}
 	for _, w := range c.workers {
-		w.inflight = nil
+		w.inflight, w.restored = nil, true
 	}
 	return nil
 }

@@ -194,3 +194,43 @@ func snapshotView(c *Core) view {
 	v.Mail, _ = c.Poll(bg, "primary", false, 0)
 	return v
 }
+
+func TestDurability_TurnsEndAfterRestartDespiteNewNumbering(t *testing.T) {
+	tests := []struct {
+		name  string
+		after []string // statuses observed after the restart, numbered from 1
+	}{
+		{"finished while fleetd was down", []string{StatusIdle}},
+		{"still working, then finishes", []string{StatusWorking, StatusDone}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dir := t.TempDir()
+				c1 := newCore(t, dir, &fakeHerdr{}, &Options{NewID: idsWithPrefix("a")})
+				c1.ObserveStatus("w", StatusIdle, 40)
+				sent, _ := c1.Send(bg, SendRequest{From: "primary", To: "w", Content: "job"})
+				synctest.Wait()
+				c1.ObserveStatus("w", StatusWorking, 41)
+				crash(c1)
+
+				h := &fakeHerdr{tails: map[string]string{"w": "job finished"}}
+				c2 := newCore(t, dir, h, &Options{NewID: idsWithPrefix("b")})
+				for i, st := range tt.after {
+					if n := c2.Pending("primary"); n != 0 {
+						t.Fatalf("mail before the turn ended: %d", n)
+					}
+					c2.ObserveStatus("w", st, uint64(i+1))
+					synctest.Wait()
+				}
+				msgs, _ := c2.Poll(bg, "primary", false, 0)
+				if len(msgs) != 1 || msgs[0].Kind != KindTurnDone || msgs[0].TurnID != sent.TurnID || msgs[0].Content != "job finished" {
+					t.Fatalf("mailbox %+v; want turn_done for %s with the tail", msgs, sent.TurnID)
+				}
+				if n := len(h.sent()); n != 0 {
+					t.Fatalf("%d prompts typed after the restart", n)
+				}
+			})
+		})
+	}
+}

@@ -26,6 +26,11 @@ type worker struct {
 	gone       bool
 	goneReason string
 
+	// restored: the worker comes from the journal and has not been
+	// observed since; its next observation rebases its turn (sequence
+	// numbers from before a restart are not comparable).
+	restored bool
+
 	queue     []*Message // FIFO; queue[0] is the head
 	inflight  *delivery  // at most one: being typed, or typed and awaiting pickup
 	current   string     // turn of the last prompt delivered; replies and asks belong to it
@@ -99,11 +104,19 @@ func DefaultClassify(err error) Verdict {
 }
 
 // ObserveStatus feeds the injector what herdr reports about a worker's agent
-// (or, under Options.PrimaryName, the primary's pane): its status and
-// state_change_seq. The reconciler calls it for every
-// pane.agent_status_changed event and after every resync. It never blocks on
-// I/O. A worker previously reported gone comes back with its first
-// observation.
+// (or, under Options.PrimaryName, the primary's pane). The reconciler calls
+// it for every pane.agent_status_changed event and after every resync.
+//
+// seq must grow with every status change of the agent and never go back
+// while fleetd runs: herdr's state_change_seq (agent.get, agent.list) or,
+// since herdr's status events do not carry it, a per-pane count of the status
+// events received. Use one source per pane. The numbering may restart with a
+// new pane (after WorkerGone) or a new fleetd process: the first observation
+// of a restored worker rebases its open turn, and a turn that had started
+// and is found idle or done then ends with turn_done.
+//
+// ObserveStatus never blocks on herdr. A worker previously reported gone
+// comes back with its first observation.
 func (c *Core) ObserveStatus(name, status string, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,6 +126,15 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 	w := c.worker(name)
 	w.gone, w.goneReason = false, ""
 	w.status, w.seq = status, seq
+	if w.restored {
+		w.restored = false
+		if t := c.turns[w.current]; t != nil && t.delivered {
+			t.baseline = seq
+			if t.started && deliverable(status) && t.ask == nil && !t.closing {
+				c.beginTurnDone(t) // it ended while fleetd was down
+			}
+		}
+	}
 
 	if d := w.inflight; d != nil && d.sent && (seq > d.baseline || status == StatusWorking) {
 		c.pickedUp(w)
