@@ -75,6 +75,20 @@ const (
 	Failed
 )
 
+func (v Verdict) String() string {
+	switch v {
+	case Delivered:
+		return "delivered"
+	case NotSent:
+		return "not_sent"
+	case Uncertain:
+		return "uncertain"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
 // DefaultClassify sorts herdr errors: codes herdr returns before it types
 // anything are NotSent, agent_prompt_stalled and agent_prompt_failed are
 // Uncertain, other herdr codes Failed; herdr unreachable (dial failed) is
