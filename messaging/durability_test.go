@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,19 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
-
-// idsWithPrefix keeps a reopened core's ids apart from the crashed one's, as
-// random ids would.
-func idsWithPrefix(run string) func(string) string {
-	var mu sync.Mutex
-	n := 0
-	return func(prefix string) string {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		return fmt.Sprintf("%s%s%d", prefix, run, n)
-	}
-}
 
 func TestDurability_CrashAndReopen(t *testing.T) {
 	for _, torn := range []bool{false, true} {

@@ -71,15 +71,16 @@ func (f *fakeHerdr) failNext(errs ...error) {
 	f.errs = append(f.errs, errs...)
 }
 
-// seqIDs makes ids deterministic: t-1, m-2, …
-func seqIDs() func(string) string {
+// idsWithPrefix makes ids deterministic: t-<run>1, m-<run>2, … A reopened
+// core gets another run, as random ids would keep apart.
+func idsWithPrefix(run string) func(string) string {
 	var mu sync.Mutex
 	n := 0
 	return func(prefix string) string {
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		return fmt.Sprintf("%s%d", prefix, n)
+		return fmt.Sprintf("%s%s%d", prefix, run, n)
 	}
 }
 
@@ -88,7 +89,7 @@ func testOptions(o *Options) *Options {
 		o = &Options{}
 	}
 	if o.NewID == nil {
-		o.NewID = seqIDs()
+		o.NewID = idsWithPrefix("")
 	}
 	return o
 }
