@@ -39,6 +39,8 @@ type Manager struct {
 	changed  chan struct{} // closed and replaced whenever status or desired state changes
 	herdrUp  bool
 	lastSnap *store.Snapshot
+	// streamPanes are the owned panes the live event stream covers.
+	streamPanes []string
 
 	ownedChanged chan struct{} // the set of owned panes changed: resubscribe
 	kick         chan struct{} // a herdr call failed: reconnect

@@ -42,18 +42,24 @@ func (m *Manager) observe(ctx context.Context) {
 			delay = min(delay*2, m.o.MaxReconnect)
 			continue
 		}
-		delay = m.o.ReconnectBackoff
+		started := m.o.Clock.Now()
 		err := m.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		m.log.Debug("herdr event stream ended; listing again", "err", err)
-		if errors.Is(err, herdr.ErrUnavailable) || errors.Is(err, errReconnect) {
+		if unreachable(err) || errors.Is(err, errReconnect) {
 			m.herdrLost(err)
-			if !m.sleep(ctx, delay) {
-				return
-			}
 		}
+		// A stream that lived a while resets the backoff; one that keeps
+		// dropping at once must not become a tight loop.
+		if m.o.Clock.Now().Sub(started) > m.o.MaxReconnect {
+			delay = m.o.ReconnectBackoff
+		}
+		if !m.sleep(ctx, delay) {
+			return
+		}
+		delay = min(delay*2, m.o.MaxReconnect)
 	}
 }
 
@@ -73,11 +79,12 @@ func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
 // resync fails.
 func (m *Manager) follow(ctx context.Context) error {
 	subs, panes := m.subscriptions()
-	stream, err := m.herdr.Subscribe(ctx, subs)
+	stream, stop, err := m.subscribe(ctx, subs)
 	if err != nil {
 		return fmt.Errorf("subscribe to herdr events: %w", err)
 	}
-	defer func() { stream.Close() }()
+	defer func() { stop() }()
+	m.setStreamPanes(panes)
 	// Drain a stale reconnect request from before this stream.
 	select {
 	case <-m.kick:
@@ -120,12 +127,13 @@ func (m *Manager) follow(ctx context.Context) error {
 			}
 			// Open the new stream before closing the old one so no event
 			// falls between them.
-			next, err := m.herdr.Subscribe(ctx, nsubs)
+			next, nextStop, err := m.subscribe(ctx, nsubs)
 			if err != nil {
 				return fmt.Errorf("resubscribe to herdr events: %w", err)
 			}
-			stream.Close()
-			stream, panes = next, npanes
+			stop()
+			stream, stop, panes = next, nextStop, npanes
+			m.setStreamPanes(panes)
 		case <-m.kick:
 			return errReconnect
 		case <-resync.C():
@@ -135,6 +143,36 @@ func (m *Manager) follow(ctx context.Context) error {
 			resync = m.o.Clock.NewTimer(m.o.ResyncPeriod)
 		}
 	}
+}
+
+// setStreamPanes records which panes the live event stream covers.
+func (m *Manager) setStreamPanes(panes []string) {
+	m.mu.Lock()
+	m.streamPanes = panes
+	m.mu.Unlock()
+}
+
+// subscribe opens an event stream whose acknowledgement must arrive within
+// CallTimeout (a hanging herdr must not stall the observer); the stream then
+// lives until stop is called or ctx ends.
+func (m *Manager) subscribe(ctx context.Context, subs []herdr.Subscription) (*herdr.Stream, func(), error) {
+	sctx, cancel := context.WithCancel(ctx)
+	expired := time.AfterFunc(m.o.CallTimeout, cancel)
+	stream, err := m.herdr.Subscribe(sctx, subs)
+	if !expired.Stop() && err != nil {
+		err = fmt.Errorf("%w (no acknowledgement within %s)", context.DeadlineExceeded, m.o.CallTimeout)
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return stream, func() { stream.Close(); cancel() }, nil
+}
+
+// unreachable reports whether err means herdr did not answer properly
+// (as opposed to answering with an error).
+func unreachable(err error) bool {
+	return errors.Is(err, herdr.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // subscriptions returns the subscription list and the sorted owned panes

@@ -97,6 +97,12 @@ type Options struct {
 	HerdrSocket string
 	// Launcher prepares launches; nil uses the profile's args and env only.
 	Launcher Launcher
+	// OnPaneGone, if set, is called (from a worker; it must not block) when
+	// a pane fleetd ran for a member is gone for good: closed because the
+	// member was deleted, paused or replaced, or found closed or with its
+	// agent exited. The messaging core uses it to fail the member's waiters
+	// with worker_gone.
+	OnPaneGone func(member, paneID string)
 	// Registerer receives the metrics when Metrics is nil.
 	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of creating series on Registerer

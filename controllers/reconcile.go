@@ -145,6 +145,9 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			if agent.LaunchPending && !agent.InteractiveReady {
 				return m.stillStarting(ctx, name, b, rt, rec, profile)
 			}
+			if b.st.Plan == nil {
+				b.st.Plan = m.planOf(mem, snap)
+			}
 			return m.running(name, b, rt, rec, pane.AgentStatus), nil
 		}
 		why := fmt.Sprintf("pane %s closed", rec.PaneID)
@@ -168,6 +171,21 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		return Result{RequeueAfter: rt.nextAttempt.Sub(now)}, nil
 	}
 	return m.create(ctx, name, mem, profile, snap, b, rt)
+}
+
+// planOf resolves an adopted member's plan rows, if the launcher can.
+func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.PlanRow {
+	pl, ok := m.launcher.(interface {
+		Plan(*v1alpha1.Member, map[string]*v1alpha1.Tenant) ([]v1alpha1.PlanRow, error)
+	})
+	if !ok {
+		return nil
+	}
+	rows, err := pl.Plan(mem, snap.Tenants)
+	if err != nil {
+		return nil
+	}
+	return rows
 }
 
 // manifestCondition reports whether the member's file parses.
@@ -384,7 +402,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		if errors.Is(err, herdr.ErrUnavailable) && !errors.Is(err, herdr.ErrAgentStartFailed) {
+		if unreachable(err) && !errors.Is(err, herdr.ErrAgentStartFailed) {
 			// herdr went away mid-start: keep the record, look again when it is back.
 			return Result{}, m.callFailed(err)
 		}
@@ -457,13 +475,16 @@ func (m *Manager) dropOwned(rec Ownership) error {
 		return err
 	}
 	m.signalOwned()
+	if m.o.OnPaneGone != nil {
+		m.o.OnPaneGone(rec.Member, rec.PaneID)
+	}
 	return nil
 }
 
 // callFailed notes a failed herdr call: an unreachable herdr makes the view
 // unsynced (nothing is decided from it) and the observer reconnect.
 func (m *Manager) callFailed(err error) error {
-	if errors.Is(err, herdr.ErrUnavailable) {
+	if unreachable(err) {
 		m.herdrLost(err)
 	}
 	return err

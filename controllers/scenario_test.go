@@ -20,8 +20,11 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/clock"
 	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/harness"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/plan"
+	"github.com/fleetd-dev/fleetd/tokens"
 )
 
 const testProfile = `apiVersion: fleetd.dev/v1alpha1
@@ -609,25 +612,48 @@ func TestManager_HerdrUnavailableRecreatesNothing(t *testing.T) {
 	}
 }
 
-func TestManager_HerdrHangingCallsRecreateNothing(t *testing.T) {
-	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-	e.tweak = func(o *Options) { o.CallTimeout = 200 * time.Millisecond; o.ResyncPeriod = 50 * time.Millisecond }
-	e.start()
-	before := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
-	e.fake.InjectFault("", herdrtest.Fault{Hang: true})
-	e.waitFor("herdr hang noticed", func(ms map[string]v1alpha1.Member) bool {
-		return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
-	})
-	e.fake.ClearFaults()
-	after := e.waitFor("converged", func(ms map[string]v1alpha1.Member) bool {
-		return condition(ms["alpha"], v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue
-	})
-	if after["alpha"].Status.PaneID != before["alpha"].Status.PaneID {
-		t.Errorf("alpha recreated after a hang")
+func TestManager_FailedHerdrReadsRecreateNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		fault  herdrtest.Fault
+	}{
+		{"every call hangs", "", herdrtest.Fault{Hang: true}},
+		{"pane list dropped", "pane.list", herdrtest.Fault{Drop: true}},
+		{"agent list garbled", "agent.list", herdrtest.Fault{Garbage: []byte(`{"id":"x","result":{"type":"agent_list","agents":[]`)}},
+		{"tab list refused", "tab.list", herdrtest.Fault{Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+			e.tweak = func(o *Options) { o.CallTimeout = 200 * time.Millisecond; o.ResyncPeriod = 20 * time.Millisecond }
+			e.start()
+			before := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+			e.fake.InjectFault(tc.method, tc.fault)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			// Let several periodic listings fail.
+			if err := e.fake.WaitCalls(ctx, cmpOr(tc.method, "workspace.list"), e.fake.Calls()[cmpOr(tc.method, "workspace.list")]+3); err != nil {
+				t.Fatal(err)
+			}
+			e.fake.ClearFaults()
+			after := e.waitFor("converged", func(ms map[string]v1alpha1.Member) bool {
+				return condition(ms["alpha"], v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue && e.mgr.Ready() == nil
+			})
+			if after["alpha"].Status.PaneID != before["alpha"].Status.PaneID {
+				t.Errorf("alpha recreated after failed reads")
+			}
+			if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.close"] != 0 || c["tab.create"] != 1 {
+				t.Errorf("agent.start %d, tab.create %d, tab.close %d after failed reads", c["agent.start"], c["tab.create"], c["tab.close"])
+			}
+		})
 	}
-	if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.close"] != 0 {
-		t.Errorf("agent.start %d, tab.close %d after a hang", c["agent.start"], c["tab.close"])
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
 	}
+	return b
 }
 
 func testutilGauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
@@ -895,5 +921,93 @@ func TestNew_PreinitialisesReconcileSeries(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "fleetd_reconcile_total")
 	if err != nil || n != 4 {
 		t.Errorf("fleetd_reconcile_total has %d series before any reconcile (%v), want 4", n, err)
+	}
+}
+
+func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	reg, err := tokens.Open(e.state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
+		Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	goneCh := make(chan struct{}, 4)
+	e.tweak = func(o *Options) {
+		o.Launcher = HarnessLauncher(l)
+		o.OnPaneGone = func(member, pane string) { gone = append(gone, member+"@"+pane); goneCh <- struct{}{} }
+	}
+	e.start()
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	st := ms["alpha"].Status
+	env, _ := e.fake.PaneEnv(st.PaneID)
+	tok := env[harness.TokenEnv]
+	if tok == "" || env["REVIEW_MODE"] != "strict" {
+		t.Fatalf("pane env lacks the token or the profile env: keys %v", keys(env))
+	}
+	id, ok := reg.Resolve(tok)
+	if !ok || id.Member != "alpha" || id.PaneID != st.PaneID || id.TerminalID != st.TerminalID {
+		t.Errorf("token resolves to %+v, ok %v; want alpha bound to %s", id, ok, st.PaneID)
+	}
+	for _, r := range e.fake.Requests() {
+		if r.Method == "agent.start" && strings.Contains(string(r.Params), tok) {
+			t.Error("token in agent.start argv")
+		}
+	}
+	if len(st.Plan) == 0 || st.Plan[0].Transport != v1alpha1.TransportStreamableHTTP {
+		t.Errorf("status.plan = %+v", st.Plan)
+	}
+	if strings.Contains(fmt.Sprint(e.mgr.MemberEvents("alpha")), tok) || strings.Contains(fmt.Sprint(ms), tok) {
+		t.Error("token in status or events")
+	}
+	// Deleting the member revokes the token and reports the pane gone.
+	e.remove("alpha.yaml")
+	select {
+	case <-goneCh:
+	case <-time.After(20 * time.Second):
+		t.Fatal("OnPaneGone not called")
+	}
+	if _, ok := reg.Resolve(tok); ok {
+		t.Error("token still valid after the member was deleted")
+	}
+	if len(gone) != 1 || gone[0] != "alpha@"+st.PaneID {
+		t.Errorf("OnPaneGone calls %v", gone)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	pane := ms["alpha"].Status.PaneID
+	e.waitForHerdr("pane subscribed", func() bool {
+		e.mgr.mu.Lock()
+		defer e.mgr.mu.Unlock()
+		return len(e.mgr.streamPanes) == 1
+	})
+	calls := e.fake.Calls()
+	for _, s := range []string{"working", "blocked", "idle"} {
+		if err := e.fake.SetAgentStatus(pane, s); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("agentStatus "+s, func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.AgentStatus == s })
+	}
+	now := e.fake.Calls()
+	for m, c := range now {
+		if m != "events.subscribe" && c != calls[m] {
+			t.Errorf("following agent status cost %d %s calls", c-calls[m], m)
+		}
 	}
 }
