@@ -31,7 +31,11 @@ var errReconnect = errors.New("herdr call failed; reconnecting")
 func (m *Manager) observe(ctx context.Context) {
 	delay := m.o.ReconnectBackoff
 	for ctx.Err() == nil {
-		if err := m.resync(ctx); err != nil {
+		err := m.checkProtocol(ctx)
+		if err == nil {
+			err = m.resync(ctx)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -43,7 +47,7 @@ func (m *Manager) observe(ctx context.Context) {
 			continue
 		}
 		started := m.o.Clock.Now()
-		err := m.follow(ctx)
+		err = m.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -61,6 +65,24 @@ func (m *Manager) observe(ctx context.Context) {
 		}
 		delay = min(delay*2, m.o.MaxReconnect)
 	}
+}
+
+// checkProtocol pings herdr when it was not known to be up, so that a herdr
+// speaking another protocol is reported instead of misread.
+func (m *Manager) checkProtocol(ctx context.Context) error {
+	m.mu.Lock()
+	up := m.herdrUp
+	m.mu.Unlock()
+	if up {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	defer cancel()
+	_, err := m.herdr.Ping(cctx)
+	if errors.Is(err, herdr.ErrProtocolMismatch) {
+		m.log.Error("herdr speaks another protocol; fleetd will not drive it", "err", err)
+	}
+	return err
 }
 
 // sleep waits d on the manager's clock; false if ctx ended first.
@@ -276,16 +298,13 @@ func (m *Manager) handleEvent(ev herdr.Event) {
 		m.view.removeWorkspace(ev.WorkspaceID)
 		m.enqueueAll()
 		return
-	case herdr.EventTabCreated:
-		if ev.Tab != nil {
-			m.view.setTab(*ev.Tab)
-		}
+	case herdr.EventTabCreated, herdr.EventPaneCreated:
+		// Not applied: subscriptions start with replays of past events,
+		// which would resurrect closed tabs and panes. fleetd inserts what
+		// it creates itself; listings bring in the rest.
+		return
 	case herdr.EventTabClosed:
 		m.view.removeTab(ev.TabID)
-	case herdr.EventPaneCreated:
-		if ev.Pane != nil {
-			m.view.setPane(*ev.Pane)
-		}
 	case herdr.EventPaneMoved:
 		if ev.PreviousPaneID != "" {
 			m.view.removePane(ev.PreviousPaneID)
