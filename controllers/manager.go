@@ -92,7 +92,7 @@ func New(opts *Options) (*Manager, error) {
 		if o.ManifestsDir == "" {
 			return fail(errors.New("controllers: no store and no manifests directory"))
 		}
-		d, err := store.NewDirectory(o.ManifestsDir, &store.DirectoryOptions{StateDir: o.StateDir, Logger: o.Logger})
+		d, err := store.NewDirectory(o.ManifestsDir, &store.DirectoryOptions{StateDir: o.StateDir, Logger: o.Logger, Clock: o.Clock})
 		if err != nil {
 			return fail(err)
 		}
@@ -109,6 +109,15 @@ func New(opts *Options) (*Manager, error) {
 	m.lastSnap = m.store.Snapshot()
 	m.metrics.manifestErrors.Set(float64(len(m.lastSnap.Errors)))
 	return m, nil
+}
+
+// Close releases the state directory for a Manager whose Run was never
+// called (Run releases it itself when it returns) and makes a later Run
+// fail. Call it instead of Run, or after Run returned; it is safe to call
+// more than once.
+func (m *Manager) Close() error {
+	m.runOnce.Do(func() {})
+	return m.lock.Unlock()
 }
 
 // Store returns the desired-state store, for writes (Apply, Delete).

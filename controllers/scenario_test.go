@@ -524,7 +524,7 @@ func TestManager_SyntaxErrorKeepsMemberRunning(t *testing.T) {
 	if ms["alpha"].Status.Phase != v1alpha1.PhaseReady || ms["alpha"].Status.PaneID != pane || !e.paneAlive(pane) {
 		t.Errorf("member disturbed by a typo: %+v", ms["alpha"].Status)
 	}
-	if got := testutilGauge(t, e.reg, "fleetd_manifest_errors"); got != 1 {
+	if got := metricValue(t, e.reg, "fleetd_manifest_errors"); got != 1 {
 		t.Errorf("fleetd_manifest_errors = %v, want 1", got)
 	}
 	if len(e.mgr.ManifestErrors()) != 1 {
@@ -537,7 +537,7 @@ func TestManager_SyntaxErrorKeepsMemberRunning(t *testing.T) {
 	if ms["alpha"].Status.PaneID != pane || e.fake.Calls()["agent.start"] != 1 {
 		t.Errorf("fixing the file restarted the agent")
 	}
-	if got := testutilGauge(t, e.reg, "fleetd_manifest_errors"); got != 0 {
+	if got := metricValue(t, e.reg, "fleetd_manifest_errors"); got != 0 {
 		t.Errorf("fleetd_manifest_errors = %v after fix", got)
 	}
 }
@@ -587,7 +587,7 @@ func TestManager_HerdrUnavailableRecreatesNothing(t *testing.T) {
 	e.waitFor("herdr down visible", func(ms map[string]v1alpha1.Member) bool {
 		return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
 	})
-	if got := testutilGauge(t, e.reg, "fleetd_herdr_up"); got != 0 {
+	if got := metricValue(t, e.reg, "fleetd_herdr_up"); got != 0 {
 		t.Errorf("fleetd_herdr_up = %v while herdr is down", got)
 	}
 	// A member added while herdr is down waits for it.
@@ -607,7 +607,7 @@ func TestManager_HerdrUnavailableRecreatesNothing(t *testing.T) {
 		t.Errorf("after the outage: tab.create +%d, agent.start +%d, tab.close +%d; want +1, +1, +0",
 			now["tab.create"]-calls["tab.create"], now["agent.start"]-calls["agent.start"], now["tab.close"]-calls["tab.close"])
 	}
-	if got := testutilGauge(t, e.reg, "fleetd_herdr_up"); got != 1 {
+	if got := metricValue(t, e.reg, "fleetd_herdr_up"); got != 1 {
 		t.Errorf("fleetd_herdr_up = %v after herdr came back", got)
 	}
 }
@@ -656,7 +656,8 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func testutilGauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricValue reads the single series of a gauge or counter.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -664,7 +665,11 @@ func testutilGauge(t *testing.T, reg *prometheus.Registry, name string) float64 
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+			m := mf.GetMetric()[0]
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
 	t.Fatalf("metric %s not found", name)
@@ -718,27 +723,12 @@ func TestManager_CrashLoopBacksOffAndGoesDegraded(t *testing.T) {
 	if c := condition(a, v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || !strings.Contains(c.Message, "5m0s") {
 		t.Errorf("Ready condition %+v; want the capped backoff named", c)
 	}
-	if got := testutilCounter(t, e.reg, "fleetd_member_restarts_total"); got != 7 {
+	if got := metricValue(t, e.reg, "fleetd_member_restarts_total"); got != 7 {
 		t.Errorf("fleetd_member_restarts_total = %v", got)
 	}
 	if n := len(e.fake.Panes()); n != 1 {
 		t.Errorf("%d panes left in herdr, want only the workspace's first", n)
 	}
-}
-
-func testutilCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
 }
 
 func TestManager_TwoHundredMembersConvergeAndIdleResyncIsConstant(t *testing.T) {

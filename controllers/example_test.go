@@ -1,0 +1,69 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+)
+
+// A Manager drives herdr (here the in-process fake) until the members
+// declared in a manifests directory run, each in its own tab.
+func Example() {
+	fake, err := herdrtest.Start(nil)
+	if err != nil {
+		panic(err)
+	}
+	defer fake.Close()
+	root, _ := os.MkdirTemp("", "fleetd-example")
+	defer os.RemoveAll(root)
+	manifests := filepath.Join(root, "manifests")
+	os.Mkdir(manifests, 0o755)
+	os.WriteFile(filepath.Join(manifests, "team.yaml"), []byte(`apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: codex-fast}
+spec: {harness: codex}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: reviewer}
+spec: {profile: codex-fast}
+`), 0o644)
+
+	mgr, err := controllers.New(&controllers.Options{
+		ManifestsDir: manifests,
+		StateDir:     filepath.Join(root, "state"),
+		HerdrSocket:  fake.SocketPath(),
+		Registerer:   prometheus.NewRegistry(),
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.Run(ctx) }()
+
+	wait, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	err = mgr.WaitFor(wait, func(ms []v1alpha1.Member) bool {
+		return len(ms) == 1 && ms[0].Status.Phase == v1alpha1.PhaseReady
+	})
+	if err != nil {
+		panic(err)
+	}
+	m, _ := mgr.Member("reviewer")
+	p, _ := fake.Pane(m.Status.PaneID)
+	fmt.Println(m.Name, m.Status.Phase, "agent", p.AgentName, "kind", p.AgentKind)
+	cancel()
+	<-done
+	// Output: reviewer Ready agent reviewer kind codex
+}
