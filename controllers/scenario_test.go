@@ -977,3 +977,53 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 		}
 	}
 }
+
+func TestManager_ChangesWhileStoppedAreAppliedOnStart(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile,
+		"alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta"), "gamma.yaml": memberYAML("gamma")})
+	e.start()
+	before := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta", "gamma"))
+	e.stop()
+	e.remove("beta.yaml")                                  // deleted while fleetd was down
+	e.write("gamma.yaml", memberYAML("gamma", "cwd: /tmp")) // edited while fleetd was down
+	e.start()
+	after := e.waitFor("converged", func(ms map[string]v1alpha1.Member) bool {
+		return allPhase(v1alpha1.PhaseReady, "alpha", "gamma")(ms) && ms["gamma"].Status.ObservedGeneration == 2
+	})
+	e.waitForHerdr("beta's pane closed", func() bool { return !e.paneAlive(before["beta"].Status.PaneID) })
+	if after["alpha"].Status.PaneID != before["alpha"].Status.PaneID {
+		t.Error("alpha not adopted")
+	}
+	if after["gamma"].Status.PaneID == before["gamma"].Status.PaneID || e.paneAlive(before["gamma"].Status.PaneID) {
+		t.Error("gamma, edited while fleetd was down, was not replaced")
+	}
+}
+
+func TestManager_StartWithoutManifestsDirPrunesNothing(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	before := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	e.stop()
+	away := e.dir + ".away"
+	if err := os.Rename(e.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitForHerdr("herdr listed", func() bool { return e.mgr.view.isSynced() })
+	e.waitIdle()
+	if !e.paneAlive(before["alpha"].Status.PaneID) || e.fake.Calls()["tab.close"] != 0 {
+		t.Fatal("a pane was closed while the manifests directory was missing")
+	}
+	if err := e.mgr.Ready(); err == nil {
+		t.Error("ready without manifests")
+	}
+	if err := os.Rename(away, e.dir); err != nil {
+		t.Fatal(err)
+	}
+	after := e.waitFor("alpha adopted", func(ms map[string]v1alpha1.Member) bool {
+		return allPhase(v1alpha1.PhaseReady, "alpha")(ms) && ms["alpha"].Status.PaneID != ""
+	})
+	if after["alpha"].Status.PaneID != before["alpha"].Status.PaneID || e.fake.Calls()["tab.create"] != 1 {
+		t.Errorf("alpha recreated instead of adopted")
+	}
+}
