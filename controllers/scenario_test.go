@@ -984,7 +984,7 @@ func TestManager_ChangesWhileStoppedAreAppliedOnStart(t *testing.T) {
 	e.start()
 	before := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta", "gamma"))
 	e.stop()
-	e.remove("beta.yaml")                                  // deleted while fleetd was down
+	e.remove("beta.yaml")                                   // deleted while fleetd was down
 	e.write("gamma.yaml", memberYAML("gamma", "cwd: /tmp")) // edited while fleetd was down
 	e.start()
 	after := e.waitFor("converged", func(ms map[string]v1alpha1.Member) bool {
