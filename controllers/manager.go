@@ -41,6 +41,8 @@ type Manager struct {
 	lastSnap *store.Snapshot
 	// streamPanes are the owned panes the live event stream covers.
 	streamPanes []string
+	// agentSeq numbers the agent statuses observed per owned pane.
+	agentSeq map[string]agentSeq
 
 	ownedChanged chan struct{} // the set of owned panes changed: resubscribe
 	kick         chan struct{} // a herdr call failed: reconnect
@@ -61,6 +63,7 @@ func New(opts *Options) (*Manager, error) {
 		view:         newView(),
 		states:       map[string]*memberState{},
 		runtimes:     map[string]*runtime{},
+		agentSeq:     map[string]agentSeq{},
 		changed:      make(chan struct{}),
 		ownedChanged: make(chan struct{}, 1),
 		kick:         make(chan struct{}, 1),
@@ -303,6 +306,11 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultSuccess).Inc()
 		m.queue.Forget(name)
 	}
+}
+
+type agentSeq struct {
+	status string
+	seq    uint64
 }
 
 // Result tells the worker what to do after a reconcile, as in

@@ -248,6 +248,11 @@ func (m *Manager) resync(ctx context.Context) error {
 	}
 	m.view.install(start, l)
 	m.setHerdrUp(true)
+	for _, r := range m.own.all() {
+		if p, _, alive, hasAgent := m.view.pane(r.TerminalID, r.PaneID); alive && hasAgent {
+			m.observeAgentStatus(p.PaneID, string(p.AgentStatus), false)
+		}
+	}
 	if err := m.sweepOrphans(ctx); err != nil {
 		return err
 	}
@@ -320,6 +325,7 @@ func (m *Manager) handleEvent(ev herdr.Event) {
 		}
 	case herdr.EventPaneAgentStatusChanged:
 		m.view.setAgentStatus(ev.PaneID, ev.AgentStatus)
+		m.observeAgentStatus(ev.PaneID, string(ev.AgentStatus), true)
 	default:
 		return
 	}
@@ -330,6 +336,35 @@ func (m *Manager) handleEvent(ev herdr.Event) {
 			m.queue.Add(name)
 		}
 	}
+}
+
+// observeAgentStatus passes an owned pane's agent status to
+// Options.OnAgentStatus with a sequence number that grows with every status
+// event received and every status change a listing reveals (herdr's events
+// carry no state_change_seq, so fleetd counts per pane itself).
+func (m *Manager) observeAgentStatus(paneID, status string, fromEvent bool) {
+	if m.o.OnAgentStatus == nil || status == "" {
+		return
+	}
+	name, ok := m.own.ownerOf(paneID, "")
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	s := m.agentSeq[paneID]
+	if fromEvent || s.status != status {
+		s.seq++
+		s.status = status
+		m.agentSeq[paneID] = s
+	}
+	m.mu.Unlock()
+	m.o.OnAgentStatus(name, status, s.seq)
+}
+
+func (m *Manager) forgetAgentSeq(paneID string) {
+	m.mu.Lock()
+	delete(m.agentSeq, paneID)
+	m.mu.Unlock()
 }
 
 // herdrLost marks herdr unreachable: the view is unsynced until the next

@@ -97,12 +97,19 @@ type Options struct {
 	HerdrSocket string
 	// Launcher prepares launches; nil uses the profile's args and env only.
 	Launcher Launcher
-	// OnPaneGone, if set, is called (from a worker; it must not block) when
-	// a pane fleetd ran for a member is gone for good: closed because the
-	// member was deleted, paused or replaced, or found closed or with its
-	// agent exited. The messaging core uses it to fail the member's waiters
-	// with worker_gone.
-	OnPaneGone func(member, paneID string)
+	// OnPaneGone, if set, is called (it must not block) when a pane fleetd
+	// ran for a member is gone for good: closed because the member was
+	// deleted, paused or replaced, or found closed, or its agent exited or
+	// failed to start. reason says which, in a few words. It suits
+	// messaging.Core.WorkerGone (fail the member's waiters with worker_gone).
+	OnPaneGone func(member, paneID, reason string)
+	// OnAgentStatus, if set, is called (it must not block) with an owned
+	// agent's status (idle, working, blocked, done, unknown) for every
+	// pane.agent_status_changed event, after every listing of herdr and when
+	// the agent has started. seq grows with every status event and every
+	// change a listing reveals, per pane, from 1 for each new pane. It suits
+	// messaging.Core.ObserveStatus.
+	OnAgentStatus func(member, status string, seq uint64)
 	// Registerer receives the metrics when Metrics is nil.
 	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of creating series on Registerer

@@ -39,6 +39,16 @@ const (
 	reasonAgentStartTimeout = "StartTimeout"
 )
 
+// Why an owned pane went away, as passed to Options.OnPaneGone.
+const (
+	goneDeleted     = "deleted"
+	gonePaused      = "paused"
+	goneReplaced    = "replaced"
+	goneAgentExited = "agent exited"
+	gonePaneClosed  = "pane closed"
+	goneStartFailed = "agent failed to start"
+)
+
 // herdr error codes that mean the spec itself cannot launch.
 var invalidSpecCodes = map[string]bool{
 	"unsupported_agent_kind": true, "invalid_agent_argument": true,
@@ -61,7 +71,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			if !m.view.isSynced() {
 				return Result{}, nil // closed once herdr is back
 			}
-			if err := m.closeOwned(ctx, rec); err != nil {
+			if err := m.closeOwned(ctx, rec, goneDeleted); err != nil {
 				return Result{}, err
 			}
 			m.event(name, v1alpha1.EventNormal, reasonDeleted, fmt.Sprintf("member deleted; closed its tab %s", rec.TabID))
@@ -87,7 +97,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 				m.writeStatus(name, b)
 				return Result{}, nil
 			}
-			if err := m.closeOwned(ctx, rec); err != nil {
+			if err := m.closeOwned(ctx, rec, gonePaused); err != nil {
 				return Result{}, err
 			}
 			m.event(name, v1alpha1.EventNormal, ReasonPaused, fmt.Sprintf("member paused; closed its tab %s", rec.TabID))
@@ -118,7 +128,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	}
 
 	if owned && (rec.UID != mem.UID || rec.Generation != mem.Generation) {
-		if err := m.closeOwned(ctx, rec); err != nil {
+		if err := m.closeOwned(ctx, rec, goneReplaced); err != nil {
 			return Result{}, err
 		}
 		m.event(name, v1alpha1.EventNormal, reasonReplacing,
@@ -153,10 +163,10 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		why := fmt.Sprintf("pane %s closed", rec.PaneID)
 		if alive {
 			why = fmt.Sprintf("agent in pane %s exited", pane.PaneID)
-			if err := m.closeOwned(ctx, rec); err != nil {
+			if err := m.closeOwned(ctx, rec, goneAgentExited); err != nil {
 				return Result{}, err
 			}
-		} else if err := m.dropOwned(rec); err != nil {
+		} else if err := m.dropOwned(rec, gonePaneClosed); err != nil {
 			return Result{}, err
 		}
 		return m.failed(name, mem, profile, b, rt, why), nil
@@ -251,7 +261,7 @@ func (m *Manager) stillStarting(ctx context.Context, name string, b *statusBuild
 	now := m.o.Clock.Now()
 	deadline := rec.StartedAt.Add(p.Spec.StartupTimeout.Duration)
 	if now.After(deadline) {
-		if err := m.closeOwned(ctx, rec); err != nil {
+		if err := m.closeOwned(ctx, rec, goneStartFailed); err != nil {
 			return Result{}, err
 		}
 		mem := m.store.Snapshot().Members[name]
@@ -406,7 +416,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 			// herdr went away mid-start: keep the record, look again when it is back.
 			return Result{}, m.callFailed(err)
 		}
-		if cerr := m.closeOwned(ctx, rec); cerr != nil {
+		if cerr := m.closeOwned(ctx, rec, goneStartFailed); cerr != nil {
 			return Result{}, cerr
 		}
 		var he *herdr.Error
@@ -426,6 +436,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		return m.failed(name, mem, p, b, rt, why), nil
 	}
 	m.view.setAgent(*agent)
+	m.observeAgentStatus(rec.PaneID, string(agent.AgentStatus), false)
 	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
 	return m.running(name, b, rt, rec, agent.AgentStatus), nil
 }
@@ -453,7 +464,7 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 // closeOwned closes a member's tab and drops its ownership record. A tab
 // that is already gone is fine; herdr being unreachable is an error and the
 // record stays.
-func (m *Manager) closeOwned(ctx context.Context, rec Ownership) error {
+func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) error {
 	if m.view.hasTab(rec.TabID) {
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 		err := m.herdr.CloseTab(cctx, rec.TabID)
@@ -463,11 +474,11 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership) error {
 		}
 		m.view.removeTab(rec.TabID)
 	}
-	return m.dropOwned(rec)
+	return m.dropOwned(rec, reason)
 }
 
 // dropOwned forgets a pane that is gone.
-func (m *Manager) dropOwned(rec Ownership) error {
+func (m *Manager) dropOwned(rec Ownership, reason string) error {
 	if err := m.launcher.Release(rec.PaneID); err != nil {
 		m.log.Warn("launcher could not release a closed pane", "member", rec.Member, "pane", rec.PaneID, "err", err)
 	}
@@ -475,8 +486,9 @@ func (m *Manager) dropOwned(rec Ownership) error {
 		return err
 	}
 	m.signalOwned()
+	m.forgetAgentSeq(rec.PaneID)
 	if m.o.OnPaneGone != nil {
-		m.o.OnPaneGone(rec.Member, rec.PaneID)
+		m.o.OnPaneGone(rec.Member, rec.PaneID, reason)
 	}
 	return nil
 }

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -905,7 +907,7 @@ func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
 	goneCh := make(chan struct{}, 4)
 	e.tweak = func(o *Options) {
 		o.Launcher = HarnessLauncher(l)
-		o.OnPaneGone = func(member, pane string) { gone = append(gone, member+"@"+pane); goneCh <- struct{}{} }
+		o.OnPaneGone = func(member, pane, reason string) { gone = append(gone, member+"@"+pane+" "+reason); goneCh <- struct{}{} }
 	}
 	e.start()
 	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
@@ -940,7 +942,7 @@ func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
 	if _, ok := reg.Resolve(tok); ok {
 		t.Error("token still valid after the member was deleted")
 	}
-	if len(gone) != 1 || gone[0] != "alpha@"+st.PaneID {
+	if len(gone) != 1 || gone[0] != "alpha@"+st.PaneID+" deleted" {
 		t.Errorf("OnPaneGone calls %v", gone)
 	}
 }
@@ -955,6 +957,21 @@ func keys(m map[string]string) []string {
 
 func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	type obs struct {
+		status string
+		seq    uint64
+	}
+	var mu sync.Mutex
+	var seen []obs
+	e.tweak = func(o *Options) {
+		o.OnAgentStatus = func(member, status string, seq uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			if member == "alpha" {
+				seen = append(seen, obs{status, seq})
+			}
+		}
+	}
 	e.start()
 	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
 	pane := ms["alpha"].Status.PaneID
@@ -975,6 +992,23 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 		if m != "events.subscribe" && c != calls[m] {
 			t.Errorf("following agent status cost %d %s calls", c-calls[m], m)
 		}
+	}
+	// The messaging hook saw every status, numbered in order.
+	mu.Lock()
+	defer mu.Unlock()
+	var last uint64
+	var order []string
+	for _, o := range seen {
+		if o.seq < last {
+			t.Errorf("seq went back: %+v", seen)
+		}
+		if o.seq > last {
+			order = append(order, o.status)
+		}
+		last = o.seq
+	}
+	if n := len(order); n < 3 || !slices.Equal(order[n-3:], []string{"working", "blocked", "idle"}) {
+		t.Errorf("statuses passed on %v (all: %+v)", order, seen)
 	}
 }
 
