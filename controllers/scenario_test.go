@@ -907,7 +907,10 @@ func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
 	goneCh := make(chan struct{}, 4)
 	e.tweak = func(o *Options) {
 		o.Launcher = HarnessLauncher(l)
-		o.OnPaneGone = func(member, pane, reason string) { gone = append(gone, member+"@"+pane+" "+reason); goneCh <- struct{}{} }
+		o.OnPaneGone = func(member, pane, reason string) {
+			gone = append(gone, member+"@"+pane+" "+reason)
+			goneCh <- struct{}{}
+		}
 	}
 	e.start()
 	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
