@@ -114,8 +114,8 @@ func (m *Manager) follow(ctx context.Context) error {
 	}
 	resync := m.o.Clock.NewTimer(m.o.ResyncPeriod)
 	defer func() { resync.Stop() }()
-	// Owned-set changes come in bursts (a fleet starting): resubscribe once
-	// the burst has settled for ResubscribeDelay.
+	// Owned-set changes come in bursts (a fleet starting): resubscribe
+	// ResubscribeDelay after the first change of a burst, covering it all.
 	var settle clock.Timer
 	var settleC <-chan time.Time
 	defer func() {
@@ -136,11 +136,10 @@ func (m *Manager) follow(ctx context.Context) error {
 			}
 			m.handleEvent(ev)
 		case <-m.ownedChanged:
-			if settle != nil {
-				settle.Stop()
+			if settle == nil {
+				settle = m.o.Clock.NewTimer(m.o.ResubscribeDelay)
+				settleC = settle.C()
 			}
-			settle = m.o.Clock.NewTimer(m.o.ResubscribeDelay)
-			settleC = settle.C()
 		case <-settleC:
 			settle, settleC = nil, nil
 			nsubs, npanes := m.subscriptions()

@@ -138,9 +138,9 @@ type Options struct {
 	// ReconnectBackoff and MaxReconnect bound the wait between attempts to
 	// reach an unavailable herdr; defaults 500 ms and 30 s.
 	ReconnectBackoff, MaxReconnect time.Duration
-	// ResubscribeDelay is how long the owned panes must stay unchanged
-	// before the event subscription is renewed to cover them; default
-	// 250 ms. Lifecycle events are followed without interruption meanwhile.
+	// ResubscribeDelay is how long after a change of the owned panes the
+	// event subscription is renewed to cover them (one renewal per burst);
+	// default 250 ms. Lifecycle events are followed without interruption.
 	ResubscribeDelay time.Duration
 	// PollInterval is how often a starting agent is polled for readiness;
 	// default herdr.DefaultPollInterval.
