@@ -172,7 +172,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		return m.failed(name, mem, profile, b, rt, why), nil
 	}
 
-	if rt.failedGen != 0 && rt.failedGen == mem.Generation {
+	if rt.failedGen == mem.Generation && rt.failedProfile == profile {
 		m.writeStatus(name, b)
 		return Result{}, nil // restartPolicy Never or an unlaunchable spec: wait for a change
 	}
@@ -294,7 +294,7 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 	b.clearPane()
 	b.st.LastError = why
 	if p.Spec.RestartPolicy == v1alpha1.RestartNever {
-		rt.failedGen = mem.Generation
+		rt.failedGen, rt.failedProfile = mem.Generation, p
 		m.event(name, v1alpha1.EventWarning, ReasonFailed, why+"; restartPolicy is Never, not recreating")
 		b.set(v1alpha1.PhaseFailed, cFalse(ReasonFailed, why), cFalse(ReasonFailed, "restartPolicy is Never"), cTrue(ReasonFailed, why))
 		m.writeStatus(name, b)
@@ -421,7 +421,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		}
 		var he *herdr.Error
 		if errors.As(err, &he) && invalidSpecCodes[he.Code] {
-			rt.failedGen = mem.Generation
+			rt.failedGen, rt.failedProfile = mem.Generation, p
 			m.event(name, v1alpha1.EventWarning, ReasonInvalidSpec, err.Error())
 			b.clearPane()
 			b.st.LastError = err.Error()

@@ -380,25 +380,98 @@ func TestManager_KilledPaneIsRecreatedAndCounted(t *testing.T) {
 	}
 }
 
-func TestManager_MissingProfileWaitsThenStarts(t *testing.T) {
-	e := newEnv(t, map[string]string{"alpha.yaml": memberYAML("alpha")})
+func TestManager_UnresolvedReferenceWaitsThenStarts(t *testing.T) {
+	for _, tc := range []struct {
+		name, member, reason, fixFile, fix string
+	}{
+		{"profile", memberYAML("alpha"), ReasonProfileNotFound, "profile.yaml", testProfile},
+		{"tenant", memberYAML("alpha", "mcpTarget: {kind: tenant, tenantId: acme}"), ReasonTenantNotFound, "tenant.yaml",
+			"apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://fleet.acme.example/mcp, credentialEnv: ACME_TOKEN}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"alpha.yaml": tc.member}
+			if tc.fixFile != "profile.yaml" {
+				files["profile.yaml"] = testProfile
+			}
+			e := newEnv(t, files)
+			e.start()
+			ms := e.waitFor(tc.reason, func(ms map[string]v1alpha1.Member) bool {
+				return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == tc.reason
+			})
+			if c := condition(ms["alpha"], v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || ms["alpha"].Status.Phase != v1alpha1.PhasePending {
+				t.Errorf("phase %s, Ready %+v", ms["alpha"].Status.Phase, c)
+			}
+			e.waitIdle()
+			if n := e.fake.Calls()["tab.create"]; n != 0 {
+				t.Errorf("tab.create called %d times with an unresolved reference", n)
+			}
+			if n := e.mgr.queue.NumRequeues("alpha"); n != 0 {
+				t.Errorf("unresolved reference retried %d times", n)
+			}
+			if _, ok := e.mgr.queue.NextDelayed(); ok {
+				t.Error("unresolved reference scheduled a retry")
+			}
+			e.write(tc.fixFile, tc.fix)
+			e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+		})
+	}
+}
+
+func TestManager_RestartPolicyNeverStaysFailed(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  restartPolicy: Never\n", 1),
+		"alpha.yaml": memberYAML("alpha")})
 	e.start()
-	ms := e.waitFor("ProfileNotFound", func(ms map[string]v1alpha1.Member) bool {
-		return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonProfileNotFound
-	})
-	if c := condition(ms["alpha"], v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || !strings.Contains(c.Message, "codex-fast") {
-		t.Errorf("Ready condition %+v", c)
+	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	if err := e.fake.KillPane(ms["alpha"].Status.PaneID); err != nil {
+		t.Fatal(err)
+	}
+	ms = e.waitFor("alpha Failed", allPhase(v1alpha1.PhaseFailed, "alpha"))
+	e.waitIdle()
+	if n := e.fake.Calls()["agent.start"]; n != 1 || ms["alpha"].Status.Restarts != 0 {
+		t.Errorf("agent.start %d restarts %d; restartPolicy Never must not recreate", n, ms["alpha"].Status.Restarts)
+	}
+	// Editing the member starts it again.
+	e.write("alpha.yaml", memberYAML("alpha", "cwd: /tmp"))
+	e.waitFor("alpha Ready again", allPhase(v1alpha1.PhaseReady, "alpha"))
+}
+
+func TestManager_UnlaunchableSpecFailsWithoutRetry(t *testing.T) {
+	bad := strings.Replace(testProfile, "harness: codex", "harness: nosuchagent", 1)
+	e := newEnv(t, map[string]string{"profile.yaml": bad, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	ms := e.waitFor("alpha Failed", allPhase(v1alpha1.PhaseFailed, "alpha"))
+	if c := condition(ms["alpha"], v1alpha1.ConditionReady); c.Reason != ReasonInvalidSpec || !strings.Contains(c.Message, "unsupported_agent_kind") {
+		t.Errorf("Ready %+v", c)
 	}
 	e.waitIdle()
-	reconciles := e.fake.Calls()["agent.start"]
-	if reconciles != 0 {
-		t.Errorf("agent.start called %d times without a profile", reconciles)
+	if n := e.fake.Calls()["agent.start"]; n != 1 {
+		t.Errorf("agent.start called %d times for an unlaunchable spec", n)
 	}
-	if n := e.mgr.queue.NumRequeues("alpha"); n != 0 {
-		t.Errorf("missing profile retried %d times", n)
+	if len(e.fake.Panes()) != 1 {
+		t.Errorf("the failed member's pane was left open: %d panes", len(e.fake.Panes()))
 	}
+	// Fixing the profile brings it up without restarting fleetd.
 	e.write("profile.yaml", testProfile)
 	e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+}
+
+func TestManager_ClosedWorkspaceRecreatesItsMembers(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta", "workspace: api")})
+	e.start()
+	ms := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+	if err := e.client.CloseWorkspace(context.Background(), ms["alpha"].Status.WorkspaceID); err != nil {
+		t.Fatal(err)
+	}
+	after := e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
+		a := ms["alpha"].Status
+		return a.Phase == v1alpha1.PhaseReady && a.Restarts == 1
+	})
+	if n := e.fake.Calls()["workspace.create"]; n != 3 {
+		t.Errorf("workspace.create called %d times; want fleetd, api and fleetd again", n)
+	}
+	if after["beta"].Status.PaneID != ms["beta"].Status.PaneID || after["beta"].Status.Restarts != 0 {
+		t.Error("a member in another workspace was disturbed")
+	}
 }
 
 // waitForHerdr waits for a condition on herdr's side, checked after every

@@ -19,8 +19,12 @@ type memberState struct {
 type runtime struct {
 	failures    int       // consecutive failures since the agent last ran stably
 	nextAttempt time.Time // no new pane before this
-	failedGen   int64     // restartPolicy Never: this generation stays Failed
-	lastError   string
+	// failedGen and failedProfile: this member generation with this profile
+	// object failed for good (restartPolicy Never, or a spec herdr cannot
+	// launch); it stays Failed until either changes.
+	failedGen     int64
+	failedProfile *v1alpha1.Profile
+	lastError     string
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
