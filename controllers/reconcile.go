@@ -27,6 +27,7 @@ const (
 	ReasonTenantNotFound    = "TenantNotFound"
 	ReasonInvalidSpec       = "InvalidSpec"
 	ReasonHerdrUnavailable  = "HerdrUnavailable"
+	ReasonHerdrError        = "HerdrError"
 	ReasonAsExpected        = "AsExpected"
 	ReasonManifestError     = "ManifestError"
 	ReasonManifestParsed    = "Parsed"
@@ -336,7 +337,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	}
 	ws, err := m.ensureWorkspace(ctx, name, mem.Spec.Workspace, cwd)
 	if err != nil {
-		return Result{}, err
+		return m.createFailed(name, mem, p, b, rt, err)
 	}
 	spec, err := m.launcher.Prepare(ctx, mem, p, snap.Tenants)
 	if err != nil {
@@ -366,7 +367,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		if herdr.IsCode(err, "workspace_not_found") {
 			m.view.removeWorkspace(ws.WorkspaceID)
 		}
-		return Result{}, m.callFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
+		return m.createFailed(name, mem, p, b, rt, fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
 		Member: name, UID: mem.UID, Generation: mem.Generation,
@@ -419,15 +420,8 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		if cerr := m.closeOwned(ctx, rec, goneStartFailed); cerr != nil {
 			return Result{}, cerr
 		}
-		var he *herdr.Error
-		if errors.As(err, &he) && invalidSpecCodes[he.Code] {
-			rt.failedGen, rt.failedProfile = mem.Generation, p
-			m.event(name, v1alpha1.EventWarning, ReasonInvalidSpec, err.Error())
-			b.clearPane()
-			b.st.LastError = err.Error()
-			b.set(v1alpha1.PhaseFailed, cFalse(ReasonInvalidSpec, err.Error()), cFalse(ReasonInvalidSpec, err.Error()), cTrue(ReasonInvalidSpec, err.Error()))
-			m.writeStatus(name, b)
-			return Result{}, nil
+		if invalidSpec(err) {
+			return m.unlaunchable(name, mem, p, b, rt, err), nil
 		}
 		why := err.Error()
 		if errors.Is(err, herdr.ErrAgentStartTimeout) {
@@ -441,6 +435,42 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	return m.running(name, b, rt, rec, agent.AgentStatus), nil
 }
 
+// invalidSpec reports whether herdr refused a launch for a reason only a
+// change of the spec or profile can fix.
+func invalidSpec(err error) bool {
+	var he *herdr.Error
+	return errors.As(err, &he) && invalidSpecCodes[he.Code]
+}
+
+// unlaunchable marks a member Failed for a spec herdr refuses; it is not
+// retried until the member or its profile changes.
+func (m *Manager) unlaunchable(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, err error) Result {
+	rt.failedGen, rt.failedProfile = mem.Generation, p
+	m.event(name, v1alpha1.EventWarning, ReasonInvalidSpec, err.Error())
+	b.clearPane()
+	b.st.LastError = err.Error()
+	b.set(v1alpha1.PhaseFailed, cFalse(ReasonInvalidSpec, err.Error()), cFalse(ReasonInvalidSpec, err.Error()), cTrue(ReasonInvalidSpec, err.Error()))
+	m.writeStatus(name, b)
+	return Result{}
+}
+
+// createFailed handles a failed workspace.create or tab.create: herdr
+// unreachable waits for it silently; a refused spec fails for good; any
+// other refusal is shown in the status and retried with the queue's
+// backoff.
+func (m *Manager) createFailed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, err error) (Result, error) {
+	if unreachable(err) {
+		return Result{}, m.callFailed(err)
+	}
+	if invalidSpec(err) {
+		return m.unlaunchable(name, mem, p, b, rt, err), nil
+	}
+	b.st.LastError = err.Error()
+	b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionFalse, ReasonHerdrError, err.Error())
+	m.writeStatus(name, b)
+	return Result{}, err
+}
+
 // ensureWorkspace finds the workspace labelled label, creating it if none.
 func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string) (herdr.WorkspaceInfo, error) {
 	m.wsMu.Lock()
@@ -452,7 +482,7 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 	defer cancel()
 	created, err := m.herdr.CreateWorkspace(cctx, herdr.WorkspaceCreateParams{Label: label, CWD: cwd})
 	if err != nil {
-		return herdr.WorkspaceInfo{}, m.callFailed(fmt.Errorf("create workspace %q: %w", label, err))
+		return herdr.WorkspaceInfo{}, fmt.Errorf("create workspace %q: %w", label, err)
 	}
 	m.view.setWorkspace(created.Workspace)
 	m.view.setTab(created.Tab)

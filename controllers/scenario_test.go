@@ -1137,3 +1137,21 @@ func TestManager_StartWithoutManifestsDirPrunesNothing(t *testing.T) {
 		t.Errorf("alpha recreated instead of adopted")
 	}
 }
+
+func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile})
+	e.tweak = func(o *Options) { o.QueueBaseDelay = time.Millisecond }
+	e.start()
+	e.waitForHerdr("herdr listed", func() bool { return e.mgr.view.isSynced() })
+	e.fake.InjectFault("tab.create", herdrtest.Fault{Times: 3,
+		Garbage: []byte(`{"id":"x","error":{"code":"tab_create_failed","message":"no room for another tab"}}`)})
+	e.write("alpha.yaml", memberYAML("alpha"))
+	e.waitFor("refusal visible", func(ms map[string]v1alpha1.Member) bool {
+		c := condition(ms["alpha"], v1alpha1.ConditionReady)
+		return c.Reason == ReasonHerdrError && strings.Contains(c.Message, "no room") && strings.Contains(ms["alpha"].Status.LastError, "no room")
+	})
+	e.waitFor("alpha Ready after retries", allPhase(v1alpha1.PhaseReady, "alpha"))
+	if n := e.fake.Calls()["tab.create"]; n != 4 {
+		t.Errorf("tab.create called %d times, want 3 refused + 1", n)
+	}
+}
