@@ -17,27 +17,30 @@ const ConditionManifestValid = "ManifestValid"
 
 // Condition reasons the member controller writes.
 const (
-	ReasonAgentReady        = "AgentReady"
-	ReasonStarting          = "Starting"
-	ReasonBackOff           = "BackOff"
-	ReasonCrashLoop         = "CrashLoop"
-	ReasonFailed            = "Failed"
-	ReasonPaused            = "Paused"
-	ReasonProfileNotFound   = "ProfileNotFound"
-	ReasonTenantNotFound    = "TenantNotFound"
-	ReasonInvalidSpec       = "InvalidSpec"
-	ReasonHerdrUnavailable  = "HerdrUnavailable"
-	ReasonHerdrError        = "HerdrError"
-	ReasonAsExpected        = "AsExpected"
-	ReasonManifestError     = "ManifestError"
-	ReasonManifestParsed    = "Parsed"
-	ReasonDirectoryMissing  = "DirectoryUnreadable"
-	reasonAdopted           = "Adopted"
-	reasonDeleted           = "Deleted"
-	reasonReplacing         = "Replacing"
-	reasonStarted           = "Started"
-	reasonWorkspaceCreated  = "WorkspaceCreated"
-	reasonAgentStartTimeout = "StartTimeout"
+	ReasonAgentReady       = "AgentReady"
+	ReasonStarting         = "Starting"
+	ReasonBackOff          = "BackOff"
+	ReasonCrashLoop        = "CrashLoop"
+	ReasonFailed           = "Failed"
+	ReasonPaused           = "Paused"
+	ReasonProfileNotFound  = "ProfileNotFound"
+	ReasonTenantNotFound   = "TenantNotFound"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonHerdrUnavailable = "HerdrUnavailable"
+	ReasonHerdrError       = "HerdrError"
+	ReasonAsExpected       = "AsExpected"
+	ReasonManifestError    = "ManifestError"
+	ReasonManifestParsed   = "Parsed"
+	ReasonDirectoryMissing = "DirectoryUnreadable"
+)
+
+// Reasons of events (for describe) that are not also condition reasons.
+const (
+	reasonAdopted          = "Adopted"
+	reasonDeleted          = "Deleted"
+	reasonReplacing        = "Replacing"
+	reasonStarted          = "Started"
+	reasonWorkspaceCreated = "WorkspaceCreated"
 )
 
 // Why an owned pane went away, as passed to Options.OnPaneGone.
