@@ -495,13 +495,8 @@ func (e *env) waitIdle() {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for e.mgr.queue.Active() {
-		select {
-		case <-e.mgr.Changed():
-		case <-ctx.Done():
-			e.t.Fatal("timed out waiting for the work queue to go idle")
-		case <-time.After(time.Millisecond):
-		}
+	if err := e.mgr.queue.WaitInactive(ctx); err != nil {
+		e.t.Fatal("timed out waiting for the work queue to go idle")
 	}
 }
 

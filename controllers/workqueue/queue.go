@@ -209,8 +209,8 @@ func (q *Queue) Done(key string) {
 	if _, ok := q.dirty[key]; ok && !q.shuttingDown {
 		q.queue = append(q.queue, key)
 		q.metrics.depth.Inc()
-		q.wake()
 	}
+	q.wake()
 }
 
 // Len returns the number of keys waiting (not delayed, not processing).
@@ -235,6 +235,24 @@ func (q *Queue) Active() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queue) > 0 || len(q.processing) > 0
+}
+
+// WaitInactive blocks until no key is waiting (delayed keys aside) or being
+// processed, or ctx ends.
+func (q *Queue) WaitInactive(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		active, ch := len(q.queue) > 0 || len(q.processing) > 0, q.notify
+		q.mu.Unlock()
+		if !active {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // NextDelayed returns when the earliest delayed key becomes ready.
@@ -272,7 +290,8 @@ func (q *Queue) ShuttingDown() bool {
 	return q.shuttingDown
 }
 
-// wake releases every Get waiting for a change. q.mu must be held.
+// wake releases every Get and WaitInactive waiting for a change. q.mu must
+// be held.
 func (q *Queue) wake() {
 	close(q.notify)
 	q.notify = make(chan struct{})

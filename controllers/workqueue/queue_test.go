@@ -199,3 +199,24 @@ fleetd_workqueue_retries_total{name="member"} 1
 		t.Errorf("lint: %v %v", err, problems)
 	}
 }
+
+func TestQueue_WaitInactiveReturnsWhenWorkIsDone(t *testing.T) {
+	q := New(nil)
+	defer q.ShutDown()
+	q.Add("a")
+	k := get(t, q)
+	done := make(chan error, 1)
+	go func() { done <- q.WaitInactive(context.Background()) }()
+	select {
+	case <-done:
+		t.Fatal("WaitInactive returned while a key was processing")
+	default:
+	}
+	q.Done(k)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if q.Active() {
+		t.Error("Active after WaitInactive")
+	}
+}
