@@ -15,8 +15,12 @@ all: lint test build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fleetd
 
+# The embedded default: the simulated herdr plus the example manifests. The
+# example tenant's credential is a demo value unless you export your own.
+ACME_FLEETD_TOKEN ?= sim-demo-credential
 run: build
 	./$(BIN) validate manifests/
+	ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests manifests/
 
 test:
 	$(GO) test -race -count=1 $(PKGS)

@@ -74,7 +74,9 @@ func New(opts *Options) (*Manager, error) {
 	if m.metrics == nil {
 		m.metrics = NewMetrics(o.Registerer)
 	}
-	if o.StateDir != "" {
+	if o.Lock != nil {
+		m.lock = o.Lock
+	} else if o.StateDir != "" {
 		lock, err := LockStateDir(o.StateDir)
 		if err != nil {
 			return nil, err

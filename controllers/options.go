@@ -91,6 +91,10 @@ type Options struct {
 	// StateDir holds the lock, ownership records and object metadata. ""
 	// keeps everything in memory and takes no lock (tests only).
 	StateDir string
+	// Lock, if set, is the already-held lock of StateDir (taken by a caller
+	// that opens other state before the Manager); the Manager releases it
+	// when Run ends. nil makes New take the lock itself.
+	Lock *StateLock
 	// Herdr is the herdr client. If nil, one is created for HerdrSocket
 	// ("" resolves herdr's default socket) with the metrics observer.
 	Herdr       Herdr

@@ -338,10 +338,8 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	if cwd == "" {
 		cwd = p.Spec.Cwd
 	}
-	ws, err := m.ensureWorkspace(ctx, name, mem.Spec.Workspace, cwd)
-	if err != nil {
-		return m.createFailed(name, mem, p, b, rt, err)
-	}
+	// Resolve the plan before touching herdr: a member that cannot launch
+	// (tenant or credential missing) must not leave a workspace behind.
 	spec, err := m.launcher.Prepare(ctx, mem, p, snap.Tenants)
 	if err != nil {
 		var r interface{ Reason() string }
@@ -356,6 +354,11 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 				m.log.Warn("launch cleanup failed", "member", name, "err", err)
 			}
 		}
+	}
+	ws, err := m.ensureWorkspace(ctx, name, mem.Spec.Workspace, cwd)
+	if err != nil {
+		undo()
+		return m.createFailed(name, mem, p, b, rt, err)
 	}
 
 	m.ownMu.Lock()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,21 +15,7 @@ import (
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.Execute()
-	var ee *exitError
-	switch {
-	case err == nil:
-		code = 0
-	case errors.As(err, &ee):
-		code = ee.code
-	default:
-		errOut.WriteString("fleetd: " + err.Error() + "\n")
-		code = 1
-	}
+	code = run(args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -7,6 +7,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -19,13 +20,15 @@ type exitError struct{ code int }
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run executes the CLI with args and returns the process exit code.
-func run(args []string) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
 		return 0
@@ -34,7 +37,7 @@ func run(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "fleetd:", err)
+	fmt.Fprintln(stderr, "fleetd:", err)
 	return 1
 }
 
@@ -45,12 +48,37 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagErrorExit2)
 	root.AddCommand(
 		newVersionCmd(),
 		newValidateCmd(),
 		newMigrateCmd(),
 		newMCPConfigCmd(),
 		newMCPBridgeCmd(),
+		newServeCmd(),
+		newGetCmd(),
+		newDescribeCmd(),
 	)
 	return root
+}
+
+// requireDirArg accepts exactly one argument, the manifests directory; any
+// other count is a usage error (exit 2).
+func requireDirArg(cmd *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		return nil
+	}
+	return usageErrorf(cmd, "want exactly one directory, got %d arguments", len(args))
+}
+
+// flagErrorExit2 turns a bad flag into a usage error (exit 2).
+func flagErrorExit2(cmd *cobra.Command, err error) error {
+	return usageErrorf(cmd, "%v", err)
+}
+
+// usageErrorf prints a usage problem with the command's usage line and makes
+// the process exit 2.
+func usageErrorf(cmd *cobra.Command, format string, args ...any) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "fleetd %s: %s\nUsage: %s\n", cmd.Name(), fmt.Sprintf(format, args...), cmd.UseLine())
+	return &exitError{code: 2}
 }

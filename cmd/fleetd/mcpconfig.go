@@ -43,14 +43,12 @@ Nothing printed changes which model account the primary uses.`,
   fleetd mcp-config --harness claude-desktop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			errOut := cmd.ErrOrStderr()
 			if !slices.Contains(harness.PrimaryHarnesses(), harnessName) {
+				want := strings.Join(harness.PrimaryHarnesses(), ", ")
 				if harnessName == "" {
-					fmt.Fprintf(errOut, "fleetd mcp-config: --harness is required; want one of %s\n", strings.Join(harness.PrimaryHarnesses(), ", "))
-				} else {
-					fmt.Fprintf(errOut, "fleetd mcp-config: unknown harness %q; want one of %s\n", harnessName, strings.Join(harness.PrimaryHarnesses(), ", "))
+					return usageErrorf(cmd, "--harness is required; want one of %s", want)
 				}
-				return &exitError{code: 2}
+				return usageErrorf(cmd, "unknown harness %q; want one of %s", harnessName, want)
 			}
 			in := harness.PrimaryInput{Harness: harnessName, URL: gatewayURL}
 			var err error
@@ -73,7 +71,7 @@ Nothing printed changes which model account the primary uses.`,
 				return err
 			}
 			if harnessName == harness.PrimaryClaudeDesktop {
-				fmt.Fprintln(errOut, "fleetd mcp-config: merge this into Claude Desktop's claude_desktop_config.json; it holds the primary token, so keep that file private.")
+				fmt.Fprintln(cmd.ErrOrStderr(), "fleetd mcp-config: merge this into Claude Desktop's claude_desktop_config.json; it holds the primary token, so keep that file private.")
 			}
 			return nil
 		},

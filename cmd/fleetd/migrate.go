@@ -35,7 +35,6 @@ the problems, writes nothing and exits 1. Running it again changes nothing.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the changes without writing anything")
-	cmd.SetFlagErrorFunc(flagErrorExit2)
 	return cmd
 }
 

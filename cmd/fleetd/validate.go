@@ -32,7 +32,6 @@ exits 1, or prints a one-line summary and exits 0. Usage errors exit 2.`,
 			return validateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
 	}
-	cmd.SetFlagErrorFunc(flagErrorExit2)
 	return cmd
 }
 
@@ -197,21 +196,4 @@ func sortProblems(errs decode.ErrorList) {
 	slices.SortStableFunc(errs, func(a, b *decode.Error) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
-}
-
-// requireDirArg accepts exactly one argument, the manifests directory; any
-// other count is a usage error (exit 2).
-func requireDirArg(cmd *cobra.Command, args []string) error {
-	if len(args) == 1 {
-		return nil
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "fleetd %s: want exactly one directory, got %d arguments\nUsage: %s\n",
-		cmd.Name(), len(args), cmd.UseLine())
-	return &exitError{code: 2}
-}
-
-// flagErrorExit2 turns a bad flag into a usage error (exit 2).
-func flagErrorExit2(cmd *cobra.Command, err error) error {
-	fmt.Fprintf(cmd.ErrOrStderr(), "fleetd %s: %v\nUsage: %s\n", cmd.Name(), err, cmd.UseLine())
-	return &exitError{code: 2}
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+func newDescribeCmd() *cobra.Command {
+	var flags clientFlags
+	cmd := &cobra.Command{
+		Use:     "describe member NAME",
+		Short:   "Show a member's spec, status, conditions and recent events",
+		Example: "  fleetd describe member reviewer",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !isMembersResource(args[0]) {
+				return usageErrorf(cmd, "unknown resource type %q; fleetd serves: member", args[0])
+			}
+			c, err := flags.client()
+			if err != nil {
+				return err
+			}
+			var m v1alpha1.Member
+			if err := c.get(cmd.Context(), "/members/"+args[1], &m); err != nil {
+				return err
+			}
+			var events []v1alpha1.Event
+			if err := c.get(cmd.Context(), "/members/"+args[1]+"/events", &events); err != nil {
+				return err
+			}
+			return describeMember(cmd.OutOrStdout(), &m, events, time.Now())
+		},
+	}
+	flags.register(cmd)
+	return cmd
+}
+
+func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	p := func(indent int, key, value string) {
+		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, value)
+	}
+	p(0, "Name", m.Name)
+	p(0, "Labels", mapString(m.Labels))
+	p(0, "Annotations", mapString(m.Annotations))
+	p(0, "UID", dash(m.UID))
+	p(0, "Generation", fmt.Sprint(m.Generation))
+	if m.CreationTimestamp != nil {
+		p(0, "Created", m.CreationTimestamp.UTC().Format(time.RFC3339)+" ("+age(m.CreationTimestamp, now)+" ago)")
+	}
+	fmt.Fprintln(tw, "Spec:")
+	p(1, "Profile", m.Spec.Profile)
+	p(1, "MCP Target", targetString(m.Spec.MCPTarget))
+	p(1, "Transport", dash(m.Spec.Transport))
+	p(1, "Workspace", dash(m.Spec.Workspace))
+	p(1, "Cwd", dash(m.Spec.Cwd))
+	p(1, "Prompt", dash(m.Spec.Prompt))
+	p(1, "Paused", fmt.Sprint(m.Spec.Paused))
+	st := m.Status
+	fmt.Fprintln(tw, "Status:")
+	p(1, "Phase", dash(st.Phase))
+	p(1, "Agent Status", dash(st.AgentStatus))
+	p(1, "Observed Generation", fmt.Sprint(st.ObservedGeneration))
+	p(1, "Session ID", dash(st.SessionID))
+	p(1, "Workspace ID", dash(st.WorkspaceID))
+	p(1, "Tab ID", dash(st.TabID))
+	p(1, "Pane ID", dash(st.PaneID))
+	p(1, "Terminal ID", dash(st.TerminalID))
+	p(1, "Restarts", fmt.Sprint(st.Restarts))
+	p(1, "Last Error", dash(st.LastError))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	tw = tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "MCP Plan:")
+	if len(st.Plan) == 0 {
+		fmt.Fprintln(tw, "  <none>")
+	} else {
+		fmt.Fprintln(tw, "  SERVER\tTARGET\tTRANSPORT\tURL\tCREDENTIAL ENV")
+		for _, r := range st.Plan {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Server, r.Target, r.Transport, dash(r.URL), dash(r.CredentialEnv))
+		}
+	}
+	fmt.Fprintln(tw, "Conditions:")
+	if len(st.Conditions) == 0 {
+		fmt.Fprintln(tw, "  <none>")
+	} else {
+		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
+		for _, c := range st.Conditions {
+			t := c.LastTransitionTime
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, dash(c.Reason), age(&t, now), c.Message)
+		}
+	}
+	fmt.Fprintln(tw, "Events:")
+	if len(events) == 0 {
+		fmt.Fprintln(tw, "  <none>")
+	} else {
+		fmt.Fprintln(tw, "  TYPE\tREASON\tAGE\tMESSAGE")
+		for _, e := range events {
+			t := e.Time
+			a := age(&t, now)
+			if e.Count > 1 {
+				a = fmt.Sprintf("%s (x%d)", a, e.Count)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, a, e.Message)
+		}
+	}
+	return tw.Flush()
+}
+
+func mapString(m map[string]string) string {
+	if len(m) == 0 {
+		return "<none>"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}

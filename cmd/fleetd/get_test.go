@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// golden compares got with testdata/name, rewriting it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
+	}
+}
+
+var (
+	printNow     = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	printCreated = printNow.Add(-3*time.Hour - 10*time.Minute)
+)
+
+func sampleMembers() []v1alpha1.Member {
+	return []v1alpha1.Member{
+		{
+			ObjectMeta: v1alpha1.ObjectMeta{Name: "acme-triage", UID: "6f1c", Generation: 2, CreationTimestamp: &printCreated,
+				Labels: map[string]string{"team": "support", "tier": "b"}},
+			Spec: v1alpha1.MemberSpec{Profile: "codex", MCPTarget: &v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "acme"},
+				Transport: v1alpha1.TransportStreamableHTTP, Workspace: "fleetd"},
+			Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseDegraded, AgentStatus: "unknown", Restarts: 4,
+				ObservedGeneration: 2, LastError: "agent exited", SessionID: "2b7e-..",
+				Conditions: []v1alpha1.Condition{
+					{Type: "Ready", Status: "False", Reason: "CrashLoop", Message: "agent exited 4 times", LastTransitionTime: printNow.Add(-5 * time.Minute)},
+				},
+				Plan: []v1alpha1.PlanRow{{Server: "fleetd", Target: "tenant", Transport: "streamable-http", URL: "https://fleet.acme.example/mcp", CredentialEnv: "ACME_FLEETD_TOKEN"}}},
+		},
+		{
+			ObjectMeta: v1alpha1.ObjectMeta{Name: "reviewer", CreationTimestamp: &printCreated},
+			Spec:       v1alpha1.MemberSpec{Profile: "claude", Transport: v1alpha1.TransportStdio, Workspace: "api"},
+			Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, AgentStatus: "idle", PaneID: "w1:p2", TerminalID: "term_1a2b",
+				SessionID: "0d8f-.."},
+		},
+	}
+}
+
+func TestPrintMembers(t *testing.T) {
+	for _, tt := range []struct {
+		name, output string
+		members      []v1alpha1.Member
+		single       bool
+	}{
+		{"table", "", sampleMembers(), false},
+		{"wide", "wide", sampleMembers(), false},
+		{"yaml", "yaml", sampleMembers()[1:], true},
+		{"json", "json", sampleMembers()[1:], false},
+		{"empty", "", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := printMembers(&buf, tt.members, tt.output, tt.single, printNow); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "get-members-"+tt.name+".golden", buf.Bytes())
+		})
+	}
+}
+
+func TestDescribeMember(t *testing.T) {
+	m := sampleMembers()[0]
+	events := []v1alpha1.Event{
+		{Time: printNow.Add(-20 * time.Minute), Type: v1alpha1.EventNormal, Reason: "Created", Message: "tab w1:t3 created"},
+		{Time: printNow.Add(-5 * time.Minute), Type: v1alpha1.EventWarning, Reason: "BackOff", Message: "restarting in 40s", Count: 4},
+	}
+	var buf bytes.Buffer
+	if err := describeMember(&buf, &m, events, printNow); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe-member.golden", buf.Bytes())
+}
+
+func TestHumanDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second:      "0s",
+		45 * time.Second:  "45s",
+		119 * time.Second: "119s",
+		12 * time.Minute:  "12m",
+		5 * time.Hour:     "5h",
+		72 * time.Hour:    "3d",
+	} {
+		if got := humanDuration(d); got != want {
+			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetd-dev/fleetd/daemon"
+)
+
+func newServeCmd() *cobra.Command {
+	cfg := daemon.Config{}
+	var herdrMode, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the fleetd daemon: reconcile members into herdr and serve the REST API and MCP gateway",
+		Long: `serve watches the manifests directory and drives herdr until every Member runs
+in its own tab, serves the REST API, the MCP gateway (/mcp) and Prometheus
+metrics on a loopback listener, and keeps its records in the state directory.
+
+Stopping it (Ctrl-C, SIGTERM) leaves the agents running; the next start adopts
+them. Only one fleetd may use a state directory at a time.`,
+		Example: `  fleetd serve --manifests ./manifests
+  fleetd serve --herdr=sim --manifests manifests/   # with the embedded simulated herdr`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch herdrMode {
+			case "socket":
+			case "sim":
+				cfg.Sim = true
+			default:
+				return usageErrorf(cmd, "unknown --herdr %q; want socket or sim", herdrMode)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageErrorf(cmd, "unknown --log-level %q; want debug, info, warn or error", logLevel)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			out := cmd.OutOrStdout()
+			cfg.Ready = func(info daemon.Info) {
+				fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
+					cfg.ManifestsDir, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
+				stateFlag := ""
+				if info.StateDir != fleetdStateDir() {
+					stateFlag = " --state-dir " + info.StateDir
+				}
+				fmt.Fprintf(out, "In a second terminal, try:\n  fleetd get members%s\n  fleetd describe member <name>%s\n", stateFlag, stateFlag)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			err := daemon.Run(ctx, cfg)
+			if err == nil {
+				fmt.Fprintln(out, "fleetd stopped; agents keep running and will be adopted on the next start")
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.ManifestsDir, "manifests", "manifests", "directory of Member, Profile and Tenant manifests to watch")
+	f.StringVar(&cfg.StateDir, "state-dir", fleetdStateDir(), "directory for the lock, tokens, ownership records and journals")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API, MCP gateway and metrics listener (keep it loopback)")
+	f.StringVar(&cfg.HerdrSocket, "herdr-socket", "", "herdr's API socket (default: resolved as herdr does, from HERDR_SOCKET_PATH, HERDR_SESSION or the config dir)")
+	f.StringVar(&herdrMode, "herdr", "socket", "socket: talk to the herdr at --herdr-socket; sim: run the embedded simulated herdr")
+	f.DurationVar(&cfg.SimReadyDelay, "sim-ready-delay", 2*time.Second, "with --herdr=sim, how long simulated agents take to become ready")
+	f.DurationVar(&cfg.ResyncPeriod, "resync", 60*time.Second, "how often herdr is listed in full as a safety net")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
