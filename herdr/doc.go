@@ -57,6 +57,21 @@
 // config directory); [Options.SocketPath] overrides it. [Options.Observer]
 // sees every call's method, outcome code and duration, for metrics.
 //
+// # The fake herdr
+//
+// Package [github.com/fleetd-dev/fleetd/herdr/herdrtest] is a fake herdr
+// server (a real Unix socket, in process) written from PROTOCOL.md and the
+// schema independently of this client; it is the test double for everything
+// above this package and the engine of `fleetd serve --herdr=sim`. It models
+// the transport rules, herdr's id formats, pane env with herdr's injected
+// HERDR_* variables, agent start/readiness/prompt/wait semantics and error
+// codes, and event emission order in both envelope styles (including
+// tab.close without pane_closed and process exit with pane_exited only). It
+// does not model real processes or terminals, screen detection, hook
+// reports, metadata, worktrees, layouts beyond split/close, pane.move, or
+// herdr's 100 ms tick; its doc comment lists the details. When the fake and
+// this client disagree, PROTOCOL.md and the schema decide.
+//
 // What the client must never do: keep or reuse a connection, write after the
 // request line, retry on its own (whether a call may be repeated is the
 // caller's decision: agent.prompt is not idempotent), or put a secret into
