@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/controllers/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 )
 
 // ownedDir holds one ownership record per member inside the state directory.

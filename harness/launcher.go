@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/plan"
 	"github.com/fleetd-dev/fleetd/tokens"
 )
@@ -248,37 +249,9 @@ func writeFiles(dir string, files []File) error {
 		if filepath.Dir(f.Path) != dir {
 			return fmt.Errorf("write harness config: %s is outside %s", f.Path, dir)
 		}
-		if err := writeFileAtomic(f.Path, f.Data); err != nil {
+		if err := atomicfile.Write(f.Path, f.Data, 0o600); err != nil {
 			return fmt.Errorf("write harness config: %w", err)
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path with data, mode 0600, through a synced
-// temporary file and a rename, so a harness never reads a torn config.
-func writeFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 )
 
 // Options tune [Dir]. A nil *Options means the defaults: rewrite files.
@@ -90,7 +91,7 @@ func unwrapPath(err error) error {
 // written, given the original mode, fsynced and renamed over the
 // original, then the directory fsynced. On error the original is intact and
 // the temporary file removed.
-func writeAtomic(path string, data []byte) (err error) {
+func writeAtomic(path string, data []byte) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -99,39 +100,8 @@ func writeAtomic(path string, data []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	dir := filepath.Dir(real)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(real)+".migrate-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(info.Mode().Perm()); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), real); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory of %s: %w", path, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("sync directory of %s: %w", path, err)
+	if err := atomicfile.Write(real, data, info.Mode().Perm()); err != nil {
+		return fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return nil
 }

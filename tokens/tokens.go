@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 )
 
 // Roles an [Identity] carries.
@@ -279,7 +281,7 @@ func (r *Registry) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(r.path, append(data, '\n'))
+	return atomicfile.Write(r.path, append(data, '\n'), 0o600)
 }
 
 // PrimaryToken returns the primary's token from stateDir/primary.token,
@@ -324,7 +326,7 @@ func PrimaryToken(stateDir string) (string, error) {
 		}
 		return "", fmt.Errorf("create primary token: %w", err)
 	}
-	if err := syncDir(stateDir); err != nil {
+	if err := atomicfile.SyncDir(stateDir); err != nil {
 		return "", fmt.Errorf("create primary token: %w", err)
 	}
 	return tok, nil

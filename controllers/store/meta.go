@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 )
 
 // metaFile is where object metadata persists inside the state directory.

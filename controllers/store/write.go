@@ -16,7 +16,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 )
 
 // manifestPerm is the mode of files the store writes: manifests hold no
