@@ -21,7 +21,10 @@ import (
 	"github.com/fleetd-dev/fleetd/harness"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/version"
 	"github.com/fleetd-dev/fleetd/mcp"
+	"github.com/fleetd-dev/fleetd/messaging"
+	"github.com/fleetd-dev/fleetd/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/plan"
 	"github.com/fleetd-dev/fleetd/tokens"
 )
@@ -42,6 +45,10 @@ type Config struct {
 	SimReadyDelay time.Duration
 	// ResyncPeriod is the controller's full-resync period; 0 is its default.
 	ResyncPeriod time.Duration
+	// Messaging tunes the messaging core (timeouts, limits, pickup grace);
+	// nil means its defaults. Registerer, Logger and PrimaryName are set
+	// by Run.
+	Messaging *messaging.Options
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -62,6 +69,9 @@ type Info struct {
 	// WaitFor blocks until cond holds for the members (with status) or ctx
 	// ends; it wakes on every status change, never polls.
 	WaitFor func(ctx context.Context, cond func([]v1alpha1.Member) bool) error
+	// Sim is the embedded simulated herdr (nil unless Config.Sim), for
+	// tests and the simulation to script its agents.
+	Sim *herdrtest.Server
 }
 
 // Run starts fleetd and blocks until ctx ends or a part of it fails. On a
@@ -110,8 +120,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 
 	socket := cfg.HerdrSocket
+	var sim *herdrtest.Server
 	if cfg.Sim {
-		sim, err := startSim(stateDir, cfg.SimReadyDelay)
+		sim, err = startSim(stateDir, cfg.SimReadyDelay)
 		if err != nil {
 			return err
 		}
@@ -136,7 +147,31 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: metrics.HerdrObserver()})
+
+	// The messaging core's journal lives under the state directory, which
+	// the lock above makes ours alone.
+	mopts := messaging.Options{}
+	if cfg.Messaging != nil {
+		mopts = *cfg.Messaging
+	}
+	mopts.Registerer, mopts.Logger, mopts.PrimaryName = reg, log, mcp.PrimaryName
+	core, err := messaging.New(filepath.Join(stateDir, "messages"), herdrprompt.New(client), &mopts)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+
+	// The controllers report agent status and closed panes to the core
+	// (and closed panes to the gateway, for bridge_stop's wait). The
+	// handler is built after the manager; the hooks only fire once the
+	// manager runs, which is after both exist.
+	var handler *mcp.Handler
 	mgr, err := controllers.New(&controllers.Options{
+		OnAgentStatus: core.ObserveStatus,
+		OnPaneGone: func(member, paneID, reason string) {
+			core.WorkerGone(member, reason)
+			handler.PaneGone(member, paneID)
+		},
 		ManifestsDir: cfg.ManifestsDir,
 		StateDir:     stateDir,
 		Lock:         lock,
@@ -150,19 +185,36 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	handler := mcp.NewHandler(mcp.Options{
-		Members:  mgr,
-		Tokens:   toks,
-		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:    mgr.Ready,
-		Loopback: loopback,
-		Logger:   log,
+	handler, err = mcp.NewHandler(mcp.Options{
+		Members:    mgr,
+		Tokens:     toks,
+		Metrics:    promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready:      mgr.Ready,
+		Loopback:   loopback,
+		Logger:     log,
+		Store:      mgr.Store(),
+		Waiter:     mgr,
+		Messages:   core,
+		Registerer: reg,
+		Version:    version.Version,
 	})
+	if err != nil {
+		return err
+	}
+	prompts, err := newFirstPrompts(stateDir, firstPrompts{members: mgr, sender: core, log: log,
+		synced: func() bool { return mgr.Store().Snapshot().Synced }})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		prompts.run(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		if err := mgr.Run(ctx); err != nil {
@@ -180,10 +232,15 @@ func Run(ctx context.Context, cfg Config) error {
 	base := "http://" + ln.Addr().String()
 	log.Info("fleetd serving", "url", base, "manifests", cfg.ManifestsDir, "state_dir", stateDir, "herdr_socket", socket)
 	if cfg.Ready != nil {
-		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: stateDir, WaitFor: mgr.WaitFor})
+		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: stateDir, WaitFor: mgr.WaitFor, Sim: sim})
 	}
 
 	<-ctx.Done()
+	// Release the calls held on the gateway (they end with unavailable)
+	// before the listener waits for its connections to finish.
+	if err := core.Close(); err != nil {
+		log.Warn("close messaging core", "err", err)
+	}
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

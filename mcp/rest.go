@@ -3,10 +3,13 @@ package mcp
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/tokens"
@@ -39,14 +42,51 @@ type Options struct {
 	// Loopback turns on the Host-header check against DNS rebinding.
 	Loopback bool
 	Logger   *slog.Logger
+
+	// Store receives the member writes of bridge_spawn, bridge_stop, POST
+	// and DELETE /members; nil leaves the REST writes out and makes the
+	// tools fail with unavailable.
+	Store DesiredState
+	// Waiter lets spawn and stop wait for a member to be Ready or gone;
+	// nil returns at once.
+	Waiter MemberWaiter
+	// Messages is the messaging core behind the bridge_* tools; nil leaves
+	// /mcp out.
+	Messages Messenger
+	// Registerer receives fleetd_mcp_tool_calls_total; nil registers it
+	// nowhere.
+	Registerer prometheus.Registerer
+	// MaxBodyBytes bounds request bodies (REST writes and MCP messages);
+	// default 1 MiB.
+	MaxBodyBytes int64
+	// Version is reported to MCP clients.
+	Version string
 }
 
-// NewHandler returns the HTTP handler of fleetd's listener.
-func NewHandler(opts Options) http.Handler {
+// Handler is the HTTP handler of fleetd's listener.
+type Handler struct {
+	http.Handler
+	s *restServer
+}
+
+// PaneGone tells the gateway that the controllers closed a member's pane
+// for good (controllers.Options.OnPaneGone): bridge_stop and DELETE
+// /members wait for it.
+func (h *Handler) PaneGone(member, paneID string) { h.s.members.gone.report(paneID) }
+
+// NewHandler returns the HTTP handler of fleetd's listener. It fails only
+// when the tool-call counter cannot be registered.
+func NewHandler(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &restServer{opts: opts}
+	s := &restServer{opts: opts, toolCalls: newToolCalls()}
+	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(s.toolCalls); err != nil {
+			return nil, fmt.Errorf("register fleetd_mcp_tool_calls_total: %w", err)
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok\n")
@@ -58,16 +98,27 @@ func NewHandler(opts Options) http.Handler {
 	mux.Handle("GET /members", s.authenticated(s.listMembers))
 	mux.Handle("GET /members/{name}", s.authenticated(s.getMember))
 	mux.Handle("GET /members/{name}/events", s.authenticated(s.memberEvents))
+	if opts.Store != nil {
+		mux.Handle("POST /members", s.authenticated(s.createMember))
+		mux.Handle("DELETE /members/{name}", s.authenticated(s.deleteMember))
+	}
+	if opts.Messages != nil {
+		mux.Handle("/mcp", s.newGateway(s.newMCPServer()))
+	}
 	var h http.Handler = mux
 	if opts.Loopback {
 		h = loopbackHostOnly(h)
 	}
-	return h
+	return &Handler{Handler: h, s: s}, nil
 }
 
 type restServer struct {
-	opts Options
+	opts      Options
+	members   *members
+	toolCalls *prometheus.CounterVec
 }
+
+func (s *restServer) maxBody() int64 { return cmpOr(s.opts.MaxBodyBytes, DefaultMaxBodyBytes) }
 
 func (s *restServer) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Ready != nil {
@@ -129,9 +180,7 @@ func (s *restServer) authenticated(next func(http.ResponseWriter, *http.Request,
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.identify(r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetd"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized",
-				"missing or unknown bearer token; use the primary token from STATE_DIR/primary.token (see `fleetd mcp-config`)")
+			unauthorized(w)
 			return
 		}
 		next(w, r, id)

@@ -43,8 +43,12 @@ func newTestHandler() http.Handler {
 		"b": {ObjectMeta: v1alpha1.ObjectMeta{Name: "b"}, Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhasePending}},
 	}
 	toks := fakeTokens{"primary-secret": {Role: "primary"}, "worker-secret": {Role: "worker", Member: "a"}}
-	return NewHandler(Options{Members: members, Tokens: toks, Loopback: true,
+	h, err := NewHandler(Options{Members: members, Tokens: toks, Loopback: true,
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "# metrics\n") })})
+	if err != nil {
+		panic(err)
+	}
+	return h
 }
 
 func TestREST_AuthAndRoutes(t *testing.T) {

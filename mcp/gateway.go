@@ -1,0 +1,136 @@
+package mcp
+
+// The gateway is the go-sdk's Streamable HTTP handler behind two layers of
+// fleetd's own:
+//
+//   - authentication: the request's bearer token is resolved to a
+//     [tokens.Identity] before the SDK sees anything; an unknown or missing
+//     token is an HTTP 401 with fleetd's JSON error body.
+//   - session binding: the identity travels to the SDK as an
+//     [auth.TokenInfo] whose UserID is a hash of the presented token. The SDK
+//     binds every session to the UserID of the request that created it and
+//     refuses (403) a request for that session carrying any other token, so
+//     a session opened with one token cannot be continued with another, and
+//     a worker whose token was revoked (pane replaced, member deleted) is
+//     refused at the door.
+//
+// One [sdk.Server] serves every session. Tool handlers read the caller from
+// the request's TokenInfo (see callerOf), never from an argument. A receiving
+// middleware turns every tool error into a result carrying a stable code
+// word, both as structured content {code, message} and as text
+// "code: message", and counts fleetd_mcp_tool_calls_total{tool,outcome}.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fleetd-dev/fleetd/tokens"
+)
+
+// identityKey is the TokenInfo.Extra key holding the caller's identity.
+const identityKey = "fleetd.identity"
+
+type callerCtxKey struct{}
+
+// newGateway returns the /mcp handler for server s.
+func (s *restServer) newGateway(srv *sdk.Server) http.Handler {
+	streamable := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
+		&sdk.StreamableHTTPOptions{Logger: s.opts.Logger, MaxRequestBodyBytes: s.maxBody()})
+	// The SDK's own check turns the identity our middleware found into the
+	// session-bound TokenInfo; it cannot fail for a request that got this far.
+	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		c, ok := ctx.Value(callerCtxKey{}).(caller)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: c.sessionKey, Extra: map[string]any{identityKey: c.Identity}}, nil
+	}
+	bound := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := BearerToken(r)
+		id, known := tokens.Identity{}, false
+		if ok && s.opts.Tokens != nil {
+			id, known = s.opts.Tokens.Resolve(token)
+		}
+		if !known {
+			unauthorized(w)
+			return
+		}
+		sum := sha256.Sum256([]byte(token))
+		c := caller{Identity: id, sessionKey: "token-sha256:" + hex.EncodeToString(sum[:])}
+		bound.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c)))
+	})
+}
+
+// caller is an authenticated request's identity and the key its MCP session
+// is bound to.
+type caller struct {
+	tokens.Identity
+	sessionKey string
+}
+
+// callerOf returns the identity of a tool call's caller.
+func callerOf(req *sdk.CallToolRequest) (tokens.Identity, error) {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return tokens.Identity{}, toolErr(codeUnauthorized, "no authenticated caller")
+	}
+	id, ok := req.Extra.TokenInfo.Extra[identityKey].(tokens.Identity)
+	if !ok {
+		return tokens.Identity{}, toolErr(codeUnauthorized, "no authenticated caller")
+	}
+	return id, nil
+}
+
+func isPrimary(id tokens.Identity) bool { return id.Role == tokens.RolePrimary }
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="fleetd"`)
+	writeError(w, http.StatusUnauthorized, codeUnauthorized,
+		"missing or unknown bearer token; use the primary token from STATE_DIR/primary.token (see `fleetd mcp-config`) or a worker's FLEETD_TOKEN")
+}
+
+// toolMiddleware gives every tool error a code word and counts the call.
+func (s *restServer) toolMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/call" {
+			return res, err
+		}
+		name := "unknown"
+		if ctr, ok := req.(*sdk.CallToolRequest); ok && ctr.Params != nil && knownTool(ctr.Params.Name) {
+			name = ctr.Params.Name
+		}
+		outcome := "ok"
+		switch r, _ := res.(*sdk.CallToolResult); {
+		case err != nil:
+			outcome = "protocol_error"
+		case r != nil && r.IsError:
+			te := asToolError(r.GetError())
+			outcome = te.Code
+			r.Content = []sdk.Content{&sdk.TextContent{Text: te.Code + ": " + te.Message}}
+			r.StructuredContent = te
+		}
+		s.toolCalls.WithLabelValues(name, outcome).Inc()
+		return res, err
+	}
+}
+
+// asToolError finds the *ToolError in err, or classifies err: the SDK's own
+// argument validation becomes invalid_argument.
+func asToolError(err error) *ToolError {
+	var te *ToolError
+	switch {
+	case errors.As(err, &te):
+		return te
+	case err == nil:
+		return &ToolError{Code: codeInternal, Message: "tool failed"}
+	default:
+		return &ToolError{Code: codeInvalidArgument, Message: err.Error()}
+	}
+}

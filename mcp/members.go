@@ -1,0 +1,440 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/guard"
+)
+
+// DesiredState is the store bridge_spawn, bridge_stop, POST and DELETE
+// /members write through (controllers.Manager.Store()).
+type DesiredState interface {
+	Snapshot() *store.Snapshot
+	Apply(ctx context.Context, obj v1alpha1.Object) error
+	Delete(ctx context.Context, kind, name string) error
+}
+
+// MemberWaiter wakes on every change of the members' status
+// (controllers.Manager).
+type MemberWaiter interface {
+	WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error
+}
+
+// Defaults of the member writes.
+const (
+	DefaultSpawnTimeout = 2 * time.Minute
+	DefaultStopTimeout  = 30 * time.Second
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// MemberView is how tools and REST writes show one member.
+type MemberView struct {
+	Name        string `json:"name" jsonschema:"the member's name (also its herdr agent name)"`
+	SessionID   string `json:"sessionId,omitempty" jsonschema:"stable session UUID of the member"`
+	TerminalID  string `json:"terminalId,omitempty" jsonschema:"herdr terminal id of its pane"`
+	PaneID      string `json:"paneId,omitempty" jsonschema:"herdr pane id"`
+	Profile     string `json:"profile" jsonschema:"the Profile it runs"`
+	Phase       string `json:"phase" jsonschema:"Pending, Starting, Ready, Degraded, Failed, Paused or Terminating"`
+	AgentStatus string `json:"agentStatus,omitempty" jsonschema:"herdr's agent status: idle, working, blocked, done or unknown"`
+	LastError   string `json:"lastError,omitempty" jsonschema:"the last error, when it is not Ready"`
+}
+
+func viewOf(m v1alpha1.Member) MemberView {
+	return MemberView{Name: m.Name, SessionID: m.Status.SessionID, TerminalID: m.Status.TerminalID,
+		PaneID: m.Status.PaneID, Profile: m.Spec.Profile, Phase: m.Status.Phase,
+		AgentStatus: m.Status.AgentStatus, LastError: m.Status.LastError}
+}
+
+// Results of a member write, kubectl-style.
+const (
+	resultCreated    = "created"
+	resultConfigured = "configured"
+	resultUnchanged  = "unchanged"
+	resultDeleted    = "deleted"
+)
+
+// spawnRequest is a decoded, checked spawn: the Member to apply and how to
+// wait for it.
+type spawnRequest struct {
+	member  *v1alpha1.Member
+	wait    bool
+	timeout time.Duration
+}
+
+// spawnKeys are the bridge_spawn arguments; wait and timeoutMs are about the
+// call, the rest become the Member.
+var spawnKeys = map[string]bool{"profile": true, "name": true, "mcpTarget": true, "transport": true,
+	"workspace": true, "prompt": true, "wait": true, "timeoutMs": true}
+
+// decodeSpawnArgs checks raw bridge_spawn arguments (or a POST /members body
+// in that shape) and turns them into a Member: the subscription guard first,
+// on every key and value as sent; then the closed shape and the fields
+// bridge_spawn knows; then strict decoding and validation of the Member.
+func decodeSpawnArgs(raw map[string]any) (spawnRequest, error) {
+	if err := guard.CheckSpawn(raw); err != nil {
+		return spawnRequest{}, boundaryErr(err)
+	}
+	var extra []string
+	for k := range raw {
+		if !spawnKeys[k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		rest := map[string]any{}
+		for _, k := range extra {
+			rest[k] = raw[k]
+		}
+		if errs := decode.CheckClosedMemberSpec("", rest); len(errs) > 0 {
+			return spawnRequest{}, specErr(errs)
+		}
+		return spawnRequest{}, toolErr(codeInvalidSpec, "%s: unknown field; bridge_spawn takes profile, name, mcpTarget, transport, workspace, prompt, wait and timeoutMs", extra[0])
+	}
+	req := spawnRequest{wait: true}
+	if w, ok := raw["wait"]; ok {
+		b, isBool := w.(bool)
+		if !isBool {
+			return spawnRequest{}, toolErr(codeInvalidArgument, "wait: want true or false")
+		}
+		req.wait = b
+	}
+	if t, ok := raw["timeoutMs"]; ok {
+		ms, isNum := toInt(t)
+		if !isNum || ms < 0 {
+			return spawnRequest{}, toolErr(codeInvalidArgument, "timeoutMs: want a non-negative number of milliseconds")
+		}
+		req.timeout = time.Duration(ms) * time.Millisecond
+	}
+	name, _ := raw["name"].(string)
+	if _, ok := raw["name"]; ok && name == "" {
+		return spawnRequest{}, toolErr(codeInvalidSpec, "name: want a member name like %s, or leave it out", v1alpha1.MemberNamePattern)
+	}
+	if name == "" {
+		profile, _ := raw["profile"].(string)
+		name = generatedName(profile)
+	}
+	spec := map[string]any{}
+	for _, k := range []string{"profile", "mcpTarget", "transport", "workspace", "prompt"} {
+		if v, ok := raw[k]; ok {
+			spec[k] = v
+		}
+	}
+	doc := map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": v1alpha1.KindMember,
+		"metadata": map[string]any{"name": name}, "spec": spec}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return spawnRequest{}, toolErr(codeInvalidArgument, "encode spawn: %v", err)
+	}
+	m, err := decodeMember("", data)
+	if err != nil {
+		return spawnRequest{}, err
+	}
+	req.member = m
+	return req, nil
+}
+
+// decodeMemberBody checks a POST /members body: a Member (YAML or JSON) or
+// bridge_spawn arguments (a JSON or YAML object without kind).
+func decodeMemberBody(body []byte) (spawnRequest, error) {
+	data, err := sigsyaml.YAMLToJSON(body)
+	if err != nil {
+		return spawnRequest{}, toolErr(codeInvalidSpec, "request body: %v", err)
+	}
+	var raw map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil || raw == nil {
+		return spawnRequest{}, toolErr(codeInvalidSpec, "request body: want one Member object or bridge_spawn arguments")
+	}
+	if _, ok := raw["kind"]; !ok {
+		return decodeSpawnArgs(raw)
+	}
+	// The guard reads the body as sent, duplicate keys included; YAML that
+	// became JSON above has none left to hide.
+	if err := guard.CheckSpawnJSON(data); err != nil {
+		return spawnRequest{}, boundaryErr(err)
+	}
+	m, err := decodeMember("request body", body)
+	if err != nil {
+		return spawnRequest{}, err
+	}
+	return spawnRequest{member: m, wait: false}, nil
+}
+
+// decodeMember decodes exactly one Member strictly (closed shape, unknown
+// fields, validation), with defaults.
+func decodeMember(file string, data []byte) (*v1alpha1.Member, error) {
+	objs, errs := decode.File(file, data)
+	if len(errs) > 0 {
+		return nil, specErr(errs)
+	}
+	if len(objs) != 1 {
+		return nil, toolErr(codeInvalidSpec, "want exactly one Member, got %d objects", len(objs))
+	}
+	m, ok := objs[0].(*v1alpha1.Member)
+	if !ok {
+		return nil, toolErr(codeInvalidSpec, "kind: want Member, got %s; Profiles and Tenants are operator files", objs[0].GetObjectKind())
+	}
+	return m, nil
+}
+
+func boundaryErr(err error) error {
+	var be *guard.BoundaryError
+	if errors.As(err, &be) {
+		return &ToolError{Code: codeSubscriptionBoundary, Message: strings.TrimPrefix(be.Error(), guard.Code+": ")}
+	}
+	return toolErr(codeInvalidSpec, "%v", err)
+}
+
+func specErr(errs decode.ErrorList) error {
+	return &ToolError{Code: codeInvalidSpec, Message: strings.ReplaceAll(errs.Error(), "\n", "; ")}
+}
+
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return int64(n), n == float64(int64(n))
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+var nameUnsafe = regexp.MustCompile(`[^a-z0-9_-]+`)
+
+// generatedName makes a fresh member name from a profile name.
+func generatedName(profile string) string {
+	base := nameUnsafe.ReplaceAllString(strings.ToLower(profile), "-")
+	base = strings.Trim(base, "-_")
+	if base == "" || base[0] < 'a' || base[0] > 'z' {
+		base = "w" + base
+	}
+	if len(base) > 24 {
+		base = base[:24]
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	return base + "-" + hex.EncodeToString(b[:])
+}
+
+// members carries out member writes for tools and REST alike.
+type members struct {
+	source MemberSource
+	store  DesiredState
+	waiter MemberWaiter
+	gone   *paneGone
+}
+
+// apply checks references, writes the Member and, with wait, returns once
+// it is Ready, has failed for good, or the timeout passed.
+func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, string, error) {
+	if ms.store == nil {
+		return MemberView{}, "", toolErr(codeUnavailable, "this gateway has no desired-state store")
+	}
+	m := req.member
+	snap := ms.store.Snapshot()
+	if _, ok := snap.Profiles[m.Spec.Profile]; !ok {
+		return MemberView{}, "", toolErr(codeInvalidSpec, "spec.profile: no Profile named %q; bridge_profiles lists the operator's profiles", m.Spec.Profile)
+	}
+	if t := m.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant {
+		if _, ok := snap.Tenants[t.TenantID]; !ok {
+			return MemberView{}, "", toolErr(codeInvalidSpec, "spec.mcpTarget.tenantId: no Tenant named %q", t.TenantID)
+		}
+	}
+	result := resultCreated
+	if old, ok := snap.Members[m.Name]; ok {
+		result = resultConfigured
+		if reflect.DeepEqual(old.Spec, m.Spec) && reflect.DeepEqual(old.Labels, m.Labels) && reflect.DeepEqual(old.Annotations, m.Annotations) {
+			result = resultUnchanged
+		}
+	}
+	if result != resultUnchanged {
+		if err := ms.store.Apply(ctx, m); err != nil {
+			var errs decode.ErrorList
+			if errors.As(err, &errs) {
+				return MemberView{}, "", specErr(errs)
+			}
+			return MemberView{}, "", toolErr(codeUnavailable, "write member %s: %v", m.Name, err)
+		}
+	}
+	cur, ok := ms.source.Member(m.Name)
+	if !ok {
+		return MemberView{}, "", toolErr(codeInternal, "member %s vanished right after it was written", m.Name)
+	}
+	if req.wait && ms.waiter != nil {
+		gen := cur.Generation
+		wctx, cancel := context.WithTimeout(ctx, cmpOr(req.timeout, DefaultSpawnTimeout))
+		defer cancel()
+		err := ms.waiter.WaitFor(wctx, func(all []v1alpha1.Member) bool {
+			for _, x := range all {
+				if x.Name == m.Name {
+					cur = x
+					return settled(x, gen)
+				}
+			}
+			return true // deleted meanwhile
+		})
+		if err != nil && ctx.Err() != nil {
+			return MemberView{}, "", fromCore(ctx.Err())
+		}
+	}
+	return viewOf(cur), result, nil
+}
+
+// settled: the member runs the given generation, or cannot without a change.
+func settled(m v1alpha1.Member, gen int64) bool {
+	if m.Status.ObservedGeneration < gen && m.Status.Phase != v1alpha1.PhaseFailed {
+		return false
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseReady, v1alpha1.PhaseFailed, v1alpha1.PhasePaused:
+		return true
+	}
+	for _, c := range m.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady && c.Status == v1alpha1.ConditionFalse {
+			switch c.Reason {
+			case "ProfileNotFound", "TenantNotFound", "InvalidSpec":
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resolve finds a member by name, session UUID, terminal id or pane id.
+func (ms *members) resolve(ref string) (v1alpha1.Member, bool) {
+	if m, ok := ms.source.Member(ref); ok {
+		return m, true
+	}
+	for _, m := range ms.source.Members() {
+		if s := m.Status; ref == s.SessionID || ref == s.TerminalID || ref == s.PaneID {
+			return m, true
+		}
+	}
+	return v1alpha1.Member{}, false
+}
+
+// resolveWorker resolves a sessionId argument; empty means the only member.
+func (ms *members) resolveWorker(ref string) (v1alpha1.Member, error) {
+	if ref != "" {
+		if m, ok := ms.resolve(ref); ok {
+			return m, nil
+		}
+		return v1alpha1.Member{}, toolErr(codeNotFound, "no member with name, sessionId, terminal id or pane id %q; bridge_list shows them", ref)
+	}
+	all := ms.source.Members()
+	switch len(all) {
+	case 1:
+		return all[0], nil
+	case 0:
+		return v1alpha1.Member{}, toolErr(codeNotFound, "there are no workers; start one with bridge_spawn")
+	}
+	names := make([]string, len(all))
+	for i, m := range all {
+		names[i] = m.Name
+	}
+	return v1alpha1.Member{}, toolErr(codeInvalidArgument, "sessionId is required when there are several workers (%s)", strings.Join(names, ", "))
+}
+
+// stop deletes a member's definition and, with wait, returns once its pane
+// is closed or the timeout passed. existed is false for an unknown member.
+func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time.Duration) (existed bool, err error) {
+	if ms.store == nil {
+		return false, toolErr(codeUnavailable, "this gateway has no desired-state store")
+	}
+	m, ok := ms.resolve(ref)
+	if !ok {
+		return false, nil
+	}
+	if err := ms.store.Delete(ctx, v1alpha1.KindMember, m.Name); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)
+	}
+	if wait && m.Status.PaneID != "" {
+		wctx, cancel := context.WithTimeout(ctx, cmpOr(timeout, DefaultStopTimeout))
+		defer cancel()
+		if err := ms.gone.wait(wctx, m.Status.PaneID); err != nil && ctx.Err() != nil {
+			return true, fromCore(ctx.Err())
+		}
+	}
+	return true, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// paneGone remembers the panes the controllers reported closed, so that a
+// stop can wait for its pane whether the report comes before or after it
+// starts waiting.
+type paneGone struct {
+	mu      sync.Mutex
+	gone    map[string]bool
+	order   []string
+	changed chan struct{}
+}
+
+const paneGoneMemory = 1024
+
+func newPaneGone() *paneGone {
+	return &paneGone{gone: map[string]bool{}, changed: make(chan struct{})}
+}
+
+func (p *paneGone) report(paneID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.gone[paneID] {
+		p.gone[paneID] = true
+		p.order = append(p.order, paneID)
+		if len(p.order) > paneGoneMemory {
+			delete(p.gone, p.order[0])
+			p.order = p.order[1:]
+		}
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *paneGone) wait(ctx context.Context, paneID string) error {
+	for {
+		p.mu.Lock()
+		done, ch := p.gone[paneID], p.changed
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

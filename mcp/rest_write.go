@@ -1,0 +1,98 @@
+package mcp
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/tokens"
+)
+
+// WriteResult is the body of a successful POST or DELETE /members: the
+// member and what happened to it, kubectl-style (created, configured,
+// unchanged, deleted).
+type WriteResult struct {
+	Result string     `json:"result"`
+	Member MemberView `json:"member"`
+}
+
+// createMember is POST /members, bridge_spawn for non-MCP clients. The body
+// is a Member (YAML or JSON, as in a manifest file) or bridge_spawn's
+// arguments; ?wait=true waits for Ready (timeoutMs as in the tool).
+func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
+	if !isPrimary(id) {
+		writeToolError(w, toolErr(codeForbidden, "only the primary may create members"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody()))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
+				"request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes; a Member manifest is far smaller")
+			return
+		}
+		writeToolError(w, toolErr(codeInvalidArgument, "read request body: %v", err))
+		return
+	}
+	req, err := decodeMemberBody(body)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	if v := q.Get("wait"); v != "" {
+		req.wait = v == "true"
+	}
+	if v := q.Get("timeoutMs"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			writeToolError(w, toolErr(codeInvalidArgument, "timeoutMs: want a non-negative number of milliseconds"))
+			return
+		}
+		req.timeout = time.Duration(ms) * time.Millisecond
+	}
+	view, result, err := s.members.apply(r.Context(), req)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if result == resultCreated {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, WriteResult{Result: result, Member: view})
+}
+
+// deleteMember is DELETE /members/{paneId or name}, bridge_stop for non-MCP
+// clients; unlike the tool, an unknown member is a 404. ?wait=true waits
+// until the pane is closed.
+func (s *restServer) deleteMember(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
+	if !isPrimary(id) {
+		writeToolError(w, toolErr(codeForbidden, "only the primary may delete members"))
+		return
+	}
+	ref := r.PathValue("name")
+	m, ok := s.members.resolve(ref)
+	if !ok {
+		writeError(w, http.StatusNotFound, codeNotFound, "member "+quote(ref)+" not found (by name, pane id, terminal id or sessionId)")
+		return
+	}
+	existed, err := s.members.stop(r.Context(), m.Name, r.URL.Query().Get("wait") == "true", 0)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	if !existed {
+		writeError(w, http.StatusNotFound, codeNotFound, "member "+quote(ref)+" not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, WriteResult{Result: resultDeleted, Member: viewOf(m)})
+}
+
+func writeToolError(w http.ResponseWriter, err error) {
+	te := fromCore(err)
+	writeError(w, httpStatus(te.Code), te.Code, te.Message)
+}
