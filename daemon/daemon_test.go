@@ -42,13 +42,20 @@ func startDaemon(t *testing.T, stateDir string) (Info, <-chan error) {
 	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(manifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runDaemon(t, Config{ManifestsDir: dir, StateDir: stateDir})
+}
+
+// runDaemon runs a daemon with cfg on a free loopback port and the
+// simulated herdr, and returns its info once it is listening; the daemon
+// stops when the test ends.
+func runDaemon(t *testing.T, cfg Config) (Info, <-chan error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Info, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{ManifestsDir: dir, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true,
-			Ready: func(i Info) { ready <- i }})
-	}()
+	cfg.Listen, cfg.Sim = "127.0.0.1:0", true
+	cfg.Ready = func(i Info) { ready <- i }
+	go func() { done <- Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -21,9 +21,11 @@ package mcp
 // "code: message", and counts fleetd_mcp_tool_calls_total{tool,outcome}.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -98,14 +100,21 @@ func unauthorized(w http.ResponseWriter) {
 // toolMiddleware gives every tool error a code word and counts the call.
 func (s *restServer) toolMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-		res, err := next(ctx, method, req)
 		if method != "tools/call" {
-			return res, err
+			return next(ctx, method, req)
 		}
 		name := "unknown"
-		if ctr, ok := req.(*sdk.CallToolRequest); ok && ctr.Params != nil && knownTool(ctr.Params.Name) {
-			name = ctr.Params.Name
+		if ctr, ok := req.(*sdk.CallToolRequest); ok && ctr.Params != nil {
+			if knownTool(ctr.Params.Name) {
+				name = ctr.Params.Name
+			}
+			// "arguments": null means none; the SDK would fail applying
+			// defaults to it.
+			if string(bytes.TrimSpace(ctr.Params.Arguments)) == "null" {
+				ctr.Params.Arguments = json.RawMessage("{}")
+			}
 		}
+		res, err := next(ctx, method, req)
 		outcome := "ok"
 		switch r, _ := res.(*sdk.CallToolResult); {
 		case err != nil:
