@@ -30,7 +30,10 @@ type Manager struct {
 	own      *ownBook
 	view     *view
 
-	ownMu sync.Mutex // held across tab.create + ownership write, and by the orphan sweep
+	// ownMu keeps the orphan sweep (write lock) from running between a
+	// tab.create and the write of its ownership record (read lock, so that
+	// members are created concurrently).
+	ownMu sync.RWMutex
 	wsMu  sync.Mutex // serialises workspace lookup-or-create
 
 	mu       sync.Mutex

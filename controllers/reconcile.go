@@ -361,14 +361,14 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		return m.createFailed(name, mem, p, b, rt, err)
 	}
 
-	m.ownMu.Lock()
+	m.ownMu.RLock()
 	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 	created, err := m.herdr.CreateTab(cctx, herdr.TabCreateParams{
 		WorkspaceID: ws.WorkspaceID, CWD: cwd, Label: TabLabelPrefix + name, Env: spec.Env,
 	})
 	cancel()
 	if err != nil {
-		m.ownMu.Unlock()
+		m.ownMu.RUnlock()
 		undo()
 		if herdr.IsCode(err, "workspace_not_found") {
 			m.view.removeWorkspace(ws.WorkspaceID)
@@ -384,7 +384,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	m.view.setTab(created.Tab)
 	m.view.setPane(created.RootPane)
 	err = m.own.put(rec)
-	m.ownMu.Unlock()
+	m.ownMu.RUnlock()
 	if err != nil {
 		// An untracked pane would be a duplicate after a restart: close it.
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
