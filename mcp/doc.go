@@ -1,16 +1,32 @@
 // Package mcp is fleetd's north face: the HTTP listener that carries the REST
-// API (GET /members, GET /members/{name}, health and readiness, /metrics)
-// and, at /mcp, the MCP gateway.
+// API (GET, POST and DELETE /members, health and readiness, /metrics) and,
+// at /mcp, the MCP gateway with the eleven bridge_* tools of DESIGN §5.2.
 //
 // Every request that reads or changes the fleet is authenticated by its
 // bearer token, resolved to an identity (the primary, or one worker) by a
-// token registry the package is given; nothing a caller sends in a body or
-// query can change who the caller is. Health, readiness and metrics are
-// open, because the listener is loopback-only by default and Prometheus
-// scrapes without a token. Requests whose Host header is not a loopback name
-// are refused while the listener is on loopback, which defeats DNS
-// rebinding from a browser.
+// token registry the package is given; nothing a caller sends in a body,
+// query or tool argument can change who the caller is. An MCP session is
+// bound to the token that opened it: the same session with another token is
+// refused. Health, readiness and metrics are open, because the listener is
+// loopback-only by default and Prometheus scrapes without a token. Requests
+// whose Host header is not a loopback name are refused while the listener is
+// on loopback (and the go-sdk's own DNS-rebinding check is on), which
+// defeats DNS rebinding from a browser.
 //
-// This package holds no fleet state of its own: members and their events
-// come from the controllers through [MemberSource]. It never logs a token.
+// The tools are thin adapters: messaging (bridge_send, bridge_reply,
+// bridge_ask, bridge_poll, bridge_ack, bridge_status) goes to the messaging
+// core through [Messenger]; members are read from [MemberSource] and written
+// through [DesiredState] (a manifest file appears or disappears — the
+// directory stays the source of truth). Who may call what is decided here:
+// send, spawn and stop are the primary's; reply and ask are a worker's; a
+// worker's status is its own. Spawns pass the subscription guard on the
+// arguments exactly as sent, then the Member's closed shape and strict
+// decoding, before anything is written. Every tool error carries a stable
+// code word (forbidden, not_found, worker_gone, invalid_spec,
+// subscription_boundary, too_large, …), as structured content {code,
+// message} and as the text "code: message"; REST errors carry the same word
+// in {"error": {"code", "message"}} with the matching status.
+//
+// This package holds no fleet state of its own and never logs a token or a
+// message's content.
 package mcp

@@ -256,12 +256,12 @@ func schemaFor[T any](defaults map[string]any) *jsonschema.Schema {
 	return s
 }
 
-// open drops additionalProperties: false everywhere, so that a spawn
+// permissive drops additionalProperties: false everywhere, so that a spawn
 // naming a forbidden field reaches the guard and gets its real error.
-func open(s *jsonschema.Schema) *jsonschema.Schema {
+func permissive(s *jsonschema.Schema) *jsonschema.Schema {
 	s.AdditionalProperties = nil
 	for _, p := range s.Properties {
-		open(p)
+		permissive(p)
 	}
 	return s
 }
@@ -309,7 +309,7 @@ func (s *restServer) newMCPServer() *sdk.Server {
 	sdk.AddTool(srv, &sdk.Tool{Name: toolSpawn,
 		Description: "Primary only. Start a worker from an operator Profile (a manifest is written to the watched directory) and, by default, wait until it is Ready. " +
 			"A worker never carries environment, URLs, credentials or commands: those live in Profiles and Tenants, and such a request is refused (subscription_boundary or invalid_spec).",
-		InputSchema: open(schemaFor[SpawnInput](map[string]any{"wait": true, "timeoutMs": int64(DefaultSpawnTimeout / time.Millisecond)})),
+		InputSchema: permissive(schemaFor[SpawnInput](map[string]any{"wait": true, "timeoutMs": int64(DefaultSpawnTimeout / time.Millisecond)})),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}}, t.spawn)
 	sdk.AddTool(srv, &sdk.Tool{Name: toolList,
 		Description: "All members with their phase, agent status and ids (name, sessionId, paneId, terminalId).",

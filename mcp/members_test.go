@@ -1,0 +1,104 @@
+package mcp
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+func TestDecodeSpawnArgs(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     map[string]any
+		wantCode string
+		wantMsg  string // substring of the error message
+		want     *v1alpha1.MemberSpec
+	}{
+		{name: "minimal", args: map[string]any{"profile": "claude", "name": "w1"},
+			want: &v1alpha1.MemberSpec{Profile: "claude", MCPTarget: &v1alpha1.MCPTarget{Kind: "resident"}, Transport: "streamable-http", Workspace: "fleetd"}},
+		{name: "tenant target and prompt with a URL", args: map[string]any{"profile": "claude", "name": "w1",
+			"mcpTarget": map[string]any{"kind": "tenant", "tenantId": "acme"}, "prompt": "read https://example.com/spec"},
+			want: &v1alpha1.MemberSpec{Profile: "claude", MCPTarget: &v1alpha1.MCPTarget{Kind: "tenant", TenantID: "acme"},
+				Transport: "streamable-http", Workspace: "fleetd", Prompt: "read https://example.com/spec"}},
+		{name: "env", args: map[string]any{"profile": "claude", "env": map[string]any{"A": "b"}}, wantCode: "subscription_boundary", wantMsg: "env"},
+		{name: "nested url key", args: map[string]any{"profile": "claude", "mcpTarget": map[string]any{"kind": "tenant", "url": "x"}}, wantCode: "subscription_boundary"},
+		{name: "url value", args: map[string]any{"profile": "claude", "workspace": "http://evil"}, wantCode: "subscription_boundary"},
+		{name: "credential variable", args: map[string]any{"profile": "claude", "ANTHROPIC_BASE_URL": "x"}, wantCode: "subscription_boundary"},
+		{name: "variable reference", args: map[string]any{"profile": "claude", "workspace": "$ANTHROPIC_API_KEY"}, wantCode: "subscription_boundary"},
+		{name: "command", args: map[string]any{"profile": "claude", "command": "rm"}, wantCode: "invalid_spec", wantMsg: "command"},
+		{name: "unknown field", args: map[string]any{"profile": "claude", "colour": "red"}, wantCode: "invalid_spec", wantMsg: "colour: unknown field"},
+		{name: "bad transport", args: map[string]any{"profile": "claude", "transport": "http"}, wantCode: "invalid_spec", wantMsg: "spec.transport"},
+		{name: "bad name", args: map[string]any{"profile": "claude", "name": "Bad Name"}, wantCode: "invalid_spec", wantMsg: "metadata.name"},
+		{name: "no profile", args: map[string]any{"name": "w1"}, wantCode: "invalid_spec", wantMsg: "spec.profile"},
+		{name: "wait not a bool", args: map[string]any{"profile": "claude", "wait": "yes"}, wantCode: "invalid_argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := decodeSpawnArgs(tt.args)
+			if tt.wantCode != "" {
+				te := fromCore(err)
+				if err == nil || te.Code != tt.wantCode || !strings.Contains(te.Message, tt.wantMsg) {
+					t.Fatalf("err = %v, want %s mentioning %q", err, tt.wantCode, tt.wantMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(*tt.want, req.member.Spec); diff != "" {
+				t.Errorf("spec (-want +got):\n%s", diff)
+			}
+			if !req.wait {
+				t.Error("wait defaults to true")
+			}
+		})
+	}
+}
+
+func TestDecodeSpawnArgs_GeneratedNameAndWait(t *testing.T) {
+	req, err := decodeSpawnArgs(map[string]any{"profile": "codex-fast-with-a-rather-long-name", "wait": false, "timeoutMs": float64(1500)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v1alpha1.IsMemberName(req.member.Name) || !strings.HasPrefix(req.member.Name, "codex-fast-with-a-rather") {
+		t.Errorf("generated name %q", req.member.Name)
+	}
+	if req.wait || req.timeout != 1500*time.Millisecond {
+		t.Errorf("wait=%v timeout=%v, want false 1.5s", req.wait, req.timeout)
+	}
+}
+
+func TestDecodeMemberBody(t *testing.T) {
+	tests := []struct {
+		name, body, wantCode, wantMsg string
+	}{
+		{"yaml member", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude}\n", "", ""},
+		{"json member", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"r"},"spec":{"profile":"claude"}}`, "", ""},
+		{"spawn args", `{"profile":"claude","name":"r"}`, "", ""},
+		{"profile object", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec: {harness: claude}\n", "invalid_spec", "want Member"},
+		{"member with env", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude, env: {A: b}}\n", "subscription_boundary", "spec.env"},
+		{"member with header", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude, extraHeaders: [a]}\n", "subscription_boundary", ""},
+		{"legacy shape", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude, mcpTransport: {mode: resident}}\n", "invalid_spec", "fleetd migrate"},
+		{"not an object", "- a\n- b\n", "invalid_spec", "request body"},
+		{"two documents", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude}\n---\napiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: s}\nspec: {profile: claude}\n", "invalid_spec", "exactly one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := decodeMemberBody([]byte(tt.body))
+			if tt.wantCode == "" {
+				if err != nil || req.member == nil || req.member.Name != "r" {
+					t.Fatalf("decode = %+v, %v; want member r", req, err)
+				}
+				return
+			}
+			te := fromCore(err)
+			if err == nil || te.Code != tt.wantCode || !strings.Contains(te.Message, tt.wantMsg) {
+				t.Fatalf("err = %v, want %s mentioning %q", err, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+}
