@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
@@ -58,15 +59,19 @@ type fleet struct {
 
 func startFleet(t *testing.T, extraManifests string) *fleet {
 	t.Helper()
+	// A pickup grace longer than any test: a second message may only go in
+	// once the agent was seen picking up the first.
+	return startFleetWith(t, extraManifests, &messaging.Options{PickupGrace: 10 * time.Minute})
+}
+
+func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Options) *fleet {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "profiles.yaml"), []byte(profileOnly+extraManifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	// A pickup grace longer than any test: a second message may only go in
-	// once the agent was seen picking up the first.
-	info, _ := runDaemon(t, Config{ManifestsDir: dir, StateDir: stateDir,
-		Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
+	info, _ := runDaemon(t, Config{ManifestsDir: dir, StateDir: stateDir, Messaging: mopts})
 	tok, err := os.ReadFile(filepath.Join(stateDir, tokens.PrimaryFile))
 	if err != nil {
 		t.Fatal(err)
@@ -496,6 +501,10 @@ func TestGateway_Spoofing(t *testing.T) {
 		t.Errorf("worker token on the primary's session: %d, want 403", code)
 	}
 	metrics := scrape(t, f.info.URL)
+	problems, err := promlint.New(strings.NewReader(metrics)).Lint()
+	if err != nil || len(problems) > 0 {
+		t.Errorf("/metrics lint: %v %v", err, problems)
+	}
 	for _, series := range []string{
 		`fleetd_mcp_tool_calls_total{outcome="forbidden",tool="bridge_send"} 1`,
 		`fleetd_mcp_tool_calls_total{outcome="subscription_boundary",tool="bridge_spawn"} 3`,
@@ -565,5 +574,23 @@ func TestGateway_ToolsAndProfiles(t *testing.T) {
 	raw, _ := f.primary.CallTool(f.ctx, &sdk.CallToolParams{Name: "bridge_profiles"})
 	if b, _ := json.Marshal(raw); bytes.Contains(b, []byte("do-not-show")) {
 		t.Errorf("bridge_profiles shows env values: %s", b)
+	}
+}
+
+func TestGateway_Limits(t *testing.T) {
+	f := startFleetWith(t, "", &messaging.Options{PickupGrace: 10 * time.Minute, MaxWaitersPerCaller: 1, MaxContentBytes: 1024})
+	w := f.spawn("coder")
+	_, err := call[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": strings.Repeat("x", 1025)})
+	if err == nil || err.Code != "too_large" || !strings.Contains(err.Message, "1024") {
+		t.Errorf("oversized content: %v, want too_large naming the limit", err)
+	}
+	held := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "task"})
+	f.prompt(w)
+	if _, err := call[mcp.PollOutput](f.ctx, f.primary, "bridge_poll", map[string]any{"wait": true}); err == nil || err.Code != "too_many_waiters" {
+		t.Errorf("second held call: %v, want too_many_waiters", err)
+	}
+	callOK[mcp.ReplyOutput](f, w.sess, "bridge_reply", map[string]any{"content": "ok"})
+	if out := waitOK(t, f.ctx, held); out.Outcome != "reply" {
+		t.Errorf("held call = %+v", out)
 	}
 }
