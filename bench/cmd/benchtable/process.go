@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+)
+
+// processConfig describes the whole-process measurement.
+type processConfig struct {
+	binary  string
+	members int
+	latency time.Duration
+	timeout time.Duration
+}
+
+// procFigures are one fleetd process's figures once its fleet is Ready.
+type procFigures struct {
+	converge         time.Duration
+	rssKiB, peakKiB  float64
+	goroutines, heap float64
+}
+
+// settle is how long the figures are taken after the fleet is Ready, so
+// that the transient work of convergence (resubscription, status writes)
+// is over.
+const settle = 2 * time.Second
+
+// measureProcess runs fleetd with no members (the baseline) and with
+// cfg.members, and returns their figures as rows.
+func measureProcess(ctx context.Context, cfg processConfig) ([]row, error) {
+	empty, err := runFleetd(ctx, cfg, 0)
+	if err != nil {
+		return nil, fmt.Errorf("fleetd with no members: %w", err)
+	}
+	full, err := runFleetd(ctx, cfg, cfg.members)
+	if err != nil {
+		return nil, fmt.Errorf("fleetd with %d members: %w", cfg.members, err)
+	}
+	bench := fmt.Sprintf("Process/members=%d", cfg.members)
+	const mib = 1024
+	return []row{
+		{Bench: bench, Figure: "converge-ms", Value: ms(full.converge), Base: ms(empty.converge), HasBase: true},
+		{Bench: bench, Figure: "rss-MiB", Value: full.rssKiB / mib, Base: empty.rssKiB / mib, HasBase: true},
+		{Bench: bench, Figure: "peak-rss-MiB", Value: full.peakKiB / mib, Base: empty.peakKiB / mib, HasBase: true},
+		{Bench: bench, Figure: "heap-inuse-MiB", Value: full.heap / (1 << 20), Base: empty.heap / (1 << 20), HasBase: true},
+		{Bench: bench, Figure: "goroutines", Value: full.goroutines, Base: empty.goroutines, HasBase: true},
+	}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+const profileYAML = `apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: bench}
+spec:
+  harness: codex
+  args: ["-m", "bench"]
+`
+
+// servingLine is the line `fleetd serve` prints once it listens.
+var servingLine = regexp.MustCompile(` on (http://[^ ]+) \(`)
+
+// runFleetd serves n members with the fleetd binary against a fake herdr
+// in this process and measures it once every member is Ready.
+func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	root, err := os.MkdirTemp("", "fleetd-bench")
+	if err != nil {
+		return procFigures{}, err
+	}
+	defer os.RemoveAll(root)
+	manifests, state := filepath.Join(root, "manifests"), filepath.Join(root, "state")
+	if err := os.Mkdir(manifests, 0o755); err != nil {
+		return procFigures{}, err
+	}
+	files := map[string]string{"profile.yaml": profileYAML}
+	for i := range n {
+		name := fmt.Sprintf("m%04d", i)
+		files[name+".yaml"] = "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: bench\n"
+	}
+	for f, content := range files {
+		if err := os.WriteFile(filepath.Join(manifests, f), []byte(content), 0o644); err != nil {
+			return procFigures{}, err
+		}
+	}
+	fake, err := herdrtest.Start(&herdrtest.Options{SocketPath: filepath.Join(root, "herdr.sock")})
+	if err != nil {
+		return procFigures{}, err
+	}
+	defer fake.Close()
+	if cfg.latency > 0 {
+		fake.InjectFault("", herdrtest.Fault{Latency: cfg.latency})
+	}
+
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, cfg.binary, "serve", "--herdr-socket", fake.SocketPath(),
+		"--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "error")
+	cmd.Stderr = os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return procFigures{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return procFigures{}, err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	base, err := serveURL(stdout)
+	if err != nil {
+		return procFigures{}, err
+	}
+	token, err := os.ReadFile(filepath.Join(state, "primary.token"))
+	if err != nil {
+		return procFigures{}, fmt.Errorf("primary token: %w", err)
+	}
+	api := &apiClient{base: base, token: strings.TrimSpace(string(token))}
+	if err := api.waitReady(ctx, n); err != nil {
+		return procFigures{}, err
+	}
+	fig := procFigures{converge: time.Since(start)}
+	select {
+	case <-time.After(settle):
+	case <-ctx.Done():
+		return procFigures{}, ctx.Err()
+	}
+	if fig.rssKiB, fig.peakKiB, err = memory(cmd.Process.Pid); err != nil {
+		return procFigures{}, err
+	}
+	metrics, err := api.metrics(ctx, "go_goroutines", "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return procFigures{}, err
+	}
+	fig.goroutines, fig.heap = metrics[0], metrics[1]
+	return fig, nil
+}
+
+// serveURL reads fleetd's standard output until it names its listener, and
+// drains the rest in the background.
+func serveURL(stdout io.Reader) (string, error) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, stdout)
+			return m[1], nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New("fleetd exited before it listened")
+}
+
+// memory reads a process's resident and peak resident set (KiB).
+func memory(pid int) (rss, peak float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss, err = strconv.ParseFloat(f[1], 64)
+		case "VmHWM:":
+			peak, err = strconv.ParseFloat(f[1], 64)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status %s: %w", pid, f[0], err)
+		}
+	}
+	return rss, peak, nil
+}
+
+// apiClient reads fleetd's REST API as the primary.
+type apiClient struct {
+	base, token string
+}
+
+func (a *apiClient) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %.200s", path, resp.Status, b)
+	}
+	return b, nil
+}
+
+// waitReady polls GET /members (every 100 ms; the figures are taken after
+// it) until n members are Ready and /readyz answers.
+func (a *apiClient) waitReady(ctx context.Context, n int) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	ready := 0
+	for {
+		if _, err := a.get(ctx, "/readyz"); err == nil {
+			b, err := a.get(ctx, "/members")
+			if err != nil {
+				return err
+			}
+			var list struct {
+				Items []struct {
+					Status struct {
+						Phase string `json:"phase"`
+					} `json:"status"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(b, &list); err != nil {
+				return fmt.Errorf("GET /members: %w", err)
+			}
+			ready = 0
+			for _, m := range list.Items {
+				if m.Status.Phase == "Ready" {
+					ready++
+				}
+			}
+			if ready == n && len(list.Items) == n {
+				return nil
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d members Ready: %w", ready, n, ctx.Err())
+		}
+	}
+}
+
+// metrics returns the values of unlabelled series from GET /metrics.
+func (a *apiClient) metrics(ctx context.Context, names ...string) ([]float64, error) {
+	b, err := a.get(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	found := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 {
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+				found[f[0]] = v
+			}
+		}
+	}
+	out := make([]float64, len(names))
+	for i, n := range names {
+		v, ok := found[n]
+		if !ok {
+			return nil, fmt.Errorf("GET /metrics: no %s", n)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
