@@ -244,7 +244,9 @@ func Run(ctx context.Context, cfg Config) error {
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
+		// MCP clients keep a stream open per session; cut what is left.
 		log.Warn("http shutdown", "err", err)
+		srv.Close()
 	}
 	wg.Wait()
 	select {

@@ -496,6 +496,15 @@ func TestGateway_Spoofing(t *testing.T) {
 			t.Errorf("%s: POST /mcp = %d, want 401", name, code)
 		}
 	}
+	// DNS rebinding: a non-loopback Host is refused even with a good token.
+	req, _ := http.NewRequest(http.MethodPost, f.info.MCPURL, strings.NewReader(`{}`))
+	req.Host = "evil.example:8080"
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("rebinding Host on /mcp: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// A session opened with one token cannot be continued with another.
 	if code := postMCP(t, f.info.MCPURL, a.token, f.primary.ID()); code != http.StatusForbidden {
 		t.Errorf("worker token on the primary's session: %d, want 403", code)
