@@ -603,3 +603,26 @@ func TestGateway_Limits(t *testing.T) {
 		t.Errorf("held call = %+v", out)
 	}
 }
+
+func TestGateway_SendWithProfileSpawnsTheWorker(t *testing.T) {
+	f := startFleet(t, "")
+	out := callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "hello", "sessionId": "fresh", "profile": "claude", "wait": false})
+	if out.Outcome != "dispatched" || out.Name != "fresh" || out.SessionID == "" {
+		t.Fatalf("bridge_send with profile = %+v, want dispatched to a new member fresh", out)
+	}
+	data, err := os.ReadFile(filepath.Join(f.manifests, "fresh.yaml"))
+	if err != nil {
+		t.Fatalf("no manifest for the spawned worker: %v", err)
+	}
+	if !strings.Contains(string(data), "profile: claude") || strings.Contains(string(data), "status") {
+		t.Errorf("manifest:\n%s\nwant the spec only", data)
+	}
+	if err := f.sim.WaitCalls(f.ctx, "agent.prompt", 1); err != nil {
+		t.Fatal(err)
+	}
+	// With one worker, sessionId may be left out.
+	again := callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "again", "wait": false})
+	if again.Name != "fresh" {
+		t.Errorf("send without sessionId went to %q, want the only worker", again.Name)
+	}
+}
