@@ -164,7 +164,10 @@ func decodeMemberBody(body []byte) (spawnRequest, error) {
 		return spawnRequest{}, toolErr(codeInvalidSpec, "request body: want one Member object or bridge_spawn arguments")
 	}
 	if _, ok := raw["kind"]; !ok {
-		return decodeSpawnArgs(raw)
+		// Over REST nothing waits unless asked to (here or with ?wait=true).
+		req, err := decodeSpawnArgs(raw)
+		req.wait = raw["wait"] == true
+		return req, err
 	}
 	// The guard reads the body as sent, duplicate keys included; YAML that
 	// became JSON above has none left to hide.
