@@ -75,22 +75,13 @@ func runDaemon(t *testing.T, cfg Config) (Info, <-chan error) {
 
 func getJSON(t *testing.T, url, token string, out any) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(body, out); err != nil {
+	code, body := do(t, http.MethodGet, url, token, "")
+	if out != nil && code == http.StatusOK {
+		if err := json.Unmarshal([]byte(body), out); err != nil {
 			t.Fatalf("decode %s: %v", body, err)
 		}
 	}
-	return resp.StatusCode
+	return code
 }
 
 func TestRun_SimServesReadyMembers(t *testing.T) {
