@@ -149,6 +149,15 @@ func (m *Manager) follow(ctx context.Context) error {
 			// Open the new stream before closing the old one so no event
 			// falls between them.
 			next, nextStop, err := m.subscribe(ctx, nsubs)
+			if herdr.IsCode(err, "pane_not_found") {
+				// A pane closed after the view was read; its close event
+				// comes on the current stream, which keeps running. Try
+				// again a settle delay later instead of dropping the
+				// stream and reconnecting with backoff.
+				settle = m.o.Clock.NewTimer(m.o.ResubscribeDelay)
+				settleC = settle.C()
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("resubscribe to herdr events: %w", err)
 			}
