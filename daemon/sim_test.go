@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// The simulation's agents are simagent's answering agents: a prompt makes
+// the agent work, print its echo and end its turn. This pane was not
+// started by fleetd, so the reply itself fails and is logged (the
+// gateway side is covered by package simagent and the end-to-end tests).
+func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
+	var logs lockedBuffer
+	sim, err := startSimulation(t.TempDir(), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	c := herdr.New(&herdr.Options{SocketPath: sim.SocketPath()})
+	ctx := t.Context()
+	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pane := ws.RootPane.PaneID
+	if _, err := c.LaunchAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: pane}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitAgent(ctx, herdr.AgentWaitParams{Target: pane, Until: []herdr.AgentStatus{herdr.StatusIdle}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PromptAgent(ctx, herdr.AgentPromptParams{Target: pane, Text: "hello",
+		Wait: &herdr.AgentPromptWait{Until: []herdr.AgentStatus{herdr.StatusIdle, herdr.StatusDone}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := sim.Pane(pane); !strings.Contains(st.Screen, "echo: hello") {
+		t.Errorf("screen does not show the echo:\n%s", st.Screen)
+	}
+	if err := sim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "component=sim-agent") || !strings.Contains(got, "not started by fleetd") {
+		t.Errorf("log does not report the failed reply:\n%s", got)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
