@@ -6,14 +6,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetd-dev/fleetd/messaging"
 )
 
 // Knobs of the fleet benchmarks (go test -args, or BENCHFLAGS in make).
 var (
-	latency = flag.Duration("latency", time.Millisecond, "latency injected into every fake herdr call")
-	pollInt = flag.Duration("poll", 10*time.Millisecond, "agent readiness poll interval (fleetd's PollInterval and the baselines')")
-	sizes   = flag.String("sizes", "100,500,1000", "fleet sizes of BenchmarkConvergence")
-	drift   = flag.Int("drift", 100, "members (one kill each) of BenchmarkDriftRepair")
+	latency    = flag.Duration("latency", time.Millisecond, "latency injected into every fake herdr call")
+	pollInt    = flag.Duration("poll", 10*time.Millisecond, "agent readiness poll interval (fleetd's PollInterval and the baselines')")
+	sizes      = flag.String("sizes", "100,500,1000", "fleet sizes of BenchmarkConvergence")
+	drift      = flag.Int("drift", 100, "members (one kill each) of BenchmarkDriftRepair")
+	rendezvous = flag.Int("rendezvous", 200, "sends of BenchmarkRendezvous")
+	held       = flag.Int("held", 500, "simultaneous held calls of BenchmarkHeldSends")
 )
 
 // reportPair reports a figure and its baseline; cmd/benchtable shows them
@@ -104,5 +108,50 @@ func BenchmarkDriftRepair(b *testing.B) {
 		for _, p := range []float64{50, 99} {
 			reportPair(b, fmt.Sprintf("p%g-ms", p), ms(percentile(fleetd, p)), ms(percentile(base, p)))
 		}
+	}
+}
+
+// BenchmarkRendezvous: bridge_send → the worker replies at once → result,
+// p50/p99 over -rendezvous sends, with the herdr calls per send by method;
+// the baseline is the floor of that path (the two MCP round trips and one
+// herdr call).
+func BenchmarkRendezvous(b *testing.B) {
+	for range b.N {
+		fleetd, base, calls := measureRendezvous(b, *rendezvous, *latency)
+		for _, p := range []float64{50, 99} {
+			reportPair(b, fmt.Sprintf("p%g-ms", p), ms(percentile(fleetd, p)), ms(percentile(base, p)))
+		}
+		for m, c := range calls {
+			b.ReportMetric(float64(c)/float64(*rendezvous), "calls:"+m+"/op")
+		}
+		b.ReportMetric(float64(total(calls))/float64(*rendezvous), "calls/op")
+	}
+}
+
+// BenchmarkHeldSends: -held bridge_send calls at once, all held until they
+// time out: errors, outcomes, and the process's growth while they are held
+// (base- figures: before the calls). With the messaging core's default
+// limit of blocking calls per caller, and with it raised to allow them all.
+func BenchmarkHeldSends(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts *messaging.Options
+	}{
+		{"limit=default", nil},
+		{fmt.Sprintf("limit=%d", *held), &messaging.Options{MaxWaitersPerCaller: *held}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				r := measureHeld(b, *held, *latency, 3*time.Second, tc.opts)
+				if r.firstErr != nil {
+					b.Logf("first error: %v", r.firstErr)
+				}
+				b.ReportMetric(float64(r.errors), "errors")
+				b.ReportMetric(float64(r.timeouts), "timeouts")
+				b.ReportMetric(r.heapDelta/(1<<20), "heap-growth-MiB")
+				b.ReportMetric(r.goroutineDelta, "goroutine-growth")
+				b.ReportMetric(r.heapDelta/float64(*held)/1024, "heap-KiB/call")
+			}
+		})
 	}
 }

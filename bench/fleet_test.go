@@ -53,7 +53,14 @@ func memberYAML(name string) string {
 	return "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: bench\n"
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+// quietLogger discards fleetd's logs unless FLEETD_TEST_LOG is set, as in
+// the controllers' tests.
+func quietLogger() *slog.Logger {
+	if os.Getenv("FLEETD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
 
 // startFake starts a fake herdr whose every call takes lat longer (on the
 // real clock); it is closed when tb ends.
