@@ -34,8 +34,17 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+# The fleet benchmarks (package bench) against the fake herdr, then the
+# whole-process figures of $(BIN), printed as one table (docs/performance.md
+# explains it). Knobs go to the benchmarks, e.g.
+# BENCHARGS='-sizes 100,500 -latency 2ms'; the raw output stays in
+# bin/bench.txt.
+BENCHARGS    ?=
+BENCHMEMBERS ?= 1000
+bench: build
+	@echo "running the fleet benchmarks (a few minutes)..."
+	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
+	$(GO) run ./bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
 
 # Every `func FuzzXxx` in a _test.go file runs for FUZZTIME, one target after
 # another (go test takes one -fuzz target per run). FUZZTIME is a count of
