@@ -164,6 +164,13 @@ func (m *Manager) follow(ctx context.Context) error {
 			stop()
 			stream, stop, panes = next, nextStop, npanes
 			m.setStreamPanes(panes)
+			// Per-pane status events are not replayed: one the old stream
+			// had not delivered yet, or one of a new pane before the new
+			// stream covered it, would be lost. One agent listing after the
+			// new stream started catches up on them.
+			if err := m.catchUpStatuses(ctx); err != nil {
+				return err
+			}
 		case <-m.kick:
 			return errReconnect
 		case <-resync.C():
@@ -265,6 +272,25 @@ func (m *Manager) resync(ctx context.Context) error {
 		return err
 	}
 	m.enqueueAll()
+	return nil
+}
+
+// catchUpStatuses lists herdr's agents once and passes every owned agent's
+// status on, as a listing does (the sequence moves only on a change).
+func (m *Manager) catchUpStatuses(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	defer cancel()
+	agents, err := m.herdr.ListAgents(cctx)
+	if err != nil {
+		return fmt.Errorf("list herdr agents after resubscribing: %w", err)
+	}
+	for _, a := range agents {
+		if _, owned := m.own.ownerOf(a.PaneID, ""); !owned || a.AgentStatus == "" {
+			continue
+		}
+		m.view.setAgentStatus(a.PaneID, a.AgentStatus)
+		m.observeAgentStatus(a.PaneID, string(a.AgentStatus), false)
+	}
 	return nil
 }
 

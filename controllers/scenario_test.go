@@ -819,8 +819,8 @@ func TestManager_TwoHundredMembersConvergeAndIdleResyncIsConstant(t *testing.T) 
 		t.Fatalf("tab.create %d agent.start %d, want %d each", c["tab.create"], c["agent.start"], n)
 	}
 	// Wait until the event stream covers every owned pane, then for quiet.
-	e.waitForHerdr("subscription covers all panes", func() bool {
-		if e.lastSubscriptionPanes() == n {
+	e.waitForHerdr("subscription covers all panes and statuses caught up", func() bool {
+		if e.lastSubscriptionPanes() == n && e.listedAgentsAfterSubscribe() {
 			return true
 		}
 		clk.Step(DefaultResubscribeDelay) // let the resubscription settle
@@ -869,6 +869,22 @@ func waitTimer(t *testing.T, clk *clock.Fake) {
 			t.Fatal("timed out waiting for a timer")
 		}
 	}
+}
+
+// listedAgentsAfterSubscribe reports whether agent.list was called after
+// the newest events.subscribe (the catch-up on statuses a resubscription
+// could have missed).
+func (e *env) listedAgentsAfterSubscribe() bool {
+	reqs := e.fake.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		switch reqs[i].Method {
+		case "agent.list":
+			return true
+		case "events.subscribe":
+			return false
+		}
+	}
+	return false
 }
 
 // lastSubscriptionPanes counts the per-pane entries of the newest
