@@ -183,11 +183,13 @@ func snapshotView(c *Core) view {
 
 func TestDurability_TurnsEndAfterRestartDespiteNewNumbering(t *testing.T) {
 	tests := []struct {
-		name  string
-		after []string // statuses observed after the restart, numbered from 1
+		name   string
+		before string   // status observed after the delivery, before the crash ("" none)
+		after  []string // statuses observed after the restart, numbered from 1
 	}{
-		{"finished while fleetd was down", []string{StatusIdle}},
-		{"still working, then finishes", []string{StatusWorking, StatusDone}},
+		{"finished while fleetd was down", StatusWorking, []string{StatusIdle}},
+		{"still working, then finishes", StatusWorking, []string{StatusWorking, StatusDone}},
+		{"picked up while fleetd was down, then finishes", "", []string{StatusWorking, StatusDone}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +199,9 @@ func TestDurability_TurnsEndAfterRestartDespiteNewNumbering(t *testing.T) {
 				c1.ObserveStatus("w", StatusIdle, 40)
 				sent, _ := c1.Send(bg, SendRequest{From: "primary", To: "w", Content: "job"})
 				synctest.Wait()
-				c1.ObserveStatus("w", StatusWorking, 41)
+				if tt.before != "" {
+					c1.ObserveStatus("w", tt.before, 41)
+				}
 				crash(c1)
 
 				h := &fakeHerdr{tails: map[string]string{"w": "job finished"}}

@@ -144,6 +144,13 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 		w.restored = false
 		if t := c.turns[w.current]; t != nil && t.delivered {
 			t.baseline = seq
+			if !t.started && (status == StatusWorking || status == StatusBlocked) {
+				// It picked the prompt up while fleetd was down: no later
+				// observation can show that start, the baseline moved past it.
+				if err := c.commit(record{Op: opTurnStarted, ID: t.id}); err != nil {
+					c.opts.Logger.Error("messaging: record turn start", "turn", t.id, "err", err)
+				}
+			}
 			if t.started && deliverable(status) && t.ask == nil && !t.closing {
 				c.beginTurnDone(t) // it ended while fleetd was down
 			}
