@@ -57,6 +57,7 @@ func BenchmarkConvergence(b *testing.B) {
 			for range b.N {
 				r := measureConvergence(b, n, *latency, *pollInt)
 				reportPair(b, "wall-ms", ms(r.wall), ms(r.baseWall))
+				reportPair(b, "cpu-ms", ms(r.cpu), ms(r.baseCPU))
 				reportCalls(b, r.calls, r.baseCalls, n)
 			}
 		})

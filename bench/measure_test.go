@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 // convergence is one convergence run of fleetd and of the baseline.
 type convergence struct {
 	wall, baseWall   time.Duration
+	cpu, baseCPU     time.Duration // CPU time of this process (fleetd or the baseline client, and the fake herdr)
 	calls, baseCalls map[string]int
 }
 
@@ -32,25 +34,35 @@ func measureConvergence(tb testing.TB, n int, lat, poll time.Duration) convergen
 	var r convergence
 
 	fake := startFake(tb, lat)
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime(tb)
 	f := startFleet(tb, fake, fleetConfig{members: n, poll: poll})
 	if err := f.waitReady(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	r.wall = time.Since(start)
+	r.wall, r.cpu = time.Since(start), cpuTime(tb)-cpu
 	r.calls = fake.Calls()
 	f.stop()
 	fake.Close()
 
 	base := startFake(tb, lat)
-	start = time.Now()
+	start, cpu = time.Now(), cpuTime(tb)
 	if err := baselineConverge(ctx, herdr.New(&herdr.Options{SocketPath: base.SocketPath()}), memberNames(n), controllers.DefaultWorkers, poll); err != nil {
 		tb.Fatal(err)
 	}
-	r.baseWall = time.Since(start)
+	r.baseWall, r.baseCPU = time.Since(start), cpuTime(tb)-cpu
 	r.baseCalls = base.Calls()
 	base.Close()
 	return r
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // idleFleet is a converged fleet on a manual manager clock, so that resync
