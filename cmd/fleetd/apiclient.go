@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,33 +66,64 @@ func (f *clientFlags) client() (*apiClient, error) {
 // get fetches path and decodes the JSON body into out. A non-2xx answer
 // becomes an error carrying the server's message.
 func (c *apiClient) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	_, err := c.do(ctx, http.MethodGet, path, nil, out)
+	return err
+}
+
+// post sends body as JSON to path and decodes the JSON answer into out; it
+// returns the HTTP status of a 2xx answer.
+func (c *apiClient) post(ctx context.Context, path string, body any, out any) (int, error) {
+	data, err := json.Marshal(body)
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("encode request to %s: %w", path, err)
+	}
+	return c.do(ctx, http.MethodPost, path, data, out)
+}
+
+// delete sends DELETE to path and decodes the JSON answer into out.
+func (c *apiClient) delete(ctx context.Context, path string, out any) error {
+	_, err := c.do(ctx, http.MethodDelete, path, nil, out)
+	return err
+}
+
+// do makes one authenticated request (with a JSON body when body is not
+// nil) and decodes a 2xx JSON answer into out. A non-2xx answer becomes an
+// *httpError carrying the server's code word and message.
+func (c *apiClient) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach fleetd at %s (is `fleetd serve` running?): %w", c.base, errors.Unwrap(err))
+		return 0, fmt.Errorf("cannot reach fleetd at %s (is `fleetd serve` running?): %w", c.base, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("read response from %s: %w", c.base, err)
+		return 0, fmt.Errorf("read response from %s: %w", c.base, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var apiErr struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
-		if json.Unmarshal(body, &apiErr) == nil && apiErr.Error.Message != "" {
-			return &httpError{status: resp.StatusCode, code: apiErr.Error.Code, msg: apiErr.Error.Message}
+		if json.Unmarshal(data, &apiErr) == nil && apiErr.Error.Message != "" {
+			return 0, &httpError{status: resp.StatusCode, code: apiErr.Error.Code, msg: apiErr.Error.Message}
 		}
-		return &httpError{status: resp.StatusCode, msg: strings.TrimSpace(string(body))}
+		return 0, &httpError{status: resp.StatusCode, msg: strings.TrimSpace(string(data))}
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("decode response from %s%s: %w", c.base, path, err)
+	if err := json.Unmarshal(data, out); err != nil {
+		return 0, fmt.Errorf("decode response from %s%s: %w", c.base, path, err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 type httpError struct {

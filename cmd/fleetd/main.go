@@ -58,6 +58,9 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(),
 		newGetCmd(),
 		newDescribeCmd(),
+		newApplyCmd(),
+		newDeleteCmd(),
+		newSendCmd(),
 	)
 	return root
 }

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const testPrimaryToken = "primary-test-token"
+
+// restFleetd imitates the documented REST write contract of a running
+// fleetd: POST /members answers by member name (201 created, 200 with the
+// result, or an error body), DELETE /members/{ref} knows a fixed set of
+// members, and every request needs the primary token.
+type restFleetd struct {
+	url      string
+	stateDir string
+
+	mu       sync.Mutex
+	requests []string         // "METHOD PATH" in order
+	bodies   []map[string]any // POSTed Members
+}
+
+// postAnswers maps a member name to the status and body POST answers.
+var postAnswers = map[string]struct {
+	status int
+	body   string
+}{
+	"reviewer": {201, `{"result":"created","member":{"name":"reviewer","profile":"claude","phase":"Pending"}}`},
+	"coder":    {200, `{"result":"configured","member":{"name":"coder","profile":"claude","phase":"Ready"}}`},
+	"triage":   {200, `{"result":"unchanged","member":{"name":"triage","profile":"codex","phase":"Ready"}}`},
+	"outside":  {403, `{"error":{"code":"subscription_boundary","message":"tenant \"acme\" is not connected"}}`},
+	"broken":   {422, `{"error":{"code":"invalid_spec","message":"spec.profile: profile \"nope\" not found"}}`},
+}
+
+func newRESTFleetd(t *testing.T) *restFleetd {
+	t.Helper()
+	f := &restFleetd{stateDir: writeTree(t, map[string]string{"primary.token": testPrimaryToken + "\n"})}
+	t.Setenv("FLEETD_TOKEN", "")
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /members", func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+			writeTestJSON(w, 422, `{"error":{"code":"invalid_spec","message":"not JSON"}}`)
+			return
+		}
+		f.mu.Lock()
+		f.bodies = append(f.bodies, m)
+		f.mu.Unlock()
+		name, _ := m["metadata"].(map[string]any)["name"].(string)
+		a, ok := postAnswers[name]
+		if !ok {
+			t.Errorf("POST of unexpected member %q", name)
+			writeTestJSON(w, 500, `{"error":{"code":"internal","message":"unexpected"}}`)
+			return
+		}
+		writeTestJSON(w, a.status, a.body)
+	})
+	mux.HandleFunc("DELETE /members/{ref}", func(w http.ResponseWriter, r *http.Request) {
+		switch r.PathValue("ref") {
+		case "reviewer", "w1:p2":
+			writeTestJSON(w, 200, `{"result":"deleted","member":{"name":"reviewer","profile":"claude","phase":"Terminating"}}`)
+		default:
+			writeTestJSON(w, 404, `{"error":{"code":"not_found","message":"member \"`+r.PathValue("ref")+`\" not found"}}`)
+		}
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+		f.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+testPrimaryToken {
+			writeTestJSON(w, 401, `{"error":{"code":"unauthorized","message":"missing or unknown bearer token"}}`)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+func writeTestJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write([]byte(body))
+}
+
+func (f *restFleetd) sent() ([]string, []map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.requests...), append([]map[string]any(nil), f.bodies...)
+}
+
+// runCLIIn is runCLI with stdin.
+func runCLIIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	var ee *exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.code
+	default:
+		errOut.WriteString("fleetd: " + err.Error() + "\n")
+		code = 1
+	}
+	return code, out.String(), errOut.String()
+}
+
+const threeMembers = `apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: reviewer}
+spec: {profile: claude}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: coder, labels: {team: core}}
+spec: {profile: claude, workspace: api}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: triage}
+spec: {profile: codex}
+status: {phase: Ready}
+`
+
+func TestApply(t *testing.T) {
+	for _, tt := range []struct {
+		name               string
+		file               string // written to members.yaml, unless stdin
+		stdin              bool
+		wantCode           int
+		wantOut, wantErr   string
+		wantPosted         []string // member names POSTed, in order
+		wantErrContains    []string // when wantErr is not exact
+		wantNoRequestAtAll bool
+		noFile             bool // leave -f out
+	}{
+		{name: "created, configured and unchanged", file: threeMembers,
+			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
+			wantPosted: []string{"reviewer", "coder", "triage"}},
+		{name: "from stdin", file: threeMembers, stdin: true,
+			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
+			wantPosted: []string{"reviewer", "coder", "triage"}},
+		{name: "refusals are reported and the rest applied", wantCode: 1,
+			file: "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: outside}\nspec: {profile: claude}\n---\n" +
+				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: broken}\nspec: {profile: nope}\n---\n" +
+				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: reviewer}\nspec: {profile: claude}\n",
+			wantOut: "member/reviewer created\n",
+			wantErr: "fleetd apply: member/outside: subscription_boundary: tenant \"acme\" is not connected\n" +
+				"fleetd apply: member/broken: invalid_spec: spec.profile: profile \"nope\" not found\n",
+			wantPosted: []string{"outside", "broken", "reviewer"}},
+		{name: "invalid file sends nothing", wantCode: 1, wantNoRequestAtAll: true,
+			file: "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: reviewer}\nspec: {profile: claude}\n---\n" +
+				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder}\nspec:\n  profile: claude\n  transport: http\n",
+			wantErrContains: []string{"members.yaml:11: spec.transport: ", "fleetd apply: nothing was applied"}},
+		{name: "a Profile sends nothing", wantCode: 1, wantNoRequestAtAll: true,
+			file: threeMembers + "---\napiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n",
+			wantErr: "members.yaml: Profile \"claude\": fleetd apply takes only Members; Profiles are the operator's: edit them in the manifests directory fleetd serve watches (--manifests)\n" +
+				"fleetd apply: nothing was applied\n"},
+		{name: "empty file", wantCode: 1, wantNoRequestAtAll: true, file: "# nothing\n",
+			wantErr: "members.yaml: no Members to apply\nfleetd apply: nothing was applied\n"},
+		{name: "no -f is a usage error", wantCode: 2, wantNoRequestAtAll: true, noFile: true,
+			wantErrContains: []string{"fleetd apply: -f FILE is required"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newRESTFleetd(t)
+			dir := writeTree(t, map[string]string{"members.yaml": tt.file})
+			args := []string{"apply", "--server", f.url, "--state-dir", f.stateDir}
+			stdin := ""
+			switch {
+			case tt.noFile:
+			case tt.stdin:
+				args, stdin = append(args, "-f", "-"), tt.file
+			default:
+				args = append(args, "-f", filepath.Join(dir, "members.yaml"))
+			}
+			code, stdout, stderr := runCLIIn(t, stdin, args...)
+			stderr = strings.ReplaceAll(stderr, dir+string(filepath.Separator), "")
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+			}
+			if stdout != tt.wantOut {
+				t.Errorf("stdout:\n%s\nwant:\n%s", stdout, tt.wantOut)
+			}
+			if tt.wantErrContains == nil && stderr != tt.wantErr {
+				t.Errorf("stderr:\n%s\nwant:\n%s", stderr, tt.wantErr)
+			}
+			for _, s := range tt.wantErrContains {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr does not contain %q:\n%s", s, stderr)
+				}
+			}
+			requests, bodies := f.sent()
+			if tt.wantNoRequestAtAll && len(requests) > 0 {
+				t.Errorf("requests sent: %v", requests)
+			}
+			var posted []string
+			for _, b := range bodies {
+				if b["apiVersion"] != "fleetd.dev/v1alpha1" || b["kind"] != "Member" {
+					t.Errorf("POSTed body without Member type: %v", b)
+				}
+				if _, ok := b["status"]; ok {
+					t.Errorf("POSTed body carries status: %v", b)
+				}
+				posted = append(posted, b["metadata"].(map[string]any)["name"].(string))
+			}
+			if diff := cmp.Diff(tt.wantPosted, posted); diff != "" {
+				t.Errorf("POSTed members (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApply_SendsTheDecodedMember(t *testing.T) {
+	f := newRESTFleetd(t)
+	dir := writeTree(t, map[string]string{"m.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder, labels: {team: core}}\nspec: {profile: claude, workspace: api}\n"})
+	if code, _, stderr := runCLIIn(t, "", "apply", "-f", filepath.Join(dir, "m.yaml"), "--server", f.url, "--state-dir", f.stateDir); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	_, bodies := f.sent()
+	if len(bodies) != 1 {
+		t.Fatalf("bodies = %v", bodies)
+	}
+	meta := bodies[0]["metadata"].(map[string]any)
+	spec := bodies[0]["spec"].(map[string]any)
+	if diff := cmp.Diff(map[string]any{"team": "core"}, meta["labels"]); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if spec["profile"] != "claude" || spec["workspace"] != "api" {
+		t.Errorf("spec = %v", spec)
+	}
+}
+
+func TestApply_UnknownToken(t *testing.T) {
+	f := newRESTFleetd(t)
+	if err := os.WriteFile(filepath.Join(f.stateDir, "primary.token"), []byte("stale\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := writeTree(t, map[string]string{"m.yaml": threeMembers})
+	code, stdout, stderr := runCLIIn(t, "", "apply", "-f", filepath.Join(dir, "m.yaml"), "--server", f.url, "--state-dir", f.stateDir)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "fleetd apply: member/reviewer: unauthorized: missing or unknown bearer token") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+}
+
+func TestDeleteMember(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		args             []string
+		wantCode         int
+		wantOut, wantErr string
+		wantRequests     []string
+	}{
+		{"by name", []string{"member", "reviewer"}, 0, "member/reviewer deleted\n", "", []string{"DELETE /members/reviewer"}},
+		{"by pane id prints the name", []string{"members", "w1:p2"}, 0, "member/reviewer deleted\n", "", []string{"DELETE /members/w1:p2"}},
+		{"unknown", []string{"member", "ghost"}, 1, "", "fleetd delete: member \"ghost\" not found\n", []string{"DELETE /members/ghost"}},
+		{"other resource", []string{"profile", "claude"}, 2, "", "", nil},
+		{"no name", []string{"member"}, 2, "", "", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newRESTFleetd(t)
+			code, stdout, stderr := runCLI(t, append(append([]string{"delete"}, tt.args...), "--server", f.url, "--state-dir", f.stateDir)...)
+			if code != tt.wantCode || stdout != tt.wantOut {
+				t.Errorf("exit %d, stdout %q; want %d, %q; stderr:\n%s", code, stdout, tt.wantCode, tt.wantOut, stderr)
+			}
+			if tt.wantCode != 2 && stderr != tt.wantErr {
+				t.Errorf("stderr %q, want %q", stderr, tt.wantErr)
+			}
+			if tt.wantCode == 2 && !strings.Contains(stderr, "Usage: fleetd delete member NAME") {
+				t.Errorf("usage error without usage line:\n%s", stderr)
+			}
+			requests, _ := f.sent()
+			if diff := cmp.Diff(tt.wantRequests, requests); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
