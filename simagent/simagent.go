@@ -11,14 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fleetd-dev/fleetd/harness"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-)
-
-// Pane environment variables a simulated agent reads, the ones fleetd's
-// harness launcher sets for every member.
-const (
-	URLEnv   = "FLEETD_URL"
-	TokenEnv = "FLEETD_TOKEN"
 )
 
 // ReplyPrefix starts every reply: a prompt "hello" is answered "echo: hello".
@@ -156,9 +150,9 @@ func (a *Agents) reply(ctx context.Context, h Herdr, paneID, text string) error 
 	if !ok {
 		return fmt.Errorf("pane %s is gone", paneID)
 	}
-	url, token := env[URLEnv], env[TokenEnv]
+	url, token := env[harness.URLEnv], env[harness.TokenEnv]
 	if url == "" || token == "" {
-		return fmt.Errorf("pane %s has no %s or %s in its environment: it was not started by fleetd", paneID, URLEnv, TokenEnv)
+		return fmt.Errorf("pane %s has no %s or %s in its environment: it was not started by fleetd", paneID, harness.URLEnv, harness.TokenEnv)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()

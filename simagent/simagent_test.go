@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fleetd-dev/fleetd/harness"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/simagent"
@@ -56,10 +57,6 @@ func newGateway(t *testing.T, tokens ...string) *gateway {
 				select {
 				case <-g.block:
 				case <-ctx.Done():
-					// The client's cancellation arrived. (When its session's
-					// DELETE overtakes the cancellation, the go-sdk server
-					// waits for this call instead, and the client gives up
-					// on the DELETE after its own timeout.)
 					return nil, replyResult{}, ctx.Err()
 				}
 			}
@@ -144,8 +141,8 @@ func (f *fleet) prompt(t *testing.T, pane, text string) herdr.AgentStatus {
 func TestAgents_ReplyThroughGatewayWithOwnPaneToken(t *testing.T) {
 	g := newGateway(t, "tok-reviewer", "tok-coder")
 	f := newFleet(t)
-	reviewer := f.startAgent(t, "reviewer", map[string]string{simagent.URLEnv: g.url, simagent.TokenEnv: "tok-reviewer"})
-	coder := f.startAgent(t, "coder", map[string]string{simagent.URLEnv: g.url, simagent.TokenEnv: "tok-coder"})
+	reviewer := f.startAgent(t, "reviewer", map[string]string{harness.URLEnv: g.url, harness.TokenEnv: "tok-reviewer"})
+	coder := f.startAgent(t, "coder", map[string]string{harness.URLEnv: g.url, harness.TokenEnv: "tok-coder"})
 
 	for _, tt := range []struct {
 		pane, text string
@@ -178,14 +175,14 @@ func TestAgents_FailuresAreLoggedAndTheTurnEnds(t *testing.T) {
 		wantLog string
 	}{
 		{"unknown token", func(g *gateway) map[string]string {
-			return map[string]string{simagent.URLEnv: g.url, simagent.TokenEnv: "tok-stolen"}
+			return map[string]string{harness.URLEnv: g.url, harness.TokenEnv: "tok-stolen"}
 		}, false, "connect to gateway"},
 		{"no fleetd environment", func(*gateway) map[string]string { return nil }, false, "not started by fleetd"},
 		{"gateway unreachable", func(*gateway) map[string]string {
-			return map[string]string{simagent.URLEnv: "http://127.0.0.1:1/mcp", simagent.TokenEnv: "tok-a"}
+			return map[string]string{harness.URLEnv: "http://127.0.0.1:1/mcp", harness.TokenEnv: "tok-a"}
 		}, false, "connect to gateway"},
 		{"tool error", func(g *gateway) map[string]string {
-			return map[string]string{simagent.URLEnv: g.url, simagent.TokenEnv: "tok-a"}
+			return map[string]string{harness.URLEnv: g.url, harness.TokenEnv: "tok-a"}
 		}, true, "bridge_reply refused: worker_gone: member deleted"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,7 +212,7 @@ func TestAgents_CloseCancelsAReplyInFlight(t *testing.T) {
 	g.block = make(chan struct{})
 	t.Cleanup(func() { close(g.block) })
 	f := newFleet(t)
-	pane := f.startAgent(t, "w", map[string]string{simagent.URLEnv: g.url, simagent.TokenEnv: "tok-a"})
+	pane := f.startAgent(t, "w", map[string]string{harness.URLEnv: g.url, harness.TokenEnv: "tok-a"})
 	if _, err := f.client.PromptAgent(t.Context(), herdr.AgentPromptParams{Target: pane, Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
