@@ -122,11 +122,12 @@ func Run(ctx context.Context, cfg Config) error {
 	socket := cfg.HerdrSocket
 	var sim *herdrtest.Server
 	if cfg.Sim {
-		sim, err = startSim(stateDir, cfg.SimReadyDelay)
+		simulation, err := startSimulation(stateDir, cfg.SimReadyDelay, log)
 		if err != nil {
 			return err
 		}
-		defer sim.Close()
+		defer simulation.Close() // stops the agents, then the simulated herdr
+		sim = simulation.Server
 		socket = sim.SocketPath()
 		log.Info("simulated herdr started", "socket", socket)
 	} else if socket == "" {
@@ -255,24 +256,6 @@ func Run(ctx context.Context, cfg Config) error {
 	default:
 		return nil
 	}
-}
-
-// startSim starts the embedded simulated herdr on a socket in the state
-// directory. Its agents become ready after readyDelay and stay idle.
-func startSim(stateDir string, readyDelay time.Duration) (*herdrtest.Server, error) {
-	dir := filepath.Join(stateDir, "sim")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("simulated herdr: %w", err)
-	}
-	path := filepath.Join(dir, "herdr.sock")
-	// A socket left by a killed run would make bind fail; the state lock
-	// says no other fleetd is using this one.
-	_ = os.Remove(path)
-	sim, err := herdrtest.Start(&herdrtest.Options{SocketPath: path, ReadyDelay: readyDelay, InitialWorkspace: true})
-	if err != nil {
-		return nil, fmt.Errorf("simulated herdr: %w", err)
-	}
-	return sim, nil
 }
 
 func isLoopback(addr net.Addr) bool {

@@ -49,7 +49,14 @@ them. Only one fleetd may use a state directory at a time.`,
 				if info.StateDir != fleetdStateDir() {
 					stateFlag = " --state-dir " + info.StateDir
 				}
-				fmt.Fprintf(out, "In a second terminal, try:\n  fleetd get members%s\n  fleetd describe member <name>%s\n", stateFlag, stateFlag)
+				server := ""
+				if info.URL != defaultServer {
+					server = " --server " + info.URL
+				}
+				fmt.Fprintf(out, "In a second terminal, try:\n  fleetd get members%[1]s%[2]s\n  fleetd describe member <name>%[1]s%[2]s\n  fleetd send <name> hello%[1]s%[2]s\n", server, stateFlag)
+				if cfg.Sim {
+					fmt.Fprintln(out, "(simulated agents answer every prompt with \"echo: <prompt>\" through the gateway)")
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

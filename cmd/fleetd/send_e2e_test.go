@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/daemon"
+)
+
+// TestSend_EndToEndWithSimulatedHerdr runs `fleetd serve --herdr=sim` in
+// process and talks to it with the CLI, as a user trying fleetd would: the
+// simulated agent connects to the gateway with its own pane's token and
+// answers through bridge_reply, so `fleetd send reviewer hello` prints the
+// echo; apply and delete go through the REST write endpoints.
+func TestSend_EndToEndWithSimulatedHerdr(t *testing.T) {
+	manifests := writeTree(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: claude}
+spec: {harness: claude}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: reviewer}
+spec: {profile: claude}
+`})
+	stateDir := t.TempDir()
+	t.Setenv("FLEETD_TOKEN", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ready := make(chan daemon.Info, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true,
+			Ready: func(i daemon.Info) { ready <- i }})
+	}()
+	var info daemon.Info
+	select {
+	case info = <-ready:
+	case err := <-done:
+		t.Fatalf("fleetd serve ended before listening: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("fleetd serve: %v", err)
+		}
+	}()
+	readyMember := func(name string) func([]v1alpha1.Member) bool {
+		return func(ms []v1alpha1.Member) bool {
+			for _, m := range ms {
+				if m.Name == name {
+					return m.Status.Phase == v1alpha1.PhaseReady
+				}
+			}
+			return false
+		}
+	}
+	if err := info.WaitFor(ctx, readyMember("reviewer")); err != nil {
+		t.Fatalf("reviewer never became Ready: %v", err)
+	}
+	client := []string{"--server", info.URL, "--state-dir", stateDir}
+
+	code, stdout, stderr := runCLI(t, append([]string{"send", "reviewer", "hello"}, client...)...)
+	if code != 0 || stdout != "echo: hello\n" {
+		t.Fatalf("fleetd send reviewer hello: exit %d, stdout %q, want \"echo: hello\\n\"; stderr:\n%s", code, stdout, stderr)
+	}
+
+	coder := filepath.Join(t.TempDir(), "coder.yaml")
+	if err := os.WriteFile(coder, []byte("apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder}\nspec: {profile: claude}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"member/coder created\n", "member/coder unchanged\n"} {
+		if code, stdout, stderr := runCLI(t, append([]string{"apply", "-f", coder}, client...)...); code != 0 || stdout != want {
+			t.Fatalf("fleetd apply: exit %d, stdout %q, want %q; stderr:\n%s", code, stdout, want, stderr)
+		}
+	}
+	if err := info.WaitFor(ctx, readyMember("coder")); err != nil {
+		t.Fatalf("coder never became Ready: %v", err)
+	}
+	if code, stdout, stderr := runCLI(t, append([]string{"send", "coder", "build it"}, client...)...); code != 0 || stdout != "echo: build it\n" {
+		t.Fatalf("fleetd send coder: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runCLI(t, append([]string{"delete", "member", "coder"}, client...)...); code != 0 || stdout != "member/coder deleted\n" {
+		t.Fatalf("fleetd delete member coder: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, append([]string{"delete", "member", "coder"}, client...)...); code != 1 || stderr != "fleetd delete: member \"coder\" not found\n" {
+		t.Errorf("second delete: exit %d, stderr %q", code, stderr)
+	}
+}
