@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/fleetd-dev/fleetd/internal/version.Version=$(VERSION)
 FUZZTIME  ?= 50000x
 
-.PHONY: all build run test lint fmt bench fuzz clean
+.PHONY: all build run test lint fmt bench fuzz chaos clean
 
 all: lint test build
 
@@ -57,6 +57,16 @@ fuzz:
 		echo "== $$pkg $$name"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+# The seeded chaos test, long form: CHAOS_SEEDS seeds one after another
+# (from CHAOS_FIRST), CHAOS_STEPS faults each. `make test` runs a short form.
+# A failure prints its seed; rerun it with
+# `go test -race -run TestChaos ./chaos/ -chaos.seed=N -chaos.steps=80`.
+CHAOS_SEEDS ?= 20
+CHAOS_FIRST ?= 1
+CHAOS_STEPS ?= 80
+chaos:
+	$(GO) test -race -count=1 -run TestChaos ./chaos/ -chaos.seeds=$(CHAOS_SEEDS) -chaos.first=$(CHAOS_FIRST) -chaos.steps=$(CHAOS_STEPS)
 
 clean:
 	rm -rf bin

@@ -1,0 +1,40 @@
+// Package chaos holds fleetd's seeded chaos test: a random but reproducible
+// schedule of faults played against a running fleetd (the member controller
+// and the messaging core, wired as the daemon wires them) over the fake
+// herdr of package herdrtest, with simulated workers that answer the
+// prompts typed into their panes.
+//
+// The schedule sends messages, lets workers reply, finish silently, block or
+// crash, kills panes and agents, stops and restarts herdr, kills fleetd
+// without cleanup and starts a fresh one on the same state directory, and
+// adds, edits, pauses and deletes manifests. When it ends the test lets
+// everything settle (condition-based, never by sleeping) and checks the
+// invariants: every member converged to its spec, one fleetd tab per running
+// member and none for any other name, every message sent ended exactly once
+// (replied, polled from the mailbox or reported uncertain; none lost, none
+// doubled, none typed twice, no reply given to the wrong turn), and no
+// goroutine left behind.
+//
+// Two known gaps are kept out of the default schedule, so that it stays a
+// regression test; a flag puts each back to reproduce it:
+//
+//   - -chaos.unobserved: by default a worker finishes without replying only
+//     after fleetd has seen it working. A turn whose agent starts and
+//     finishes while fleetd sees neither status never ends, since turn_done
+//     needs an observed working status.
+//   - -chaos.anytarget: by default messages go only to running members. A
+//     member paused or deleted while it has no pane (starting, in restart
+//     backoff) keeps its queued messages and open turns forever.
+//
+// Pacing steps wait a few milliseconds or until the fleet converges; they
+// only shape the schedule. The seed fixes the schedule of intents, not the
+// interleaving of fleetd's goroutines, so a failure may need a few runs of
+// its seed to recur.
+//
+// The package has no non-test code and must never be imported: everything
+// lives in its _test.go files. Run it with
+//
+//	go test -race -run TestChaos ./chaos/ -chaos.seeds=20 -chaos.steps=80
+//
+// and reproduce a failing seed with -chaos.seed=N.
+package chaos
