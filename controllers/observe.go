@@ -265,7 +265,7 @@ func (m *Manager) resync(ctx context.Context) error {
 	m.setHerdrUp(true)
 	for _, r := range m.own.all() {
 		if p, _, alive, hasAgent := m.view.pane(r.TerminalID, r.PaneID); alive && hasAgent {
-			m.observeAgentStatus(p.PaneID, string(p.AgentStatus), false)
+			m.observeAgentStatus(p.PaneID, string(p.AgentStatus))
 		}
 	}
 	if err := m.sweepOrphans(ctx); err != nil {
@@ -289,7 +289,7 @@ func (m *Manager) catchUpStatuses(ctx context.Context) error {
 			continue
 		}
 		m.view.setAgentStatus(a.PaneID, a.AgentStatus)
-		m.observeAgentStatus(a.PaneID, string(a.AgentStatus), false)
+		m.observeAgentStatus(a.PaneID, string(a.AgentStatus))
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func (m *Manager) handleEvent(ev herdr.Event) {
 		}
 	case herdr.EventPaneAgentStatusChanged:
 		m.view.setAgentStatus(ev.PaneID, ev.AgentStatus)
-		m.observeAgentStatus(ev.PaneID, string(ev.AgentStatus), true)
+		m.observeAgentStatus(ev.PaneID, string(ev.AgentStatus))
 	default:
 		return
 	}
@@ -373,10 +373,13 @@ func (m *Manager) handleEvent(ev herdr.Event) {
 }
 
 // observeAgentStatus passes an owned pane's agent status to
-// Options.OnAgentStatus with a sequence number that grows with every status
-// event received and every status change a listing reveals (herdr's events
-// carry no state_change_seq, so fleetd counts per pane itself).
-func (m *Manager) observeAgentStatus(paneID, status string, fromEvent bool) {
+// Options.OnAgentStatus with a sequence number that grows with every change
+// of the agent's state, the way herdr's state_change_seq does (herdr's
+// events carry none, so fleetd counts per pane itself). idle and done are
+// one state: done only says nobody has looked at the pane since the agent
+// finished, and turns to idle when someone does. Counting that flip as a
+// change would look like the agent reacting to a prompt it has not read.
+func (m *Manager) observeAgentStatus(paneID, status string) {
 	if m.o.OnAgentStatus == nil || status == "" {
 		return
 	}
@@ -386,13 +389,21 @@ func (m *Manager) observeAgentStatus(paneID, status string, fromEvent bool) {
 	}
 	m.mu.Lock()
 	s := m.agentSeq[paneID]
-	if fromEvent || s.status != status {
+	if s.seq == 0 || agentState(s.status) != agentState(status) {
 		s.seq++
-		s.status = status
-		m.agentSeq[paneID] = s
 	}
+	s.status = status
+	m.agentSeq[paneID] = s
 	m.mu.Unlock()
 	m.o.OnAgentStatus(name, status, s.seq)
+}
+
+// agentState is herdr's internal agent state behind a public status.
+func agentState(status string) string {
+	if status == string(herdr.StatusDone) {
+		return string(herdr.StatusIdle)
+	}
+	return status
 }
 
 func (m *Manager) forgetAgentSeq(paneID string) {

@@ -110,8 +110,9 @@ type Options struct {
 	// OnAgentStatus, if set, is called (it must not block) with an owned
 	// agent's status (idle, working, blocked, done, unknown) for every
 	// pane.agent_status_changed event, after every listing of herdr and when
-	// the agent has started. seq grows with every status event and every
-	// change a listing reveals, per pane, from 1 for each new pane. It suits
+	// the agent has started. seq grows with every change of the agent's
+	// state (idle and done count as one, as in herdr's state_change_seq),
+	// per pane, from 1 for each new pane. It suits
 	// messaging.Core.ObserveStatus.
 	OnAgentStatus func(member, status string, seq uint64)
 	// Registerer receives the metrics when Metrics is nil.

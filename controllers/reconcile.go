@@ -173,7 +173,16 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		} else if err := m.dropOwned(rec, gonePaneClosed); err != nil {
 			return Result{}, err
 		}
-		return m.failed(name, mem, profile, b, rt, why), nil
+		res := m.failed(name, mem, profile, b, rt, why)
+		if !res.Requeue {
+			return res, nil
+		}
+		// The first failure in a row is recreated at once, here. A requeue
+		// would pass the work queue's retry token bucket, which lets a mass
+		// failure (a closed workspace, herdr losing its panes) recreate
+		// only 10 members a second after the first 100. Later failures
+		// wait their backoff: failed returns RequeueAfter for them.
+		return m.create(ctx, name, mem, profile, snap, b, rt)
 	}
 
 	if rt.failedGen == mem.Generation && rt.failedProfile == profile {
@@ -436,7 +445,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		return m.failed(name, mem, p, b, rt, why), nil
 	}
 	m.view.setAgent(*agent)
-	m.observeAgentStatus(rec.PaneID, string(agent.AgentStatus), false)
+	m.observeAgentStatus(rec.PaneID, string(agent.AgentStatus))
 	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
 	return m.running(name, b, rt, rec, agent.AgentStatus), nil
 }

@@ -1062,13 +1062,14 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 	e.start()
 	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
 	pane := ms["alpha"].Status.PaneID
-	e.waitForHerdr("pane subscribed", func() bool {
+	e.waitForHerdr("pane subscribed and statuses caught up", func() bool {
 		e.mgr.mu.Lock()
 		defer e.mgr.mu.Unlock()
-		return len(e.mgr.streamPanes) == 1
+		return len(e.mgr.streamPanes) == 1 && e.listedAgentsAfterSubscribe()
 	})
 	calls := e.fake.Calls()
-	for _, s := range []string{"working", "blocked", "idle"} {
+	// done → idle is someone looking at the pane, not a change of state.
+	for _, s := range []string{"working", "blocked", "idle", "done", "idle"} {
 		if err := e.fake.SetAgentStatus(pane, s); err != nil {
 			t.Fatal(err)
 		}
@@ -1080,12 +1081,15 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 			t.Errorf("following agent status cost %d %s calls", c-calls[m], m)
 		}
 	}
-	// The messaging hook saw every status, numbered in order.
+	// The messaging hook saw every status, numbered in order; idle and done
+	// share a number.
 	mu.Lock()
 	defer mu.Unlock()
 	var last uint64
 	var order []string
+	sawDone := false
 	for _, o := range seen {
+		sawDone = sawDone || o.status == "done"
 		if o.seq < last {
 			t.Errorf("seq went back: %+v", seen)
 		}
@@ -1094,8 +1098,8 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 		}
 		last = o.seq
 	}
-	if n := len(order); n < 3 || !slices.Equal(order[n-3:], []string{"working", "blocked", "idle"}) {
-		t.Errorf("statuses passed on %v (all: %+v)", order, seen)
+	if n := len(order); !sawDone || n < 3 || !slices.Equal(order[n-3:], []string{"working", "blocked", "idle"}) {
+		t.Errorf("statuses passed on %v (all: %+v); want done passed on without a new number", order, seen)
 	}
 }
 
