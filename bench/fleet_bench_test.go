@@ -16,6 +16,7 @@ var (
 	pollInt    = flag.Duration("poll", 10*time.Millisecond, "agent readiness poll interval (fleetd's PollInterval and the baselines')")
 	sizes      = flag.String("sizes", "100,500,1000", "fleet sizes of BenchmarkConvergence")
 	drift      = flag.Int("drift", 100, "members (one kill each) of BenchmarkDriftRepair")
+	mass       = flag.Int("mass", 300, "members (all killed at once) of BenchmarkMassRepair")
 	rendezvous = flag.Int("rendezvous", 200, "sends of BenchmarkRendezvous")
 	held       = flag.Int("held", 500, "simultaneous held calls of BenchmarkHeldSends")
 )
@@ -109,6 +110,16 @@ func BenchmarkDriftRepair(b *testing.B) {
 		for _, p := range []float64{50, 99} {
 			reportPair(b, fmt.Sprintf("p%g-ms", p), ms(percentile(fleetd, p)), ms(percentile(base, p)))
 		}
+	}
+}
+
+// BenchmarkMassRepair: every member's pane is killed at once; time until
+// all replacement tab.create calls reach herdr, against a bare client that
+// follows pane.exited with as many goroutines as fleetd has workers.
+func BenchmarkMassRepair(b *testing.B) {
+	for range b.N {
+		fleetd, base := measureMassRepair(b, *mass, *latency, *pollInt)
+		reportPair(b, "all-ms", ms(fleetd), ms(base))
 	}
 }
 

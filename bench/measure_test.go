@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -319,4 +320,98 @@ func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Dur
 	for range done {
 	}
 	return out
+}
+
+// measureMassRepair kills every member's pane at once and measures how long
+// until all n replacement tabs have been asked of herdr. The baseline is a
+// bare client following pane.exited that recreates through as many
+// goroutines as fleetd has workers.
+func measureMassRepair(tb testing.TB, n int, lat, poll time.Duration) (fleetd, base time.Duration) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	fake := startFake(tb, lat)
+	f := startFleet(tb, fake, fleetConfig{members: n, poll: poll})
+	if err := f.waitReady(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	var panes []string
+	for _, name := range f.names {
+		panes = append(panes, f.status(tb, name).PaneID)
+	}
+	fleetd = killAll(ctx, tb, fake, panes)
+	f.stop()
+	fake.Close()
+
+	fake = startFake(tb, lat)
+	defer fake.Close()
+	c := herdrClient(fake)
+	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	create := func(ctx context.Context) error {
+		_, err := c.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + "b", Env: benchEnv})
+		return err
+	}
+	panes = panes[:0]
+	for range n {
+		tab, err := c.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + "b", Env: benchEnv})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		panes = append(panes, tab.RootPane.PaneID)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stream, err := c.Subscribe(sctx, []herdr.Subscription{{Type: herdr.SubPaneExited}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	exited := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(exited)
+		for ev := range stream.Events() {
+			if ev.Kind == herdr.EventPaneExited {
+				exited <- struct{}{}
+			}
+		}
+	}()
+	for range controllers.DefaultWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range exited {
+				if err := create(sctx); err != nil && sctx.Err() == nil {
+					tb.Errorf("baseline repair: %v", err)
+				}
+			}
+		}()
+	}
+	base = killAll(ctx, tb, fake, panes)
+	stop()
+	stream.Close()
+	wg.Wait()
+	return fleetd, base
+}
+
+// killAll kills the panes at once and waits until as many tab.create calls
+// have reached herdr.
+func killAll(ctx context.Context, tb testing.TB, fake *herdrtest.Server, panes []string) time.Duration {
+	tb.Helper()
+	creates := fake.Calls()["tab.create"]
+	start := time.Now()
+	for _, p := range panes {
+		if err := fake.KillPane(p); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := fake.WaitCalls(ctx, "tab.create", creates+len(panes)); err != nil {
+		tb.Fatalf("%d panes killed, replacements: %v", len(panes), err)
+	}
+	return time.Since(start)
 }
