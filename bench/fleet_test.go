@@ -77,6 +77,11 @@ func startFake(tb testing.TB, lat time.Duration) *herdrtest.Server {
 	return fake
 }
 
+// herdrClient is a plain client of the fake, for baselines and checks.
+func herdrClient(fake *herdrtest.Server) *herdr.Client {
+	return herdr.New(&herdr.Options{SocketPath: fake.SocketPath()})
+}
+
 // fleetConfig describes one Manager run.
 type fleetConfig struct {
 	members int

@@ -18,7 +18,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/daemon"
 	"github.com/fleetd-dev/fleetd/harness"
-	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/messaging"
 )
@@ -349,8 +348,4 @@ func processMemory() (heap, goroutines float64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return float64(ms.HeapInuse), float64(runtime.NumGoroutine())
-}
-
-func herdrClient(fake *herdrtest.Server) *herdr.Client {
-	return herdr.New(&herdr.Options{SocketPath: fake.SocketPath()})
 }

@@ -47,7 +47,7 @@ func measureConvergence(tb testing.TB, n int, lat, poll time.Duration) convergen
 
 	base := startFake(tb, lat)
 	start, cpu = time.Now(), cpuTime(tb)
-	if err := baselineConverge(ctx, herdr.New(&herdr.Options{SocketPath: base.SocketPath()}), memberNames(n), controllers.DefaultWorkers, poll); err != nil {
+	if err := baselineConverge(ctx, herdrClient(base), memberNames(n), controllers.DefaultWorkers, poll); err != nil {
 		tb.Fatal(err)
 	}
 	r.baseWall, r.baseCPU = time.Since(start), cpuTime(tb)-cpu
@@ -256,7 +256,7 @@ func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Dur
 	tb.Helper()
 	fake := startFake(tb, lat)
 	defer fake.Close()
-	c := herdr.New(&herdr.Options{SocketPath: fake.SocketPath()})
+	c := herdrClient(fake)
 	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
 	if err != nil {
 		tb.Fatal(err)
