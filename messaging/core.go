@@ -54,7 +54,9 @@ type Options struct {
 	// MaxContentBytes bounds every content argument. Default 256 KiB.
 	MaxContentBytes int
 	// MaxWaitersPerCaller bounds the blocking calls one caller may hold at
-	// once (Send with Wait, Await, Ask, Poll with wait). Default 16.
+	// once (Send with Wait, Await, Ask, Poll with wait). Default 1024: the
+	// primary holds one call per worker it delegates to, and a fleet has
+	// hundreds of workers; the bound only stops a runaway caller.
 	MaxWaitersPerCaller int
 	// DefaultTimeout applies when a call passes a zero timeout. Default 10 min.
 	DefaultTimeout time.Duration
@@ -99,7 +101,7 @@ func (o *Options) withDefaults() Options {
 		r.MaxContentBytes = 256 << 10
 	}
 	if r.MaxWaitersPerCaller <= 0 {
-		r.MaxWaitersPerCaller = 16
+		r.MaxWaitersPerCaller = 1024
 	}
 	if r.DefaultTimeout <= 0 {
 		r.DefaultTimeout = 10 * time.Minute

@@ -68,6 +68,13 @@ type Registry struct {
 	mu      sync.Mutex
 	primary [sha256.Size]byte
 	entries map[[sha256.Size]byte]Identity
+	version uint64 // bumped by every change to entries
+	saved   uint64 // the version tokens.json holds
+
+	// saveMu serialises writes of tokens.json. Changes made while a write
+	// is under way are written together by the next writer (group commit),
+	// so concurrent mints cost one fsync'd rewrite, not one each.
+	saveMu sync.Mutex
 }
 
 // Open loads the registry kept in stateDir (creating the directory, mode
@@ -107,10 +114,15 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	}
 	sum := sha256.Sum256([]byte(tok))
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.entries[sum] = Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
-	if err := r.saveLocked(); err != nil {
+	want := r.changedLocked()
+	r.mu.Unlock()
+	if err := r.persist(want); err != nil {
+		// Nobody holds the token yet, so forgetting it loses nothing.
+		r.mu.Lock()
 		delete(r.entries, sum)
+		r.changedLocked()
+		r.mu.Unlock()
 		return "", "", fmt.Errorf("mint token for member %q: %w", member, err)
 	}
 	return tok, idOf(sum), nil
@@ -123,16 +135,23 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 		return err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	ident, ok := r.entries[sum]
 	if !ok {
+		r.mu.Unlock()
 		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, ErrUnknownToken)
 	}
 	prev := ident
 	ident.PaneID, ident.TerminalID = paneID, terminalID
 	r.entries[sum] = ident
-	if err := r.saveLocked(); err != nil {
-		r.entries[sum] = prev
+	want := r.changedLocked()
+	r.mu.Unlock()
+	if err := r.persist(want); err != nil {
+		r.mu.Lock()
+		if cur, ok := r.entries[sum]; ok && cur == ident {
+			r.entries[sum] = prev
+			r.changedLocked()
+		}
+		r.mu.Unlock()
 		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, err)
 	}
 	return nil
@@ -193,7 +212,6 @@ func (r *Registry) Resolve(token string) (Identity, bool) {
 
 func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) (int, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
 	for sum, ident := range r.entries {
 		if match(sum, ident) {
@@ -202,14 +220,49 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) (in
 		}
 	}
 	if n == 0 {
+		r.mu.Unlock()
 		return 0, nil
 	}
+	want := r.changedLocked()
+	r.mu.Unlock()
 	// The tokens stop resolving now even if the file cannot be rewritten:
 	// revocation fails closed.
-	if err := r.saveLocked(); err != nil {
+	if err := r.persist(want); err != nil {
 		return n, fmt.Errorf("revoke %d token(s): %w", n, err)
 	}
 	return n, nil
+}
+
+// changedLocked records a change to entries and returns the version that
+// must reach the file for the change to be durable.
+func (r *Registry) changedLocked() uint64 {
+	r.version++
+	return r.version
+}
+
+// persist makes sure tokens.json holds at least version want. A writer that
+// finds its change already written by another returns at once.
+func (r *Registry) persist(want uint64) error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	r.mu.Lock()
+	if r.saved >= want {
+		r.mu.Unlock()
+		return nil
+	}
+	v := r.version
+	data, err := r.encodeLocked()
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(r.path, data, 0o600); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.saved = v
+	r.mu.Unlock()
+	return nil
 }
 
 // fileEntry is one token in tokens.json: a hash and who it belongs to.
@@ -263,7 +316,7 @@ func (r *Registry) load() error {
 	return nil
 }
 
-func (r *Registry) saveLocked() error {
+func (r *Registry) encodeLocked() ([]byte, error) {
 	rf := registryFile{Version: registryVersion, Tokens: make([]fileEntry, 0, len(r.entries))}
 	for sum, i := range r.entries {
 		rf.Tokens = append(rf.Tokens, fileEntry{
@@ -279,9 +332,9 @@ func (r *Registry) saveLocked() error {
 	})
 	data, err := json.MarshalIndent(rf, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return atomicfile.Write(r.path, append(data, '\n'), 0o600)
+	return append(data, '\n'), nil
 }
 
 // PrimaryToken returns the primary's token from stateDir/primary.token,

@@ -352,3 +352,60 @@ func TestPrimaryToken_RefusesUnsafeFile(t *testing.T) {
 		})
 	}
 }
+
+// Concurrent mints and binds share rewrites of tokens.json (group commit);
+// every one of them must still be durable when its call returns.
+func TestRegistry_ConcurrentChangesAreAllDurable(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	const n = 64
+	toks := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := "m" + strings.Repeat("x", i%5) + string(rune('a'+i%26))
+			tok, id, err := r.Mint(name, "uid")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := r.Bind(id, "w1:p"+tok[:4], "term_"+tok[:4]); err != nil {
+				t.Error(err)
+				return
+			}
+			toks[i] = tok
+		}()
+	}
+	wg.Wait()
+	reopened := open(t, dir)
+	for i, tok := range toks {
+		got, ok := reopened.Resolve(tok)
+		if !ok || got.PaneID != "w1:p"+tok[:4] {
+			t.Errorf("token %d after reopen: %+v, %v; want bound to w1:p%s", i, got, ok, tok[:4])
+		}
+	}
+}
+
+// A failed write undoes the mint: the token is neither returned nor
+// resolvable, and the registry keeps working once the disk is back.
+func TestRegistry_MintRollsBackOnWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	// A directory where tokens.json belongs makes the rename fail, even
+	// for root.
+	if err := os.Mkdir(filepath.Join(dir, RegistryFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := r.Mint("reviewer", "uid")
+	if err == nil || tok != "" {
+		t.Fatalf("Mint with an unwritable registry = %q, %v; want an error and no token", tok, err)
+	}
+	r.mu.Lock()
+	left := len(r.entries)
+	r.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d entries left after a failed mint, want 0", left)
+	}
+}
