@@ -39,6 +39,11 @@ type Config struct {
 	Listen string
 	// HerdrSocket is herdr's socket; "" resolves it the way herdr does.
 	HerdrSocket string
+	// PrimaryPane is the herdr pane id of the primary's own agent, if it
+	// runs in herdr: mail for the primary that no call is waiting for is
+	// then also typed into that pane while its agent is idle or done. ""
+	// means mailbox only.
+	PrimaryPane string
 	// Sim runs the embedded simulated herdr instead of connecting to one.
 	Sim bool
 	// SimReadyDelay is how long simulated agents take to become ready.
@@ -156,6 +161,9 @@ func Run(ctx context.Context, cfg Config) error {
 		mopts = *cfg.Messaging
 	}
 	mopts.Registerer, mopts.Logger, mopts.PrimaryName = reg, log, mcp.PrimaryName
+	if cfg.PrimaryPane != "" {
+		mopts.PrimaryTarget = cfg.PrimaryPane
+	}
 	core, err := messaging.New(filepath.Join(stateDir, "messages"), herdrprompt.New(client), &mopts)
 	if err != nil {
 		return err
@@ -211,6 +219,16 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
+	if cfg.PrimaryPane != "" {
+		follower := &primaryFollower{herdr: client, pane: cfg.PrimaryPane, name: mcp.PrimaryName,
+			observe: core.ObserveStatus, log: log.With("component", "primary-pane"),
+			minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			follower.run(ctx)
+		}()
+	}
 	wg.Add(3)
 	go func() {
 		defer wg.Done()

@@ -72,6 +72,7 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.StringVar(&cfg.StateDir, "state-dir", fleetdStateDir(), "directory for the lock, tokens, ownership records and journals")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API, MCP gateway and metrics listener (keep it loopback)")
 	f.StringVar(&cfg.HerdrSocket, "herdr-socket", "", "herdr's API socket (default: resolved as herdr does, from HERDR_SOCKET_PATH, HERDR_SESSION or the config dir)")
+	f.StringVar(&cfg.PrimaryPane, "primary-pane", "", "herdr pane id of the primary's own agent: replies nobody waits for are also typed into it while it is idle or done (default: mailbox only)")
 	f.StringVar(&herdrMode, "herdr", "socket", "socket: talk to the herdr at --herdr-socket; sim: run the embedded simulated herdr")
 	f.DurationVar(&cfg.SimReadyDelay, "sim-ready-delay", 2*time.Second, "with --herdr=sim, how long simulated agents take to become ready")
 	f.DurationVar(&cfg.ResyncPeriod, "resync", 60*time.Second, "how often herdr is listed in full as a safety net")
