@@ -146,18 +146,6 @@ func (c *child) kill(t *testing.T) {
 	}
 }
 
-// stop ends the child with SIGTERM and checks it stopped cleanly.
-func (c *child) stop(t *testing.T) {
-	t.Helper()
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-c.exited
-	if c.waitErr != nil {
-		t.Errorf("child daemon after SIGTERM: %v", c.waitErr)
-	}
-}
-
 // startHerdr starts a fake herdr on a socket of its own that outlives any
 // daemon of the test.
 func startHerdr(t *testing.T) *herdrtest.Server {
