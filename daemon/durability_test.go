@@ -125,6 +125,13 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	}
 	if w := workerStatus(t, after, "slow"); len(w.OpenTurns) != 1 || w.OpenTurns[0].Waiting {
 		t.Errorf("slow's turns after the restart = %+v, want one, no call held", w.OpenTurns)
+	} else if got := turnSpan(t, w.OpenTurns[0]); got != 600*time.Second {
+		t.Errorf("slow's turn deadline is %v after its creation, want the 600 s it was sent with", got)
+	}
+	for _, turn := range workerStatus(t, after, "busy").OpenTurns[1:] {
+		if got := turnSpan(t, turn); got != 300*time.Second {
+			t.Errorf("busy's queued turn %s: deadline %v after its creation, want the 300 s it was sent with", turn.TurnID, got)
+		}
 	}
 	if w := workerStatus(t, after, "busy"); w.QueueDepth != 2 {
 		t.Errorf("busy's queue after the restart = %d, want 2", w.QueueDepth)
@@ -240,4 +247,16 @@ func coversAll(params string, panes []string) bool {
 		}
 	}
 	return true
+}
+
+// turnSpan is how long after its creation a turn's deadline falls: both are
+// absolute times recorded when the turn was opened.
+func turnSpan(t *testing.T, turn mcp.TurnView) time.Duration {
+	t.Helper()
+	created, err1 := time.Parse(time.RFC3339Nano, turn.CreatedAt)
+	deadline, err2 := time.Parse(time.RFC3339Nano, turn.Deadline)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("turn %s: createdAt %q, deadline %q: %v %v", turn.TurnID, turn.CreatedAt, turn.Deadline, err1, err2)
+	}
+	return deadline.Sub(created)
 }
