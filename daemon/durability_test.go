@@ -46,10 +46,10 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	// slow takes its task and replies only after the restart; busy is in
 	// the middle of a turn, so messages for it queue; helper replies to a
 	// detached task and then has a prompt cut off mid-delivery.
-	slow, busy, helper := f.spawn("slow"), f.spawn("busy"), f.spawn("helper")
+	slow, busy, helper, burst := f.spawn("slow"), f.spawn("busy"), f.spawn("helper"), f.spawn("burst")
 	// From here on fleetd follows every worker's status events: none of
 	// the pickups below can go unseen.
-	waitSubscribed(t, ctx, srv, 0, slow.pane, busy.pane, helper.pane)
+	waitSubscribed(t, ctx, srv, 0, slow.pane, busy.pane, helper.pane, burst.pane)
 
 	held := callAsync[mcp.SendOutput](ctx, f.primary, "bridge_send", map[string]any{"content": "long task", "sessionId": "slow", "timeoutMs": 600_000})
 	if got := f.prompt(slow); got != "long task" {
@@ -97,7 +97,32 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	}
 	created := srv.Calls()
 
+	// burst is busy too; a flood of sends to it is cut by the kill. Those
+	// acknowledged must survive; those cut off may or may not have.
+	callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "burst warm-up", "sessionId": "burst", "wait": false})
+	f.prompt(burst)
+	const flood = 20
+	sent := make(chan floodResult, flood)
+	for i := range flood {
+		go func() {
+			content := fmt.Sprintf("flood %02d", i)
+			_, err := call[mcp.SendOutput](ctx, f.primary, "bridge_send", map[string]any{"content": content, "sessionId": "burst", "wait": false})
+			sent <- floodResult{content, err == nil}
+		}()
+	}
+	var results []floodResult
+	for acked := 0; acked < 5; {
+		r := recvFlood(t, ctx, sent)
+		results = append(results, r)
+		if r.acked {
+			acked++
+		}
+	}
+
 	first.kill(t)
+	for len(results) < flood {
+		results = append(results, recvFlood(t, ctx, sent))
+	}
 	if _, err := wait(t, ctx, held); err == nil {
 		t.Error("the call held on the killed fleetd returned a result")
 	}
@@ -108,11 +133,11 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 		t.Fatalf("restarted on %s, want %s", second.url, first.url)
 	}
 	f.primary = f.connect(f.token)
-	for _, w := range []*worker{slow, busy, helper} {
+	for _, w := range []*worker{slow, busy, helper, burst} {
 		w.sess = f.connect(w.token)
 	}
 
-	waitSubscribed(t, ctx, srv, since, slow.pane, busy.pane, helper.pane)
+	waitSubscribed(t, ctx, srv, since, slow.pane, busy.pane, helper.pane, burst.pane)
 
 	after := callOK[mcp.StatusOutput](f, f.primary, "bridge_status", nil)
 	// Open turns keep their ids and absolute deadlines; the held call died
@@ -187,6 +212,42 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 		t.Errorf("typed into helper = %q, want the cut-off prompt once", got)
 	}
 
+	// burst's surviving flood drains, one message per turn, each at most
+	// once and every acknowledged one exactly once; a barrier sent now
+	// comes last, so nothing else was left queued.
+	queued := workerStatus(t, after, "burst").QueueDepth
+	callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "flood barrier", "sessionId": "burst", "wait": false})
+	for range queued + 1 {
+		if err := srv.SetAgentStatus(burst.pane, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		f.prompt(burst)
+	}
+	typed := srv.Prompts(burst.pane)
+	if typed[len(typed)-1] != "flood barrier" {
+		t.Errorf("last typed into burst = %q, want the barrier", typed[len(typed)-1])
+	}
+	count := map[string]int{}
+	for _, p := range typed {
+		count[p]++
+	}
+	acked := 0
+	for _, r := range results {
+		switch n := count[r.content]; {
+		case n > 1:
+			t.Errorf("%q typed %d times", r.content, n)
+		case r.acked && n != 1:
+			t.Errorf("%q was acknowledged before the kill but typed %d times", r.content, n)
+		}
+		if r.acked {
+			acked++
+		}
+	}
+	if want := 1 + queued + 1; len(typed) != want {
+		t.Errorf("typed into burst: %d prompts, want warm-up + %d queued + barrier", len(typed), queued)
+	}
+	t.Logf("flood: %d of %d acknowledged before the kill, %d queued after the restart", acked, flood, queued)
+
 	// The restarted fleetd adopted the panes: it created nothing.
 	for _, method := range []string{"workspace.create", "tab.create", "pane.split", "agent.start"} {
 		if n := srv.Calls()[method]; n != created[method] {
@@ -259,4 +320,20 @@ func turnSpan(t *testing.T, turn mcp.TurnView) time.Duration {
 		t.Fatalf("turn %s: createdAt %q, deadline %q: %v %v", turn.TurnID, turn.CreatedAt, turn.Deadline, err1, err2)
 	}
 	return deadline.Sub(created)
+}
+
+type floodResult struct {
+	content string
+	acked   bool // bridge_send returned dispatched before the kill
+}
+
+func recvFlood(t *testing.T, ctx context.Context, ch <-chan floodResult) floodResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		t.Fatal("a bridge_send of the flood never returned")
+		return floodResult{}
+	}
 }
