@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+)
+
+// lineWriter sends each line written to it on a channel (dropping lines
+// nobody reads).
+type lineWriter struct {
+	lines   chan string
+	partial string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.partial += string(p)
+	for {
+		line, rest, ok := strings.Cut(w.partial, "\n")
+		if !ok {
+			return len(p), nil
+		}
+		w.partial = rest
+		select {
+		case w.lines <- line:
+		default:
+		}
+	}
+}
+
+// TestServe_PrimaryPaneFlag runs `fleetd serve --primary-pane` against a
+// fake herdr holding the user's own agent pane and checks that fleetd
+// follows that pane's agent status (a per-pane status subscription of its
+// own: the member controllers never subscribe to panes they do not own).
+func TestServe_PrimaryPaneFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, err := herdrtest.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hc := herdr.New(&herdr.Options{SocketPath: srv.SocketPath()})
+	ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pane := ws.RootPane.PaneID
+	if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "boss", Kind: "claude", PaneID: pane}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	manifests := writeTree(t, map[string]string{"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"})
+
+	out := &lineWriter{lines: make(chan string, 16)}
+	cmd := newServeCmd()
+	cmd.SetArgs([]string{"--manifests", manifests, "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--herdr-socket", srv.SocketPath(), "--primary-pane", pane, "--log-level", "error"})
+	cmd.SetOut(out)
+	cmd.SetErr(io.Discard)
+	serveCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(serveCtx) }()
+	select {
+	case line := <-out.lines:
+		if !strings.HasPrefix(line, "fleetd is serving") {
+			t.Fatalf("first line %q, want fleetd is serving", line)
+		}
+	case err := <-done:
+		t.Fatalf("serve ended before listening: %v", err)
+	case <-ctx.Done():
+		t.Fatal("serve never said it was serving")
+	}
+
+	want := fmt.Sprintf(`{"type":%q,"pane_id":%q}`, herdr.SubPaneAgentStatusChanged, pane)
+	for n := 1; ; n++ {
+		if err := srv.WaitCalls(ctx, "events.subscribe", n); err != nil {
+			t.Fatalf("fleetd never subscribed to the primary pane's status (%s): %v", want, err)
+		}
+		if subscribedTo(srv, want) {
+			break
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+}
+
+func subscribedTo(srv *herdrtest.Server, sub string) bool {
+	for _, r := range srv.Requests() {
+		if r.Method == "events.subscribe" && strings.Contains(string(r.Params), sub) {
+			return true
+		}
+	}
+	return false
+}
