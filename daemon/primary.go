@@ -46,6 +46,7 @@ type primaryFollower struct {
 // run follows the pane until ctx ends.
 func (p *primaryFollower) run(ctx context.Context) {
 	backoff := p.minBackoff
+	lastErr := ""
 	for {
 		established, err := p.follow(ctx)
 		if ctx.Err() != nil {
@@ -54,7 +55,14 @@ func (p *primaryFollower) run(ctx context.Context) {
 		if established {
 			backoff = p.minBackoff
 		}
-		p.log.Warn("following the primary pane's agent status; retrying", "pane", p.pane, "err", err, "in", backoff)
+		// A pane that stays away would log every few seconds: warn when
+		// the reason changes, keep the repeats for debugging.
+		level := slog.LevelWarn
+		if err.Error() == lastErr {
+			level = slog.LevelDebug
+		}
+		lastErr = err.Error()
+		p.log.Log(ctx, level, "lost the primary pane's agent status; retrying", "pane", p.pane, "err", err, "in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
