@@ -578,6 +578,10 @@ func (w *world) dump() string {
 		for _, m := range w.fd.mgr.Members() {
 			fmt.Fprintf(&b, "  member %s: phase=%s gen=%d/%d pane=%s tab=%s restarts=%d lastError=%q\n", m.Name, m.Status.Phase,
 				m.Status.ObservedGeneration, m.Generation, m.Status.PaneID, m.Status.TabID, m.Status.Restarts, m.Status.LastError)
+			evs := w.fd.mgr.MemberEvents(m.Name)
+			for _, ev := range evs[max(0, len(evs)-4):] {
+				fmt.Fprintf(&b, "    event %s %s: %s\n", ev.Type, ev.Reason, ev.Message)
+			}
 		}
 		for _, name := range pool {
 			st := w.fd.core.Status(name)

@@ -179,11 +179,11 @@ func (w *world) startFleetd() {
 	w.t.Helper()
 	hc := herdr.New(&herdr.Options{SocketPath: w.fake.SocketPath()})
 	core, err := messaging.New(filepath.Join(w.state, "messaging"), herdrprompt.New(hc), &messaging.Options{
-		// PickupGrace stays at its default: it must outlast the way of a
-		// status event from herdr through the controller, and the run
-		// shares a loaded machine. A shorter one lets a second prompt into
-		// a turn (and a reply to the wrong turn) before pickup is seen.
-		Logger: w.log, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
+		// PickupGrace must outlast the way of a status event from herdr
+		// through the controller on a loaded machine: a shorter one lets a
+		// second prompt into a turn (and a reply to the wrong turn) before
+		// the pickup is seen.
+		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
 	})
 	if err != nil {
 		w.t.Fatalf("messaging core: %v", err)
@@ -215,19 +215,27 @@ func (w *world) startFleetd() {
 }
 
 // killFleetd stops fleetd the way kill -9 would leave things: no cleanup
-// of panes, tabs or ownership records (Run does none), no journal records
-// for calls in flight (Close discards their outcomes), held calls cut off.
-// What is on disk is what the process had made durable, as after a crash.
+// of panes, tabs or ownership records (Run does none; calls in flight are
+// cut by the cancelled context), no journal records for prompts in flight
+// (Close discards their outcomes), held calls cut off. What is on disk is
+// what the process had made durable, as after a crash.
+//
+// One crash window is not reproduced: the controller drops a closed pane's
+// ownership record before it reports the worker gone to the messaging
+// core, so a crash between the two leaves that worker's turns open after
+// the restart. In process the controller would go on reconciling after the
+// core closed and widen that window far beyond a real crash's, so the core
+// closes only once Run has returned.
 func (w *world) killFleetd() {
 	w.t.Helper()
 	fd := w.fd
 	w.fd = nil
 	fd.cancel()
-	if err := fd.core.Close(); err != nil {
-		w.t.Errorf("messaging core close: %v", err)
-	}
 	if err := <-fd.done; err != nil {
 		w.t.Errorf("controllers Run: %v", err)
+	}
+	if err := fd.core.Close(); err != nil {
+		w.t.Errorf("messaging core close: %v", err)
 	}
 }
 
