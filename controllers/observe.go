@@ -107,6 +107,15 @@ func (m *Manager) follow(ctx context.Context) error {
 	}
 	defer func() { stop() }()
 	m.setStreamPanes(panes)
+	// Per-pane status events are not replayed: a change between the
+	// listing that came before and this subscription would be lost (after
+	// a restart, the adopted agents' statuses would stay stale until the
+	// next resync). One agent listing now that the stream runs catches up.
+	if len(panes) > 0 {
+		if err := m.catchUpStatuses(ctx); err != nil {
+			return err
+		}
+	}
 	// Drain a stale reconnect request from before this stream.
 	select {
 	case <-m.kick:
@@ -264,8 +273,11 @@ func (m *Manager) resync(ctx context.Context) error {
 	m.view.install(start, l)
 	m.setHerdrUp(true)
 	for _, r := range m.own.all() {
-		if p, _, alive, hasAgent := m.view.pane(r.TerminalID, r.PaneID); alive && hasAgent {
-			m.observeAgentStatus(p.PaneID, string(p.AgentStatus))
+		// The agent listing came after the pane listing: its status is
+		// the fresher one.
+		if p, a, alive, hasAgent := m.view.pane(r.TerminalID, r.PaneID); alive && hasAgent && a.AgentStatus != "" {
+			m.view.setAgentStatus(p.PaneID, a.AgentStatus)
+			m.observeAgentStatus(p.PaneID, string(a.AgentStatus))
 		}
 	}
 	if err := m.sweepOrphans(ctx); err != nil {

@@ -1170,3 +1170,57 @@ func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
 		t.Errorf("tab.create called %d times, want 3 refused + 1", n)
 	}
 }
+
+// A status change between the listing of a (re)started fleetd and its
+// first events.subscribe is caught up on, not lost until the next resync:
+// herdr does not replay per-pane status events.
+func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T) {
+	mc := herdrtest.NewManualClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.fakeOpts = &herdrtest.Options{Clock: mc}
+	var mu sync.Mutex
+	var seen []string
+	e.tweak = func(o *Options) {
+		o.OnAgentStatus = func(member, status string, _ uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, member+"="+status)
+		}
+	}
+	e.start()
+	pane := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status.PaneID
+	if err := e.fake.SetAgentStatus(pane, "blocked"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("alpha blocked", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.AgentStatus == "blocked" })
+	e.stop()
+
+	// The restarted fleetd lists herdr, then subscribes; the subscription
+	// is held while the agent unblocks.
+	e.fake.InjectFault("events.subscribe", herdrtest.Fault{Latency: time.Second, Times: 1})
+	subs := e.fake.Calls()["events.subscribe"]
+	mu.Lock()
+	seen = nil
+	mu.Unlock()
+	e.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.fake.WaitCalls(ctx, "events.subscribe", subs+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.SetAgentStatus(pane, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	mc.Advance(time.Second)
+	e.waitFor("alpha unblocked after the restart", func(ms map[string]v1alpha1.Member) bool {
+		return ms["alpha"].Status.AgentStatus == "idle"
+	})
+	e.waitForHerdr("OnAgentStatus told of the unblock", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(seen, "alpha=idle")
+	})
+}
