@@ -49,6 +49,7 @@ type Manager struct {
 
 	ownedChanged chan struct{} // the set of owned panes changed: resubscribe
 	kick         chan struct{} // a herdr call failed: reconnect
+	sweep        chan struct{} // the manifests were read: sweep orphans now
 
 	runOnce sync.Once
 }
@@ -70,6 +71,7 @@ func New(opts *Options) (*Manager, error) {
 		changed:      make(chan struct{}),
 		ownedChanged: make(chan struct{}, 1),
 		kick:         make(chan struct{}, 1),
+		sweep:        make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
 		m.launcher = profileLauncher{}
@@ -202,6 +204,14 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 		m.metrics.manifestErrors.Set(float64(len(next.Errors)))
 		for _, name := range changedMembers(prev, next) {
 			m.queue.Add(name)
+		}
+		if next.Synced && !prev.Synced {
+			// Listings before the manifests were read swept nothing:
+			// sweep now rather than at the next resync.
+			select {
+			case m.sweep <- struct{}{}:
+			default:
+			}
 		}
 		m.broadcast()
 	}

@@ -182,6 +182,10 @@ func (m *Manager) follow(ctx context.Context) error {
 			}
 		case <-m.kick:
 			return errReconnect
+		case <-m.sweep:
+			if err := m.sweepOrphans(ctx); err != nil {
+				return err
+			}
 		case <-resync.C():
 			if err := m.resync(ctx); err != nil {
 				return err

@@ -506,11 +506,13 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 	return created.Workspace, nil
 }
 
-// closeOwned closes a member's tab and drops its ownership record. A tab
-// that is already gone is fine; herdr being unreachable is an error and the
-// record stays.
+// closeOwned closes a member's tab and drops its ownership record. The
+// record's tab is closed even when the view does not know it: a view that
+// missed the tab must not leave it open until a resync sweeps it. A tab
+// that is already gone is fine; herdr being unreachable is an error and
+// the record stays.
 func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) error {
-	if m.view.hasTab(rec.TabID) {
+	if rec.TabID != "" {
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 		err := m.herdr.CloseTab(cctx, rec.TabID)
 		cancel()

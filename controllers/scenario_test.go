@@ -1224,3 +1224,98 @@ func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T
 		return slices.Contains(seen, "alpha=idle")
 	})
 }
+
+// Deleting a member closes the tab its ownership record names even when
+// the view has lost that tab, at once rather than at the next resync.
+func TestManager_DeleteClosesRecordedTabTheViewLacks(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	e.start()
+	tab := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status.TabID
+	e.waitIdle()
+	e.mgr.view.mu.Lock()
+	delete(e.mgr.view.tabs, tab) // the pane stays: only the tab entry is missing
+	e.mgr.view.mu.Unlock()
+	e.remove("alpha.yaml")
+	e.waitFor("alpha gone", func(ms map[string]v1alpha1.Member) bool { return len(ms) == 0 })
+	e.waitForHerdr("alpha's tab closed", func() bool {
+		_, open := e.tabLabels()[tab]
+		return !open
+	})
+}
+
+// gatedStore hides the manifests (an unsynced, empty snapshot) until open
+// is closed, like a manifests directory read after herdr was listed.
+type gatedStore struct {
+	store.Store
+	open chan struct{}
+}
+
+func (g *gatedStore) Snapshot() *store.Snapshot {
+	select {
+	case <-g.open:
+		return g.Store.Snapshot()
+	default:
+		return &store.Snapshot{}
+	}
+}
+
+func (g *gatedStore) Watch(ctx context.Context) <-chan struct{} {
+	in := g.Store.Watch(ctx)
+	out := make(chan struct{}, 1)
+	go func() {
+		open := g.open
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in:
+			case <-open:
+				open = nil
+			}
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
+}
+
+func (g *gatedStore) Run(ctx context.Context) error {
+	return g.Store.(interface{ Run(context.Context) error }).Run(ctx)
+}
+
+// An orphaned fleetd tab seen by a listing made before the manifests were
+// read is swept as soon as they are, not at the next resync.
+func TestManager_OrphanSweptWhenManifestsAreReadAfterListing(t *testing.T) {
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile})
+	e.startFake(nil)
+	ctx := context.Background()
+	ws, err := e.client.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := e.client.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: TabLabelPrefix + "ghost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedStore{open: make(chan struct{})}
+	e.tweak = func(o *Options) {
+		gate.Store = o.Store
+		o.Store = gate
+	}
+	e.start()
+	e.waitForHerdr("herdr listed and followed", func() bool {
+		e.mgr.mu.Lock()
+		defer e.mgr.mu.Unlock()
+		return e.mgr.streamPanes != nil || e.fake.Calls()["events.subscribe"] > 0
+	})
+	if _, open := e.tabLabels()[orphan.Tab.TabID]; !open {
+		t.Fatal("orphan swept before the manifests were read")
+	}
+	close(gate.open)
+	e.waitForHerdr("orphan closed", func() bool {
+		_, open := e.tabLabels()[orphan.Tab.TabID]
+		return !open
+	})
+}

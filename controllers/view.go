@@ -238,13 +238,6 @@ func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo,
 	return p, a, true, hasAgent
 }
 
-func (v *view) hasTab(tabID string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, ok := v.tabs[tabID]
-	return ok
-}
-
 func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
