@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/daemon"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/messaging"
@@ -66,6 +67,7 @@ type fleetd struct {
 	core   *messaging.Core
 	cancel context.CancelFunc
 	done   chan error
+	gone   chan struct{} // closed when the gone-member reporter returned
 }
 
 // sent is one message the primary sent, and everything it learnt about it.
@@ -178,21 +180,21 @@ func (w *world) deleteMember(name string) {
 func (w *world) startFleetd() {
 	w.t.Helper()
 	hc := herdr.New(&herdr.Options{SocketPath: w.fake.SocketPath()})
+	st, err := store.NewDirectory(w.manifests, &store.DirectoryOptions{StateDir: w.state, Debounce: 2 * time.Millisecond,
+		RetryInterval: 20 * time.Millisecond, Logger: w.log})
+	if err != nil {
+		w.t.Fatalf("store: %v", err)
+	}
 	core, err := messaging.New(filepath.Join(w.state, "messaging"), herdrprompt.New(hc), &messaging.Options{
 		// PickupGrace must outlast the way of a status event from herdr
 		// through the controller on a loaded machine: a shorter one lets a
 		// second prompt into a turn (and a reply to the wrong turn) before
 		// the pickup is seen.
 		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
+		Admit: daemon.AdmitMembers(st),
 	})
 	if err != nil {
 		w.t.Fatalf("messaging core: %v", err)
-	}
-	st, err := store.NewDirectory(w.manifests, &store.DirectoryOptions{StateDir: w.state, Debounce: 2 * time.Millisecond,
-		RetryInterval: 20 * time.Millisecond, Logger: w.log})
-	if err != nil {
-		core.Close()
-		w.t.Fatalf("store: %v", err)
 	}
 	mgr, err := controllers.New(&controllers.Options{
 		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log,
@@ -209,8 +211,12 @@ func (w *world) startFleetd() {
 		w.t.Fatalf("controllers: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1)}
+	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
 	go func() { fd.done <- mgr.Run(ctx) }()
+	go func() {
+		defer close(fd.gone)
+		daemon.ReportGoneMembers(ctx, st, core)
+	}()
 	w.fd = fd
 }
 
@@ -234,6 +240,7 @@ func (w *world) killFleetd() {
 	if err := <-fd.done; err != nil {
 		w.t.Errorf("controllers Run: %v", err)
 	}
+	<-fd.gone
 	if err := fd.core.Close(); err != nil {
 		w.t.Errorf("messaging core close: %v", err)
 	}

@@ -164,6 +164,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PrimaryPane != "" {
 		mopts.PrimaryTarget = cfg.PrimaryPane
 	}
+	// New messages only to running members; the store exists once the
+	// manager does, before any message can be sent.
+	var admit func(worker string) error
+	mopts.Admit = func(worker string) error { return admit(worker) }
 	core, err := messaging.New(filepath.Join(stateDir, "messages"), herdrprompt.New(client), &mopts)
 	if err != nil {
 		return err
@@ -193,6 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	admit = AdmitMembers(mgr.Store())
 
 	handler, err = mcp.NewHandler(mcp.Options{
 		Members:    mgr,
@@ -229,10 +234,14 @@ func Run(ctx context.Context, cfg Config) error {
 			follower.run(ctx)
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		prompts.run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		ReportGoneMembers(ctx, mgr.Store(), core)
 	}()
 	go func() {
 		defer wg.Done()

@@ -6,7 +6,11 @@
 //
 // The controllers feed the messaging core: every agent status they observe
 // (ObserveStatus) and every pane gone for good (WorkerGone, which also lets
-// bridge_stop's wait end). A member's spec.prompt is queued once, as a
+// bridge_stop's wait end). The desired state feeds it too
+// (ReportGoneMembers, AdmitMembers): a member paused or deleted, with a pane
+// or without one, and on start-up one paused or deleted while fleetd was
+// down, is reported gone, so that nothing waits on it forever; new messages
+// go only to running members. A member's spec.prompt is queued once, as a
 // detached send from the primary, when the member is first Ready; which
 // members got theirs is kept by uid in STATE_DIR/prompts-delivered.json.
 //

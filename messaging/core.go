@@ -50,6 +50,12 @@ type Options struct {
 	// Target maps a worker name to its herdr target. Default: the name itself
 	// (fleetd starts each agent with its member name).
 	Target func(worker string) string
+	// Admit, if set, is asked before a new turn to worker is opened (Send
+	// without a TurnID); a non-nil error refuses the send unchanged. fleetd
+	// refuses names that are not members (CodeNotFound) and paused members
+	// (CodeWorkerGone), so that nothing waits for a pane that will not come.
+	// It runs with the core's lock held and must not call the Core.
+	Admit func(worker string) error
 
 	// MaxContentBytes bounds every content argument. Default 256 KiB.
 	MaxContentBytes int

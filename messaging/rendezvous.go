@@ -227,6 +227,11 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 	if w := c.workers[req.To]; w != nil && w.gone {
 		return nil, SendResult{}, errorf(CodeWorkerGone, "%s is gone: %s", req.To, w.goneReason)
 	}
+	if c.opts.Admit != nil && req.To != c.opts.PrimaryName {
+		if err := c.opts.Admit(req.To); err != nil {
+			return nil, SendResult{}, err
+		}
+	}
 	now := c.now()
 	id := c.opts.NewID("t-")
 	m := &Message{ID: c.opts.NewID("m-"), From: req.From, To: req.To, Kind: KindPrompt, Content: req.Content, TurnID: id, CreatedAt: now}
@@ -502,6 +507,32 @@ func (c *Core) Status(name string) WorkerStatus {
 		s.Pending = len(mb.msgs)
 	}
 	return s
+}
+
+// Busy returns, sorted, the workers something waits on: those with an open
+// turn or a message queued for their pane. The primary is not a worker and is
+// never listed. fleetd reports those that are no longer running members gone
+// ([Core.WorkerGone]), after a restart too, since being gone is not
+// journalled.
+func (c *Core) Busy() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	for _, t := range c.turns {
+		seen[t.worker] = true
+	}
+	for name, w := range c.workers {
+		if len(w.queue) > 0 || w.inflight != nil {
+			seen[name] = true
+		}
+	}
+	delete(seen, c.opts.PrimaryName)
+	out := make([]string, 0, len(seen))
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // --- helpers; callers hold c.mu unless noted ---
