@@ -116,10 +116,17 @@ func (m *Manager) follow(ctx context.Context) error {
 			return err
 		}
 	}
-	// Drain a stale reconnect request from before this stream.
+	// Drain a reconnect request from before this stream: the listing
+	// before it answered it, unless a herdr call failed after that listing
+	// was installed (a start cut by a herdr restart). The view is then
+	// unsynced, every reconcile waits for a listing, and one is due now,
+	// not at the next resync.
 	select {
 	case <-m.kick:
 	default:
+	}
+	if !m.view.isSynced() {
+		return errReconnect
 	}
 	resync := m.o.Clock.NewTimer(m.o.ResyncPeriod)
 	defer func() { resync.Stop() }()
