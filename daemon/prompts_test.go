@@ -106,6 +106,9 @@ spec: {profile: claude, prompt: "Review open PRs"}
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := f.sim.WaitPrompts(f.ctx, pane, 1); err != nil {
+		t.Fatal(err)
+	}
 	if got := f.sim.Prompts(pane); !cmp.Equal(got, []string{"Review open PRs"}) {
 		t.Errorf("prompts typed = %q, want the spec's prompt once", got)
 	}

@@ -349,6 +349,7 @@ func (s *Server) deliverLocked(p *pane, line string) {
 		return
 	}
 	p.prompts = append(p.prompts, line)
+	s.notifyLocked()
 	b := a.behavior
 	if b.OnPrompt != nil {
 		s.wg.Add(1)

@@ -1,6 +1,7 @@
 package herdrtest
 
 import (
+	"context"
 	"fmt"
 	"maps"
 )
@@ -74,6 +75,16 @@ func (s *Server) PaneEnv(paneID string) (map[string]string, bool) {
 func (s *Server) Prompts(paneID string) []string {
 	st, _ := s.Pane(paneID)
 	return st.Prompts
+}
+
+// WaitPrompts blocks until the agent in paneID has taken at least n prompts
+// (herdr presses Enter after answering agent.prompt, so a prompt is taken
+// after the call that typed it returns) or ctx ends.
+func (s *Server) WaitPrompts(ctx context.Context, paneID string, n int) error {
+	return s.waitUntil(ctx, func() bool {
+		p := s.findPaneLocked(paneID)
+		return p != nil && len(p.prompts) >= n
+	})
 }
 
 // SetBehavior scripts the agents of a pane: the current one and any
