@@ -21,8 +21,8 @@ var (
 	flagSeeds = flag.Int("chaos.seeds", 3, "number of seeds, one after another")
 	flagSteps = flag.Int("chaos.steps", 30, "schedule steps per seed")
 	// Off by default: each exposes a known gap (see the package doc).
-	flagAnyTarget  = flag.Bool("chaos.anytarget", false, "send to members that are not running too")
-	flagUnobserved = flag.Bool("chaos.unobserved", false, "let workers finish silently before fleetd saw them working")
+	flagRunningOnly = flag.Bool("chaos.runningonly", false, "send only to members that are running (by default any listed member)")
+	flagUnobserved  = flag.Bool("chaos.unobserved", false, "let workers finish silently before fleetd saw them working")
 )
 
 // pool is every member name the schedule may create.
@@ -173,15 +173,15 @@ func (w *world) actSendHold(rng *rand.Rand) string {
 	return w.ifUp(func() string { return w.sendTo(rng, true) })
 }
 
-// sendTo sends to a member fleetd lists as running (with -chaos.anytarget:
-// to any member it lists). A message for a member that has no pane when it
-// is paused or deleted (starting, in restart backoff) stays queued for
-// good: the controller reports a worker gone only when it closes a pane,
-// and the messaging core's gone flags do not survive a restart.
+// sendTo sends to any member fleetd lists (with -chaos.runningonly: only to
+// running ones). A message for a member paused or deleted while it has no
+// pane (starting, in restart backoff), or while fleetd is down, must end
+// with worker_gone: the daemon reports such workers gone from the desired
+// state, not only when a pane closes.
 func (w *world) sendTo(rng *rand.Rand, hold bool) string {
 	var names []string
 	for _, m := range w.fd.mgr.Members() {
-		if *flagAnyTarget || (m.Status.Phase == v1alpha1.PhaseReady && m.Status.PaneID != "") {
+		if !*flagRunningOnly || (m.Status.Phase == v1alpha1.PhaseReady && m.Status.PaneID != "") {
 			names = append(names, m.Name)
 		}
 	}

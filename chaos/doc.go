@@ -15,16 +15,17 @@
 // doubled, none typed twice, no reply given to the wrong turn), and no
 // goroutine left behind.
 //
-// Two known gaps are kept out of the default schedule, so that it stays a
-// regression test; a flag puts each back to reproduce it:
+// One known gap is kept out of the default schedule, so that it stays a
+// regression test; a flag puts it back to reproduce it:
 //
 //   - -chaos.unobserved: by default a worker finishes without replying only
 //     after fleetd has seen it working. A turn whose agent starts and
 //     finishes while fleetd sees neither status never ends, since turn_done
 //     needs an observed working status.
-//   - -chaos.anytarget: by default messages go only to running members. A
-//     member paused or deleted while it has no pane (starting, in restart
-//     backoff) keeps its queued messages and open turns forever.
+//
+// Messages go to any listed member, running or not (-chaos.runningonly
+// narrows that): one for a member paused or deleted while it has no pane
+// must end with worker_gone.
 //
 // Pacing steps wait a few milliseconds or until the fleet converges; they
 // only shape the schedule. The seed fixes the schedule of intents, not the

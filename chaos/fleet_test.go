@@ -226,12 +226,12 @@ func (w *world) startFleetd() {
 // (Close discards their outcomes), held calls cut off. What is on disk is
 // what the process had made durable, as after a crash.
 //
-// One crash window is not reproduced: the controller drops a closed pane's
-// ownership record before it reports the worker gone to the messaging
-// core, so a crash between the two leaves that worker's turns open after
-// the restart. In process the controller would go on reconciling after the
-// core closed and widen that window far beyond a real crash's, so the core
-// closes only once Run has returned.
+// The core closes only once Run has returned: in process the controller
+// would otherwise go on reconciling after the core closed, a window far
+// wider than a real crash's. (A crash between the controller dropping a
+// closed pane's record and reporting the worker gone is covered after the
+// restart: the daemon reports gone every busy worker that is no longer a
+// running member.)
 func (w *world) killFleetd() {
 	w.t.Helper()
 	fd := w.fd
