@@ -1320,37 +1320,3 @@ func TestManager_OrphanSweptWhenManifestsAreReadAfterListing(t *testing.T) {
 	})
 }
 
-// A herdr call that fails after a listing was installed but before the
-// event stream started (a start cut by a herdr restart, its error arriving
-// late) leaves the view unsynced: the observer must list again at once
-// rather than leave every member waiting for the next resync.
-func TestManager_CallFailingBeforeStreamStartsListsAgain(t *testing.T) {
-	mc := herdrtest.NewManualClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-	e.fakeOpts = &herdrtest.Options{Clock: mc}
-	e.start()
-	e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
-	e.stop()
-
-	e.fake.InjectFault("events.subscribe", herdrtest.Fault{Latency: time.Second, Times: 1})
-	subs := e.fake.Calls()["events.subscribe"]
-	e.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.fake.WaitCalls(ctx, "events.subscribe", subs+1); err != nil {
-		t.Fatal(err)
-	}
-	if err := mc.WaitForTimers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	// The listing is installed; a call from before it fails now.
-	if !e.mgr.view.isSynced() {
-		t.Fatal("view not synced while subscribing")
-	}
-	_ = e.mgr.callFailed(fmt.Errorf("start agent: %w", herdr.ErrUnavailable))
-	mc.Advance(time.Second)
-	e.waitForHerdr("herdr listed again", func() bool { return e.mgr.view.isSynced() })
-	e.waitFor("alpha Ready again", func(ms map[string]v1alpha1.Member) bool {
-		return condition(ms["alpha"], v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue
-	})
-}

@@ -30,9 +30,15 @@ func get(t *testing.T, q *Queue) string {
 func waitTimers(t *testing.T, c *clock.Fake, n int) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
-	for c.Waiters() < n {
+	for {
+		// Take the channel before looking, or a timer armed in between
+		// would be missed.
+		added := c.TimerAdded()
+		if c.Waiters() >= n {
+			return
+		}
 		select {
-		case <-c.TimerAdded():
+		case <-added:
 		case <-deadline:
 			t.Fatalf("timed out waiting for %d timers (have %d)", n, c.Waiters())
 		}
