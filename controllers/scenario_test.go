@@ -1319,4 +1319,3 @@ func TestManager_OrphanSweptWhenManifestsAreReadAfterListing(t *testing.T) {
 		return !open
 	})
 }
-
