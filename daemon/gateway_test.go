@@ -425,7 +425,12 @@ func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testin
 	if n := f.sim.Calls()["agent.prompt"]; n != base || st.Workers[0].QueueDepth != 2 {
 		t.Fatalf("while working then blocked: %d prompts typed, queue depth %d; want 0 and 2", n-base, st.Workers[0].QueueDepth)
 	}
-	f.setStatus(w, "idle")
+	// Going idle makes fleetd type the next message at once, and the fake
+	// agent goes working on it: fleetd's view may never show the idle in
+	// between, so wait for the delivery itself.
+	if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
+		t.Fatal(err)
+	}
 	if got := f.prompt(w); got != "first" {
 		t.Fatalf("first delivery = %q, want first", got)
 	}
@@ -434,7 +439,9 @@ func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testin
 	if n := f.sim.Calls()["agent.prompt"]; n != base+1 {
 		t.Fatalf("%d prompts typed during the first turn, want 1", n-base)
 	}
-	f.setStatus(w, "idle")
+	if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
+		t.Fatal(err)
+	}
 	if got := f.prompt(w); got != "second" {
 		t.Fatalf("second delivery = %q, want second", got)
 	}
