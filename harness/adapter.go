@@ -85,7 +85,6 @@ func bridgeArgs(row v1alpha1.PlanRow) []string {
 }
 
 var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // check validates what every adapter relies on, so a malformed row can
 // never smuggle syntax into a config key or an argument.
@@ -100,7 +99,7 @@ func (in Input) check(needFiles bool) error {
 		if r.URL == "" {
 			return fmt.Errorf("render harness config: row %d (%s): no URL", i, r.Server)
 		}
-		if !envNameRE.MatchString(r.CredentialEnv) {
+		if !v1alpha1.IsEnvName(r.CredentialEnv) {
 			return fmt.Errorf("render harness config: row %d (%s): credential slot %q is not an environment variable name", i, r.Server, r.CredentialEnv)
 		}
 		switch r.Transport {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/plan"
 )
 
@@ -36,8 +36,6 @@ const DefaultPrimaryTokenEnv = plan.MemberTokenEnv
 // needs: longer than bridge_send's default wait (10 minutes), so the harness
 // does not cut off a delegation the gateway is still holding.
 const DefaultPrimaryToolTimeout = 11 * time.Minute
-
-var primaryEnvNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // PrimaryInput is what [PrimaryConfig] renders from.
 type PrimaryInput struct {
@@ -80,7 +78,7 @@ func PrimaryConfig(in PrimaryInput) (string, error) {
 	if in.ToolTimeout <= 0 {
 		in.ToolTimeout = DefaultPrimaryToolTimeout
 	}
-	if !primaryEnvNameRE.MatchString(in.TokenEnv) {
+	if !v1alpha1.IsEnvName(in.TokenEnv) {
 		return "", fmt.Errorf("primary config: token variable %q is not a valid environment variable name", in.TokenEnv)
 	}
 	if u, err := url.Parse(in.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
