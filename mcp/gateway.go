@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -105,7 +106,7 @@ func (s *restServer) toolMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		name := "unknown"
 		if ctr, ok := req.(*sdk.CallToolRequest); ok && ctr.Params != nil {
-			if knownTool(ctr.Params.Name) {
+			if slices.Contains(toolNames, ctr.Params.Name) {
 				name = ctr.Params.Name
 			}
 			// "arguments": null means none; the SDK would fail applying

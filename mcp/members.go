@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -288,7 +289,7 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 	}
 	if req.wait && ms.waiter != nil {
 		gen := cur.Generation
-		wctx, cancel := context.WithTimeout(ctx, cmpOr(req.timeout, DefaultSpawnTimeout))
+		wctx, cancel := context.WithTimeout(ctx, cmp.Or(req.timeout, DefaultSpawnTimeout))
 		defer cancel()
 		err := ms.waiter.WaitFor(wctx, func(all []v1alpha1.Member) bool {
 			for _, x := range all {
@@ -378,21 +379,13 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)
 	}
 	if wait && m.Status.PaneID != "" {
-		wctx, cancel := context.WithTimeout(ctx, cmpOr(timeout, DefaultStopTimeout))
+		wctx, cancel := context.WithTimeout(ctx, cmp.Or(timeout, DefaultStopTimeout))
 		defer cancel()
 		if err := ms.gone.wait(wctx, m.Status.PaneID); err != nil && ctx.Err() != nil {
 			return true, fromCore(ctx.Err())
 		}
 	}
 	return true, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // paneGone remembers the panes the controllers reported closed, so that a

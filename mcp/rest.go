@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -118,7 +119,7 @@ type restServer struct {
 	toolCalls *prometheus.CounterVec
 }
 
-func (s *restServer) maxBody() int64 { return cmpOr(s.opts.MaxBodyBytes, DefaultMaxBodyBytes) }
+func (s *restServer) maxBody() int64 { return cmp.Or(s.opts.MaxBodyBytes, DefaultMaxBodyBytes) }
 
 func (s *restServer) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Ready != nil {

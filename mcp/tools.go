@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,15 +48,6 @@ const (
 )
 
 var toolNames = []string{toolSend, toolReply, toolAsk, toolPoll, toolAck, toolStatus, toolSpawn, toolList, toolStop, toolProfiles, toolWhoami}
-
-func knownTool(name string) bool {
-	for _, n := range toolNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
 
 // --- inputs and outputs ---
 
@@ -275,7 +267,7 @@ type tools struct {
 
 func (s *restServer) newMCPServer() *sdk.Server {
 	t := &tools{msg: s.opts.Messages, members: s.members, store: s.opts.Store}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: cmpOr(s.opts.Version, "dev")},
+	srv := sdk.NewServer(&sdk.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: cmp.Or(s.opts.Version, "dev")},
 		&sdk.ServerOptions{Instructions: instructions})
 	srv.AddReceivingMiddleware(s.toolMiddleware)
 
@@ -522,7 +514,7 @@ func workerStatus(m v1alpha1.Member, s messaging.WorkerStatus) WorkerStatusView 
 		v.AgentStatus = s.AgentStatus
 	}
 	if s.Gone {
-		v.Gone = cmpOr(s.GoneReason, "gone")
+		v.Gone = cmp.Or(s.GoneReason, "gone")
 	}
 	for _, t := range s.OpenTurns {
 		v.OpenTurns = append(v.OpenTurns, TurnView{TurnID: t.ID, CreatedAt: rfc3339(t.CreatedAt), Deadline: rfc3339(t.Deadline),
@@ -611,7 +603,7 @@ func (t *tools) whoami(_ context.Context, req *sdk.CallToolRequest, _ struct{}) 
 	out := WhoamiOutput{Role: tokens.RoleWorker, Name: id.Member, PaneID: id.PaneID}
 	if m, ok := t.members.source.Member(id.Member); ok {
 		out.SessionID = m.Status.SessionID
-		out.PaneID = cmpOr(out.PaneID, m.Status.PaneID)
+		out.PaneID = cmp.Or(out.PaneID, m.Status.PaneID)
 	}
 	return nil, out, nil
 }
