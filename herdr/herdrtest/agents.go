@@ -243,20 +243,24 @@ func (s *Server) resolveAgentLocked(target string) (*agent, *apiError) {
 	return nil, errorf("agent_not_found", "agent %q not found", target)
 }
 
+// agentTarget is embedded in the params of every method that names an agent
+// by target.
 type agentTarget struct {
 	Target string `json:"target"`
 }
 
-func (s *Server) agentTargetLocked(raw json.RawMessage) (*agent, *apiError) {
-	var p agentTarget
-	if err := decode(raw, &p); err != nil {
+func (t *agentTarget) target() string { return t.Target }
+
+// decodeAgentLocked decodes params into p and resolves the agent it names.
+func (s *Server) decodeAgentLocked(raw json.RawMessage, p interface{ target() string }) (*agent, *apiError) {
+	if err := decode(raw, p); err != nil {
 		return nil, err
 	}
-	return s.resolveAgentLocked(p.Target)
+	return s.resolveAgentLocked(p.target())
 }
 
 func (s *Server) agentGet(raw json.RawMessage) (typed, *apiError) {
-	a, aerr := s.agentTargetLocked(raw)
+	a, aerr := s.decodeAgentLocked(raw, &agentTarget{})
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -275,10 +279,7 @@ func (s *Server) agentList(json.RawMessage) (typed, *apiError) {
 
 func (s *Server) agentRead(raw json.RawMessage) (typed, *apiError) {
 	var p readParams
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	a, aerr := s.resolveAgentLocked(p.Target)
+	a, aerr := s.decodeAgentLocked(raw, &p)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -296,13 +297,10 @@ func interactiveLocked(a *agent) *apiError {
 
 func (s *Server) agentSendKeys(raw json.RawMessage) (typed, *apiError) {
 	var p struct {
-		Target string   `json:"target"`
-		Keys   []string `json:"keys"`
+		agentTarget
+		Keys []string `json:"keys"`
 	}
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	a, aerr := s.resolveAgentLocked(p.Target)
+	a, aerr := s.decodeAgentLocked(raw, &p)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -317,13 +315,10 @@ func (s *Server) agentSendKeys(raw json.RawMessage) (typed, *apiError) {
 
 func (s *Server) agentRename(raw json.RawMessage) (typed, *apiError) {
 	var p struct {
-		Target string  `json:"target"`
-		Name   *string `json:"name"`
+		agentTarget
+		Name *string `json:"name"`
 	}
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	a, aerr := s.resolveAgentLocked(p.Target)
+	a, aerr := s.decodeAgentLocked(raw, &p)
 	if aerr != nil {
 		return nil, aerr
 	}

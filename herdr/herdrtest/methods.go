@@ -333,24 +333,28 @@ func (s *Server) paneList(raw json.RawMessage) (typed, *apiError) {
 	return result("pane_list", "panes", out), nil
 }
 
+// paneTarget is embedded in the params of every method that names a pane by
+// pane_id.
 type paneTarget struct {
 	PaneID string `json:"pane_id"`
 }
 
-func (s *Server) paneTargetLocked(raw json.RawMessage) (*pane, *apiError) {
-	var p paneTarget
-	if err := decode(raw, &p); err != nil {
+func (t *paneTarget) paneID() string { return t.PaneID }
+
+// decodePaneLocked decodes params into p and resolves the pane it names.
+func (s *Server) decodePaneLocked(raw json.RawMessage, p interface{ paneID() string }) (*pane, *apiError) {
+	if err := decode(raw, p); err != nil {
 		return nil, err
 	}
-	pn := s.findPaneLocked(p.PaneID)
+	pn := s.findPaneLocked(p.paneID())
 	if pn == nil {
-		return nil, paneNotFound(p.PaneID)
+		return nil, paneNotFound(p.paneID())
 	}
 	return pn, nil
 }
 
 func (s *Server) paneGet(raw json.RawMessage) (typed, *apiError) {
-	pn, aerr := s.paneTargetLocked(raw)
+	pn, aerr := s.decodePaneLocked(raw, &paneTarget{})
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -361,7 +365,7 @@ func (s *Server) paneGet(raw json.RawMessage) (typed, *apiError) {
 // last pane of a non-last tab takes the tab with it silently; the last pane
 // of the workspace adds workspace_closed.
 func (s *Server) paneClose(raw json.RawMessage) (typed, *apiError) {
-	pn, aerr := s.paneTargetLocked(raw)
+	pn, aerr := s.decodePaneLocked(raw, &paneTarget{})
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -437,9 +441,10 @@ func (s *Server) paneSplit(raw json.RawMessage) (typed, *apiError) {
 	return result("pane_info", "pane", info), nil
 }
 
+// readParams serves pane.read (pane_id) and agent.read (target).
 type readParams struct {
-	PaneID string `json:"pane_id"`
-	Target string `json:"target"`
+	paneTarget
+	agentTarget
 	Source string `json:"source"`
 	Lines  *int   `json:"lines"`
 	Format string `json:"format"`
@@ -447,12 +452,9 @@ type readParams struct {
 
 func (s *Server) paneRead(raw json.RawMessage) (typed, *apiError) {
 	var p readParams
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	pn := s.findPaneLocked(p.PaneID)
-	if pn == nil {
-		return nil, paneNotFound(p.PaneID)
+	pn, aerr := s.decodePaneLocked(raw, &p)
+	if aerr != nil {
+		return nil, aerr
 	}
 	return result("pane_read", "read", s.readLocked(pn, p.Source, p.Lines, p.Format)), nil
 }
@@ -486,15 +488,12 @@ func (s *Server) readLocked(p *pane, source string, lines *int, format string) p
 
 func (s *Server) paneSendText(raw json.RawMessage) (typed, *apiError) {
 	var p struct {
-		PaneID string `json:"pane_id"`
-		Text   string `json:"text"`
+		paneTarget
+		Text string `json:"text"`
 	}
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	pn := s.findPaneLocked(p.PaneID)
-	if pn == nil {
-		return nil, paneNotFound(p.PaneID)
+	pn, aerr := s.decodePaneLocked(raw, &p)
+	if aerr != nil {
+		return nil, aerr
 	}
 	s.typeLocked(pn, p.Text)
 	return result("ok"), nil
@@ -502,15 +501,12 @@ func (s *Server) paneSendText(raw json.RawMessage) (typed, *apiError) {
 
 func (s *Server) paneSendKeys(raw json.RawMessage) (typed, *apiError) {
 	var p struct {
-		PaneID string   `json:"pane_id"`
-		Keys   []string `json:"keys"`
+		paneTarget
+		Keys []string `json:"keys"`
 	}
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	pn := s.findPaneLocked(p.PaneID)
-	if pn == nil {
-		return nil, paneNotFound(p.PaneID)
+	pn, aerr := s.decodePaneLocked(raw, &p)
+	if aerr != nil {
+		return nil, aerr
 	}
 	if err := s.sendKeysLocked(pn, p.Keys); err != nil {
 		return nil, err
@@ -520,16 +516,13 @@ func (s *Server) paneSendKeys(raw json.RawMessage) (typed, *apiError) {
 
 func (s *Server) paneSendInput(raw json.RawMessage) (typed, *apiError) {
 	var p struct {
-		PaneID string   `json:"pane_id"`
-		Text   string   `json:"text"`
-		Keys   []string `json:"keys"`
+		paneTarget
+		Text string   `json:"text"`
+		Keys []string `json:"keys"`
 	}
-	if err := decode(raw, &p); err != nil {
-		return nil, err
-	}
-	pn := s.findPaneLocked(p.PaneID)
-	if pn == nil {
-		return nil, paneNotFound(p.PaneID)
+	pn, aerr := s.decodePaneLocked(raw, &p)
+	if aerr != nil {
+		return nil, aerr
 	}
 	for _, k := range p.Keys {
 		if _, ok := parseKey(k); !ok {
