@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -62,7 +59,7 @@ func (c Change) String() string {
 func File(name string, data []byte) (out []byte, changes []Change, errs decode.ErrorList) {
 	docs, err := parseDocuments(data)
 	if err != nil {
-		return nil, nil, decode.ErrorList{syntaxError(name, err)}
+		return nil, nil, decode.ErrorList{decode.SyntaxError(name, data, err)}
 	}
 	f := &fileRewrite{name: name, src: newSource(data)}
 	for _, doc := range docs {
@@ -104,18 +101,6 @@ func parseDocuments(data []byte) ([]*yaml.Node, error) {
 		}
 		docs = append(docs, &doc)
 	}
-}
-
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// syntaxError turns a yaml.v3 parse error into an Error with its line.
-func syntaxError(name string, err error) *decode.Error {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &decode.Error{File: name, Line: line, Msg: "invalid YAML: " + m[2]}
-	}
-	return &decode.Error{File: name, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
 // fileRewrite collects the edits, changes and errors for one file.

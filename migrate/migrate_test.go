@@ -136,6 +136,9 @@ func TestFile_RefusesWhatItCannotRewriteFaithfully(t *testing.T) {
 		{"syntax.yaml", []string{
 			dir + "syntax.yaml:5: invalid YAML: mapping values are not allowed in this context",
 		}},
+		{"parser-line.yaml", []string{
+			dir + "parser-line.yaml:6: invalid YAML: did not find expected ',' or '}'",
+		}},
 		{"duplicate.yaml", []string{
 			dir + "duplicate.yaml:7: spec.mcpTransport: duplicate key (first at line 6); keep one, then rerun fleetd migrate",
 		}},

@@ -135,6 +135,14 @@ func splitDocuments(data []byte) []chunk {
 	return append(chunks, chunk{line: startLine, data: data[start:]})
 }
 
+// SyntaxError turns the error yaml.v3 returned while parsing data, the
+// whole of the file at path, into an Error on the file's line: the line
+// yaml.v3 names, corrected for its 0-based parser problems and clamped to
+// the file's last line.
+func SyntaxError(path string, data []byte, err error) *Error {
+	return syntaxError(path, chunk{line: 1, data: data}, err)
+}
+
 // syntaxError turns a yaml.v3 parse error into an Error on the file's line.
 func syntaxError(path string, c chunk, err error) *Error {
 	chunkLine := c.line
