@@ -378,10 +378,11 @@ func (m *Manager) ManifestErrors() decode.ErrorList {
 // Ready reports nil once fleetd's view of herdr and of the manifests is in
 // sync, for GET /readyz.
 func (m *Manager) Ready() error {
-	if err := m.store.Snapshot().DirErr; err != nil {
-		return err
+	snap := m.store.Snapshot()
+	if snap.DirErr != nil {
+		return snap.DirErr
 	}
-	if !m.store.Snapshot().Synced {
+	if !snap.Synced {
 		return errors.New("manifests not read yet")
 	}
 	if !m.view.isSynced() {
