@@ -157,7 +157,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 				m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted running pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
 			}
 			if agent.LaunchPending && !agent.InteractiveReady {
-				return m.stillStarting(ctx, name, b, rt, rec, profile)
+				return m.stillStarting(ctx, name, mem, b, rt, rec, profile)
 			}
 			if b.st.Plan == nil {
 				b.st.Plan = m.planOf(mem, snap)
@@ -270,18 +270,15 @@ func (m *Manager) running(name string, b *statusBuilder, rt *runtime, rec Owners
 
 // stillStarting handles an adopted agent that herdr still reports as
 // launching (fleetd restarted in the middle of a start).
-func (m *Manager) stillStarting(ctx context.Context, name string, b *statusBuilder, rt *runtime, rec Ownership, p *v1alpha1.Profile) (Result, error) {
+func (m *Manager) stillStarting(ctx context.Context, name string, mem *v1alpha1.Member, b *statusBuilder, rt *runtime, rec Ownership, p *v1alpha1.Profile) (Result, error) {
 	now := m.o.Clock.Now()
-	deadline := rec.StartedAt.Add(p.Spec.StartupTimeout.Duration)
+	timeout := startupTimeout(p)
+	deadline := rec.StartedAt.Add(timeout)
 	if now.After(deadline) {
 		if err := m.closeOwned(ctx, rec, goneStartFailed); err != nil {
 			return Result{}, err
 		}
-		mem := m.store.Snapshot().Members[name]
-		if mem == nil {
-			return Result{}, nil
-		}
-		return m.failed(name, mem, p, b, rt, fmt.Sprintf("agent not ready within %s", p.Spec.StartupTimeout.Duration)), nil
+		return m.failed(name, mem, p, b, rt, fmt.Sprintf("agent not ready within %s", timeout)), nil
 	}
 	b.setPane(rec)
 	b.set(v1alpha1.PhaseStarting, cFalse(ReasonStarting, "agent is starting"),
@@ -408,10 +405,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
 	}
 
-	timeout := p.Spec.StartupTimeout.Duration
-	if timeout <= 0 {
-		timeout = v1alpha1.DefaultStartupTimeout
-	}
+	timeout := startupTimeout(p)
 	b.setPane(rec)
 	b.st.Plan = spec.Plan
 	b.set(v1alpha1.PhaseStarting, cFalse(ReasonStarting, "agent is starting"),
@@ -448,6 +442,14 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	m.observeAgentStatus(rec.PaneID, string(agent.AgentStatus))
 	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
 	return m.running(name, b, rt, rec, agent.AgentStatus), nil
+}
+
+// startupTimeout is how long the profile's agent may take to be ready.
+func startupTimeout(p *v1alpha1.Profile) time.Duration {
+	if t := p.Spec.StartupTimeout.Duration; t > 0 {
+		return t
+	}
+	return v1alpha1.DefaultStartupTimeout
 }
 
 // invalidSpec reports whether herdr refused a launch for a reason only a
