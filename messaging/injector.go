@@ -8,13 +8,14 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
-// Agent statuses as herdr reports them.
+// Agent statuses as herdr reports them ([herdr.AgentStatus], as plain
+// strings).
 const (
-	StatusIdle    = "idle"
-	StatusWorking = "working"
-	StatusBlocked = "blocked"
-	StatusDone    = "done"
-	StatusUnknown = "unknown"
+	StatusIdle    = string(herdr.StatusIdle)
+	StatusWorking = string(herdr.StatusWorking)
+	StatusBlocked = string(herdr.StatusBlocked)
+	StatusDone    = string(herdr.StatusDone)
+	StatusUnknown = string(herdr.StatusUnknown)
 )
 
 // worker is one recipient's injector state: its FIFO, what herdr last said
