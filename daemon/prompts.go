@@ -96,10 +96,12 @@ func (fp *firstPrompts) deliver(ctx context.Context) {
 		changed = true
 		fp.log.Info("first prompt queued", "member", m.Name, "turn", res.TurnID)
 	}
-	for uid := range fp.done {
-		if !live[uid] && fp.synced() {
-			delete(fp.done, uid)
-			changed = true
+	if fp.synced() {
+		for uid := range fp.done {
+			if !live[uid] {
+				delete(fp.done, uid)
+				changed = true
+			}
 		}
 	}
 	if changed {
