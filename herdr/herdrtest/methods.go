@@ -12,7 +12,12 @@ type apiError struct {
 	Message string
 }
 
+// line answers request id with the error. invalid_request always goes out
+// with the empty id: herdr could not parse the request, so it has none.
 func (e *apiError) line(id string) errorLine {
+	if e.Code == "invalid_request" {
+		id = ""
+	}
 	return errorLine{ID: id, Error: errorBody{Code: e.Code, Message: e.Message}}
 }
 

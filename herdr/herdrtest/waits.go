@@ -100,7 +100,7 @@ func (s *Server) agentPrompt(c *conn, req Request) *response {
 		} `json:"wait"`
 	}
 	if aerr := decode(req.Params, &p); aerr != nil {
-		return reply("", nil, aerr)
+		return reply(req.ID, nil, aerr)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,7 +184,7 @@ func (s *Server) agentWait(c *conn, req Request) *response {
 		TimeoutMS *uint64  `json:"timeout_ms"`
 	}
 	if aerr := decode(req.Params, &p); aerr != nil {
-		return reply("", nil, aerr)
+		return reply(req.ID, nil, aerr)
 	}
 	until := p.Until
 	if len(until) == 0 {
@@ -231,7 +231,7 @@ func (s *Server) eventsWait(c *conn, req Request) *response {
 		TimeoutMS *uint64 `json:"timeout_ms"`
 	}
 	if aerr := decode(req.Params, &p); aerr != nil {
-		return reply("", nil, aerr)
+		return reply(req.ID, nil, aerr)
 	}
 	m := p.MatchEvent
 	if m.Event != "pane_agent_status_changed" {
@@ -289,7 +289,7 @@ func (s *Server) waitForOutput(c *conn, req Request) *response {
 		TimeoutMS *uint64     `json:"timeout_ms"`
 	}
 	if aerr := decode(req.Params, &p); aerr != nil {
-		return reply("", nil, aerr)
+		return reply(req.ID, nil, aerr)
 	}
 	re, aerr := p.Match.compile()
 	if aerr != nil {
