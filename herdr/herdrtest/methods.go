@@ -35,6 +35,10 @@ func invalidRequest(err error) errorLine {
 	return errorLine{ID: "", Error: errorBody{Code: "invalid_request", Message: "invalid request: " + msg}}
 }
 
+func workspaceNotFound(id string) *apiError {
+	return errorf("workspace_not_found", "workspace %s not found", id)
+}
+
 func paneNotFound(id string) *apiError {
 	return errorf("pane_not_found", "pane %s not found", id)
 }
@@ -213,7 +217,7 @@ func (s *Server) workspaceClose(raw json.RawMessage) (typed, *apiError) {
 	}
 	ws := s.findWorkspaceLocked(p.WorkspaceID)
 	if ws == nil {
-		return nil, errorf("workspace_not_found", "workspace %s not found", p.WorkspaceID)
+		return nil, workspaceNotFound(p.WorkspaceID)
 	}
 	info := s.workspaceInfoLocked(ws)
 	s.removeWorkspaceLocked(ws)
@@ -228,7 +232,7 @@ func (s *Server) targetWorkspaceLocked(id *string) (*workspace, *apiError) {
 	if id != nil {
 		ws := s.findWorkspaceLocked(*id)
 		if ws == nil {
-			return nil, errorf("workspace_not_found", "workspace %s not found", *id)
+			return nil, workspaceNotFound(*id)
 		}
 		return ws, nil
 	}
@@ -280,6 +284,9 @@ func (s *Server) tabList(raw json.RawMessage) (typed, *apiError) {
 	if err := decode(raw, &p); err != nil {
 		return nil, err
 	}
+	if p.WorkspaceID != nil && s.findWorkspaceLocked(*p.WorkspaceID) == nil {
+		return nil, workspaceNotFound(*p.WorkspaceID)
+	}
 	out := []tabInfo{}
 	for _, ws := range s.workspaces {
 		if p.WorkspaceID != nil && ws.id != *p.WorkspaceID {
@@ -288,9 +295,6 @@ func (s *Server) tabList(raw json.RawMessage) (typed, *apiError) {
 		for _, t := range ws.tabs {
 			out = append(out, s.tabInfoLocked(t))
 		}
-	}
-	if p.WorkspaceID != nil && s.findWorkspaceLocked(*p.WorkspaceID) == nil {
-		return nil, errorf("workspace_not_found", "workspace %s not found", *p.WorkspaceID)
 	}
 	return result("tab_list", "tabs", out), nil
 }
@@ -327,7 +331,7 @@ func (s *Server) paneList(raw json.RawMessage) (typed, *apiError) {
 		return nil, err
 	}
 	if p.WorkspaceID != nil && s.findWorkspaceLocked(*p.WorkspaceID) == nil {
-		return nil, errorf("workspace_not_found", "workspace %s not found", *p.WorkspaceID)
+		return nil, workspaceNotFound(*p.WorkspaceID)
 	}
 	out := []paneInfo{}
 	for _, pn := range s.allPanesLocked() {
