@@ -82,7 +82,7 @@ func decodeFile(path string, data []byte) ([]v1alpha1.Object, []int, ErrorList) 
 			}
 		}
 	}
-	sortErrors(errs)
+	errs.Sort()
 	return objs, lines, errs
 }
 

@@ -132,6 +132,6 @@ func (r *DirResult) Errors() ErrorList {
 		errs = append(errs, f.Errors...)
 	}
 	errs = append(errs, CheckDuplicates(r.Files)...)
-	sortErrors(errs)
+	errs.Sort()
 	return errs
 }

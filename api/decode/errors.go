@@ -56,9 +56,9 @@ func (l ErrorList) Err() error {
 	return l
 }
 
-// sortErrors orders errors by file, then line, keeping the order in which
-// they were found among equals.
-func sortErrors(l ErrorList) {
+// Sort orders l by file, then line, keeping the order in which the errors
+// were found among equals.
+func (l ErrorList) Sort() {
 	slices.SortStableFunc(l, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,7 +42,7 @@ func validateDir(out, errOut io.Writer, dir string) error {
 		return &exitError{code: 1}
 	}
 	errs := append(r.Errors(), unresolvedReferences(r)...)
-	sortProblems(errs)
+	errs.Sort()
 	if len(errs) > 0 {
 		for _, e := range errs {
 			fmt.Fprintln(out, e)
@@ -188,12 +186,4 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-// sortProblems orders problems by file, then line, keeping the order in
-// which they were found among equals.
-func sortProblems(errs decode.ErrorList) {
-	slices.SortStableFunc(errs, func(a, b *decode.Error) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
-	})
 }
