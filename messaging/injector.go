@@ -144,17 +144,10 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 	if w.restored {
 		w.restored = false
 		if t := c.turns[w.current]; t != nil && t.delivered {
+			// A start or end that happened while fleetd was down shows
+			// now: no later observation can, the baseline moves past it.
 			t.baseline = seq
-			if !t.started && (status == StatusWorking || status == StatusBlocked) {
-				// It picked the prompt up while fleetd was down: no later
-				// observation can show that start, the baseline moved past it.
-				if err := c.commit(record{Op: opTurnStarted, ID: t.id}); err != nil {
-					c.opts.Logger.Error("messaging: record turn start", "turn", t.id, "err", err)
-				}
-			}
-			if t.started && deliverable(status) && t.ask == nil && !t.closing {
-				c.beginTurnDone(t) // it ended while fleetd was down
-			}
+			c.advanceTurn(t, status)
 		}
 	}
 
@@ -162,16 +155,23 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 		c.pickedUp(w)
 	}
 	if t := c.turns[w.current]; t != nil && t.delivered && seq > t.baseline {
-		if !t.started && (status == StatusWorking || status == StatusBlocked) {
-			if err := c.commit(record{Op: opTurnStarted, ID: t.id}); err != nil {
-				c.opts.Logger.Error("messaging: record turn start", "turn", t.id, "err", err)
-			}
-		}
-		if t.started && deliverable(status) && t.ask == nil && !t.closing {
-			c.beginTurnDone(t)
-		}
+		c.advanceTurn(t, status)
 	}
 	c.pump(w)
+}
+
+// advanceTurn moves delivered turn t on by the worker's status: working or
+// blocked means it started; idle or done after a start, with no question
+// pending, means it ended without a reply. Callers hold c.mu.
+func (c *Core) advanceTurn(t *turn, status string) {
+	if !t.started && (status == StatusWorking || status == StatusBlocked) {
+		if err := c.commit(record{Op: opTurnStarted, ID: t.id}); err != nil {
+			c.opts.Logger.Error("messaging: record turn start", "turn", t.id, "err", err)
+		}
+	}
+	if t.started && deliverable(status) && t.ask == nil && !t.closing {
+		c.beginTurnDone(t)
+	}
 }
 
 // pickedUp ends the pickup wait of w's in-flight delivery.
