@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync"
 	"testing"
 
@@ -39,34 +38,54 @@ func (h *headerRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newAuthClient(t *testing.T, endpoint, token string) (*http.Client, *authTransport) {
 	t.Helper()
-	u, err := url.Parse(endpoint)
+	bearer, err := NewBearerTransport(endpoint, token, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := &authTransport{origin: origin(u), token: token, base: http.DefaultTransport}
+	at := &authTransport{bearer: bearer}
 	return &http.Client{Transport: at}, at
 }
 
-func TestAuthTransport_TokenStaysWithTheGatewayOrigin(t *testing.T) {
-	elsewhere := &headerRecorder{}
-	other := httptest.NewServer(elsewhere)
-	defer other.Close()
-	gw := &headerRecorder{redirectTo: other.URL + "/collect"}
-	gateway := httptest.NewServer(gw)
-	defer gateway.Close()
-
-	client, _ := newAuthClient(t, gateway.URL+"/mcp", "secret-token")
-	resp, err := client.Get(gateway.URL + "/mcp")
-	if err != nil {
-		t.Fatalf("GET: %v", err)
+func TestTransports_TokenStaysWithTheGatewayOrigin(t *testing.T) {
+	tests := []struct {
+		name   string
+		client func(t *testing.T, endpoint, token string) *http.Client
+	}{
+		{"relay", func(t *testing.T, endpoint, token string) *http.Client {
+			c, _ := newAuthClient(t, endpoint, token)
+			return c
+		}},
+		{"BearerTransport", func(t *testing.T, endpoint, token string) *http.Client {
+			bt, err := NewBearerTransport(endpoint, token, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &http.Client{Transport: bt}
+		}},
 	}
-	resp.Body.Close()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			elsewhere := &headerRecorder{}
+			other := httptest.NewServer(elsewhere)
+			defer other.Close()
+			gw := &headerRecorder{redirectTo: other.URL + "/collect"}
+			gateway := httptest.NewServer(gw)
+			defer gateway.Close()
 
-	if diff := cmp.Diff([]string{"Bearer secret-token"}, gw.auth); diff != "" {
-		t.Errorf("Authorization seen by the gateway (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{""}, elsewhere.auth); diff != "" {
-		t.Errorf("Authorization seen by the redirect target (-want +got):\n%s", diff)
+			client := tt.client(t, gateway.URL+"/mcp", "secret-token")
+			resp, err := client.Get(gateway.URL + "/mcp")
+			if err != nil {
+				t.Fatalf("GET: %v", err)
+			}
+			resp.Body.Close()
+
+			if diff := cmp.Diff([]string{"Bearer secret-token"}, gw.auth); diff != "" {
+				t.Errorf("Authorization seen by the gateway (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{""}, elsewhere.auth); diff != "" {
+				t.Errorf("Authorization seen by the redirect target (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -78,14 +78,15 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	auth := &authTransport{origin: origin(endpoint), token: opts.Token, base: http.DefaultTransport}
 	client := &http.Client{}
 	if opts.HTTPClient != nil {
 		*client = *opts.HTTPClient
 	}
-	if client.Transport != nil {
-		auth.base = client.Transport
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
 	}
+	auth := &authTransport{bearer: &BearerTransport{origin: origin(endpoint), token: opts.Token, base: base}}
 	client.Transport = auth
 
 	stdio, err := (&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}).Connect(ctx)
