@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/mcp"
+	"github.com/fleetd-dev/fleetd/mcpbridge"
 	"github.com/fleetd-dev/fleetd/messaging"
 	"github.com/fleetd-dev/fleetd/tokens"
 )
@@ -81,21 +82,13 @@ func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Option
 	return f
 }
 
-// bearer adds a bearer token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 func (f *fleet) connectTo(url, token string) (*sdk.ClientSession, error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
-	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	bt, err := mcpbridge.NewBearerTransport(url, token, nil)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: bt}
 	return client.Connect(f.ctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
 }
 

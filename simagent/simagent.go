@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/harness"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/mcpbridge"
 )
 
 // ReplyPrefix starts every reply: a prompt "hello" is answered "echo: hello".
@@ -186,14 +187,18 @@ func resultText(res *mcp.CallToolResult) string {
 }
 
 // connect opens an MCP session with the Streamable HTTP endpoint url,
-// presenting token as "Authorization: Bearer" on every request. It uses a
-// copy of client whose Transport is wrapped, and no standalone SSE stream:
-// the session only carries its own calls. Once stop is done no request is
-// sent any more, so that closing a session whose call was cancelled does
-// not wait on the gateway.
+// presenting token as "Authorization: Bearer" to url's origin (see
+// mcpbridge.BearerTransport). It uses a copy of client whose Transport is
+// wrapped, and no standalone SSE stream: the session only carries its own
+// calls. Once stop is done no request is sent any more, so that closing a
+// session whose call was cancelled does not wait on the gateway.
 func connect(ctx context.Context, url, token string, client *http.Client, stop context.Context) (*mcp.ClientSession, error) {
+	bearer, err := mcpbridge.NewBearerTransport(url, token, client.Transport)
+	if err != nil {
+		return nil, err
+	}
 	c := *client
-	c.Transport = &bearerTransport{base: c.Transport, token: token, stop: stop}
+	c.Transport = &stoppableTransport{base: bearer, stop: stop}
 	session, err := mcp.NewClient(&mcp.Implementation{Name: "fleetd-sim-agent", Version: "v1alpha1"}, nil).
 		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &c, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	if err != nil {
@@ -202,23 +207,15 @@ func connect(ctx context.Context, url, token string, client *http.Client, stop c
 	return session, nil
 }
 
-// bearerTransport adds "Authorization: Bearer token" to every request and
-// refuses new requests once stop is done.
-type bearerTransport struct {
-	base  http.RoundTripper
-	token string
-	stop  context.Context
+// stoppableTransport refuses new requests once stop is done.
+type stoppableTransport struct {
+	base http.RoundTripper
+	stop context.Context
 }
 
-func (t *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t *stoppableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err := t.stop.Err(); err != nil {
 		return nil, fmt.Errorf("simulated agents stopped: %w", err)
 	}
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
-	return base.RoundTrip(r)
+	return t.base.RoundTrip(r)
 }
