@@ -193,10 +193,7 @@ func (s *Server) launchedLocked(a *agent) {
 	if !a.launchPending || a.gone {
 		return
 	}
-	a.launchPending, a.ready = false, true
-	a.endLaunchLocked()
-	p := a.pane
-	s.emitLocked("pane_agent_detected", typed{"pane_id": p.id, "workspace_id": p.tab.ws.id, "agent": a.kind})
+	s.detectLocked(a)
 	a.state = stateUnknown
 	if a.behavior.Launch == LaunchBlocked {
 		s.setStateLocked(a, stateBlocked)
