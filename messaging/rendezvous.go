@@ -1,6 +1,7 @@
 package messaging
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,7 +172,7 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if req.From == "" {
 		return SendResult{}, errorf(CodeInvalid, "no caller")
 	}
-	timeout := cmpOr(req.Timeout, c.opts.DefaultTimeout)
+	timeout := cmp.Or(req.Timeout, c.opts.DefaultTimeout)
 	c.mu.Lock()
 	if req.Wait {
 		if err := c.acquire(req.From); err != nil {
@@ -248,7 +249,7 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, SendResult, error) {
 	t := c.turns[req.TurnID]
 	if t == nil || t.caller != req.From || (req.To != "" && req.To != t.worker) {
-		return nil, SendResult{}, errorf(CodeNotFound, "no open turn %q for %s", req.TurnID, cmpOr(req.To, "this caller"))
+		return nil, SendResult{}, errorf(CodeNotFound, "no open turn %q for %s", req.TurnID, cmp.Or(req.To, "this caller"))
 	}
 	if req.Wait && t.waiter != nil {
 		return nil, SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
@@ -364,7 +365,7 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 		return AskResult{}, err
 	}
 	defer c.release(worker)
-	deadline := c.now().Add(cmpOr(timeout, c.opts.DefaultTimeout))
+	deadline := c.now().Add(cmp.Or(timeout, c.opts.DefaultTimeout))
 	t := c.currentTurn(worker)
 	if t == nil {
 		now := c.now()
@@ -424,7 +425,7 @@ func (c *Core) Poll(ctx context.Context, recipient string, wait bool, timeout ti
 	}
 	defer c.release(recipient)
 	fired := make(chan struct{})
-	tm := c.opts.Clock.AfterFunc(cmpOr(timeout, c.opts.DefaultTimeout), func() { close(fired) })
+	tm := c.opts.Clock.AfterFunc(cmp.Or(timeout, c.opts.DefaultTimeout), func() { close(fired) })
 	defer tm.Stop()
 	for {
 		notify := c.mailbox(recipient).notify
@@ -704,12 +705,4 @@ func waitLabel(r result) string {
 	default:
 		return "error"
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
