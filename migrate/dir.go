@@ -16,9 +16,9 @@ type Options struct {
 	DryRun bool
 }
 
-// Dir migrates every manifest file directly in dir (the files
-// [decode.IsManifestFile] accepts, the ones fleetd reads; no recursion) and returns the changes, in
-// file and line order.
+// Dir migrates every manifest file [decode.ManifestPaths] lists in dir (the
+// files fleetd reads; no recursion) and returns the changes, in file and
+// line order.
 //
 // When any file cannot be migrated, Dir writes nothing and returns the
 // problems as a [decode.ErrorList]. Otherwise, unless opts.DryRun is set, it
@@ -29,9 +29,9 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	entries, err := os.ReadDir(dir)
+	paths, err := decode.ManifestPaths(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read manifests directory: %w", err)
+		return nil, err
 	}
 	type rewrite struct {
 		path    string
@@ -42,14 +42,7 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 		todo []rewrite
 		errs decode.ErrorList
 	)
-	for _, e := range entries {
-		if !decode.IsManifestFile(e.Name()) {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-			continue // a directory, or a symlink to one, named like a manifest
-		}
+	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			errs = append(errs, &decode.Error{File: path, Msg: fmt.Sprintf("read: %v", unwrapPath(err))})

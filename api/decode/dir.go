@@ -69,29 +69,45 @@ type DirResult struct {
 	Files []FileResult
 }
 
-// Dir decodes every manifest file (see IsManifestFile) directly in dir, in
-// name order; subdirectories are not read. A file that cannot be read is
-// reported in its FileResult. The error is non-nil only when dir itself
-// cannot be listed.
-func Dir(dir string) (*DirResult, error) {
+// ManifestPaths lists the manifest files (see IsManifestFile) directly in
+// dir, in name order, following symbolic links: directories and other
+// non-regular files are left out; a dangling link is kept, so that reading
+// it reports the problem. The error is non-nil only when dir itself cannot
+// be listed.
+func ManifestPaths(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read manifests directory: %w", err)
 	}
-	r := &DirResult{Dir: dir}
+	var paths []string
 	for _, e := range entries {
 		if !IsManifestFile(e.Name()) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		if e.Type()&os.ModeSymlink != 0 {
-			st, err := os.Stat(path)
-			if err == nil && st.IsDir() {
+		if !e.Type().IsRegular() {
+			if e.Type()&os.ModeSymlink == 0 {
 				continue
 			}
-		} else if !e.Type().IsRegular() {
-			continue
+			if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+				continue
+			}
 		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// Dir decodes every manifest file [ManifestPaths] lists in dir. A file
+// that cannot be read is reported in its FileResult. The error is non-nil
+// only when dir itself cannot be listed.
+func Dir(dir string) (*DirResult, error) {
+	paths, err := ManifestPaths(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &DirResult{Dir: dir}
+	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			r.Files = append(r.Files, FileResult{Path: path, Errors: ErrorList{{File: path, Msg: fmt.Sprintf("read: %v", err)}}})

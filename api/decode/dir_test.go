@@ -136,3 +136,36 @@ func TestIsManifestFile(t *testing.T) {
 		}
 	}
 }
+
+func TestManifestPaths_FollowsLinksToFilesOnly(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a.yaml":          "",
+		"b.yml":           "",
+		"notes.txt":       "",
+		".hidden.yaml":    "",
+		"sub.yaml/x.yaml": "",
+	})
+	for link, target := range map[string]string{
+		"link-file.yaml": "a.yaml",
+		"link-dir.yaml":  "sub.yaml",
+		"dangling.yaml":  "missing.yaml",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ManifestPaths(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, name := range []string{"a.yaml", "b.yml", "dangling.yaml", "link-file.yaml"} {
+		want = append(want, filepath.Join(dir, name))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paths mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := ManifestPaths(filepath.Join(dir, "nope")); err == nil {
+		t.Error("no error listing a missing directory")
+	}
+}
