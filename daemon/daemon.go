@@ -183,7 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 		OnAgentStatus: core.ObserveStatus,
 		OnPaneGone: func(member, paneID, reason string) {
 			core.WorkerGone(member, reason)
-			handler.PaneGone(member, paneID)
+			handler.PaneGone(paneID)
 		},
 		ManifestsDir: cfg.ManifestsDir,
 		StateDir:     stateDir,

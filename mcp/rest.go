@@ -73,7 +73,7 @@ type Handler struct {
 // PaneGone tells the gateway that the controllers closed a member's pane
 // for good (controllers.Options.OnPaneGone): bridge_stop and DELETE
 // /members wait for it.
-func (h *Handler) PaneGone(member, paneID string) { h.s.members.gone.report(paneID) }
+func (h *Handler) PaneGone(paneID string) { h.s.members.gone.report(paneID) }
 
 // NewHandler returns the HTTP handler of fleetd's listener. It fails only
 // when the tool-call counter cannot be registered.
