@@ -30,7 +30,9 @@ func (s *Server) emitLocked(kind string, data typed) {
 func (s *Server) appendEventLocked(ev hubEvent) {
 	s.events = append(s.events, ev)
 	if over := len(s.events) - s.opts.EventRing; over > 0 {
-		s.events = append([]hubEvent(nil), s.events[over:]...)
+		// Reslice rather than copy the whole ring on every event: append
+		// moves the live tail to a fresh array when the old one is full.
+		s.events = s.events[over:]
 	}
 	s.notifyLocked()
 }

@@ -306,3 +306,24 @@ func TestFaults(t *testing.T) {
 		}
 	})
 }
+
+func TestEventRingKeepsTheNewest(t *testing.T) {
+	h := newHarness(t, &herdrtest.Options{EventRing: 3})
+	for range 3 {
+		h.ok("workspace.create", map[string]any{})
+	}
+	var got []string
+	var seqs []uint64
+	for _, ev := range h.srv.Events() {
+		got = append(got, ev.Kind)
+		seqs = append(seqs, ev.Seq)
+	}
+	// Each workspace.create emits workspace_created, tab_created,
+	// pane_created, layout_updated: 12 in all, of which the last 3 stay.
+	if want := []string{"tab_created", "pane_created", "layout_updated"}; !cmp.Equal(got, want) {
+		t.Errorf("ring kinds = %v, want %v", got, want)
+	}
+	if want := []uint64{10, 11, 12}; !cmp.Equal(seqs, want) {
+		t.Errorf("ring seqs = %v, want %v", seqs, want)
+	}
+}
