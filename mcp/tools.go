@@ -262,11 +262,10 @@ func permissive(s *jsonschema.Schema) *jsonschema.Schema {
 type tools struct {
 	msg     Messenger
 	members *members
-	store   DesiredState
 }
 
 func (s *restServer) newMCPServer() *sdk.Server {
-	t := &tools{msg: s.opts.Messages, members: s.members, store: s.opts.Store}
+	t := &tools{msg: s.opts.Messages, members: s.members}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: cmp.Or(s.opts.Version, "dev")},
 		&sdk.ServerOptions{Instructions: instructions})
 	srv.AddReceivingMiddleware(s.toolMiddleware)
@@ -583,8 +582,8 @@ func (t *tools) profiles(_ context.Context, req *sdk.CallToolRequest, _ struct{}
 		return nil, ProfilesOutput{}, err
 	}
 	out := ProfilesOutput{Profiles: []ProfileView{}}
-	if t.store != nil {
-		for _, p := range t.store.Snapshot().Profiles {
+	if st := t.members.store; st != nil {
+		for _, p := range st.Snapshot().Profiles {
 			out.Profiles = append(out.Profiles, ProfileView{Name: p.Name, Harness: p.Spec.Harness, Description: p.Spec.Description})
 		}
 	}
