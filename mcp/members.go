@@ -121,7 +121,7 @@ func decodeSpawnArgs(raw map[string]any) (spawnRequest, error) {
 		if !isNum || ms < 0 {
 			return spawnRequest{}, toolErr(codeInvalidArgument, "timeoutMs: want a non-negative number of milliseconds")
 		}
-		req.timeout = time.Duration(ms) * time.Millisecond
+		req.timeout = millis(ms)
 	}
 	name, _ := raw["name"].(string)
 	if _, ok := raw["name"]; ok && name == "" {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/fleetd-dev/fleetd/tokens"
 )
@@ -52,7 +51,7 @@ func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tok
 			writeToolError(w, toolErr(codeInvalidArgument, "timeoutMs: want a non-negative number of milliseconds"))
 			return
 		}
-		req.timeout = time.Duration(ms) * time.Millisecond
+		req.timeout = millis(ms)
 	}
 	view, result, err := s.members.apply(r.Context(), req)
 	if err != nil {
