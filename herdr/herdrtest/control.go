@@ -67,14 +67,23 @@ func (s *Server) paneStateLocked(p *pane) PaneState {
 
 // PaneEnv returns the environment of a live pane's process.
 func (s *Server) PaneEnv(paneID string) (map[string]string, bool) {
-	st, ok := s.Pane(paneID)
-	return st.Env, ok
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.findPaneLocked(paneID)
+	if p == nil {
+		return nil, false
+	}
+	return maps.Clone(p.env), true
 }
 
 // Prompts returns the prompts the agents of a live pane picked up.
 func (s *Server) Prompts(paneID string) []string {
-	st, _ := s.Pane(paneID)
-	return st.Prompts
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.findPaneLocked(paneID); p != nil {
+		return append([]string(nil), p.prompts...)
+	}
+	return nil
 }
 
 // WaitPrompts blocks until the agent in paneID has taken at least n prompts
