@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/internal/version"
 	fleetmcp "github.com/fleetd-dev/fleetd/mcp"
+	"github.com/fleetd-dev/fleetd/mcpbridge"
 )
 
 func newSendCmd() *cobra.Command {
@@ -142,7 +143,11 @@ func send(ctx context.Context, c *apiClient, opts sendOptions, out, errOut io.Wr
 // call is bounded by its context instead.
 func (c *apiClient) mcpSession(ctx context.Context) (*mcp.ClientSession, error) {
 	endpoint := c.base + "/mcp"
-	auth := &bearerTransport{token: c.token, base: http.DefaultTransport}
+	bearer, err := mcpbridge.NewBearerTransport(endpoint, c.token, nil)
+	if err != nil {
+		return nil, err
+	}
+	auth := &refusalWatch{base: bearer}
 	hc := &http.Client{Transport: auth}
 	client := mcp.NewClient(&mcp.Implementation{Name: "fleetd-send", Version: version.Version}, nil)
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
@@ -155,17 +160,15 @@ func (c *apiClient) mcpSession(ctx context.Context) (*mcp.ClientSession, error) 
 	return session, nil
 }
 
-// bearerTransport adds "Authorization: Bearer token" to every request and
-// notes whether the server refused it (401).
-type bearerTransport struct {
-	token   string
+// refusalWatch notes whether the gateway refused the token (401); the
+// token itself is added by mcpbridge's BearerTransport, only for requests to
+// the gateway's own origin.
+type refusalWatch struct {
 	base    http.RoundTripper
 	refused atomic.Bool
 }
 
-func (t *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
+func (t *refusalWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized {
 		t.refused.Store(true)
