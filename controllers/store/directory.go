@@ -124,19 +124,7 @@ func (d *Directory) Snapshot() *Snapshot {
 
 // Get returns one object by kind and name.
 func (d *Directory) Get(kind, name string) (v1alpha1.Object, bool) {
-	s := d.Snapshot()
-	switch kind {
-	case v1alpha1.KindMember:
-		m, ok := s.Members[name]
-		return m, ok
-	case v1alpha1.KindProfile:
-		p, ok := s.Profiles[name]
-		return p, ok
-	case v1alpha1.KindTenant:
-		t, ok := s.Tenants[name]
-		return t, ok
-	}
-	return nil, false
+	return d.Snapshot().object(Key{kind, name})
 }
 
 // Watch returns a channel signalled after every snapshot change until ctx
@@ -330,7 +318,7 @@ func (d *Directory) buildLocked() *Snapshot {
 			d.meta.stamp(obj, now)
 			present[key.String()] = true
 			next.Sources[key] = p
-			if prev, ok := d.current(key); ok && sameObject(prev, obj) {
+			if prev, ok := d.snap.object(key); ok && sameObject(prev, obj) {
 				obj = prev
 			}
 			switch o := obj.(type) {
@@ -348,22 +336,6 @@ func (d *Directory) buildLocked() *Snapshot {
 		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
 	}
 	return next
-}
-
-// current looks key up in the current snapshot; d.mu must be held.
-func (d *Directory) current(key Key) (v1alpha1.Object, bool) {
-	switch key.Kind {
-	case v1alpha1.KindMember:
-		o, ok := d.snap.Members[key.Name]
-		return o, ok
-	case v1alpha1.KindProfile:
-		o, ok := d.snap.Profiles[key.Name]
-		return o, ok
-	case v1alpha1.KindTenant:
-		o, ok := d.snap.Tenants[key.Name]
-		return o, ok
-	}
-	return nil, false
 }
 
 // publishLocked installs next if it differs from the current snapshot,

@@ -64,6 +64,22 @@ func (s *Snapshot) ErrorsIn(file string) decode.ErrorList {
 	return out
 }
 
+// object looks key up.
+func (s *Snapshot) object(key Key) (v1alpha1.Object, bool) {
+	switch key.Kind {
+	case v1alpha1.KindMember:
+		o, ok := s.Members[key.Name]
+		return o, ok
+	case v1alpha1.KindProfile:
+		o, ok := s.Profiles[key.Name]
+		return o, ok
+	case v1alpha1.KindTenant:
+		o, ok := s.Tenants[key.Name]
+		return o, ok
+	}
+	return nil, false
+}
+
 func emptySnapshot() *Snapshot {
 	return &Snapshot{
 		Members:  map[string]*v1alpha1.Member{},
