@@ -223,7 +223,7 @@ func (q *Queue) Len() int {
 // Idle reports whether no key is waiting, delayed or being processed.
 func (q *Queue) Idle() bool {
 	q.mu.Lock()
-	busy := len(q.queue) > 0 || len(q.processing) > 0
+	busy := q.activeLocked()
 	q.mu.Unlock()
 	q.waitingMu.Lock()
 	defer q.waitingMu.Unlock()
@@ -234,6 +234,12 @@ func (q *Queue) Idle() bool {
 func (q *Queue) Active() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.activeLocked()
+}
+
+// activeLocked reports whether a key is waiting or being processed. q.mu
+// must be held.
+func (q *Queue) activeLocked() bool {
 	return len(q.queue) > 0 || len(q.processing) > 0
 }
 
@@ -242,7 +248,7 @@ func (q *Queue) Active() bool {
 func (q *Queue) WaitInactive(ctx context.Context) error {
 	for {
 		q.mu.Lock()
-		active, ch := len(q.queue) > 0 || len(q.processing) > 0, q.notify
+		active, ch := q.activeLocked(), q.notify
 		q.mu.Unlock()
 		if !active {
 			return nil
