@@ -43,8 +43,8 @@ BENCHARGS    ?=
 BENCHMEMBERS ?= 1000
 bench: build
 	@echo "running the fleet benchmarks (a few minutes)..."
-	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
-	$(GO) run ./bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
+	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
+	$(GO) run ./test/bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
 
 # Every `func FuzzXxx` in a _test.go file runs for FUZZTIME, one target after
 # another (go test takes one -fuzz target per run). FUZZTIME is a count of
@@ -61,12 +61,12 @@ fuzz:
 # The seeded chaos test, long form: CHAOS_SEEDS seeds one after another
 # (from CHAOS_FIRST), CHAOS_STEPS faults each. `make test` runs a short form.
 # A failure prints its seed; rerun it with
-# `go test -race -run TestChaos ./chaos/ -chaos.seed=N -chaos.steps=80`.
+# `go test -race -run TestChaos ./test/chaos/ -chaos.seed=N -chaos.steps=80`.
 CHAOS_SEEDS ?= 20
 CHAOS_FIRST ?= 1
 CHAOS_STEPS ?= 80
 chaos:
-	$(GO) test -race -count=1 -run TestChaos ./chaos/ -chaos.seeds=$(CHAOS_SEEDS) -chaos.first=$(CHAOS_FIRST) -chaos.steps=$(CHAOS_STEPS)
+	$(GO) test -race -count=1 -run TestChaos ./test/chaos/ -chaos.seeds=$(CHAOS_SEEDS) -chaos.first=$(CHAOS_FIRST) -chaos.steps=$(CHAOS_STEPS)
 
 clean:
 	rm -rf bin

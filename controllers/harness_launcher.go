@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/harness"
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // HarnessLauncher adapts the harness adapters' launcher (MCP plan, harness

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/controllers/clock"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // globalSubscriptions are the lifecycle events fleetd follows. Per owned

@@ -20,13 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/clock"
 	"github.com/fleetd-dev/fleetd/controllers/store"
-	"github.com/fleetd-dev/fleetd/harness"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/plan"
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 const testProfile = `apiVersion: fleetd.dev/v1alpha1

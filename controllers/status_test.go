@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/clock"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 func TestSetCondition_TransitionTimeMovesOnlyOnFlip(t *testing.T) {

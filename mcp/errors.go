@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/fleetd-dev/fleetd/messaging"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
 // Error code words of the gateway's tool errors and REST error bodies. The

@@ -11,7 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/messaging"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
 // toolArgSeeds are well-formed and malformed arguments for every tool.

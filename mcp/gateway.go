@@ -33,7 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // identityKey is the TokenInfo.Extra key holding the caller's identity.

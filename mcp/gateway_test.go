@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/messaging"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
 // fakeMessenger answers Send from a script and records who called.

@@ -20,7 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/store"
-	"github.com/fleetd-dev/fleetd/guard"
+	"github.com/fleetd-dev/fleetd/internal/guard"
 )
 
 // DesiredState is the store bridge_spawn, bridge_stop, POST and DELETE

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // MemberSource is what the REST API reads members from: the controllers'

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 type fakeMembers map[string]v1alpha1.Member

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // WriteResult is the body of a successful POST or DELETE /members: the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // defaultServer is where `fleetd serve` listens unless told otherwise.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/mcpbridge"
+	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 )
 
 func newMCPBridgeCmd() *cobra.Command {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/harness"
-	"github.com/fleetd-dev/fleetd/tokens"
+	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // defaultGatewayURL is the MCP endpoint of a `fleetd serve` with default

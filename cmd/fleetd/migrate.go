@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
-	"github.com/fleetd-dev/fleetd/migrate"
+	"github.com/fleetd-dev/fleetd/internal/migrate"
 )
 
 // newMigrateCmd is `fleetd migrate`, the one-shot rewrite of legacy

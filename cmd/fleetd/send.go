@@ -14,9 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/internal/version"
 	fleetmcp "github.com/fleetd-dev/fleetd/mcp"
-	"github.com/fleetd-dev/fleetd/mcpbridge"
 )
 
 func newSendCmd() *cobra.Command {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/daemon"
+	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
 // TestSend_EndToEndWithSimulatedHerdr runs `fleetd serve --herdr=sim` in

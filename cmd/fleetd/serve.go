@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/daemon"
+	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
 func newServeCmd() *cobra.Command {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/clock"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // Defaults for DirectoryOptions.

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/controllers/clock"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // Defaults match client-go's DefaultControllerRateLimiter.

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/fleetd-dev/fleetd/controllers/clock"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)

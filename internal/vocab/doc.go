@@ -7,12 +7,12 @@
 // what .gitignore ignores) and fails when
 //
 //   - the legacy transport mode that conflated target and transport appears
-//     outside the one-shot migration (migrate/ and the legacy example in
-//     manifests/legacy/), or
+//     outside the one-shot migration (internal/migrate/, whose testdata
+//     holds the legacy example), or
 //   - a vendor spelling of a transport — Codex's underscore spelling of
 //     Streamable HTTP, or an MCP server entry typed "http" in JSON as
 //     Claude Code writes it — appears outside the harness adapters
-//     (harness/).
+//     (internal/harness/).
 //
 // The allowed places are listed once, in the sweep's rules. Widening them
 // is a design change, not a test fix.

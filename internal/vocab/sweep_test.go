@@ -30,17 +30,17 @@ var rules = []rule{
 	{
 		name:    "legacy transport mode (only the one-shot migration may spell it)",
 		re:      regexp.MustCompile(`(?i)` + regexp.QuoteMeta("remote"+"-"+"http")),
-		allowed: []string{"migrate/", "manifests/legacy/"},
+		allowed: []string{"internal/migrate/"},
 	},
 	{
 		name:    "Codex's spelling of Streamable HTTP (only harness adapters may spell it)",
 		re:      regexp.MustCompile(`(?i)` + regexp.QuoteMeta("streamable"+"_"+"http")),
-		allowed: []string{"harness/"},
+		allowed: []string{"internal/harness/"},
 	},
 	{
 		name:    `MCP server entry typed "http" (only harness adapters may spell it)`,
 		re:      regexp.MustCompile(`"type"\s*:\s*"` + "http" + `"`),
-		allowed: []string{"harness/"},
+		allowed: []string{"internal/harness/"},
 	},
 }
 
@@ -178,23 +178,23 @@ func TestCheck_FlagsSpellingsOutsideTheirPlaces(t *testing.T) {
 			[]violation{{"api/v1alpha1/types.go", 2, legacyRule}}},
 		{"legacy mode in upper case in docs", "docs/x.md", strings.ToUpper(legacy),
 			[]violation{{"docs/x.md", 1, legacyRule}}},
-		{"legacy mode in the migration", "migrate/migrate.go", legacy, nil},
-		{"legacy mode in the migration's fixtures", "migrate/testdata/a.yaml", legacy, nil},
-		{"legacy mode in the legacy example", "manifests/legacy/m.yaml", legacy, nil},
+		{"legacy mode in the migration", "internal/migrate/migrate.go", legacy, nil},
+		{"legacy mode in the migration's fixtures", "internal/migrate/testdata/a.yaml", legacy, nil},
+		{"legacy mode in the legacy example", "internal/migrate/testdata/legacy/m.yaml", legacy, nil},
 		{"legacy mode in the other manifests", "manifests/member.yaml", legacy,
 			[]violation{{"manifests/member.yaml", 1, legacyRule}}},
-		{"legacy mode in a directory named like the migration", "migrate2/x.go", legacy,
-			[]violation{{"migrate2/x.go", 1, legacyRule}}},
+		{"legacy mode in a directory named like the migration", "internal/migrate2/x.go", legacy,
+			[]violation{{"internal/migrate2/x.go", 1, legacyRule}}},
 		{"Codex spelling outside harness", "mcp/x.go", "\n\n" + codex,
 			[]violation{{"mcp/x.go", 3, codexRule}}},
-		{"Codex spelling in harness", "harness/codex/adapter.go", codex, nil},
+		{"Codex spelling in harness", "internal/harness/codex.go", codex, nil},
 		{"typed http entry", "cmd/fleetd/x.go", typed(": "),
 			[]violation{{"cmd/fleetd/x.go", 1, typeRule}}},
 		{"typed http entry without spaces", "x.json", typed(":"),
 			[]violation{{"x.json", 1, typeRule}}},
 		{"typed http entry across lines", "x.json", "{\n  \"type\"\n  :\t\"http\"}",
 			[]violation{{"x.json", 2, typeRule}}},
-		{"typed http entry in harness", "harness/claude/config_test.go", typed(": "), nil},
+		{"typed http entry in harness", "internal/harness/claude_test.go", typed(": "), nil},
 		{"canonical words are fine", "api/x.go", `transport: streamable-http, kind: tenant, "type": "stdio"`, nil},
 		{"two spellings in one file", "README.md", legacy + "\n" + codex,
 			[]violation{{"README.md", 1, legacyRule}, {"README.md", 2, codexRule}}},
@@ -232,7 +232,7 @@ func TestSweep_FindsAnUntrackedOffenderInAGitTree(t *testing.T) {
 	}
 	write(".gitignore", "/bin/\n")
 	write("bin/fleetd", "streamable"+"_http") // ignored: not swept
-	write("harness/codex.go", "streamable"+"_http")
+	write("internal/harness/codex.go", "streamable"+"_http")
 	write("mcp/gateway.go", "package mcp\n// speaks "+"streamable"+"_http\n")
 	write("blob.dat", "\x00streamable"+"_http") // binary: not swept
 

@@ -1,0 +1,291 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
+	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/version"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// Config is what `fleetd serve` was asked to run.
+type Config struct {
+	// ManifestsDir is the watched directory of Members, Profiles, Tenants.
+	ManifestsDir string
+	// StateDir holds the lock, tokens, ownership records and journals.
+	StateDir string
+	// Listen is the address of the REST/MCP/metrics listener.
+	Listen string
+	// HerdrSocket is herdr's socket; "" resolves it the way herdr does.
+	HerdrSocket string
+	// PrimaryPane is the herdr pane id of the primary's own agent, if it
+	// runs in herdr: mail for the primary that no call is waiting for is
+	// then also typed into that pane while its agent is idle or done. ""
+	// means mailbox only.
+	PrimaryPane string
+	// Sim runs the embedded simulated herdr instead of connecting to one.
+	Sim bool
+	// SimReadyDelay is how long simulated agents take to become ready.
+	SimReadyDelay time.Duration
+	// ResyncPeriod is the controller's full-resync period; 0 is its default.
+	ResyncPeriod time.Duration
+	// Messaging tunes the messaging core (timeouts, limits, pickup grace);
+	// nil means its defaults. Registerer, Logger and PrimaryName are set
+	// by Run.
+	Messaging *messaging.Options
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Ready, if set, is called once the listener is accepting, with its
+	// address and the resolved herdr socket path.
+	Ready func(Info)
+}
+
+// Info describes a started daemon.
+type Info struct {
+	// URL is the base URL of the listener, e.g. http://127.0.0.1:8080.
+	URL string
+	// MCPURL is the gateway endpoint, URL + "/mcp".
+	MCPURL string
+	// HerdrSocket is the socket fleetd talks to (the simulated one with Sim).
+	HerdrSocket string
+	// StateDir is the state directory in use.
+	StateDir string
+	// WaitFor blocks until cond holds for the members (with status) or ctx
+	// ends; it wakes on every status change, never polls.
+	WaitFor func(ctx context.Context, cond func([]v1alpha1.Member) bool) error
+	// Sim is the embedded simulated herdr (nil unless Config.Sim), for
+	// tests and the simulation to script its agents.
+	Sim *herdrtest.Server
+}
+
+// Run starts fleetd and blocks until ctx ends or a part of it fails. On a
+// clean stop it returns nil and leaves every agent running.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ManifestsDir == "" {
+		return errors.New("no manifests directory (--manifests)")
+	}
+	stateDir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+
+	// Listen first: a port in use is the most common start-up failure and
+	// must not cost a lock, a token or a herdr call.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+	loopback := isLoopback(ln.Addr())
+	if !loopback {
+		log.Warn("listening on a non-loopback address: the API and gateway are reachable from the network, guarded only by bearer tokens", "addr", ln.Addr().String())
+	}
+	gateway, err := plan.GatewayForListen(ln.Addr().String())
+	if err != nil {
+		return err
+	}
+
+	// One daemon per state directory: take the lock before opening
+	// anything kept there. The controllers release it when they stop.
+	lock, err := controllers.LockStateDir(stateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	socket := cfg.HerdrSocket
+	var sim *herdrtest.Server
+	if cfg.Sim {
+		simulation, err := startSimulation(stateDir, cfg.SimReadyDelay, log)
+		if err != nil {
+			return err
+		}
+		defer simulation.Close() // stops the agents, then the simulated herdr
+		sim = simulation.Server
+		socket = sim.SocketPath()
+		log.Info("simulated herdr started", "socket", socket)
+	} else if socket == "" {
+		home, _ := os.UserHomeDir()
+		socket = herdr.ResolveSocketPath(os.Getenv, home)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := controllers.NewMetrics(reg)
+
+	toks, err := tokens.Open(stateDir, nil)
+	if err != nil {
+		return fmt.Errorf("open token registry: %w", err)
+	}
+	launcher, err := harness.NewLauncher(harness.LauncherOptions{StateDir: stateDir, Gateway: gateway, Tokens: toks})
+	if err != nil {
+		return err
+	}
+	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: metrics.HerdrObserver()})
+
+	// The messaging core's journal lives under the state directory, which
+	// the lock above makes ours alone.
+	mopts := messaging.Options{}
+	if cfg.Messaging != nil {
+		mopts = *cfg.Messaging
+	}
+	mopts.Registerer, mopts.Logger, mopts.PrimaryName = reg, log, mcp.PrimaryName
+	if cfg.PrimaryPane != "" {
+		mopts.PrimaryTarget = cfg.PrimaryPane
+	}
+	// New messages only to running members; the store exists once the
+	// manager does, before any message can be sent.
+	var admit func(worker string) error
+	mopts.Admit = func(worker string) error { return admit(worker) }
+	core, err := messaging.New(filepath.Join(stateDir, "messages"), herdrprompt.New(client), &mopts)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+
+	// The controllers report agent status and closed panes to the core
+	// (and closed panes to the gateway, for bridge_stop's wait). The
+	// handler is built after the manager; the hooks only fire once the
+	// manager runs, which is after both exist.
+	var handler *mcp.Handler
+	mgr, err := controllers.New(&controllers.Options{
+		OnAgentStatus: core.ObserveStatus,
+		OnPaneGone: func(member, paneID, reason string) {
+			core.WorkerGone(member, reason)
+			handler.PaneGone(paneID)
+		},
+		ManifestsDir: cfg.ManifestsDir,
+		StateDir:     stateDir,
+		Lock:         lock,
+		Herdr:        client,
+		Launcher:     controllers.HarnessLauncher(launcher),
+		Metrics:      metrics,
+		Logger:       log,
+		ResyncPeriod: cfg.ResyncPeriod,
+	})
+	if err != nil {
+		return err
+	}
+	admit = AdmitMembers(mgr.Store())
+
+	handler, err = mcp.NewHandler(mcp.Options{
+		Members:    mgr,
+		Tokens:     toks,
+		Metrics:    promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready:      mgr.Ready,
+		Loopback:   loopback,
+		Logger:     log,
+		Store:      mgr.Store(),
+		Waiter:     mgr,
+		Messages:   core,
+		Registerer: reg,
+		Version:    version.Version,
+	})
+	if err != nil {
+		return err
+	}
+	prompts, err := newFirstPrompts(stateDir, firstPrompts{members: mgr, sender: core, log: log,
+		synced: func() bool { return mgr.Store().Snapshot().Synced }})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	if cfg.PrimaryPane != "" {
+		follower := &primaryFollower{herdr: client, pane: cfg.PrimaryPane, name: mcp.PrimaryName,
+			observe: core.ObserveStatus, log: log.With("component", "primary-pane"),
+			minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			follower.run(ctx)
+		}()
+	}
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		prompts.run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		ReportGoneMembers(ctx, mgr.Store(), core)
+	}()
+	go func() {
+		defer wg.Done()
+		if err := mgr.Run(ctx); err != nil {
+			errc <- err
+		}
+		cancel()
+	}()
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serve %s: %w", ln.Addr(), err)
+			cancel()
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+	log.Info("fleetd serving", "url", base, "manifests", cfg.ManifestsDir, "state_dir", stateDir, "herdr_socket", socket)
+	if cfg.Ready != nil {
+		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: stateDir, WaitFor: mgr.WaitFor, Sim: sim})
+	}
+
+	<-ctx.Done()
+	// Release the calls held on the gateway (they end with unavailable)
+	// before the listener waits for its connections to finish.
+	if err := core.Close(); err != nil {
+		log.Warn("close messaging core", "err", err)
+	}
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		// MCP clients keep a stream open per session; cut what is left.
+		log.Warn("http shutdown", "err", err)
+		srv.Close()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

@@ -1,0 +1,287 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+// fakeStore is a desired state the test edits: set replaces the members
+// (name → paused) and signals the watchers.
+type fakeStore struct {
+	mu       sync.Mutex
+	snap     *store.Snapshot
+	watchers []chan struct{}
+}
+
+func newFakeStore(members map[string]bool) *fakeStore {
+	s := &fakeStore{}
+	s.set(members)
+	return s
+}
+
+func (s *fakeStore) set(members map[string]bool) {
+	snap := &store.Snapshot{Members: map[string]*v1alpha1.Member{}, Synced: true}
+	for name, paused := range members {
+		m := &v1alpha1.Member{Spec: v1alpha1.MemberSpec{Profile: "p", Paused: paused}}
+		m.Name = name
+		snap.Members[name] = m
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap = snap
+	for _, ch := range s.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *fakeStore) Snapshot() *store.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap
+}
+
+func (s *fakeStore) Watch(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers = append(s.watchers, ch)
+	return ch
+}
+
+func (s *fakeStore) Get(kind, name string) (v1alpha1.Object, bool) { return nil, false }
+func (s *fakeStore) Apply(context.Context, v1alpha1.Object) error  { return errors.New("read only") }
+func (s *fakeStore) Delete(context.Context, string, string) error  { return errors.New("read only") }
+
+// recordingPrompter accepts every prompt and remembers it.
+type recordingPrompter struct {
+	mu      sync.Mutex
+	prompts []string
+}
+
+func (p *recordingPrompter) Prompt(_ context.Context, target, text string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prompts = append(p.prompts, target+": "+text)
+	return nil
+}
+
+func (p *recordingPrompter) ReadTail(context.Context, string, int) (string, error) { return "", nil }
+
+func (p *recordingPrompter) typed() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.prompts...)
+}
+
+// membersFixture is a messaging core admitting st's members and a running
+// ReportGoneMembers; stop ends both.
+type membersFixture struct {
+	st   *fakeStore
+	core *messaging.Core
+	p    *recordingPrompter
+	stop func()
+}
+
+func startMembers(t *testing.T, dir string, st *fakeStore) *membersFixture {
+	t.Helper()
+	p := &recordingPrompter{}
+	core, err := messaging.New(dir, p, &messaging.Options{Admit: AdmitMembers(st), DefaultTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ReportGoneMembers(ctx, st, core)
+	}()
+	return &membersFixture{st: st, core: core, p: p, stop: func() {
+		cancel()
+		<-done
+		if err := core.Close(); err != nil {
+			t.Error(err)
+		}
+	}}
+}
+
+// mailKinds is the primary's mailbox as kind/turn pairs.
+func mailKinds(t *testing.T, core *messaging.Core) []string {
+	t.Helper()
+	msgs, err := core.Poll(context.Background(), "primary", false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range msgs {
+		out = append(out, string(m.Kind)+" "+m.TurnID)
+	}
+	return out
+}
+
+// TestReportGoneMembers_PausedOrDeletedWithoutPane: a member paused or
+// deleted while it has no pane (never observed) fails the call held on it
+// with worker_gone and leaves the queued message's notice in the mailbox;
+// new messages to it are refused.
+func TestReportGoneMembers_PausedOrDeletedWithoutPane(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		after   map[string]bool
+		refusal messaging.Code
+	}{
+		{"paused", map[string]bool{"w": true, "other": false}, messaging.CodeWorkerGone},
+		{"deleted", map[string]bool{"other": false}, messaging.CodeNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := startMembers(t, t.TempDir(), newFakeStore(map[string]bool{"w": false, "other": false}))
+				defer f.stop()
+				queued, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "queued"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				held := make(chan error, 1)
+				go func() {
+					_, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "held", Wait: true})
+					held <- err
+				}()
+				synctest.Wait()
+				if got := len(f.core.Status("w").OpenTurns); got != 2 {
+					t.Fatalf("open turns to w before: %d, want 2", got)
+				}
+
+				f.st.set(tc.after)
+				synctest.Wait()
+				select {
+				case err := <-held:
+					if messaging.CodeOf(err) != messaging.CodeWorkerGone {
+						t.Fatalf("held send ended with %v, want worker_gone", err)
+					}
+				default:
+					t.Fatal("held send still waiting after w went away")
+				}
+				if diff := cmp.Diff([]string{"worker_gone " + queued.TurnID}, mailKinds(t, f.core)); diff != "" {
+					t.Errorf("primary's mailbox (-want +got):\n%s", diff)
+				}
+				if st := f.core.Status("w"); len(st.OpenTurns) != 0 || st.QueueDepth != 0 {
+					t.Errorf("w still has turns %v, queue %d", st.OpenTurns, st.QueueDepth)
+				}
+				_, err = f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "late"})
+				if got := messaging.CodeOf(err); got != messaging.CodeWorkerGone && got != tc.refusal {
+					t.Errorf("send to w after: %v, want %s", err, tc.refusal)
+				}
+				if len(f.core.Status("other").OpenTurns) != 0 || len(f.p.typed()) != 0 {
+					t.Errorf("unexpected activity: other %+v, typed %q", f.core.Status("other"), f.p.typed())
+				}
+			})
+		})
+	}
+}
+
+// TestAdmitMembers refuses messages to names that are not running members,
+// with the code the gateway documents, and admits everything before the
+// store has read its source.
+func TestAdmitMembers(t *testing.T) {
+	st := newFakeStore(map[string]bool{"run": false, "nap": true})
+	admit := AdmitMembers(st)
+	for name, want := range map[string]messaging.Code{"run": "", "nap": messaging.CodeWorkerGone, "nobody": messaging.CodeNotFound} {
+		if got := messaging.CodeOf(admit(name)); got != want {
+			t.Errorf("admit(%s) = %q, want %q", name, got, want)
+		}
+	}
+	st.mu.Lock()
+	st.snap = &store.Snapshot{}
+	st.mu.Unlock()
+	if err := admit("nobody"); err != nil {
+		t.Errorf("before sync: admit(nobody) = %v, want nil", err)
+	}
+}
+
+// TestReportGoneMembers_AfterRestart: a member deleted or paused while
+// fleetd was down has open turns in the journal; the first pass after the
+// restart ends them with worker_gone, and a call held on one again after
+// the restart does not wait forever.
+func TestReportGoneMembers_AfterRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after map[string]bool
+	}{
+		{"deleted", map[string]bool{"keep": false}},
+		{"paused", map[string]bool{"w": true, "keep": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dir := t.TempDir()
+				st := newFakeStore(map[string]bool{"w": false, "keep": false})
+				first := startMembers(t, dir, st)
+				gone, err := first.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "task"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				kept, err := first.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "keep", Content: "task"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				first.stop()
+
+				st.set(tc.after) // while fleetd is down
+				second := startMembers(t, dir, st)
+				defer second.stop()
+				synctest.Wait()
+				if _, err := second.core.Await(context.Background(), "primary", gone.TurnID); messaging.CodeOf(err) != messaging.CodeNotFound {
+					t.Errorf("await on w's turn after restart: %v, want not_found (ended)", err)
+				}
+				if diff := cmp.Diff([]string{"worker_gone " + gone.TurnID}, mailKinds(t, second.core)); diff != "" {
+					t.Errorf("primary's mailbox (-want +got):\n%s", diff)
+				}
+				if got := second.core.Status("keep").OpenTurns; len(got) != 1 || got[0].ID != kept.TurnID {
+					t.Errorf("keep's turns after restart: %+v, want %s open", got, kept.TurnID)
+				}
+			})
+		})
+	}
+}
+
+// TestReportGoneMembers_Unpause: a paused member that comes back takes
+// messages again once its new pane is observed, and they are typed into it.
+func TestReportGoneMembers_Unpause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := startMembers(t, t.TempDir(), newFakeStore(map[string]bool{"w": false}))
+		defer f.stop()
+		if _, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "before"}); err != nil {
+			t.Fatal(err)
+		}
+		f.st.set(map[string]bool{"w": true})
+		synctest.Wait()
+		if !f.core.Status("w").Gone {
+			t.Fatal("paused w not reported gone")
+		}
+
+		f.st.set(map[string]bool{"w": false})
+		synctest.Wait()
+		f.core.ObserveStatus("w", messaging.StatusIdle, 1) // its new pane
+		res, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "after"})
+		if err != nil {
+			t.Fatalf("send after unpause: %v", err)
+		}
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"w: after"}, f.p.typed()); diff != "" {
+			t.Errorf("typed into w (-want +got):\n%s", diff)
+		}
+		if got := f.core.Status("w").OpenTurns; len(got) != 1 || got[0].ID != res.TurnID {
+			t.Errorf("w's turns: %+v, want %s open", got, res.TurnID)
+		}
+	})
+}

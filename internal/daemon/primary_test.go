@@ -1,0 +1,193 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// startPrimaryAgent opens a pane outside fleetd's workspace in srv and
+// starts an agent there: the user's own agent, the primary. Prompts typed
+// into it are sent on the returned channel.
+func startPrimaryAgent(t *testing.T, ctx context.Context, srv *herdrtest.Server) (string, <-chan string) {
+	t.Helper()
+	hc := herdr.New(&herdr.Options{SocketPath: srv.SocketPath()})
+	ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pane := ws.RootPane.PaneID
+	if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "boss", Kind: "claude", PaneID: pane}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	typed := make(chan string, 4)
+	srv.SetBehavior(pane, herdrtest.Behavior{OnPrompt: func(_, text string) { typed <- text }})
+	return pane, typed
+}
+
+// runDaemonOn runs an in-process daemon against an external herdr.
+func runDaemonOn(t *testing.T, cfg Config) Info {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan Info, 1)
+	done := make(chan error, 1)
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Ready = func(i Info) { ready <- i }
+	go func() { done <- Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case info := <-ready:
+		return info
+	case err := <-done:
+		t.Fatalf("Run ended before listening: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not start listening")
+	}
+	return Info{}
+}
+
+func TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt(t *testing.T) {
+	srv := startHerdr(t)
+	ctx := testCtx(t)
+	pane, typed := startPrimaryAgent(t, ctx, srv)
+	if err := srv.SetAgentStatus(pane, "blocked"); err != nil {
+		t.Fatal(err)
+	}
+	dir, stateDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "profiles.yaml"), []byte(profileOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info := runDaemonOn(t, Config{ManifestsDir: dir, StateDir: stateDir, HerdrSocket: srv.SocketPath(), PrimaryPane: pane,
+		Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
+	tok, err := os.ReadFile(filepath.Join(stateDir, tokens.PrimaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{t: t, ctx: ctx, info: info, sim: srv, manifests: dir, token: strings.TrimSpace(string(tok))}
+	f.primary = f.connect(f.token)
+	w := f.spawn("coder")
+	// fleetd follows the primary's pane (and has read its status, blocked,
+	// right after subscribing).
+	waitSubscribed(t, ctx, srv, 0, pane)
+
+	d := callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "background job", "wait": false})
+	f.prompt(w)
+	r := callOK[mcp.ReplyOutput](f, w.sess, "bridge_reply", map[string]any{"content": "all done"})
+	if r.Mode != "injected" || r.TurnID != d.TurnID {
+		t.Fatalf("bridge_reply = %+v, want injected for turn %s", r, d.TurnID)
+	}
+	// Durable first: the reply is in the mailbox whatever the pane does.
+	if got := pollContents(f); !cmp.Equal(got, []string{"all done"}) {
+		t.Errorf("primary's mailbox = %q, want the reply", got)
+	}
+	// Nothing is typed into a blocked agent.
+	if got := srv.Prompts(pane); len(got) != 0 {
+		t.Fatalf("typed into the blocked primary: %q", got)
+	}
+
+	if err := srv.SetAgentStatus(pane, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("[fleetd] reply from coder (turn %s):\nall done", d.TurnID)
+	select {
+	case got := <-typed:
+		if got != want {
+			t.Errorf("typed into the primary's pane:\n%s\nwant:\n%s", got, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("the reply was never typed into the idle primary")
+	}
+	if got := srv.Prompts(pane); !cmp.Equal(got, []string{want}) {
+		t.Errorf("primary pane's prompts = %q, want the reply once", got)
+	}
+	if got := srv.Prompts(w.pane); !cmp.Equal(got, []string{"background job"}) {
+		t.Errorf("worker's prompts = %q, want only its task", got)
+	}
+}
+
+type observation struct {
+	name, status string
+	seq          uint64
+}
+
+// TestPrimaryFollower_ResubscribesAndCatchesUp drives the follower alone
+// against the fake herdr: a refused first subscription is retried, each
+// (re)subscription is followed by one agent.get, status events count up,
+// and a dropped stream (herdr restarting) is resubscribed.
+func TestPrimaryFollower_ResubscribesAndCatchesUp(t *testing.T) {
+	srv := startHerdr(t)
+	ctx := testCtx(t)
+	pane, _ := startPrimaryAgent(t, ctx, srv)
+	seen := make(chan observation, 16)
+	f := &primaryFollower{herdr: herdr.New(&herdr.Options{SocketPath: srv.SocketPath()}), pane: pane, name: "primary",
+		observe: func(name, status string, seq uint64) { seen <- observation{name, status, seq} },
+		log:     slog.New(slog.DiscardHandler), minBackoff: time.Millisecond, maxBackoff: 10 * time.Millisecond}
+	srv.InjectFault("events.subscribe", herdrtest.Fault{Drop: true, Times: 1})
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.run(runCtx)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+
+	next := func(want observation) {
+		t.Helper()
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Fatalf("observed %+v, want %+v", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("never observed %+v", want)
+		}
+	}
+	status := func() string {
+		st, _ := srv.Pane(pane)
+		return st.Status
+	}
+	next(observation{"primary", status(), 1}) // the catch-up read after the retried subscription
+	if err := srv.SetAgentStatus(pane, "working"); err != nil {
+		t.Fatal(err)
+	}
+	next(observation{"primary", "working", 2})
+
+	since := len(srv.Requests())
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(t, ctx, srv, since, pane)
+	next(observation{"primary", "working", 2}) // re-read, unchanged: no new change counted
+	if err := srv.SetAgentStatus(pane, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	next(observation{"primary", status(), 3})
+	if n := srv.Calls()["events.subscribe"]; n != 3 {
+		t.Errorf("events.subscribe calls = %d, want 3 (refused, first stream, after the restart)", n)
+	}
+}

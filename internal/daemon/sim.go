@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/simagent"
+)
+
+// simulation is the embedded simulated herdr of `fleetd serve --herdr=sim`
+// with agents that answer: a prompted agent replies "echo: <prompt>"
+// through the gateway as the worker its pane's token names (package
+// simagent), so that `fleetd send NAME hello` works without a real agent.
+// The herdr fake itself stays free of MCP; the answering behaviour is
+// injected here, on the serve side.
+type simulation struct {
+	*herdrtest.Server
+	agents *simagent.Agents
+}
+
+// startSimulation starts the simulated herdr on a socket in the state
+// directory. Its agents become ready after readyDelay and answer every
+// prompt; failures to answer are logged on log.
+func startSimulation(stateDir string, readyDelay time.Duration, log *slog.Logger) (*simulation, error) {
+	dir := filepath.Join(stateDir, "sim")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("simulated herdr: %w", err)
+	}
+	path := filepath.Join(dir, "herdr.sock")
+	// A socket left by a killed run would make bind fail; the state lock
+	// says no other fleetd is using this one.
+	_ = os.Remove(path)
+	agents := simagent.New(&simagent.Options{Logger: log.With("component", "sim-agent")})
+	srv, err := herdrtest.Start(&herdrtest.Options{SocketPath: path, ReadyDelay: readyDelay, InitialWorkspace: true, Behavior: agents.Behavior()})
+	if err != nil {
+		agents.Close()
+		return nil, fmt.Errorf("simulated herdr: %w", err)
+	}
+	agents.Attach(srv)
+	return &simulation{Server: srv, agents: agents}, nil
+}
+
+// Close ends the agents' turns still in flight, then stops the simulated
+// herdr.
+func (s *simulation) Close() error {
+	s.agents.Close()
+	return s.Server.Close()
+}

@@ -1,0 +1,257 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+)
+
+// Pane variables the launcher sets for every member. Profiles may not set
+// them (or the tenant slot): they are fleetd's.
+const (
+	// TokenEnv holds the member's own fleetd token (plan.MemberTokenEnv).
+	TokenEnv = plan.MemberTokenEnv
+	// URLEnv holds this fleetd's gateway URL, the one TokenEnv is valid for.
+	URLEnv = "FLEETD_URL"
+	// MemberEnv holds the member's name.
+	MemberEnv = "FLEETD_MEMBER"
+)
+
+// TokenRegistry is what the launcher needs from the token registry
+// (*tokens.Registry satisfies it).
+type TokenRegistry interface {
+	Mint(member, memberUID string) (string, tokens.ID, error)
+	Bind(id tokens.ID, paneID, terminalID string) error
+	Revoke(id tokens.ID) error
+	RevokePane(paneID string) (int, error)
+	RevokeMember(name string) (int, error)
+}
+
+// LauncherOptions configure a [Launcher].
+type LauncherOptions struct {
+	// StateDir is fleetd's state directory; config files go under
+	// StateDir/harness/MEMBER/. Required.
+	StateDir string
+	// Gateway is this fleetd's own MCP endpoint. Required.
+	Gateway plan.Gateway
+	// Tokens mints and revokes member tokens. Required.
+	Tokens TokenRegistry
+	// Executable is the absolute path of fleetd for command-bridge entries;
+	// empty means os.Executable().
+	Executable string
+	// LookupEnv reads fleetd's environment for tenant credentials; nil
+	// means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Launcher turns a member into what the reconciler passes to herdr: it
+// resolves the plan, renders the harness adapter, writes its config files,
+// mints the member's token and assembles the pane environment.
+type Launcher struct {
+	stateDir   string
+	gateway    plan.Gateway
+	tokens     TokenRegistry
+	executable string
+	lookupEnv  func(string) (string, bool)
+}
+
+// NewLauncher checks opts and returns a Launcher.
+func NewLauncher(opts LauncherOptions) (*Launcher, error) {
+	if !filepath.IsAbs(opts.StateDir) {
+		return nil, fmt.Errorf("new launcher: state directory %q is not absolute", opts.StateDir)
+	}
+	if opts.Gateway.URL == "" {
+		return nil, errors.New("new launcher: no gateway URL")
+	}
+	if opts.Tokens == nil {
+		return nil, errors.New("new launcher: no token registry")
+	}
+	l := &Launcher{stateDir: opts.StateDir, gateway: opts.Gateway, tokens: opts.Tokens, executable: opts.Executable, lookupEnv: opts.LookupEnv}
+	if l.executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("new launcher: locate fleetd executable: %w", err)
+		}
+		l.executable = exe
+	}
+	if l.lookupEnv == nil {
+		l.lookupEnv = os.LookupEnv
+	}
+	return l, nil
+}
+
+// LaunchSpec is what one pane launch needs.
+type LaunchSpec struct {
+	// Args are the complete agent.start args: the profile's args followed by
+	// the adapter's.
+	Args []string
+	// Env is the complete pane environment for tab.create: the profile's
+	// env, the adapter's, FLEETD_TOKEN / FLEETD_URL / FLEETD_MEMBER and, for
+	// tenant members, the tenant credential slot. It holds secret values:
+	// pass it to herdr and nowhere else (LaunchSpec's String and LogValue
+	// print only its keys).
+	Env map[string]string
+	// Plan is the resolved plan for status.plan; it holds no secret.
+	Plan []v1alpha1.PlanRow
+	// Token names the minted token for [Launcher.Bind] and revocation.
+	Token tokens.ID
+}
+
+// String lists the spec without any environment value.
+func (s LaunchSpec) String() string {
+	return fmt.Sprintf("args=%q env=%v token=%s", s.Args, slices.Sorted(maps.Keys(s.Env)), s.Token)
+}
+
+// LogValue implements slog.LogValuer without any environment value.
+func (s LaunchSpec) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("args", s.Args),
+		slog.Any("envKeys", slices.Sorted(maps.Keys(s.Env))),
+		slog.String("token", string(s.Token)),
+	)
+}
+
+// Plan resolves member m's plan rows without launching anything, e.g. for
+// status of an adopted pane. Errors carry Reason() as in package plan.
+func (l *Launcher) Plan(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant) ([]v1alpha1.PlanRow, error) {
+	return plan.Resolve(m, tenants, l.gateway, l.lookupEnv)
+}
+
+// Prepare readies member m's next pane: it resolves the plan, renders the
+// profile's harness adapter, writes the adapter's config files (0600) and
+// mints a fresh token. The returned cleanup revokes that token; call it when
+// the launch fails (tab.create or agent.start) and the pane will not run.
+// After tab.create succeeds call [Launcher.Bind] with spec.Token.
+//
+// An error that a spec or referenced object must fix — unknown tenant,
+// missing credential, reserved variables in the profile — has a Reason()
+// method (plan.ReasonTenantNotFound, plan.ReasonCredentialMissing,
+// plan.ReasonInvalidSpec); other errors (disk, randomness) are transient.
+func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (LaunchSpec, func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return LaunchSpec{}, nil, err
+	}
+	if m == nil || p == nil {
+		return LaunchSpec{}, nil, plan.Errorf(plan.ReasonInvalidSpec, "prepare launch: member and profile are required")
+	}
+	if !safeDirName(m.Name) {
+		return LaunchSpec{}, nil, plan.Errorf(plan.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Spec.Env)) {
+		if reserved(k) {
+			return LaunchSpec{}, nil, plan.Errorf(plan.ReasonInvalidSpec, "profile %q: spec.env.%s is set by fleetd and may not be set in a profile", p.Name, k)
+		}
+	}
+	rows, err := plan.Resolve(m, tenants, l.gateway, l.lookupEnv)
+	if err != nil {
+		return LaunchSpec{}, nil, err
+	}
+	credSource, err := plan.TenantCredentialSource(m, tenants, l.lookupEnv)
+	if err != nil {
+		return LaunchSpec{}, nil, err
+	}
+	dir := l.configDir(m.Name)
+	r, err := For(p.Spec.Harness).Render(Input{
+		Rows: rows, ToolTimeout: p.Spec.ToolTimeout.Duration, ConfigDir: dir, Executable: l.executable,
+	})
+	if err != nil {
+		return LaunchSpec{}, nil, fmt.Errorf("member %q: %w", m.Name, err)
+	}
+	if err := writeFiles(dir, r.Files); err != nil {
+		return LaunchSpec{}, nil, fmt.Errorf("member %q: %w", m.Name, err)
+	}
+
+	env := make(map[string]string, len(p.Spec.Env)+len(r.Env)+4)
+	maps.Copy(env, r.Env)
+	maps.Copy(env, p.Spec.Env) // the operator's profile overrides adapter defaults
+	if credSource != "" {
+		cred, _ := l.lookupEnv(credSource) // presence checked by plan.Resolve
+		env[plan.TenantTokenEnv] = cred
+	}
+	tok, id, err := l.tokens.Mint(m.Name, m.UID)
+	if err != nil {
+		return LaunchSpec{}, nil, fmt.Errorf("member %q: %w", m.Name, err)
+	}
+	env[TokenEnv] = tok
+	env[URLEnv] = l.gateway.URL
+	env[MemberEnv] = m.Name
+
+	spec := LaunchSpec{
+		Args:  append(slices.Clone(p.Spec.Args), r.Args...),
+		Env:   env,
+		Plan:  rows,
+		Token: id,
+	}
+	return spec, func() error { return l.tokens.Revoke(id) }, nil
+}
+
+// Bind ties a prepared token to the pane herdr created for it.
+func (l *Launcher) Bind(id tokens.ID, paneID, terminalID string) error {
+	return l.tokens.Bind(id, paneID, terminalID)
+}
+
+// Release revokes the tokens of a pane that was closed or replaced.
+func (l *Launcher) Release(paneID string) error {
+	_, err := l.tokens.RevokePane(paneID)
+	return err
+}
+
+// Forget revokes every token of a deleted member and removes its config
+// files.
+func (l *Launcher) Forget(member string) error {
+	_, err := l.tokens.RevokeMember(member)
+	if safeDirName(member) {
+		if rmErr := os.RemoveAll(l.configDir(member)); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("forget member %q: %w", member, rmErr))
+		}
+	}
+	return err
+}
+
+func (l *Launcher) configDir(member string) string {
+	return filepath.Join(l.stateDir, "harness", member)
+}
+
+// reserved reports whether a profile may not set the pane variable k.
+func reserved(k string) bool {
+	switch k {
+	case TokenEnv, URLEnv, MemberEnv, plan.TenantTokenEnv, ConfigPathEnv:
+		return true
+	}
+	return false
+}
+
+func safeDirName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, `/\`) && !strings.ContainsRune(name, 0)
+}
+
+// writeFiles writes each file (which must lie in dir) with mode 0600,
+// creating dir with mode 0700.
+func writeFiles(dir string, files []File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write harness config: %w", err)
+	}
+	for _, f := range files {
+		if filepath.Dir(f.Path) != dir {
+			return fmt.Errorf("write harness config: %s is outside %s", f.Path, dir)
+		}
+		if err := atomicfile.Write(f.Path, f.Data, 0o600); err != nil {
+			return fmt.Errorf("write harness config: %w", err)
+		}
+	}
+	return nil
+}

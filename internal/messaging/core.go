@@ -1,0 +1,343 @@
+package messaging
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+)
+
+// Prompter is the slice of herdr the core needs: type a prompt into an agent
+// (agent.prompt, without wait) and read the recent tail of its terminal
+// (agent.read). target is a herdr agent target (a pane id or a live agent
+// name). Errors should carry herdr's codes so that [Options.Classify] can tell
+// "refused, nothing typed" from "outcome unknown".
+type Prompter interface {
+	Prompt(ctx context.Context, target, text string) error
+	ReadTail(ctx context.Context, target string, lines int) (string, error)
+}
+
+// Options tunes a Core. A nil *Options means all defaults.
+type Options struct {
+	// Clock defaults to RealClock.
+	Clock Clock
+	// Registerer receives fleetd_rendezvous_wait_seconds and
+	// fleetd_injector_queue_depth; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger defaults to a discarding logger. Content is never logged.
+	Logger *slog.Logger
+
+	// PrimaryName is the identity of the primary as used in From/To and as
+	// the mailbox recipient for replies that have no waiting call. Default
+	// "primary".
+	PrimaryName string
+	// PrimaryTarget is the herdr target of the primary's own pane, when
+	// fleetd knows it. Mailbox messages for the primary are then also typed
+	// into that pane (status-gated like any delivery; feed its status with
+	// ObserveStatus(PrimaryName, …)). Empty: mailbox only.
+	PrimaryTarget string
+	// Target maps a worker name to its herdr target. Default: the name itself
+	// (fleetd starts each agent with its member name).
+	Target func(worker string) string
+	// Admit, if set, is asked before a new turn to worker is opened (Send
+	// without a TurnID); a non-nil error refuses the send unchanged. fleetd
+	// refuses names that are not members (CodeNotFound) and paused members
+	// (CodeWorkerGone), so that nothing waits for a pane that will not come.
+	// It runs with the core's lock held and must not call the Core.
+	Admit func(worker string) error
+
+	// MaxContentBytes bounds every content argument. Default 256 KiB.
+	MaxContentBytes int
+	// MaxWaitersPerCaller bounds the blocking calls one caller may hold at
+	// once (Send with Wait, Await, Ask, Poll with wait). Default 1024: the
+	// primary holds one call per worker it delegates to, and a fleet has
+	// hundreds of workers; the bound only stops a runaway caller.
+	MaxWaitersPerCaller int
+	// DefaultTimeout applies when a call passes a zero timeout. Default 10 min.
+	DefaultTimeout time.Duration
+	// PickupGrace is how long the injector waits, after a delivery, for the
+	// agent to show it picked the prompt up (state_change_seq advances or it
+	// reports working) before it considers the turn begun anyway and may
+	// deliver the next message. Default 10 s.
+	PickupGrace time.Duration
+	// PromptTimeout bounds one Prompt call. Default 30 s.
+	PromptTimeout time.Duration
+	// TailLines is how many terminal lines a turn_done result carries.
+	// Default 60.
+	TailLines int
+	// CompactBytes: once the journal is larger than this (and at least twice
+	// its live content), it is rewritten with only live state. Default 4 MiB.
+	CompactBytes int64
+	// Classify sorts Prompt errors. Default DefaultClassify (herdr codes).
+	Classify func(error) Verdict
+	// NewID returns a fresh unique id with the given prefix ("t-" turns,
+	// "m-" messages). Default: prefix + 16 random hex digits.
+	NewID func(prefix string) string
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Clock == nil {
+		r.Clock = RealClock{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.PrimaryName == "" {
+		r.PrimaryName = "primary"
+	}
+	if r.Target == nil {
+		r.Target = func(w string) string { return w }
+	}
+	if r.MaxContentBytes <= 0 {
+		r.MaxContentBytes = 256 << 10
+	}
+	if r.MaxWaitersPerCaller <= 0 {
+		r.MaxWaitersPerCaller = 1024
+	}
+	if r.DefaultTimeout <= 0 {
+		r.DefaultTimeout = 10 * time.Minute
+	}
+	if r.PickupGrace <= 0 {
+		r.PickupGrace = 10 * time.Second
+	}
+	if r.PromptTimeout <= 0 {
+		r.PromptTimeout = 30 * time.Second
+	}
+	if r.TailLines <= 0 {
+		r.TailLines = 60
+	}
+	if r.CompactBytes <= 0 {
+		r.CompactBytes = 4 << 20
+	}
+	if r.Classify == nil {
+		r.Classify = DefaultClassify
+	}
+	if r.NewID == nil {
+		r.NewID = randomID
+	}
+	return r
+}
+
+func randomID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// JournalFile is the journal's file name inside the directory given to New.
+const JournalFile = "messaging.journal"
+
+// Core is the messaging core: rendezvous, mailboxes and the injector, backed
+// by a journal. All methods are safe for concurrent use.
+type Core struct {
+	opts    Options
+	prompt  Prompter
+	metrics *metrics
+
+	// ctx is the parent of every background call (Prompt, ReadTail); Close
+	// cancels it and waits for wg.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	j         *journal.Journal
+	compactAt int64
+	turns     map[string]*turn
+	workers   map[string]*worker
+	mail      map[string]*mailbox
+	waiting   map[string]int // caller → blocking calls held
+	depth     int            // messages queued in all injectors
+}
+
+// turn is one exchange between a caller (the primary) and a worker: the
+// prompt, any questions and answers, and the final reply.
+type turn struct {
+	id, caller, worker string
+	created, deadline  time.Time
+	delivered          bool   // a prompt of this turn reached, or may have reached, the worker
+	baseline           uint64 // worker's state_change_seq when that prompt went out
+	started            bool   // the worker was seen working after the delivery
+	closing            bool   // a turn_done tail read is in flight
+
+	waiter   *waiter // the caller's held call, if any
+	ask      *waiter // the worker's pending Ask, if any
+	question string
+}
+
+// mailbox holds a recipient's unacknowledged messages in arrival order.
+type mailbox struct {
+	msgs   []Message
+	notify chan struct{} // closed and replaced whenever a message arrives
+}
+
+// New opens (or creates) the journal in dir, restores the state it records
+// and returns a running Core. Deliveries that were in flight when the previous
+// process died are marked uncertain and not retried.
+func New(dir string, p Prompter, opts *Options) (*Core, error) {
+	if p == nil {
+		return nil, errors.New("messaging: nil Prompter")
+	}
+	o := opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("messaging: state directory: %w", err)
+	}
+	path := filepath.Join(dir, JournalFile)
+	j, recs, dropped, err := journal.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("messaging: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Core{
+		opts: o, prompt: p, metrics: newMetrics(), ctx: ctx, cancel: cancel, j: j,
+		turns: map[string]*turn{}, workers: map[string]*worker{},
+		mail: map[string]*mailbox{}, waiting: map[string]int{},
+	}
+	if dropped > 0 {
+		o.Logger.Warn("messaging journal had a torn last record; dropped it", "path", path, "bytes", dropped)
+	}
+	for i, raw := range recs {
+		var r record
+		if err := json.Unmarshal(raw, &r); err != nil {
+			j.Close()
+			cancel()
+			return nil, fmt.Errorf("messaging: %s: record %d: %w", path, i+1, err)
+		}
+		c.apply(r)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.compactAt = max(o.CompactBytes, 2*j.Size())
+	if err := c.recoverInFlight(); err != nil {
+		j.Close()
+		cancel()
+		return nil, fmt.Errorf("messaging: %w", err)
+	}
+	c.metrics.depth.Set(float64(c.depth))
+	if err := c.metrics.register(o.Registerer); err != nil {
+		j.Close()
+		cancel()
+		return nil, fmt.Errorf("messaging: %w", err)
+	}
+	return c, nil
+}
+
+// recoverInFlight runs once after replay: a prompt that was being typed when
+// the process died may or may not have reached the agent, so it becomes
+// uncertain; pickup tracking does not survive a restart, and every worker
+// waits for its first observation to rebase its turn.
+func (c *Core) recoverInFlight() error {
+	var recs []record
+	for _, w := range sortedWorkers(c.workers) {
+		if d := w.inflight; d != nil && !d.sent {
+			recs = append(recs, record{Op: opUncertain, ID: d.msg.ID, Who: w.name, At: c.now(),
+				Reason: "fleetd stopped while the prompt was being delivered"})
+		}
+	}
+	if err := c.commit(recs...); err != nil {
+		return err
+	}
+	for _, w := range c.workers {
+		w.inflight, w.restored = nil, true
+	}
+	return nil
+}
+
+// Close stops background deliveries, releases every blocked call with
+// CodeUnavailable and closes the journal. Everything acknowledged stays in
+// the journal for the next New.
+func (c *Core) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for _, w := range c.workers {
+		w.stopGrace()
+	}
+	for _, t := range c.turns {
+		err := errorf(CodeUnavailable, "messaging core closed")
+		t.waiter.hand(result{err: err})
+		t.ask.hand(result{err: err})
+		t.waiter, t.ask = nil, nil
+	}
+	for _, mb := range c.mail {
+		close(mb.notify)
+		mb.notify = make(chan struct{})
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return c.j.Close()
+}
+
+func (c *Core) now() time.Time { return c.opts.Clock.Now() }
+
+// commit makes recs durable (one write, one fsync) and then applies them to
+// the in-memory state. On error nothing is applied. Callers hold c.mu.
+func (c *Core) commit(recs ...record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if c.closed {
+		return errorf(CodeUnavailable, "messaging core closed")
+	}
+	raw := make([][]byte, len(recs))
+	for i, r := range recs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return &Error{Code: CodeUnavailable, Msg: "encode journal record", Err: err}
+		}
+		raw[i] = b
+	}
+	if err := c.j.Append(raw...); err != nil {
+		return &Error{Code: CodeUnavailable, Msg: "write journal", Err: err}
+	}
+	for _, r := range recs {
+		c.apply(r)
+	}
+	c.metrics.depth.Set(float64(c.depth))
+	if c.j.Size() > c.compactAt {
+		c.compact()
+	}
+	return nil
+}
+
+// compact rewrites the journal with only live state. A failure is logged and
+// leaves the old journal in place; it never loses an acknowledged record.
+func (c *Core) compact() {
+	recs := c.snapshot()
+	raw := make([][]byte, 0, len(recs))
+	for _, r := range recs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			c.opts.Logger.Error("messaging journal compaction failed", "err", err)
+			return
+		}
+		raw = append(raw, b)
+	}
+	if err := c.j.Rewrite(raw); err != nil {
+		c.opts.Logger.Error("messaging journal compaction failed", "err", err)
+		c.compactAt = 2 * c.j.Size()
+		return
+	}
+	c.compactAt = max(c.opts.CompactBytes, 2*c.j.Size())
+	c.opts.Logger.Info("messaging journal compacted", "records", len(raw), "bytes", c.j.Size())
+}

@@ -1,0 +1,296 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/clock"
+)
+
+// The profile every benchmark member uses, and what the baselines pass to
+// herdr for each member (the same args and pane environment).
+const (
+	benchHarness = "codex"
+	profileYAML  = `apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: bench}
+spec:
+  harness: codex
+  args: ["-m", "bench"]
+  env: {BENCH_MODE: "1"}
+`
+)
+
+var (
+	benchArgs = []string{"-m", "bench"}
+	benchEnv  = map[string]string{"BENCH_MODE": "1"}
+)
+
+// memberNames returns n member names in a stable order.
+func memberNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("m%04d", i)
+	}
+	return out
+}
+
+func memberYAML(name string) string {
+	return "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: bench\n"
+}
+
+// quietLogger discards fleetd's logs unless FLEETD_TEST_LOG is set, as in
+// the controllers' tests.
+func quietLogger() *slog.Logger {
+	if os.Getenv("FLEETD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startFake starts a fake herdr whose every call takes lat longer (on the
+// real clock); it is closed when tb ends.
+func startFake(tb testing.TB, lat time.Duration) *herdrtest.Server {
+	tb.Helper()
+	fake, err := herdrtest.Start(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { fake.Close() })
+	if lat > 0 {
+		fake.InjectFault("", herdrtest.Fault{Latency: lat})
+	}
+	return fake
+}
+
+// herdrClient is a plain client of the fake, for baselines and checks.
+func herdrClient(fake *herdrtest.Server) *herdr.Client {
+	return herdr.New(&herdr.Options{SocketPath: fake.SocketPath()})
+}
+
+// fleetConfig describes one Manager run.
+type fleetConfig struct {
+	members int
+	// poll is the readiness poll interval of agent.start.
+	poll time.Duration
+	// clock drives the Manager (resync, backoff, resubscription); nil is
+	// the real clock. The manifests store always runs on the real clock.
+	clock clock.Clock
+}
+
+// fleet is a Manager running against a fake herdr on a manifests directory
+// of cfg.members members.
+type fleet struct {
+	fake  *herdrtest.Server
+	mgr   *controllers.Manager
+	reg   *prometheus.Registry
+	names []string
+	// stop stops the Manager (also done when the test ends); idempotent.
+	stop func()
+}
+
+// startFleet writes the manifests and starts a Manager; it is stopped when
+// tb ends.
+func startFleet(tb testing.TB, fake *herdrtest.Server, cfg fleetConfig) *fleet {
+	tb.Helper()
+	root := tb.TempDir()
+	dir, state := filepath.Join(root, "manifests"), filepath.Join(root, "state")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	names := memberNames(cfg.members)
+	write := func(file, content string) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	write("profile.yaml", profileYAML)
+	for _, n := range names {
+		write(n+".yaml", memberYAML(n))
+	}
+	st, err := store.NewDirectory(dir, &store.DirectoryOptions{StateDir: state, Logger: quietLogger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	mgr, err := controllers.New(&controllers.Options{
+		Store: st, StateDir: state, HerdrSocket: fake.SocketPath(), Registerer: reg,
+		Logger: quietLogger(), Clock: cfg.clock, PollInterval: cfg.poll,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("Manager.Run: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return &fleet{fake: fake, mgr: mgr, reg: reg, names: names, stop: stop}
+}
+
+// waitReady blocks until every member is Ready. At each change it checks
+// the members not yet seen Ready in name order and stops at the first that
+// is not, so that watching a large fleet costs the measured process O(1)
+// per change; the last member turning Ready is a change, and the check
+// then runs through to the end.
+func (f *fleet) waitReady(ctx context.Context) error {
+	pending := append([]string(nil), f.names...)
+	for {
+		ch := f.mgr.Changed()
+		for len(pending) > 0 {
+			m, ok := f.mgr.Member(pending[0])
+			if !ok || m.Status.Phase != v1alpha1.PhaseReady {
+				break
+			}
+			pending = pending[1:]
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d members not Ready: %w", len(pending), len(f.names), ctx.Err())
+		}
+	}
+}
+
+// waitMember blocks until cond holds for the member's status.
+func (f *fleet) waitMember(ctx context.Context, name string, cond func(v1alpha1.MemberStatus) bool) error {
+	for {
+		ch := f.mgr.Changed()
+		if m, ok := f.mgr.Member(name); ok && cond(m.Status) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// status returns a member's status.
+func (f *fleet) status(tb testing.TB, name string) v1alpha1.MemberStatus {
+	tb.Helper()
+	m, ok := f.mgr.Member(name)
+	if !ok {
+		tb.Fatalf("member %s unknown", name)
+	}
+	return m.Status
+}
+
+// perMember divides call counts by n.
+func perMember(calls map[string]int, n int) map[string]float64 {
+	out := make(map[string]float64, len(calls))
+	for m, c := range calls {
+		out[m] = float64(c) / float64(n)
+	}
+	return out
+}
+
+// diffCalls returns after - before, without zero entries.
+func diffCalls(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for m, c := range after {
+		if d := c - before[m]; d != 0 {
+			out[m] = d
+		}
+	}
+	return out
+}
+
+func total(calls map[string]int) int {
+	n := 0
+	for _, c := range calls {
+		n += c
+	}
+	return n
+}
+
+// baselineConverge makes only the herdr calls n members strictly need —
+// one workspace, then per member tab.create (labelled, with the pane
+// environment) and agent.start with readiness polling — through workers
+// goroutines, as fleetd's reconcile workers would.
+func baselineConverge(ctx context.Context, c *herdr.Client, names []string, workers int, poll time.Duration) error {
+	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	if err != nil {
+		return err
+	}
+	jobs := make(chan string)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range jobs {
+				tab, err := c.CreateTab(ctx, herdr.TabCreateParams{
+					WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + name, Env: benchEnv,
+				})
+				if err == nil {
+					_, err = c.StartAgent(ctx, herdr.AgentStartParams{
+						Name: name, Kind: benchHarness, PaneID: tab.RootPane.PaneID, Args: benchArgs,
+						TimeoutMS: v1alpha1.DefaultStartupTimeout.Milliseconds(),
+					}, poll)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("baseline member %s: %w", name, err)
+					return
+				}
+			}
+		}()
+	}
+	var sendErr error
+feed:
+	for _, n := range names {
+		select {
+		case jobs <- n:
+		case sendErr = <-errs:
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if sendErr != nil {
+		return sendErr
+	}
+	return <-errs // nil when no worker failed
+}
+
+// percentile returns the p-th percentile (0 < p ≤ 100) of ds by the
+// nearest-rank method.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(p/100*float64(len(s))+0.999999) - 1
+	return s[max(0, min(rank, len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,478 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
+)
+
+// primary is the caller every message is sent from.
+const primary = "primary"
+
+const profileYAML = `apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: sim}
+spec:
+  harness: codex
+  args: ["-m", "sim"]
+`
+
+// spec is what the schedule last wrote for a member; a member without one
+// has no manifest.
+type spec struct {
+	workspace string
+	cwd       string
+	paused    bool
+}
+
+func (s spec) yaml(name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: %s}\nspec:\n  profile: sim\n", name)
+	if s.workspace != "" {
+		fmt.Fprintf(&b, "  workspace: %s\n", s.workspace)
+	}
+	if s.cwd != "" {
+		fmt.Fprintf(&b, "  cwd: %s\n", s.cwd)
+	}
+	if s.paused {
+		b.WriteString("  paused: true\n")
+	}
+	return b.String()
+}
+
+// fleetd is one running fleetd process, wired as the daemon wires it: the
+// member controller reports agent statuses and gone panes to the messaging
+// core, which types prompts through its own herdr client.
+type fleetd struct {
+	mgr    *controllers.Manager
+	core   *messaging.Core
+	cancel context.CancelFunc
+	done   chan error
+	gone   chan struct{} // closed when the gone-member reporter returned
+}
+
+// sent is one message the primary sent, and everything it learnt about it.
+type sent struct {
+	turn, worker, text string
+	// outcomes are the final results the primary received for the turn:
+	// from a held call or from its mailbox. Exactly one is expected, or
+	// none when the delivery was reported uncertain.
+	outcomes  []string
+	uncertain bool
+}
+
+// pendingPrompt is a prompt typed into a worker's pane that the simulated
+// worker has not finished yet.
+type pendingPrompt struct {
+	pane, text string
+	blocked    bool
+}
+
+// world is one chaos run: the fake herdr, the manifests and state
+// directories, the current fleetd (nil while it is down), the simulated
+// workers and the primary's ledger.
+type world struct {
+	t         *testing.T
+	seed      int64
+	log       *slog.Logger
+	manifests string
+	state     string
+	fake      *herdrtest.Server
+	client    *herdr.Client // the test's own view of herdr
+	herdrDown bool
+	fd        *fleetd
+	desired   map[string]spec
+	trace     []string
+	nextMsg   int
+	nextCwd   int
+
+	ctx    context.Context // ends at teardown; bounds the held calls
+	cancel context.CancelFunc
+	held   sync.WaitGroup // goroutines holding Await calls
+
+	mu       sync.Mutex // guards the fields below
+	pending  []*pendingPrompt
+	typed    map[string]int // prompt text → times typed into a pane
+	signal   chan struct{}  // closed and replaced when a prompt is typed
+	ledger   map[string]*sent
+	byText   map[string]*sent
+	seenMail map[string]bool
+	holding  map[string]bool // turns with a held call that has not returned
+	strays   int
+	problems []string
+}
+
+func newWorld(t *testing.T, seed int64) *world {
+	t.Helper()
+	root := t.TempDir()
+	w := &world{
+		t: t, seed: seed, log: testLogger(),
+		manifests: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
+		desired: map[string]spec{}, typed: map[string]int{}, signal: make(chan struct{}),
+		ledger: map[string]*sent{}, byText: map[string]*sent{}, seenMail: map[string]bool{}, holding: map[string]bool{},
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	if err := os.MkdirAll(w.manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.writeFile("profile.yaml", profileYAML)
+	fake, err := herdrtest.Start(&herdrtest.Options{Behavior: herdrtest.Behavior{OnPrompt: w.onPrompt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.fake = fake
+	w.client = herdr.New(&herdr.Options{SocketPath: fake.SocketPath()})
+	return w
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("FLEETD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// writeFile replaces a manifest atomically, as an editor saving it would.
+func (w *world) writeFile(name, content string) {
+	w.t.Helper()
+	tmp := filepath.Join(w.manifests, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(w.manifests, name)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) setMember(name string, s spec) {
+	w.desired[name] = s
+	w.writeFile(name+".yaml", s.yaml(name))
+}
+
+func (w *world) deleteMember(name string) {
+	delete(w.desired, name)
+	if err := os.Remove(filepath.Join(w.manifests, name+".yaml")); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// startFleetd starts a fresh fleetd on the state directory, which must
+// adopt whatever the previous one left running.
+func (w *world) startFleetd() {
+	w.t.Helper()
+	hc := herdr.New(&herdr.Options{SocketPath: w.fake.SocketPath()})
+	st, err := store.NewDirectory(w.manifests, &store.DirectoryOptions{StateDir: w.state, Debounce: 2 * time.Millisecond,
+		RetryInterval: 20 * time.Millisecond, Logger: w.log})
+	if err != nil {
+		w.t.Fatalf("store: %v", err)
+	}
+	core, err := messaging.New(filepath.Join(w.state, "messaging"), herdrprompt.New(hc), &messaging.Options{
+		// PickupGrace must outlast the way of a status event from herdr
+		// through the controller on a loaded machine: a shorter one lets a
+		// second prompt into a turn (and a reply to the wrong turn) before
+		// the pickup is seen.
+		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
+		Admit: daemon.AdmitMembers(st),
+	})
+	if err != nil {
+		w.t.Fatalf("messaging core: %v", err)
+	}
+	mgr, err := controllers.New(&controllers.Options{
+		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log,
+		OnPaneGone:    func(member, _, reason string) { core.WorkerGone(member, reason) },
+		OnAgentStatus: core.ObserveStatus,
+		Workers:       4, PollInterval: 2 * time.Millisecond, CallTimeout: 2 * time.Second,
+		ReconnectBackoff: 5 * time.Millisecond, MaxReconnect: 50 * time.Millisecond,
+		ResubscribeDelay: 5 * time.Millisecond, RestartBackoff: 5 * time.Millisecond,
+		MaxRestartDelay: 50 * time.Millisecond, StableAfter: 50 * time.Millisecond,
+		QueueBaseDelay: time.Millisecond, QueueMaxDelay: 50 * time.Millisecond,
+	})
+	if err != nil {
+		core.Close()
+		w.t.Fatalf("controllers: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
+	go func() { fd.done <- mgr.Run(ctx) }()
+	go func() {
+		defer close(fd.gone)
+		daemon.ReportGoneMembers(ctx, st, core)
+	}()
+	w.fd = fd
+}
+
+// killFleetd stops fleetd the way kill -9 would leave things: no cleanup
+// of panes, tabs or ownership records (Run does none; calls in flight are
+// cut by the cancelled context), no journal records for prompts in flight
+// (Close discards their outcomes), held calls cut off. What is on disk is
+// what the process had made durable, as after a crash.
+//
+// The core closes only once Run has returned: in process the controller
+// would otherwise go on reconciling after the core closed, a window far
+// wider than a real crash's. (A crash between the controller dropping a
+// closed pane's record and reporting the worker gone is covered after the
+// restart: the daemon reports gone every busy worker that is no longer a
+// running member.)
+func (w *world) killFleetd() {
+	w.t.Helper()
+	fd := w.fd
+	w.fd = nil
+	fd.cancel()
+	if err := <-fd.done; err != nil {
+		w.t.Errorf("controllers Run: %v", err)
+	}
+	<-fd.gone
+	if err := fd.core.Close(); err != nil {
+		w.t.Errorf("messaging core close: %v", err)
+	}
+}
+
+// onPrompt is every simulated worker's reaction to a prompt typed into its
+// pane: note it for the schedule and pick it up (working), as an agent does.
+func (w *world) onPrompt(paneID, text string) {
+	w.mu.Lock()
+	w.typed[text]++
+	w.pending = append(w.pending, &pendingPrompt{pane: paneID, text: text})
+	close(w.signal)
+	w.signal = make(chan struct{})
+	w.mu.Unlock()
+	_ = w.fake.SetAgentState(paneID, "working") // the pane may be gone already
+}
+
+func (w *world) problem(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.problems = append(w.problems, fmt.Sprintf(format, args...))
+}
+
+// send is the primary's bridge_send of a new message to worker; with hold
+// it also holds a call on the turn (bridge_send with wait, resumable).
+func (w *world) send(worker string, hold bool) string {
+	w.nextMsg++
+	text := fmt.Sprintf("task-%d-%d", w.seed, w.nextMsg)
+	res, err := w.fd.core.Send(w.ctx, messaging.SendRequest{From: primary, To: worker, Content: text})
+	if err != nil {
+		return fmt.Sprintf("send %s to %s refused: %s", text, worker, messaging.CodeOf(err))
+	}
+	s := &sent{turn: res.TurnID, worker: worker, text: text}
+	w.mu.Lock()
+	w.ledger[s.turn] = s
+	w.byText[text] = s
+	w.mu.Unlock()
+	if !hold {
+		return fmt.Sprintf("send %s to %s: turn %s", text, worker, s.turn)
+	}
+	core := w.fd.core
+	w.mu.Lock()
+	w.holding[s.turn] = true
+	w.mu.Unlock()
+	w.held.Add(1)
+	go func() {
+		defer w.held.Done()
+		defer func() {
+			w.mu.Lock()
+			delete(w.holding, s.turn)
+			w.mu.Unlock()
+		}()
+		res, err := core.Await(w.ctx, primary, s.turn)
+		switch {
+		case err == nil && res.Outcome == messaging.OutcomeReply:
+			w.outcome(s, "held reply", res.Text)
+		case err == nil && res.Outcome == messaging.OutcomeTurnDone:
+			w.outcome(s, "held turn_done", "")
+		case err == nil:
+			w.problem("held call on %s (%s) ended with outcome %s", s.turn, s.text, res.Outcome)
+		case messaging.CodeOf(err) == messaging.CodeWorkerGone, messaging.CodeOf(err) == messaging.CodeDeliveryFailed:
+			w.outcome(s, "held "+string(messaging.CodeOf(err)), "")
+		}
+		// Otherwise the call was cut (fleetd died) or the turn had already
+		// ended: the outcome is in the mailbox.
+	}()
+	return fmt.Sprintf("send %s to %s and hold: turn %s", text, worker, s.turn)
+}
+
+// outcome records a final result for s; a reply must answer s's prompt.
+func (w *world) outcome(s *sent, what, replyText string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s.outcomes = append(s.outcomes, what)
+	if strings.HasSuffix(what, "reply") && replyText != "re: "+s.text {
+		w.problems = append(w.problems, fmt.Sprintf("turn %s (%s) got reply %q", s.turn, s.text, replyText))
+	}
+}
+
+// poll is the primary's bridge_poll + bridge_ack. Messages are returned
+// until acknowledged, so one seen before a crash can come again: the
+// primary deduplicates by message id, as the at-least-once contract asks.
+func (w *world) poll() string {
+	core := w.fd.core
+	msgs, err := core.Poll(w.ctx, primary, false, 0)
+	if err != nil {
+		return "poll failed: " + err.Error()
+	}
+	var ids []string
+	fresh := 0
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+		w.mu.Lock()
+		seen := w.seenMail[m.ID]
+		w.seenMail[m.ID] = true
+		s := w.ledger[m.TurnID]
+		w.mu.Unlock()
+		if seen {
+			continue
+		}
+		fresh++
+		switch m.Kind {
+		case messaging.KindReply, messaging.KindTurnDone, messaging.KindWorkerGone, messaging.KindDeliveryFailed:
+		default:
+			continue // progress and questions end nothing
+		}
+		switch {
+		case s != nil:
+			w.outcome(s, "mail "+string(m.Kind), m.Content)
+		case m.TurnID == "":
+			w.mu.Lock()
+			w.strays++ // a worker replied after its turn ended (e.g. its pane went meanwhile)
+			w.mu.Unlock()
+		default:
+			w.problem("mail %s (%s) for unknown turn %s", m.ID, m.Kind, m.TurnID)
+		}
+	}
+	if len(ids) > 0 {
+		if _, err := core.Ack(primary, ids); err != nil {
+			return fmt.Sprintf("poll: %d messages (%d new), ack failed: %v", len(msgs), fresh, err)
+		}
+	}
+	return fmt.Sprintf("poll: %d messages (%d new)", len(msgs), fresh)
+}
+
+// noteUncertain records the deliveries fleetd reports as uncertain
+// (bridge_status), as the primary would read them.
+func (w *world) noteUncertain() {
+	if w.fd == nil {
+		return
+	}
+	for _, name := range pool {
+		for _, d := range w.fd.core.Status(name).Uncertain {
+			w.mu.Lock()
+			if s := w.ledger[d.TurnID]; s != nil {
+				s.uncertain = true
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// workerAct makes the worker owning p do one thing: reply (bridge_reply,
+// then idle), finish without replying, stop at a dialog, or crash. A worker
+// whose pane or agent is gone is dead and forgets the prompt. It reports
+// whether p is finished.
+func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
+	pane, ok := w.fake.Pane(p.pane)
+	if !ok || pane.AgentName == "" {
+		return fmt.Sprintf("worker in %s is gone; %s is forgotten", p.pane, p.text), true
+	}
+	name := pane.AgentName
+	if p.blocked && action != "crash" {
+		if err := w.fake.SetAgentState(p.pane, "working"); err != nil {
+			return fmt.Sprintf("worker %s lost while unblocking: %v", name, err), true
+		}
+		p.blocked = false
+	}
+	switch action {
+	case "reply":
+		if w.fd == nil {
+			return fmt.Sprintf("%s cannot reply to %s: fleetd is down", name, p.text), false
+		}
+		res, err := w.fd.core.Reply(w.ctx, name, "re: "+p.text, true)
+		if err != nil {
+			return fmt.Sprintf("%s reply to %s failed (%s); will retry", name, p.text, messaging.CodeOf(err)), false
+		}
+		w.mu.Lock()
+		s := w.byText[p.text]
+		w.mu.Unlock()
+		if res.TurnID != "" && (s == nil || s.turn != res.TurnID) {
+			w.problem("%s's reply to %s was given to turn %s", name, p.text, res.TurnID)
+		}
+		_ = w.fake.SetAgentState(p.pane, "idle")
+		return fmt.Sprintf("%s replies to %s: %s turn %q", name, p.text, res.Mode, res.TurnID), true
+	case "silent":
+		// A turn ends without a reply only once fleetd has seen the agent
+		// working on it; an agent that starts and finishes while fleetd
+		// cannot see it leaves the turn open for good (see the package
+		// doc), so the worker finishes silently only after that, unless
+		// -chaos.unobserved.
+		if !*flagUnobserved && (w.fd == nil || w.fd.core.Status(name).AgentStatus != messaging.StatusWorking) {
+			return fmt.Sprintf("%s waits for fleetd to see it working on %s", name, p.text), false
+		}
+		_ = w.fake.WriteOutput(p.pane, "finished "+p.text+" without a word")
+		_ = w.fake.SetAgentState(p.pane, "idle")
+		return fmt.Sprintf("%s finishes %s silently", name, p.text), true
+	case "block":
+		_ = w.fake.SetAgentState(p.pane, "blocked")
+		p.blocked = true
+		return fmt.Sprintf("%s blocks on a dialog while on %s", name, p.text), false
+	case "crash":
+		_ = w.fake.KillPane(p.pane)
+		return fmt.Sprintf("%s crashes (pane %s) while on %s", name, p.pane, p.text), true
+	}
+	panic("unknown worker action " + action)
+}
+
+// pendingSorted returns the pending prompts in a stable order.
+func (w *world) pendingSorted() []*pendingPrompt {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := slices.Clone(w.pending)
+	sort.Slice(out, func(i, j int) bool { return out[i].text < out[j].text })
+	return out
+}
+
+func (w *world) finish(p *pendingPrompt) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = slices.DeleteFunc(w.pending, func(q *pendingPrompt) bool { return q == p })
+}
+
+// agentPane returns the live pane running member name's agent.
+func (w *world) agentPane(name string) (herdrtest.PaneState, bool) {
+	for _, p := range w.fake.Panes() {
+		if p.AgentName == name {
+			return p, true
+		}
+	}
+	return herdrtest.PaneState{}, false
+}
+
+// teardown stops everything the run started; the goroutine count is
+// compared after it.
+func (w *world) teardown() {
+	if w.fd != nil {
+		w.killFleetd()
+	}
+	w.cancel()
+	w.held.Wait()
+	if err := w.fake.Close(); err != nil {
+		w.t.Errorf("fake herdr close: %v", err)
+	}
+}
