@@ -1,12 +1,3 @@
-// Command herdr-sim runs the fake herdr server of package herdrtest as a
-// process, for `fleetd serve --herdr=sim` and for trying fleetd without
-// herdr. Started agents become ready after --ready-delay and, when
-// prompted, work for --work-for and go back to idle on their own; time is
-// the real clock. It prints the socket path and serves until SIGINT or
-// SIGTERM.
-//
-// It is a test double: it runs no processes and must never be mistaken for
-// herdr (ping reports herdr's protocol so clients accept it, nothing more).
 package main
 
 import (
