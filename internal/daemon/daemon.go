@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/internal/version"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -89,13 +89,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ManifestsDir == "" {
 		return errors.New("no manifests directory (--manifests)")
 	}
-	stateDir, err := filepath.Abs(cfg.StateDir)
+	state, err := statedir.Abs(cfg.StateDir)
 	if err != nil {
-		return fmt.Errorf("state directory: %w", err)
+		return err
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("create state directory: %w", err)
-	}
+	stateDir := state.Root()
 
 	// Listen first: a port in use is the most common start-up failure and
 	// must not cost a lock, a token or a herdr call.
@@ -113,9 +111,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	// One daemon per state directory: take the lock before opening
-	// anything kept there. The controllers release it when they stop.
-	lock, err := controllers.LockStateDir(stateDir)
+	// One daemon per state directory: take the lock before opening or
+	// creating anything kept there (it creates the directory), and release
+	// it last, after everything deferred below has closed.
+	lock, err := state.Lock()
 	if err != nil {
 		return err
 	}
@@ -127,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 	socket := cfg.HerdrSocket
 	var sim *herdrtest.Server
 	if cfg.Sim {
-		simulation, err := startSimulation(stateDir, cfg.SimReadyDelay, log)
+		simulation, err := startSimulation(state, cfg.SimReadyDelay, log)
 		if err != nil {
 			return err
 		}
@@ -168,7 +167,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// manager does, before any message can be sent.
 	var admit func(worker string) error
 	mopts.Admit = func(worker string) error { return admit(worker) }
-	core, err := messaging.New(filepath.Join(stateDir, "messages"), herdrprompt.New(client), &mopts)
+	core, err := messaging.New(state.Messages(), herdrprompt.New(client), &mopts)
 	if err != nil {
 		return err
 	}
@@ -187,7 +186,6 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 		ManifestsDir: cfg.ManifestsDir,
 		StateDir:     stateDir,
-		Lock:         lock,
 		Herdr:        client,
 		Launcher:     controllers.HarnessLauncher(launcher),
 		Metrics:      metrics,
@@ -215,7 +213,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	prompts, err := newFirstPrompts(stateDir, firstPrompts{members: mgr, sender: core, log: log,
+	prompts, err := newFirstPrompts(state.Prompts(), firstPrompts{members: mgr, sender: core, log: log,
 		synced: func() bool { return mgr.Store().Snapshot().Synced }})
 	if err != nil {
 		return err

@@ -1,8 +1,9 @@
-// Package daemon assembles a running fleetd: it opens the state directory,
-// the token registry, the harness launcher and the messaging core (its
-// journal under STATE_DIR/messages), starts the member controller against
-// herdr (or the embedded simulated herdr), and serves the REST API, the MCP
-// gateway and /metrics on one loopback listener until its context ends.
+// Package daemon assembles a running fleetd: it takes the state directory's
+// lock (package statedir; released last), opens the token registry, the
+// harness launcher and the messaging core (its journal under
+// STATE_DIR/messages), starts the member controller against herdr (or the
+// embedded simulated herdr), and serves the REST API, the MCP gateway and
+// /metrics on one loopback listener until its context ends.
 //
 // The controllers feed the messaging core: every agent status they observe
 // (ObserveStatus) and every pane gone for good (WorkerGone, which also lets

@@ -8,17 +8,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
-
-// PromptsFile records, in the state directory, which members' spec.prompt
-// was handed to the messaging core: member uid → turn id.
-const PromptsFile = "prompts-delivered.json"
 
 // firstPrompts delivers each member's spec.prompt once, when the member is
 // first Ready, as a detached send from the primary (the reply lands in the
@@ -47,8 +43,10 @@ type firstPrompts struct {
 	done   map[string]string
 }
 
-func newFirstPrompts(stateDir string, fp firstPrompts) (*firstPrompts, error) {
-	fp.path = filepath.Join(stateDir, PromptsFile)
+// newFirstPrompts reads the record at path (statedir's Layout.Prompts:
+// member uid → turn id of the prompt handed to the messaging core).
+func newFirstPrompts(path string, fp firstPrompts) (*firstPrompts, error) {
+	fp.path = path
 	fp.done = map[string]string{}
 	data, err := os.ReadFile(fp.path)
 	switch {
@@ -116,5 +114,5 @@ func (fp *firstPrompts) save() error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(fp.path, append(data, '\n'), 0o600)
+	return atomicfile.Write(fp.path, append(data, '\n'), statedir.FileMode)
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -35,7 +35,7 @@ func TestFirstPrompts_OncePerMemberAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	ms := &fakeMembers{}
 	open := func(sender *recordingSender, synced bool) *firstPrompts {
-		fp, err := newFirstPrompts(dir, firstPrompts{members: ms, sender: sender, log: slog.New(slog.DiscardHandler),
+		fp, err := newFirstPrompts(statedir.At(dir).Prompts(), firstPrompts{members: ms, sender: sender, log: slog.New(slog.DiscardHandler),
 			synced: func() bool { return synced }})
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestFirstPrompts_OncePerMemberAcrossRestarts(t *testing.T) {
 	if diff := cmp.Diff(want, s1.sent); diff != "" {
 		t.Fatalf("sent (-want +got):\n%s", diff)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, PromptsFile)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(statedir.At(dir).Prompts()); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("record file: %v, %v", fi, err)
 	}
 

@@ -77,7 +77,8 @@
 // the worker back. The gateway resolves the caller from its token and calls
 // Send/Await (primary), Reply/Ask (worker), Poll/Ack/Status/Pending (either),
 // mapping [Error.Code] to its own error words. The process must hold the
-// state directory's lock: two Cores on one journal would corrupt it.
+// state directory's lock (package statedir) from before [New] until after
+// [Core.Close]: two Cores on one journal would corrupt it.
 //
 // # Concurrency
 //

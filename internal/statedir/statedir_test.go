@@ -156,3 +156,21 @@ func TestLock_NilUnlock(t *testing.T) {
 		t.Errorf("nil Unlock = %v", err)
 	}
 }
+
+// TestLayout_DocumentedForOperators: every path of the layout is a row of
+// docs/security.md's table of state-directory files.
+func TestLayout_DocumentedForOperators(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := statedir.At("STATE_DIR")
+	for _, path := range []string{
+		l.LockFile(), l.PrimaryToken(), l.Tokens(), l.Objects(), l.Owned("NAME"),
+		l.Harness("NAME") + "/", l.Messages() + "/", l.Prompts(), l.SimSocket(),
+	} {
+		if !strings.Contains(string(doc), "| `"+path) {
+			t.Errorf("docs/security.md has no row for %s", path)
+		}
+	}
+}

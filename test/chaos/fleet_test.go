@@ -23,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // primary is the caller every message is sent from.
@@ -185,7 +186,7 @@ func (w *world) startFleetd() {
 	if err != nil {
 		w.t.Fatalf("store: %v", err)
 	}
-	core, err := messaging.New(filepath.Join(w.state, "messaging"), herdrprompt.New(hc), &messaging.Options{
+	core, err := messaging.New(statedir.At(w.state).Messages(), herdrprompt.New(hc), &messaging.Options{
 		// PickupGrace must outlast the way of a status event from herdr
 		// through the controller on a loaded machine: a shorter one lets a
 		// second prompt into a turn (and a reply to the wrong turn) before
