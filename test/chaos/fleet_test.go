@@ -192,7 +192,7 @@ func (w *world) startFleetd() {
 		// second prompt into a turn (and a reply to the wrong turn) before
 		// the pickup is seen.
 		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
-		Admit: daemon.AdmitMembers(st),
+		Admit: messaging.AdmitMembers(daemon.Roster(st)),
 	})
 	if err != nil {
 		w.t.Fatalf("messaging core: %v", err)
@@ -216,7 +216,7 @@ func (w *world) startFleetd() {
 	go func() { fd.done <- mgr.Run(ctx) }()
 	go func() {
 		defer close(fd.gone)
-		daemon.ReportGoneMembers(ctx, st, core)
+		messaging.ReportGoneMembers(ctx, daemon.Roster(st), core)
 	}()
 	w.fd = fd
 }
