@@ -37,7 +37,8 @@
 // claims are closed; tabs without that label are never touched. A failed or
 // partial herdr read never counts as a vanished pane: while herdr is
 // unreachable the view is unsynced and nothing is recreated. One daemon per
-// state directory is enforced with an exclusive flock ([LockStateDir]).
+// state directory is enforced by the caller, which holds the directory's
+// lock (package statedir) while a Manager runs on it.
 //
 // This package never writes status into an operator's file, never puts a
 // secret in a log line, metric label, event or status, and never decides

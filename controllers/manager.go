@@ -26,7 +26,6 @@ type Manager struct {
 	launcher Launcher
 	metrics  *Metrics
 	queue    *workqueue.Queue
-	lock     *StateLock
 	own      *ownBook
 	view     *view
 
@@ -54,9 +53,9 @@ type Manager struct {
 	runOnce sync.Once
 }
 
-// New builds a Manager. It takes the state directory's lock (failing with
-// ErrStateDirLocked if another fleetd holds it) and loads the ownership
-// records; nothing talks to herdr until Run.
+// New builds a Manager and loads the ownership records from
+// Options.StateDir; nothing talks to herdr until Run. The caller holds the
+// state directory's lock (package statedir).
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
@@ -79,32 +78,19 @@ func New(opts *Options) (*Manager, error) {
 	if m.metrics == nil {
 		m.metrics = NewMetrics(o.Registerer)
 	}
-	if o.Lock != nil {
-		m.lock = o.Lock
-	} else if o.StateDir != "" {
-		lock, err := LockStateDir(o.StateDir)
-		if err != nil {
-			return nil, err
-		}
-		m.lock = lock
-	}
-	fail := func(err error) (*Manager, error) {
-		m.lock.Unlock()
-		return nil, err
-	}
 	own, err := loadOwnership(o.StateDir)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	m.own = own
 	m.store = o.Store
 	if m.store == nil {
 		if o.ManifestsDir == "" {
-			return fail(errors.New("controllers: no store and no manifests directory"))
+			return nil, errors.New("controllers: no store and no manifests directory")
 		}
 		d, err := store.NewDirectory(o.ManifestsDir, &store.DirectoryOptions{StateDir: o.StateDir, Logger: o.Logger, Clock: o.Clock})
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		m.store = d
 	}
@@ -121,20 +107,19 @@ func New(opts *Options) (*Manager, error) {
 	return m, nil
 }
 
-// Close releases the state directory for a Manager whose Run was never
-// called (Run releases it itself when it returns) and makes a later Run
-// fail. Call it instead of Run, or after Run returned; it is safe to call
-// more than once.
+// Close makes a later Run fail. Call it instead of Run, or after Run
+// returned; it is safe to call more than once. The Manager holds nothing
+// to release: the state directory's lock is its caller's.
 func (m *Manager) Close() error {
 	m.runOnce.Do(func() {})
-	return m.lock.Unlock()
+	return nil
 }
 
 // Store returns the desired-state store, for writes (Apply, Delete).
 func (m *Manager) Store() store.Store { return m.store }
 
-// Run reconciles until ctx ends, then stops every goroutine it started and
-// releases the state directory. Agents keep running: the next fleetd adopts
+// Run reconciles until ctx ends, then stops every goroutine it started.
+// Agents keep running: the next fleetd adopts
 // them. Run may be called once.
 func (m *Manager) Run(ctx context.Context) error {
 	err := errors.New("controllers: Run called twice")
@@ -143,7 +128,6 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 func (m *Manager) run(ctx context.Context) error {
-	defer m.lock.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

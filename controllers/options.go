@@ -88,13 +88,12 @@ type Options struct {
 	Store store.Store
 	// ManifestsDir is the watched manifests directory when Store is nil.
 	ManifestsDir string
-	// StateDir holds the lock, ownership records and object metadata. ""
-	// keeps everything in memory and takes no lock (tests only).
+	// StateDir is fleetd's state directory, where the ownership records
+	// and (with ManifestsDir) the object metadata are kept; their paths
+	// come from package statedir. The caller must hold its lock
+	// (statedir.Layout.Lock) from before New until after Run returned. ""
+	// keeps everything in memory (tests only).
 	StateDir string
-	// Lock, if set, is the already-held lock of StateDir (taken by a caller
-	// that opens other state before the Manager); the Manager releases it
-	// when Run ends. nil makes New take the lock itself.
-	Lock *StateLock
 	// Herdr is the herdr client. If nil, one is created for HerdrSocket
 	// ("" resolves herdr's default socket) with the metrics observer.
 	Herdr       Herdr

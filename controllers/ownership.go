@@ -7,15 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
-
-// ownedDir holds one ownership record per member inside the state directory.
-const ownedDir = "owned"
 
 // Ownership is fleetd's record of the herdr pane it runs for a member. It is
 // written (atomically) right after the member's tab is created and before
@@ -35,7 +32,8 @@ type Ownership struct {
 
 // ownBook is the set of ownership records, mirrored on disk.
 type ownBook struct {
-	dir string // "" keeps records in memory only
+	state statedir.Layout
+	disk  bool // false keeps records in memory only
 
 	mu   sync.Mutex
 	recs map[string]Ownership
@@ -46,25 +44,27 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 	if stateDir == "" {
 		return b, nil
 	}
-	b.dir = filepath.Join(stateDir, ownedDir)
-	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+	b.state, b.disk = statedir.At(stateDir), true
+	dir := b.state.OwnedDir()
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("ownership records: %w", err)
 	}
-	entries, err := os.ReadDir(b.dir)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("ownership records: %w", err)
 	}
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+		if e.IsDir() || !statedir.IsOwnedRecord(e.Name()) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(b.dir, e.Name()))
+		path := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("ownership records: %w", err)
 		}
 		var r Ownership
 		if err := json.Unmarshal(data, &r); err != nil || r.Member == "" {
-			return nil, fmt.Errorf("ownership record %s is corrupt (%v); move it away to let fleetd start", filepath.Join(b.dir, e.Name()), err)
+			return nil, fmt.Errorf("ownership record %s is corrupt (%v); move it away to let fleetd start", path, err)
 		}
 		b.recs[r.Member] = r
 	}
@@ -101,12 +101,12 @@ func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
 }
 
 func (b *ownBook) put(r Ownership) error {
-	if b.dir != "" {
+	if b.disk {
 		data, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
 			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
 		}
-		if err := atomicfile.Write(filepath.Join(b.dir, r.Member+".json"), append(data, '\n'), 0o600); err != nil {
+		if err := atomicfile.Write(b.state.Owned(r.Member), append(data, '\n'), statedir.FileMode); err != nil {
 			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
 		}
 	}
@@ -117,8 +117,8 @@ func (b *ownBook) put(r Ownership) error {
 }
 
 func (b *ownBook) drop(name string) error {
-	if b.dir != "" {
-		err := os.Remove(filepath.Join(b.dir, name+".json"))
+	if b.disk {
+		err := os.Remove(b.state.Owned(name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("drop ownership of %q: %w", name, err)
 		}

@@ -9,13 +9,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // defaultServer is where `fleetd serve` listens unless told otherwise.
@@ -51,7 +50,7 @@ type apiClient struct {
 func (f *clientFlags) client() (*apiClient, error) {
 	token := os.Getenv("FLEETD_TOKEN")
 	if token == "" {
-		b, err := os.ReadFile(filepath.Join(f.stateDir, tokens.PrimaryFile))
+		b, err := os.ReadFile(statedir.At(f.stateDir).PrimaryToken())
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("no primary token in %s: start `fleetd serve --state-dir %s` first, or set FLEETD_TOKEN", f.stateDir, f.stateDir)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -51,11 +52,12 @@ Nothing printed changes which model account the primary uses.`,
 				return usageErrorf(cmd, "unknown harness %q; want one of %s", harnessName, want)
 			}
 			in := harness.PrimaryInput{Harness: harnessName, URL: gatewayURL}
-			var err error
-			if in.TokenFile, err = filepath.Abs(filepath.Join(stateDir, tokens.PrimaryFile)); err != nil {
-				return fmt.Errorf("mcp-config: state directory %s: %w", stateDir, err)
+			state, err := statedir.Abs(stateDir)
+			if err != nil {
+				return fmt.Errorf("mcp-config: %w", err)
 			}
-			if in.Token, err = tokens.PrimaryToken(filepath.Dir(in.TokenFile)); err != nil {
+			in.TokenFile = state.PrimaryToken()
+			if in.Token, err = tokens.PrimaryToken(state.Root()); err != nil {
 				return fmt.Errorf("mcp-config: primary token: %w", err)
 			}
 			if harnessName == harness.PrimaryClaudeDesktop {

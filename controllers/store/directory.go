@@ -28,8 +28,9 @@ const (
 
 // DirectoryOptions configure a Directory. nil means defaults.
 type DirectoryOptions struct {
-	// StateDir persists object metadata (uid, generation); "" keeps it in
-	// memory only.
+	// StateDir is the state directory where object metadata (uid,
+	// generation) persists, in the file package statedir names; "" keeps
+	// it in memory only.
 	StateDir string
 	// Clock drives debouncing and retries; default the wall clock.
 	Clock clock.Clock

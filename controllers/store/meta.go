@@ -10,15 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
-
-// metaFile is where object metadata persists inside the state directory.
-const metaFile = "objects.json"
 
 // metaRecord is what the store remembers about an object across restarts.
 type metaRecord struct {
@@ -29,8 +26,10 @@ type metaRecord struct {
 }
 
 // metaBook assigns uid, generation and creationTimestamp, keyed by
-// "Kind/name", and persists them when path is set.
+// "Kind/name", and persists them when path is set (the state directory's
+// objects file).
 type metaBook struct {
+	state statedir.Layout
 	path  string
 	recs  map[string]metaRecord
 	dirty bool
@@ -41,7 +40,8 @@ func loadMeta(stateDir string) (*metaBook, error) {
 	if stateDir == "" {
 		return b, nil
 	}
-	b.path = filepath.Join(stateDir, metaFile)
+	b.state = statedir.At(stateDir)
+	b.path = b.state.Objects()
 	data, err := os.ReadFile(b.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return b, nil
@@ -97,10 +97,10 @@ func (b *metaBook) save() error {
 	if err != nil {
 		return fmt.Errorf("encode object metadata: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(b.path), 0o700); err != nil {
+	if err := b.state.Create(); err != nil {
 		return fmt.Errorf("save object metadata: %w", err)
 	}
-	if err := atomicfile.Write(b.path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(b.path, append(data, '\n'), statedir.FileMode); err != nil {
 		return fmt.Errorf("save object metadata: %w", err)
 	}
 	b.dirty = false

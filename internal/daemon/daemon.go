@@ -8,22 +8,23 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/internal/version"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -80,7 +81,13 @@ type Info struct {
 }
 
 // Run starts fleetd and blocks until ctx ends or a part of it fails. On a
-// clean stop it returns nil and leaves every agent running.
+// clean stop it returns nil and leaves every agent running; otherwise it
+// returns the first part's error.
+//
+// The state directory's lock is taken before anything in the directory is
+// opened or created, and released after everything else has stopped: the
+// messaging core has closed its journal and every part's goroutine has
+// returned.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
@@ -89,12 +96,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ManifestsDir == "" {
 		return errors.New("no manifests directory (--manifests)")
 	}
-	stateDir, err := filepath.Abs(cfg.StateDir)
+	state, err := statedir.Abs(cfg.StateDir)
 	if err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("create state directory: %w", err)
+		return err
 	}
 
 	// Listen first: a port in use is the most common start-up failure and
@@ -104,6 +108,27 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
+
+	// One daemon per state directory. The lock comes before anything in
+	// the directory is opened or created (it creates the directory), and
+	// goes only after serve returned: every part stopped, the messaging
+	// core's journal closed.
+	lock, err := state.Lock()
+	if err != nil {
+		return err
+	}
+	err = serve(ctx, cfg, state, ln, log)
+	log.Info("fleetd stopped; releasing the state directory", "state_dir", state.Root())
+	if uerr := lock.Unlock(); uerr != nil {
+		log.Warn("release the state directory", "err", uerr)
+	}
+	return err
+}
+
+// serve builds the parts on the locked state directory and runs them until
+// ctx ends or one fails. It returns once every part has stopped and the
+// messaging core has closed its journal.
+func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listener, log *slog.Logger) error {
 	loopback := isLoopback(ln.Addr())
 	if !loopback {
 		log.Warn("listening on a non-loopback address: the API and gateway are reachable from the network, guarded only by bearer tokens", "addr", ln.Addr().String())
@@ -113,21 +138,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	// One daemon per state directory: take the lock before opening
-	// anything kept there. The controllers release it when they stop.
-	lock, err := controllers.LockStateDir(stateDir)
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
 	socket := cfg.HerdrSocket
 	var sim *herdrtest.Server
 	if cfg.Sim {
-		simulation, err := startSimulation(stateDir, cfg.SimReadyDelay, log)
+		simulation, err := startSimulation(state, cfg.SimReadyDelay, log)
 		if err != nil {
 			return err
 		}
@@ -144,18 +158,22 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := controllers.NewMetrics(reg)
 
-	toks, err := tokens.Open(stateDir, nil)
+	toks, err := tokens.Open(state.Root(), nil)
 	if err != nil {
 		return fmt.Errorf("open token registry: %w", err)
 	}
-	launcher, err := harness.NewLauncher(harness.LauncherOptions{StateDir: stateDir, Gateway: gateway, Tokens: toks})
+	launcher, err := harness.NewLauncher(harness.LauncherOptions{StateDir: state.Root(), Gateway: gateway, Tokens: toks})
 	if err != nil {
 		return err
 	}
 	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: metrics.HerdrObserver()})
+	desired, err := store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log})
+	if err != nil {
+		return err
+	}
+	roster := Roster(desired)
 
-	// The messaging core's journal lives under the state directory, which
-	// the lock above makes ours alone.
+	// New messages go only to running members of the desired state.
 	mopts := messaging.Options{}
 	if cfg.Messaging != nil {
 		mopts = *cfg.Messaging
@@ -164,15 +182,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PrimaryPane != "" {
 		mopts.PrimaryTarget = cfg.PrimaryPane
 	}
-	// New messages only to running members; the store exists once the
-	// manager does, before any message can be sent.
-	var admit func(worker string) error
-	mopts.Admit = func(worker string) error { return admit(worker) }
-	core, err := messaging.New(filepath.Join(stateDir, "messages"), herdrprompt.New(client), &mopts)
+	mopts.Admit = messaging.AdmitMembers(roster)
+	core, err := messaging.New(state.Messages(), herdrprompt.New(client), &mopts)
 	if err != nil {
 		return err
 	}
-	defer core.Close()
+	defer core.Close() // on a failed start; the shutdown part closes it first
 
 	// The controllers report agent status and closed panes to the core
 	// (and closed panes to the gateway, for bridge_stop's wait). The
@@ -185,9 +200,8 @@ func Run(ctx context.Context, cfg Config) error {
 			core.WorkerGone(member, reason)
 			handler.PaneGone(paneID)
 		},
-		ManifestsDir: cfg.ManifestsDir,
-		StateDir:     stateDir,
-		Lock:         lock,
+		Store:        desired,
+		StateDir:     state.Root(),
 		Herdr:        client,
 		Launcher:     controllers.HarnessLauncher(launcher),
 		Metrics:      metrics,
@@ -197,7 +211,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	admit = AdmitMembers(mgr.Store())
 
 	handler, err = mcp.NewHandler(mcp.Options{
 		Members:    mgr,
@@ -215,75 +228,69 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	prompts, err := newFirstPrompts(stateDir, firstPrompts{members: mgr, sender: core, log: log,
-		synced: func() bool { return mgr.Store().Snapshot().Synced }})
+	prompts, err := messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
-	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	// The parts. The first to fail cancels the others; the controllers
+	// stopping for any reason stops everything.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
 	if cfg.PrimaryPane != "" {
 		follower := &primaryFollower{herdr: client, pane: cfg.PrimaryPane, name: mcp.PrimaryName,
 			observe: core.ObserveStatus, log: log.With("component", "primary-pane"),
 			minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			follower.run(ctx)
-		}()
+		g.Go(func() error { follower.run(ctx); return nil })
 	}
-	wg.Add(4)
-	go func() {
-		defer wg.Done()
-		prompts.run(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		ReportGoneMembers(ctx, mgr.Store(), core)
-	}()
-	go func() {
-		defer wg.Done()
-		if err := mgr.Run(ctx); err != nil {
-			errc <- err
+	g.Go(func() error { prompts.Run(ctx); return nil })
+	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })
+	g.Go(func() error {
+		defer cancel()
+		return mgr.Run(ctx)
+	})
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 		}
-		cancel()
-	}()
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("serve %s: %w", ln.Addr(), err)
-			cancel()
-		}
-	}()
-	base := "http://" + ln.Addr().String()
-	log.Info("fleetd serving", "url", base, "manifests", cfg.ManifestsDir, "state_dir", stateDir, "herdr_socket", socket)
-	if cfg.Ready != nil {
-		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: stateDir, WaitFor: mgr.WaitFor, Sim: sim})
-	}
-
-	<-ctx.Done()
-	// Release the calls held on the gateway (they end with unavailable)
-	// before the listener waits for its connections to finish.
-	if err := core.Close(); err != nil {
-		log.Warn("close messaging core", "err", err)
-	}
-	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stop()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		// MCP clients keep a stream open per session; cut what is left.
-		log.Warn("http shutdown", "err", err)
-		srv.Close()
-	}
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return err
-	default:
 		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		// Release the calls held on the gateway (they end with
+		// unavailable) before the listener waits for its connections to
+		// finish.
+		if err := core.Close(); err != nil {
+			log.Warn("close messaging core", "err", err)
+		}
+		shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			// MCP clients keep a stream open per session; cut what is left.
+			log.Warn("http shutdown", "err", err)
+			srv.Close()
+		}
+		return nil
+	})
+
+	base := "http://" + ln.Addr().String()
+	log.Info("fleetd serving", "url", base, "manifests", cfg.ManifestsDir, "state_dir", state.Root(), "herdr_socket", socket)
+	if cfg.Ready != nil {
+		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), WaitFor: mgr.WaitFor, Sim: sim})
 	}
+	return g.Wait()
 }
+
+// Roster is the desired state in st as the messaging core's admit and gone
+// policies read it ([messaging.Roster]).
+func Roster(st store.Store) messaging.Roster { return roster{st} }
+
+type roster struct{ store.Store }
+
+func (r roster) Synced() bool                        { return r.Snapshot().Synced }
+func (r roster) Member(name string) *v1alpha1.Member { return r.Snapshot().Members[name] }
 
 func isLoopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)

@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -88,11 +87,11 @@ func TestRun_SimServesReadyMembers(t *testing.T) {
 	stateDir := t.TempDir()
 	info, _ := startDaemon(t, stateDir)
 
-	primary, err := os.ReadFile(filepath.Join(stateDir, tokens.PrimaryFile))
+	primary, err := os.ReadFile(statedir.At(stateDir).PrimaryToken())
 	if err != nil {
 		t.Fatalf("primary token not created: %v", err)
 	}
-	if fi, _ := os.Stat(filepath.Join(stateDir, tokens.PrimaryFile)); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(statedir.At(stateDir).PrimaryToken()); fi.Mode().Perm() != 0o600 {
 		t.Errorf("primary.token mode = %v, want 0600", fi.Mode().Perm())
 	}
 	token := strings.TrimSpace(string(primary))
@@ -148,7 +147,7 @@ func TestRun_SecondDaemonOnSameStateDirRefused(t *testing.T) {
 	stateDir := t.TempDir()
 	startDaemon(t, stateDir)
 	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true})
-	if !errors.Is(err, controllers.ErrStateDirLocked) {
+	if !errors.Is(err, statedir.ErrLocked) {
 		t.Fatalf("second Run = %v, want ErrStateDirLocked", err)
 	}
 	if !strings.Contains(err.Error(), "pid") {

@@ -1,27 +1,30 @@
-// Package daemon assembles a running fleetd: it opens the state directory,
-// the token registry, the harness launcher and the messaging core (its
-// journal under STATE_DIR/messages), starts the member controller against
-// herdr (or the embedded simulated herdr), and serves the REST API, the MCP
-// gateway and /metrics on one loopback listener until its context ends.
+// Package daemon assembles a running fleetd: it takes the state directory's
+// lock (package statedir), opens the token registry, the harness launcher,
+// the desired-state store and the messaging core (its journal in the state
+// directory), starts the member controller against herdr (or the embedded
+// simulated herdr), and serves the REST API, the MCP gateway and /metrics
+// on one loopback listener until its context ends.
 //
-// The controllers feed the messaging core: every agent status they observe
-// (ObserveStatus) and every pane gone for good (WorkerGone, which also lets
-// bridge_stop's wait end). The desired state feeds it too
-// (ReportGoneMembers, AdmitMembers): a member paused or deleted, with a pane
-// or without one, and on start-up one paused or deleted while fleetd was
-// down, is reported gone, so that nothing waits on it forever; new messages
-// go only to running members. A member's spec.prompt is queued once, as a
-// detached send from the primary, when the member is first Ready; which
-// members got theirs is kept by uid in STATE_DIR/prompts-delivered.json.
+// It owns start-up order and shutdown, nothing else: every behaviour lives
+// in the packages it wires together.
 //
-// With Config.PrimaryPane (`fleetd serve --primary-pane`) it also follows
-// the agent status of the primary's own pane with a per-pane herdr
-// subscription of its own and feeds it to the core under the primary's
-// name, so that replies nobody waits for are typed into that pane when its
-// agent is idle or done, besides landing in the durable mailbox.
+//   - The controllers feed the messaging core every agent status they
+//     observe (ObserveStatus) and every pane gone for good (WorkerGone,
+//     which also lets bridge_stop's wait end).
+//   - The desired state feeds the core's admit and gone policies
+//     (messaging.AdmitMembers, messaging.ReportGoneMembers) through
+//     [Roster], a thin adapter over the store; the members with their
+//     status feed the first-prompt controller (messaging.FirstPrompts).
+//   - With Config.PrimaryPane (`fleetd serve --primary-pane`) a follower of
+//     the primary's own pane feeds its agent status to the core under the
+//     primary's name, so that replies nobody waits for are typed into that
+//     pane when its agent is idle or done, besides landing in the durable
+//     mailbox.
 //
-// It owns start-up order and shutdown, nothing else: every behaviour lives in
-// the packages it wires together. On shutdown the messaging core releases
-// the calls held on the gateway, and the agents keep running in herdr; the
-// next start adopts them.
+// [Run] runs the parts in one errgroup: the first to fail cancels the
+// others and its error is the one returned. On shutdown the messaging core
+// first releases the calls held on the gateway, then the listener drains,
+// then every part stops; the state directory's lock is released last,
+// after the core has closed its journal. The agents keep running in herdr;
+// the next start adopts them.
 package daemon

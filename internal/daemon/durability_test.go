@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -36,7 +36,7 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	}
 	cc := childConfig{Manifests: dir, State: t.TempDir(), Listen: freeAddr(t), Herdr: srv.SocketPath(), PickupGrace: 10 * time.Minute}
 	first := startChild(t, ctx, cc, "fleetd-1.log")
-	tok, err := os.ReadFile(filepath.Join(cc.State, tokens.PrimaryFile))
+	tok, err := os.ReadFile(statedir.At(cc.State).PrimaryToken())
 	if err != nil {
 		t.Fatal(err)
 	}

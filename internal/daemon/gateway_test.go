@@ -21,7 +21,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -73,7 +73,7 @@ func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Option
 	}
 	stateDir := t.TempDir()
 	info, _ := runDaemon(t, Config{ManifestsDir: dir, StateDir: stateDir, Messaging: mopts})
-	tok, err := os.ReadFile(filepath.Join(stateDir, tokens.PrimaryFile))
+	tok, err := os.ReadFile(statedir.At(stateDir).PrimaryToken())
 	if err != nil {
 		t.Fatal(err)
 	}

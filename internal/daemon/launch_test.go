@@ -21,7 +21,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // syncBuffer is a log sink the daemon's goroutines may share.
@@ -238,7 +238,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 		}
 		secrets = append(secrets, e[harness.TokenEnv])
 	}
-	primary, err := os.ReadFile(filepath.Join(stateDir, tokens.PrimaryFile))
+	primary, err := os.ReadFile(statedir.At(stateDir).PrimaryToken())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 			if err != nil || d.IsDir() || d.Type()&fs.ModeSocket != 0 {
 				return err
 			}
-			if base := filepath.Base(path); base == tokens.PrimaryFile && dir == stateDir {
+			if path == statedir.At(stateDir).PrimaryToken() {
 				return nil
 			}
 			b, err := os.ReadFile(path)

@@ -15,7 +15,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -77,7 +77,7 @@ func TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt(t *testing.T) {
 	}
 	info := runDaemonOn(t, Config{ManifestsDir: dir, StateDir: stateDir, HerdrSocket: srv.SocketPath(), PrimaryPane: pane,
 		Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
-	tok, err := os.ReadFile(filepath.Join(stateDir, tokens.PrimaryFile))
+	tok, err := os.ReadFile(statedir.At(stateDir).PrimaryToken())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // simulation is the embedded simulated herdr of `fleetd serve --herdr=sim`
@@ -25,12 +26,11 @@ type simulation struct {
 // startSimulation starts the simulated herdr on a socket in the state
 // directory. Its agents become ready after readyDelay and answer every
 // prompt; failures to answer are logged on log.
-func startSimulation(stateDir string, readyDelay time.Duration, log *slog.Logger) (*simulation, error) {
-	dir := filepath.Join(stateDir, "sim")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func startSimulation(state statedir.Layout, readyDelay time.Duration, log *slog.Logger) (*simulation, error) {
+	path := state.SimSocket()
+	if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("simulated herdr: %w", err)
 	}
-	path := filepath.Join(dir, "herdr.sock")
 	// A socket left by a killed run would make bind fail; the state lock
 	// says no other fleetd is using this one.
 	_ = os.Remove(path)

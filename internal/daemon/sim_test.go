@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // The simulation's agents are simagent's answering agents: a prompt makes
@@ -16,7 +17,7 @@ import (
 // gateway side is covered by package simagent and the end-to-end tests).
 func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
 	var logs lockedBuffer
-	sim, err := startSimulation(t.TempDir(), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	sim, err := startSimulation(statedir.At(t.TempDir()), 0, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

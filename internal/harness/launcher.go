@@ -14,6 +14,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -40,8 +41,9 @@ type TokenRegistry interface {
 
 // LauncherOptions configure a [Launcher].
 type LauncherOptions struct {
-	// StateDir is fleetd's state directory; config files go under
-	// StateDir/harness/MEMBER/. Required.
+	// StateDir is fleetd's state directory, absolute; config files go in
+	// the member's harness directory package statedir names
+	// (StateDir/harness/MEMBER/). Required.
 	StateDir string
 	// Gateway is this fleetd's own MCP endpoint. Required.
 	Gateway plan.Gateway
@@ -59,7 +61,7 @@ type LauncherOptions struct {
 // resolves the plan, renders the harness adapter, writes its config files,
 // mints the member's token and assembles the pane environment.
 type Launcher struct {
-	stateDir   string
+	state      statedir.Layout
 	gateway    plan.Gateway
 	tokens     TokenRegistry
 	executable string
@@ -77,7 +79,7 @@ func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 	if opts.Tokens == nil {
 		return nil, errors.New("new launcher: no token registry")
 	}
-	l := &Launcher{stateDir: opts.StateDir, gateway: opts.Gateway, tokens: opts.Tokens, executable: opts.Executable, lookupEnv: opts.LookupEnv}
+	l := &Launcher{state: statedir.At(opts.StateDir), gateway: opts.Gateway, tokens: opts.Tokens, executable: opts.Executable, lookupEnv: opts.LookupEnv}
 	if l.executable == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -220,7 +222,7 @@ func (l *Launcher) Forget(member string) error {
 }
 
 func (l *Launcher) configDir(member string) string {
-	return filepath.Join(l.stateDir, "harness", member)
+	return l.state.Harness(member)
 }
 
 // reserved reports whether a profile may not set the pane variable k.
@@ -236,20 +238,20 @@ func safeDirName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, `/\`) && !strings.ContainsRune(name, 0)
 }
 
-// writeFiles writes each file (which must lie in dir) with mode 0600,
-// creating dir with mode 0700.
+// writeFiles writes each file (which must lie in dir) with the state
+// directory's file mode (0600), creating dir with its directory mode (0700).
 func writeFiles(dir string, files []File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return fmt.Errorf("write harness config: %w", err)
 	}
 	for _, f := range files {
 		if filepath.Dir(f.Path) != dir {
 			return fmt.Errorf("write harness config: %s is outside %s", f.Path, dir)
 		}
-		if err := atomicfile.Write(f.Path, f.Data, 0o600); err != nil {
+		if err := atomicfile.Write(f.Path, f.Data, statedir.FileMode); err != nil {
 			return fmt.Errorf("write harness config: %w", err)
 		}
 	}

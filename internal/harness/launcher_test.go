@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/google/go-cmp/cmp"
 )
@@ -316,7 +317,7 @@ func TestLauncher_SecretsStayInPaneEnvOnly(t *testing.T) {
 	}
 	visible = append(visible, logs.Bytes())
 	err = filepath.WalkDir(f.stateDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() == tokens.RegistryFile || d.Name() == tokens.PrimaryFile {
+		if err != nil || d.IsDir() || path == statedir.At(f.stateDir).Tokens() || path == statedir.At(f.stateDir).PrimaryToken() {
 			return err
 		}
 		b, err := os.ReadFile(path)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // Prompter is the slice of herdr the core needs: type a prompt into an agent
@@ -195,7 +196,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		return nil, errors.New("messaging: nil Prompter")
 	}
 	o := opts.withDefaults()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("messaging: state directory: %w", err)
 	}
 	path := filepath.Join(dir, JournalFile)

@@ -3,7 +3,7 @@
 // agent panes, the durable mailboxes, and the journal that makes all of it
 // survive a crash. The MCP tools (bridge_send, bridge_reply, bridge_ask,
 // bridge_poll, bridge_ack, bridge_status) and the REST handlers are thin
-// adapters over a [Core]; this package knows nothing of MCP, HTTP, tokens or
+// adapters over a [Core]; the core knows nothing of MCP, HTTP, tokens or
 // members. It must never decide who a caller is (adapters resolve that from
 // the bearer token and pass a name), never poll herdr, never read the wall
 // clock, and never type a message into a pane twice.
@@ -77,7 +77,22 @@
 // the worker back. The gateway resolves the caller from its token and calls
 // Send/Await (primary), Reply/Ask (worker), Poll/Ack/Status/Pending (either),
 // mapping [Error.Code] to its own error words. The process must hold the
-// state directory's lock: two Cores on one journal would corrupt it.
+// state directory's lock (package statedir) from before [New] until after
+// [Core.Close]: two Cores on one journal would corrupt it.
+//
+// # Members
+//
+// Two policies read the declared fleet, through interfaces this package
+// declares and the daemon satisfies (it never imports the controllers, their
+// store or herdr). [AdmitMembers], the core's [Options.Admit], refuses a new
+// message to a name that is not a member (not_found) or is a paused one
+// (worker_gone); [ReportGoneMembers] reports every busy worker that is not
+// a running member gone, after each change of the desired state and on the
+// first pass after a restart. Both read a [Roster]. [FirstPrompts] owes each
+// member its spec.prompt until it was queued: once per member uid, when the
+// member is first Ready, as a detached send from the primary, recorded in a
+// file of the state directory; it reads the members with their status from
+// a [Fleet].
 //
 // # Concurrency
 //

@@ -8,7 +8,8 @@
 // hashes live in STATE_DIR/tokens.json (mode 0600, replaced atomically on
 // every change) so panes adopted after a fleetd restart keep working. The
 // primary — the operator's own agent session — authenticates with the token in
-// STATE_DIR/primary.token, created on first use by [PrimaryToken].
+// STATE_DIR/primary.token, created on first use by [PrimaryToken]. Package
+// statedir names both paths and their modes.
 //
 // [Registry.Resolve] is what the gateway asks on every request: presented
 // token in, [Identity] out. It hashes the presented token and finds the entry

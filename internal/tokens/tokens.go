@@ -18,18 +18,13 @@ import (
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // Roles an [Identity] carries.
 const (
 	RolePrimary = "primary"
 	RoleWorker  = "worker"
-)
-
-// File names under the state directory.
-const (
-	RegistryFile = "tokens.json"
-	PrimaryFile  = "primary.token"
 )
 
 // tokenBytes is how much randomness a token carries.
@@ -84,7 +79,7 @@ func Open(stateDir string, opts *Options) (*Registry, error) {
 		opts = &Options{}
 	}
 	r := &Registry{
-		path:    filepath.Join(stateDir, RegistryFile),
+		path:    statedir.At(stateDir).Tokens(),
 		rand:    opts.Rand,
 		entries: make(map[[sha256.Size]byte]Identity),
 	}
@@ -256,7 +251,7 @@ func (r *Registry) persist(want uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(r.path, data, 0o600); err != nil {
+	if err := atomicfile.Write(r.path, data, statedir.FileMode); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -342,12 +337,13 @@ func (r *Registry) encodeLocked() ([]byte, error) {
 // first call. Concurrent first calls agree on one token. A token file that
 // group or others may access is refused rather than used.
 func PrimaryToken(stateDir string) (string, error) {
-	path := filepath.Join(stateDir, PrimaryFile)
+	state := statedir.At(stateDir)
+	path := state.PrimaryToken()
 	tok, err := readPrimary(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return tok, err
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := state.Create(); err != nil {
 		return "", fmt.Errorf("create primary token: %w", err)
 	}
 	tok, err = newToken(rand.Reader)
@@ -357,7 +353,7 @@ func PrimaryToken(stateDir string) (string, error) {
 	// Write a private temp file, then hard-link it into place: the link
 	// fails if another process got there first, and nobody ever reads a
 	// half-written token.
-	f, err := os.CreateTemp(stateDir, "."+PrimaryFile+".tmp-*")
+	f, err := os.CreateTemp(stateDir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return "", fmt.Errorf("create primary token: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 func open(t *testing.T, dir string) *Registry {
@@ -111,13 +113,13 @@ func TestRegistry_PersistsOnlyHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	path := filepath.Join(dir, RegistryFile)
+	path := statedir.At(dir).Tokens()
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if perm := fi.Mode().Perm(); perm != 0o600 {
-		t.Errorf("%s mode = %#o, want 0600", RegistryFile, perm)
+		t.Errorf("tokens.json mode = %#o, want 0600", perm)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -125,11 +127,11 @@ func TestRegistry_PersistsOnlyHashes(t *testing.T) {
 	}
 	for _, tok := range []string{tokA, tokB} {
 		if bytes.Contains(data, []byte(tok)) {
-			t.Errorf("%s contains a token value", RegistryFile)
+			t.Errorf("tokens.json contains a token value")
 		}
 	}
 	if !bytes.Contains(data, []byte(idA)) {
-		t.Errorf("%s lacks the hash of a minted token:\n%s", RegistryFile, data)
+		t.Errorf("tokens.json lacks the hash of a minted token:\n%s", data)
 	}
 
 	// A restarted fleetd still knows both panes' tokens.
@@ -242,11 +244,11 @@ func TestOpen_RefusesLooseRegistryFile(t *testing.T) {
 	dir := t.TempDir()
 	r := open(t, dir)
 	mint(t, r, "a", "u")
-	if err := os.Chmod(filepath.Join(dir, RegistryFile), 0o644); err != nil {
+	if err := os.Chmod(statedir.At(dir).Tokens(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(dir, nil); err == nil || !strings.Contains(err.Error(), "0600") {
-		t.Errorf("Open with a world-readable %s = %v, want an error naming 0600", RegistryFile, err)
+		t.Errorf("Open with a world-readable tokens.json = %v, want an error naming 0600", err)
 	}
 }
 
@@ -259,7 +261,7 @@ func TestOpen_RefusesCorruptRegistryFile(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, RegistryFile), []byte(content), 0o600); err != nil {
+			if err := os.WriteFile(statedir.At(dir).Tokens(), []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Open(dir, nil); err == nil {
@@ -278,12 +280,12 @@ func TestPrimaryToken(t *testing.T) {
 	if len(tok) != 43 {
 		t.Errorf("primary token length = %d, want 43", len(tok))
 	}
-	fi, err := os.Stat(filepath.Join(dir, PrimaryFile))
+	fi, err := os.Stat(statedir.At(dir).PrimaryToken())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if perm := fi.Mode().Perm(); perm != 0o600 {
-		t.Errorf("%s mode = %#o, want 0600", PrimaryFile, perm)
+		t.Errorf("primary.token mode = %#o, want 0600", perm)
 	}
 	di, err := os.Stat(dir)
 	if err != nil {
@@ -298,7 +300,7 @@ func TestPrimaryToken(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
-		t.Errorf("state dir holds %d entries, want only %s (no temp files left)", len(entries), PrimaryFile)
+		t.Errorf("state dir holds %d entries, want only primary.token (no temp files left)", len(entries))
 	}
 }
 
@@ -335,7 +337,7 @@ func TestPrimaryToken_RefusesUnsafeFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path := filepath.Join(dir, PrimaryFile)
+			path := statedir.At(dir).PrimaryToken()
 			if err := os.WriteFile(path, []byte(tt.content), tt.mode); err != nil {
 				t.Fatal(err)
 			}
@@ -395,7 +397,7 @@ func TestRegistry_MintRollsBackOnWriteFailure(t *testing.T) {
 	r := open(t, dir)
 	// A directory where tokens.json belongs makes the rename fail, even
 	// for root.
-	if err := os.Mkdir(filepath.Join(dir, RegistryFile), 0o700); err != nil {
+	if err := os.Mkdir(statedir.At(dir).Tokens(), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	tok, _, err := r.Mint("reviewer", "uid")

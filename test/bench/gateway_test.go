@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // gateway is a whole fleetd (package daemon: controllers, messaging core,
@@ -153,7 +154,7 @@ func startGateway(tb testing.TB, lat time.Duration, b herdrtest.Behavior, msg *m
 			tb.Fatal("fleetd never subscribed to the worker's status")
 		}
 	}
-	token, err := os.ReadFile(filepath.Join(state, "primary.token"))
+	token, err := os.ReadFile(statedir.At(state).PrimaryToken())
 	if err != nil {
 		tb.Fatal(err)
 	}

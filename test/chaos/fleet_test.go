@@ -23,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // primary is the caller every message is sent from.
@@ -185,13 +186,13 @@ func (w *world) startFleetd() {
 	if err != nil {
 		w.t.Fatalf("store: %v", err)
 	}
-	core, err := messaging.New(filepath.Join(w.state, "messaging"), herdrprompt.New(hc), &messaging.Options{
+	core, err := messaging.New(statedir.At(w.state).Messages(), herdrprompt.New(hc), &messaging.Options{
 		// PickupGrace must outlast the way of a status event from herdr
 		// through the controller on a loaded machine: a shorter one lets a
 		// second prompt into a turn (and a reply to the wrong turn) before
 		// the pickup is seen.
 		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
-		Admit: daemon.AdmitMembers(st),
+		Admit: messaging.AdmitMembers(daemon.Roster(st)),
 	})
 	if err != nil {
 		w.t.Fatalf("messaging core: %v", err)
@@ -215,7 +216,7 @@ func (w *world) startFleetd() {
 	go func() { fd.done <- mgr.Run(ctx) }()
 	go func() {
 		defer close(fd.gone)
-		daemon.ReportGoneMembers(ctx, st, core)
+		messaging.ReportGoneMembers(ctx, daemon.Roster(st), core)
 	}()
 	w.fd = fd
 }

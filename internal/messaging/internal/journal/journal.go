@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -31,7 +33,7 @@ type Journal struct {
 // appending. A torn last line is truncated away; Dropped reports its length in
 // bytes (0 when the file was clean).
 func Open(path string) (j *Journal, records [][]byte, dropped int64, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, statedir.FileMode)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("open journal: %w", err)
 	}
@@ -161,7 +163,7 @@ func (j *Journal) Rewrite(recs [][]byte) error {
 		}
 	}
 	tmp := j.path + ".compact"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, statedir.FileMode)
 	if err != nil {
 		return fmt.Errorf("compact journal: %w", err)
 	}

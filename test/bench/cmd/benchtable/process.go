@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // processConfig describes the whole-process measurement.
@@ -129,7 +130,7 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 	if err != nil {
 		return procFigures{}, err
 	}
-	token, err := os.ReadFile(filepath.Join(state, "primary.token"))
+	token, err := os.ReadFile(statedir.At(state).PrimaryToken())
 	if err != nil {
 		return procFigures{}, fmt.Errorf("primary token: %w", err)
 	}

@@ -1,8 +1,7 @@
-package daemon
+package messaging_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,34 +10,34 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
-// fakeStore is a desired state the test edits: set replaces the members
+// fakeRoster is a desired state the test edits: set replaces the members
 // (name → paused) and signals the watchers.
-type fakeStore struct {
+type fakeRoster struct {
 	mu       sync.Mutex
-	snap     *store.Snapshot
+	synced   bool
+	members  map[string]*v1alpha1.Member
 	watchers []chan struct{}
 }
 
-func newFakeStore(members map[string]bool) *fakeStore {
-	s := &fakeStore{}
+func newFakeRoster(members map[string]bool) *fakeRoster {
+	s := &fakeRoster{}
 	s.set(members)
 	return s
 }
 
-func (s *fakeStore) set(members map[string]bool) {
-	snap := &store.Snapshot{Members: map[string]*v1alpha1.Member{}, Synced: true}
+func (s *fakeRoster) set(members map[string]bool) {
+	ms := map[string]*v1alpha1.Member{}
 	for name, paused := range members {
 		m := &v1alpha1.Member{Spec: v1alpha1.MemberSpec{Profile: "p", Paused: paused}}
 		m.Name = name
-		snap.Members[name] = m
+		ms[name] = m
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.snap = snap
+	s.synced, s.members = true, ms
 	for _, ch := range s.watchers {
 		select {
 		case ch <- struct{}{}:
@@ -47,23 +46,32 @@ func (s *fakeStore) set(members map[string]bool) {
 	}
 }
 
-func (s *fakeStore) Snapshot() *store.Snapshot {
+// unsync makes the roster one that has not read its source yet.
+func (s *fakeRoster) unsync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.snap
+	s.synced, s.members = false, nil
 }
 
-func (s *fakeStore) Watch(ctx context.Context) <-chan struct{} {
+func (s *fakeRoster) Synced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.synced
+}
+
+func (s *fakeRoster) Member(name string) *v1alpha1.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.members[name]
+}
+
+func (s *fakeRoster) Watch(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchers = append(s.watchers, ch)
 	return ch
 }
-
-func (s *fakeStore) Get(kind, name string) (v1alpha1.Object, bool) { return nil, false }
-func (s *fakeStore) Apply(context.Context, v1alpha1.Object) error  { return errors.New("read only") }
-func (s *fakeStore) Delete(context.Context, string, string) error  { return errors.New("read only") }
 
 // recordingPrompter accepts every prompt and remembers it.
 type recordingPrompter struct {
@@ -89,16 +97,16 @@ func (p *recordingPrompter) typed() []string {
 // membersFixture is a messaging core admitting st's members and a running
 // ReportGoneMembers; stop ends both.
 type membersFixture struct {
-	st   *fakeStore
+	st   *fakeRoster
 	core *messaging.Core
 	p    *recordingPrompter
 	stop func()
 }
 
-func startMembers(t *testing.T, dir string, st *fakeStore) *membersFixture {
+func startMembers(t *testing.T, dir string, st *fakeRoster) *membersFixture {
 	t.Helper()
 	p := &recordingPrompter{}
-	core, err := messaging.New(dir, p, &messaging.Options{Admit: AdmitMembers(st), DefaultTimeout: time.Hour})
+	core, err := messaging.New(dir, p, &messaging.Options{Admit: messaging.AdmitMembers(st), DefaultTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +114,7 @@ func startMembers(t *testing.T, dir string, st *fakeStore) *membersFixture {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ReportGoneMembers(ctx, st, core)
+		messaging.ReportGoneMembers(ctx, st, core)
 	}()
 	return &membersFixture{st: st, core: core, p: p, stop: func() {
 		cancel()
@@ -146,7 +154,7 @@ func TestReportGoneMembers_PausedOrDeletedWithoutPane(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := startMembers(t, t.TempDir(), newFakeStore(map[string]bool{"w": false, "other": false}))
+				f := startMembers(t, t.TempDir(), newFakeRoster(map[string]bool{"w": false, "other": false}))
 				defer f.stop()
 				queued, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "queued"})
 				if err != nil {
@@ -192,18 +200,16 @@ func TestReportGoneMembers_PausedOrDeletedWithoutPane(t *testing.T) {
 
 // TestAdmitMembers refuses messages to names that are not running members,
 // with the code the gateway documents, and admits everything before the
-// store has read its source.
+// desired state has been read.
 func TestAdmitMembers(t *testing.T) {
-	st := newFakeStore(map[string]bool{"run": false, "nap": true})
-	admit := AdmitMembers(st)
+	st := newFakeRoster(map[string]bool{"run": false, "nap": true})
+	admit := messaging.AdmitMembers(st)
 	for name, want := range map[string]messaging.Code{"run": "", "nap": messaging.CodeWorkerGone, "nobody": messaging.CodeNotFound} {
 		if got := messaging.CodeOf(admit(name)); got != want {
 			t.Errorf("admit(%s) = %q, want %q", name, got, want)
 		}
 	}
-	st.mu.Lock()
-	st.snap = &store.Snapshot{}
-	st.mu.Unlock()
+	st.unsync()
 	if err := admit("nobody"); err != nil {
 		t.Errorf("before sync: admit(nobody) = %v, want nil", err)
 	}
@@ -224,7 +230,7 @@ func TestReportGoneMembers_AfterRestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				dir := t.TempDir()
-				st := newFakeStore(map[string]bool{"w": false, "keep": false})
+				st := newFakeRoster(map[string]bool{"w": false, "keep": false})
 				first := startMembers(t, dir, st)
 				gone, err := first.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "task"})
 				if err != nil {
@@ -258,7 +264,7 @@ func TestReportGoneMembers_AfterRestart(t *testing.T) {
 // messages again once its new pane is observed, and they are typed into it.
 func TestReportGoneMembers_Unpause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := startMembers(t, t.TempDir(), newFakeStore(map[string]bool{"w": false}))
+		f := startMembers(t, t.TempDir(), newFakeRoster(map[string]bool{"w": false}))
 		defer f.stop()
 		if _, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "before"}); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,88 @@
+package messaging
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// Roster is the desired state of the fleet as the admit and gone policies
+// read it: which members are declared, and whether a member is paused. The
+// daemon passes a thin adapter over the controllers' store; this package
+// never writes it.
+type Roster interface {
+	// Synced reports whether the desired state has been read from its
+	// source yet. Until then every name is admitted and nobody is gone.
+	Synced() bool
+	// Member returns the member declared under name, or nil if there is
+	// none. It must not block: [AdmitMembers] calls it under the core's
+	// lock.
+	Member(name string) *v1alpha1.Member
+	// Watch returns a channel that receives a value after every change of
+	// the desired state, until ctx ends.
+	Watch(ctx context.Context) <-chan struct{}
+}
+
+// AdmitMembers is the core's Admit check ([Options.Admit]) against the
+// desired state in r: a new message to a name that is not a member is
+// refused with not_found, one to a paused member with worker_gone. Until r
+// has first read its source every name is admitted. It only reads r's
+// current state, so it may run under the core's lock.
+func AdmitMembers(r Roster) func(worker string) error {
+	return func(worker string) error {
+		if !r.Synced() {
+			return nil
+		}
+		m := r.Member(worker)
+		if gone, why := notRunning(m, worker); gone {
+			code := CodeWorkerGone
+			if m == nil {
+				code = CodeNotFound
+			}
+			return &Error{Code: code, Msg: why}
+		}
+		return nil
+	}
+}
+
+// ReportGoneMembers keeps core from waiting on members that will not run:
+// once r has read its source, and again after every change of it, each
+// worker the core is busy with (an open turn or a queued message) that is
+// not a member, or is a paused one, is reported gone ([Core.WorkerGone]),
+// so that its waiting calls fail with worker_gone and its queued messages
+// end in the sender's mailbox. The controllers report a closed pane
+// themselves; this covers a member paused or deleted while it had no pane,
+// and, on the first pass after a restart, one deleted or paused while
+// fleetd was down (being gone is not journalled). It blocks until ctx ends.
+func ReportGoneMembers(ctx context.Context, r Roster, core *Core) {
+	changed := r.Watch(ctx)
+	for {
+		if r.Synced() {
+			for _, name := range core.Busy() {
+				// Read the desired state again right before: a member
+				// unpaused meanwhile must not lose its new messages.
+				if gone, why := notRunning(r.Member(name), name); gone {
+					core.WorkerGone(name, why)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// notRunning reports whether the member declared under name, m, is not
+// running (absent or paused), and why.
+func notRunning(m *v1alpha1.Member, name string) (bool, string) {
+	switch {
+	case m == nil:
+		return true, fmt.Sprintf("no member %s (deleted or never defined)", name)
+	case m.Spec.Paused:
+		return true, fmt.Sprintf("member %s is paused", name)
+	}
+	return false, ""
+}

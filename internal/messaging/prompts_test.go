@@ -1,0 +1,115 @@
+package messaging
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+)
+
+type fakeMembers struct{ list []v1alpha1.Member }
+
+func (f *fakeMembers) Members() []v1alpha1.Member { return f.list }
+func (f *fakeMembers) Changed() <-chan struct{}   { return make(chan struct{}) }
+
+// syncedRoster is a desired state that has (or has not) been read; the
+// first prompts only ask it that.
+type syncedRoster bool
+
+func (s syncedRoster) Synced() bool                        { return bool(s) }
+func (syncedRoster) Member(string) *v1alpha1.Member        { return nil }
+func (syncedRoster) Watch(context.Context) <-chan struct{} { return nil }
+
+type recordingSender struct{ sent []SendRequest }
+
+func (r *recordingSender) Send(_ context.Context, req SendRequest) (SendResult, error) {
+	r.sent = append(r.sent, req)
+	return SendResult{Outcome: OutcomeDispatched, TurnID: "t-" + req.To}, nil
+}
+
+func member(name, uid, phase, prompt string) v1alpha1.Member {
+	return v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name, UID: uid},
+		Spec: v1alpha1.MemberSpec{Profile: "claude", Prompt: prompt}, Status: v1alpha1.MemberStatus{Phase: phase}}
+}
+
+func TestFirstPrompts_OncePerMemberAcrossRestarts(t *testing.T) {
+	path := statedir.At(t.TempDir()).Prompts()
+	ms := &fakeMembers{}
+	open := func(sender *recordingSender, synced bool) *FirstPrompts {
+		fp, err := NewFirstPrompts(path, ms, syncedRoster(synced), sender, &FirstPromptsOptions{From: "@primary"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	ctx := context.Background()
+	s1 := &recordingSender{}
+	fp := open(s1, true)
+
+	ms.list = []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseStarting, "task a"), member("b", "uid-b", v1alpha1.PhaseReady, "")}
+	fp.deliver(ctx)
+	if len(s1.sent) != 0 {
+		t.Fatalf("sent %+v before a was Ready or to a member without prompt", s1.sent)
+	}
+	ms.list[0].Status.Phase = v1alpha1.PhaseReady
+	fp.deliver(ctx)
+	fp.deliver(ctx)
+	want := []SendRequest{{From: "@primary", To: "a", Content: "task a"}}
+	if diff := cmp.Diff(want, s1.sent); diff != "" {
+		t.Fatalf("sent (-want +got):\n%s", diff)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("record file: %v, %v", fi, err)
+	}
+
+	// A restart (before the manifests are read, then after) does not resend.
+	s2 := &recordingSender{}
+	fp2 := open(s2, false)
+	ms.list, fp2.members = nil, ms
+	fp2.deliver(ctx)
+	ms.list = []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "task a")}
+	fp2.deliver(ctx)
+	if len(s2.sent) != 0 {
+		t.Fatalf("resent after a restart: %+v", s2.sent)
+	}
+
+	// The same name with a new uid is a new member and gets its prompt.
+	s3 := &recordingSender{}
+	fp3 := open(s3, true)
+	ms.list = []v1alpha1.Member{member("a", "uid-a2", v1alpha1.PhaseReady, "task a")}
+	fp3.deliver(ctx)
+	if len(s3.sent) != 1 {
+		t.Fatalf("recreated member got %d prompts, want 1", len(s3.sent))
+	}
+	if _, ok := fp3.done["uid-a"]; ok {
+		t.Error("the record of a deleted member was kept")
+	}
+}
+
+// TestFirstPrompts_DefaultsAndUnreadableRecord: without options the prompt
+// comes from the core's default primary name, and a record that is not
+// JSON stops the start with an error naming the file.
+func TestFirstPrompts_DefaultsAndUnreadableRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prompts.json")
+	s := &recordingSender{}
+	fp, err := NewFirstPrompts(path, &fakeMembers{list: []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "task")}}, syncedRoster(true), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.deliver(context.Background())
+	if len(s.sent) != 1 || s.sent[0].From != (&Options{}).withDefaults().PrimaryName {
+		t.Errorf("sent %+v, want one prompt from the core's default primary", s.sent)
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewFirstPrompts(path, &fakeMembers{}, syncedRoster(true), s, nil); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("NewFirstPrompts on a corrupt record = %v, want an error naming %s", err, path)
+	}
+}

@@ -1,0 +1,37 @@
+// Package statedir owns fleetd's state directory: the name and mode of
+// everything kept in it, the creation of its root, and the exclusive lock
+// that makes it one daemon's alone.
+//
+// The layout, relative to the root (`--state-dir`, by default
+// $XDG_STATE_HOME/fleetd):
+//
+//	fleetd.lock              0600  the lock; holds the pid of the fleetd holding it
+//	primary.token            0600  the primary's bearer token (package tokens)
+//	tokens.json              0600  worker token hashes and their panes (package tokens)
+//	objects.json             0600  uids, generations and creation times of objects (controllers/store)
+//	owned/NAME.json          0600  the pane fleetd runs for member NAME (controllers), in a 0700 directory
+//	harness/NAME/            0700  member NAME's harness config files, each 0600 (internal/harness)
+//	messages/                0700  the messaging journal's directory (internal/messaging);
+//	messages/messaging.journal 0600  the journal itself, named by package messaging
+//	prompts-delivered.json   0600  members whose spec.prompt was delivered (internal/messaging)
+//	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)
+//
+// Every directory is created with [DirMode] and every file with [FileMode]:
+// nothing in the state directory is readable by group or others. A
+// [Layout] names these paths for one root; a consumer asks it for its path
+// and never joins a name to the root itself, so that this list is the whole
+// truth (docs/security.md repeats it for operators).
+//
+// [Layout.Lock] takes an exclusive, non-blocking flock on fleetd.lock
+// (creating the root first) and writes the holder's pid into it; a second
+// fleetd on the same directory is refused with [ErrLocked], naming that
+// pid and what to do. The daemon takes the lock before anything under the
+// directory is opened or created and releases it last, after the messaging
+// core has closed its journal and every goroutine has stopped: two
+// processes writing one journal, one token registry or one set of
+// ownership records would corrupt them.
+//
+// This package knows file names, modes and the lock, nothing else: what a
+// file holds is the business of the package that writes it. It imports
+// only the standard library.
+package statedir
