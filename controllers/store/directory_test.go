@@ -412,6 +412,7 @@ func TestDirectory_RescanOnNudgeInsteadOfWatching(t *testing.T) {
 			}
 		})
 		members := func() []string { return memberNames(d.Snapshot()) }
+		synctest.Wait() // Run's own first read is done
 
 		write("beta.yaml", memberDoc("beta", "one"))
 		time.Sleep(time.Hour)
