@@ -36,7 +36,7 @@ type Options struct {
 	// going down and up: while the fake is stopped, Dial fails as a refused
 	// connect does. This is the mode for tests under testing/synctest, where
 	// a goroutine blocked on a real socket would keep virtual time from
-	// moving.
+	// moving. Panes get an empty HERDR_SOCKET_PATH.
 	InMemory bool
 	// Clock drives every modelled delay; nil is the real clock. Pass a
 	// *ManualClock to step time from a test.
@@ -269,9 +269,10 @@ func (s *Server) serveLocked(c net.Conn, stopped <-chan struct{}) {
 // Dial opens a client connection to the fake, as a client dials herdr's
 // socket: one connection for one request, as herdr requires. In memory it
 // is one end of a [net.Pipe] whose other end the fake serves exactly like an
-// accepted socket connection; otherwise it dials the socket. While the fake
-// is stopped or closed it fails like a refused connect: a *net.OpError
-// wrapping syscall.ECONNREFUSED. It suits herdr.Options.Dial.
+// accepted socket connection, and while the fake is stopped or closed it
+// fails like a refused connect (a dial *net.OpError wrapping
+// syscall.ECONNREFUSED); otherwise it dials the socket. It suits
+// herdr.Options.Dial.
 func (s *Server) Dial(ctx context.Context) (net.Conn, error) {
 	if !s.opts.InMemory {
 		var d net.Dialer
