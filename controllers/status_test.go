@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -48,25 +49,27 @@ func TestSessionID_StableUUIDPerUID(t *testing.T) {
 }
 
 func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
-	m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{}, changed: make(chan struct{}),
-		metrics: NewMetrics(nil), log: discard()}
-	m.o.Clock = clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	b := m.statusOf("a", 1, "uid")
-	b.set(v1alpha1.PhaseReady, cTrue("R", ""), cFalse("R", ""), cFalse("R", ""))
-	ch := m.Changed()
-	m.writeStatus("a", b)
-	select {
-	case <-ch:
-	default:
-		t.Fatal("first write did not notify")
-	}
-	ch = m.Changed()
-	b2 := m.statusOf("a", 1, "uid")
-	b2.set(v1alpha1.PhaseReady, cTrue("R", ""), cFalse("R", ""), cFalse("R", ""))
-	m.writeStatus("a", b2)
-	select {
-	case <-ch:
-		t.Error("an unchanged status was written")
-	default:
-	}
+	synctest.Test(t, func(t *testing.T) { // condition times from the bubble's clock
+		m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{}, changed: make(chan struct{}),
+			metrics: NewMetrics(nil), log: discard()}
+		m.o.Clock = clock.Real{}
+		b := m.statusOf("a", 1, "uid")
+		b.set(v1alpha1.PhaseReady, cTrue("R", ""), cFalse("R", ""), cFalse("R", ""))
+		ch := m.Changed()
+		m.writeStatus("a", b)
+		select {
+		case <-ch:
+		default:
+			t.Fatal("first write did not notify")
+		}
+		ch = m.Changed()
+		b2 := m.statusOf("a", 1, "uid")
+		b2.set(v1alpha1.PhaseReady, cTrue("R", ""), cFalse("R", ""), cFalse("R", ""))
+		m.writeStatus("a", b2)
+		select {
+		case <-ch:
+			t.Error("an unchanged status was written")
+		default:
+		}
+	})
 }

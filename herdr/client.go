@@ -30,20 +30,26 @@ type Observer func(method, code string, d time.Duration)
 // Options configure a [Client]. The zero value and nil mean defaults.
 type Options struct {
 	// SocketPath is herdr's API socket. Empty: [ResolveSocketPath] with the
-	// process environment and home directory.
+	// process environment and home directory (unless Dial is set).
 	SocketPath string
 	// Observer, if set, sees every call (for metrics).
 	Observer Observer
+	// Dial, if set, opens the connection of each call instead of dialing
+	// SocketPath (for example herdrtest.Server.Dial, an in-memory fake).
+	// It is called once per request, as herdr takes one request per
+	// connection; an error is reported as herdr being unavailable.
+	Dial func(ctx context.Context) (net.Conn, error)
 }
 
 // Client talks to one herdr server. It holds no connection: every call dials
-// the socket, writes one request line, reads one response line and closes,
-// as herdr requires. A Client is safe for concurrent use.
+// the socket (or calls Options.Dial), writes one request line, reads one
+// response line and closes, as herdr requires. A Client is safe for
+// concurrent use.
 type Client struct {
 	socketPath string
 	observe    Observer
 	now        func() time.Time // injectable for StartAgent's deadline in tests
-	dial       func(ctx context.Context, path string) (net.Conn, error)
+	dial       func(ctx context.Context) (net.Conn, error)
 	lastID     atomic.Uint64
 	idPrefix   string
 }
@@ -54,19 +60,23 @@ func New(opts *Options) *Client {
 		opts = &Options{}
 	}
 	path := opts.SocketPath
-	if path == "" {
+	if path == "" && opts.Dial == nil {
 		home, _ := os.UserHomeDir() // unset HOME leaves a relative path that fails to dial, with the path in the error
 		path = ResolveSocketPath(os.Getenv, home)
+	}
+	dial := opts.Dial
+	if dial == nil {
+		dial = func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
 	}
 	return &Client{
 		socketPath: path,
 		observe:    opts.Observer,
 		now:        time.Now,
-		dial: func(ctx context.Context, path string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-		idPrefix: "fleetd-" + strconv.Itoa(os.Getpid()) + "-",
+		dial:       dial,
+		idPrefix:   "fleetd-" + strconv.Itoa(os.Getpid()) + "-",
 	}
 }
 
@@ -141,7 +151,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (*exchange
 	if err := ctx.Err(); err != nil {
 		return nil, "canceled", fmt.Errorf("herdr %s: %w", method, err)
 	}
-	conn, err := c.dial(ctx, c.socketPath)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, "canceled", fmt.Errorf("herdr %s: %w", method, ctx.Err())

@@ -1,6 +1,7 @@
 package herdr
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -686,5 +687,64 @@ func TestNew_NilOptionsResolvesFromEnvironment(t *testing.T) {
 	}
 	if got := newClient(t, &Options{SocketPath: "/x.sock"}).SocketPath(); got != "/x.sock" {
 		t.Errorf("SocketPath = %q, want the override", got)
+	}
+}
+
+func TestOptions_DialOpensOneConnectionPerCall(t *testing.T) {
+	v := mustValidator(t)
+	var mu sync.Mutex
+	var lines []string
+	dial := func(ctx context.Context) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() { // a one-exchange herdr on the other end of the pipe
+			defer server.Close()
+			line, err := bufio.NewReader(server).ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			lines = append(lines, string(line))
+			mu.Unlock()
+			var req struct{ ID string }
+			json.Unmarshal(line, &req)
+			server.Write([]byte(`{"id":"` + req.ID + `","result":{"type":"ok"}}` + "\n"))
+		}()
+		return client, nil
+	}
+	c := New(&Options{Dial: dial})
+	if c.SocketPath() != "" {
+		t.Errorf("SocketPath = %q with Dial set, want none resolved", c.SocketPath())
+	}
+	for _, pane := range []string{"w1:p1", "w1:p2"} {
+		if err := c.ClosePane(t.Context(), pane); err != nil {
+			t.Fatalf("close pane %s over Dial: %v", pane, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 2 {
+		t.Fatalf("requests over Dial = %q, want one per call", lines)
+	}
+	for _, l := range lines {
+		if err := v.Request([]byte(strings.TrimSuffix(l, "\n"))); err != nil {
+			t.Errorf("request %q: %v", l, err)
+		}
+	}
+}
+
+func TestOptions_DialFailureIsUnavailable(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "pipe", Err: syscall.ECONNREFUSED}
+	var codes []string
+	c := New(&Options{
+		Dial:     func(context.Context) (net.Conn, error) { return nil, refused },
+		Observer: func(_, code string, _ time.Duration) { codes = append(codes, code) },
+	})
+	_, err := c.ListWorkspaces(t.Context())
+	var te *TransportError
+	if !errors.As(err, &te) || te.Reason != ReasonUnavailable || !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want a TransportError %q matching ErrUnavailable and ECONNREFUSED", err, ReasonUnavailable)
+	}
+	if diff := cmp.Diff([]string{ReasonUnavailable}, codes); diff != "" {
+		t.Errorf("observer codes (-want +got):\n%s", diff)
 	}
 }

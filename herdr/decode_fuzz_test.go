@@ -136,14 +136,13 @@ func FuzzClientExchange(f *testing.F) {
 		f.Add([]byte(s + "\n" + s + "\n"))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := New(&Options{SocketPath: "fuzz.sock"})
 		var peers []<-chan struct{}
 		var prefix []byte
-		c.dial = func(context.Context, string) (net.Conn, error) {
+		c := New(&Options{SocketPath: "fuzz.sock", Dial: func(context.Context) (net.Conn, error) {
 			conn, done := fuzzPeer(append(prefix, data...))
 			peers = append(peers, done)
 			return conn, nil
-		}
+		}})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 

@@ -54,13 +54,16 @@
 //
 // Socket. [New] with nil options finds the socket as herdr does
 // ([ResolveSocketPath]: $HERDR_SOCKET_PATH, then HERDR_SESSION, then the
-// config directory); [Options.SocketPath] overrides it. [Options.Observer]
-// sees every call's method, outcome code and duration, for metrics.
+// config directory); [Options.SocketPath] overrides it, and [Options.Dial]
+// replaces the socket altogether (called once per request, like the socket
+// dial; herdrtest's in-memory fake plugs in there). [Options.Observer] sees
+// every call's method, outcome code and duration, for metrics.
 //
 // # The fake herdr
 //
 // Package [github.com/fleetd-dev/fleetd/herdr/herdrtest] is a fake herdr
-// server (a real Unix socket, in process) written from PROTOCOL.md and the
+// server (a real Unix socket, in process, or in-memory connections for tests
+// under testing/synctest) written from PROTOCOL.md and the
 // schema independently of this client; it is the test double for everything
 // above this package and the engine of `fleetd serve --herdr=sim`. It models
 // the transport rules, herdr's id formats, pane env with herdr's injected

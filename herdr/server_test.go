@@ -249,8 +249,8 @@ func newClient(t *testing.T, opts *Options) *Client {
 	var mu sync.Mutex
 	var recs []*connRecord
 	dial := c.dial
-	c.dial = func(ctx context.Context, path string) (net.Conn, error) {
-		conn, err := dial(ctx, path)
+	c.dial = func(ctx context.Context) (net.Conn, error) {
+		conn, err := dial(ctx)
 		if err != nil {
 			return nil, err
 		}

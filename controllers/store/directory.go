@@ -43,6 +43,12 @@ type DirectoryOptions struct {
 	// Logger receives one line per change of the manifest errors or of the
 	// directory's readability; default slog.Default().
 	Logger *slog.Logger
+	// Rescan, if set, replaces the fsnotify watch: Run reads the directory
+	// again (after Debounce) whenever a value arrives, and every
+	// RetryInterval while it is unreadable; nothing else is noticed. It is
+	// for tests under testing/synctest, where the watcher's blocking inotify
+	// read would keep virtual time from moving: write the files, then nudge.
+	Rescan <-chan struct{}
 }
 
 // Directory is the Store backed by a manifests directory.
@@ -52,6 +58,7 @@ type Directory struct {
 	debounce time.Duration
 	retry    time.Duration
 	log      *slog.Logger
+	nudge    <-chan struct{} // Options.Rescan: no fsnotify watch when set
 
 	mu       sync.Mutex
 	files    map[string]*fileState // by path
@@ -102,6 +109,7 @@ func NewDirectory(dir string, opts *DirectoryOptions) (*Directory, error) {
 		debounce: o.Debounce,
 		retry:    o.RetryInterval,
 		log:      o.Logger,
+		nudge:    o.Rescan,
 		files:    map[string]*fileState{},
 		meta:     meta,
 		snap:     emptySnapshot(),
@@ -143,19 +151,27 @@ func (d *Directory) Watch(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-// Run watches the directory until ctx ends. It returns nil on cancellation
-// and an error only if fsnotify itself cannot be used.
+// Run watches the directory (or, with DirectoryOptions.Rescan, waits for
+// nudges) until ctx ends. It returns nil on cancellation and an error only
+// if fsnotify itself cannot be used.
 func (d *Directory) Run(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch manifests %s: %w", d.dir, err)
+	var w *fsnotify.Watcher
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	watching := true // with nudges there is no watch to lose
+	if d.nudge == nil {
+		var err error
+		if w, err = fsnotify.NewWatcher(); err != nil {
+			return fmt.Errorf("watch manifests %s: %w", d.dir, err)
+		}
+		defer w.Close()
+		events, watchErrs = w.Events, w.Errors
+		parent := filepath.Dir(d.dir)
+		if err := w.Add(parent); err != nil {
+			d.log.Warn("cannot watch the manifests directory's parent; retrying periodically", "dir", parent, "err", err)
+		}
+		watching = d.addWatch(w)
 	}
-	defer w.Close()
-	parent := filepath.Dir(d.dir)
-	if err := w.Add(parent); err != nil {
-		d.log.Warn("cannot watch the manifests directory's parent; retrying periodically", "dir", parent, "err", err)
-	}
-	watching := d.addWatch(w)
 	d.rescan()
 
 	var debounce, retry clock.Timer
@@ -167,6 +183,12 @@ func (d *Directory) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	debounceSoon := func() { // read again once a burst of changes is over
+		if debounce == nil {
+			debounce = d.clock.NewTimer(d.debounce)
+			debounceC = debounce.C()
+		}
+	}
 	for {
 		if retry == nil && (!watching || d.Snapshot().DirErr != nil) {
 			retry = d.clock.NewTimer(d.retry)
@@ -175,7 +197,9 @@ func (d *Directory) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.Events:
+		case <-d.nudge:
+			debounceSoon()
+		case ev, ok := <-events:
 			if !ok {
 				return fmt.Errorf("watch manifests %s: watcher closed", d.dir)
 			}
@@ -187,20 +211,14 @@ func (d *Directory) Run(ctx context.Context) error {
 			} else if filepath.Dir(ev.Name) != d.dir || !decode.IsManifestFile(ev.Name) {
 				continue
 			}
-			if debounce == nil {
-				debounce = d.clock.NewTimer(d.debounce)
-				debounceC = debounce.C()
-			}
-		case err, ok := <-w.Errors:
+			debounceSoon()
+		case err, ok := <-watchErrs:
 			if !ok {
 				return fmt.Errorf("watch manifests %s: watcher closed", d.dir)
 			}
 			// Typically an event-queue overflow: events were lost, read again.
 			d.log.Warn("manifest watcher error; reading the directory again", "dir", d.dir, "err", err)
-			if debounce == nil {
-				debounce = d.clock.NewTimer(d.debounce)
-				debounceC = debounce.C()
-			}
+			debounceSoon()
 		case <-debounceC:
 			debounce, debounceC = nil, nil
 			if !watching {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -376,4 +377,78 @@ func TestDirectory_ApplyAndDelete(t *testing.T) {
 	if _, ok := h.d.Get(v1alpha1.KindProfile, "codex-fast"); !ok {
 		t.Error("profile lost")
 	}
+}
+
+// With Rescan the directory is read on a nudge (after the debounce) and,
+// while it is unreadable, every RetryInterval — never by fsnotify, so it
+// runs inside a synctest bubble on virtual time.
+func TestDirectory_RescanOnNudgeInsteadOfWatching(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := t.TempDir()
+		dir := filepath.Join(root, "manifests")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write := func(name, content string) {
+			t.Helper()
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("alpha.yaml", memberDoc("alpha", "one"))
+		nudge := make(chan struct{}, 1)
+		d, err := NewDirectory(dir, &DirectoryOptions{Rescan: nudge, Debounce: time.Second, RetryInterval: time.Minute,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+		members := func() []string { return memberNames(d.Snapshot()) }
+		synctest.Wait() // Run's own first read is done
+
+		write("beta.yaml", memberDoc("beta", "one"))
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"alpha"}, members()); diff != "" {
+			t.Fatalf("a write was seen without a nudge (-want +got):\n%s", diff)
+		}
+		nudge <- struct{}{}
+		time.Sleep(time.Second - time.Nanosecond)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"alpha"}, members()); diff != "" {
+			t.Fatalf("read before the debounce was over (-want +got):\n%s", diff)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"alpha", "beta"}, members()); diff != "" {
+			t.Fatalf("after a nudge and the debounce (-want +got):\n%s", diff)
+		}
+
+		away := dir + ".away"
+		if err := os.Rename(dir, away); err != nil {
+			t.Fatal(err)
+		}
+		nudge <- struct{}{}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s := d.Snapshot(); s.DirErr == nil || len(s.Members) != 2 {
+			t.Fatalf("directory away: DirErr %v, %d members; want the error and nothing pruned", s.DirErr, len(s.Members))
+		}
+		if err := os.Rename(away, dir); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // the retry needs no nudge
+		synctest.Wait()
+		if s := d.Snapshot(); s.DirErr != nil {
+			t.Errorf("directory back for a RetryInterval: DirErr %v", s.DirErr)
+		}
+	})
 }

@@ -23,6 +23,12 @@
 // restart of fleetd neither renumbers objects nor makes the reconciler
 // replace a running agent.
 //
+// DirectoryOptions.Rescan replaces the fsnotify watch with explicit nudges,
+// so that the controllers' scenario tests run a real Directory on real files
+// inside a testing/synctest bubble (fsnotify's blocking read would keep
+// virtual time from moving); the watch itself is covered by this package's
+// tests.
+//
 // Writes (Apply, Delete) are atomic file operations inside the directory —
 // temp file, fsync, rename — so tools and humans share one source of truth;
 // the watcher picks a write up like any edit. The store never talks to herdr

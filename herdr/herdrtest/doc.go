@@ -1,6 +1,11 @@
 // Package herdrtest is a fake herdr server for tests: a real Unix-socket
 // server, in process, that implements herdr's socket API (protocol 20) from
 // PROTOCOL.md and herdr's own JSON Schema, independently of fleetd's client.
+// With [Options.InMemory] it has no socket at all: [Server.Dial] hands out
+// one end of a [net.Pipe] per connection and serves the other end with the
+// same code, so that tests can run under testing/synctest (a goroutine
+// blocked on a real socket is not durably blocked, and virtual time would
+// stand still).
 // It must stay faithful to herdr: when a client and the fake disagree, the
 // fake is changed only if herdr behaves differently, never to suit a
 // client.
@@ -49,7 +54,8 @@
 // with [Server.WaitCalls] and [Server.WaitParked] (a long call has resolved
 // its target and is waiting) instead of sleeping; they inject faults
 // ([Fault]: latency, hang, drop, garbage) and [Server.Stop] and
-// [Server.Restart] serving on the same path. Every modelled delay runs on
+// [Server.Restart] serving on the same path (in memory: Dial refused
+// with ECONNREFUSED while stopped). Every modelled delay runs on
 // Options.Clock; with a [ManualClock] a test moves time itself and never
 // sleeps.
 //

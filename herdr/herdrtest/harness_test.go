@@ -60,7 +60,7 @@ func newHarness(t *testing.T, opts *herdrtest.Options) *harness {
 
 func (h *harness) dial() net.Conn {
 	h.t.Helper()
-	c, err := net.Dial("unix", h.srv.SocketPath())
+	c, err := h.srv.Dial(context.Background())
 	if err != nil {
 		h.t.Fatalf("dial %s: %v", h.srv.SocketPath(), err)
 	}

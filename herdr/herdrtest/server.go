@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -25,8 +26,18 @@ const MaxRequestBytes = 1 << 20
 // prompt pick-up.
 type Options struct {
 	// SocketPath is where to listen; "" creates a temporary directory that
-	// Close removes.
+	// Close removes. It must be "" with InMemory.
 	SocketPath string
+	// InMemory serves without a socket: there is no listener and no socket
+	// file, and clients connect with [Server.Dial], which serves each
+	// connection over a [net.Pipe] with the same code as an accepted socket
+	// connection (one request per connection, schema checks, faults, long
+	// calls, streams). [Server.Stop] and [Server.Restart] still model herdr
+	// going down and up: while the fake is stopped, Dial fails as a refused
+	// connect does. This is the mode for tests under testing/synctest, where
+	// a goroutine blocked on a real socket would keep virtual time from
+	// moving. Panes get an empty HERDR_SOCKET_PATH.
+	InMemory bool
 	// Clock drives every modelled delay; nil is the real clock. Pass a
 	// *ManualClock to step time from a test.
 	Clock Clock
@@ -76,8 +87,9 @@ type Request struct {
 	Line   []byte          // the raw line without its newline
 }
 
-// Server is a fake herdr server on a Unix socket. All methods are safe for
-// concurrent use.
+// Server is a fake herdr server on a Unix socket, or on in-memory
+// connections with [Options.InMemory]. All methods are safe for concurrent
+// use.
 type Server struct {
 	opts      Options
 	clock     Clock
@@ -89,7 +101,8 @@ type Server struct {
 	changed       chan struct{} // closed and replaced on every state change
 	closed        bool
 	stopped       chan struct{} // closed when serving stops; replaced on Restart
-	listener      net.Listener
+	serving       bool          // between listen and Stop
+	listener      net.Listener  // nil in memory
 	conns         map[net.Conn]struct{}
 	workspaces    []*workspace
 	activeWS      *workspace
@@ -109,11 +122,15 @@ type Server struct {
 	wg sync.WaitGroup // accept loop, connections, hooks
 }
 
-// Start listens on the socket and serves until Close.
+// Start listens on the socket (or, with Options.InMemory, accepts
+// [Server.Dial]) and serves until Close.
 func Start(opts *Options) (*Server, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
+	}
+	if o.InMemory && o.SocketPath != "" {
+		return nil, errors.New("herdrtest: SocketPath and InMemory exclude each other")
 	}
 	if o.Clock == nil {
 		o.Clock = realClock{}
@@ -163,7 +180,7 @@ func Start(opts *Options) (*Server, error) {
 		s.workspaceCreate(json.RawMessage(`{}`))
 		s.mu.Unlock()
 	}
-	if s.path == "" {
+	if s.path == "" && !o.InMemory {
 		dir, err := os.MkdirTemp("", "herdrtest")
 		if err != nil {
 			return nil, fmt.Errorf("herdrtest: socket directory: %w", err)
@@ -180,13 +197,20 @@ func Start(opts *Options) (*Server, error) {
 	return s, nil
 }
 
-// SocketPath is the path the fake listens on.
+// SocketPath is the path the fake listens on; "" in memory.
 func (s *Server) SocketPath() string { return s.path }
 
 // Clock is the clock the fake runs on.
 func (s *Server) Clock() Clock { return s.clock }
 
 func (s *Server) listen() error {
+	if s.opts.InMemory {
+		s.mu.Lock()
+		s.serving = true
+		s.stopped = make(chan struct{})
+		s.mu.Unlock()
+		return nil
+	}
 	l, err := net.Listen("unix", s.path)
 	if err != nil {
 		return fmt.Errorf("herdrtest: listen on %s: %w", s.path, err)
@@ -197,6 +221,7 @@ func (s *Server) listen() error {
 	}
 	s.mu.Lock()
 	s.listener = l
+	s.serving = true
 	s.stopped = make(chan struct{})
 	stopped := s.stopped
 	s.mu.Unlock()
@@ -218,38 +243,75 @@ func (s *Server) acceptLoop(l net.Listener, stopped chan struct{}) {
 			c.Close()
 			return
 		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
+		s.serveLocked(c, stopped)
 		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				c.Close()
-			}()
-			s.serveConn(c, stopped)
-		}()
 	}
+}
+
+// serveLocked serves one connection, accepted or dialled in memory, in its
+// own goroutine until the exchange is over or the fake stops. s.mu must be
+// held.
+func (s *Server) serveLocked(c net.Conn, stopped <-chan struct{}) {
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			c.Close()
+		}()
+		s.serveConn(c, stopped)
+	}()
+}
+
+// Dial opens a client connection to the fake, as a client dials herdr's
+// socket: one connection for one request, as herdr requires. In memory it
+// is one end of a [net.Pipe] whose other end the fake serves exactly like an
+// accepted socket connection, and while the fake is stopped or closed it
+// fails like a refused connect (a dial *net.OpError wrapping
+// syscall.ECONNREFUSED); otherwise it dials the socket. It suits
+// herdr.Options.Dial.
+func (s *Server) Dial(ctx context.Context) (net.Conn, error) {
+	if !s.opts.InMemory {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", s.path)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "pipe", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.serving {
+		return nil, &net.OpError{Op: "dial", Net: "pipe", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	client, server := net.Pipe()
+	s.serveLocked(server, s.stopped)
+	return client, nil
 }
 
 // Stop stops serving: the listener closes, the socket file is removed and
 // every open connection (including streams and waits) is dropped without a
-// response. The model is kept; Restart serves it again on the same path.
+// response; in memory, Dial is refused from then on. The model is kept;
+// Restart serves it again on the same path.
 func (s *Server) Stop() error {
 	s.mu.Lock()
-	l := s.listener
-	s.listener = nil
-	if l == nil {
+	if !s.serving {
 		s.mu.Unlock()
 		return nil
 	}
+	l := s.listener
+	s.listener = nil
+	s.serving = false
 	close(s.stopped)
 	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
+	if l == nil {
+		return nil
+	}
 	err := l.Close()
 	os.Remove(s.path)
 	if err != nil {
@@ -258,10 +320,11 @@ func (s *Server) Stop() error {
 	return nil
 }
 
-// Restart serves the kept model again on the same socket path after Stop.
+// Restart serves the kept model again on the same socket path (or, in
+// memory, accepts Dial again) after Stop.
 func (s *Server) Restart() error {
 	s.mu.Lock()
-	running, closed := s.listener != nil, s.closed
+	running, closed := s.serving, s.closed
 	s.mu.Unlock()
 	if closed {
 		return errors.New("herdrtest: restart after Close")
