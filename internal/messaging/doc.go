@@ -49,7 +49,8 @@
 // mid-call) is marked uncertain, shown by [Core.Status] and never re-sent;
 // herdr refusals that type nothing (agent_blocked, agent_not_ready, herdr
 // unreachable) leave the message at the head for the next observation.
-// [Options.Classify] draws that line. There is no polling loop: the core moves
+// The Prompter draws that line (a [*PromptError]); herdr's error codes are
+// classified in its herdr adapter, package herdrprompt, never here. There is no polling loop: the core moves
 // only when a call, a status event or one of its own timers arrives.
 //
 // # Durability
