@@ -990,7 +990,7 @@ func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
 	var gone []string
 	goneCh := make(chan struct{}, 4)
 	e.tweak = func(o *Options) {
-		o.Launcher = HarnessLauncher(l)
+		o.Launcher = l
 		o.OnPaneGone = func(member, pane, reason string) {
 			gone = append(gone, member+"@"+pane+" "+reason)
 			goneCh <- struct{}{}

@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 		StateDir:     stateDir,
 		Lock:         lock,
 		Herdr:        client,
-		Launcher:     controllers.HarnessLauncher(launcher),
+		Launcher:     launcher,
 		Metrics:      metrics,
 		Logger:       log,
 		ResyncPeriod: cfg.ResyncPeriod,
