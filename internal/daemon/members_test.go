@@ -62,6 +62,7 @@ func (s *fakeStore) Watch(ctx context.Context) <-chan struct{} {
 }
 
 func (s *fakeStore) Get(kind, name string) (v1alpha1.Object, bool) { return nil, false }
+func (s *fakeStore) List(kind string) []v1alpha1.Object            { return nil }
 func (s *fakeStore) Apply(context.Context, v1alpha1.Object) error  { return errors.New("read only") }
 func (s *fakeStore) Delete(context.Context, string, string) error  { return errors.New("read only") }
 
