@@ -23,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
@@ -78,7 +79,7 @@ func newEnv(t *testing.T, files map[string]string) *env {
 
 func (e *env) startFake(o *herdrtest.Options) {
 	e.t.Helper()
-	fake, err := herdrtest.Start(o)
+	fake, err := validated.Start(o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

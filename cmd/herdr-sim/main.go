@@ -2,7 +2,9 @@
 // process, for `fleetd serve --herdr=sim` and for trying fleetd without
 // herdr. Started agents become ready after --ready-delay and, when
 // prompted, work for --work-for and go back to idle on their own; time is
-// the real clock. It prints the socket path and serves until SIGINT or
+// the real clock. Every request is checked against herdr's JSON Schema
+// (package herdrtest/validated), so a client that sends what herdr would
+// refuse is told so. It prints the socket path and serves until SIGINT or
 // SIGTERM.
 //
 // It is a test double: it runs no processes and must never be mistaken for
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 )
 
 func main() {
@@ -55,7 +58,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("socket path %s already exists; remove it or choose another", *socket)
 		}
 	}
-	srv, err := herdrtest.Start(&herdrtest.Options{
+	srv, err := validated.Start(&herdrtest.Options{
 		SocketPath:       *socket,
 		ReadyDelay:       *readyDelay,
 		EnterDelay:       *enterDelay,

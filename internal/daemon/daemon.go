@@ -48,6 +48,10 @@ type Config struct {
 	Sim bool
 	// SimReadyDelay is how long simulated agents take to become ready.
 	SimReadyDelay time.Duration
+	// SimValidator, if set, checks every request the simulated herdr gets
+	// (tests pass herdr's schema: herdr/herdrtest/validated.Schema()). fleetd
+	// itself leaves it nil and links no schema validator.
+	SimValidator herdrtest.Validator
 	// ResyncPeriod is the controller's full-resync period; 0 is its default.
 	ResyncPeriod time.Duration
 	// Messaging tunes the messaging core (timeouts, limits, pickup grace);
@@ -127,7 +131,7 @@ func Run(ctx context.Context, cfg Config) error {
 	socket := cfg.HerdrSocket
 	var sim *herdrtest.Server
 	if cfg.Sim {
-		simulation, err := startSimulation(stateDir, cfg.SimReadyDelay, log)
+		simulation, err := startSimulation(stateDir, herdrtest.Options{ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
 		if err != nil {
 			return err
 		}
