@@ -4,7 +4,9 @@
 // survive a crash. The MCP tools (bridge_send, bridge_reply, bridge_ask,
 // bridge_poll, bridge_ack, bridge_status) and the REST handlers are thin
 // adapters over a [Core]; this package knows nothing of MCP, HTTP, tokens or
-// members. It must never decide who a caller is (adapters resolve that from
+// members, and imports neither the herdr client nor the controllers: herdr
+// reaches it through a [Prompter] (package herdrprompt) and through the
+// statuses the reconciler reports in the core's own words. It must never decide who a caller is (adapters resolve that from
 // the bearer token and pass a name), never poll herdr, never read the wall
 // clock, and never type a message into a pane twice.
 //
