@@ -29,6 +29,11 @@
 //     environment set at creation) in its workspace and start the agent,
 //     waiting for interactive_ready. Status is written only when it
 //     changes; a condition's lastTransitionTime moves only when it flips.
+//   - What a pane is launched with (args, environment, plan, an opaque
+//     token handle) comes from a launch.Launcher (package
+//     controllers/launch, the one launch contract); fleetd passes
+//     internal/harness's, which implements it directly. This package never
+//     imports the harness adapters or the token registry.
 //
 // Ownership records in the state directory (one file per member: uid,
 // generation, terminal id, pane id, tab id), written atomically right after

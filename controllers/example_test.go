@@ -12,13 +12,13 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 )
 
 // A Manager drives herdr (here the in-process fake) until the members
 // declared in a manifests directory run, each in its own tab.
 func Example() {
-	fake, err := herdrtest.Start(nil)
+	fake, err := validated.Start(nil)
 	if err != nil {
 		panic(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
@@ -23,7 +24,7 @@ type Manager struct {
 	log      *slog.Logger
 	store    store.Store
 	herdr    Herdr
-	launcher Launcher
+	launcher launch.Launcher
 	metrics  *Metrics
 	queue    *workqueue.Queue
 	own      *ownBook

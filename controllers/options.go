@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
@@ -47,38 +48,6 @@ type Herdr interface {
 	Subscribe(ctx context.Context, subs []herdr.Subscription) (*herdr.Stream, error)
 }
 
-// LaunchSpec is what one pane launch passes to herdr.
-type LaunchSpec struct {
-	// Args are the agent.start args (after the harness's executable).
-	Args []string
-	// Env is the pane environment for tab.create. It may hold secret
-	// values: the controllers pass it to herdr and nowhere else.
-	Env map[string]string
-	// Plan is the resolved MCP plan for status.plan; never a secret.
-	Plan []v1alpha1.PlanRow
-	// Token is an opaque handle the Launcher gets back in Bind.
-	Token string
-	// Cleanup, if set, undoes Prepare when the launch fails before the
-	// pane runs (for example it revokes the minted token).
-	Cleanup func() error
-}
-
-// Launcher turns a member into a launch. An error that only a change of the
-// spec or of a referenced object can fix should have a `Reason() string`
-// method (e.g. *plan.Error): the member then gets Ready=False with that
-// reason and is not retried until something changes. Other errors are
-// retried with backoff.
-type Launcher interface {
-	// Prepare readies the member's next pane.
-	Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (LaunchSpec, error)
-	// Bind ties a prepared launch to the pane herdr created for it.
-	Bind(spec LaunchSpec, paneID, terminalID string) error
-	// Release is told that a pane fleetd ran was closed or replaced.
-	Release(paneID string) error
-	// Forget is told that a member was deleted.
-	Forget(member string) error
-}
-
 // Options configure a Manager. nil means defaults wherever that makes sense;
 // a store source (Store or ManifestsDir) and herdr (Herdr or HerdrSocket)
 // are required.
@@ -98,8 +67,9 @@ type Options struct {
 	// ("" resolves herdr's default socket) with the metrics observer.
 	Herdr       Herdr
 	HerdrSocket string
-	// Launcher prepares launches; nil uses the profile's args and env only.
-	Launcher Launcher
+	// Launcher prepares launches (internal/harness's *Launcher in fleetd);
+	// nil uses the profile's args and env only.
+	Launcher launch.Launcher
 	// OnPaneGone, if set, is called (it must not block) when a pane fleetd
 	// ran for a member is gone for good: closed because the member was
 	// deleted, paused or replaced, or found closed, or its agent exited or
@@ -205,13 +175,13 @@ func (o *Options) withDefaults() Options {
 // MCP configuration and no token.
 type profileLauncher struct{}
 
-func (profileLauncher) Prepare(_ context.Context, _ *v1alpha1.Member, p *v1alpha1.Profile, _ map[string]*v1alpha1.Tenant) (LaunchSpec, error) {
+func (profileLauncher) Prepare(_ context.Context, _ *v1alpha1.Member, p *v1alpha1.Profile, _ map[string]*v1alpha1.Tenant) (launch.Spec, error) {
 	env := make(map[string]string, len(p.Spec.Env))
 	for k, v := range p.Spec.Env {
 		env[k] = v
 	}
-	return LaunchSpec{Args: append([]string(nil), p.Spec.Args...), Env: env}, nil
+	return launch.Spec{Args: append([]string(nil), p.Spec.Args...), Env: env}, nil
 }
-func (profileLauncher) Bind(LaunchSpec, string, string) error { return nil }
-func (profileLauncher) Release(string) error                  { return nil }
-func (profileLauncher) Forget(string) error                   { return nil }
+func (profileLauncher) Bind(launch.Spec, string, string) error { return nil }
+func (profileLauncher) Release(string) error                   { return nil }
+func (profileLauncher) Forget(string) error                    { return nil }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 )
@@ -198,9 +199,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 
 // planOf resolves an adopted member's plan rows, if the launcher can.
 func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.PlanRow {
-	pl, ok := m.launcher.(interface {
-		Plan(*v1alpha1.Member, map[string]*v1alpha1.Tenant) ([]v1alpha1.PlanRow, error)
-	})
+	pl, ok := m.launcher.(launch.Planner)
 	if !ok {
 		return nil
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -92,6 +93,7 @@ func (e *env) startFake(o *herdrtest.Options) {
 		fo = *o
 	}
 	fo.InMemory = true
+	fo.Validator = validated.Schema()
 	fake, err := herdrtest.Start(&fo)
 	if err != nil {
 		e.t.Fatal(err)
@@ -1027,7 +1029,7 @@ func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
 		var gone []string
 		goneCh := make(chan struct{}, 4)
 		e.tweak = func(o *Options) {
-			o.Launcher = HarnessLauncher(l)
+			o.Launcher = l
 			o.OnPaneGone = func(member, pane, reason string) {
 				gone = append(gone, member+"@"+pane+" "+reason)
 				goneCh <- struct{}{}

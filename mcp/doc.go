@@ -17,7 +17,8 @@
 // bridge_ask, bridge_poll, bridge_ack, bridge_status) goes to the messaging
 // core through [Messenger]; members are read from [MemberSource] and written
 // through [DesiredState] (a manifest file appears or disappears — the
-// directory stays the source of truth). Who may call what is decided here:
+// directory stays the source of truth). Both are interfaces declared here:
+// this package never imports the controllers or their store. Who may call what is decided here:
 // send, spawn and stop are the primary's; reply and ask are a worker's; a
 // worker's status is its own. Spawns pass the subscription guard on the
 // arguments exactly as sent, then the Member's closed shape and strict

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"reflect"
 	"regexp"
 	"sort"
@@ -19,15 +20,23 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/internal/guard"
 )
 
-// DesiredState is the store bridge_spawn, bridge_stop, POST and DELETE
-// /members write through (controllers.Manager.Store()).
+// DesiredState is the declared fleet that bridge_spawn, bridge_stop,
+// bridge_profiles, POST and DELETE /members read and write through. fleetd
+// passes the controllers' store (controllers.Manager.Store()); this package
+// never imports it.
 type DesiredState interface {
-	Snapshot() *store.Snapshot
+	// Get returns one object by kind and name.
+	Get(kind, name string) (v1alpha1.Object, bool)
+	// List returns every object of one kind.
+	List(kind string) []v1alpha1.Object
+	// Apply creates or replaces obj's definition; a decode.ErrorList in
+	// its error says what in obj is invalid.
 	Apply(ctx context.Context, obj v1alpha1.Object) error
+	// Delete removes the object's definition; for an object that has none
+	// it returns an error matching fs.ErrNotExist.
 	Delete(ctx context.Context, kind, name string) error
 }
 
@@ -258,17 +267,17 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 		return MemberView{}, "", toolErr(codeUnavailable, "this gateway has no desired-state store")
 	}
 	m := req.member
-	snap := ms.store.Snapshot()
-	if _, ok := snap.Profiles[m.Spec.Profile]; !ok {
+	if _, ok := ms.store.Get(v1alpha1.KindProfile, m.Spec.Profile); !ok {
 		return MemberView{}, "", toolErr(codeInvalidSpec, "spec.profile: no Profile named %q; bridge_profiles lists the operator's profiles", m.Spec.Profile)
 	}
 	if t := m.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant {
-		if _, ok := snap.Tenants[t.TenantID]; !ok {
+		if _, ok := ms.store.Get(v1alpha1.KindTenant, t.TenantID); !ok {
 			return MemberView{}, "", toolErr(codeInvalidSpec, "spec.mcpTarget.tenantId: no Tenant named %q", t.TenantID)
 		}
 	}
 	result := resultCreated
-	if old, ok := snap.Members[m.Name]; ok {
+	if obj, ok := ms.store.Get(v1alpha1.KindMember, m.Name); ok {
+		old := obj.(*v1alpha1.Member)
 		result = resultConfigured
 		if reflect.DeepEqual(old.Spec, m.Spec) && reflect.DeepEqual(old.Labels, m.Labels) && reflect.DeepEqual(old.Annotations, m.Annotations) {
 			result = resultUnchanged
@@ -373,7 +382,7 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 		return false, nil
 	}
 	if err := ms.store.Delete(ctx, v1alpha1.KindMember, m.Name); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
 		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)

@@ -583,8 +583,10 @@ func (t *tools) profiles(_ context.Context, req *sdk.CallToolRequest, _ struct{}
 	}
 	out := ProfilesOutput{Profiles: []ProfileView{}}
 	if st := t.members.store; st != nil {
-		for _, p := range st.Snapshot().Profiles {
-			out.Profiles = append(out.Profiles, ProfileView{Name: p.Name, Harness: p.Spec.Harness, Description: p.Spec.Description})
+		for _, obj := range st.List(v1alpha1.KindProfile) {
+			if p, ok := obj.(*v1alpha1.Profile); ok {
+				out.Profiles = append(out.Profiles, ProfileView{Name: p.Name, Harness: p.Spec.Harness, Description: p.Spec.Description})
+			}
 		}
 	}
 	sort.Slice(out.Profiles, func(i, j int) bool { return out.Profiles[i].Name < out.Profiles[j].Name })

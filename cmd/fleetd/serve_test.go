@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 )
 
 // lineWriter sends each line written to it on a channel (dropping lines
@@ -42,7 +43,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 func TestServe_PrimaryPaneFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, err := herdrtest.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	srv, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 )
 
 func main() {
@@ -46,7 +47,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("socket path %s already exists; remove it or choose another", *socket)
 		}
 	}
-	srv, err := herdrtest.Start(&herdrtest.Options{
+	srv, err := validated.Start(&herdrtest.Options{
 		SocketPath:       *socket,
 		ReadyDelay:       *readyDelay,
 		EnterDelay:       *enterDelay,

@@ -136,6 +136,11 @@ func (d *Directory) Get(kind, name string) (v1alpha1.Object, bool) {
 	return d.Snapshot().object(Key{kind, name})
 }
 
+// List returns every object of one kind, sorted by name.
+func (d *Directory) List(kind string) []v1alpha1.Object {
+	return d.Snapshot().list(kind)
+}
+
 // Watch returns a channel signalled after every snapshot change until ctx
 // ends. Signals coalesce: a slow reader sees one for many changes.
 func (d *Directory) Watch(ctx context.Context) <-chan struct{} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -144,6 +145,30 @@ func memberNames(s *Snapshot) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func TestDirectory_ListSortsByName(t *testing.T) {
+	h := newHarness(t, map[string]string{
+		"team.yaml": profileDoc + "---\n" + memberDoc("gamma", "codex-fast") + "---\n" + memberDoc("alpha", "codex-fast"),
+		"beta.yaml": memberDoc("beta", "codex-fast"),
+	})
+	h.start()
+	names := func(kind string) []string {
+		out := []string{}
+		for _, o := range h.d.List(kind) {
+			out = append(out, o.GetName())
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, names(v1alpha1.KindMember)); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"codex-fast"}, names(v1alpha1.KindProfile)); diff != "" {
+		t.Errorf("profiles (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{}, names(v1alpha1.KindTenant)); diff != "" {
+		t.Errorf("tenants (-want +got):\n%s", diff)
+	}
 }
 
 func TestDirectory_ReadsManifestFilesOnly(t *testing.T) {
@@ -371,8 +396,8 @@ func TestDirectory_ApplyAndDelete(t *testing.T) {
 	if diff := cmp.Diff([]string{}, memberNames(h.d.Snapshot())); diff != "" {
 		t.Errorf("members left (-want +got):\n%s", diff)
 	}
-	if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("deleting a missing member: %v, want ErrNotFound", err)
+	if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); !errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("deleting a missing member: %v, want ErrNotFound (matching fs.ErrNotExist)", err)
 	}
 	if _, ok := h.d.Get(v1alpha1.KindProfile, "codex-fast"); !ok {
 		t.Error("profile lost")

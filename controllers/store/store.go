@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
-	"errors"
+	"io/fs"
+	"maps"
+	"slices"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -15,6 +17,8 @@ type Store interface {
 	Snapshot() *Snapshot
 	// Get returns one object by kind and name.
 	Get(kind, name string) (v1alpha1.Object, bool)
+	// List returns every object of one kind, sorted by name.
+	List(kind string) []v1alpha1.Object
 	// Watch returns a channel that receives a value (coalesced) whenever the
 	// snapshot changes, until ctx ends.
 	Watch(ctx context.Context) <-chan struct{}
@@ -26,7 +30,15 @@ type Store interface {
 }
 
 // ErrNotFound is returned by Delete for an object the store does not hold.
-var ErrNotFound = errors.New("object not found")
+// It also matches fs.ErrNotExist, so that a consumer that declares its own
+// interface over the store (package mcp) recognises it without importing
+// this package.
+var ErrNotFound error = notFoundError{}
+
+type notFoundError struct{}
+
+func (notFoundError) Error() string        { return "object not found" }
+func (notFoundError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // Key names one object.
 type Key struct {
@@ -60,6 +72,27 @@ func (s *Snapshot) ErrorsIn(file string) decode.ErrorList {
 		if e.File == file {
 			out = append(out, e)
 		}
+	}
+	return out
+}
+
+// list returns the objects of one kind, sorted by name.
+func (s *Snapshot) list(kind string) []v1alpha1.Object {
+	switch kind {
+	case v1alpha1.KindMember:
+		return sortedObjects(s.Members)
+	case v1alpha1.KindProfile:
+		return sortedObjects(s.Profiles)
+	case v1alpha1.KindTenant:
+		return sortedObjects(s.Tenants)
+	}
+	return nil
+}
+
+func sortedObjects[T v1alpha1.Object](m map[string]T) []v1alpha1.Object {
+	out := make([]v1alpha1.Object, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[name])
 	}
 	return out
 }

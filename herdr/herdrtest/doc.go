@@ -13,9 +13,13 @@
 // What it models. Transport: one request per connection (one line read,
 // one line answered, then close; bytes after the first newline are never
 // read), a 1 MiB request limit, and silent close for a line that is too
-// big, late (5 s), cut short, empty or not UTF-8. Every request is checked
-// against the schema; an unparseable one, an unknown method or a missing or
-// mistyped param is answered with invalid_request and an empty id. State:
+// big, late (5 s), cut short, empty or not UTF-8. With an
+// [Options.Validator] — every test passes herdr's schema through package
+// herdr/herdrtest/validated — every request is checked against the schema;
+// an unparseable one, an unknown method or a missing or mistyped param is
+// answered with invalid_request and an empty id. The fake itself never
+// imports a schema validator, so that fleetd's embedded simulation
+// (--herdr=sim) links none. State:
 // workspaces, tabs and panes with herdr's id formats (bijective base-32
 // numbers, "w<n>", "w1:t<n>", "w1:p<n>", per-workspace tab and pane counters
 // that never reuse a number, "term_<hex µs><hex counter>" terminal ids),

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
 )
 
@@ -42,7 +43,7 @@ func newHarness(t *testing.T, opts *herdrtest.Options) *harness {
 	if o.Clock == nil {
 		o.Clock = clock
 	}
-	srv, err := herdrtest.Start(&o)
+	srv, err := validated.Start(&o)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

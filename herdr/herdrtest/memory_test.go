@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
 )
 
@@ -23,7 +24,7 @@ func newMemoryHarness(t *testing.T, opts *herdrtest.Options) *harness {
 		o = *opts
 	}
 	o.InMemory = true
-	srv, err := herdrtest.Start(&o)
+	srv, err := validated.Start(&o)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -14,12 +14,26 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
-
-	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
 )
 
 // MaxRequestBytes is herdr's request-line limit (without the newline).
 const MaxRequestBytes = 1 << 20
+
+// ProtocolVersion is the herdr protocol the fake speaks, the one of the
+// schema in herdr/internal/schemacheck.
+const ProtocolVersion = 20
+
+// Validator checks the fake's incoming request lines against herdr's wire
+// contract. Tests pass herdr's own JSON Schema (package
+// herdr/herdrtest/validated, whose Start sets it); a fake run inside a
+// product binary (fleetd serve --herdr=sim) has none, so that no JSON
+// Schema validator is linked into it.
+type Validator interface {
+	// Request returns an error for a line that is not a herdr request:
+	// not an object, a missing or mistyped id, method or param, or an
+	// unknown method.
+	Request(line []byte) error
+}
 
 // Options configures a fake. The zero value (or a nil *Options) gives a
 // temporary socket, the real clock, instant agent readiness and instant
@@ -77,6 +91,13 @@ type Options struct {
 	// RequestTimeout is herdr's limit for the request line to arrive and
 	// for each response write (real time, not the Clock); 0 is 5 s.
 	RequestTimeout time.Duration
+	// Validator, if set, checks every request line before it is served; a
+	// line it rejects is answered with invalid_request and an empty id, as
+	// herdr answers a line it cannot parse. nil checks no shapes: a
+	// malformed request then gets whatever the method's own decoding makes
+	// of it (an unknown method: not_implemented). Tests set it (package
+	// herdr/herdrtest/validated); only a product binary leaves it nil.
+	Validator Validator
 }
 
 // Request is one request line as the fake received it.
@@ -91,11 +112,10 @@ type Request struct {
 // connections with [Options.InMemory]. All methods are safe for concurrent
 // use.
 type Server struct {
-	opts      Options
-	clock     Clock
-	path      string
-	tmpDir    string
-	validator *schemacheck.Validator
+	opts   Options
+	clock  Clock
+	path   string
+	tmpDir string
 
 	mu            sync.Mutex
 	changed       chan struct{} // closed and replaced on every state change
@@ -139,7 +159,7 @@ func Start(opts *Options) (*Server, error) {
 		o.Version = "0.8.2"
 	}
 	if o.Protocol == 0 {
-		o.Protocol = schemacheck.Protocol
+		o.Protocol = ProtocolVersion
 	}
 	if o.BinPath == "" {
 		o.BinPath = "herdr"
@@ -157,15 +177,10 @@ func Start(opts *Options) (*Server, error) {
 		}
 		o.Cwd = wd
 	}
-	v, err := schemacheck.Shared()
-	if err != nil {
-		return nil, fmt.Errorf("herdrtest: %w", err)
-	}
 	s := &Server{
 		opts:      o,
 		clock:     o.Clock,
 		path:      o.SocketPath,
-		validator: v,
 		changed:   make(chan struct{}),
 		conns:     map[net.Conn]struct{}{},
 		behaviors: map[string]Behavior{},
@@ -448,9 +463,11 @@ func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
 	}
 	nc.SetReadDeadline(time.Time{})
 	req := s.record(line)
-	if err := s.validator.Request(line); err != nil {
-		c.writeLine(invalidRequest(requestProblem(line, req)))
-		return
+	if v := s.opts.Validator; v != nil {
+		if err := v.Request(line); err != nil {
+			c.writeLine(invalidRequest(requestProblem(line, req)))
+			return
+		}
 	}
 	c.method = req.Method
 	if !s.applyFaults(c, req) {

@@ -49,6 +49,10 @@ type Config struct {
 	Sim bool
 	// SimReadyDelay is how long simulated agents take to become ready.
 	SimReadyDelay time.Duration
+	// SimValidator, if set, checks every request the simulated herdr gets
+	// (tests pass herdr's schema: herdr/herdrtest/validated.Schema()). fleetd
+	// itself leaves it nil and links no schema validator.
+	SimValidator herdrtest.Validator
 	// ResyncPeriod is the controller's full-resync period; 0 is its default.
 	ResyncPeriod time.Duration
 	// Messaging tunes the messaging core (timeouts, limits, pickup grace);
@@ -141,7 +145,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	socket := cfg.HerdrSocket
 	var sim *herdrtest.Server
 	if cfg.Sim {
-		simulation, err := startSimulation(state, cfg.SimReadyDelay, log)
+		simulation, err := startSimulation(state, herdrtest.Options{ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
 		if err != nil {
 			return err
 		}
@@ -203,7 +207,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Store:        desired,
 		StateDir:     state.Root(),
 		Herdr:        client,
-		Launcher:     controllers.HarnessLauncher(launcher),
+		Launcher:     launcher,
 		Metrics:      metrics,
 		Logger:       log,
 		ResyncPeriod: cfg.ResyncPeriod,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -53,6 +54,9 @@ func runDaemon(t *testing.T, cfg Config) (Info, <-chan error) {
 	ready := make(chan Info, 1)
 	done := make(chan error, 1)
 	cfg.Listen, cfg.Sim = "127.0.0.1:0", true
+	if cfg.SimValidator == nil {
+		cfg.SimValidator = validated.Schema()
+	}
 	cfg.Ready = func(i Info) { ready <- i }
 	go func() { done <- Run(ctx, cfg) }()
 	t.Cleanup(func() {

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -133,7 +134,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	ready := make(chan Info, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(runCtx, Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true,
+		done <- Run(runCtx, Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true, SimValidator: validated.Schema(),
 			Logger: logger, Ready: func(i Info) { ready <- i }})
 	}()
 	info := <-ready
@@ -159,7 +160,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	runCtx, stop = context.WithCancel(context.Background())
 	defer stop()
 	go func() {
-		done <- Run(runCtx, Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true,
+		done <- Run(runCtx, Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true, SimValidator: validated.Schema(),
 			Logger: logger, Ready: func(i Info) { ready <- i }})
 	}()
 	info = <-ready

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -150,7 +151,7 @@ func (c *child) kill(t *testing.T) {
 // daemon of the test.
 func startHerdr(t *testing.T) *herdrtest.Server {
 	t.Helper()
-	srv, err := herdrtest.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	srv, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
@@ -24,9 +23,11 @@ type simulation struct {
 }
 
 // startSimulation starts the simulated herdr on a socket in the state
-// directory. Its agents become ready after readyDelay and answer every
-// prompt; failures to answer are logged on log.
-func startSimulation(state statedir.Layout, readyDelay time.Duration, log *slog.Logger) (*simulation, error) {
+// directory, with one workspace open. Its agents become ready after
+// opts.ReadyDelay and answer every prompt; failures to answer are logged on
+// log. opts.Validator is the caller's (nil in fleetd); the socket, the
+// workspace and the agents' behaviour are set here.
+func startSimulation(state statedir.Layout, opts herdrtest.Options, log *slog.Logger) (*simulation, error) {
 	path := state.SimSocket()
 	if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("simulated herdr: %w", err)
@@ -35,7 +36,8 @@ func startSimulation(state statedir.Layout, readyDelay time.Duration, log *slog.
 	// says no other fleetd is using this one.
 	_ = os.Remove(path)
 	agents := simagent.New(&simagent.Options{Logger: log.With("component", "sim-agent")})
-	srv, err := herdrtest.Start(&herdrtest.Options{SocketPath: path, ReadyDelay: readyDelay, InitialWorkspace: true, Behavior: agents.Behavior()})
+	opts.SocketPath, opts.InitialWorkspace, opts.Behavior = path, true, agents.Behavior()
+	srv, err := herdrtest.Start(&opts)
 	if err != nil {
 		agents.Close()
 		return nil, fmt.Errorf("simulated herdr: %w", err)

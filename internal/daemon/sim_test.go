@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -17,7 +19,7 @@ import (
 // gateway side is covered by package simagent and the end-to-end tests).
 func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
 	var logs lockedBuffer
-	sim, err := startSimulation(statedir.At(t.TempDir()), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	sim, err := startSimulation(statedir.At(t.TempDir()), herdrtest.Options{Validator: validated.Schema()}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +49,39 @@ func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
 	}
 	if got := logs.String(); !strings.Contains(got, "component=sim-agent") || !strings.Contains(got, "not started by fleetd") {
 		t.Errorf("log does not report the failed reply:\n%s", got)
+	}
+}
+
+// countingValidator checks with herdr's schema and counts the lines.
+type countingValidator struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (v *countingValidator) Request(line []byte) error {
+	v.mu.Lock()
+	v.n++
+	v.mu.Unlock()
+	return validated.Schema().Request(line)
+}
+
+func (v *countingValidator) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n
+}
+
+// Tests check every exchange with the simulated herdr against herdr's
+// schema: Run hands Config.SimValidator to the simulation.
+func TestRun_SimulationUsesTheConfiguredValidator(t *testing.T) {
+	v := &countingValidator{}
+	info, _ := runDaemon(t, Config{ManifestsDir: t.TempDir(), StateDir: t.TempDir(), SimValidator: v})
+	// The controllers' first listing of herdr.
+	if err := info.Sim.WaitCalls(testCtx(t), "workspace.list", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, requests := v.count(), len(info.Sim.Requests()); got == 0 || got < requests {
+		t.Errorf("validator saw %d of the simulation's %d requests", got, requests)
 	}
 }
 

@@ -1,7 +1,11 @@
 // Package harness holds the harness adapters: the only code in fleetd that
 // knows how one installed coding-agent harness (Claude Code, Codex, …) wants
 // an MCP server written in its own configuration, and the [Launcher] that
-// turns a Member into what the reconciler hands herdr.
+// turns a Member into what the reconciler hands herdr. The Launcher
+// implements the reconciler's contract, controllers/launch.Launcher,
+// directly: it returns a launch.Spec whose token is the minted token's id as
+// an opaque string, and this package imports only that leaf package of the
+// controllers side, never the reconciler.
 //
 // An [Adapter] renders a member's resolved plan rows (package plan: target,
 // canonical transport stdio or streamable-http, URL, credential slot name)

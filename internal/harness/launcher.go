@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -93,36 +93,11 @@ func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 	return l, nil
 }
 
-// LaunchSpec is what one pane launch needs.
-type LaunchSpec struct {
-	// Args are the complete agent.start args: the profile's args followed by
-	// the adapter's.
-	Args []string
-	// Env is the complete pane environment for tab.create: the profile's
-	// env, the adapter's, FLEETD_TOKEN / FLEETD_URL / FLEETD_MEMBER and, for
-	// tenant members, the tenant credential slot. It holds secret values:
-	// pass it to herdr and nowhere else (LaunchSpec's String and LogValue
-	// print only its keys).
-	Env map[string]string
-	// Plan is the resolved plan for status.plan; it holds no secret.
-	Plan []v1alpha1.PlanRow
-	// Token names the minted token for [Launcher.Bind] and revocation.
-	Token tokens.ID
-}
-
-// String lists the spec without any environment value.
-func (s LaunchSpec) String() string {
-	return fmt.Sprintf("args=%q env=%v token=%s", s.Args, slices.Sorted(maps.Keys(s.Env)), s.Token)
-}
-
-// LogValue implements slog.LogValuer without any environment value.
-func (s LaunchSpec) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.Any("args", s.Args),
-		slog.Any("envKeys", slices.Sorted(maps.Keys(s.Env))),
-		slog.String("token", string(s.Token)),
-	)
-}
+// Launcher implements the reconciler's launch contract directly.
+var (
+	_ launch.Launcher = (*Launcher)(nil)
+	_ launch.Planner  = (*Launcher)(nil)
+)
 
 // Plan resolves member m's plan rows without launching anything, e.g. for
 // status of an adopted pane. Errors carry Reason() as in package plan.
@@ -132,46 +107,50 @@ func (l *Launcher) Plan(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant)
 
 // Prepare readies member m's next pane: it resolves the plan, renders the
 // profile's harness adapter, writes the adapter's config files (0600) and
-// mints a fresh token. The returned cleanup revokes that token; call it when
-// the launch fails (tab.create or agent.start) and the pane will not run.
-// After tab.create succeeds call [Launcher.Bind] with spec.Token.
+// mints a fresh token. The spec's Args are the profile's args followed by the
+// adapter's; its Env is the profile's env over the adapter's, plus
+// FLEETD_TOKEN / FLEETD_URL / FLEETD_MEMBER and, for tenant members, the
+// tenant credential slot; its Token is the minted token's [tokens.ID]. Its
+// Cleanup revokes that token: call it when the launch fails (tab.create or
+// agent.start) and the pane will not run. After tab.create succeeds call
+// [Launcher.Bind] with the spec.
 //
 // An error that a spec or referenced object must fix — unknown tenant,
 // missing credential, reserved variables in the profile — has a Reason()
 // method (plan.ReasonTenantNotFound, plan.ReasonCredentialMissing,
 // plan.ReasonInvalidSpec); other errors (disk, randomness) are transient.
-func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (LaunchSpec, func() error, error) {
+func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (launch.Spec, error) {
 	if err := ctx.Err(); err != nil {
-		return LaunchSpec{}, nil, err
+		return launch.Spec{}, err
 	}
 	if m == nil || p == nil {
-		return LaunchSpec{}, nil, plan.Errorf(plan.ReasonInvalidSpec, "prepare launch: member and profile are required")
+		return launch.Spec{}, plan.Errorf(plan.ReasonInvalidSpec, "prepare launch: member and profile are required")
 	}
 	if !safeDirName(m.Name) {
-		return LaunchSpec{}, nil, plan.Errorf(plan.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
+		return launch.Spec{}, plan.Errorf(plan.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Spec.Env)) {
 		if reserved(k) {
-			return LaunchSpec{}, nil, plan.Errorf(plan.ReasonInvalidSpec, "profile %q: spec.env.%s is set by fleetd and may not be set in a profile", p.Name, k)
+			return launch.Spec{}, plan.Errorf(plan.ReasonInvalidSpec, "profile %q: spec.env.%s is set by fleetd and may not be set in a profile", p.Name, k)
 		}
 	}
 	rows, err := plan.Resolve(m, tenants, l.gateway, l.lookupEnv)
 	if err != nil {
-		return LaunchSpec{}, nil, err
+		return launch.Spec{}, err
 	}
 	credSource, err := plan.TenantCredentialSource(m, tenants, l.lookupEnv)
 	if err != nil {
-		return LaunchSpec{}, nil, err
+		return launch.Spec{}, err
 	}
 	dir := l.configDir(m.Name)
 	r, err := For(p.Spec.Harness).Render(Input{
 		Rows: rows, ToolTimeout: p.Spec.ToolTimeout.Duration, ConfigDir: dir, Executable: l.executable,
 	})
 	if err != nil {
-		return LaunchSpec{}, nil, fmt.Errorf("member %q: %w", m.Name, err)
+		return launch.Spec{}, fmt.Errorf("member %q: %w", m.Name, err)
 	}
 	if err := writeFiles(dir, r.Files); err != nil {
-		return LaunchSpec{}, nil, fmt.Errorf("member %q: %w", m.Name, err)
+		return launch.Spec{}, fmt.Errorf("member %q: %w", m.Name, err)
 	}
 
 	env := make(map[string]string, len(p.Spec.Env)+len(r.Env)+4)
@@ -183,24 +162,24 @@ func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.
 	}
 	tok, id, err := l.tokens.Mint(m.Name, m.UID)
 	if err != nil {
-		return LaunchSpec{}, nil, fmt.Errorf("member %q: %w", m.Name, err)
+		return launch.Spec{}, fmt.Errorf("member %q: %w", m.Name, err)
 	}
 	env[TokenEnv] = tok
 	env[URLEnv] = l.gateway.URL
 	env[MemberEnv] = m.Name
 
-	spec := LaunchSpec{
-		Args:  append(slices.Clone(p.Spec.Args), r.Args...),
-		Env:   env,
-		Plan:  rows,
-		Token: id,
-	}
-	return spec, func() error { return l.tokens.Revoke(id) }, nil
+	return launch.Spec{
+		Args:    append(slices.Clone(p.Spec.Args), r.Args...),
+		Env:     env,
+		Plan:    rows,
+		Token:   string(id),
+		Cleanup: func() error { return l.tokens.Revoke(id) },
+	}, nil
 }
 
-// Bind ties a prepared token to the pane herdr created for it.
-func (l *Launcher) Bind(id tokens.ID, paneID, terminalID string) error {
-	return l.tokens.Bind(id, paneID, terminalID)
+// Bind ties the prepared spec's token to the pane herdr created for it.
+func (l *Launcher) Bind(spec launch.Spec, paneID, terminalID string) error {
+	return l.tokens.Bind(tokens.ID(spec.Token), paneID, terminalID)
 }
 
 // Release revokes the tokens of a pane that was closed or replaced.

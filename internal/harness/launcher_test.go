@@ -89,7 +89,7 @@ func testProfile(harness string) *v1alpha1.Profile {
 
 func TestLauncher_PrepareClaudeResident(t *testing.T) {
 	f := newFixture(t, nil)
-	spec, cleanup, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetResident, ""), testProfile("claude"), f.tenants)
+	spec, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetResident, ""), testProfile("claude"), f.tenants)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +128,13 @@ func TestLauncher_PrepareClaudeResident(t *testing.T) {
 	if id, ok := f.reg.Resolve(tok); !ok || id.Member != "reviewer" || id.MemberUID != "uid-reviewer" {
 		t.Fatalf("Resolve(minted) = %+v, %v", id, ok)
 	}
-	if err := f.l.Bind(spec.Token, "w1:p3", "term_9"); err != nil {
+	if err := f.l.Bind(spec, "w1:p3", "term_9"); err != nil {
 		t.Fatal(err)
 	}
 	if id, _ := f.reg.Resolve(tok); id.PaneID != "w1:p3" || id.TerminalID != "term_9" {
 		t.Errorf("after Bind identity = %+v", id)
 	}
-	if err := cleanup(); err != nil {
+	if err := spec.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := f.reg.Resolve(tok); ok {
@@ -144,7 +144,7 @@ func TestLauncher_PrepareClaudeResident(t *testing.T) {
 
 func TestLauncher_TenantCredentialOnlyForTenantMembers(t *testing.T) {
 	f := newFixture(t, map[string]string{"ACME_FLEETD_TOKEN": tenantSecret})
-	tenant, _, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetTenant, ""), testProfile("codex"), f.tenants)
+	tenant, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetTenant, ""), testProfile("codex"), f.tenants)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestLauncher_TenantCredentialOnlyForTenantMembers(t *testing.T) {
 	if _, ok := tenant.Env["ACME_FLEETD_TOKEN"]; ok {
 		t.Error("tenant member's pane carries fleetd's own credential variable name; want only the slot")
 	}
-	resident, _, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetResident, ""), testProfile("codex"), f.tenants)
+	resident, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetResident, ""), testProfile("codex"), f.tenants)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestLauncher_ProfileEnvOverridesAdapterDefaults(t *testing.T) {
 	f := newFixture(t, nil)
 	p := testProfile("claude")
 	p.Spec.Env["MCP_TOOL_TIMEOUT"] = "42"
-	spec, _, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetResident, ""), p, f.tenants)
+	spec, err := f.l.Prepare(context.Background(), testMember(v1alpha1.TargetResident, ""), p, f.tenants)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,12 +223,12 @@ func TestLauncher_UnresolvableSpecsMintNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			_, cleanup, err := f.l.Prepare(context.Background(), tt.member, tt.profile(), f.tenants)
+			spec, err := f.l.Prepare(context.Background(), tt.member, tt.profile(), f.tenants)
 			var r interface{ Reason() string }
 			if !errors.As(err, &r) || r.Reason() != tt.wantReason {
 				t.Fatalf("Prepare error = %v, want reason %s", err, tt.wantReason)
 			}
-			if cleanup != nil {
+			if spec.Cleanup != nil {
 				t.Error("cleanup returned with an error")
 			}
 			if f.reg.mints != 0 {
@@ -245,7 +245,7 @@ func TestLauncher_PrepareHonoursCancelledContext(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := f.l.Prepare(ctx, testMember(v1alpha1.TargetResident, ""), testProfile("claude"), f.tenants); !errors.Is(err, context.Canceled) {
+	if _, err := f.l.Prepare(ctx, testMember(v1alpha1.TargetResident, ""), testProfile("claude"), f.tenants); !errors.Is(err, context.Canceled) {
 		t.Errorf("Prepare(cancelled) = %v", err)
 	}
 }
@@ -253,15 +253,15 @@ func TestLauncher_PrepareHonoursCancelledContext(t *testing.T) {
 func TestLauncher_ReleaseAndForget(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
-	first, _, err := f.l.Prepare(ctx, testMember(v1alpha1.TargetResident, ""), testProfile("gemini"), f.tenants)
+	first, err := f.l.Prepare(ctx, testMember(v1alpha1.TargetResident, ""), testProfile("gemini"), f.tenants)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.l.Bind(first.Token, "w1:p1", "term_1"); err != nil {
+	if err := f.l.Bind(first, "w1:p1", "term_1"); err != nil {
 		t.Fatal(err)
 	}
 	// A replace: the new pane gets a new token, the old pane's is released.
-	second, _, err := f.l.Prepare(ctx, testMember(v1alpha1.TargetResident, ""), testProfile("gemini"), f.tenants)
+	second, err := f.l.Prepare(ctx, testMember(v1alpha1.TargetResident, ""), testProfile("gemini"), f.tenants)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestLauncher_SecretsStayInPaneEnvOnly(t *testing.T) {
 			for _, transport := range []string{v1alpha1.TransportStreamableHTTP, v1alpha1.TransportStdio} {
 				m := testMember(target, transport)
 				m.Name = fmt.Sprintf("%s-%s-%s", kind, target[:3], transport[:3])
-				spec, _, err := f.l.Prepare(context.Background(), m, testProfile(kind), f.tenants)
+				spec, err := f.l.Prepare(context.Background(), m, testProfile(kind), f.tenants)
 				if err != nil {
 					t.Fatalf("%s: %v", m.Name, err)
 				}

@@ -22,8 +22,9 @@ import (
 // Prompter is the slice of herdr the core needs: type a prompt into an agent
 // (agent.prompt, without wait) and read the recent tail of its terminal
 // (agent.read). target is a herdr agent target (a pane id or a live agent
-// name). Errors should carry herdr's codes so that [Options.Classify] can tell
-// "refused, nothing typed" from "outcome unknown".
+// name). A failed Prompt returns a [*PromptError] that tells "refused,
+// nothing typed" from "outcome unknown"; the adapter classifies its
+// multiplexer's errors (package herdrprompt does herdr's).
 type Prompter interface {
 	Prompt(ctx context.Context, target, text string) error
 	ReadTail(ctx context.Context, target string, lines int) (string, error)
@@ -80,7 +81,8 @@ type Options struct {
 	// CompactBytes: once the journal is larger than this (and at least twice
 	// its live content), it is rewritten with only live state. Default 4 MiB.
 	CompactBytes int64
-	// Classify sorts Prompt errors. Default DefaultClassify (herdr codes).
+	// Classify sorts Prompt errors. Default DefaultClassify (the
+	// Prompter's *PromptError).
 	Classify func(error) Verdict
 	// NewID returns a fresh unique id with the given prefix ("t-" turns,
 	// "m-" messages). Default: prefix + 16 random hex digits.

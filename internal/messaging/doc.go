@@ -3,8 +3,11 @@
 // agent panes, the durable mailboxes, and the journal that makes all of it
 // survive a crash. The MCP tools (bridge_send, bridge_reply, bridge_ask,
 // bridge_poll, bridge_ack, bridge_status) and the REST handlers are thin
-// adapters over a [Core]; the core knows nothing of MCP, HTTP, tokens or
-// members. It must never decide who a caller is (adapters resolve that from
+// adapters over a [Core]; this package knows nothing of MCP, HTTP, tokens or
+// members, and imports neither the herdr client nor the controllers: herdr
+// reaches it through a [Prompter] (package herdrprompt) and through the
+// statuses the reconciler reports in the core's own words. It must never
+// decide who a caller is (adapters resolve that from
 // the bearer token and pass a name), never poll herdr, never read the wall
 // clock, and never type a message into a pane twice.
 //
@@ -49,7 +52,8 @@
 // mid-call) is marked uncertain, shown by [Core.Status] and never re-sent;
 // herdr refusals that type nothing (agent_blocked, agent_not_ready, herdr
 // unreachable) leave the message at the head for the next observation.
-// [Options.Classify] draws that line. There is no polling loop: the core moves
+// The Prompter draws that line (a [*PromptError]); herdr's error codes are
+// classified in its herdr adapter, package herdrprompt, never here. There is no polling loop: the core moves
 // only when a call, a status event or one of its own timers arrives.
 //
 // # Durability

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/fleetd-dev/fleetd/herdr"
 )
 
-// Agent statuses as herdr reports them ([herdr.AgentStatus], as plain
-// strings).
+// Agent statuses the core understands, as [Core.ObserveStatus] receives them.
+// They are the core's own words; they coincide with herdr's agent statuses,
+// which the herdr adapter (package herdrprompt) pins with a test.
 const (
-	StatusIdle    = string(herdr.StatusIdle)
-	StatusWorking = string(herdr.StatusWorking)
-	StatusBlocked = string(herdr.StatusBlocked)
-	StatusDone    = string(herdr.StatusDone)
-	StatusUnknown = string(herdr.StatusUnknown)
+	StatusIdle    = "idle"
+	StatusWorking = "working"
+	StatusBlocked = "blocked"
+	StatusDone    = "done"
+	StatusUnknown = "unknown"
 )
 
 // worker is one recipient's injector state: its FIFO, what herdr last said
@@ -90,30 +89,33 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("Verdict(%d)", int(v))
 }
 
-// DefaultClassify sorts herdr errors: codes herdr returns before it types
-// anything are NotSent, agent_prompt_stalled and agent_prompt_failed are
-// Uncertain, other herdr codes Failed; herdr unreachable (dial failed) is
-// NotSent, a connection that broke after the request is Uncertain, and so is
-// anything unrecognised.
+// PromptError is how a [Prompter] reports a failed Prompt in the core's
+// terms: what the failure means for the message (Verdict) and, when the
+// refusal revealed it, the agent's status. The Prompter's adapter (package
+// herdrprompt for herdr) decides both; the core never reads a multiplexer's
+// error codes.
+type PromptError struct {
+	// Verdict is NotSent, Uncertain or Failed.
+	Verdict Verdict
+	// Status, if not "", is the agent's status the refusal showed (e.g.
+	// StatusBlocked: the agent waits at a dialog). The core keeps it until
+	// the next observation.
+	Status string
+	// Err is the adapter's own error, kept for the log and for errors.Is/As.
+	Err error
+}
+
+func (e *PromptError) Error() string { return e.Err.Error() }
+func (e *PromptError) Unwrap() error { return e.Err }
+
+// DefaultClassify reads a [*PromptError] anywhere in err's chain; any other
+// error is Uncertain (the prompt may have been typed), and nil is Delivered.
 func DefaultClassify(err error) Verdict {
 	if err == nil {
 		return Delivered
 	}
-	var he *herdr.Error
-	if errors.As(err, &he) {
-		switch he.Code {
-		case "agent_blocked", "agent_not_ready", "agent_not_idle", "agent_launch_pending",
-			"agent_pane_busy", "agent_pane_unavailable", "agent_not_running":
-			return NotSent
-		case "agent_prompt_stalled", "agent_prompt_failed", "timeout":
-			return Uncertain
-		default:
-			return Failed
-		}
-	}
-	var te *herdr.TransportError
-	if errors.As(err, &te) && te.Reason == herdr.ReasonUnavailable {
-		return NotSent
+	if pe, ok := errors.AsType[*PromptError](err); ok {
+		return pe.Verdict
 	}
 	return Uncertain
 }
@@ -253,8 +255,8 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 	switch verdict {
 	case NotSent:
 		// Wait for the next observation; herdr knows better than our last one.
-		if herdr.IsCode(err, "agent_blocked") {
-			w.status = StatusBlocked
+		if pe, ok := errors.AsType[*PromptError](err); ok && pe.Status != "" {
+			w.status = pe.Status
 		}
 	case Failed:
 		if t := c.turns[d.msg.TurnID]; t != nil && d.msg.Kind == KindPrompt {

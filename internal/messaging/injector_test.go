@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/fleetd-dev/fleetd/herdr"
 )
 
 func TestInjector_TwoMessagesToBusyWorkerOnePerTurnInOrder(t *testing.T) {
@@ -77,7 +75,7 @@ func TestInjector_NothingTypedWhileBlockedOrUnknown(t *testing.T) {
 func TestInjector_HerdrRefusalKeepsMessageQueuedForNextObservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &fakeHerdr{}
-		h.failNext(&herdr.Error{Method: "agent.prompt", Code: "agent_blocked", Message: "agent waits at a dialog"})
+		h.failNext(&PromptError{Verdict: NotSent, Status: StatusBlocked, Err: errors.New("agent waits at a dialog")})
 		c := newCore(t, t.TempDir(), h, nil)
 		c.ObserveStatus("w", StatusIdle, 1)
 		if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "go"}); err != nil {
@@ -107,7 +105,7 @@ func TestInjector_HerdrRefusalKeepsMessageQueuedForNextObservation(t *testing.T)
 func TestInjector_StalledPromptIsUncertainAndNeverResent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &fakeHerdr{}
-		h.failNext(&herdr.Error{Method: "agent.prompt", Code: "agent_prompt_stalled", Message: "no state change"})
+		h.failNext(&PromptError{Verdict: Uncertain, Err: errors.New("no state change")})
 		c := newCore(t, t.TempDir(), h, &Options{PickupGrace: 10 * time.Second})
 		c.ObserveStatus("w", StatusIdle, 1)
 		first, _ := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "one"})
@@ -161,7 +159,7 @@ func TestInjector_ReplyOnUncertainTurnClearsTheNote(t *testing.T) {
 func TestInjector_PermanentRefusalFailsTheTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &fakeHerdr{}
-		h.failNext(&herdr.Error{Method: "agent.prompt", Code: "agent_not_found", Message: "no agent w"})
+		h.failNext(&PromptError{Verdict: Failed, Err: errors.New("no agent w")})
 		c := newCore(t, t.TempDir(), h, nil)
 		c.ObserveStatus("w", StatusIdle, 1)
 		_, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "go", Wait: true})
@@ -181,12 +179,10 @@ func TestDefaultClassify(t *testing.T) {
 		want Verdict
 	}{
 		{"success", nil, Delivered},
-		{"blocked", &herdr.Error{Code: "agent_blocked"}, NotSent},
-		{"not ready", &herdr.Error{Code: "agent_not_ready"}, NotSent},
-		{"stalled", &herdr.Error{Code: "agent_prompt_stalled"}, Uncertain},
-		{"unknown agent", &herdr.Error{Code: "agent_not_found"}, Failed},
-		{"herdr down", &herdr.TransportError{Method: "agent.prompt", Reason: herdr.ReasonUnavailable}, NotSent},
-		{"connection broke", &herdr.TransportError{Method: "agent.prompt", Reason: herdr.ReasonClosed}, Uncertain},
+		{"refused, nothing typed", &PromptError{Verdict: NotSent, Err: errors.New("agent not ready")}, NotSent},
+		{"refused for good", &PromptError{Verdict: Failed, Err: errors.New("no such agent")}, Failed},
+		{"outcome unknown", &PromptError{Verdict: Uncertain, Err: errors.New("stalled")}, Uncertain},
+		{"wrapped", fmt.Errorf("prompt w: %w", &PromptError{Verdict: NotSent, Err: errors.New("herdr down")}), NotSent},
 		{"context cut", fmt.Errorf("prompt: %w", context.Canceled), Uncertain},
 		{"anything else", errors.New("boom"), Uncertain},
 	}

@@ -2,6 +2,7 @@ package messaging
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,8 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/fleetd-dev/fleetd/herdr"
 )
 
 // randomHerdr answers Prompt with a random mix of success and herdr's
@@ -26,10 +25,10 @@ type randomHerdr struct {
 
 var promptOutcomes = []error{
 	nil, nil, nil, nil,
-	&herdr.Error{Code: "agent_blocked"},
-	&herdr.Error{Code: "agent_prompt_stalled"},
-	&herdr.Error{Code: "agent_not_found"},
-	&herdr.TransportError{Reason: herdr.ReasonClosed, Err: io.ErrUnexpectedEOF},
+	&PromptError{Verdict: NotSent, Status: StatusBlocked, Err: errors.New("agent_blocked")},
+	&PromptError{Verdict: Uncertain, Err: errors.New("agent_prompt_stalled")},
+	&PromptError{Verdict: Failed, Err: errors.New("agent_not_found")},
+	fmt.Errorf("connection closed: %w", io.ErrUnexpectedEOF),
 }
 
 func (r *randomHerdr) Prompt(ctx context.Context, target, text string) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
 )
@@ -95,7 +96,7 @@ func newFleet(t *testing.T) *fleet {
 	t.Helper()
 	logs := &syncBuffer{}
 	agents := simagent.New(&simagent.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	srv, err := herdrtest.Start(&herdrtest.Options{Behavior: agents.Behavior()})
+	srv, err := validated.Start(&herdrtest.Options{Behavior: agents.Behavior()})
 	if err != nil {
 		t.Fatal(err)
 	}

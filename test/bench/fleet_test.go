@@ -18,6 +18,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
@@ -66,7 +67,7 @@ func quietLogger() *slog.Logger {
 // real clock); it is closed when tb ends.
 func startFake(tb testing.TB, lat time.Duration) *herdrtest.Server {
 	tb.Helper()
-	fake, err := herdrtest.Start(nil)
+	fake, err := validated.Start(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

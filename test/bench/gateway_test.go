@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -107,7 +108,7 @@ func startGateway(tb testing.TB, lat time.Duration, b herdrtest.Behavior, msg *m
 			tb.Fatal(err)
 		}
 	}
-	fake, err := herdrtest.Start(&herdrtest.Options{Behavior: b})
+	fake, err := validated.Start(&herdrtest.Options{Behavior: b})
 	if err != nil {
 		tb.Fatal(err)
 	}

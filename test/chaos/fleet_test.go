@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
@@ -136,7 +137,7 @@ func newWorld(t *testing.T, seed int64) *world {
 		t.Fatal(err)
 	}
 	w.writeFile("profile.yaml", profileYAML)
-	fake, err := herdrtest.Start(&herdrtest.Options{Behavior: herdrtest.Behavior{OnPrompt: w.onPrompt}})
+	fake, err := validated.Start(&herdrtest.Options{Behavior: herdrtest.Behavior{OnPrompt: w.onPrompt}})
 	if err != nil {
 		t.Fatal(err)
 	}

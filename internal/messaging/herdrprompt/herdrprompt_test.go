@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 )
@@ -28,7 +29,7 @@ func newFixture(t *testing.T, b herdrtest.Behavior) *fixture {
 	// nothing waits for it to pass.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	srv, err := herdrtest.Start(&herdrtest.Options{Behavior: b})
+	srv, err := validated.Start(&herdrtest.Options{Behavior: b})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -100,7 +101,7 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 			return procFigures{}, err
 		}
 	}
-	fake, err := herdrtest.Start(&herdrtest.Options{SocketPath: filepath.Join(root, "herdr.sock")})
+	fake, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(root, "herdr.sock")})
 	if err != nil {
 		return procFigures{}, err
 	}

@@ -1,0 +1,67 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// Spec is what one pane launch passes to herdr.
+type Spec struct {
+	// Args are the complete agent.start args (after the harness's
+	// executable).
+	Args []string
+	// Env is the complete pane environment for tab.create. It may hold
+	// secret values: pass it to herdr and nowhere else (String and LogValue
+	// print only its keys).
+	Env map[string]string
+	// Plan is the resolved MCP plan for status.plan; never a secret.
+	Plan []v1alpha1.PlanRow
+	// Token is an opaque handle of the pane's credential, for
+	// [Launcher.Bind]; "" when the launch has none.
+	Token string
+	// Cleanup, if set, undoes Prepare when the launch fails before the
+	// pane runs (for example it revokes the minted token).
+	Cleanup func() error
+}
+
+// String lists the spec without any environment value.
+func (s Spec) String() string {
+	return fmt.Sprintf("args=%q env=%v token=%s", s.Args, slices.Sorted(maps.Keys(s.Env)), s.Token)
+}
+
+// LogValue implements slog.LogValuer without any environment value.
+func (s Spec) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("args", s.Args),
+		slog.Any("envKeys", slices.Sorted(maps.Keys(s.Env))),
+		slog.String("token", s.Token),
+	)
+}
+
+// Launcher turns a member into a launch. An error that only a change of the
+// spec or of a referenced object can fix should have a `Reason() string`
+// method (e.g. *plan.Error): the member then gets Ready=False with that
+// reason and is not retried until something changes. Other errors are
+// retried with backoff.
+type Launcher interface {
+	// Prepare readies the member's next pane.
+	Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (Spec, error)
+	// Bind ties a prepared launch to the pane herdr created for it.
+	Bind(spec Spec, paneID, terminalID string) error
+	// Release is told that a pane fleetd ran was closed or replaced.
+	Release(paneID string) error
+	// Forget is told that a member was deleted.
+	Forget(member string) error
+}
+
+// Planner is implemented by a Launcher that can resolve a member's plan rows
+// without launching anything, for the status of a pane fleetd adopted
+// rather than started.
+type Planner interface {
+	Plan(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant) ([]v1alpha1.PlanRow, error)
+}

@@ -1,0 +1,95 @@
+package validated_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
+)
+
+// exchange sends one raw request line and returns herdr's answer's error
+// code ("" for a success).
+func exchange(t *testing.T, srv *herdrtest.Server, line string) string {
+	t.Helper()
+	c, err := net.Dial("unix", srv.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A bound so that a broken fake fails the test instead of hanging it.
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("no response to %s: %v", line, err)
+	}
+	var r struct {
+		Error *struct{ Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil {
+		t.Fatalf("response %s: %v", resp, err)
+	}
+	if r.Error == nil {
+		return ""
+	}
+	return r.Error.Code
+}
+
+// TestStart_ChecksRequestsAgainstTheSchema proves the validation is live: a
+// ping without params (herdr: missing field `params`) is refused by a
+// validated fake and served by a bare one, which checks no shapes (what
+// fleetd's embedded simulation runs).
+func TestStart_ChecksRequestsAgainstTheSchema(t *testing.T) {
+	const malformed = `{"id":"a","method":"ping"}`
+	for _, tt := range []struct {
+		name  string
+		start func(*herdrtest.Options) (*herdrtest.Server, error)
+		want  string
+	}{
+		{"validated", validated.Start, "invalid_request"},
+		{"bare herdrtest", herdrtest.Start, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := tt.start(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Close() })
+			if got := exchange(t, srv, malformed); got != tt.want {
+				t.Errorf("%s answered %q, want %q", malformed, got, tt.want)
+			}
+			if got := exchange(t, srv, `{"id":"b","method":"ping","params":{}}`); got != "" {
+				t.Errorf("a valid ping answered %q", got)
+			}
+		})
+	}
+}
+
+func TestStart_KeepsACallersValidator(t *testing.T) {
+	srv, err := validated.Start(&herdrtest.Options{Validator: refuser{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if got := exchange(t, srv, `{"id":"b","method":"ping","params":{}}`); got != "invalid_request" {
+		t.Errorf("ping answered %q; the caller's validator refuses everything", got)
+	}
+}
+
+type refuser struct{}
+
+func (refuser) Request([]byte) error { return errors.New("refused") }
+
+func TestFakeSpeaksTheSchemasProtocol(t *testing.T) {
+	if herdrtest.ProtocolVersion != schemacheck.Protocol {
+		t.Errorf("herdrtest.ProtocolVersion = %d, the schema describes protocol %d", herdrtest.ProtocolVersion, schemacheck.Protocol)
+	}
+}

@@ -1,0 +1,105 @@
+package archtest
+
+// Third-party modules, named once.
+const (
+	yaml       = "go.yaml.in/yaml/v3"
+	sigsyaml   = "sigs.k8s.io/yaml"
+	fsnotify   = "github.com/fsnotify/fsnotify"
+	prometheus = "github.com/prometheus/client_golang"
+	rate       = "golang.org/x/time/rate"
+	errgroup   = "golang.org/x/sync/errgroup"
+	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
+	cobra      = "github.com/spf13/cobra"
+	// jsonschemaGo is the MCP go-sdk's own tool-schema library (the SDK's
+	// tool definitions are built from it); it is not a validator of
+	// herdr's exchanges and stays in the binary.
+	jsonschemaGo = "github.com/google/jsonschema-go"
+	// schemaValidator is herdr's JSON Schema validator: tests only.
+	schemaValidator = "github.com/santhosh-tekuri/jsonschema"
+)
+
+// fleetdBinary is the main package whose links [notInFleetd] restricts.
+const fleetdBinary = "cmd/fleetd"
+
+// notInFleetd lists what the fleetd binary must not link (import paths;
+// a path covers the packages inside it): the schema validator and the two
+// packages of ours that use it.
+var notInFleetd = []string{
+	schemaValidator,
+	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck",
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated",
+}
+
+// allowed is fleetd's package graph, the one place it is written down:
+// each package and what it may import besides the standard library. Lower
+// layers never import higher ones. Some entries allow what the code does
+// not use yet (internal/statedir, controllers/herdrcache, rate, errgroup):
+// the places the other parts put them.
+var allowed = Graph{
+	// The API: types at the bottom, the strict decoder on them.
+	"api/v1alpha1": {},
+	"api/decode":   {"api/v1alpha1", yaml},
+
+	// Leaves: no fleetd imports beyond atomic files.
+	"internal/atomicfile": {},
+	"internal/clock":      {},
+	"internal/version":    {},
+	"internal/statedir":   {"internal/atomicfile"},
+	"internal/vocab":      {},
+	"internal/guard":      {"api/decode"},
+	"internal/plan":       {"api/v1alpha1"},
+	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
+
+	// herdr: the client is stdlib only; the fake never imports the client;
+	// the schema validator and the fake-with-validation are for tests and
+	// test tools only (see notInFleetd).
+	"herdr":                      {},
+	"herdr/herdrtest":            {"internal/clock"},
+	"herdr/internal/schemacheck": {schemaValidator},
+	"herdr/herdrtest/validated":  {"herdr/herdrtest", "herdr/internal/schemacheck"},
+
+	// The messaging core: neither herdr nor the controllers. Its herdr
+	// adapter is where herdr's error codes are classified.
+	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", prometheus},
+	"internal/messaging/internal/journal": {"internal/statedir"},
+	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging"},
+
+	// The controllers side: never the harness adapters, the token
+	// registry, the messaging core or mcp. controllers/launch is the one
+	// launch contract, a leaf that internal/harness implements.
+	"controllers/launch":     {"api/v1alpha1"},
+	"controllers/store":      {"api/v1alpha1", "api/decode", "internal/atomicfile", "internal/clock", "internal/statedir", fsnotify, yaml, sigsyaml},
+	"controllers/workqueue":  {"internal/clock", prometheus, rate},
+	"controllers/herdrcache": {"herdr", "internal/clock"},
+	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "controllers/store", "controllers/workqueue",
+		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/statedir", prometheus},
+
+	// The harness adapters implement controllers/launch; nothing else of
+	// the controllers.
+	"internal/harness": {"api/v1alpha1", "controllers/launch", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
+
+	// The north face: desired state through mcp's own interface, never
+	// controllers or controllers/store.
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/guard", "internal/messaging", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, sigsyaml},
+	"internal/mcpbridge": {mcpsdk},
+	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
+	"internal/migrate":   {"api/decode", "internal/atomicfile", yaml},
+
+	// The wiring: everything above (never the test-only herdr packages).
+	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
+		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
+		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tokens",
+		"internal/version", "mcp", prometheus, errgroup},
+
+	// Commands: the daemon and what each command needs. herdr-sim is a test
+	// double as a process and checks requests against herdr's schema.
+	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/migrate",
+		"internal/statedir", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
+	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
+
+	// This package.
+	"internal/archtest": {},
+
+	// Whole-system tests and benchmarks: anything; nothing imports them.
+	"test/...": {Any},
+}
