@@ -1175,7 +1175,7 @@ func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
 // first events.subscribe is caught up on, not lost until the next resync:
 // herdr does not replay per-pane status events.
 func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T) {
-	mc := herdrtest.NewManualClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	mc := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
 	e.fakeOpts = &herdrtest.Options{Clock: mc}
 	var mu sync.Mutex
@@ -1214,7 +1214,7 @@ func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T
 	if err := e.fake.SetAgentStatus(pane, "idle"); err != nil {
 		t.Fatal(err)
 	}
-	mc.Advance(time.Second)
+	mc.Step(time.Second)
 	e.waitFor("alpha unblocked after the restart", func(ms map[string]v1alpha1.Member) bool {
 		return ms["alpha"].Status.AgentStatus == "idle"
 	})

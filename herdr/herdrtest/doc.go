@@ -50,8 +50,8 @@
 // its target and is waiting) instead of sleeping; they inject faults
 // ([Fault]: latency, hang, drop, garbage) and [Server.Stop] and
 // [Server.Restart] serving on the same path. Every modelled delay runs on
-// Options.Clock; with a [ManualClock] a test moves time itself and never
-// sleeps.
+// Options.Clock (internal/clock, the one clock fleetd uses); with a
+// clock.Fake a test moves time itself and never sleeps.
 //
 // What it does not model: real processes or terminals (a pane's screen is
 // a list of lines: typed input is echoed, Enter submits, agents' replies

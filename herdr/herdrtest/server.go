@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // MaxRequestBytes is herdr's request-line limit (without the newline).
@@ -27,9 +28,9 @@ type Options struct {
 	// SocketPath is where to listen; "" creates a temporary directory that
 	// Close removes.
 	SocketPath string
-	// Clock drives every modelled delay; nil is the real clock. Pass a
-	// *ManualClock to step time from a test.
-	Clock Clock
+	// Clock drives every modelled delay (with AfterFunc callbacks); nil is
+	// the real clock. Pass a *clock.Fake to step time from a test.
+	Clock clock.Clock
 	// ReadyDelay is how long after agent.start the agent becomes
 	// interactive_ready (herdr: a 3 s settle plus detection). Zero makes it
 	// ready as soon as agent.start has been answered; agent.start itself
@@ -80,7 +81,7 @@ type Request struct {
 // concurrent use.
 type Server struct {
 	opts      Options
-	clock     Clock
+	clock     clock.Clock
 	path      string
 	tmpDir    string
 	validator *schemacheck.Validator
@@ -116,7 +117,7 @@ func Start(opts *Options) (*Server, error) {
 		o = *opts
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	if o.Version == "" {
 		o.Version = "0.8.2"
@@ -184,7 +185,7 @@ func Start(opts *Options) (*Server, error) {
 func (s *Server) SocketPath() string { return s.path }
 
 // Clock is the clock the fake runs on.
-func (s *Server) Clock() Clock { return s.clock }
+func (s *Server) Clock() clock.Clock { return s.clock }
 
 func (s *Server) listen() error {
 	l, err := net.Listen("unix", s.path)
@@ -316,7 +317,7 @@ func (s *Server) afterLocked(d time.Duration, f func()) (cancel func()) {
 		delete(s.timers, id)
 		f()
 		s.notifyLocked()
-	})
+	}).Stop
 	return func() {
 		if stop, ok := s.timers[id]; ok {
 			stop()

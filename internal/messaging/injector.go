@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // Agent statuses as herdr reports them ([herdr.AgentStatus], as plain
@@ -46,7 +47,7 @@ type delivery struct {
 	baseline    uint64 // worker's state_change_seq when Prompt was called
 	prevCurrent string
 	sent        bool
-	grace       Timer
+	grace       clock.Timer
 }
 
 func (w *worker) stopGrace() {
