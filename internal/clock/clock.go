@@ -61,6 +61,11 @@ func (r realTimer) Stop() bool          { return r.t.Stop() }
 //  2. Channel timers (NewTimer): Now reads the target time, and every timer
 //     whose deadline has been reached receives it. A goroutine woken by one
 //     therefore sees the final time, as it would after a real sleep.
+//
+// So a channel timer due before a callback is delivered after it in the same
+// advance. Nothing can tell: its receiver runs on another goroutine, which
+// the advance never waits for, whereas a callback's effects are complete when
+// Step returns.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
