@@ -85,7 +85,7 @@ func New(opts *Options) *Queue {
 	}
 	q := &Queue{
 		clock:      o.Clock,
-		limiter:    newRateLimiter(o.BaseDelay, o.MaxDelay, o.QPS, o.Burst, o.Clock.Now()),
+		limiter:    newRateLimiter(o.BaseDelay, o.MaxDelay, o.QPS, o.Burst),
 		metrics:    o.Metrics.forQueue(o.Name),
 		dirty:      map[string]time.Time{},
 		processing: map[string]time.Time{},

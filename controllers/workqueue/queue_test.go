@@ -124,7 +124,7 @@ func TestQueue_PerItemBackoffDoublesUpToCap(t *testing.T) {
 }
 
 func TestRateLimiter_TokenBucketLimitsOverallRate(t *testing.T) {
-	r := newRateLimiter(time.Millisecond, time.Millisecond, 10, 2, t0)
+	r := newRateLimiter(time.Millisecond, time.Millisecond, 10, 2)
 	var got []time.Duration
 	for i := range 4 {
 		got = append(got, r.when(string(rune('a'+i)), t0))
@@ -136,6 +136,28 @@ func TestRateLimiter_TokenBucketLimitsOverallRate(t *testing.T) {
 	// One second later the bucket has refilled to its burst.
 	if d := r.when("z", t0.Add(time.Second)); d != time.Millisecond {
 		t.Errorf("after refill: %v", d)
+	}
+}
+
+// The bucket's wait runs on the queue's clock: with the burst spent, the
+// next rate-limited key comes out 1/QPS later on the fake clock, not on the
+// wall clock.
+func TestQueue_TokenBucketWaitsOnTheQueueClock(t *testing.T) {
+	c := clock.NewFake(t0)
+	q := New(&Options{Clock: c, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, QPS: 10, Burst: 1})
+	defer q.ShutDown()
+	q.AddRateLimited("a")
+	q.AddRateLimited("b")
+	var released []time.Duration
+	for range 2 {
+		waitTimers(t, c, 1)
+		next, _ := c.NextDeadline()
+		c.SetTime(next)
+		q.Done(get(t, q))
+		released = append(released, c.Now().Sub(t0))
+	}
+	if diff := cmp.Diff([]time.Duration{time.Millisecond, 100 * time.Millisecond}, released); diff != "" {
+		t.Errorf("release times (-want +got):\n%s", diff)
 	}
 }
 

@@ -4,27 +4,30 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // rateLimiter is client-go's default controller rate limiter: the larger of
-// a per-item exponential backoff and an overall token bucket.
+// a per-item exponential backoff and an overall token bucket. The bucket is
+// a rate.Limiter read only through its ...At/ReserveN(t, n) forms at the
+// queue clock's time, never the wall clock; the wait it asks for is a delay
+// the queue sleeps on that clock's timers (AddAfter).
 type rateLimiter struct {
 	mu       sync.Mutex
 	base     time.Duration
 	max      time.Duration
 	failures map[string]int
 
-	qps    float64
-	burst  float64
-	tokens float64
-	last   time.Time
+	bucket *rate.Limiter // nil: no overall limit
 }
 
-func newRateLimiter(base, max time.Duration, qps float64, burst int, now time.Time) *rateLimiter {
-	return &rateLimiter{
-		base: base, max: max, failures: map[string]int{},
-		qps: qps, burst: float64(burst), tokens: float64(burst), last: now,
+func newRateLimiter(base, max time.Duration, qps float64, burst int) *rateLimiter {
+	r := &rateLimiter{base: base, max: max, failures: map[string]int{}}
+	if qps > 0 {
+		r.bucket = rate.NewLimiter(rate.Limit(qps), burst) // starts full
 	}
+	return r
 }
 
 // when records one more failure of key and returns how long to wait before
@@ -48,18 +51,10 @@ func (r *rateLimiter) when(key string, now time.Time) time.Duration {
 // reserve takes one token from the bucket and returns the wait until that
 // token is actually available.
 func (r *rateLimiter) reserve(now time.Time) time.Duration {
-	if r.qps <= 0 {
+	if r.bucket == nil {
 		return 0
 	}
-	if elapsed := now.Sub(r.last); elapsed > 0 {
-		r.tokens = math.Min(r.burst, r.tokens+elapsed.Seconds()*r.qps)
-		r.last = now
-	}
-	r.tokens--
-	if r.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-r.tokens / r.qps * float64(time.Second))
+	return r.bucket.ReserveN(now, 1).DelayFrom(now)
 }
 
 func (r *rateLimiter) forget(key string) {

@@ -70,7 +70,7 @@ func TestAgentLaunchPendingThenReady(t *testing.T) {
 	if code, _ := h.fail("agent.prompt", map[string]any{"target": "w1", "text": "hi"}); code != "agent_not_ready" {
 		t.Errorf("prompt while launching = %s, want agent_not_ready", code)
 	}
-	h.clock.Advance(3 * time.Second)
+	h.clock.Step(3 * time.Second)
 	got = h.ok("agent.get", map[string]any{"target": pane})["agent"].(map[string]any)
 	if got["launch_pending"] != nil || got["interactive_ready"] != true || got["agent_status"] != "idle" || got["state_change_seq"] != float64(1) {
 		t.Fatalf("agent.get after the delay = %v, want interactive_ready idle with state_change_seq 1", got)
@@ -101,11 +101,11 @@ func TestFailedLaunchClearsName(t *testing.T) {
 			h := newHarness(t, &herdrtest.Options{ReadyDelay: time.Second, Behavior: herdrtest.Behavior{Launch: tt.launch}})
 			_, pane := h.workspace(nil)
 			h.agent("w1", pane)
-			h.clock.Advance(tt.advance - time.Millisecond)
+			h.clock.Step(tt.advance - time.Millisecond)
 			if a := h.ok("agent.get", map[string]any{"target": "w1"})["agent"].(map[string]any); a["launch_pending"] != true {
 				t.Fatalf("before the deadline: %v", a)
 			}
-			h.clock.Advance(time.Millisecond)
+			h.clock.Step(time.Millisecond)
 			if code, _ := h.fail("agent.get", map[string]any{"target": "w1"}); code != "agent_not_found" {
 				t.Errorf("agent.get by name after failure = %s, want agent_not_found", code)
 			}
@@ -161,8 +161,8 @@ func TestPromptWaitStalls(t *testing.T) {
 			if err := h.clock.WaitForTimers(ctxT(t), 1); err != nil {
 				t.Fatal(err)
 			}
-			h.clock.Advance(tt.advance - time.Millisecond)
-			h.clock.Advance(time.Millisecond)
+			h.clock.Step(tt.advance - time.Millisecond)
+			h.clock.Step(time.Millisecond)
 			line, ok := c.next()
 			if !ok {
 				t.Fatal("no response")
@@ -191,7 +191,7 @@ func TestPromptWaitFollowsAgent(t *testing.T) {
 	if a := h.ok("agent.get", map[string]any{"target": "w1"})["agent"].(map[string]any); a["agent_status"] != "working" {
 		t.Fatalf("status while working = %v", a["agent_status"])
 	}
-	h.clock.Advance(10 * time.Second)
+	h.clock.Step(10 * time.Second)
 	line, ok := c.next()
 	if !ok {
 		t.Fatal("no response")
@@ -276,7 +276,7 @@ func TestAgentWait(t *testing.T) {
 		if err := h.clock.WaitForTimers(ctxT(t), 1); err != nil {
 			t.Fatal(err)
 		}
-		h.clock.Advance(time.Second)
+		h.clock.Step(time.Second)
 		line, _ := c.next()
 		if r := h.response(line); r.Error == nil || r.Error.Code != "timeout" {
 			t.Fatalf("response = %s, want timeout", line)

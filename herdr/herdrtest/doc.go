@@ -60,8 +60,8 @@
 // ([Fault]: latency, hang, drop, garbage) and [Server.Stop] and
 // [Server.Restart] serving on the same path (in memory: Dial refused
 // with ECONNREFUSED while stopped). Every modelled delay runs on
-// Options.Clock; with a [ManualClock] a test moves time itself and never
-// sleeps.
+// Options.Clock (internal/clock, the one clock fleetd uses); with a
+// clock.Fake a test moves time itself and never sleeps.
 //
 // What it does not model: real processes or terminals (a pane's screen is
 // a list of lines: typed input is echoed, Enter submits, agents' replies

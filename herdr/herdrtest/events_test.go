@@ -299,7 +299,7 @@ func TestFaults(t *testing.T) {
 		if err := h.clock.WaitForTimers(ctxT(t), 1); err != nil {
 			t.Fatal(err)
 		}
-		h.clock.Advance(2e9)
+		h.clock.Step(2e9)
 		line, ok := c.next()
 		if !ok || h.response(line).Result["type"] != "pong" {
 			t.Fatalf("response = %s", line)

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // ioTimeout bounds every socket read in these tests so a broken fake fails
@@ -29,7 +30,7 @@ type harness struct {
 	t     *testing.T
 	srv   *herdrtest.Server
 	v     *schemacheck.Validator
-	clock *herdrtest.ManualClock
+	clock *clock.Fake
 	n     int
 }
 
@@ -39,9 +40,9 @@ func newHarness(t *testing.T, opts *herdrtest.Options) *harness {
 	if opts != nil {
 		o = *opts
 	}
-	clock := herdrtest.NewManualClock(epoch)
+	clk := clock.NewFake(epoch)
 	if o.Clock == nil {
-		o.Clock = clock
+		o.Clock = clk
 	}
 	srv, err := validated.Start(&o)
 	if err != nil {
@@ -56,7 +57,7 @@ func newHarness(t *testing.T, opts *herdrtest.Options) *harness {
 	if err != nil {
 		t.Fatalf("schemacheck.New: %v", err)
 	}
-	return &harness{t: t, srv: srv, v: v, clock: clock}
+	return &harness{t: t, srv: srv, v: v, clock: clk}
 }
 
 func (h *harness) dial() net.Conn {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // MaxRequestBytes is herdr's request-line limit (without the newline).
@@ -52,9 +54,9 @@ type Options struct {
 	// a goroutine blocked on a real socket would keep virtual time from
 	// moving. Panes get an empty HERDR_SOCKET_PATH.
 	InMemory bool
-	// Clock drives every modelled delay; nil is the real clock. Pass a
-	// *ManualClock to step time from a test.
-	Clock Clock
+	// Clock drives every modelled delay (with AfterFunc callbacks); nil is
+	// the real clock. Pass a *clock.Fake to step time from a test.
+	Clock clock.Clock
 	// ReadyDelay is how long after agent.start the agent becomes
 	// interactive_ready (herdr: a 3 s settle plus detection). Zero makes it
 	// ready as soon as agent.start has been answered; agent.start itself
@@ -113,7 +115,7 @@ type Request struct {
 // use.
 type Server struct {
 	opts   Options
-	clock  Clock
+	clock  clock.Clock
 	path   string
 	tmpDir string
 
@@ -153,7 +155,7 @@ func Start(opts *Options) (*Server, error) {
 		return nil, errors.New("herdrtest: SocketPath and InMemory exclude each other")
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	if o.Version == "" {
 		o.Version = "0.8.2"
@@ -216,7 +218,7 @@ func Start(opts *Options) (*Server, error) {
 func (s *Server) SocketPath() string { return s.path }
 
 // Clock is the clock the fake runs on.
-func (s *Server) Clock() Clock { return s.clock }
+func (s *Server) Clock() clock.Clock { return s.clock }
 
 func (s *Server) listen() error {
 	if s.opts.InMemory {
@@ -394,7 +396,7 @@ func (s *Server) afterLocked(d time.Duration, f func()) (cancel func()) {
 		delete(s.timers, id)
 		f()
 		s.notifyLocked()
-	})
+	}).Stop
 	return func() {
 		if stop, ok := s.timers[id]; ok {
 			stop()

@@ -1,8 +1,21 @@
-// Package clock is the time source the controllers take instead of reading
-// the wall clock: Real for production and Fake for tests that script "ten
-// minutes pass" without sleeping.
+// Package clock is fleetd's one time source. Every part that waits or stamps
+// a time takes a [Clock] instead of reading the wall clock: the controllers
+// (the reconciler, controllers/store's debounce and retry, the
+// controllers/workqueue delays and token bucket), the messaging core
+// (internal/messaging's deadlines and pickup grace) and the fake herdr
+// (herdr/herdrtest's agent readiness, work, prompt and wait timers). Production
+// passes [Real]; tests pass a [Fake] and script "ten minutes pass" without
+// sleeping, or run on [Real] inside a testing/synctest bubble.
 //
-// A Fake moves only when its owner calls Step or SetTime; it fires every timer
-// whose deadline has been reached, in deadline order. Nothing in this package
-// ever sleeps or starts a goroutine.
+// A Clock makes two kinds of timer, as package time does: channel timers
+// ([Clock.NewTimer]), which the controllers select on, and callbacks
+// ([Clock.AfterFunc]), which the messaging core and the fake herdr use. A
+// Fake moves only when its owner calls [Fake.Step] or [Fake.SetTime]; it
+// runs due callbacks one by one in deadline order on the advancing goroutine,
+// then fires due channel timers with the new time. [Fake.TimerAdded],
+// [Fake.WaitForTimers] and [Fake.WaitIdle] let a test wait for a component
+// to arm (or drop) its timers before it moves the clock.
+//
+// Nothing in this package sleeps or starts a goroutine, and it imports only
+// the standard library, so every layer may use it.
 package clock

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -16,13 +17,13 @@ import (
 // its calls a timeout no other timer of the core uses) is reported on armed
 // when set and on stopped when stopped, which is when its call let go.
 type waiterClock struct {
-	messaging.RealClock
+	clock.Real
 	min, max       time.Duration
 	armed, stopped chan struct{}
 }
 
-func (c *waiterClock) AfterFunc(d time.Duration, f func()) messaging.Timer {
-	t := c.RealClock.AfterFunc(d, f)
+func (c *waiterClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.Real.AfterFunc(d, f)
 	if d < c.min || d > c.max {
 		return t
 	}
@@ -31,7 +32,7 @@ func (c *waiterClock) AfterFunc(d time.Duration, f func()) messaging.Timer {
 }
 
 type reportingTimer struct {
-	messaging.Timer
+	clock.Timer
 	stopped chan<- struct{}
 }
 

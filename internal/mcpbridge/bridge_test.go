@@ -119,7 +119,9 @@ func startBridge(t *testing.T, opts mcpbridge.Options) *bridge {
 		stdinWriter:     inW,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		b.done <- mcpbridge.Run(ctx, inR, outW, opts)
 		outW.Close()
 	}()
@@ -127,6 +129,10 @@ func startBridge(t *testing.T, opts mcpbridge.Options) *bridge {
 		cancel()
 		inW.Close()
 		outR.Close()
+		// Run ends the gateway session (DELETE) on its way out; the
+		// gateway must still be serving then, or the session would
+		// outlive the test.
+		<-exited
 	})
 	return b
 }

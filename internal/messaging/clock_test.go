@@ -7,12 +7,13 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
-// The core runs on the controllers' scripted clock too: a held Send times out
-// exactly when the fake clock reaches its deadline, not before.
-func TestFromControllerClock_DrivesDeadlines(t *testing.T) {
+// The core runs on the one scripted clock the controllers and the fake herdr
+// use too: a held Send times out exactly when the fake clock reaches its
+// deadline, not before.
+func TestCore_FakeClockDrivesDeadlines(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	fake := clock.NewFake(start)
-	c := newCore(t, t.TempDir(), &fakeHerdr{}, &Options{Clock: FromControllerClock(fake)})
+	c := newCore(t, t.TempDir(), &fakeHerdr{}, &Options{Clock: fake})
 	armed := fake.TimerAdded()
 	send := call(func() (SendResult, error) {
 		return c.Send(bg, SendRequest{From: "primary", To: "w", Content: "x", Wait: true, Timeout: time.Minute})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -32,8 +33,10 @@ type Prompter interface {
 
 // Options tunes a Core. A nil *Options means all defaults.
 type Options struct {
-	// Clock defaults to RealClock.
-	Clock Clock
+	// Clock is the core's only source of time: deadlines are computed from
+	// Now and waited for with AfterFunc, so a test can run the whole core
+	// inside a testing/synctest bubble or on a clock.Fake. Default clock.Real.
+	Clock clock.Clock
 	// Registerer receives fleetd_rendezvous_wait_seconds and
 	// fleetd_injector_queue_depth; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -95,7 +98,7 @@ func (o *Options) withDefaults() Options {
 		r = *o
 	}
 	if r.Clock == nil {
-		r.Clock = RealClock{}
+		r.Clock = clock.Real{}
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 // Agent statuses the core understands, as [Core.ObserveStatus] receives them.
@@ -45,7 +47,7 @@ type delivery struct {
 	baseline    uint64 // worker's state_change_seq when Prompt was called
 	prevCurrent string
 	sent        bool
-	grace       Timer
+	grace       clock.Timer
 }
 
 func (w *worker) stopGrace() {

@@ -79,7 +79,14 @@ func newGateway(t *testing.T, tokens ...string) *gateway {
 		}
 		mcpHandler.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.Close()
+		// A session its agent abandoned (simulated agents send nothing,
+		// not even the DELETE, once closed) is the gateway's to end.
+		for ss := range server.Sessions() {
+			ss.Close()
+		}
+	})
 	g.url = srv.URL + "/mcp"
 	return g
 }

@@ -5,11 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
@@ -33,6 +34,10 @@ var pool = []string{"w0", "w1", "w2", "w3", "w4", "w5"}
 // invariants hold.
 const settleTimeout = 30 * time.Second
 
+// leakTimeout bounds the wait for the run's goroutines to end after its
+// teardown; like settleTimeout it is a bound, never a pause.
+const leakTimeout = 10 * time.Second
+
 func TestChaos(t *testing.T) {
 	seeds := []int64{*flagSeed}
 	if *flagSeed == 0 {
@@ -43,7 +48,9 @@ func TestChaos(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			before := runtime.NumGoroutine()
+			// Whatever runs now (earlier seeds' leftovers included) is
+			// not this run's to answer for.
+			before := goleak.IgnoreCurrent()
 			w := newWorld(t, seed)
 			defer func() { // also after a t.Fatal
 				w.teardown()
@@ -611,21 +618,22 @@ func (w *world) dump() string {
 	return b.String()
 }
 
-// checkGoroutines waits until the goroutines the run started have ended
-// (they end asynchronously after their owners stopped) and reports the
-// survivors if some never do.
-func checkGoroutines(t *testing.T, before int) {
+// checkGoroutines fails t, listing the survivors, if a goroutine the run
+// started (one not ignored by before) is still running. The run's goroutines
+// end asynchronously after their owners stopped, and goleak.Find retries for
+// only about half a second, which a loaded -race run can exceed; so Find is
+// asked again until leakTimeout has passed.
+func checkGoroutines(t *testing.T, before goleak.Option) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Errorf("goroutine leak: %d running, %d before the run:\n%s", runtime.NumGoroutine(), before, buf[:n])
+	deadline := time.Now().Add(leakTimeout)
+	for {
+		err := goleak.Find(before)
+		if err == nil {
 			return
 		}
-		runtime.Gosched()
-		tm := time.NewTimer(time.Millisecond)
-		<-tm.C
+		if time.Now().After(deadline) {
+			t.Error(err)
+			return
+		}
 	}
 }

@@ -466,8 +466,8 @@ func (w *world) agentPane(name string) (herdrtest.PaneState, bool) {
 	return herdrtest.PaneState{}, false
 }
 
-// teardown stops everything the run started; the goroutine count is
-// compared after it.
+// teardown stops everything the run started; the leak check
+// (goleak.VerifyNone) runs after it.
 func (w *world) teardown() {
 	if w.fd != nil {
 		w.killFleetd()
