@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -75,6 +77,22 @@ type Handler struct {
 // /members wait for it.
 func (h *Handler) PaneGone(paneID string) { h.s.members.gone.report(paneID) }
 
+// Close ends every MCP session still open on the gateway, with the
+// goroutines that serve it. A session normally ends with its client's
+// DELETE; one whose client cannot send it (its token was revoked, it went
+// away) would otherwise outlive the listener. Call it after the HTTP
+// server has shut down.
+func (h *Handler) Close() error {
+	if h.s.mcpServer == nil {
+		return nil
+	}
+	var errs []error
+	for ss := range h.s.mcpServer.Sessions() {
+		errs = append(errs, ss.Close())
+	}
+	return errors.Join(errs...)
+}
+
 // NewHandler returns the HTTP handler of fleetd's listener. It fails only
 // when the tool-call counter cannot be registered.
 func NewHandler(opts Options) (*Handler, error) {
@@ -104,7 +122,8 @@ func NewHandler(opts Options) (*Handler, error) {
 		mux.Handle("DELETE /members/{name}", s.authenticated(s.deleteMember))
 	}
 	if opts.Messages != nil {
-		mux.Handle("/mcp", s.newGateway(s.newMCPServer()))
+		s.mcpServer = s.newMCPServer()
+		mux.Handle("/mcp", s.newGateway(s.mcpServer))
 	}
 	var h http.Handler = mux
 	if opts.Loopback {
@@ -117,6 +136,7 @@ type restServer struct {
 	opts      Options
 	members   *members
 	toolCalls *prometheus.CounterVec
+	mcpServer *sdk.Server // nil without a messaging core
 }
 
 func (s *restServer) maxBody() int64 { return cmp.Or(s.opts.MaxBodyBytes, DefaultMaxBodyBytes) }

@@ -276,6 +276,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 			log.Warn("http shutdown", "err", err)
 			srv.Close()
 		}
+		// Sessions whose clients cannot end them (a revoked worker's
+		// DELETE is refused) would outlive the listener.
+		if err := handler.Close(); err != nil {
+			log.Debug("close MCP sessions", "err", err)
+		}
 		return nil
 	})
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -31,7 +33,10 @@ func TestMain(m *testing.M) {
 	if raw := os.Getenv(childEnv); raw != "" {
 		os.Exit(runChild(raw))
 	}
-	os.Exit(m.Run())
+	// Every goroutine a daemon started (controllers, the gateway's MCP
+	// sessions, the messaging core, the simulated herdr) has ended once
+	// Run returned.
+	goleak.VerifyTestMain(m)
 }
 
 // childConfig is what a child daemon runs with.
