@@ -319,7 +319,7 @@ func settled(m v1alpha1.Member, gen int64) bool {
 	for _, c := range m.Status.Conditions {
 		if c.Type == v1alpha1.ConditionReady && c.Status == v1alpha1.ConditionFalse {
 			switch c.Reason {
-			case "ProfileNotFound", "TenantNotFound", "InvalidSpec":
+			case v1alpha1.ReasonProfileNotFound, v1alpha1.ReasonTenantNotFound, v1alpha1.ReasonInvalidSpec:
 				return true
 			}
 		}

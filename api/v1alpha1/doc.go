@@ -7,6 +7,12 @@
 // interfaces in any spec. Deep copies are hand-written in controller-gen's
 // shape (DeepCopy, DeepCopyInto, DeepCopyObject).
 //
+// The status vocabulary lives here too, once: condition types, statuses and
+// every condition reason fleetd writes ([ReasonProfileNotFound],
+// [ReasonInvalidSpec], …), so that the controller that writes a reason, the
+// plan resolver that returns one and the tools that read one share a word
+// instead of restating a string.
+//
 // SetDefaults fills what an operator may leave out (a Member's mcpTarget,
 // transport and workspace; a Profile's restartPolicy, startupTimeout and
 // toolTimeout) and never overwrites a set value. Validate is fail-closed and

@@ -140,7 +140,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
 		by := byName(ms)
 		return by["reviewer"].Status.Phase == v1alpha1.PhaseReady && by["docs-writer"].Status.Phase == v1alpha1.PhaseReady &&
-			condition(by["acme-triage"], v1alpha1.ConditionReady).Reason == plan.ReasonCredentialMissing
+			condition(by["acme-triage"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonCredentialMissing
 	})
 	if err != nil {
 		t.Fatalf("first start: %v", err)
