@@ -23,7 +23,8 @@
 // Two shapes get a dedicated message. A Member spec is closed: a key that
 // names a URL, credential, token, header, command, argv or environment, at
 // any depth, is rejected with a pointer to where it belongs (Profile or
-// Tenant); [CheckClosedMemberSpec] applies the same rule to specs that
+// Tenant) — the words are v1alpha1's one list ([v1alpha1.ClassifyKey]),
+// which the spawn guard shares; [CheckClosedMemberSpec] applies the same rule to specs that
 // arrive as JSON over MCP or REST. A Member carrying the legacy
 // spec.mcpTransport is rejected with an error naming `fleetd migrate`;
 // this package never rewrites it — that is package migrate's job.

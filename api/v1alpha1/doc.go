@@ -22,6 +22,12 @@
 // [ObjectNamePattern] for Profiles, Tenants and references to them), enum
 // values, herdr's startupTimeout bounds and environment variable names.
 //
+// The closed shape of a Member's spec has its one word list here as well:
+// [KeyWords] splits a field name into words and [ClassifyKey] says whether
+// it names an environment bag, a command, headers, an endpoint, a
+// credential or a provider's setting. The manifest decoder and the spawn
+// guard both judge keys with it, each refusing the classes its rule covers.
+//
 // This package never reads files, the environment or the network, and never
 // talks to herdr; decoding from YAML, with file and line numbers, lives in
 // package api/decode.
