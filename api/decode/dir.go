@@ -44,17 +44,12 @@ func (f *FileResult) Line(i int, field string) int {
 	return p.doc
 }
 
-// Subset returns the result with only the objects keep accepts, each with
-// its positions, and no errors: the objects of a file that are in effect.
-func (f *FileResult) Subset(keep func(i int, o v1alpha1.Object) bool) FileResult {
-	out := FileResult{Path: f.Path}
-	for i, o := range f.Objects {
-		if keep(i, o) {
-			out.Objects = append(out.Objects, o)
-			if i < len(f.positions) {
-				out.positions = append(out.positions, f.positions[i])
-			}
-		}
+// Only returns the result of Objects[i] alone, with its positions and
+// without the file's errors: one object in effect and where it is written.
+func (f *FileResult) Only(i int) FileResult {
+	out := FileResult{Path: f.Path, Objects: []v1alpha1.Object{f.Objects[i]}}
+	if i < len(f.positions) {
+		out.positions = []positions{f.positions[i]}
 	}
 	return out
 }

@@ -56,6 +56,7 @@ type Directory struct {
 	files    map[string]*fileState // by path
 	meta     *metaBook
 	snap     *Snapshot
+	located  map[Key]decode.FileResult // each object in snap, alone, with where its file spells its fields
 	watchers map[chan struct{}]struct{}
 
 	scans   int           // completed scans, for tests
@@ -64,9 +65,9 @@ type Directory struct {
 
 // fileState is what the store knows about one manifest file.
 type fileState struct {
-	hash    [32]byte
-	objects []v1alpha1.Object // the last good objects
-	errs    decode.ErrorList  // problems of the current content
+	hash [32]byte
+	good decode.FileResult // the last good objects, with their positions
+	errs decode.ErrorList  // problems of the current content
 }
 
 var _ Store = (*Directory)(nil)
@@ -104,6 +105,7 @@ func NewDirectory(dir string, opts *DirectoryOptions) (*Directory, error) {
 		files:    map[string]*fileState{},
 		meta:     meta,
 		snap:     emptySnapshot(),
+		located:  map[Key]decode.FileResult{},
 		watchers: map[chan struct{}]struct{}{},
 	}
 	d.mu.Lock()
@@ -274,15 +276,12 @@ func (d *Directory) scanLocked() {
 			continue
 		}
 		st.hash = h
-		objs, errs := decode.File(path, data)
-		if len(errs) > 0 {
-			st.errs = errs // keep st.objects: the last good ones
+		res := decode.Manifest(path, data)
+		if len(res.Errors) > 0 {
+			st.errs = res.Errors // keep st.good: the last good objects
 			continue
 		}
-		st.objects, st.errs = objs, nil
-		if st.objects == nil {
-			st.objects = []v1alpha1.Object{}
-		}
+		st.good, st.errs = res, nil
 	}
 	for path := range d.files {
 		if !seen[path] {
@@ -294,6 +293,16 @@ func (d *Directory) scanLocked() {
 
 // buildLocked assembles a snapshot from the files, reusing the previous
 // snapshot's pointer for every object whose content did not change.
+//
+// An object defined more than once (in one file or in several) is an
+// error, reported the decoder's way ([decode.CheckDuplicates]: on the
+// later definition, naming the earlier one's file and line), and neither
+// definition takes effect — as in `fleetd validate`. What stays in effect
+// is the object's last good definition, exactly as for a file that stops
+// parsing: the object of the previous snapshot or, right after a restart,
+// the copy whose spec is the one the state directory last recorded. So a
+// second copy of a running member's file never tears the member down;
+// deleting either copy ends the error.
 func (d *Directory) buildLocked() *Snapshot {
 	next := emptySnapshot()
 	next.Synced = true
@@ -302,40 +311,117 @@ func (d *Directory) buildLocked() *Snapshot {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	now := d.clock.Now()
-	present := map[string]bool{}
+	files := make([]decode.FileResult, 0, len(paths))
+	defs := map[Key]int{}
 	for _, p := range paths {
 		st := d.files[p]
 		next.Errors = append(next.Errors, st.errs...)
-		for _, obj := range st.objects {
+		f := st.good
+		f.Path = p
+		files = append(files, f)
+		for _, obj := range f.Objects {
+			defs[Key{obj.GetObjectKind(), obj.GetName()}]++
+		}
+	}
+	next.Errors = append(next.Errors, decode.CheckDuplicates(files)...)
+	next.Errors.Sort()
+
+	now := d.clock.Now()
+	present := map[string]bool{}
+	located := map[Key]decode.FileResult{}
+	put := func(key Key, obj v1alpha1.Object, at decode.FileResult) {
+		present[key.String()] = true
+		next.Sources[key] = at.Path
+		located[key] = at
+		switch o := obj.(type) {
+		case *v1alpha1.Member:
+			next.Members[o.Name] = o
+		case *v1alpha1.Profile:
+			next.Profiles[o.Name] = o
+		case *v1alpha1.Tenant:
+			next.Tenants[o.Name] = o
+		}
+	}
+	for _, f := range files {
+		for i, obj := range f.Objects {
 			key := Key{obj.GetObjectKind(), obj.GetName()}
-			if first, dup := next.Sources[key]; dup {
-				next.Errors = append(next.Errors, &decode.Error{File: p, Field: "metadata.name",
-					Msg: fmt.Sprintf("duplicate %s %q: already defined in %s; this definition is ignored", key.Kind, key.Name, first)})
-				continue
+			alone := f.Only(i)
+			switch n := defs[key]; {
+			case n < 0:
+				continue // a duplicate already settled
+			case n > 1:
+				defs[key] = -1
+				if prev, ok := d.snap.object(key); ok {
+					at := d.located[key]
+					if d.files[at.Path] == nil { // its file is gone: point at this copy
+						at = alone
+					}
+					put(key, prev, at)
+					continue
+				}
+				copyAt, ok := d.recordedCopy(files, key)
+				if !ok {
+					continue
+				}
+				obj, alone = copyAt.Objects[0], copyAt
 			}
 			obj = obj.(interface{ DeepCopyObject() v1alpha1.Object }).DeepCopyObject()
 			d.meta.stamp(obj, now)
-			present[key.String()] = true
-			next.Sources[key] = p
 			if prev, ok := d.snap.object(key); ok && sameObject(prev, obj) {
 				obj = prev
 			}
-			switch o := obj.(type) {
-			case *v1alpha1.Member:
-				next.Members[o.Name] = o
-			case *v1alpha1.Profile:
-				next.Profiles[o.Name] = o
-			case *v1alpha1.Tenant:
-				next.Tenants[o.Name] = o
-			}
+			put(key, obj, alone)
 		}
 	}
+	d.located = located
 	d.meta.prune(present)
 	if err := d.meta.save(); err != nil {
 		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
 	}
+	next.Unresolved = d.unresolved(next, located)
 	return next
+}
+
+// recordedCopy returns, alone in its file's result, the first definition
+// of key whose spec is the one the state directory recorded as key's last
+// good spec — the copy that was in effect before fleetd restarted.
+func (d *Directory) recordedCopy(files []decode.FileResult, key Key) (decode.FileResult, bool) {
+	rec, ok := d.meta.recs[key.String()]
+	if !ok {
+		return decode.FileResult{}, false
+	}
+	for _, f := range files {
+		for i, obj := range f.Objects {
+			if (Key{obj.GetObjectKind(), obj.GetName()}) == key && specHash(obj) == rec.SpecHash {
+				return f.Only(i), true
+			}
+		}
+	}
+	return decode.FileResult{}, false
+}
+
+// unresolved judges the references of the snapshot's Members with the
+// check `fleetd validate` uses, at the lines where each is written.
+func (d *Directory) unresolved(s *Snapshot, located map[Key]decode.FileResult) decode.ErrorList {
+	names := make([]string, 0, len(s.Members))
+	for name := range s.Members {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	members := make([]decode.FileResult, 0, len(names))
+	for _, name := range names {
+		at := located[Key{v1alpha1.KindMember, name}]
+		// The object in effect, which after a duplicate may be older than
+		// the file's current content.
+		at.Objects = []v1alpha1.Object{s.Members[name]}
+		members = append(members, at)
+	}
+	errs := decode.CheckReferences(members, func(kind, name string) bool {
+		_, ok := s.object(Key{kind, name})
+		return ok
+	}, d.dir)
+	errs.Sort()
+	return errs
 }
 
 // publishLocked installs next if it differs from the current snapshot,
@@ -360,6 +446,15 @@ func (d *Directory) publishLocked(next *Snapshot) {
 	if len(prev.Errors) > 0 && len(next.Errors) == 0 {
 		d.log.Info("manifest errors cleared", "dir", d.dir)
 	}
+	old = map[string]bool{}
+	for _, e := range prev.Unresolved {
+		old[e.Error()] = true
+	}
+	for _, e := range next.Unresolved {
+		if !old[e.Error()] {
+			d.log.Warn("member references an object that is not defined; it waits at Ready=False", "file", e.File, "line", e.Line, "err", e.Error())
+		}
+	}
 	d.snap = next
 	for ch := range d.watchers {
 		select {
@@ -374,13 +469,8 @@ func sameSnapshot(a, b *Snapshot) bool {
 		(a.DirErr != nil && a.DirErr.Error() != b.DirErr.Error()) {
 		return false
 	}
-	if len(a.Errors) != len(b.Errors) || len(a.Sources) != len(b.Sources) {
+	if !sameErrors(a.Errors, b.Errors) || !sameErrors(a.Unresolved, b.Unresolved) || len(a.Sources) != len(b.Sources) {
 		return false
-	}
-	for i := range a.Errors {
-		if a.Errors[i].Error() != b.Errors[i].Error() {
-			return false
-		}
 	}
 	for k, p := range a.Sources {
 		if b.Sources[k] != p {
@@ -388,6 +478,18 @@ func sameSnapshot(a, b *Snapshot) bool {
 		}
 	}
 	return sameMap(a.Members, b.Members) && sameMap(a.Profiles, b.Profiles) && sameMap(a.Tenants, b.Tenants)
+}
+
+func sameErrors(a, b decode.ErrorList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Error() != b[i].Error() {
+			return false
+		}
+	}
+	return true
 }
 
 func sameMap[T comparable](a, b map[string]T) bool {
