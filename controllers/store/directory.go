@@ -56,11 +56,17 @@ type Directory struct {
 	files    map[string]*fileState // by path
 	meta     *metaBook
 	snap     *Snapshot
-	located  map[Key]decode.FileResult // each object in snap, alone, with where its file spells its fields
 	watchers map[chan struct{}]struct{}
 
 	scans   int           // completed scans, for tests
 	scanned chan struct{} // tests: signalled (coalesced) after every scan, if set
+}
+
+// location is where an object in effect is written: Objects[i] of a file's
+// last good result.
+type location struct {
+	file decode.FileResult
+	i    int
 }
 
 // fileState is what the store knows about one manifest file.
@@ -105,7 +111,6 @@ func NewDirectory(dir string, opts *DirectoryOptions) (*Directory, error) {
 		files:    map[string]*fileState{},
 		meta:     meta,
 		snap:     emptySnapshot(),
-		located:  map[Key]decode.FileResult{},
 		watchers: map[chan struct{}]struct{}{},
 	}
 	d.mu.Lock()
@@ -312,7 +317,8 @@ func (d *Directory) buildLocked() *Snapshot {
 	}
 	sort.Strings(paths)
 	files := make([]decode.FileResult, 0, len(paths))
-	defs := map[Key]int{}
+	defs := make(map[Key]int, len(d.snap.Sources))
+	dup := false
 	for _, p := range paths {
 		st := d.files[p]
 		next.Errors = append(next.Errors, st.errs...)
@@ -320,19 +326,21 @@ func (d *Directory) buildLocked() *Snapshot {
 		f.Path = p
 		files = append(files, f)
 		for _, obj := range f.Objects {
-			defs[Key{obj.GetObjectKind(), obj.GetName()}]++
+			key := Key{obj.GetObjectKind(), obj.GetName()}
+			defs[key]++
+			dup = dup || defs[key] > 1
 		}
 	}
-	next.Errors = append(next.Errors, decode.CheckDuplicates(files)...)
-	next.Errors.Sort()
+	if dup {
+		next.Errors = append(next.Errors, decode.CheckDuplicates(files)...)
+		next.Errors.Sort()
+	}
 
 	now := d.clock.Now()
 	present := map[string]bool{}
-	located := map[Key]decode.FileResult{}
-	put := func(key Key, obj v1alpha1.Object, at decode.FileResult) {
+	put := func(key Key, obj v1alpha1.Object, at location) {
 		present[key.String()] = true
-		next.Sources[key] = at.Path
-		located[key] = at
+		next.Sources[key] = at.file.Path
 		switch o := obj.(type) {
 		case *v1alpha1.Member:
 			next.Members[o.Name] = o
@@ -342,86 +350,107 @@ func (d *Directory) buildLocked() *Snapshot {
 			next.Tenants[o.Name] = o
 		}
 	}
+	// refs are the Members in effect, where they are written, for the
+	// reference check: whole files where nothing is duplicated.
+	refs := make([]decode.FileResult, 0, len(files))
 	for _, f := range files {
+		whole := true
 		for i, obj := range f.Objects {
 			key := Key{obj.GetObjectKind(), obj.GetName()}
-			alone := f.Only(i)
+			at := location{f, i}
 			switch n := defs[key]; {
 			case n < 0:
+				whole = false
 				continue // a duplicate already settled
 			case n > 1:
+				whole = false
 				defs[key] = -1
 				if prev, ok := d.snap.object(key); ok {
-					at := d.located[key]
-					if d.files[at.Path] == nil { // its file is gone: point at this copy
-						at = alone
-					}
+					if was, ok := copyIn(files, key, d.snap.Sources[key]); ok {
+						at = was
+					} // else its file no longer defines it: point at this copy
 					put(key, prev, at)
+					refs = append(refs, inEffect(at, prev))
 					continue
 				}
 				copyAt, ok := d.recordedCopy(files, key)
 				if !ok {
 					continue
 				}
-				obj, alone = copyAt.Objects[0], copyAt
+				at, obj = copyAt, copyAt.file.Objects[copyAt.i]
 			}
 			obj = obj.(interface{ DeepCopyObject() v1alpha1.Object }).DeepCopyObject()
 			d.meta.stamp(obj, now)
 			if prev, ok := d.snap.object(key); ok && sameObject(prev, obj) {
 				obj = prev
 			}
-			put(key, obj, alone)
+			put(key, obj, at)
+			if n := defs[key]; n < 0 {
+				refs = append(refs, inEffect(at, obj))
+			}
+		}
+		if whole {
+			refs = append(refs, f)
+		} else {
+			for i, obj := range f.Objects {
+				if defs[Key{obj.GetObjectKind(), obj.GetName()}] == 1 {
+					refs = append(refs, f.Only(i))
+				}
+			}
 		}
 	}
-	d.located = located
 	d.meta.prune(present)
 	if err := d.meta.save(); err != nil {
 		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
 	}
-	next.Unresolved = d.unresolved(next, located)
+	next.Unresolved = decode.CheckReferences(refs, func(kind, name string) bool {
+		_, ok := next.object(Key{kind, name})
+		return ok
+	}, d.dir)
+	next.Unresolved.Sort()
 	return next
 }
 
-// recordedCopy returns, alone in its file's result, the first definition
+// copyIn returns where the file at path defines key.
+func copyIn(files []decode.FileResult, key Key, path string) (location, bool) {
+	for _, f := range files {
+		if f.Path != path {
+			continue
+		}
+		for i, obj := range f.Objects {
+			if (Key{obj.GetObjectKind(), obj.GetName()}) == key {
+				return location{f, i}, true
+			}
+		}
+	}
+	return location{}, false
+}
+
+// inEffect is the object in effect, alone with the positions of the
+// definition at. For a duplicate's last good definition those are the
+// current copy's in the same file, which an edit may have moved.
+func inEffect(at location, obj v1alpha1.Object) decode.FileResult {
+	f := at.file.Only(at.i)
+	f.Objects[0] = obj
+	return f
+}
+
+// recordedCopy returns where the first definition
 // of key whose spec is the one the state directory recorded as key's last
 // good spec — the copy that was in effect before fleetd restarted.
-func (d *Directory) recordedCopy(files []decode.FileResult, key Key) (decode.FileResult, bool) {
+func (d *Directory) recordedCopy(files []decode.FileResult, key Key) (location, bool) {
 	rec, ok := d.meta.recs[key.String()]
 	if !ok {
-		return decode.FileResult{}, false
+		return location{}, false
 	}
 	for _, f := range files {
 		for i, obj := range f.Objects {
 			if (Key{obj.GetObjectKind(), obj.GetName()}) == key && specHash(obj) == rec.SpecHash {
-				return f.Only(i), true
+				return location{f, i}, true
 			}
 		}
 	}
-	return decode.FileResult{}, false
-}
-
-// unresolved judges the references of the snapshot's Members with the
-// check `fleetd validate` uses, at the lines where each is written.
-func (d *Directory) unresolved(s *Snapshot, located map[Key]decode.FileResult) decode.ErrorList {
-	names := make([]string, 0, len(s.Members))
-	for name := range s.Members {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	members := make([]decode.FileResult, 0, len(names))
-	for _, name := range names {
-		at := located[Key{v1alpha1.KindMember, name}]
-		// The object in effect, which after a duplicate may be older than
-		// the file's current content.
-		at.Objects = []v1alpha1.Object{s.Members[name]}
-		members = append(members, at)
-	}
-	errs := decode.CheckReferences(members, func(kind, name string) bool {
-		_, ok := s.object(Key{kind, name})
-		return ok
-	}, d.dir)
-	errs.Sort()
-	return errs
+	return location{}, false
 }
 
 // publishLocked installs next if it differs from the current snapshot,
