@@ -29,6 +29,14 @@
 // spec.mcpTransport is rejected with an error naming `fleetd migrate`;
 // this package never rewrites it — that is package migrate's job.
 //
+// Across objects: [Manifest] keeps where each object and field is written
+// ([FileResult.Line]), so the checks that span files locate their errors
+// without parsing again. [CheckDuplicates] reports a kind and name defined
+// twice (on the later definition, naming the earlier one's line; neither
+// is used), and [CheckReferences] a Member whose Profile or Tenant is not
+// defined. `fleetd validate` and the desired-state store both use them, so a
+// problem reads the same before fleetd runs and while it does.
+//
 // Fields fleetd owns — status, metadata.uid, metadata.generation and
 // metadata.creationTimestamp — are accepted and dropped, so that the output
 // of `fleetd get -o yaml` can be applied again.
