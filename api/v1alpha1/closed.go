@@ -38,7 +38,7 @@ const (
 	KeyCredential
 	// KeyProvider: a model provider's or cloud SDK's own setting: a key
 	// whose first word is a provider's name (anthropic…, openai…, aws…,
-	// gemini…, and the others in [ProviderWords]).
+	// gemini…, mistral…, and the other providers [ClassifyKey] lists).
 	KeyProvider
 )
 
@@ -86,9 +86,9 @@ var (
 	}
 )
 
-// ProviderWords are the first words of the variables and settings a
+// providerWords are the first words of the variables and settings a
 // harness or cloud SDK reads its endpoint or account from.
-var ProviderWords = []string{"anthropic", "claude", "openai", "codex", "azure", "aws", "bedrock", "vertex", "google",
+var providerWords = []string{"anthropic", "claude", "openai", "codex", "azure", "aws", "bedrock", "vertex", "google",
 	"gemini", "gcp", "gcloud", "mistral", "groq", "xai", "deepseek", "openrouter", "cohere", "hf", "huggingface"}
 
 // ClassifyKey says what a field named key carries, judged by its words
@@ -124,7 +124,7 @@ func wordClass(w string) KeyClass {
 	return KeyAllowed
 }
 
-func isProvider(w string) bool { return slices.Contains(ProviderWords, w) }
+func isProvider(w string) bool { return slices.Contains(providerWords, w) }
 
 // KeyWords splits a key into lower-case words at every character that is
 // not a letter or digit (snake_case, kebab-case, dots, slashes, spaces) and

@@ -173,7 +173,7 @@ func keyViolation(key string) string {
 // endpoint or secret word (ANTHROPIC_BASE_URL, OPENAI_API_KEY, GH_TOKEN,
 // HTTPS_PROXY, …) or it starts with a provider's name (ANTHROPIC_…,
 // OPENAI_…, AWS_…, AZURE_…, GOOGLE_…, GEMINI_…, CLAUDE_…, CODEX_…, and the
-// others in [v1alpha1.ProviderWords]).
+// others in [v1alpha1.ClassifyKey]'s provider list).
 func IsCredentialName(name string) bool { return keyViolation(name) != "" }
 
 var (
