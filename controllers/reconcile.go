@@ -12,29 +12,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
-// ConditionManifestValid reports whether the file defining a member parses;
-// False means the member runs on the file's last good definition.
-const ConditionManifestValid = "ManifestValid"
-
-// Condition reasons the member controller writes.
-const (
-	ReasonAgentReady       = "AgentReady"
-	ReasonStarting         = "Starting"
-	ReasonBackOff          = "BackOff"
-	ReasonCrashLoop        = "CrashLoop"
-	ReasonFailed           = "Failed"
-	ReasonPaused           = "Paused"
-	ReasonProfileNotFound  = "ProfileNotFound"
-	ReasonTenantNotFound   = "TenantNotFound"
-	ReasonInvalidSpec      = "InvalidSpec"
-	ReasonHerdrUnavailable = "HerdrUnavailable"
-	ReasonHerdrError       = "HerdrError"
-	ReasonAsExpected       = "AsExpected"
-	ReasonManifestError    = "ManifestError"
-	ReasonManifestParsed   = "Parsed"
-	ReasonDirectoryMissing = "DirectoryUnreadable"
-)
-
 // Reasons of events (for describe) that are not also condition reasons.
 const (
 	reasonAdopted          = "Adopted"
@@ -98,36 +75,36 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	if mem.Spec.Paused {
 		if owned {
 			if !m.view.isSynced() {
-				b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, ReasonHerdrUnavailable, "waiting for herdr to close the paused member's tab")
+				b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable, "waiting for herdr to close the paused member's tab")
 				m.writeStatus(name, b)
 				return Result{}, nil
 			}
 			if err := m.closeOwned(ctx, rec, gonePaused); err != nil {
 				return Result{}, err
 			}
-			m.event(name, v1alpha1.EventNormal, ReasonPaused, fmt.Sprintf("member paused; closed its tab %s", rec.TabID))
+			m.event(name, v1alpha1.EventNormal, v1alpha1.ReasonPaused, fmt.Sprintf("member paused; closed its tab %s", rec.TabID))
 		}
 		*rt = runtime{}
 		b.clearPane()
 		b.st.LastError = ""
-		b.set(v1alpha1.PhasePaused, cFalse(ReasonPaused, "spec.paused is true"),
-			cFalse(ReasonPaused, "spec.paused is true"), cFalse(ReasonAsExpected, ""))
+		b.set(v1alpha1.PhasePaused, cFalse(v1alpha1.ReasonPaused, "spec.paused is true"),
+			cFalse(v1alpha1.ReasonPaused, "spec.paused is true"), cFalse(v1alpha1.ReasonAsExpected, ""))
 		m.writeStatus(name, b)
 		return Result{}, nil
 	}
 
 	profile, ok := snap.Profiles[mem.Spec.Profile]
 	if !ok {
-		return m.unresolved(name, b, ReasonProfileNotFound, fmt.Sprintf("profile %q not found; create it or fix spec.profile", mem.Spec.Profile))
+		return m.unresolved(name, b, v1alpha1.ReasonProfileNotFound, fmt.Sprintf("profile %q not found; create it or fix spec.profile", mem.Spec.Profile))
 	}
 	if t := mem.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant {
 		if _, ok := snap.Tenants[t.TenantID]; !ok {
-			return m.unresolved(name, b, ReasonTenantNotFound, fmt.Sprintf("tenant %q not found; create it or fix spec.mcpTarget.tenantId", t.TenantID))
+			return m.unresolved(name, b, v1alpha1.ReasonTenantNotFound, fmt.Sprintf("tenant %q not found; create it or fix spec.mcpTarget.tenantId", t.TenantID))
 		}
 	}
 
 	if !m.view.isSynced() {
-		b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, ReasonHerdrUnavailable, "herdr is not reachable; nothing is recreated until it answers")
+		b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable, "herdr is not reachable; nothing is recreated until it answers")
 		m.writeStatus(name, b)
 		return Result{}, nil
 	}
@@ -213,7 +190,7 @@ func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.
 // manifestCondition reports whether the member's file parses.
 func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
 	if snap.DirErr != nil {
-		b.cond(ConditionManifestValid, v1alpha1.ConditionFalse, ReasonDirectoryMissing,
+		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionFalse, v1alpha1.ReasonDirectoryMissing,
 			"manifests directory unreadable; running on the last definition read: "+snap.DirErr.Error())
 		return
 	}
@@ -223,11 +200,11 @@ func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
 		if len(errs) > 1 {
 			msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
 		}
-		b.cond(ConditionManifestValid, v1alpha1.ConditionFalse, ReasonManifestError,
+		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionFalse, v1alpha1.ReasonManifestError,
 			msg+"; running on the file's last good definition")
 		return
 	}
-	b.cond(ConditionManifestValid, v1alpha1.ConditionTrue, ReasonManifestParsed, "")
+	b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionTrue, v1alpha1.ReasonManifestParsed, "")
 }
 
 // unresolved records a spec problem that only a change can fix. A pane that
@@ -235,7 +212,7 @@ func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
 // the object it references changes (the store enqueues it then).
 func (m *Manager) unresolved(name string, b *statusBuilder, reason, msg string) (Result, error) {
 	b.st.LastError = msg
-	b.set(v1alpha1.PhasePending, cFalse(reason, msg), cFalse(reason, msg), cFalse(ReasonAsExpected, ""))
+	b.set(v1alpha1.PhasePending, cFalse(reason, msg), cFalse(reason, msg), cFalse(v1alpha1.ReasonAsExpected, ""))
 	m.writeStatus(name, b)
 	return Result{}, nil
 }
@@ -256,11 +233,11 @@ func (m *Manager) running(name string, b *statusBuilder, rt *runtime, rec Owners
 	b.st.AgentStatus = string(agentStatus)
 	if rt.failures >= m.o.DegradedAfter {
 		msg := fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError)
-		b.set(v1alpha1.PhaseDegraded, cTrue(ReasonAgentReady, "agent is running"),
-			cFalse(ReasonCrashLoop, msg), cTrue(ReasonCrashLoop, msg))
+		b.set(v1alpha1.PhaseDegraded, cTrue(v1alpha1.ReasonAgentReady, "agent is running"),
+			cFalse(v1alpha1.ReasonCrashLoop, msg), cTrue(v1alpha1.ReasonCrashLoop, msg))
 	} else {
-		b.set(v1alpha1.PhaseReady, cTrue(ReasonAgentReady, "agent is running"),
-			cFalse(ReasonAgentReady, "agent is running"), cFalse(ReasonAsExpected, ""))
+		b.set(v1alpha1.PhaseReady, cTrue(v1alpha1.ReasonAgentReady, "agent is running"),
+			cFalse(v1alpha1.ReasonAgentReady, "agent is running"), cFalse(v1alpha1.ReasonAsExpected, ""))
 		b.st.LastError = ""
 	}
 	m.writeStatus(name, b)
@@ -280,17 +257,17 @@ func (m *Manager) stillStarting(ctx context.Context, name string, mem *v1alpha1.
 		return m.failed(name, mem, p, b, rt, fmt.Sprintf("agent not ready within %s", timeout)), nil
 	}
 	b.setPane(rec)
-	b.set(v1alpha1.PhaseStarting, cFalse(ReasonStarting, "agent is starting"),
-		cTrue(ReasonStarting, "agent is starting"), degradedCond(rt, m.o.DegradedAfter))
+	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
+		cTrue(v1alpha1.ReasonStarting, "agent is starting"), degradedCond(rt, m.o.DegradedAfter))
 	m.writeStatus(name, b)
 	return Result{RequeueAfter: min(time.Second, deadline.Sub(now))}, nil
 }
 
 func degradedCond(rt *runtime, after int) [3]string {
 	if rt.failures >= after {
-		return cTrue(ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError))
+		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError))
 	}
-	return cFalse(ReasonAsExpected, "")
+	return cFalse(v1alpha1.ReasonAsExpected, "")
 }
 
 // failed handles a pane that closed or an agent that exited or never became
@@ -304,8 +281,8 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 	b.st.LastError = why
 	if p.Spec.RestartPolicy == v1alpha1.RestartNever {
 		rt.failedGen, rt.failedProfile = mem.Generation, p
-		m.event(name, v1alpha1.EventWarning, ReasonFailed, why+"; restartPolicy is Never, not recreating")
-		b.set(v1alpha1.PhaseFailed, cFalse(ReasonFailed, why), cFalse(ReasonFailed, "restartPolicy is Never"), cTrue(ReasonFailed, why))
+		m.event(name, v1alpha1.EventWarning, v1alpha1.ReasonFailed, why+"; restartPolicy is Never, not recreating")
+		b.set(v1alpha1.PhaseFailed, cFalse(v1alpha1.ReasonFailed, why), cFalse(v1alpha1.ReasonFailed, "restartPolicy is Never"), cTrue(v1alpha1.ReasonFailed, why))
 		m.writeStatus(name, b)
 		return Result{}
 	}
@@ -323,12 +300,12 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 	if delay > 0 {
 		msg = fmt.Sprintf("%s; recreating in %s (restart %d)", why, delay, b.st.Restarts)
 	}
-	m.event(name, v1alpha1.EventWarning, ReasonBackOff, msg)
+	m.event(name, v1alpha1.EventWarning, v1alpha1.ReasonBackOff, msg)
 	phase := v1alpha1.PhaseStarting
 	if rt.failures >= m.o.DegradedAfter {
 		phase = v1alpha1.PhaseDegraded
 	}
-	b.set(phase, cFalse(ReasonBackOff, msg), cTrue(ReasonBackOff, msg), degradedCond(rt, m.o.DegradedAfter))
+	b.set(phase, cFalse(v1alpha1.ReasonBackOff, msg), cTrue(v1alpha1.ReasonBackOff, msg), degradedCond(rt, m.o.DegradedAfter))
 	m.writeStatus(name, b)
 	if delay == 0 {
 		return Result{Requeue: true}
@@ -407,8 +384,8 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	timeout := startupTimeout(p)
 	b.setPane(rec)
 	b.st.Plan = spec.Plan
-	b.set(v1alpha1.PhaseStarting, cFalse(ReasonStarting, "agent is starting"),
-		cTrue(ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
+	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
+		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
 		degradedCond(rt, m.o.DegradedAfter))
 	m.writeStatus(name, b)
 
@@ -462,10 +439,10 @@ func invalidSpec(err error) bool {
 // retried until the member or its profile changes.
 func (m *Manager) unlaunchable(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, err error) Result {
 	rt.failedGen, rt.failedProfile = mem.Generation, p
-	m.event(name, v1alpha1.EventWarning, ReasonInvalidSpec, err.Error())
+	m.event(name, v1alpha1.EventWarning, v1alpha1.ReasonInvalidSpec, err.Error())
 	b.clearPane()
 	b.st.LastError = err.Error()
-	b.set(v1alpha1.PhaseFailed, cFalse(ReasonInvalidSpec, err.Error()), cFalse(ReasonInvalidSpec, err.Error()), cTrue(ReasonInvalidSpec, err.Error()))
+	b.set(v1alpha1.PhaseFailed, cFalse(v1alpha1.ReasonInvalidSpec, err.Error()), cFalse(v1alpha1.ReasonInvalidSpec, err.Error()), cTrue(v1alpha1.ReasonInvalidSpec, err.Error()))
 	m.writeStatus(name, b)
 	return Result{}
 }
@@ -482,7 +459,7 @@ func (m *Manager) createFailed(name string, mem *v1alpha1.Member, p *v1alpha1.Pr
 		return m.unlaunchable(name, mem, p, b, rt, err), nil
 	}
 	b.st.LastError = err.Error()
-	b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionFalse, ReasonHerdrError, err.Error())
+	b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionFalse, v1alpha1.ReasonHerdrError, err.Error())
 	m.writeStatus(name, b)
 	return Result{}, err
 }

@@ -334,7 +334,7 @@ func TestManager_DeletePauseUnpause(t *testing.T) {
 		if e.paneAlive(betaPane) {
 			t.Error("paused member's pane still open")
 		}
-		if c := condition(ms["beta"], v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || c.Reason != ReasonPaused {
+		if c := condition(ms["beta"], v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || c.Reason != v1alpha1.ReasonPaused {
 			t.Errorf("paused Ready condition %+v", c)
 		}
 		e.write("beta.yaml", memberYAML("beta"))
@@ -423,7 +423,7 @@ func TestManager_KilledPaneIsRecreatedAndCounted(t *testing.T) {
 			t.Error("pane whose agent exited was left open")
 		}
 		ev := e.mgr.MemberEvents("alpha")
-		if len(ev) == 0 || !strings.Contains(fmt.Sprint(ev), ReasonBackOff) {
+		if len(ev) == 0 || !strings.Contains(fmt.Sprint(ev), v1alpha1.ReasonBackOff) {
 			t.Errorf("events lack the restart: %+v", ev)
 		}
 	})
@@ -433,8 +433,8 @@ func TestManager_UnresolvedReferenceWaitsThenStarts(t *testing.T) {
 	for _, tc := range []struct {
 		name, member, reason, fixFile, fix string
 	}{
-		{"profile", memberYAML("alpha"), ReasonProfileNotFound, "profile.yaml", testProfile},
-		{"tenant", memberYAML("alpha", "mcpTarget: {kind: tenant, tenantId: acme}"), ReasonTenantNotFound, "tenant.yaml",
+		{"profile", memberYAML("alpha"), v1alpha1.ReasonProfileNotFound, "profile.yaml", testProfile},
+		{"tenant", memberYAML("alpha", "mcpTarget: {kind: tenant, tenantId: acme}"), v1alpha1.ReasonTenantNotFound, "tenant.yaml",
 			"apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://fleet.acme.example/mcp, credentialEnv: ACME_TOKEN}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -494,7 +494,7 @@ func TestManager_UnlaunchableSpecFailsWithoutRetry(t *testing.T) {
 		e := newEnv(t, map[string]string{"profile.yaml": bad, "alpha.yaml": memberYAML("alpha")})
 		e.start()
 		ms := e.waitFor("alpha Failed", allPhase(v1alpha1.PhaseFailed, "alpha"))
-		if c := condition(ms["alpha"], v1alpha1.ConditionReady); c.Reason != ReasonInvalidSpec || !strings.Contains(c.Message, "unsupported_agent_kind") {
+		if c := condition(ms["alpha"], v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "unsupported_agent_kind") {
 			t.Errorf("Ready %+v", c)
 		}
 		e.waitIdle()
@@ -652,10 +652,10 @@ func TestManager_SyntaxErrorKeepsMemberRunning(t *testing.T) {
 		pane := ms["alpha"].Status.PaneID
 		e.write("alpha.yaml", memberYAML("alpha", "cwd: [unclosed"))
 		ms = e.waitFor("error visible", func(ms map[string]v1alpha1.Member) bool {
-			return condition(ms["alpha"], ConditionManifestValid).Status == v1alpha1.ConditionFalse
+			return condition(ms["alpha"], v1alpha1.ConditionManifestValid).Status == v1alpha1.ConditionFalse
 		})
-		c := condition(ms["alpha"], ConditionManifestValid)
-		if !strings.Contains(c.Message, "alpha.yaml:") || c.Reason != ReasonManifestError {
+		c := condition(ms["alpha"], v1alpha1.ConditionManifestValid)
+		if !strings.Contains(c.Message, "alpha.yaml:") || c.Reason != v1alpha1.ReasonManifestError {
 			t.Errorf("ManifestValid %+v: want the file and line", c)
 		}
 		if ms["alpha"].Status.Phase != v1alpha1.PhaseReady || ms["alpha"].Status.PaneID != pane || !e.paneAlive(pane) {
@@ -669,7 +669,7 @@ func TestManager_SyntaxErrorKeepsMemberRunning(t *testing.T) {
 		}
 		e.write("alpha.yaml", memberYAML("alpha"))
 		ms = e.waitFor("error cleared", func(ms map[string]v1alpha1.Member) bool {
-			return condition(ms["alpha"], ConditionManifestValid).Status == v1alpha1.ConditionTrue
+			return condition(ms["alpha"], v1alpha1.ConditionManifestValid).Status == v1alpha1.ConditionTrue
 		})
 		if ms["alpha"].Status.PaneID != pane || e.fake.Calls()["agent.start"] != 1 {
 			t.Errorf("fixing the file restarted the agent")
@@ -689,7 +689,7 @@ func TestManager_ManifestsDirRenamedAwayClosesNothing(t *testing.T) {
 		away := e.dir + ".away"
 		e.rename(e.dir, away)
 		ms := e.waitFor("directory problem visible", func(ms map[string]v1alpha1.Member) bool {
-			return condition(ms["alpha"], ConditionManifestValid).Reason == ReasonDirectoryMissing
+			return condition(ms["alpha"], v1alpha1.ConditionManifestValid).Reason == v1alpha1.ReasonDirectoryMissing
 		})
 		if len(ms) != 2 || !e.paneAlive(before["alpha"].Status.PaneID) || !e.paneAlive(before["beta"].Status.PaneID) {
 			t.Fatalf("members or panes pruned while the directory was away")
@@ -699,8 +699,8 @@ func TestManager_ManifestsDirRenamedAwayClosesNothing(t *testing.T) {
 		}
 		e.rename(away, e.dir)
 		e.waitFor("directory back", func(ms map[string]v1alpha1.Member) bool {
-			return condition(ms["alpha"], ConditionManifestValid).Status == v1alpha1.ConditionTrue &&
-				condition(ms["beta"], ConditionManifestValid).Status == v1alpha1.ConditionTrue
+			return condition(ms["alpha"], v1alpha1.ConditionManifestValid).Status == v1alpha1.ConditionTrue &&
+				condition(ms["beta"], v1alpha1.ConditionManifestValid).Status == v1alpha1.ConditionTrue
 		})
 		e.waitIdle()
 		now := e.fake.Calls()
@@ -722,7 +722,7 @@ func TestManager_HerdrUnavailableRecreatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.waitFor("herdr down visible", func(ms map[string]v1alpha1.Member) bool {
-			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
+			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonHerdrUnavailable
 		})
 		if got := metricValue(t, e.reg, "fleetd_herdr_up"); got != 0 {
 			t.Errorf("fleetd_herdr_up = %v while herdr is down", got)
@@ -730,7 +730,7 @@ func TestManager_HerdrUnavailableRecreatesNothing(t *testing.T) {
 		// A member added while herdr is down waits for it.
 		e.write("beta.yaml", memberYAML("beta"))
 		e.waitFor("beta waits", func(ms map[string]v1alpha1.Member) bool {
-			return condition(ms["beta"], v1alpha1.ConditionReady).Reason == ReasonHerdrUnavailable
+			return condition(ms["beta"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonHerdrUnavailable
 		})
 		if err := e.fake.Restart(); err != nil {
 			t.Fatal(err)
@@ -842,7 +842,7 @@ func TestManager_CrashLoopBacksOffAndGoesDegraded(t *testing.T) {
 		if a.Status.Restarts != 7 || a.Status.LastError == "" {
 			t.Errorf("restarts %d lastError %q; want 7 and the failure", a.Status.Restarts, a.Status.LastError)
 		}
-		if c := condition(a, v1alpha1.ConditionDegraded); c.Status != v1alpha1.ConditionTrue || c.Reason != ReasonCrashLoop {
+		if c := condition(a, v1alpha1.ConditionDegraded); c.Status != v1alpha1.ConditionTrue || c.Reason != v1alpha1.ReasonCrashLoop {
 			t.Errorf("Degraded condition %+v", c)
 		}
 		if c := condition(a, v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionFalse || !strings.Contains(c.Message, "5m0s") {
@@ -1204,7 +1204,7 @@ func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
 		e.write("alpha.yaml", memberYAML("alpha"))
 		e.waitFor("refusal visible", func(ms map[string]v1alpha1.Member) bool {
 			c := condition(ms["alpha"], v1alpha1.ConditionReady)
-			return c.Reason == ReasonHerdrError && strings.Contains(c.Message, "no room") && strings.Contains(ms["alpha"].Status.LastError, "no room")
+			return c.Reason == v1alpha1.ReasonHerdrError && strings.Contains(c.Message, "no room") && strings.Contains(ms["alpha"].Status.LastError, "no room")
 		})
 		e.waitFor("alpha Ready after retries", allPhase(v1alpha1.PhaseReady, "alpha"))
 		if n := e.fake.Calls()["tab.create"]; n != 4 {

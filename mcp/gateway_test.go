@@ -195,6 +195,33 @@ func TestGateway_ToolErrorsCarryCodesAndAreCounted(t *testing.T) {
 	}
 }
 
+// TestGateway_SpawnJudgesRawArguments: bridge_spawn's guard reads the
+// arguments as the client sent them, so a duplicate key cannot hide a value
+// from it and is refused itself.
+func TestGateway_SpawnJudgesRawArguments(t *testing.T) {
+	srv, _ := startGateway(t, &fakeMessenger{})
+	primary, err := connect(t, srv.URL, "primary-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ args, wantCode string }{
+		{`{"profile":"claude","workspace":"${ANTHROPIC_BASE_URL}","workspace":"api"}`, "subscription_boundary"},
+		{`{"profile":"claude","workspace":"api","workspace":"ops"}`, "invalid_spec"},
+		{`{"profile":"claude","workspace":"api"}`, "unavailable"}, // passes; no store configured
+	} {
+		res, err := primary.CallTool(context.Background(), &sdk.CallToolParams{Name: toolSpawn, Arguments: json.RawMessage(tc.args)})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.args, err)
+		}
+		var te ToolError
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &te)
+		if !res.IsError || te.Code != tc.wantCode {
+			t.Errorf("bridge_spawn %s = %+v, want a %s tool error", tc.args, te, tc.wantCode)
+		}
+	}
+}
+
 func counterValue(t *testing.T, reg *prometheus.Registry, tool, outcome string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()

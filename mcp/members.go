@@ -92,14 +92,31 @@ type spawnRequest struct {
 var spawnKeys = map[string]bool{"profile": true, "name": true, "mcpTarget": true, "transport": true,
 	"workspace": true, "prompt": true, "wait": true, "timeoutMs": true}
 
-// decodeSpawnArgs checks raw bridge_spawn arguments (or a POST /members body
-// in that shape) and turns them into a Member: the subscription guard first,
-// on every key and value as sent; then the closed shape and the fields
-// bridge_spawn knows; then strict decoding and validation of the Member.
-func decodeSpawnArgs(raw map[string]any) (spawnRequest, error) {
-	if err := guard.CheckSpawn(raw); err != nil {
-		return spawnRequest{}, boundaryErr(err)
+// decodeSpawnArgs checks bridge_spawn arguments as they arrived (the JSON
+// of the tool call, or of a POST /members body in that shape) and turns
+// them into a Member: the subscription guard first, on the raw bytes — every
+// key and value as sent, duplicate keys refused — then the closed shape and
+// the fields bridge_spawn knows, then strict decoding and validation of the
+// Member.
+func decodeSpawnArgs(data []byte) (spawnRequest, error) {
+	raw := map[string]any{}
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return spawnRequest{}, toolErr(codeInvalidArgument, "arguments: %v", err)
+		}
+		if err := guard.CheckSpawnJSON(data); err != nil {
+			return spawnRequest{}, boundaryErr(err)
+		}
 	}
+	if raw == nil { // the arguments were null
+		raw = map[string]any{}
+	}
+	return spawnFromArgs(raw)
+}
+
+// spawnFromArgs turns bridge_spawn arguments the guard has passed into a
+// Member.
+func spawnFromArgs(raw map[string]any) (spawnRequest, error) {
 	var extra []string
 	for k := range raw {
 		if !spawnKeys[k] {
@@ -161,11 +178,24 @@ func decodeSpawnArgs(raw map[string]any) (spawnRequest, error) {
 }
 
 // decodeMemberBody checks a POST /members body: a Member (YAML or JSON) or
-// bridge_spawn arguments (a JSON or YAML object without kind).
+// bridge_spawn arguments (a JSON or YAML object without kind). The guard
+// reads a JSON body as sent, duplicate keys included; a YAML body becomes
+// JSON first, strictly, so that a duplicate key there is refused too.
 func decodeMemberBody(body []byte) (spawnRequest, error) {
-	data, err := sigsyaml.YAMLToJSON(body)
+	isJSON := json.Valid(body)
+	if isJSON {
+		if err := guard.CheckSpawnJSON(body); err != nil {
+			return spawnRequest{}, boundaryErr(err)
+		}
+	}
+	data, err := sigsyaml.YAMLToJSONStrict(body)
 	if err != nil {
 		return spawnRequest{}, toolErr(codeInvalidSpec, "request body: %v", err)
+	}
+	if !isJSON {
+		if err := guard.CheckSpawnJSON(data); err != nil {
+			return spawnRequest{}, boundaryErr(err)
+		}
 	}
 	var raw map[string]any
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -175,14 +205,9 @@ func decodeMemberBody(body []byte) (spawnRequest, error) {
 	}
 	if _, ok := raw["kind"]; !ok {
 		// Over REST nothing waits unless asked to (here or with ?wait=true).
-		req, err := decodeSpawnArgs(raw)
+		req, err := spawnFromArgs(raw)
 		req.wait = raw["wait"] == true
 		return req, err
-	}
-	// The guard reads the body as sent, duplicate keys included; YAML that
-	// became JSON above has none left to hide.
-	if err := guard.CheckSpawnJSON(data); err != nil {
-		return spawnRequest{}, boundaryErr(err)
 	}
 	m, err := decodeMember("request body", body)
 	if err != nil {
@@ -328,7 +353,7 @@ func settled(m v1alpha1.Member, gen int64) bool {
 	for _, c := range m.Status.Conditions {
 		if c.Type == v1alpha1.ConditionReady && c.Status == v1alpha1.ConditionFalse {
 			switch c.Reason {
-			case "ProfileNotFound", "TenantNotFound", "InvalidSpec":
+			case v1alpha1.ReasonProfileNotFound, v1alpha1.ReasonTenantNotFound, v1alpha1.ReasonInvalidSpec:
 				return true
 			}
 		}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestDecodeSpawnArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := decodeSpawnArgs(tt.args)
+			req, err := decodeSpawnArgs(jsonArgs(t, tt.args))
 			if tt.wantCode != "" {
 				te := fromCore(err)
 				if err == nil || te.Code != tt.wantCode || !strings.Contains(te.Message, tt.wantMsg) {
@@ -60,7 +61,7 @@ func TestDecodeSpawnArgs(t *testing.T) {
 }
 
 func TestDecodeSpawnArgs_GeneratedNameAndWait(t *testing.T) {
-	req, err := decodeSpawnArgs(map[string]any{"profile": "codex-fast-with-a-rather-long-name", "wait": false, "timeoutMs": float64(1500)})
+	req, err := decodeSpawnArgs(jsonArgs(t, map[string]any{"profile": "codex-fast-with-a-rather-long-name", "wait": false, "timeoutMs": float64(1500)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +70,38 @@ func TestDecodeSpawnArgs_GeneratedNameAndWait(t *testing.T) {
 	}
 	if req.wait || req.timeout != 1500*time.Millisecond {
 		t.Errorf("wait=%v timeout=%v, want false 1.5s", req.wait, req.timeout)
+	}
+}
+
+// jsonArgs encodes tool arguments as a client sends them.
+func jsonArgs(t *testing.T, args map[string]any) []byte {
+	t.Helper()
+	data, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestDecodeSpawnArgs_RawArguments: the arguments are judged as sent, so a
+// key named twice is refused, and a forbidden value hidden in the copy a
+// map decoder would drop is still a boundary error.
+func TestDecodeSpawnArgs_RawArguments(t *testing.T) {
+	for _, tt := range []struct{ name, args, wantCode, wantMsg string }{
+		{"no arguments", ``, "invalid_spec", "spec.profile"},
+		{"null", `null`, "invalid_spec", "spec.profile"},
+		{"not an object", `[1]`, "invalid_argument", "arguments"},
+		{"harmless duplicate", `{"profile":"claude","workspace":"a","workspace":"b"}`, "invalid_spec", "workspace: duplicate key"},
+		{"secret in the dropped copy", `{"profile":"claude","workspace":"${OPENAI_API_KEY}","workspace":"api"}`, "subscription_boundary", "workspace"},
+		{"secret in the kept copy", `{"profile":"claude","workspace":"api","workspace":"${OPENAI_API_KEY}"}`, "subscription_boundary", "workspace"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeSpawnArgs([]byte(tt.args))
+			te := fromCore(err)
+			if err == nil || te.Code != tt.wantCode || !strings.Contains(te.Message, tt.wantMsg) {
+				t.Fatalf("err = %v, want %s mentioning %q", err, tt.wantCode, tt.wantMsg)
+			}
+		})
 	}
 }
 
@@ -84,6 +117,11 @@ func TestDecodeMemberBody(t *testing.T) {
 		{"member with header", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude, extraHeaders: [a]}\n", "subscription_boundary", ""},
 		{"legacy shape", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude, mcpTransport: {mode: resident}}\n", "invalid_spec", "fleetd migrate"},
 		{"not an object", "- a\n- b\n", "invalid_spec", "request body"},
+		{"json spawn args with a duplicate key", `{"profile":"claude","name":"r","name":"s"}`, "invalid_spec", "name: duplicate key"},
+		{"json spawn args hiding a secret in a duplicate", `{"profile":"claude","name":"r","workspace":"$GH_TOKEN","workspace":"api"}`, "subscription_boundary", "workspace"},
+		{"json member with a duplicate key", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"r"},"spec":{"profile":"claude","profile":"other"}}`, "invalid_spec", "spec.profile: duplicate key"},
+		{"yaml spawn args with a duplicate key", "profile: claude\nname: r\nworkspace: a\nworkspace: b\n", "invalid_spec", `key "workspace" already set`},
+		{"yaml member with a duplicate key", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude}\nspec: {profile: other}\n", "invalid_spec", `key "spec" already set`},
 		{"two documents", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: r}\nspec: {profile: claude}\n---\napiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: s}\nspec: {profile: claude}\n", "invalid_spec", "exactly one"},
 	}
 	for _, tt := range tests {

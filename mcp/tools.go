@@ -403,7 +403,11 @@ func (t *tools) autoSpawn(ctx context.Context, in SendInput) (v1alpha1.Member, e
 	if v1alpha1.IsMemberName(in.SessionID) {
 		args["name"] = in.SessionID
 	}
-	sr, err := decodeSpawnArgs(args)
+	data, err := json.Marshal(args)
+	if err != nil {
+		return v1alpha1.Member{}, toolErr(codeInternal, "encode spawn arguments: %v", err)
+	}
+	sr, err := decodeSpawnArgs(data)
 	if err != nil {
 		return v1alpha1.Member{}, err
 	}
@@ -535,13 +539,9 @@ func (t *tools) spawn(ctx context.Context, req *sdk.CallToolRequest, _ SpawnInpu
 	if _, err := primaryOnly(req, toolSpawn); err != nil {
 		return nil, SpawnOutput{}, err
 	}
-	raw := map[string]any{}
-	if len(req.Params.Arguments) > 0 {
-		if err := json.Unmarshal(req.Params.Arguments, &raw); err != nil {
-			return nil, SpawnOutput{}, toolErr(codeInvalidArgument, "arguments: %v", err)
-		}
-	}
-	sr, err := decodeSpawnArgs(raw)
+	// The raw arguments, as the client sent them: the guard must see every
+	// key, a duplicate too, not a decoded copy.
+	sr, err := decodeSpawnArgs(req.Params.Arguments)
 	if err != nil {
 		return nil, SpawnOutput{}, err
 	}

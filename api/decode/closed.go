@@ -2,14 +2,14 @@ package decode
 
 import (
 	"slices"
-	"strings"
-	"unicode"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
 // A Member's spec is a closed shape: references and choices, never a URL,
 // credential, header, command, argv or environment. Such a field is
-// recognised by its key, at any depth, whatever its value, so that a typo
-// or a future field cannot smuggle one in.
+// recognised by its key, at any depth, whatever its value, by the one word
+// list in package v1alpha1 ([v1alpha1.ClassifyKey]).
 
 const (
 	msgClosedEnv     = "a Member never carries environment; put it in a Profile's spec.env"
@@ -19,62 +19,21 @@ const (
 )
 
 // closedKey returns why key may not appear in a Member's spec, or "" when
-// it may. Matching is by word, case-insensitive, with camelCase, snake_case
-// and kebab-case split apart: "baseURL", "api_key" and "X-Headers" all match.
+// it may. The words are [v1alpha1.ClassifyKey]'s, shared with the spawn
+// guard: "baseURL", "api_key" and "X-Headers" all match. A provider's name
+// alone is no reason here (it would be an unknown field anyway).
 func closedKey(key string) string {
-	words := splitWords(key)
-	if strings.Contains(strings.Join(words, ""), "apikey") {
+	switch v1alpha1.ClassifyKey(key) {
+	case v1alpha1.KeyEnvironment:
+		return msgClosedEnv
+	case v1alpha1.KeyCommand:
+		return msgClosedCommand
+	case v1alpha1.KeyHeader:
+		return msgClosedHeader
+	case v1alpha1.KeyEndpoint, v1alpha1.KeyCredential:
 		return msgClosedURL
 	}
-	for _, w := range words {
-		switch {
-		case w == "env", w == "envs", w == "environ", w == "environment":
-			return msgClosedEnv
-		case w == "command", w == "commands", w == "cmd", w == "cmds", w == "cmdline",
-			w == "entrypoint", w == "executable", w == "argv", w == "args", w == "arguments":
-			return msgClosedCommand
-		case strings.HasSuffix(w, "header"), strings.HasSuffix(w, "headers"):
-			return msgClosedHeader
-		case strings.HasSuffix(w, "url"), strings.HasSuffix(w, "urls"), w == "uri", w == "uris",
-			strings.HasPrefix(w, "endpoint"), strings.HasPrefix(w, "credential"), w == "cred", w == "creds",
-			strings.HasSuffix(w, "token"), strings.HasSuffix(w, "tokens"),
-			strings.HasSuffix(w, "secret"), strings.HasSuffix(w, "secrets"),
-			strings.HasSuffix(w, "password"), strings.HasSuffix(w, "passwords"), w == "passwd",
-			w == "auth", w == "authorization", w == "bearer":
-			return msgClosedURL
-		}
-	}
 	return ""
-}
-
-// splitWords splits a key into lower-case words at every non-alphanumeric
-// character and at camelCase boundaries ("APIKey" → api, key).
-func splitWords(key string) []string {
-	var words []string
-	var cur []rune
-	flush := func() {
-		if len(cur) > 0 {
-			words = append(words, strings.ToLower(string(cur)))
-			cur = cur[:0]
-		}
-	}
-	rs := []rune(key)
-	for i, r := range rs {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			flush()
-			continue
-		}
-		if unicode.IsUpper(r) && len(cur) > 0 {
-			prev := cur[len(cur)-1]
-			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
-			if !unicode.IsUpper(prev) || nextLower {
-				flush()
-			}
-		}
-		cur = append(cur, r)
-	}
-	flush()
-	return words
 }
 
 // CheckClosedMemberSpec checks a Member spec that arrived as decoded JSON

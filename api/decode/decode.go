@@ -43,17 +43,19 @@ func fleetdOwned(field string) bool {
 // document is returned; objects come only from documents without errors,
 // in file order.
 func File(path string, data []byte) ([]v1alpha1.Object, ErrorList) {
-	objs, _, errs := decodeFile(path, data)
-	return objs, errs
+	f := Manifest(path, data)
+	return f.Objects, f.Errors
 }
 
-// decodeFile is File that also returns the line of each object's
-// metadata.name (or of its document), for CheckDuplicates.
-func decodeFile(path string, data []byte) ([]v1alpha1.Object, []int, ErrorList) {
+// Manifest decodes one manifest file like [File] and keeps where each
+// object and each of its fields is written, as the decoder found them:
+// [FileResult.Line] answers without parsing the file again. data was read
+// from path.
+func Manifest(path string, data []byte) FileResult {
 	var (
-		objs  []v1alpha1.Object
-		lines []int
-		errs  ErrorList
+		objs []v1alpha1.Object
+		pos  []positions
+		errs ErrorList
 	)
 	for _, c := range splitDocuments(data) {
 		dec := yaml.NewDecoder(bytes.NewReader(c.data))
@@ -78,12 +80,12 @@ func decodeFile(path string, data []byte) ([]v1alpha1.Object, []int, ErrorList) 
 			errs = append(errs, d.errs...)
 			if obj != nil && len(d.errs) == 0 {
 				objs = append(objs, obj)
-				lines = append(lines, d.lineFor("metadata.name"))
+				pos = append(pos, positions{doc: d.docLine, fields: d.lines})
 			}
 		}
 	}
 	errs.Sort()
-	return objs, lines, errs
+	return FileResult{Path: path, Objects: objs, Errors: errs, positions: pos}
 }
 
 // IsManifestFile reports whether a directory entry named name is a manifest:

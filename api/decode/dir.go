@@ -8,22 +8,50 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
-// FileResult is what one manifest file decoded to.
+// FileResult is what one manifest file decoded to: its objects, its
+// problems and, when [Manifest] or [Dir] decoded it, where each object's
+// fields are written.
 type FileResult struct {
 	Path    string
 	Objects []v1alpha1.Object
 	Errors  ErrorList
 
-	// lines[i] is the line of Objects[i]'s metadata.name, when File
-	// decoded it; CheckDuplicates uses it to point at both definitions.
-	lines []int
+	// positions[i] locates Objects[i]'s fields; empty when the result
+	// was put together by hand.
+	positions []positions
 }
 
-func (f *FileResult) line(i int) int {
-	if i < len(f.lines) {
-		return f.lines[i]
+// positions is where one object's document and fields are in its file.
+type positions struct {
+	doc    int            // line of the document's content
+	fields map[string]int // field path → line of its key
+}
+
+// Line returns the line where field (a field path such as
+// spec.mcpTarget.tenantId) of Objects[i] is written; for a field the
+// document leaves out, the line of its nearest ancestor that is there, or
+// of the document. It is 0 when the decoder did not locate Objects[i].
+func (f *FileResult) Line(i int, field string) int {
+	if i < 0 || i >= len(f.positions) {
+		return 0
 	}
-	return 0
+	p := f.positions[i]
+	for q := field; q != ""; q = parentField(q) {
+		if l, ok := p.fields[q]; ok {
+			return l
+		}
+	}
+	return p.doc
+}
+
+// Only returns the result of Objects[i] alone, with its positions and
+// without the file's errors: one object in effect and where it is written.
+func (f *FileResult) Only(i int) FileResult {
+	out := FileResult{Path: f.Path, Objects: []v1alpha1.Object{f.Objects[i]}}
+	if i < len(f.positions) {
+		out.positions = []positions{f.positions[i]}
+	}
+	return out
 }
 
 // objectKey identifies an object across files: names are unique per kind.
@@ -42,7 +70,7 @@ func CheckDuplicates(files []FileResult) ErrorList {
 	for _, f := range files {
 		for i, o := range f.Objects {
 			key := objectKey(o)
-			here := place{f.Path, f.line(i)}
+			here := place{f.Path, f.Line(i, "metadata.name")}
 			p, dup := first[key]
 			if !dup {
 				first[key] = here
@@ -113,8 +141,7 @@ func Dir(dir string) (*DirResult, error) {
 			r.Files = append(r.Files, FileResult{Path: path, Errors: ErrorList{{File: path, Msg: fmt.Sprintf("read: %v", err)}}})
 			continue
 		}
-		objs, lines, errs := decodeFile(path, data)
-		r.Files = append(r.Files, FileResult{Path: path, Objects: objs, Errors: errs, lines: lines})
+		r.Files = append(r.Files, Manifest(path, data))
 	}
 	return r, nil
 }

@@ -23,10 +23,19 @@
 // Two shapes get a dedicated message. A Member spec is closed: a key that
 // names a URL, credential, token, header, command, argv or environment, at
 // any depth, is rejected with a pointer to where it belongs (Profile or
-// Tenant); [CheckClosedMemberSpec] applies the same rule to specs that
+// Tenant) — the words are v1alpha1's one list ([v1alpha1.ClassifyKey]),
+// which the spawn guard shares; [CheckClosedMemberSpec] applies the same rule to specs that
 // arrive as JSON over MCP or REST. A Member carrying the legacy
 // spec.mcpTransport is rejected with an error naming `fleetd migrate`;
 // this package never rewrites it — that is package migrate's job.
+//
+// Across objects: [Manifest] keeps where each object and field is written
+// ([FileResult.Line]), so the checks that span files locate their errors
+// without parsing again. [CheckDuplicates] reports a kind and name defined
+// twice (on the later definition, naming the earlier one's line; neither
+// is used), and [CheckReferences] a Member whose Profile or Tenant is not
+// defined. `fleetd validate` and the desired-state store both use them, so a
+// problem reads the same before fleetd runs and while it does.
 //
 // Fields fleetd owns — status, metadata.uid, metadata.generation and
 // metadata.creationTimestamp — are accepted and dropped, so that the output

@@ -7,6 +7,12 @@
 // interfaces in any spec. Deep copies are hand-written in controller-gen's
 // shape (DeepCopy, DeepCopyInto, DeepCopyObject).
 //
+// The status vocabulary lives here too, once: condition types, statuses and
+// every condition reason fleetd writes ([ReasonProfileNotFound],
+// [ReasonInvalidSpec], …), so that the controller that writes a reason, the
+// plan resolver that returns one and the tools that read one share a word
+// instead of restating a string.
+//
 // SetDefaults fills what an operator may leave out (a Member's mcpTarget,
 // transport and workspace; a Profile's restartPolicy, startupTimeout and
 // toolTimeout) and never overwrites a set value. Validate is fail-closed and
@@ -15,6 +21,12 @@
 // because a member's name becomes its herdr agent name, and
 // [ObjectNamePattern] for Profiles, Tenants and references to them), enum
 // values, herdr's startupTimeout bounds and environment variable names.
+//
+// The closed shape of a Member's spec has its one word list here as well:
+// [KeyWords] splits a field name into words and [ClassifyKey] says whether
+// it names an environment bag, a command, headers, an endpoint, a
+// credential or a provider's setting. The manifest decoder and the spawn
+// guard both judge keys with it, each refusing the classes its rule covers.
 //
 // This package never reads files, the environment or the network, and never
 // talks to herdr; decoding from YAML, with file and line numbers, lives in

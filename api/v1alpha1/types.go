@@ -101,30 +101,6 @@ const (
 	PhaseTerminating = "Terminating"
 )
 
-// Condition types a member's status carries.
-const (
-	ConditionReady       = "Ready"
-	ConditionProgressing = "Progressing"
-	ConditionDegraded    = "Degraded"
-)
-
-// Condition statuses.
-const (
-	ConditionTrue    = "True"
-	ConditionFalse   = "False"
-	ConditionUnknown = "Unknown"
-)
-
-// Condition is shaped like metav1.Condition.
-type Condition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"`
-	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
-	LastTransitionTime time.Time `json:"lastTransitionTime"`
-	Reason             string    `json:"reason"`
-	Message            string    `json:"message"`
-}
-
 // PlanRow is one resolved MCP server connection for a member. It never holds
 // a secret value: CredentialEnv is the *name* of the slot variable.
 type PlanRow struct {

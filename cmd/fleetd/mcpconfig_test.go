@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/harness"
 )
 
 func readPrimaryToken(t *testing.T, stateDir string) string {
@@ -27,14 +30,27 @@ func readPrimaryToken(t *testing.T, stateDir string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// adapterOutput is what the harness adapter renders for the primary: the
+// command prints exactly that. The harness's own spelling is pinned by the
+// adapter's golden files (internal/harness/testdata/primary/), the one
+// place it may be written.
+func adapterOutput(t *testing.T, in harness.PrimaryInput) string {
+	t.Helper()
+	out, err := harness.PrimaryConfig(in)
+	if err != nil {
+		t.Fatalf("harness.PrimaryConfig: %v", err)
+	}
+	return out
+}
+
 func TestMCPConfig_ShellHarnesses(t *testing.T) {
 	tests := []struct {
 		harness string
 		url     string
-		command string
+		command string // what the harness's own "mcp add" line starts with
 	}{
-		{"claude", "", "claude mcp add --transport http fleetd http://127.0.0.1:8080/mcp --header 'Authorization: Bearer ${FLEETD_TOKEN}'\n"},
-		{"codex", "http://127.0.0.1:9090/mcp", "codex mcp add fleetd --url http://127.0.0.1:9090/mcp --bearer-token-env-var FLEETD_TOKEN\n"},
+		{"claude", "", "claude mcp add "},
+		{"codex", "http://127.0.0.1:9090/mcp", "codex mcp add fleetd --url http://127.0.0.1:9090/mcp "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.harness, func(t *testing.T) {
@@ -51,11 +67,20 @@ func TestMCPConfig_ShellHarnesses(t *testing.T) {
 			if strings.Contains(stdout, token) {
 				t.Errorf("output contains the primary token value:\n%s", stdout)
 			}
-			export := `export FLEETD_TOKEN="$(cat ` + filepath.Join(stateDir, "primary.token") + `)"` + "\n"
-			for _, want := range []string{export, tt.command} {
+			tokenFile := filepath.Join(stateDir, "primary.token")
+			export := `export FLEETD_TOKEN="$(cat ` + tokenFile + `)"` + "\n"
+			for _, want := range []string{export, "\n" + tt.command} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("output lacks %q:\n%s", want, stdout)
 				}
+			}
+			url := tt.url
+			if url == "" {
+				url = defaultGatewayURL
+			}
+			want := adapterOutput(t, harness.PrimaryInput{Harness: tt.harness, URL: url, TokenFile: tokenFile, Token: token})
+			if diff := cmp.Diff(want, stdout); diff != "" {
+				t.Errorf("output is not the adapter's (-want +got):\n%s", diff)
 			}
 			if strings.Contains(stdout, "ANTHROPIC_BASE_URL") {
 				t.Errorf("primary config sets ANTHROPIC_BASE_URL:\n%s", stdout)
@@ -96,11 +121,18 @@ func TestMCPConfig_ClaudeDesktop(t *testing.T) {
 	if entry.Command != exe || !filepath.IsAbs(entry.Command) {
 		t.Errorf("command = %q, want the absolute path of this executable %q", entry.Command, exe)
 	}
-	if diff := cmp.Diff([]string{"mcp-bridge", "--url", defaultGatewayURL, "--token-env", "FLEETD_TOKEN"}, entry.Args); diff != "" {
-		t.Errorf("args (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]string{"FLEETD_TOKEN": readPrimaryToken(t, stateDir)}, entry.Env); diff != "" {
+	token := readPrimaryToken(t, stateDir)
+	if diff := cmp.Diff(map[string]string{"FLEETD_TOKEN": token}, entry.Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	if len(entry.Args) == 0 || slices.Contains(entry.Args, token) {
+		t.Errorf("args %q: want the bridge's arguments, never the token", entry.Args)
+	}
+	// The entry itself (its args) is the adapter's spelling.
+	want := adapterOutput(t, harness.PrimaryInput{Harness: harness.PrimaryClaudeDesktop, URL: defaultGatewayURL,
+		TokenFile: filepath.Join(stateDir, "primary.token"), Token: token, Executable: exe})
+	if diff := cmp.Diff(want, stdout); diff != "" {
+		t.Errorf("output is not the adapter's (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(stderr, "claude_desktop_config.json") {
 		t.Errorf("stderr does not say where the JSON goes: %q", stderr)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -82,9 +79,10 @@ func plural(n int, noun string) string {
 
 // unresolvedReferences reports every Member whose spec.profile names no
 // Profile, or whose spec.mcpTarget.tenantId names no Tenant, among the
-// objects decoded from the directory. fleetd serve would hold such a
-// member at Ready=False (ProfileNotFound, TenantNotFound); validate says
-// so before it runs. An object defined twice still counts as defined: the
+// objects decoded from the directory, at the lines the decoder recorded.
+// fleetd serve would hold such a member at Ready=False (ProfileNotFound,
+// TenantNotFound) and its store reports the same error; validate says so
+// before it runs. An object defined twice still counts as defined: the
 // duplicate is reported on its own.
 func unresolvedReferences(r *decode.DirResult) decode.ErrorList {
 	defined := map[string]bool{}
@@ -93,97 +91,5 @@ func unresolvedReferences(r *decode.DirResult) decode.ErrorList {
 			defined[o.GetObjectKind()+"/"+o.GetName()] = true
 		}
 	}
-	var errs decode.ErrorList
-	for _, f := range r.Files {
-		var lines *fieldLines
-		for _, o := range f.Objects {
-			m, ok := o.(*v1alpha1.Member)
-			if !ok {
-				continue
-			}
-			missing := func(field, kind, name string) {
-				if lines == nil {
-					lines = memberFieldLines(f.Path)
-				}
-				errs = append(errs, &decode.Error{
-					File:  f.Path,
-					Line:  lines.line(m.Name, field),
-					Field: field,
-					Msg:   fmt.Sprintf("no %s %q in %s; add one, or fix the name", kind, name, r.Dir),
-				})
-			}
-			if !defined[v1alpha1.KindProfile+"/"+m.Spec.Profile] {
-				missing("spec.profile", v1alpha1.KindProfile, m.Spec.Profile)
-			}
-			if t := m.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant && !defined[v1alpha1.KindTenant+"/"+t.TenantID] {
-				missing("spec.mcpTarget.tenantId", v1alpha1.KindTenant, t.TenantID)
-			}
-		}
-	}
-	return errs
-}
-
-// fieldLines maps "member/field" to the line where a Member document of a
-// file spells that field; the decoder keeps no positions on objects.
-type fieldLines struct{ lines map[string]int }
-
-// line returns the line of field in member's document, or 0 if unknown.
-func (l *fieldLines) line(member, field string) int { return l.lines[member+"/"+field] }
-
-// memberFieldLines reads path again and records, for each Member
-// document, the lines of spec.profile and spec.mcpTarget.tenantId. Parse
-// problems leave lines unknown; the decoder has reported them already.
-func memberFieldLines(path string) *fieldLines {
-	l := &fieldLines{lines: map[string]int{}}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return l
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml.Node
-		if err := dec.Decode(&doc); err != nil {
-			return l // io.EOF or a syntax error
-		}
-		if len(doc.Content) == 0 {
-			continue
-		}
-		root := doc.Content[0]
-		if v := mappingValue(root, "kind"); v == nil || v.Value != v1alpha1.KindMember {
-			continue
-		}
-		name := mappingValue(mappingValue(root, "metadata"), "name")
-		spec := mappingValue(root, "spec")
-		if name == nil || spec == nil {
-			continue
-		}
-		for _, field := range []struct {
-			name string
-			path []string
-		}{
-			{"spec.profile", []string{"profile"}},
-			{"spec.mcpTarget.tenantId", []string{"mcpTarget", "tenantId"}},
-		} {
-			n := spec
-			for _, key := range field.path {
-				n = mappingValue(n, key)
-			}
-			if n != nil {
-				l.lines[name.Value+"/"+field.name] = n.Line
-			}
-		}
-	}
-}
-
-// mappingValue returns the value of key in mapping n, or nil.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
+	return decode.CheckReferences(r.Files, func(kind, name string) bool { return defined[kind+"/"+name] }, r.Dir)
 }

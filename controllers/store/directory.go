@@ -70,11 +70,18 @@ type Directory struct {
 	scanned chan struct{} // tests: signalled (coalesced) after every scan, if set
 }
 
+// location is where an object in effect is written: Objects[i] of a file's
+// last good result.
+type location struct {
+	file decode.FileResult
+	i    int
+}
+
 // fileState is what the store knows about one manifest file.
 type fileState struct {
-	hash    [32]byte
-	objects []v1alpha1.Object // the last good objects
-	errs    decode.ErrorList  // problems of the current content
+	hash [32]byte
+	good decode.FileResult // the last good objects, with their positions
+	errs decode.ErrorList  // problems of the current content
 }
 
 var _ Store = (*Directory)(nil)
@@ -298,15 +305,12 @@ func (d *Directory) scanLocked() {
 			continue
 		}
 		st.hash = h
-		objs, errs := decode.File(path, data)
-		if len(errs) > 0 {
-			st.errs = errs // keep st.objects: the last good ones
+		res := decode.Manifest(path, data)
+		if len(res.Errors) > 0 {
+			st.errs = res.Errors // keep st.good: the last good objects
 			continue
 		}
-		st.objects, st.errs = objs, nil
-		if st.objects == nil {
-			st.objects = []v1alpha1.Object{}
-		}
+		st.good, st.errs = res, nil
 	}
 	for path := range d.files {
 		if !seen[path] {
@@ -318,6 +322,16 @@ func (d *Directory) scanLocked() {
 
 // buildLocked assembles a snapshot from the files, reusing the previous
 // snapshot's pointer for every object whose content did not change.
+//
+// An object defined more than once (in one file or in several) is an
+// error, reported the decoder's way ([decode.CheckDuplicates]: on the
+// later definition, naming the earlier one's file and line), and neither
+// definition takes effect — as in `fleetd validate`. What stays in effect
+// is the object's last good definition, exactly as for a file that stops
+// parsing: the object of the previous snapshot or, right after a restart,
+// the copy whose spec is the one the state directory last recorded. So a
+// second copy of a running member's file never tears the member down;
+// deleting either copy ends the error.
 func (d *Directory) buildLocked() *Snapshot {
 	next := emptySnapshot()
 	next.Synced = true
@@ -326,32 +340,86 @@ func (d *Directory) buildLocked() *Snapshot {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	now := d.clock.Now()
-	present := map[string]bool{}
+	files := make([]decode.FileResult, 0, len(paths))
+	defs := make(map[Key]int, len(d.snap.Sources))
+	dup := false
 	for _, p := range paths {
 		st := d.files[p]
 		next.Errors = append(next.Errors, st.errs...)
-		for _, obj := range st.objects {
+		f := st.good
+		f.Path = p
+		files = append(files, f)
+		for _, obj := range f.Objects {
 			key := Key{obj.GetObjectKind(), obj.GetName()}
-			if first, dup := next.Sources[key]; dup {
-				next.Errors = append(next.Errors, &decode.Error{File: p, Field: "metadata.name",
-					Msg: fmt.Sprintf("duplicate %s %q: already defined in %s; this definition is ignored", key.Kind, key.Name, first)})
-				continue
+			defs[key]++
+			dup = dup || defs[key] > 1
+		}
+	}
+	if dup {
+		next.Errors = append(next.Errors, decode.CheckDuplicates(files)...)
+		next.Errors.Sort()
+	}
+
+	now := d.clock.Now()
+	present := map[string]bool{}
+	put := func(key Key, obj v1alpha1.Object, at location) {
+		present[key.String()] = true
+		next.Sources[key] = at.file.Path
+		switch o := obj.(type) {
+		case *v1alpha1.Member:
+			next.Members[o.Name] = o
+		case *v1alpha1.Profile:
+			next.Profiles[o.Name] = o
+		case *v1alpha1.Tenant:
+			next.Tenants[o.Name] = o
+		}
+	}
+	// refs are the Members in effect, where they are written, for the
+	// reference check: whole files where nothing is duplicated.
+	refs := make([]decode.FileResult, 0, len(files))
+	for _, f := range files {
+		whole := true
+		for i, obj := range f.Objects {
+			key := Key{obj.GetObjectKind(), obj.GetName()}
+			at := location{f, i}
+			switch n := defs[key]; {
+			case n < 0:
+				whole = false
+				continue // a duplicate already settled
+			case n > 1:
+				whole = false
+				defs[key] = -1
+				if prev, ok := d.snap.object(key); ok {
+					if was, ok := copyIn(files, key, d.snap.Sources[key]); ok {
+						at = was
+					} // else its file no longer defines it: point at this copy
+					put(key, prev, at)
+					refs = append(refs, inEffect(at, prev))
+					continue
+				}
+				copyAt, ok := d.recordedCopy(files, key)
+				if !ok {
+					continue
+				}
+				at, obj = copyAt, copyAt.file.Objects[copyAt.i]
 			}
 			obj = obj.(interface{ DeepCopyObject() v1alpha1.Object }).DeepCopyObject()
 			d.meta.stamp(obj, now)
-			present[key.String()] = true
-			next.Sources[key] = p
 			if prev, ok := d.snap.object(key); ok && sameObject(prev, obj) {
 				obj = prev
 			}
-			switch o := obj.(type) {
-			case *v1alpha1.Member:
-				next.Members[o.Name] = o
-			case *v1alpha1.Profile:
-				next.Profiles[o.Name] = o
-			case *v1alpha1.Tenant:
-				next.Tenants[o.Name] = o
+			put(key, obj, at)
+			if n := defs[key]; n < 0 {
+				refs = append(refs, inEffect(at, obj))
+			}
+		}
+		if whole {
+			refs = append(refs, f)
+		} else {
+			for i, obj := range f.Objects {
+				if defs[Key{obj.GetObjectKind(), obj.GetName()}] == 1 {
+					refs = append(refs, f.Only(i))
+				}
 			}
 		}
 	}
@@ -359,7 +427,54 @@ func (d *Directory) buildLocked() *Snapshot {
 	if err := d.meta.save(); err != nil {
 		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
 	}
+	next.Unresolved = decode.CheckReferences(refs, func(kind, name string) bool {
+		_, ok := next.object(Key{kind, name})
+		return ok
+	}, d.dir)
+	next.Unresolved.Sort()
 	return next
+}
+
+// copyIn returns where the file at path defines key.
+func copyIn(files []decode.FileResult, key Key, path string) (location, bool) {
+	for _, f := range files {
+		if f.Path != path {
+			continue
+		}
+		for i, obj := range f.Objects {
+			if (Key{obj.GetObjectKind(), obj.GetName()}) == key {
+				return location{f, i}, true
+			}
+		}
+	}
+	return location{}, false
+}
+
+// inEffect is the object in effect, alone with the positions of the
+// definition at. For a duplicate's last good definition those are the
+// current copy's in the same file, which an edit may have moved.
+func inEffect(at location, obj v1alpha1.Object) decode.FileResult {
+	f := at.file.Only(at.i)
+	f.Objects[0] = obj
+	return f
+}
+
+// recordedCopy returns where the first definition
+// of key whose spec is the one the state directory recorded as key's last
+// good spec — the copy that was in effect before fleetd restarted.
+func (d *Directory) recordedCopy(files []decode.FileResult, key Key) (location, bool) {
+	rec, ok := d.meta.recs[key.String()]
+	if !ok {
+		return location{}, false
+	}
+	for _, f := range files {
+		for i, obj := range f.Objects {
+			if (Key{obj.GetObjectKind(), obj.GetName()}) == key && specHash(obj) == rec.SpecHash {
+				return location{f, i}, true
+			}
+		}
+	}
+	return location{}, false
 }
 
 // publishLocked installs next if it differs from the current snapshot,
@@ -384,6 +499,15 @@ func (d *Directory) publishLocked(next *Snapshot) {
 	if len(prev.Errors) > 0 && len(next.Errors) == 0 {
 		d.log.Info("manifest errors cleared", "dir", d.dir)
 	}
+	old = map[string]bool{}
+	for _, e := range prev.Unresolved {
+		old[e.Error()] = true
+	}
+	for _, e := range next.Unresolved {
+		if !old[e.Error()] {
+			d.log.Warn("member references an object that is not defined; it waits at Ready=False", "file", e.File, "line", e.Line, "err", e.Error())
+		}
+	}
 	d.snap = next
 	for ch := range d.watchers {
 		select {
@@ -398,13 +522,8 @@ func sameSnapshot(a, b *Snapshot) bool {
 		(a.DirErr != nil && a.DirErr.Error() != b.DirErr.Error()) {
 		return false
 	}
-	if len(a.Errors) != len(b.Errors) || len(a.Sources) != len(b.Sources) {
+	if !sameErrors(a.Errors, b.Errors) || !sameErrors(a.Unresolved, b.Unresolved) || len(a.Sources) != len(b.Sources) {
 		return false
-	}
-	for i := range a.Errors {
-		if a.Errors[i].Error() != b.Errors[i].Error() {
-			return false
-		}
 	}
 	for k, p := range a.Sources {
 		if b.Sources[k] != p {
@@ -412,6 +531,18 @@ func sameSnapshot(a, b *Snapshot) bool {
 		}
 	}
 	return sameMap(a.Members, b.Members) && sameMap(a.Profiles, b.Profiles) && sameMap(a.Tenants, b.Tenants)
+}
+
+func sameErrors(a, b decode.ErrorList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Error() != b[i].Error() {
+			return false
+		}
+	}
+	return true
 }
 
 func sameMap[T comparable](a, b map[string]T) bool {

@@ -289,11 +289,135 @@ func TestDirectory_BrokenFileKeepsLastGoodObjects(t *testing.T) {
 	}
 }
 
-func TestDirectory_DuplicateNameFirstFileWins(t *testing.T) {
-	h := newHarness(t, map[string]string{"a.yaml": memberDoc("alpha", "one"), "b.yaml": memberDoc("alpha", "two")})
-	s := h.d.Snapshot()
-	if s.Members["alpha"].Spec.Profile != "one" || len(s.Errors) != 1 || s.Errors[0].File != filepath.Join(h.dir, "b.yaml") {
-		t.Errorf("profile %q errors %v", s.Members["alpha"].Spec.Profile, s.Errors)
+// TestDirectory_DuplicatesAreRejectedLikeTheDecoder: an object defined
+// twice — in two files or twice in one — takes effect from neither
+// definition when it was never good, and is reported as decode.Dir (and so
+// fleetd validate) reports it: on the later definition, naming both lines.
+func TestDirectory_DuplicatesAreRejectedLikeTheDecoder(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		files map[string]string
+		want  string // the one error, with DIR for the directory
+	}{
+		{"two files", map[string]string{"a.yaml": memberDoc("alpha", "one"), "b.yaml": profileDoc + "---\n" + memberDoc("alpha", "two")},
+			`DIR/b.yaml:10: metadata.name: duplicate Member "alpha"; already defined at DIR/a.yaml:3`},
+		{"one file", map[string]string{"a.yaml": memberDoc("alpha", "one") + "---\n" + memberDoc("alpha", "two")},
+			`DIR/a.yaml:9: metadata.name: duplicate Member "alpha"; already defined at DIR/a.yaml:3`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.files)
+			s := h.d.Snapshot()
+			if _, ok := s.Members["alpha"]; ok {
+				t.Errorf("a duplicated member took effect: %+v", s.Members["alpha"].Spec)
+			}
+			var got []string
+			for _, e := range s.Errors {
+				got = append(got, strings.ReplaceAll(e.Error(), h.dir, "DIR"))
+			}
+			if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDirectory_DuplicateKeepsTheRunningDefinition: a second definition of
+// a member that is in effect is rejected with the first one's new content
+// too, whichever file sorts first; the object in effect stays, untouched,
+// until one copy goes.
+func TestDirectory_DuplicateKeepsTheRunningDefinition(t *testing.T) {
+	h := newHarness(t, map[string]string{"b.yaml": profileDoc + "---\n" + memberDoc("alpha", "one")})
+	running := h.d.Snapshot().Members["alpha"]
+	b := filepath.Join(h.dir, "b.yaml")
+	for _, step := range []struct {
+		what, file, content string
+	}{
+		{"a copy in a later file", "c.yaml", memberDoc("alpha", "two")},
+		{"a copy in an earlier file", "a.yaml", memberDoc("alpha", "three")},
+		{"an edit of the running copy while duplicated", "b.yaml", profileDoc + "---\n" + memberDoc("alpha", "four")},
+	} {
+		h.write(step.file, step.content)
+		h.settle()
+		s := h.d.Snapshot()
+		if s.Members["alpha"] != running || s.Sources[Key{v1alpha1.KindMember, "alpha"}] != b {
+			t.Fatalf("%s: member alpha = %+v from %s, want the running object from %s", step.what,
+				s.Members["alpha"], s.Sources[Key{v1alpha1.KindMember, "alpha"}], b)
+		}
+		if len(s.Errors) == 0 {
+			t.Fatalf("%s: no duplicate reported", step.what)
+		}
+		for _, e := range s.Errors {
+			if e.Line == 0 || !strings.Contains(e.Msg, "duplicate Member \"alpha\"; already defined at ") {
+				t.Errorf("%s: error %v, want a located duplicate", step.what, e)
+			}
+		}
+	}
+	for _, f := range []string{"a.yaml", "c.yaml"} {
+		if err := os.Remove(filepath.Join(h.dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.until("duplicates resolved", func() bool { return len(h.d.Snapshot().Errors) == 0 })
+	got := h.d.Snapshot().Members["alpha"]
+	if got.Spec.Profile != "four" || got.UID != running.UID || got.Generation != running.Generation+1 {
+		t.Errorf("after the copies went: profile %q uid %q generation %d; want four, %q, %d",
+			got.Spec.Profile, got.UID, got.Generation, running.UID, running.Generation+1)
+	}
+}
+
+// TestDirectory_DuplicateAfterRestartKeepsTheRecordedCopy: a fleetd that
+// starts with a member defined twice keeps the copy whose spec its state
+// directory recorded last, so a restart does not take the member away.
+func TestDirectory_DuplicateAfterRestartKeepsTheRecordedCopy(t *testing.T) {
+	h := newHarness(t, map[string]string{"b.yaml": memberDoc("alpha", "one")})
+	was := h.d.Snapshot().Members["alpha"]
+	h.write("a.yaml", memberDoc("alpha", "two"))
+	h.until("duplicate reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
+	d2, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d2.Snapshot()
+	got := s.Members["alpha"]
+	if got == nil || got.Spec.Profile != "one" || got.UID != was.UID || s.Sources[Key{v1alpha1.KindMember, "alpha"}] != filepath.Join(h.dir, "b.yaml") {
+		t.Errorf("after restart alpha = %+v from %s; want b.yaml's copy with uid %q", got, s.Sources[Key{v1alpha1.KindMember, "alpha"}], was.UID)
+	}
+	if len(s.Errors) != 1 {
+		t.Errorf("errors = %v, want the duplicate", s.Errors)
+	}
+}
+
+// TestDirectory_UnresolvedReferencesAtTheirLines: a Member whose profile or
+// tenant is missing stays in the snapshot (it waits at Ready=False) and is
+// reported with fleetd validate's error, at the reference's line, until the
+// object appears.
+func TestDirectory_UnresolvedReferencesAtTheirLines(t *testing.T) {
+	h := newHarness(t, map[string]string{
+		"alpha.yaml": memberDoc("alpha", "codex-fast"),
+		"beta.yaml":  memberDoc("beta", "codex-fast") + "  mcpTarget:\n    kind: tenant\n    tenantId: acme\n",
+	})
+	want := []string{
+		`DIR/alpha.yaml:5: spec.profile: no Profile "codex-fast" in DIR; add one, or fix the name`,
+		`DIR/beta.yaml:5: spec.profile: no Profile "codex-fast" in DIR; add one, or fix the name`,
+		`DIR/beta.yaml:8: spec.mcpTarget.tenantId: no Tenant "acme" in DIR; add one, or fix the name`,
+	}
+	got := func() []string {
+		var out []string
+		for _, e := range h.d.Snapshot().Unresolved {
+			out = append(out, strings.ReplaceAll(e.Error(), h.dir, "DIR"))
+		}
+		return out
+	}
+	if diff := cmp.Diff(want, got()); diff != "" {
+		t.Errorf("unresolved (-want +got):\n%s", diff)
+	}
+	if s := h.d.Snapshot(); len(s.Members) != 2 || len(s.Errors) != 0 {
+		t.Errorf("members %v errors %v; want both members and no manifest errors", memberNames(s), s.Errors)
+	}
+	h.write("profile.yaml", profileDoc)
+	h.until("profile seen", func() bool { return len(h.d.Snapshot().Unresolved) == 1 })
+	if diff := cmp.Diff(want[2:], got()); diff != "" {
+		t.Errorf("unresolved once the Profile exists (-want +got):\n%s", diff)
 	}
 }
 

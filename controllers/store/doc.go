@@ -12,10 +12,24 @@
 //   - A file that stops parsing keeps its last good objects. Its errors are
 //     reported (Snapshot.Errors, a log line) but nothing it defined goes away,
 //     so a typo never tears down a running agent.
+//   - An object defined twice (in two files, or twice in one) is rejected
+//     the way package decode and `fleetd validate` reject it: neither
+//     definition takes effect, and the error sits on the later one naming
+//     the earlier one's file and line. Like a file that stops parsing, the
+//     object keeps its last good definition — the one in effect before the
+//     copy appeared or, after a restart, the copy whose spec the state
+//     directory recorded — so copying a running member's file never tears the
+//     member down.
 //   - A directory that vanishes or becomes unreadable prunes nothing. The
 //     store keeps the last state it read, reports the problem in
 //     Snapshot.DirErr, and picks up where it was when the directory returns
 //     (it watches the parent and retries periodically).
+//
+// The store reads files with the decoder's positions (decode.Manifest) and
+// judges the Members' Profile and Tenant references with the check `fleetd
+// validate` uses (decode.CheckReferences): Snapshot.Unresolved holds the
+// same located errors validate would print. Those are not manifest errors —
+// such a member stays and waits at Ready=False for the object.
 //
 // The store also owns metadata.uid (stable for the life of an object),
 // metadata.generation (bumped only when a spec changes) and

@@ -58,6 +58,13 @@ type Snapshot struct {
 	// Errors are the current manifest problems, in file and line order. A
 	// file with errors keeps the objects it last defined without them.
 	Errors decode.ErrorList
+	// Unresolved are the Members' references that name no object of the
+	// snapshot — a spec.profile without its Profile, a tenant target
+	// without its Tenant — located where they are written, with the very
+	// errors `fleetd validate` prints ([decode.CheckReferences]). Such a
+	// member is not an error of its file: it waits at Ready=False for the
+	// object to appear.
+	Unresolved decode.ErrorList
 	// DirErr is set while the manifests directory cannot be read; the
 	// objects are then the last ones read.
 	DirErr error

@@ -46,7 +46,7 @@ var allowed = Graph{
 	"internal/version":    {},
 	"internal/statedir":   {"internal/atomicfile"},
 	"internal/vocab":      {},
-	"internal/guard":      {"api/decode"},
+	"internal/guard":      {"api/v1alpha1"},
 	"internal/plan":       {"api/v1alpha1"},
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
 

@@ -141,7 +141,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
 		by := byName(ms)
 		return by["reviewer"].Status.Phase == v1alpha1.PhaseReady && by["docs-writer"].Status.Phase == v1alpha1.PhaseReady &&
-			condition(by["acme-triage"], v1alpha1.ConditionReady).Reason == plan.ReasonCredentialMissing
+			condition(by["acme-triage"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonCredentialMissing
 	})
 	if err != nil {
 		t.Fatalf("first start: %v", err)
@@ -158,7 +158,12 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	// Second start with the credential: the tenant member comes up.
 	t.Setenv(credVar, credValue)
 	runCtx, stop = context.WithCancel(context.Background())
-	defer stop()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	go func() {
 		done <- Run(runCtx, Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true, SimValidator: validated.Schema(),
 			Logger: logger, Ready: func(i Info) { ready <- i }})

@@ -5,10 +5,13 @@
 // other endpoints or accounts, but only by an operator's Profile file. So
 // nothing in a spawn request may set, read or forward a credential-bearing
 // variable (ANTHROPIC_BASE_URL, *_API_KEY, *_TOKEN, …), carry an
-// environment bag, headers, or an endpoint URL. [CheckSpawn] and
-// [CheckSpawnJSON] walk the whole request, at every depth, and return a
+// environment bag, headers, or an endpoint URL. [CheckSpawnJSON] walks the
+// whole request as it arrived — the raw bytes, so that a duplicate key
+// cannot hide a value from it — at every depth, and returns a
 // [*BoundaryError] (code subscription_boundary, REST 403) for the first
-// thing that crosses the line. The exact rule is on [CheckSpawnJSON].
+// thing that crosses the line. The exact rule is on [CheckSpawnJSON]; the
+// words that give a key away are api/v1alpha1's one closed-spec word list
+// ([v1alpha1.ClassifyKey]), shared with the manifest decoder.
 //
 // This package only judges requests. It never reads the process
 // environment, never echoes a request's values in an error (only the path

@@ -9,7 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
 // Code is the stable error code for a boundary violation.
@@ -38,20 +39,25 @@ func (e *BoundaryError) Code() string { return Code }
 // Is reports whether target is [ErrSubscriptionBoundary].
 func (e *BoundaryError) Is(target error) bool { return target == ErrSubscriptionBoundary }
 
-// CheckSpawn is [CheckSpawnJSON] for a request already decoded into a map
-// (as encoding/json decodes an object).
-func CheckSpawn(raw map[string]any) error {
-	data, err := json.Marshal(raw)
-	if err != nil {
-		return fmt.Errorf("check spawn request: %w", err)
-	}
-	return CheckSpawnJSON(data)
+// DuplicateKeyError is a spawn request that names one key twice in an
+// object. Decoders disagree on which value wins, so such a request could
+// show the guard one value and the spawn another; it is refused outright.
+// It is not a boundary error (the values were checked, and passed).
+type DuplicateKeyError struct {
+	// Path is the second occurrence's field path, e.g. "spec.workspace".
+	Path string
+}
+
+func (e *DuplicateKeyError) Error() string {
+	return fmt.Sprintf("%s: duplicate key; name each field once", e.Path)
 }
 
 // CheckSpawnJSON checks a spawn request (bridge_spawn arguments or a POST
-// /members body) given as JSON. It reads every key and value as written —
-// duplicate keys included, so a second decoder cannot see something this
-// one skipped — and fails with a [*BoundaryError] when:
+// /members body) given as JSON: the bytes as they arrived, not a decoded
+// copy. It reads every key and value as written — duplicate keys included,
+// so a second decoder cannot see something this one skipped — and fails
+// with a [*DuplicateKeyError] for a key named twice in one object (after
+// checking both values), and with a [*BoundaryError] when:
 //
 //   - a key, at any depth, names an environment bag (env, envVars,
 //     environment, vars, …), headers or a cookie, an endpoint (url, uri,
@@ -60,7 +66,9 @@ func CheckSpawn(raw map[string]any) error {
 //     own settings (anthropic…, openai…, aws…, and the others listed in
 //     [IsCredentialName]). Keys are split into words across camelCase,
 //     snake_case, kebab-case and dots before matching, so apiKey,
-//     api_key and API-KEY are the same;
+//     api_key and API-KEY are the same: the splitter and the word list are
+//     [v1alpha1.KeyWords] and [v1alpha1.ClassifyKey], which the manifest
+//     decoder's closed-spec check shares;
 //   - a string value references a credential-bearing variable ($NAME,
 //     ${NAME}, %NAME%), assigns one (NAME=…), or is one's bare upper-case
 //     name (a request to read or forward it);
@@ -93,6 +101,7 @@ func walk(dec *json.Decoder, path string) error {
 	case json.Delim:
 		switch t {
 		case '{':
+			seen := map[string]bool{}
 			for dec.More() {
 				k, err := dec.Token()
 				if err != nil {
@@ -106,6 +115,10 @@ func walk(dec *json.Decoder, path string) error {
 				if err := walk(dec, p); err != nil {
 					return err
 				}
+				if seen[key] {
+					return &DuplicateKeyError{Path: p}
+				}
+				seen[key] = true
 			}
 		case '[':
 			for i := 0; dec.More(); i++ {
@@ -135,44 +148,21 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// Words that make a key off limits, by what they are.
-var (
-	envWords      = set("ENV", "ENVS", "ENVIRONMENT", "ENVIRON", "VARS", "VARIABLES", "DOTENV")
-	headerWords   = set("HEADER", "HEADERS", "COOKIE", "COOKIES")
-	endpointWords = set("URL", "URLS", "URI", "URIS", "ENDPOINT", "ENDPOINTS", "BASE", "PROXY", "PROXIES")
-	secretWords   = set("KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD",
-		"CREDENTIAL", "CREDENTIALS", "CRED", "CREDS", "AUTH", "AUTHORIZATION", "BEARER", "PAT")
-	// providerWords are the first word of variables a harness or cloud SDK
-	// reads its endpoint or account from.
-	providerWords = set("ANTHROPIC", "CLAUDE", "OPENAI", "CODEX", "AZURE", "AWS", "BEDROCK", "VERTEX", "GOOGLE",
-		"GEMINI", "GCP", "GCLOUD", "MISTRAL", "GROQ", "XAI", "DEEPSEEK", "OPENROUTER", "COHERE", "HF",
-		"HUGGINGFACE")
-)
-
-func set(words ...string) map[string]bool {
-	m := make(map[string]bool, len(words))
-	for _, w := range words {
-		m[w] = true
-	}
-	return m
-}
-
 // keyViolation returns why key may not appear in a spawn request, or "".
+// The words are [v1alpha1.ClassifyKey]'s, the one list the manifest
+// decoder's closed-spec check uses too. Commands and arguments are not a
+// subscription matter: the closed-spec check refuses them (invalid_spec).
 func keyViolation(key string) string {
-	ws := words(key)
-	for _, w := range ws {
-		switch {
-		case envWords[w]:
-			return "environment is not accepted from spawn requests"
-		case headerWords[w]:
-			return "headers and cookies are not accepted from spawn requests"
-		case endpointWords[w]:
-			return "endpoints and URLs are not accepted from spawn requests"
-		case secretWords[w]:
-			return "credentials are not accepted from spawn requests"
-		}
-	}
-	if len(ws) > 0 && (providerWords[ws[0]] || (len(ws) > 1 && ws[0] == "OPEN" && ws[1] == "AI")) {
+	switch v1alpha1.ClassifyKey(key) {
+	case v1alpha1.KeyEnvironment:
+		return "environment is not accepted from spawn requests"
+	case v1alpha1.KeyHeader:
+		return "headers and cookies are not accepted from spawn requests"
+	case v1alpha1.KeyEndpoint:
+		return "endpoints and URLs are not accepted from spawn requests"
+	case v1alpha1.KeyCredential:
+		return "credentials are not accepted from spawn requests"
+	case v1alpha1.KeyProvider:
 		return "provider settings are not accepted from spawn requests"
 	}
 	return ""
@@ -183,7 +173,7 @@ func keyViolation(key string) string {
 // endpoint or secret word (ANTHROPIC_BASE_URL, OPENAI_API_KEY, GH_TOKEN,
 // HTTPS_PROXY, …) or it starts with a provider's name (ANTHROPIC_…,
 // OPENAI_…, AWS_…, AZURE_…, GOOGLE_…, GEMINI_…, CLAUDE_…, CODEX_…, and the
-// others in this package's provider list).
+// others in [v1alpha1.ClassifyKey]'s provider list).
 func IsCredentialName(name string) bool { return keyViolation(name) != "" }
 
 var (
@@ -210,39 +200,4 @@ func valueViolation(v string) string {
 		return "contains a URL"
 	}
 	return ""
-}
-
-// words splits an identifier into upper-case words at underscores, dashes,
-// dots, spaces and camelCase boundaries ("apiKey" → API KEY, "baseURL" →
-// BASE URL, "OpenAIKey" → OPEN AI KEY, "ANTHROPIC_BASE_URL" → ANTHROPIC
-// BASE URL).
-func words(s string) []string {
-	var out []string
-	rs := []rune(s)
-	start := -1
-	flush := func(end int) {
-		if start >= 0 && end > start {
-			out = append(out, strings.ToUpper(string(rs[start:end])))
-		}
-		start = -1
-	}
-	for i, r := range rs {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			flush(i)
-			continue
-		}
-		if start < 0 {
-			start = i
-			continue
-		}
-		prev := rs[i-1]
-		lowerToUpper := unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev))
-		acronymEnd := unicode.IsUpper(r) && unicode.IsUpper(prev) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
-		if lowerToUpper || acronymEnd {
-			flush(i)
-			start = i
-		}
-	}
-	flush(len(rs))
-	return out
 }

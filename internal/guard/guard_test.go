@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestCheckSpawnJSON(t *testing.T) {
@@ -58,6 +56,11 @@ func TestCheckSpawnJSON(t *testing.T) {
 		{name: "prompt exemption is by path, not by key", req: `{"spec":{"extra":{"prompt":"https://x"}}}`, wantPath: "spec.extra.prompt"},
 		{name: "duplicate key: the hidden first value is checked", req: `{"profile":"p","workspace":"${OPENAI_API_KEY}","workspace":"api"}`, wantPath: "workspace"},
 		{name: "non-string prompt is walked", req: `{"profile":"p","prompt":{"env":{}}}`, wantPath: "prompt.env"},
+		{name: "numbers and booleans pass", req: `{"profile":"p","mcpTarget":{"kind":"resident"},"timeoutMs":1000,"wait":false}`},
+		{name: "spec.env naming a secret", req: `{"profile":"p","spec":{"env":{"ANTHROPIC_BASE_URL":"x"}}}`, wantPath: "spec.env"},
+		{name: "duplicate key: the hidden first env is seen", req: `{"profile":"p","spec":{"env":{"A":"b"},"env":null}}`, wantPath: "spec.env"},
+		{name: "one-word compound key", req: `{"profile":"p","accesstoken":"x"}`, wantPath: "accesstoken"},
+		{name: "cookie", req: `{"profile":"p","Cookie":"x"}`, wantPath: "Cookie"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,15 +90,40 @@ func TestCheckSpawnJSON(t *testing.T) {
 	}
 }
 
-func TestCheckSpawn_DecodedMap(t *testing.T) {
-	allowed := map[string]any{"profile": "p", "mcpTarget": map[string]any{"kind": "resident"}, "timeoutMs": 1000.0, "wait": false}
-	if err := CheckSpawn(allowed); err != nil {
-		t.Errorf("CheckSpawn(allowed) = %v", err)
+// TestCheckSpawnJSON_DuplicateKeys: a key named twice is refused even when
+// both values are harmless, with the path of the second one; a forbidden
+// value in either copy is a boundary error first.
+func TestCheckSpawnJSON_DuplicateKeys(t *testing.T) {
+	tests := []struct {
+		name, req string
+		wantDup   string // path of a *DuplicateKeyError
+		wantBound string // path of a *BoundaryError
+	}{
+		{name: "top level", req: `{"profile":"p","workspace":"a","workspace":"b"}`, wantDup: "workspace"},
+		{name: "nested", req: `{"spec":{"profile":"p","transport":"stdio","transport":"stdio"}}`, wantDup: "spec.transport"},
+		{name: "escaped spelling of the same key", req: `{"profile":"p","pro\u0066ile":"q"}`, wantDup: "profile"},
+		{name: "secret in the second copy", req: `{"profile":"p","workspace":"api","workspace":"${OPENAI_API_KEY}"}`, wantBound: "workspace"},
+		{name: "same key in sibling objects is fine", req: `{"a":{"kind":"x"},"b":{"kind":"y"},"c":[{"k":1},{"k":2}]}`},
+		{name: "keys differing in case are distinct", req: `{"profile":"p","Profile":"q"}`},
 	}
-	denied := map[string]any{"profile": "p", "spec": map[string]any{"env": map[string]string{"ANTHROPIC_BASE_URL": "x"}}}
-	var be *BoundaryError
-	if err := CheckSpawn(denied); !errors.As(err, &be) || be.Path != "spec.env" {
-		t.Errorf("CheckSpawn(denied) = %v, want boundary at spec.env", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckSpawnJSON([]byte(tt.req))
+			var de *DuplicateKeyError
+			var be *BoundaryError
+			switch {
+			case tt.wantDup != "":
+				if !errors.As(err, &de) || de.Path != tt.wantDup || errors.Is(err, ErrSubscriptionBoundary) {
+					t.Errorf("CheckSpawnJSON = %v, want a *DuplicateKeyError at %s", err, tt.wantDup)
+				}
+			case tt.wantBound != "":
+				if !errors.As(err, &be) || be.Path != tt.wantBound {
+					t.Errorf("CheckSpawnJSON = %v, want a *BoundaryError at %s", err, tt.wantBound)
+				}
+			case err != nil:
+				t.Errorf("CheckSpawnJSON = %v, want allowed", err)
+			}
+		})
 	}
 }
 
@@ -125,24 +153,6 @@ func TestIsCredentialName(t *testing.T) {
 	for name, want := range tests {
 		if got := IsCredentialName(name); got != want {
 			t.Errorf("IsCredentialName(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
-func TestWords(t *testing.T) {
-	tests := map[string][]string{
-		"apiKey":             {"API", "KEY"},
-		"baseURL":            {"BASE", "URL"},
-		"OpenAIKey":          {"OPEN", "AI", "KEY"},
-		"ANTHROPIC_BASE_URL": {"ANTHROPIC", "BASE", "URL"},
-		"x-api-key":          {"X", "API", "KEY"},
-		"fleetd.dev/owner":   {"FLEETD", "DEV", "OWNER"},
-		"v1Token":            {"V1", "TOKEN"},
-		"":                   nil,
-	}
-	for in, want := range tests {
-		if diff := cmp.Diff(want, words(in)); diff != "" {
-			t.Errorf("words(%q) (-want +got):\n%s", in, diff)
 		}
 	}
 }

@@ -117,21 +117,21 @@ func (l *Launcher) Plan(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant)
 //
 // An error that a spec or referenced object must fix — unknown tenant,
 // missing credential, reserved variables in the profile — has a Reason()
-// method (plan.ReasonTenantNotFound, plan.ReasonCredentialMissing,
-// plan.ReasonInvalidSpec); other errors (disk, randomness) are transient.
+// method (v1alpha1.ReasonTenantNotFound, v1alpha1.ReasonCredentialMissing,
+// v1alpha1.ReasonInvalidSpec); other errors (disk, randomness) are transient.
 func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (launch.Spec, error) {
 	if err := ctx.Err(); err != nil {
 		return launch.Spec{}, err
 	}
 	if m == nil || p == nil {
-		return launch.Spec{}, plan.Errorf(plan.ReasonInvalidSpec, "prepare launch: member and profile are required")
+		return launch.Spec{}, plan.Errorf(v1alpha1.ReasonInvalidSpec, "prepare launch: member and profile are required")
 	}
 	if !safeDirName(m.Name) {
-		return launch.Spec{}, plan.Errorf(plan.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
+		return launch.Spec{}, plan.Errorf(v1alpha1.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Spec.Env)) {
 		if reserved(k) {
-			return launch.Spec{}, plan.Errorf(plan.ReasonInvalidSpec, "profile %q: spec.env.%s is set by fleetd and may not be set in a profile", p.Name, k)
+			return launch.Spec{}, plan.Errorf(v1alpha1.ReasonInvalidSpec, "profile %q: spec.env.%s is set by fleetd and may not be set in a profile", p.Name, k)
 		}
 	}
 	rows, err := plan.Resolve(m, tenants, l.gateway, l.lookupEnv)

@@ -185,13 +185,13 @@ func TestLauncher_UnresolvableSpecsMintNothing(t *testing.T) {
 	}{
 		{
 			name: "missing tenant credential", member: testMember(v1alpha1.TargetTenant, ""),
-			profile: func() *v1alpha1.Profile { return testProfile("claude") }, wantReason: plan.ReasonCredentialMissing,
+			profile: func() *v1alpha1.Profile { return testProfile("claude") }, wantReason: v1alpha1.ReasonCredentialMissing,
 		},
 		{
 			name: "unknown tenant",
 			member: &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "reviewer"},
 				Spec: v1alpha1.MemberSpec{MCPTarget: &v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "globex"}}},
-			profile: func() *v1alpha1.Profile { return testProfile("claude") }, wantReason: plan.ReasonTenantNotFound,
+			profile: func() *v1alpha1.Profile { return testProfile("claude") }, wantReason: v1alpha1.ReasonTenantNotFound,
 		},
 		{
 			name: "profile sets FLEETD_TOKEN", member: testMember(v1alpha1.TargetResident, ""),
@@ -200,7 +200,7 @@ func TestLauncher_UnresolvableSpecsMintNothing(t *testing.T) {
 				p.Spec.Env[TokenEnv] = "chosen"
 				return p
 			},
-			wantReason: plan.ReasonInvalidSpec,
+			wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "profile sets the tenant slot", member: testMember(v1alpha1.TargetResident, ""),
@@ -209,15 +209,15 @@ func TestLauncher_UnresolvableSpecsMintNothing(t *testing.T) {
 				p.Spec.Env[plan.TenantTokenEnv] = "x"
 				return p
 			},
-			wantReason: plan.ReasonInvalidSpec,
+			wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "member name escapes the state directory", member: &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: ".."}},
-			profile: func() *v1alpha1.Profile { return testProfile("claude") }, wantReason: plan.ReasonInvalidSpec,
+			profile: func() *v1alpha1.Profile { return testProfile("claude") }, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "no profile", member: testMember(v1alpha1.TargetResident, ""),
-			profile: func() *v1alpha1.Profile { return nil }, wantReason: plan.ReasonInvalidSpec,
+			profile: func() *v1alpha1.Profile { return nil }, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 	}
 	for _, tt := range tests {

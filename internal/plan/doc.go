@@ -7,8 +7,9 @@
 // Tenants, this fleetd's own gateway address and a lookup into fleetd's
 // environment — so it is tested alone and gives the same answer every time.
 // A member whose plan cannot be resolved gets an [*Error] carrying a stable
-// condition reason ([ReasonTenantNotFound], [ReasonCredentialMissing],
-// [ReasonInvalidSpec]) that the reconciler turns into Ready=False.
+// condition reason ([v1alpha1.ReasonTenantNotFound],
+// [v1alpha1.ReasonCredentialMissing], [v1alpha1.ReasonInvalidSpec]) that the
+// reconciler turns into Ready=False.
 //
 // This package must never hold or return a secret value: the environment
 // lookup is used only to learn that a tenant's credential variable is set,

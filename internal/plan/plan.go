@@ -25,13 +25,6 @@ const (
 	TenantTokenEnv = "FLEETD_TENANT_TOKEN"
 )
 
-// Reasons an [*Error] carries; they are condition reasons (CamelCase).
-const (
-	ReasonTenantNotFound    = "TenantNotFound"
-	ReasonCredentialMissing = "CredentialMissing"
-	ReasonInvalidSpec       = "InvalidSpec"
-)
-
 // Error is why a member's plan cannot be resolved. Its reason is stable and
 // meant for a status condition; its message is for people and names the
 // object and field at fault, never a secret.
@@ -42,7 +35,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.msg }
 
-// Reason returns the condition reason, e.g. [ReasonTenantNotFound].
+// Reason returns the condition reason, e.g. [v1alpha1.ReasonTenantNotFound].
 func (e *Error) Reason() string { return e.reason }
 
 // Errorf returns an [*Error] with the given condition reason and a message
@@ -91,7 +84,7 @@ func GatewayForListen(addr string) (Gateway, error) {
 // Errors are [*Error] values whose Reason is a condition reason.
 func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway, lookupEnv func(string) (string, bool)) ([]v1alpha1.PlanRow, error) {
 	if m == nil {
-		return nil, Errorf(ReasonInvalidSpec, "resolve plan: no member")
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, "resolve plan: no member")
 	}
 	transport := m.Spec.Transport
 	switch transport {
@@ -99,7 +92,7 @@ func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway
 		transport = v1alpha1.TransportStreamableHTTP
 	case v1alpha1.TransportStdio, v1alpha1.TransportStreamableHTTP:
 	default:
-		return nil, Errorf(ReasonInvalidSpec, "member %q: spec.transport: unknown value %q; want %s or %s",
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, "member %q: spec.transport: unknown value %q; want %s or %s",
 			m.Name, transport, v1alpha1.TransportStdio, v1alpha1.TransportStreamableHTTP)
 	}
 
@@ -110,10 +103,10 @@ func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway
 	switch target.Kind {
 	case v1alpha1.TargetResident, "":
 		if target.TenantID != "" {
-			return nil, Errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is set but kind is resident", m.Name)
+			return nil, Errorf(v1alpha1.ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is set but kind is resident", m.Name)
 		}
 		if gw.URL == "" {
-			return nil, Errorf(ReasonInvalidSpec, "member %q: this fleetd has no gateway URL to give a resident member", m.Name)
+			return nil, Errorf(v1alpha1.ReasonInvalidSpec, "member %q: this fleetd has no gateway URL to give a resident member", m.Name)
 		}
 		return []v1alpha1.PlanRow{{
 			Server:        ServerName,
@@ -135,7 +128,7 @@ func Resolve(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant, gw Gateway
 			CredentialEnv: TenantTokenEnv,
 		}}, nil
 	default:
-		return nil, Errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.kind: unknown value %q; want %s or %s",
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, "member %q: spec.mcpTarget.kind: unknown value %q; want %s or %s",
 			m.Name, target.Kind, v1alpha1.TargetResident, v1alpha1.TargetTenant)
 	}
 }
@@ -159,24 +152,24 @@ func TenantCredentialSource(m *v1alpha1.Member, tenants map[string]*v1alpha1.Ten
 // environment.
 func tenantFor(member, id string, tenants map[string]*v1alpha1.Tenant, lookupEnv func(string) (string, bool)) (*v1alpha1.Tenant, error) {
 	if id == "" {
-		return nil, Errorf(ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is required when kind is tenant", member)
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, "member %q: spec.mcpTarget.tenantId is required when kind is tenant", member)
 	}
 	t, ok := tenants[id]
 	if !ok || t == nil {
-		return nil, Errorf(ReasonTenantNotFound, "member %q: Tenant %q not found", member, id)
+		return nil, Errorf(v1alpha1.ReasonTenantNotFound, "member %q: Tenant %q not found", member, id)
 	}
 	if t.Spec.URL == "" {
-		return nil, Errorf(ReasonInvalidSpec, "Tenant %q: spec.url is empty", id)
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, "Tenant %q: spec.url is empty", id)
 	}
 	name := t.Spec.CredentialEnv
 	if name == "" {
-		return nil, Errorf(ReasonInvalidSpec, "Tenant %q: spec.credentialEnv is empty", id)
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, "Tenant %q: spec.credentialEnv is empty", id)
 	}
 	if lookupEnv == nil {
-		return nil, Errorf(ReasonCredentialMissing, "Tenant %q: credential variable %s is not set in fleetd's environment (no environment given)", id, name)
+		return nil, Errorf(v1alpha1.ReasonCredentialMissing, "Tenant %q: credential variable %s is not set in fleetd's environment (no environment given)", id, name)
 	}
 	if v, ok := lookupEnv(name); !ok || strings.TrimSpace(v) == "" {
-		return nil, Errorf(ReasonCredentialMissing,
+		return nil, Errorf(v1alpha1.ReasonCredentialMissing,
 			"Tenant %q: credential variable %s is not set in fleetd's environment; set it and restart fleetd", id, name)
 	}
 	return t, nil

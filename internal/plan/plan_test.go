@@ -62,46 +62,46 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "unknown tenant", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "globex"}, ""),
-			gw: gw, lookup: withCred, wantReason: ReasonTenantNotFound,
+			gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonTenantNotFound,
 		},
 		{
-			name: "credential variable unset", m: member(tenant, ""), gw: gw, lookup: env(nil), wantReason: ReasonCredentialMissing,
+			name: "credential variable unset", m: member(tenant, ""), gw: gw, lookup: env(nil), wantReason: v1alpha1.ReasonCredentialMissing,
 		},
 		{
 			name: "credential variable empty", m: member(tenant, ""), gw: gw,
-			lookup: env(map[string]string{"ACME_FLEETD_TOKEN": " "}), wantReason: ReasonCredentialMissing,
+			lookup: env(map[string]string{"ACME_FLEETD_TOKEN": " "}), wantReason: v1alpha1.ReasonCredentialMissing,
 		},
 		{
-			name: "no environment lookup", m: member(tenant, ""), gw: gw, wantReason: ReasonCredentialMissing,
+			name: "no environment lookup", m: member(tenant, ""), gw: gw, wantReason: v1alpha1.ReasonCredentialMissing,
 		},
 		{
 			name: "tenant without url", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "nourl"}, ""),
-			gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "tenant without credential slot", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "noslot"}, ""),
-			gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "tenant kind without tenantId", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant}, ""),
-			gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "resident kind with tenantId", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetResident, TenantID: "acme"}, ""),
-			gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
 			name: "unknown target kind", m: member(&v1alpha1.MCPTarget{Kind: "elsewhere"}, ""),
-			gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
-			name: "unknown transport", m: member(nil, "http"), gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			name: "unknown transport", m: member(nil, "http"), gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
-			name: "resident without a gateway URL", m: member(nil, ""), lookup: withCred, wantReason: ReasonInvalidSpec,
+			name: "resident without a gateway URL", m: member(nil, ""), lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 		{
-			name: "nil member", gw: gw, lookup: withCred, wantReason: ReasonInvalidSpec,
+			name: "nil member", gw: gw, lookup: withCred, wantReason: v1alpha1.ReasonInvalidSpec,
 		},
 	}
 	for _, tt := range tests {
@@ -137,7 +137,7 @@ func TestResolve_ReasonReachableThroughWrapping(t *testing.T) {
 	_, err := Resolve(member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "gone"}, ""), nil, Gateway{URL: "http://x/mcp"}, nil)
 	wrapped := errors.Join(errors.New("reconcile reviewer"), err)
 	var r interface{ Reason() string }
-	if !errors.As(wrapped, &r) || r.Reason() != ReasonTenantNotFound {
+	if !errors.As(wrapped, &r) || r.Reason() != v1alpha1.ReasonTenantNotFound {
 		t.Fatalf("errors.As(Reason) on %v: got %v", wrapped, r)
 	}
 }
@@ -153,7 +153,7 @@ func TestTenantCredentialSource(t *testing.T) {
 	}{
 		{name: "resident has none", m: member(nil, "")},
 		{name: "tenant names its variable", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "acme"}, ""), want: "ACME_FLEETD_TOKEN"},
-		{name: "missing tenant", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "x"}, ""), wantReason: ReasonTenantNotFound},
+		{name: "missing tenant", m: member(&v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "x"}, ""), wantReason: v1alpha1.ReasonTenantNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

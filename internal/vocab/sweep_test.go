@@ -42,6 +42,21 @@ var rules = []rule{
 		re:      regexp.MustCompile(`"type"\s*:\s*"` + "http" + `"`),
 		allowed: []string{"internal/harness/"},
 	},
+	{
+		// claude mcp add's flag, as a shell line or as argv elements.
+		name:    "Claude's CLI spelling of the HTTP transport (only harness adapters may spell it)",
+		re:      regexp.MustCompile(`--` + "transport" + `(?:\s+|\s*=\s*|"\s*,\s*")["']?` + "http" + `\b`),
+		allowed: []string{"internal/harness/"},
+	},
+	{
+		// An entry whose args list starts with the bridge subcommand (JSON,
+		// TOML, a -c override, or a Go slice), or whose command string runs
+		// it.
+		name: "command-bridge MCP server entry (only harness adapters may spell it)",
+		re: regexp.MustCompile(`[\[{]\s*"` + "mcp" + `-bridge"` +
+			`|\b` + "command" + `"?\s*[:=]\s*"[^"\n]*\b` + "mcp" + `-bridge\b`),
+		allowed: []string{"internal/harness/"},
+	},
 }
 
 // violation is one forbidden spelling found outside its allowed places.
@@ -163,10 +178,14 @@ func TestCheck_FlagsSpellingsOutsideTheirPlaces(t *testing.T) {
 	legacy := "remote" + "-http"
 	codex := "streamable" + "_http"
 	typed := func(space string) string { return `{"type"` + space + `"http", "url": "x"}` }
+	flag := "--" + "transport"
+	bridge := `"mcp` + `-bridge"`
 	const (
 		legacyRule = "legacy transport mode (only the one-shot migration may spell it)"
 		codexRule  = "Codex's spelling of Streamable HTTP (only harness adapters may spell it)"
 		typeRule   = `MCP server entry typed "http" (only harness adapters may spell it)`
+		flagRule   = "Claude's CLI spelling of the HTTP transport (only harness adapters may spell it)"
+		bridgeRule = "command-bridge MCP server entry (only harness adapters may spell it)"
 	)
 	tests := []struct {
 		name    string
@@ -198,6 +217,39 @@ func TestCheck_FlagsSpellingsOutsideTheirPlaces(t *testing.T) {
 		{"canonical words are fine", "api/x.go", `transport: streamable-http, kind: tenant, "type": "stdio"`, nil},
 		{"two spellings in one file", "README.md", legacy + "\n" + codex,
 			[]violation{{"README.md", 1, legacyRule}, {"README.md", 2, codexRule}}},
+
+		// Claude's CLI flag for its HTTP transport.
+		{"claude mcp add line in docs", "docs/gateway.md", "x\nclaude mcp add " + flag + " http fleetd URL\n",
+			[]violation{{"docs/gateway.md", 2, flagRule}}},
+		{"flag with =", "cmd/fleetd/x_test.go", "claude mcp add " + flag + "=http fleetd",
+			[]violation{{"cmd/fleetd/x_test.go", 1, flagRule}}},
+		{"flag quoted", "x.sh", flag + " 'http' fleetd",
+			[]violation{{"x.sh", 1, flagRule}}},
+		{"flag as argv elements", "internal/simagent/x_test.go", `[]string{"claude", "mcp", "add", "` + flag + `", "http"}`,
+			[]violation{{"internal/simagent/x_test.go", 1, flagRule}}},
+		{"flag in the adapter", "internal/harness/primary.go", "claude mcp add " + flag + " http", nil},
+		{"flag in the adapter's golden output", "internal/harness/testdata/primary/claude.golden", flag + " http", nil},
+		{"flag with a canonical value is fine", "docs/x.md", flag + " streamable-http, " + flag + " stdio", nil},
+		{"flag followed by a longer word is fine", "docs/x.md", flag + " https-only", nil},
+
+		// The command-bridge entry shape.
+		{"JSON args starting with the bridge", "docs/gateway.md", "{\"command\": \"/bin/fleetd\",\n  \"args\": [\n    " + bridge + ", \"--url\"]}",
+			[]violation{{"docs/gateway.md", 2, bridgeRule}}},
+		{"TOML args", "x.toml", "[mcp_servers.fleetd]\nargs = [" + bridge + "]\n",
+			[]violation{{"x.toml", 2, bridgeRule}}},
+		{"codex -c override", "docs/mcp-layers.md", "`mcp_servers.fleetd.args=[" + bridge + `,"--url"]` + "`",
+			[]violation{{"docs/mcp-layers.md", 1, bridgeRule}}},
+		{"Go slice in a test outside the adapter", "cmd/fleetd/x_test.go", "want := []string{" + bridge + ", \"--url\"}",
+			[]violation{{"cmd/fleetd/x_test.go", 1, bridgeRule}}},
+		{"command string running the bridge", "x.json", `{"command": "/usr/bin/fleetd mcp` + `-bridge --url x"}`,
+			[]violation{{"x.json", 1, bridgeRule}}},
+		{"TOML command string", "x.toml", `command = "fleetd mcp` + `-bridge"`,
+			[]violation{{"x.toml", 1, bridgeRule}}},
+		{"bridge entry in the adapter", "internal/harness/generic.go", "Args: []string{" + bridge + "}", nil},
+		{"bridge entry in the adapter's golden files", "internal/harness/testdata/generic.golden", `"args": [` + bridge + `]`, nil},
+		{"running the bridge from a shell is fine", "README.md", "fleetd mcp" + "-bridge --url URL", nil},
+		{"the bridge as a CLI argument is fine", "cmd/fleetd/x_test.go", `run(in, out, "mcp` + `-bridge", "--url", u)`, nil},
+		{"a command entry running something else is fine", "x.json", `{"command": "/bin/fleetd", "args": ["serve"]}`, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,46 @@
+package decode
+
+import (
+	"fmt"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// Defined reports whether an object of kind and name exists where a
+// Member's references are resolved.
+type Defined func(kind, name string) bool
+
+// CheckReferences reports every reference of the Members in files that
+// names nothing defined knows: a spec.profile without its Profile, and a
+// tenant target's spec.mcpTarget.tenantId without its Tenant. Each error
+// sits on the line where the reference is written, as the decoder found it
+// (see [FileResult.Line]); in says where the objects were looked for (a
+// manifests directory) and ends up in the message. `fleetd validate` and the
+// desired-state store both judge references with it, so that a missing
+// Profile or Tenant reads the same before fleetd runs and while it does.
+func CheckReferences(files []FileResult, defined Defined, in string) ErrorList {
+	var errs ErrorList
+	for _, f := range files {
+		for i, o := range f.Objects {
+			m, ok := o.(*v1alpha1.Member)
+			if !ok {
+				continue
+			}
+			missing := func(field, kind, name string) {
+				errs = append(errs, &Error{
+					File:  f.Path,
+					Line:  f.Line(i, field),
+					Field: field,
+					Msg:   fmt.Sprintf("no %s %q in %s; add one, or fix the name", kind, name, in),
+				})
+			}
+			if !defined(v1alpha1.KindProfile, m.Spec.Profile) {
+				missing("spec.profile", v1alpha1.KindProfile, m.Spec.Profile)
+			}
+			if t := m.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant && !defined(v1alpha1.KindTenant, t.TenantID) {
+				missing("spec.mcpTarget.tenantId", v1alpha1.KindTenant, t.TenantID)
+			}
+		}
+	}
+	return errs
+}

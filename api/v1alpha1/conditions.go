@@ -1,0 +1,61 @@
+package v1alpha1
+
+import "time"
+
+// Condition types a member's status carries.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+	// ConditionManifestValid reports whether the file defining a member
+	// parses; False means the member runs on the file's last good
+	// definition.
+	ConditionManifestValid = "ManifestValid"
+)
+
+// Condition statuses.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)
+
+// Condition reasons: the one list of the CamelCase words a condition's
+// reason (and an event's) may carry. The member controller writes them; the
+// plan resolver and the harness launcher return the ones that say a spec
+// cannot be launched as it is; tools read them to tell a member that will
+// not start without a change from one that is still on its way.
+const (
+	ReasonAgentReady = "AgentReady"
+	ReasonStarting   = "Starting"
+	ReasonBackOff    = "BackOff"
+	ReasonCrashLoop  = "CrashLoop"
+	ReasonFailed     = "Failed"
+	ReasonPaused     = "Paused"
+	ReasonAsExpected = "AsExpected"
+
+	// Reasons a member waits for its spec, or an object it references, to
+	// change (Ready=False, no retries).
+	ReasonProfileNotFound   = "ProfileNotFound"
+	ReasonTenantNotFound    = "TenantNotFound"
+	ReasonCredentialMissing = "CredentialMissing"
+	ReasonInvalidSpec       = "InvalidSpec"
+
+	ReasonHerdrUnavailable = "HerdrUnavailable"
+	ReasonHerdrError       = "HerdrError"
+
+	// Reasons of ConditionManifestValid.
+	ReasonManifestError    = "ManifestError"
+	ReasonManifestParsed   = "Parsed"
+	ReasonDirectoryMissing = "DirectoryUnreadable"
+)
+
+// Condition is shaped like metav1.Condition.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	Reason             string    `json:"reason"`
+	Message            string    `json:"message"`
+}
