@@ -39,7 +39,9 @@
 //
 // The package never touches anything but the legacy field and the
 // transport line it adds, never reads outside the directory it is given
-// (no recursion), and is meant to be deleted, with its fixtures and
-// cmd/fleetd/migrate.go, once no legacy manifests remain. Nothing else in
-// fleetd may depend on it.
+// (no recursion), and is meant to be deleted once no legacy manifests
+// remain: this directory (its testdata/legacy holds the legacy example the
+// docs point at), cmd/fleetd/migrate.go with its test, and the command's
+// line in cmd/fleetd/main.go — nothing else. Only cmd/fleetd may import
+// it (internal/archtest's graph says so).
 package migrate
