@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,112 +16,117 @@ import (
 
 var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 
+// The tests run inside testing/synctest bubbles, where clock.Real (the
+// queue's default) reads virtual time: time passes by time.Sleep, and
+// synctest.Wait lets the queue's delay goroutine finish what came due.
+
+// get returns the key a worker gets now, once every goroutine of the bubble
+// has settled; it fails the test when no key is ready. It never waits for
+// time to pass.
 func get(t *testing.T, q *Queue) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	k, ok := q.Get(ctx)
+	synctest.Wait()
+	now, cancel := context.WithCancel(t.Context())
+	cancel() // Get still hands out a key that is ready
+	k, ok := q.Get(now)
 	if !ok {
 		t.Fatal("Get returned no key")
 	}
 	return k
 }
 
-// waitTimer blocks until the fake clock has at least n pending timers.
-func waitTimers(t *testing.T, c *clock.Fake, n int) {
+// getAfter blocks in Get, as a worker does, and returns the key and how much
+// (virtual) time passed until it came.
+func getAfter(t *testing.T, q *Queue) (string, time.Duration) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		// Take the channel before looking, or a timer armed in between
-		// would be missed.
-		added := c.TimerAdded()
-		if c.Waiters() >= n {
-			return
-		}
-		select {
-		case <-added:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %d timers (have %d)", n, c.Waiters())
-		}
+	start := time.Now()
+	k, ok := q.Get(t.Context())
+	if !ok {
+		t.Fatal("Get returned no key")
 	}
+	return k, time.Since(start)
 }
 
 func TestQueue_DeduplicatesWaitingKeys(t *testing.T) {
-	q := New(nil)
-	defer q.ShutDown()
-	for _, k := range []string{"a", "b", "a", "c", "b"} {
-		q.Add(k)
-	}
-	var got []string
-	for q.Len() > 0 {
-		k := get(t, q)
-		got = append(got, k)
-		q.Done(k)
-	}
-	if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
-		t.Errorf("keys (-want +got):\n%s", diff)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		for _, k := range []string{"a", "b", "a", "c", "b"} {
+			q.Add(k)
+		}
+		var got []string
+		for q.Len() > 0 {
+			k := get(t, q)
+			got = append(got, k)
+			q.Done(k)
+		}
+		if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
+			t.Errorf("keys (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestQueue_KeyAddedWhileProcessingComesBackAfterDone(t *testing.T) {
-	q := New(nil)
-	defer q.ShutDown()
-	q.Add("a")
-	k := get(t, q)
-	q.Add("a")
-	if q.Len() != 0 {
-		t.Fatalf("key being processed was handed out twice: Len = %d", q.Len())
-	}
-	q.Done(k)
-	if q.Len() != 1 {
-		t.Fatalf("Len after Done = %d, want 1", q.Len())
-	}
-	if got := get(t, q); got != "a" {
-		t.Errorf("got %q", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		q.Add("a")
+		k := get(t, q)
+		q.Add("a")
+		if q.Len() != 0 {
+			t.Fatalf("key being processed was handed out twice: Len = %d", q.Len())
+		}
+		q.Done(k)
+		if q.Len() != 1 {
+			t.Fatalf("Len after Done = %d, want 1", q.Len())
+		}
+		if got := get(t, q); got != "a" {
+			t.Errorf("got %q", got)
+		}
+	})
 }
 
 func TestQueue_AddAfterWaitsForClock(t *testing.T) {
-	c := clock.NewFake(t0)
-	q := New(&Options{Clock: c})
-	defer q.ShutDown()
-	q.AddAfter("late", time.Minute)
-	q.AddAfter("late", 2*time.Minute) // the earlier deadline wins
-	waitTimers(t, c, 1)
-	c.Step(59 * time.Second)
-	if q.Len() != 0 || q.Idle() {
-		t.Fatalf("delayed key released early (Len %d, Idle %v)", q.Len(), q.Idle())
-	}
-	c.Step(time.Second)
-	if got := get(t, q); got != "late" {
-		t.Errorf("got %q", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		q.AddAfter("late", time.Minute)
+		q.AddAfter("late", 2*time.Minute) // the earlier deadline wins
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if q.Len() != 0 || q.Idle() {
+			t.Fatalf("delayed key released early (Len %d, Idle %v)", q.Len(), q.Idle())
+		}
+		time.Sleep(time.Second)
+		if got := get(t, q); got != "late" {
+			t.Errorf("got %q", got)
+		}
+	})
 }
 
 func TestQueue_PerItemBackoffDoublesUpToCap(t *testing.T) {
-	c := clock.NewFake(t0)
-	q := New(&Options{Clock: c, BaseDelay: time.Second, MaxDelay: 10 * time.Second, QPS: -1})
-	defer q.ShutDown()
-	var delays []time.Duration
-	for range 6 {
-		q.AddRateLimited("k")
-		waitTimers(t, c, 1)
-		next, _ := c.NextDeadline()
-		delays = append(delays, next.Sub(c.Now()))
-		c.SetTime(next)
-		q.Done(get(t, q))
-	}
-	want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
-	if diff := cmp.Diff(want, delays); diff != "" {
-		t.Errorf("delays (-want +got):\n%s", diff)
-	}
-	if q.NumRequeues("k") != 6 {
-		t.Errorf("NumRequeues = %d", q.NumRequeues("k"))
-	}
-	q.Forget("k")
-	if q.NumRequeues("k") != 0 {
-		t.Errorf("NumRequeues after Forget = %d", q.NumRequeues("k"))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := New(&Options{BaseDelay: time.Second, MaxDelay: 10 * time.Second, QPS: -1})
+		defer q.ShutDown()
+		var delays []time.Duration
+		for range 6 {
+			q.AddRateLimited("k")
+			k, waited := getAfter(t, q)
+			delays = append(delays, waited)
+			q.Done(k)
+		}
+		want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+		if diff := cmp.Diff(want, delays); diff != "" {
+			t.Errorf("delays (-want +got):\n%s", diff)
+		}
+		if q.NumRequeues("k") != 6 {
+			t.Errorf("NumRequeues = %d", q.NumRequeues("k"))
+		}
+		q.Forget("k")
+		if q.NumRequeues("k") != 0 {
+			t.Errorf("NumRequeues after Forget = %d", q.NumRequeues("k"))
+		}
+	})
 }
 
 func TestRateLimiter_TokenBucketLimitsOverallRate(t *testing.T) {
@@ -140,71 +146,90 @@ func TestRateLimiter_TokenBucketLimitsOverallRate(t *testing.T) {
 }
 
 // The bucket's wait runs on the queue's clock: with the burst spent, the
-// next rate-limited key comes out 1/QPS later on the fake clock, not on the
-// wall clock.
+// next rate-limited key comes out 1/QPS later on the queue's clock, not on
+// the wall clock, and the bucket refills by that clock's time. This test alone keeps a clock.Fake: inside the bubble the
+// wall clock is virtual too, so only a clock of its own — which the bubble's
+// time never moves — tells the two apart.
 func TestQueue_TokenBucketWaitsOnTheQueueClock(t *testing.T) {
-	c := clock.NewFake(t0)
-	q := New(&Options{Clock: c, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, QPS: 10, Burst: 1})
-	defer q.ShutDown()
-	q.AddRateLimited("a")
-	q.AddRateLimited("b")
-	var released []time.Duration
-	for range 2 {
-		waitTimers(t, c, 1)
-		next, _ := c.NextDeadline()
-		c.SetTime(next)
-		q.Done(get(t, q))
-		released = append(released, c.Now().Sub(t0))
-	}
-	if diff := cmp.Diff([]time.Duration{time.Millisecond, 100 * time.Millisecond}, released); diff != "" {
-		t.Errorf("release times (-want +got):\n%s", diff)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := clock.NewFake(t0)
+		q := New(&Options{Clock: c, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, QPS: 10, Burst: 1})
+		defer q.ShutDown()
+		var released []time.Duration
+		release := func() {
+			t.Helper()
+			synctest.Wait() // the delay goroutine has armed its timer
+			next, ok := c.NextDeadline()
+			if !ok {
+				t.Fatal("no timer armed on the queue's clock")
+			}
+			c.SetTime(next)
+			q.Done(get(t, q))
+			released = append(released, c.Now().Sub(t0))
+		}
+		q.AddRateLimited("a")
+		q.AddRateLimited("b")
+		release()
+		release()
+		// The bucket is read at the queue clock's time too: "c", added when
+		// "b" came out, waits one more 1/QPS from then.
+		q.AddRateLimited("c")
+		release()
+		if diff := cmp.Diff([]time.Duration{time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, released); diff != "" {
+			t.Errorf("release times (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestQueue_ShutDownReleasesGetAndIgnoresAdds(t *testing.T) {
-	q := New(nil)
-	done := make(chan bool)
-	go func() {
-		_, ok := q.Get(context.Background())
-		done <- ok
-	}()
-	q.ShutDown()
-	if <-done {
-		t.Error("Get returned a key after ShutDown")
-	}
-	q.Add("x")
-	q.AddAfter("y", time.Hour)
-	if q.Len() != 0 || !q.ShuttingDown() {
-		t.Errorf("queue accepted work after ShutDown")
-	}
-	q.ShutDown() // idempotent
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		done := make(chan bool, 1)
+		go func() {
+			_, ok := q.Get(context.Background())
+			done <- ok
+		}()
+		synctest.Wait() // Get is blocked
+		q.ShutDown()
+		if <-done {
+			t.Error("Get returned a key after ShutDown")
+		}
+		q.Add("x")
+		q.AddAfter("y", time.Hour)
+		if q.Len() != 0 || !q.ShuttingDown() {
+			t.Errorf("queue accepted work after ShutDown")
+		}
+		q.ShutDown() // idempotent
+	})
 }
 
 func TestQueue_GetHonoursContext(t *testing.T) {
-	q := New(nil)
-	defer q.ShutDown()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, ok := q.Get(ctx); ok {
-		t.Error("Get with a cancelled context returned a key")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, ok := q.Get(ctx); ok {
+			t.Error("Get with a cancelled context returned a key")
+		}
+	})
 }
 
 func TestMetrics_SeriesMoveAndLint(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	c := clock.NewFake(t0)
-	q := New(&Options{Name: "member", Clock: c, Metrics: NewMetrics(reg)})
-	defer q.ShutDown()
-	q.Add("a")
-	q.Add("b")
-	if got := testutil.ToFloat64(q.metrics.depth); got != 2 {
-		t.Errorf("depth = %v", got)
-	}
-	k := get(t, q)
-	c.Step(time.Second)
-	q.Done(k)
-	q.AddRateLimited("a")
-	want := `
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		q := New(&Options{Name: "member", Metrics: NewMetrics(reg)})
+		defer q.ShutDown()
+		q.Add("a")
+		q.Add("b")
+		if got := testutil.ToFloat64(q.metrics.depth); got != 2 {
+			t.Errorf("depth = %v", got)
+		}
+		k := get(t, q)
+		time.Sleep(time.Second)
+		q.Done(k)
+		q.AddRateLimited("a")
+		want := `
 # HELP fleetd_workqueue_adds_total Total number of adds handled by the work queue.
 # TYPE fleetd_workqueue_adds_total counter
 fleetd_workqueue_adds_total{name="member"} 2
@@ -215,36 +240,40 @@ fleetd_workqueue_depth{name="member"} 1
 # TYPE fleetd_workqueue_retries_total counter
 fleetd_workqueue_retries_total{name="member"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"fleetd_workqueue_adds_total", "fleetd_workqueue_depth", "fleetd_workqueue_retries_total"); err != nil {
-		t.Error(err)
-	}
-	if n := testutil.CollectAndCount(q.metrics.workDuration.(prometheus.Collector)); n != 1 {
-		t.Errorf("work duration series = %d", n)
-	}
-	problems, err := testutil.GatherAndLint(reg)
-	if err != nil || len(problems) > 0 {
-		t.Errorf("lint: %v %v", err, problems)
-	}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+			"fleetd_workqueue_adds_total", "fleetd_workqueue_depth", "fleetd_workqueue_retries_total"); err != nil {
+			t.Error(err)
+		}
+		if n := testutil.CollectAndCount(q.metrics.workDuration.(prometheus.Collector)); n != 1 {
+			t.Errorf("work duration series = %d", n)
+		}
+		problems, err := testutil.GatherAndLint(reg)
+		if err != nil || len(problems) > 0 {
+			t.Errorf("lint: %v %v", err, problems)
+		}
+	})
 }
 
 func TestQueue_WaitInactiveReturnsWhenWorkIsDone(t *testing.T) {
-	q := New(nil)
-	defer q.ShutDown()
-	q.Add("a")
-	k := get(t, q)
-	done := make(chan error, 1)
-	go func() { done <- q.WaitInactive(context.Background()) }()
-	select {
-	case <-done:
-		t.Fatal("WaitInactive returned while a key was processing")
-	default:
-	}
-	q.Done(k)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if q.Active() {
-		t.Error("Active after WaitInactive")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		q.Add("a")
+		k := get(t, q)
+		done := make(chan error, 1)
+		go func() { done <- q.WaitInactive(t.Context()) }()
+		synctest.Wait() // WaitInactive has looked and is waiting
+		select {
+		case <-done:
+			t.Fatal("WaitInactive returned while a key was processing")
+		default:
+		}
+		q.Done(k)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if q.Active() {
+			t.Error("Active after WaitInactive")
+		}
+	})
 }
