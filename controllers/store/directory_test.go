@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 const profileDoc = `apiVersion: fleetd.dev/v1alpha1
@@ -32,22 +31,53 @@ func memberDoc(name, profile string) string {
 	return "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: " + profile + "\n"
 }
 
-// harness runs a Directory on a fake clock and steps the clock whenever the
-// directory arms a timer, so tests wait on outcomes, never on time.
+// harness runs a Directory on real files in a temporary directory, in one
+// of two ways:
+//
+//   - newHarness, inside a testing/synctest bubble: the directory is read
+//     on DirectoryOptions.Rescan nudges instead of fsnotify, on the bubble's
+//     virtual time. until and settle nudge, let the debounce pass and wait
+//     for the bubble to settle, so every check is made at one exact moment.
+//   - newWatchedHarness, for the tests whose point is the fsnotify watch:
+//     the wall clock, a short debounce and no periodic retry within the
+//     test, so every read follows an fsnotify event. until waits for
+//     completed reads (a channel, no polling) under one generous deadline
+//     for the whole test.
 type harness struct {
 	t     *testing.T
 	dir   string
 	state string
-	clk   *clock.Fake
 	d     *Directory
 	watch <-chan struct{}
+
+	nudge    chan struct{}   // newHarness: the running Directory's Rescan
+	deadline <-chan struct{} // newWatchedHarness: closed when the test has waited too long
 }
+
+// debounce is the Directories' debounce in virtual time (newHarness).
+const debounce = time.Second
 
 func newHarness(t *testing.T, files map[string]string) *harness {
 	t.Helper()
+	h := newFiles(t, files)
+	h.start()
+	return h
+}
+
+func newWatchedHarness(t *testing.T, files map[string]string) *harness {
+	t.Helper()
+	h := newFiles(t, files)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	h.deadline = ctx.Done()
+	h.start()
+	return h
+}
+
+func newFiles(t *testing.T, files map[string]string) *harness {
+	t.Helper()
 	root := t.TempDir()
-	h := &harness{t: t, dir: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
-		clk: clock.NewFake(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))}
+	h := &harness{t: t, dir: filepath.Join(root, "manifests"), state: filepath.Join(root, "state")}
 	for _, d := range []string{h.dir, h.state} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -56,14 +86,21 @@ func newHarness(t *testing.T, files map[string]string) *harness {
 	for name, content := range files {
 		h.write(name, content)
 	}
-	h.start()
 	return h
 }
 
+// start runs a new Directory on the harness's files and waits for Run's own
+// first read.
 func (h *harness) start() {
 	h.t.Helper()
-	d, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Clock: h.clk,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts := &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if h.deadline == nil {
+		h.nudge = make(chan struct{}, 1)
+		opts.Rescan, opts.Debounce = h.nudge, debounce
+	} else {
+		opts.Debounce, opts.RetryInterval = 10*time.Millisecond, time.Hour
+	}
+	d, err := NewDirectory(h.dir, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -79,7 +116,7 @@ func (h *harness) start() {
 			h.t.Errorf("Run: %v", err)
 		}
 	})
-	h.waitScans(1) // Run's own first read
+	h.waitScans(1)
 }
 
 func (h *harness) write(name, content string) {
@@ -95,23 +132,35 @@ func (h *harness) scans() int {
 	return h.d.scans
 }
 
-// until steps the fake clock through every timer the directory arms until
-// cond holds.
+// rescan (newHarness) nudges the Directory and returns once the read that
+// follows the debounce is done.
+func (h *harness) rescan() {
+	h.t.Helper()
+	n := h.scans()
+	h.nudge <- struct{}{}
+	time.Sleep(debounce)
+	synctest.Wait()
+	if got := h.scans(); got != n+1 {
+		h.t.Fatalf("a nudge and the debounce made %d reads, want 1", got-n)
+	}
+}
+
+// until returns once cond holds. Under newHarness it must hold after one
+// rescan; under newWatchedHarness it is checked after every completed read
+// until the test's deadline.
 func (h *harness) until(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.After(10 * time.Second)
+	if h.deadline == nil {
+		h.rescan()
+		if !cond() {
+			h.t.Fatalf("not %s after a rescan", what)
+		}
+		return
+	}
 	for !cond() {
-		added := h.clk.TimerAdded()
-		if next, ok := h.clk.NextDeadline(); ok {
-			h.clk.SetTime(next)
-		}
-		if cond() {
-			return
-		}
 		select {
 		case <-h.d.scanned:
-		case <-added:
-		case <-deadline:
+		case <-h.deadline:
 			h.t.Fatalf("timed out waiting until %s", what)
 		}
 	}
@@ -119,12 +168,23 @@ func (h *harness) until(what string, cond func() bool) {
 
 func (h *harness) waitScans(n int) {
 	h.t.Helper()
+	if h.deadline == nil {
+		synctest.Wait()
+		if got := h.scans(); got < n {
+			h.t.Fatalf("%d reads, want %d", got, n)
+		}
+		return
+	}
 	h.until("scanned", func() bool { return h.scans() >= n })
 }
 
-// settle waits for a scan that started after the call.
+// settle waits for a read that started after the call.
 func (h *harness) settle() {
 	h.t.Helper()
+	if h.deadline == nil {
+		h.rescan()
+		return
+	}
 	h.waitScans(h.scans() + 1)
 }
 
@@ -148,59 +208,63 @@ func memberNames(s *Snapshot) []string {
 }
 
 func TestDirectory_ListSortsByName(t *testing.T) {
-	h := newHarness(t, map[string]string{
-		"team.yaml": profileDoc + "---\n" + memberDoc("gamma", "codex-fast") + "---\n" + memberDoc("alpha", "codex-fast"),
-		"beta.yaml": memberDoc("beta", "codex-fast"),
-	})
-	h.start()
-	names := func(kind string) []string {
-		out := []string{}
-		for _, o := range h.d.List(kind) {
-			out = append(out, o.GetName())
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{
+			"team.yaml": profileDoc + "---\n" + memberDoc("gamma", "codex-fast") + "---\n" + memberDoc("alpha", "codex-fast"),
+			"beta.yaml": memberDoc("beta", "codex-fast"),
+		})
+		h.start()
+		names := func(kind string) []string {
+			out := []string{}
+			for _, o := range h.d.List(kind) {
+				out = append(out, o.GetName())
+			}
+			return out
 		}
-		return out
-	}
-	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, names(v1alpha1.KindMember)); diff != "" {
-		t.Errorf("members (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"codex-fast"}, names(v1alpha1.KindProfile)); diff != "" {
-		t.Errorf("profiles (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{}, names(v1alpha1.KindTenant)); diff != "" {
-		t.Errorf("tenants (-want +got):\n%s", diff)
-	}
+		if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, names(v1alpha1.KindMember)); diff != "" {
+			t.Errorf("members (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"codex-fast"}, names(v1alpha1.KindProfile)); diff != "" {
+			t.Errorf("profiles (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{}, names(v1alpha1.KindTenant)); diff != "" {
+			t.Errorf("tenants (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestDirectory_ReadsManifestFilesOnly(t *testing.T) {
-	h := newHarness(t, map[string]string{
-		"team.yaml":      profileDoc + "---\n" + memberDoc("alpha", "codex-fast") + "---\n" + memberDoc("beta", "codex-fast"),
-		"gamma.yml":      memberDoc("gamma", "codex-fast"),
-		".hidden.yaml":   memberDoc("hidden", "codex-fast"),
-		"backup.yaml~":   memberDoc("backup", "codex-fast"),
-		"notes.txt":      memberDoc("notes", "codex-fast"),
-		"#autosave.yaml": memberDoc("autosave", "codex-fast"),
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{
+			"team.yaml":      profileDoc + "---\n" + memberDoc("alpha", "codex-fast") + "---\n" + memberDoc("beta", "codex-fast"),
+			"gamma.yml":      memberDoc("gamma", "codex-fast"),
+			".hidden.yaml":   memberDoc("hidden", "codex-fast"),
+			"backup.yaml~":   memberDoc("backup", "codex-fast"),
+			"notes.txt":      memberDoc("notes", "codex-fast"),
+			"#autosave.yaml": memberDoc("autosave", "codex-fast"),
+		})
+		s := h.d.Snapshot()
+		if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, memberNames(s)); diff != "" {
+			t.Errorf("members (-want +got):\n%s", diff)
+		}
+		if _, ok := s.Profiles["codex-fast"]; !ok {
+			t.Error("profile not read")
+		}
+		if got := s.Sources[Key{v1alpha1.KindMember, "gamma"}]; got != filepath.Join(h.dir, "gamma.yml") {
+			t.Errorf("source of gamma = %q", got)
+		}
+		m := s.Members["alpha"]
+		if m.UID == "" || m.Generation != 1 || m.CreationTimestamp == nil {
+			t.Errorf("metadata not stamped: uid %q generation %d created %v", m.UID, m.Generation, m.CreationTimestamp)
+		}
+		if len(s.Errors) != 0 || s.DirErr != nil || !s.Synced {
+			t.Errorf("errors %v dirErr %v synced %v", s.Errors, s.DirErr, s.Synced)
+		}
 	})
-	s := h.d.Snapshot()
-	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, memberNames(s)); diff != "" {
-		t.Errorf("members (-want +got):\n%s", diff)
-	}
-	if _, ok := s.Profiles["codex-fast"]; !ok {
-		t.Error("profile not read")
-	}
-	if got := s.Sources[Key{v1alpha1.KindMember, "gamma"}]; got != filepath.Join(h.dir, "gamma.yml") {
-		t.Errorf("source of gamma = %q", got)
-	}
-	m := s.Members["alpha"]
-	if m.UID == "" || m.Generation != 1 || m.CreationTimestamp == nil {
-		t.Errorf("metadata not stamped: uid %q generation %d created %v", m.UID, m.Generation, m.CreationTimestamp)
-	}
-	if len(s.Errors) != 0 || s.DirErr != nil || !s.Synced {
-		t.Errorf("errors %v dirErr %v synced %v", s.Errors, s.DirErr, s.Synced)
-	}
 }
 
 func TestDirectory_FollowsEdits(t *testing.T) {
-	h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one"), "beta.yaml": memberDoc("beta", "one")})
+	h := newWatchedHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one"), "beta.yaml": memberDoc("beta", "one")})
 	first := h.d.Snapshot().Members["alpha"]
 
 	// An editor's save: write a temporary file, rename it over the original.
@@ -264,29 +328,31 @@ func TestDirectory_FollowsEdits(t *testing.T) {
 }
 
 func TestDirectory_BrokenFileKeepsLastGoodObjects(t *testing.T) {
-	h := newHarness(t, map[string]string{"team.yaml": profileDoc + "---\n" + memberDoc("alpha", "codex-fast")})
-	good := h.d.Snapshot()
-	h.write("team.yaml", profileDoc+"---\n"+memberDoc("alpha", "codex-fast")+"  paused: [oops\n")
-	h.until("error reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
-	s := h.d.Snapshot()
-	if s.Members["alpha"] != good.Members["alpha"] || s.Profiles["codex-fast"] != good.Profiles["codex-fast"] {
-		t.Error("a broken file dropped or changed its last good objects")
-	}
-	e := s.ErrorsIn(filepath.Join(h.dir, "team.yaml"))
-	if len(e) == 0 || e[0].Line == 0 {
-		t.Fatalf("errors in team.yaml = %v, want a located error", e)
-	}
-	h.write("team.yaml", profileDoc+"---\n"+memberDoc("alpha", "codex-fast")+"  paused: true\n")
-	h.until("error cleared", func() bool { return len(h.d.Snapshot().Errors) == 0 })
-	if m := h.d.Snapshot().Members["alpha"]; !m.Spec.Paused || m.Generation != 2 {
-		t.Errorf("fixed file not applied: paused %v generation %d", m.Spec.Paused, m.Generation)
-	}
-	// A new file that never parsed defines nothing but is reported.
-	h.write("new.yaml", "kind: Member\nmetadata: {name: x}\nspec: {bogus: 1}\n")
-	h.until("new file's error reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
-	if _, ok := h.d.Snapshot().Members["x"]; ok {
-		t.Error("invalid new file defined a member")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{"team.yaml": profileDoc + "---\n" + memberDoc("alpha", "codex-fast")})
+		good := h.d.Snapshot()
+		h.write("team.yaml", profileDoc+"---\n"+memberDoc("alpha", "codex-fast")+"  paused: [oops\n")
+		h.until("error reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
+		s := h.d.Snapshot()
+		if s.Members["alpha"] != good.Members["alpha"] || s.Profiles["codex-fast"] != good.Profiles["codex-fast"] {
+			t.Error("a broken file dropped or changed its last good objects")
+		}
+		e := s.ErrorsIn(filepath.Join(h.dir, "team.yaml"))
+		if len(e) == 0 || e[0].Line == 0 {
+			t.Fatalf("errors in team.yaml = %v, want a located error", e)
+		}
+		h.write("team.yaml", profileDoc+"---\n"+memberDoc("alpha", "codex-fast")+"  paused: true\n")
+		h.until("error cleared", func() bool { return len(h.d.Snapshot().Errors) == 0 })
+		if m := h.d.Snapshot().Members["alpha"]; !m.Spec.Paused || m.Generation != 2 {
+			t.Errorf("fixed file not applied: paused %v generation %d", m.Spec.Paused, m.Generation)
+		}
+		// A new file that never parsed defines nothing but is reported.
+		h.write("new.yaml", "kind: Member\nmetadata: {name: x}\nspec: {bogus: 1}\n")
+		h.until("new file's error reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
+		if _, ok := h.d.Snapshot().Members["x"]; ok {
+			t.Error("invalid new file defined a member")
+		}
+	})
 }
 
 // TestDirectory_DuplicatesAreRejectedLikeTheDecoder: an object defined
@@ -305,18 +371,20 @@ func TestDirectory_DuplicatesAreRejectedLikeTheDecoder(t *testing.T) {
 			`DIR/a.yaml:9: metadata.name: duplicate Member "alpha"; already defined at DIR/a.yaml:3`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.files)
-			s := h.d.Snapshot()
-			if _, ok := s.Members["alpha"]; ok {
-				t.Errorf("a duplicated member took effect: %+v", s.Members["alpha"].Spec)
-			}
-			var got []string
-			for _, e := range s.Errors {
-				got = append(got, strings.ReplaceAll(e.Error(), h.dir, "DIR"))
-			}
-			if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
-				t.Errorf("errors (-want +got):\n%s", diff)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, tt.files)
+				s := h.d.Snapshot()
+				if _, ok := s.Members["alpha"]; ok {
+					t.Errorf("a duplicated member took effect: %+v", s.Members["alpha"].Spec)
+				}
+				var got []string
+				for _, e := range s.Errors {
+					got = append(got, strings.ReplaceAll(e.Error(), h.dir, "DIR"))
+				}
+				if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
+					t.Errorf("errors (-want +got):\n%s", diff)
+				}
+			})
 		})
 	}
 }
@@ -326,65 +394,69 @@ func TestDirectory_DuplicatesAreRejectedLikeTheDecoder(t *testing.T) {
 // too, whichever file sorts first; the object in effect stays, untouched,
 // until one copy goes.
 func TestDirectory_DuplicateKeepsTheRunningDefinition(t *testing.T) {
-	h := newHarness(t, map[string]string{"b.yaml": profileDoc + "---\n" + memberDoc("alpha", "one")})
-	running := h.d.Snapshot().Members["alpha"]
-	b := filepath.Join(h.dir, "b.yaml")
-	for _, step := range []struct {
-		what, file, content string
-	}{
-		{"a copy in a later file", "c.yaml", memberDoc("alpha", "two")},
-		{"a copy in an earlier file", "a.yaml", memberDoc("alpha", "three")},
-		{"an edit of the running copy while duplicated", "b.yaml", profileDoc + "---\n" + memberDoc("alpha", "four")},
-	} {
-		h.write(step.file, step.content)
-		h.settle()
-		s := h.d.Snapshot()
-		if s.Members["alpha"] != running || s.Sources[Key{v1alpha1.KindMember, "alpha"}] != b {
-			t.Fatalf("%s: member alpha = %+v from %s, want the running object from %s", step.what,
-				s.Members["alpha"], s.Sources[Key{v1alpha1.KindMember, "alpha"}], b)
-		}
-		if len(s.Errors) == 0 {
-			t.Fatalf("%s: no duplicate reported", step.what)
-		}
-		for _, e := range s.Errors {
-			if e.Line == 0 || !strings.Contains(e.Msg, "duplicate Member \"alpha\"; already defined at ") {
-				t.Errorf("%s: error %v, want a located duplicate", step.what, e)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{"b.yaml": profileDoc + "---\n" + memberDoc("alpha", "one")})
+		running := h.d.Snapshot().Members["alpha"]
+		b := filepath.Join(h.dir, "b.yaml")
+		for _, step := range []struct {
+			what, file, content string
+		}{
+			{"a copy in a later file", "c.yaml", memberDoc("alpha", "two")},
+			{"a copy in an earlier file", "a.yaml", memberDoc("alpha", "three")},
+			{"an edit of the running copy while duplicated", "b.yaml", profileDoc + "---\n" + memberDoc("alpha", "four")},
+		} {
+			h.write(step.file, step.content)
+			h.settle()
+			s := h.d.Snapshot()
+			if s.Members["alpha"] != running || s.Sources[Key{v1alpha1.KindMember, "alpha"}] != b {
+				t.Fatalf("%s: member alpha = %+v from %s, want the running object from %s", step.what,
+					s.Members["alpha"], s.Sources[Key{v1alpha1.KindMember, "alpha"}], b)
+			}
+			if len(s.Errors) == 0 {
+				t.Fatalf("%s: no duplicate reported", step.what)
+			}
+			for _, e := range s.Errors {
+				if e.Line == 0 || !strings.Contains(e.Msg, "duplicate Member \"alpha\"; already defined at ") {
+					t.Errorf("%s: error %v, want a located duplicate", step.what, e)
+				}
 			}
 		}
-	}
-	for _, f := range []string{"a.yaml", "c.yaml"} {
-		if err := os.Remove(filepath.Join(h.dir, f)); err != nil {
-			t.Fatal(err)
+		for _, f := range []string{"a.yaml", "c.yaml"} {
+			if err := os.Remove(filepath.Join(h.dir, f)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	h.until("duplicates resolved", func() bool { return len(h.d.Snapshot().Errors) == 0 })
-	got := h.d.Snapshot().Members["alpha"]
-	if got.Spec.Profile != "four" || got.UID != running.UID || got.Generation != running.Generation+1 {
-		t.Errorf("after the copies went: profile %q uid %q generation %d; want four, %q, %d",
-			got.Spec.Profile, got.UID, got.Generation, running.UID, running.Generation+1)
-	}
+		h.until("duplicates resolved", func() bool { return len(h.d.Snapshot().Errors) == 0 })
+		got := h.d.Snapshot().Members["alpha"]
+		if got.Spec.Profile != "four" || got.UID != running.UID || got.Generation != running.Generation+1 {
+			t.Errorf("after the copies went: profile %q uid %q generation %d; want four, %q, %d",
+				got.Spec.Profile, got.UID, got.Generation, running.UID, running.Generation+1)
+		}
+	})
 }
 
 // TestDirectory_DuplicateAfterRestartKeepsTheRecordedCopy: a fleetd that
 // starts with a member defined twice keeps the copy whose spec its state
 // directory recorded last, so a restart does not take the member away.
 func TestDirectory_DuplicateAfterRestartKeepsTheRecordedCopy(t *testing.T) {
-	h := newHarness(t, map[string]string{"b.yaml": memberDoc("alpha", "one")})
-	was := h.d.Snapshot().Members["alpha"]
-	h.write("a.yaml", memberDoc("alpha", "two"))
-	h.until("duplicate reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
-	d2, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := d2.Snapshot()
-	got := s.Members["alpha"]
-	if got == nil || got.Spec.Profile != "one" || got.UID != was.UID || s.Sources[Key{v1alpha1.KindMember, "alpha"}] != filepath.Join(h.dir, "b.yaml") {
-		t.Errorf("after restart alpha = %+v from %s; want b.yaml's copy with uid %q", got, s.Sources[Key{v1alpha1.KindMember, "alpha"}], was.UID)
-	}
-	if len(s.Errors) != 1 {
-		t.Errorf("errors = %v, want the duplicate", s.Errors)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{"b.yaml": memberDoc("alpha", "one")})
+		was := h.d.Snapshot().Members["alpha"]
+		h.write("a.yaml", memberDoc("alpha", "two"))
+		h.until("duplicate reported", func() bool { return len(h.d.Snapshot().Errors) > 0 })
+		d2, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := d2.Snapshot()
+		got := s.Members["alpha"]
+		if got == nil || got.Spec.Profile != "one" || got.UID != was.UID || s.Sources[Key{v1alpha1.KindMember, "alpha"}] != filepath.Join(h.dir, "b.yaml") {
+			t.Errorf("after restart alpha = %+v from %s; want b.yaml's copy with uid %q", got, s.Sources[Key{v1alpha1.KindMember, "alpha"}], was.UID)
+		}
+		if len(s.Errors) != 1 {
+			t.Errorf("errors = %v, want the duplicate", s.Errors)
+		}
+	})
 }
 
 // TestDirectory_UnresolvedReferencesAtTheirLines: a Member whose profile or
@@ -392,37 +464,39 @@ func TestDirectory_DuplicateAfterRestartKeepsTheRecordedCopy(t *testing.T) {
 // reported with fleetd validate's error, at the reference's line, until the
 // object appears.
 func TestDirectory_UnresolvedReferencesAtTheirLines(t *testing.T) {
-	h := newHarness(t, map[string]string{
-		"alpha.yaml": memberDoc("alpha", "codex-fast"),
-		"beta.yaml":  memberDoc("beta", "codex-fast") + "  mcpTarget:\n    kind: tenant\n    tenantId: acme\n",
-	})
-	want := []string{
-		`DIR/alpha.yaml:5: spec.profile: no Profile "codex-fast" in DIR; add one, or fix the name`,
-		`DIR/beta.yaml:5: spec.profile: no Profile "codex-fast" in DIR; add one, or fix the name`,
-		`DIR/beta.yaml:8: spec.mcpTarget.tenantId: no Tenant "acme" in DIR; add one, or fix the name`,
-	}
-	got := func() []string {
-		var out []string
-		for _, e := range h.d.Snapshot().Unresolved {
-			out = append(out, strings.ReplaceAll(e.Error(), h.dir, "DIR"))
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{
+			"alpha.yaml": memberDoc("alpha", "codex-fast"),
+			"beta.yaml":  memberDoc("beta", "codex-fast") + "  mcpTarget:\n    kind: tenant\n    tenantId: acme\n",
+		})
+		want := []string{
+			`DIR/alpha.yaml:5: spec.profile: no Profile "codex-fast" in DIR; add one, or fix the name`,
+			`DIR/beta.yaml:5: spec.profile: no Profile "codex-fast" in DIR; add one, or fix the name`,
+			`DIR/beta.yaml:8: spec.mcpTarget.tenantId: no Tenant "acme" in DIR; add one, or fix the name`,
 		}
-		return out
-	}
-	if diff := cmp.Diff(want, got()); diff != "" {
-		t.Errorf("unresolved (-want +got):\n%s", diff)
-	}
-	if s := h.d.Snapshot(); len(s.Members) != 2 || len(s.Errors) != 0 {
-		t.Errorf("members %v errors %v; want both members and no manifest errors", memberNames(s), s.Errors)
-	}
-	h.write("profile.yaml", profileDoc)
-	h.until("profile seen", func() bool { return len(h.d.Snapshot().Unresolved) == 1 })
-	if diff := cmp.Diff(want[2:], got()); diff != "" {
-		t.Errorf("unresolved once the Profile exists (-want +got):\n%s", diff)
-	}
+		got := func() []string {
+			var out []string
+			for _, e := range h.d.Snapshot().Unresolved {
+				out = append(out, strings.ReplaceAll(e.Error(), h.dir, "DIR"))
+			}
+			return out
+		}
+		if diff := cmp.Diff(want, got()); diff != "" {
+			t.Errorf("unresolved (-want +got):\n%s", diff)
+		}
+		if s := h.d.Snapshot(); len(s.Members) != 2 || len(s.Errors) != 0 {
+			t.Errorf("members %v errors %v; want both members and no manifest errors", memberNames(s), s.Errors)
+		}
+		h.write("profile.yaml", profileDoc)
+		h.until("profile seen", func() bool { return len(h.d.Snapshot().Unresolved) == 1 })
+		if diff := cmp.Diff(want[2:], got()); diff != "" {
+			t.Errorf("unresolved once the Profile exists (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestDirectory_VanishedDirectoryPrunesNothing(t *testing.T) {
-	h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
+	h := newWatchedHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
 	before := h.d.Snapshot()
 	away := h.dir + ".away"
 	if err := os.Rename(h.dir, away); err != nil {
@@ -445,87 +519,91 @@ func TestDirectory_VanishedDirectoryPrunesNothing(t *testing.T) {
 }
 
 func TestDirectory_MetadataSurvivesRestart(t *testing.T) {
-	h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
-	h.write("alpha.yaml", memberDoc("alpha", "two"))
-	h.until("edit seen", func() bool { return h.d.Snapshot().Members["alpha"].Generation == 2 })
-	was := h.d.Snapshot().Members["alpha"]
-	d2, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := d2.Snapshot().Members["alpha"]
-	if got.UID != was.UID || got.Generation != 2 || !got.CreationTimestamp.Equal(*was.CreationTimestamp) {
-		t.Errorf("after restart uid %q gen %d created %v; want %q 2 %v", got.UID, got.Generation, got.CreationTimestamp, was.UID, was.CreationTimestamp)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
+		h.write("alpha.yaml", memberDoc("alpha", "two"))
+		h.until("edit seen", func() bool { return h.d.Snapshot().Members["alpha"].Generation == 2 })
+		was := h.d.Snapshot().Members["alpha"]
+		d2, err := NewDirectory(h.dir, &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := d2.Snapshot().Members["alpha"]
+		if got.UID != was.UID || got.Generation != 2 || !got.CreationTimestamp.Equal(*was.CreationTimestamp) {
+			t.Errorf("after restart uid %q gen %d created %v; want %q 2 %v", got.UID, got.Generation, got.CreationTimestamp, was.UID, was.CreationTimestamp)
+		}
+	})
 }
 
 func TestDirectory_ApplyAndDelete(t *testing.T) {
-	other := "# keep this comment\n" + profileDoc
-	h := newHarness(t, map[string]string{"team.yaml": other + "---\n" + memberDoc("alpha", "one")})
-	ctx := context.Background()
+	synctest.Test(t, func(t *testing.T) {
+		other := "# keep this comment\n" + profileDoc
+		h := newHarness(t, map[string]string{"team.yaml": other + "---\n" + memberDoc("alpha", "one")})
+		ctx := context.Background()
 
-	// New member: its own file, visible on return.
-	m := &v1alpha1.Member{TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},
-		ObjectMeta: v1alpha1.ObjectMeta{Name: "beta", UID: "ignored", Generation: 9},
-		Spec:       v1alpha1.MemberSpec{Profile: "codex-fast"},
-		Status:     v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady}}
-	m.SetDefaults()
-	if err := h.d.Apply(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	got := h.d.Snapshot().Members["beta"]
-	if got == nil || got.UID == "ignored" || got.Generation != 1 {
-		t.Fatalf("applied member: %+v", got)
-	}
-	data, _ := os.ReadFile(filepath.Join(h.dir, "beta.yaml"))
-	if strings.Contains(string(data), "status") || strings.Contains(string(data), "uid") {
-		t.Errorf("written file carries fleetd-owned fields:\n%s", data)
-	}
+		// New member: its own file, visible on return.
+		m := &v1alpha1.Member{TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},
+			ObjectMeta: v1alpha1.ObjectMeta{Name: "beta", UID: "ignored", Generation: 9},
+			Spec:       v1alpha1.MemberSpec{Profile: "codex-fast"},
+			Status:     v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady}}
+		m.SetDefaults()
+		if err := h.d.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		got := h.d.Snapshot().Members["beta"]
+		if got == nil || got.UID == "ignored" || got.Generation != 1 {
+			t.Fatalf("applied member: %+v", got)
+		}
+		data, _ := os.ReadFile(filepath.Join(h.dir, "beta.yaml"))
+		if strings.Contains(string(data), "status") || strings.Contains(string(data), "uid") {
+			t.Errorf("written file carries fleetd-owned fields:\n%s", data)
+		}
 
-	// Existing member in a multi-document file: only its document changes.
-	alpha := h.d.Snapshot().Members["alpha"].DeepCopy()
-	alpha.Spec.Paused = true
-	if err := h.d.Apply(ctx, alpha); err != nil {
-		t.Fatal(err)
-	}
-	data, _ = os.ReadFile(filepath.Join(h.dir, "team.yaml"))
-	if !strings.HasPrefix(string(data), other+"---\n") {
-		t.Errorf("other document not kept byte for byte:\n%s", data)
-	}
-	if a := h.d.Snapshot().Members["alpha"]; !a.Spec.Paused || a.Generation != 2 {
-		t.Errorf("alpha after apply: paused %v generation %d", a.Spec.Paused, a.Generation)
-	}
+		// Existing member in a multi-document file: only its document changes.
+		alpha := h.d.Snapshot().Members["alpha"].DeepCopy()
+		alpha.Spec.Paused = true
+		if err := h.d.Apply(ctx, alpha); err != nil {
+			t.Fatal(err)
+		}
+		data, _ = os.ReadFile(filepath.Join(h.dir, "team.yaml"))
+		if !strings.HasPrefix(string(data), other+"---\n") {
+			t.Errorf("other document not kept byte for byte:\n%s", data)
+		}
+		if a := h.d.Snapshot().Members["alpha"]; !a.Spec.Paused || a.Generation != 2 {
+			t.Errorf("alpha after apply: paused %v generation %d", a.Spec.Paused, a.Generation)
+		}
 
-	// An invalid object never reaches the directory.
-	bad := m.DeepCopy()
-	bad.Name = "Bad Name"
-	if err := h.d.Apply(ctx, bad); err == nil {
-		t.Error("invalid member applied")
-	}
+		// An invalid object never reaches the directory.
+		bad := m.DeepCopy()
+		bad.Name = "Bad Name"
+		if err := h.d.Apply(ctx, bad); err == nil {
+			t.Error("invalid member applied")
+		}
 
-	// Delete a document from a multi-document file, then a whole file.
-	if err := h.d.Delete(ctx, v1alpha1.KindMember, "alpha"); err != nil {
-		t.Fatal(err)
-	}
-	data, _ = os.ReadFile(filepath.Join(h.dir, "team.yaml"))
-	if string(data) != other {
-		t.Errorf("team.yaml after delete:\n%s", data)
-	}
-	if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(h.dir, "beta.yaml")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("beta.yaml still there: %v", err)
-	}
-	if diff := cmp.Diff([]string{}, memberNames(h.d.Snapshot())); diff != "" {
-		t.Errorf("members left (-want +got):\n%s", diff)
-	}
-	if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); !errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("deleting a missing member: %v, want ErrNotFound (matching fs.ErrNotExist)", err)
-	}
-	if _, ok := h.d.Get(v1alpha1.KindProfile, "codex-fast"); !ok {
-		t.Error("profile lost")
-	}
+		// Delete a document from a multi-document file, then a whole file.
+		if err := h.d.Delete(ctx, v1alpha1.KindMember, "alpha"); err != nil {
+			t.Fatal(err)
+		}
+		data, _ = os.ReadFile(filepath.Join(h.dir, "team.yaml"))
+		if string(data) != other {
+			t.Errorf("team.yaml after delete:\n%s", data)
+		}
+		if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(h.dir, "beta.yaml")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("beta.yaml still there: %v", err)
+		}
+		if diff := cmp.Diff([]string{}, memberNames(h.d.Snapshot())); diff != "" {
+			t.Errorf("members left (-want +got):\n%s", diff)
+		}
+		if err := h.d.Delete(ctx, v1alpha1.KindMember, "beta"); !errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("deleting a missing member: %v, want ErrNotFound (matching fs.ErrNotExist)", err)
+		}
+		if _, ok := h.d.Get(v1alpha1.KindProfile, "codex-fast"); !ok {
+			t.Error("profile lost")
+		}
+	})
 }
 
 // With Rescan the directory is read on a nudge (after the debounce) and,

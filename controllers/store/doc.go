@@ -38,10 +38,10 @@
 // replace a running agent.
 //
 // DirectoryOptions.Rescan replaces the fsnotify watch with explicit nudges,
-// so that the controllers' scenario tests run a real Directory on real files
-// inside a testing/synctest bubble (fsnotify's blocking read would keep
-// virtual time from moving); the watch itself is covered by this package's
-// tests.
+// so that the controllers' scenario tests and most of this package's run a
+// real Directory on real files inside a testing/synctest bubble (fsnotify's
+// blocking read would keep virtual time from moving); the watch itself is
+// covered by this package's fsnotify tests.
 //
 // Writes (Apply, Delete) are atomic file operations inside the directory —
 // temp file, fsync, rename — so tools and humans share one source of truth;
