@@ -1,0 +1,278 @@
+package herdrcache
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/fleetd-dev/fleetd/herdr"
+)
+
+// view is the cache's picture of herdr: workspaces, tabs, panes and agents,
+// filled by full listings (resync) and kept current by events and by what
+// the cache's writers report they did themselves. Readers read it instead
+// of asking herdr, which is what makes a converged fleet cost herdr nothing.
+//
+// A listing is taken over several calls while events and reconciles keep
+// changing the picture, so every local change is stamped with a sequence
+// number, and installing a listing keeps the local version of anything
+// changed after the listing began. A view that is not synced (herdr down,
+// or not listed since it came back) is never evidence that a pane is gone.
+type view struct {
+	mu         sync.Mutex
+	synced     bool
+	seq        uint64
+	touched    map[string]uint64 // pane, tab or workspace id → seq of its last local change
+	workspaces map[string]herdr.WorkspaceInfo
+	tabs       map[string]herdr.TabInfo
+	panes      map[string]herdr.PaneInfo
+	agents     map[string]herdr.AgentInfo // by pane id
+}
+
+func newView() *view {
+	return &view{
+		touched:    map[string]uint64{},
+		workspaces: map[string]herdr.WorkspaceInfo{},
+		tabs:       map[string]herdr.TabInfo{},
+		panes:      map[string]herdr.PaneInfo{},
+		agents:     map[string]herdr.AgentInfo{},
+	}
+}
+
+// listing is one full read of herdr.
+type listing struct {
+	workspaces []herdr.WorkspaceInfo
+	tabs       []herdr.TabInfo
+	panes      []herdr.PaneInfo
+	agents     []herdr.AgentInfo
+}
+
+// begin returns the sequence a listing starts at.
+func (v *view) begin() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.seq
+}
+
+// install replaces the view with l, except for ids changed locally after
+// start, and marks the view synced.
+func (v *view) install(start uint64, l listing) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ws := map[string]herdr.WorkspaceInfo{}
+	for _, w := range l.workspaces {
+		ws[w.WorkspaceID] = w
+	}
+	tabs := map[string]herdr.TabInfo{}
+	for _, t := range l.tabs {
+		tabs[t.TabID] = t
+	}
+	panes := map[string]herdr.PaneInfo{}
+	for _, p := range l.panes {
+		panes[p.PaneID] = p
+	}
+	agents := map[string]herdr.AgentInfo{}
+	for _, a := range l.agents {
+		agents[a.PaneID] = a
+	}
+	for id, s := range v.touched {
+		if s <= start {
+			delete(v.touched, id)
+			continue
+		}
+		keepLocal(ws, v.workspaces, id)
+		keepLocal(tabs, v.tabs, id)
+		keepLocal(panes, v.panes, id)
+		keepLocal(agents, v.agents, id)
+	}
+	v.workspaces, v.tabs, v.panes, v.agents = ws, tabs, panes, agents
+	v.synced = true
+}
+
+func keepLocal[T any](fresh, local map[string]T, id string) {
+	if x, ok := local[id]; ok {
+		fresh[id] = x
+	} else {
+		delete(fresh, id)
+	}
+}
+
+func (v *view) isSynced() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.synced
+}
+
+// unsync marks the view unsynced and reports whether it was synced.
+func (v *view) unsync() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	was := v.synced
+	v.synced = false
+	return was
+}
+
+// hasPane reports whether the view holds the pane.
+func (v *view) hasPane(paneID string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.panes[paneID]
+	return ok
+}
+
+// touchLocked stamps ids as changed locally. v.mu must be held.
+func (v *view) touchLocked(ids ...string) {
+	v.seq++
+	for _, id := range ids {
+		if id != "" {
+			v.touched[id] = v.seq
+		}
+	}
+}
+
+func (v *view) setWorkspace(w herdr.WorkspaceInfo) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(w.WorkspaceID)
+	v.workspaces[w.WorkspaceID] = w
+}
+
+func (v *view) setTab(t herdr.TabInfo) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(t.TabID)
+	v.tabs[t.TabID] = t
+}
+
+func (v *view) setPane(p herdr.PaneInfo) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(p.PaneID)
+	v.panes[p.PaneID] = p
+}
+
+func (v *view) setAgent(a herdr.AgentInfo) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(a.PaneID)
+	v.agents[a.PaneID] = a
+	if p, ok := v.panes[a.PaneID]; ok {
+		p.AgentStatus = a.AgentStatus
+		v.panes[a.PaneID] = p
+	}
+}
+
+func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(paneID)
+	if p, ok := v.panes[paneID]; ok {
+		p.AgentStatus = s
+		v.panes[paneID] = p
+	}
+	if a, ok := v.agents[paneID]; ok {
+		a.AgentStatus = s
+		v.agents[paneID] = a
+	}
+}
+
+func (v *view) removeAgent(paneID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(paneID)
+	delete(v.agents, paneID)
+}
+
+func (v *view) removePane(paneID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(paneID)
+	delete(v.panes, paneID)
+	delete(v.agents, paneID)
+}
+
+// removeTab drops a tab and its panes (herdr sends no pane_closed for them).
+func (v *view) removeTab(tabID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.removeTabLocked(tabID)
+}
+
+func (v *view) removeTabLocked(tabID string) {
+	v.touchLocked(tabID)
+	delete(v.tabs, tabID)
+	for id, p := range v.panes {
+		if p.TabID == tabID {
+			v.touchLocked(id)
+			delete(v.panes, id)
+			delete(v.agents, id)
+		}
+	}
+}
+
+func (v *view) removeWorkspace(wsID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.touchLocked(wsID)
+	delete(v.workspaces, wsID)
+	for id, t := range v.tabs {
+		if t.WorkspaceID == wsID {
+			v.removeTabLocked(id)
+		}
+	}
+	for id, p := range v.panes {
+		if p.WorkspaceID == wsID {
+			v.touchLocked(id)
+			delete(v.panes, id)
+			delete(v.agents, id)
+		}
+	}
+}
+
+// pane finds a pane by terminal id (stable across moves), else by pane id.
+func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo, bool, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	p, ok := v.panes[paneID]
+	if !ok || (terminalID != "" && p.TerminalID != terminalID) {
+		ok = false
+		for _, q := range v.panes {
+			if terminalID != "" && q.TerminalID == terminalID {
+				p, ok = q, true
+				break
+			}
+		}
+	}
+	if !ok {
+		return herdr.PaneInfo{}, herdr.AgentInfo{}, false, false
+	}
+	a, hasAgent := v.agents[p.PaneID]
+	return p, a, true, hasAgent
+}
+
+func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var best herdr.WorkspaceInfo
+	found := false
+	for _, w := range v.workspaces {
+		// Several workspaces may share a label; take the lowest id for a
+		// stable choice.
+		if w.Label == label && (!found || w.WorkspaceID < best.WorkspaceID) {
+			best, found = w, true
+		}
+	}
+	return best, found
+}
+
+// tabsWithLabelPrefix returns the tabs whose label starts with prefix.
+func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []herdr.TabInfo
+	for _, t := range v.tabs {
+		if strings.HasPrefix(t.Label, prefix) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
