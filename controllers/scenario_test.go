@@ -1063,9 +1063,7 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 	ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
 	pane := ms["alpha"].Status.PaneID
 	e.waitForHerdr("pane subscribed and statuses caught up", func() bool {
-		e.mgr.mu.Lock()
-		defer e.mgr.mu.Unlock()
-		return len(e.mgr.streamPanes) == 1 && e.listedAgentsAfterSubscribe()
+		return len(e.mgr.cache.Subscribed()) == 1 && e.listedAgentsAfterSubscribe()
 	})
 	calls := e.fake.Calls()
 	// done → idle is someone looking at the pane, not a change of state.
@@ -1134,7 +1132,7 @@ func TestManager_StartWithoutManifestsDirPrunesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start()
-	e.waitForHerdr("herdr listed", func() bool { return e.mgr.view.isSynced() })
+	e.waitForHerdr("herdr listed", func() bool { return e.mgr.cache.Synced() })
 	e.waitIdle()
 	if !e.paneAlive(before["alpha"].Status.PaneID) || e.fake.Calls()["tab.close"] != 0 {
 		t.Fatal("a pane was closed while the manifests directory was missing")
@@ -1157,7 +1155,7 @@ func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
 	e := newEnv(t, map[string]string{"profile.yaml": testProfile})
 	e.tweak = func(o *Options) { o.QueueBaseDelay = time.Millisecond }
 	e.start()
-	e.waitForHerdr("herdr listed", func() bool { return e.mgr.view.isSynced() })
+	e.waitForHerdr("herdr listed", func() bool { return e.mgr.cache.Synced() })
 	e.fake.InjectFault("tab.create", herdrtest.Fault{Times: 3,
 		Garbage: []byte(`{"id":"x","error":{"code":"tab_create_failed","message":"no room for another tab"}}`)})
 	e.write("alpha.yaml", memberYAML("alpha"))
@@ -1232,9 +1230,7 @@ func TestManager_DeleteClosesRecordedTabTheViewLacks(t *testing.T) {
 	e.start()
 	tab := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status.TabID
 	e.waitIdle()
-	e.mgr.view.mu.Lock()
-	delete(e.mgr.view.tabs, tab) // the pane stays: only the tab entry is missing
-	e.mgr.view.mu.Unlock()
+	e.mgr.cache.ForgetTab(tab) // the pane stays: only the tab entry is missing
 	e.remove("alpha.yaml")
 	e.waitFor("alpha gone", func(ms map[string]v1alpha1.Member) bool { return len(ms) == 0 })
 	e.waitForHerdr("alpha's tab closed", func() bool {
@@ -1306,9 +1302,7 @@ func TestManager_OrphanSweptWhenManifestsAreReadAfterListing(t *testing.T) {
 	}
 	e.start()
 	e.waitForHerdr("herdr listed and followed", func() bool {
-		e.mgr.mu.Lock()
-		defer e.mgr.mu.Unlock()
-		return e.mgr.streamPanes != nil || e.fake.Calls()["events.subscribe"] > 0
+		return e.mgr.cache.Subscribed() != nil || e.fake.Calls()["events.subscribe"] > 0
 	})
 	if _, open := e.tabLabels()[orphan.Tab.TabID]; !open {
 		t.Fatal("orphan swept before the manifests were read")
