@@ -225,14 +225,9 @@ func Run(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	if cfg.PrimaryPane != "" {
-		follower := &primaryFollower{herdr: client, pane: cfg.PrimaryPane, name: mcp.PrimaryName,
-			observe: core.ObserveStatus, log: log.With("component", "primary-pane"),
-			minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			follower.run(ctx)
-		}()
+		controllers.FollowPrimaryPane(mgr.Cache(), cfg.PrimaryPane, func(status string, seq uint64) {
+			core.ObserveStatus(mcp.PrimaryName, status, seq)
+		})
 	}
 	wg.Add(4)
 	go func() {

@@ -14,11 +14,11 @@
 // detached send from the primary, when the member is first Ready; which
 // members got theirs is kept by uid in STATE_DIR/prompts-delivered.json.
 //
-// With Config.PrimaryPane (`fleetd serve --primary-pane`) it also follows
-// the agent status of the primary's own pane with a per-pane herdr
-// subscription of its own and feeds it to the core under the primary's
-// name, so that replies nobody waits for are typed into that pane when its
-// agent is idle or done, besides landing in the durable mailbox.
+// With Config.PrimaryPane (`fleetd serve --primary-pane`) it also wires the
+// primary-pane follower (controllers.FollowPrimaryPane, reading the
+// controllers' shared herdr cache) to the core under the primary's name, so
+// that replies nobody waits for are typed into that pane when its agent is
+// idle or done, besides landing in the durable mailbox.
 //
 // It owns start-up order and shutdown, nothing else: every behaviour lives in
 // the packages it wires together. On shutdown the messaging core releases
