@@ -39,7 +39,10 @@ const TabLabelPrefix = "fleetd/"
 // lists and subscribes with it; the reconciler only writes.
 type Herdr interface {
 	herdrcache.Client
-	herdrWriter
+	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
+	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
+	CloseTab(ctx context.Context, tabID string) error
+	StartAgent(ctx context.Context, p herdr.AgentStartParams, pollInterval time.Duration) (*herdr.AgentInfo, error)
 }
 
 // herdrWriter is what the reconciler does to herdr: it reads herdr only
