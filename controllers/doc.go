@@ -1,5 +1,6 @@
 // Package controllers is fleetd's south face: the member controller that
-// drives herdr until the live panes and agents match the declared Members.
+// drives herdr until the live panes and agents match the declared Members,
+// and the primary-pane follower.
 //
 // The moving parts, in the order a change travels:
 //
@@ -7,14 +8,22 @@
 //     manifests directory, package controllers/store). Every change of a
 //     member, of the profile or tenant it references, or of its file's
 //     errors puts the member's name on the work queue.
-//   - herdr is observed, not polled: a full listing (a fixed handful of list
-//     calls, whatever the number of members) when herdr (re)appears and
-//     every [Options.ResyncPeriod], and an events.subscribe stream in
-//     between — lifecycle events plus pane.agent_status_changed for every
-//     owned pane — that keeps an in-memory view current. The stream is
-//     resubscribed when the owned panes change or it drops. Reconcile reads
-//     that view, so a converged, idle fleet makes no herdr calls beyond the
-//     periodic listing.
+//   - herdr is observed, not polled, by one shared, read-only cache
+//     (package controllers/herdrcache, the informer): full listings when
+//     herdr (re)appears and every [Options.ResyncPeriod], and an
+//     events.subscribe stream in between. The Manager creates it, runs it
+//     and shares it ([Manager.Cache]); it asks the cache to watch every
+//     owned pane (pane.agent_status_changed) and registers handlers that
+//     map what the cache observes to member keys on the work queue, pass
+//     owned agents' numbered statuses to [Options.OnAgentStatus] (the
+//     messaging status feed), and run the orphan sweep after every
+//     listing. Reconcile reads the cache and writes herdr — tab.create,
+//     agent.start, tab.close, workspace.create — telling the cache what it
+//     did, so a converged, idle fleet makes no herdr calls beyond the
+//     periodic listing. Nothing in this package lists herdr or subscribes
+//     to its events.
+//   - [FollowPrimaryPane] reads the same cache for the primary's own pane
+//     (`fleetd serve --primary-pane`): no subscription of its own.
 //   - The work queue (controllers/workqueue) deduplicates names, backs
 //     failed ones off exponentially and rate-limits retries; a fixed number
 //     of workers run [Manager.reconcile] on them.
@@ -41,7 +50,7 @@
 // instead of creating duplicates. Tabs labelled "fleetd/…" that no record
 // claims are closed; tabs without that label are never touched. A failed or
 // partial herdr read never counts as a vanished pane: while herdr is
-// unreachable the view is unsynced and nothing is recreated. One daemon per
+// unreachable the cache is unsynced and nothing is recreated. One daemon per
 // state directory is enforced by the caller, which holds the directory's
 // lock (package statedir) while a Manager runs on it.
 //

@@ -11,24 +11,26 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
-// Manager runs the member controller: it watches the store and herdr, and
-// drives herdr until every member's pane and agent match its spec.
+// Manager runs the member controller: it watches the store and the herdr
+// cache, and drives herdr until every member's pane and agent match its
+// spec.
 type Manager struct {
 	o        Options
 	log      *slog.Logger
 	store    store.Store
-	herdr    Herdr
+	herdr    herdrWriter
+	cache    *herdrcache.Cache
 	launcher launch.Launcher
 	metrics  *Metrics
 	queue    *workqueue.Queue
 	own      *ownBook
-	view     *view
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
@@ -42,14 +44,8 @@ type Manager struct {
 	changed  chan struct{} // closed and replaced whenever status or desired state changes
 	herdrUp  bool
 	lastSnap *store.Snapshot
-	// streamPanes are the owned panes the live event stream covers.
-	streamPanes []string
-	// agentSeq numbers the agent statuses observed per owned pane.
-	agentSeq map[string]agentSeq
 
-	ownedChanged chan struct{} // the set of owned panes changed: resubscribe
-	kick         chan struct{} // a herdr call failed: reconnect
-	sweep        chan struct{} // the manifests were read: sweep orphans now
+	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
 	runOnce sync.Once
 }
@@ -60,18 +56,14 @@ type Manager struct {
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
-		o:            o,
-		log:          o.Logger,
-		launcher:     o.Launcher,
-		metrics:      o.Metrics,
-		view:         newView(),
-		states:       map[string]*memberState{},
-		runtimes:     map[string]*runtime{},
-		agentSeq:     map[string]agentSeq{},
-		changed:      make(chan struct{}),
-		ownedChanged: make(chan struct{}, 1),
-		kick:         make(chan struct{}, 1),
-		sweep:        make(chan struct{}, 1),
+		o:        o,
+		log:      o.Logger,
+		launcher: o.Launcher,
+		metrics:  o.Metrics,
+		states:   map[string]*memberState{},
+		runtimes: map[string]*runtime{},
+		changed:  make(chan struct{}),
+		sweep:    make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
 		m.launcher = profileLauncher{}
@@ -95,10 +87,19 @@ func New(opts *Options) (*Manager, error) {
 		}
 		m.store = d
 	}
-	m.herdr = o.Herdr
-	if m.herdr == nil {
-		m.herdr = herdr.New(&herdr.Options{SocketPath: o.HerdrSocket, Observer: m.metrics.HerdrObserver()})
+	client := o.Herdr
+	if client == nil {
+		client = herdr.New(&herdr.Options{SocketPath: o.HerdrSocket, Observer: m.metrics.HerdrObserver()})
 	}
+	m.herdr = client
+	m.cache = herdrcache.New(herdrcache.FromClient(client), &herdrcache.Options{
+		Logger: o.Logger, Clock: o.Clock, ResyncPeriod: o.ResyncPeriod, CallTimeout: o.CallTimeout,
+		ReconnectBackoff: o.ReconnectBackoff, MaxReconnect: o.MaxReconnect, ResubscribeDelay: o.ResubscribeDelay,
+	})
+	m.cache.AddHandler(herdrcache.Handler{
+		OnEvent: m.onEvent, OnAgentStatus: m.onAgentStatus, OnSynced: m.onSynced, OnUnsynced: m.onUnsynced,
+	})
+	m.cache.Watch(m.ownedPanes)
 	m.queue = workqueue.New(&workqueue.Options{
 		Name: controllerName, Clock: o.Clock, Metrics: m.metrics.queue,
 		BaseDelay: o.QueueBaseDelay, MaxDelay: o.QueueMaxDelay,
@@ -118,6 +119,10 @@ func (m *Manager) Close() error {
 
 // Store returns the desired-state store, for writes (Apply, Delete).
 func (m *Manager) Store() store.Store { return m.store }
+
+// Cache returns the shared herdr cache the Manager reads (and runs, in
+// Run), for other readers such as the primary-pane follower.
+func (m *Manager) Cache() *herdrcache.Cache { return m.cache }
 
 // Run reconciles until ctx ends, then stops every goroutine it started.
 // Agents keep running: the next fleetd adopts
@@ -144,14 +149,18 @@ func (m *Manager) run(ctx context.Context) error {
 		}()
 	}
 	changes := m.store.Watch(ctx)
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		m.watchStore(ctx, changes)
 	}()
 	go func() {
 		defer wg.Done()
-		m.observe(ctx)
+		_ = m.cache.Run(ctx) // fails only when called twice, which runOnce prevents
+	}()
+	go func() {
+		defer wg.Done()
+		m.sweeper(ctx)
 	}()
 	for range m.o.Workers {
 		wg.Add(1)
@@ -308,11 +317,6 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 	}
 }
 
-type agentSeq struct {
-	status string
-	seq    uint64
-}
-
 // Result tells the worker what to do after a reconcile, as in
 // controller-runtime.
 type Result struct {
@@ -370,7 +374,7 @@ func (m *Manager) Ready() error {
 	if !snap.Synced {
 		return errors.New("manifests not read yet")
 	}
-	if !m.view.isSynced() {
+	if !m.cache.Synced() {
 		return errors.New("herdr not reachable or not listed yet")
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
@@ -34,18 +35,24 @@ const (
 // an orphan of fleetd's and is closed; tabs without it are never touched.
 const TabLabelPrefix = "fleetd/"
 
-// Herdr is what the controllers use of herdr; *herdr.Client implements it.
+// Herdr is the herdr client the controllers are given; *herdr.Client
+// implements it. The shared cache (package controllers/herdrcache) pings,
+// lists and subscribes with it; the reconciler only writes.
 type Herdr interface {
-	Ping(ctx context.Context) (*herdr.Pong, error)
-	ListWorkspaces(ctx context.Context) ([]herdr.WorkspaceInfo, error)
-	ListTabs(ctx context.Context, workspaceID string) ([]herdr.TabInfo, error)
-	ListPanes(ctx context.Context, workspaceID string) ([]herdr.PaneInfo, error)
-	ListAgents(ctx context.Context) ([]herdr.AgentInfo, error)
+	herdrcache.Client
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
 	CloseTab(ctx context.Context, tabID string) error
 	StartAgent(ctx context.Context, p herdr.AgentStartParams, pollInterval time.Duration) (*herdr.AgentInfo, error)
-	Subscribe(ctx context.Context, subs []herdr.Subscription) (*herdr.Stream, error)
+}
+
+// herdrWriter is what the reconciler does to herdr: it reads herdr only
+// through the cache.
+type herdrWriter interface {
+	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
+	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
+	CloseTab(ctx context.Context, tabID string) error
+	StartAgent(ctx context.Context, p herdr.AgentStartParams, pollInterval time.Duration) (*herdr.AgentInfo, error)
 }
 
 // Options configure a Manager. nil means defaults wherever that makes sense;

@@ -38,8 +38,8 @@ var invalidSpecCodes = map[string]bool{
 }
 
 // reconcile is the level-based heart of the controller: it compares the
-// member's desired state with the view of herdr and takes the next step.
-// It never decides that a pane is gone from a view that is not synced.
+// member's desired state with the herdr cache and takes the next step.
+// It never decides that a pane is gone from a cache that is not synced.
 func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	snap := m.store.Snapshot()
 	mem, exists := snap.Members[name]
@@ -50,7 +50,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			return Result{}, nil // the manifests were never read: prune nothing
 		}
 		if owned {
-			if !m.view.isSynced() {
+			if !m.cache.Synced() {
 				return Result{}, nil // closed once herdr is back
 			}
 			if err := m.closeOwned(ctx, rec, goneDeleted); err != nil {
@@ -74,7 +74,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 
 	if mem.Spec.Paused {
 		if owned {
-			if !m.view.isSynced() {
+			if !m.cache.Synced() {
 				b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable, "waiting for herdr to close the paused member's tab")
 				m.writeStatus(name, b)
 				return Result{}, nil
@@ -103,7 +103,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		}
 	}
 
-	if !m.view.isSynced() {
+	if !m.cache.Synced() {
 		b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable, "herdr is not reachable; nothing is recreated until it answers")
 		m.writeStatus(name, b)
 		return Result{}, nil
@@ -120,8 +120,9 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	}
 
 	if owned {
-		pane, agent, alive, hasAgent := m.view.pane(rec.TerminalID, rec.PaneID)
-		if alive && hasAgent && agent.Name == name {
+		p, alive := m.cache.Pane(rec.TerminalID, rec.PaneID)
+		pane, agent := p.PaneInfo, p.Agent
+		if alive && p.HasAgent && agent.Name == name {
 			if pane.PaneID != rec.PaneID || pane.TabID != rec.TabID || pane.WorkspaceID != rec.WorkspaceID {
 				if b.st.PaneID == "" {
 					m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
@@ -353,7 +354,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		m.ownMu.RUnlock()
 		undo()
 		if herdr.IsCode(err, "workspace_not_found") {
-			m.view.removeWorkspace(ws.WorkspaceID)
+			m.cache.WorkspaceClosed(ws.WorkspaceID)
 		}
 		return m.createFailed(name, mem, p, b, rt, fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
@@ -363,8 +364,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID,
 		Restarts: b.st.Restarts, StartedAt: m.o.Clock.Now(),
 	}
-	m.view.setTab(created.Tab)
-	m.view.setPane(created.RootPane)
+	m.cache.TabCreated(*created)
 	err = m.own.put(rec)
 	m.ownMu.RUnlock()
 	if err != nil {
@@ -372,7 +372,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 		_ = m.herdr.CloseTab(cctx, rec.TabID)
 		cancel()
-		m.view.removeTab(rec.TabID)
+		m.cache.TabClosed(rec.TabID)
 		undo()
 		return Result{}, err
 	}
@@ -414,8 +414,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		}
 		return m.failed(name, mem, p, b, rt, why), nil
 	}
-	m.view.setAgent(*agent)
-	m.observeAgentStatus(rec.PaneID, string(agent.AgentStatus))
+	m.cache.AgentStarted(*agent) // numbers its status and passes it to OnAgentStatus
 	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
 	return m.running(name, b, rt, rec, agent.AgentStatus), nil
 }
@@ -468,7 +467,7 @@ func (m *Manager) createFailed(name string, mem *v1alpha1.Member, p *v1alpha1.Pr
 func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string) (herdr.WorkspaceInfo, error) {
 	m.wsMu.Lock()
 	defer m.wsMu.Unlock()
-	if w, ok := m.view.workspaceByLabel(label); ok {
+	if w, ok := m.cache.WorkspaceByLabel(label); ok {
 		return w, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
@@ -477,15 +476,13 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 	if err != nil {
 		return herdr.WorkspaceInfo{}, fmt.Errorf("create workspace %q: %w", label, err)
 	}
-	m.view.setWorkspace(created.Workspace)
-	m.view.setTab(created.Tab)
-	m.view.setPane(created.RootPane)
+	m.cache.WorkspaceCreated(*created)
 	m.event(member, v1alpha1.EventNormal, reasonWorkspaceCreated, fmt.Sprintf("created herdr workspace %q (%s)", label, created.Workspace.WorkspaceID))
 	return created.Workspace, nil
 }
 
 // closeOwned closes a member's tab and drops its ownership record. The
-// record's tab is closed even when the view does not know it: a view that
+// record's tab is closed even when the cache does not know it: a cache that
 // missed the tab must not leave it open until a resync sweeps it. A tab
 // that is already gone is fine; herdr being unreachable is an error and
 // the record stays.
@@ -497,7 +494,7 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) 
 		if err != nil && !herdr.IsCode(err, "tab_not_found") {
 			return m.callFailed(fmt.Errorf("close tab %s of %q: %w", rec.TabID, rec.Member, err))
 		}
-		m.view.removeTab(rec.TabID)
+		m.cache.TabClosed(rec.TabID)
 	}
 	return m.dropOwned(rec, reason)
 }
@@ -511,15 +508,14 @@ func (m *Manager) dropOwned(rec Ownership, reason string) error {
 		return err
 	}
 	m.signalOwned()
-	m.forgetAgentSeq(rec.PaneID)
 	if m.o.OnPaneGone != nil {
 		m.o.OnPaneGone(rec.Member, rec.PaneID, reason)
 	}
 	return nil
 }
 
-// callFailed notes a failed herdr call: an unreachable herdr makes the view
-// unsynced (nothing is decided from it) and the observer reconnect.
+// callFailed notes a failed herdr call: an unreachable herdr makes the
+// cache unsynced (nothing is decided from it) and reconnect.
 func (m *Manager) callFailed(err error) error {
 	if unreachable(err) {
 		m.herdrLost(err)
@@ -527,9 +523,6 @@ func (m *Manager) callFailed(err error) error {
 	return err
 }
 
-func (m *Manager) signalOwned() {
-	select {
-	case m.ownedChanged <- struct{}{}:
-	default:
-	}
-}
+// signalOwned tells the cache that the owned panes (the ones it watches for
+// the Manager) changed.
+func (m *Manager) signalOwned() { m.cache.Rewatch() }

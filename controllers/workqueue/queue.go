@@ -336,6 +336,12 @@ func (q *Queue) delayLoop() {
 		if !next.IsZero() {
 			timer = q.clock.NewTimer(next.Sub(now))
 			fire = timer.C()
+			// The clock may have moved past next since now was read (a
+			// fake clock set to exactly next, before this timer existed,
+			// would leave it pending until a later step): look again.
+			if !q.clock.Now().Before(next) {
+				continue
+			}
 		}
 		select {
 		case <-q.stop:

@@ -244,10 +244,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.PrimaryPane != "" {
-		follower := &primaryFollower{herdr: client, pane: cfg.PrimaryPane, name: mcp.PrimaryName,
-			observe: core.ObserveStatus, log: log.With("component", "primary-pane"),
-			minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second}
-		g.Go(func() error { follower.run(ctx); return nil })
+		controllers.FollowPrimaryPane(mgr.Cache(), cfg.PrimaryPane, func(status string, seq uint64) {
+			core.ObserveStatus(mcp.PrimaryName, status, seq)
+		})
 	}
 	g.Go(func() error { prompts.Run(ctx); return nil })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })

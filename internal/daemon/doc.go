@@ -15,11 +15,12 @@
 //     (messaging.AdmitMembers, messaging.ReportGoneMembers) through
 //     [Roster], a thin adapter over the store; the members with their
 //     status feed the first-prompt controller (messaging.FirstPrompts).
-//   - With Config.PrimaryPane (`fleetd serve --primary-pane`) a follower of
-//     the primary's own pane feeds its agent status to the core under the
-//     primary's name, so that replies nobody waits for are typed into that
-//     pane when its agent is idle or done, besides landing in the durable
-//     mailbox.
+//   - With Config.PrimaryPane (`fleetd serve --primary-pane`) the
+//     primary-pane follower (controllers.FollowPrimaryPane, reading the
+//     controllers' shared herdr cache) feeds the primary pane's agent status
+//     to the core under the primary's name, so that replies nobody waits for
+//     are typed into that pane when its agent is idle or done, besides
+//     landing in the durable mailbox.
 //
 // [Run] runs the parts in one errgroup: the first to fail cancels the
 // others and its error is the one returned. On shutdown the messaging core

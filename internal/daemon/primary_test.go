@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,74 +119,5 @@ func TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt(t *testing.T) {
 	}
 	if got := srv.Prompts(w.pane); !cmp.Equal(got, []string{"background job"}) {
 		t.Errorf("worker's prompts = %q, want only its task", got)
-	}
-}
-
-type observation struct {
-	name, status string
-	seq          uint64
-}
-
-// TestPrimaryFollower_ResubscribesAndCatchesUp drives the follower alone
-// against the fake herdr: a refused first subscription is retried, each
-// (re)subscription is followed by one agent.get, status events count up,
-// and a dropped stream (herdr restarting) is resubscribed.
-func TestPrimaryFollower_ResubscribesAndCatchesUp(t *testing.T) {
-	srv := startHerdr(t)
-	ctx := testCtx(t)
-	pane, _ := startPrimaryAgent(t, ctx, srv)
-	seen := make(chan observation, 16)
-	f := &primaryFollower{herdr: herdr.New(&herdr.Options{SocketPath: srv.SocketPath()}), pane: pane, name: "primary",
-		observe: func(name, status string, seq uint64) { seen <- observation{name, status, seq} },
-		log:     slog.New(slog.DiscardHandler), minBackoff: time.Millisecond, maxBackoff: 10 * time.Millisecond}
-	srv.InjectFault("events.subscribe", herdrtest.Fault{Drop: true, Times: 1})
-
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.run(runCtx)
-	}()
-	defer func() {
-		stop()
-		<-done
-	}()
-
-	next := func(want observation) {
-		t.Helper()
-		select {
-		case got := <-seen:
-			if got != want {
-				t.Fatalf("observed %+v, want %+v", got, want)
-			}
-		case <-ctx.Done():
-			t.Fatalf("never observed %+v", want)
-		}
-	}
-	status := func() string {
-		st, _ := srv.Pane(pane)
-		return st.Status
-	}
-	next(observation{"primary", status(), 1}) // the catch-up read after the retried subscription
-	if err := srv.SetAgentStatus(pane, "working"); err != nil {
-		t.Fatal(err)
-	}
-	next(observation{"primary", "working", 2})
-
-	since := len(srv.Requests())
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	waitSubscribed(t, ctx, srv, since, pane)
-	next(observation{"primary", "working", 2}) // re-read, unchanged: no new change counted
-	if err := srv.SetAgentStatus(pane, "idle"); err != nil {
-		t.Fatal(err)
-	}
-	next(observation{"primary", status(), 3})
-	if n := srv.Calls()["events.subscribe"]; n != 3 {
-		t.Errorf("events.subscribe calls = %d, want 3 (refused, first stream, after the restart)", n)
 	}
 }

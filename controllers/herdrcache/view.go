@@ -1,4 +1,4 @@
-package controllers
+package herdrcache
 
 import (
 	"strings"
@@ -7,10 +7,10 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
-// view is fleetd's picture of herdr: workspaces, tabs, panes and agents,
-// filled by full listings (resync) and kept current by events and by
-// fleetd's own calls. Reconcile reads it instead of asking herdr, which is
-// what makes a converged fleet cost herdr nothing.
+// view is the cache's picture of herdr: workspaces, tabs, panes and agents,
+// filled by full listings (resync) and kept current by events and by what
+// the cache's writers report they did themselves. Readers read it instead
+// of asking herdr, which is what makes a converged fleet cost herdr nothing.
 //
 // A listing is taken over several calls while events and reconciles keep
 // changing the picture, so every local change is stamped with a sequence
@@ -102,10 +102,21 @@ func (v *view) isSynced() bool {
 	return v.synced
 }
 
-func (v *view) unsync() {
+// unsync marks the view unsynced and reports whether it was synced.
+func (v *view) unsync() bool {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	was := v.synced
 	v.synced = false
-	v.mu.Unlock()
+	return was
+}
+
+// hasPane reports whether the view holds the pane.
+func (v *view) hasPane(paneID string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.panes[paneID]
+	return ok
 }
 
 // touchLocked stamps ids as changed locally. v.mu must be held.
@@ -253,13 +264,13 @@ func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 	return best, found
 }
 
-// fleetdTabs returns the tabs labelled as fleetd's.
-func (v *view) fleetdTabs() []herdr.TabInfo {
+// tabsWithLabelPrefix returns the tabs whose label starts with prefix.
+func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []herdr.TabInfo
 	for _, t := range v.tabs {
-		if strings.HasPrefix(t.Label, TabLabelPrefix) {
+		if strings.HasPrefix(t.Label, prefix) {
 			out = append(out, t)
 		}
 	}
