@@ -109,11 +109,13 @@ func New(opts *Options) (*Manager, error) {
 	return m, nil
 }
 
-// Close makes a later Run fail. Call it instead of Run, or after Run
-// returned; it is safe to call more than once. The Manager holds nothing
-// to release: the state directory's lock is its caller's.
+// Close makes a later Run fail and stops the work queue New started (its
+// delay timer runs from New on). Call it instead of Run, or after Run
+// returned; it is safe to call more than once. The state directory's lock
+// is its caller's, not the Manager's.
 func (m *Manager) Close() error {
 	m.runOnce.Do(func() {})
+	m.queue.ShutDown()
 	return nil
 }
 

@@ -1005,9 +1005,11 @@ func TestNew_PreinitialisesReconcileSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(&Options{Store: st, Registerer: reg, HerdrSocket: filepath.Join(t.TempDir(), "none.sock")}); err != nil {
+	mgr, err := New(&Options{Store: st, Registerer: reg, HerdrSocket: filepath.Join(t.TempDir(), "none.sock")})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer mgr.Close()
 	n, err := testutil.GatherAndCount(reg, "fleetd_reconcile_total")
 	if err != nil || n != 4 {
 		t.Errorf("fleetd_reconcile_total has %d series before any reconcile (%v), want 4", n, err)

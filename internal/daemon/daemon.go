@@ -215,6 +215,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
+	defer mgr.Close() // on a failed start; after Run it changes nothing
 
 	handler, err = mcp.NewHandler(mcp.Options{
 		Members:    mgr,
