@@ -15,19 +15,20 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
-// Defaults for Options.
+// Defaults for Options. Those the herdr cache also uses are its own
+// (package herdrcache), written down once there.
 const (
 	DefaultWorkers          = 8
-	DefaultResyncPeriod     = 60 * time.Second
-	DefaultCallTimeout      = 10 * time.Second
+	DefaultResyncPeriod     = herdrcache.DefaultResyncPeriod
+	DefaultCallTimeout      = herdrcache.DefaultCallTimeout
 	DefaultRestartBackoff   = 10 * time.Second
 	DefaultMaxRestartDelay  = 5 * time.Minute
 	DefaultDegradedAfter    = 3
 	DefaultStableAfter      = 10 * time.Minute
-	DefaultReconnectBackoff = 500 * time.Millisecond
-	DefaultMaxReconnect     = 30 * time.Second
+	DefaultReconnectBackoff = herdrcache.DefaultReconnectBackoff
+	DefaultMaxReconnect     = herdrcache.DefaultMaxReconnect
 	DefaultEventHistory     = 20
-	DefaultResubscribeDelay = 250 * time.Millisecond
+	DefaultResubscribeDelay = herdrcache.DefaultResubscribeDelay
 )
 
 // TabLabelPrefix starts the label of every herdr tab fleetd creates for a

@@ -44,6 +44,13 @@ func newHarness(t *testing.T, opts *herdrtest.Options) *harness {
 	if o.Clock == nil {
 		o.Clock = clk
 	}
+	return startHarness(t, o, clk)
+}
+
+// startHarness starts the fake with o, validated, and closes it when the
+// test ends; clk is the fake clock the test steps, if any.
+func startHarness(t *testing.T, o herdrtest.Options, clk *clock.Fake) *harness {
+	t.Helper()
 	srv, err := validated.Start(&o)
 	if err != nil {
 		t.Fatalf("Start: %v", err)

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
-	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
 )
 
 // newMemoryHarness starts an in-memory fake on the real clock: inside a
@@ -24,20 +22,7 @@ func newMemoryHarness(t *testing.T, opts *herdrtest.Options) *harness {
 		o = *opts
 	}
 	o.InMemory = true
-	srv, err := validated.Start(&o)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	v, err := schemacheck.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{t: t, srv: srv, v: v}
+	return startHarness(t, o, nil)
 }
 
 func TestInMemory_HasNoSocket(t *testing.T) {
