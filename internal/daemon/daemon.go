@@ -105,28 +105,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	// Listen first: a port in use is the most common start-up failure and
-	// must not cost a lock, a token or a herdr call.
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	defer ln.Close()
-
-	// One daemon per state directory. The lock comes before anything in
-	// the directory is opened or created (it creates the directory), and
-	// goes only after serve returned: every part stopped, the messaging
+	// One daemon per state directory, and the lock comes first: before the
+	// listener (a second `fleetd serve` with the same flags is told who
+	// holds the directory, not that the port is in use) and before anything
+	// in the directory is opened or created (Lock creates the directory).
+	// It goes only after serve returned: every part stopped, the messaging
 	// core's journal closed.
 	lock, err := state.Lock()
 	if err != nil {
 		return err
 	}
-	err = serve(ctx, cfg, state, ln, log)
-	log.Info("fleetd stopped; releasing the state directory", "state_dir", state.Root())
-	if uerr := lock.Unlock(); uerr != nil {
-		log.Warn("release the state directory", "err", uerr)
+	defer func() {
+		log.Info("fleetd stopped; releasing the state directory", "state_dir", state.Root())
+		if uerr := lock.Unlock(); uerr != nil {
+			log.Warn("release the state directory", "err", uerr)
+		}
+	}()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	return err
+	defer ln.Close()
+	return serve(ctx, cfg, state, ln, log)
 }
 
 // serve builds the parts on the locked state directory and runs them until

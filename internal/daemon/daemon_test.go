@@ -147,10 +147,13 @@ func TestRun_SimServesReadyMembers(t *testing.T) {
 	}
 }
 
+// The same command run twice: the second is told who holds the state
+// directory, not that the (same) port is in use.
 func TestRun_SecondDaemonOnSameStateDirRefused(t *testing.T) {
 	stateDir := t.TempDir()
-	startDaemon(t, stateDir)
-	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true})
+	info, _ := startDaemon(t, stateDir)
+	addr := strings.TrimPrefix(info.URL, "http://")
+	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: stateDir, Listen: addr, Sim: true})
 	if !errors.Is(err, statedir.ErrLocked) {
 		t.Fatalf("second Run = %v, want ErrStateDirLocked", err)
 	}
