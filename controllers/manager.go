@@ -226,10 +226,7 @@ func changedMembers(prev, next *store.Snapshot) []string {
 		case a != b:
 			out = append(out, name)
 		case b == nil:
-		case prev.Profiles[b.Spec.Profile] != next.Profiles[b.Spec.Profile]:
-			out = append(out, name)
-		case b.Spec.MCPTarget != nil && b.Spec.MCPTarget.TenantID != "" &&
-			prev.Tenants[b.Spec.MCPTarget.TenantID] != next.Tenants[b.Spec.MCPTarget.TenantID]:
+		case referencesChanged(prev, next, b):
 			out = append(out, name)
 		default:
 			key := store.Key{Kind: v1alpha1.KindMember, Name: name}
@@ -239,6 +236,17 @@ func changedMembers(prev, next *store.Snapshot) []string {
 		}
 	}
 	return out
+}
+
+// referencesChanged reports whether an object m references differs between
+// two snapshots.
+func referencesChanged(prev, next *store.Snapshot, m *v1alpha1.Member) bool {
+	for _, ref := range m.References() {
+		if prev.Referenced(ref) != next.Referenced(ref) {
+			return true
+		}
+	}
+	return false
 }
 
 func fileErrors(s *store.Snapshot, key store.Key) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -93,15 +94,13 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		return Result{}, nil
 	}
 
-	profile, ok := snap.Profiles[mem.Spec.Profile]
-	if !ok {
-		return m.unresolved(name, b, v1alpha1.ReasonProfileNotFound, fmt.Sprintf("profile %q not found; create it or fix spec.profile", mem.Spec.Profile))
-	}
-	if t := mem.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant {
-		if _, ok := snap.Tenants[t.TenantID]; !ok {
-			return m.unresolved(name, b, v1alpha1.ReasonTenantNotFound, fmt.Sprintf("tenant %q not found; create it or fix spec.mcpTarget.tenantId", t.TenantID))
+	for _, ref := range mem.References() {
+		if snap.Referenced(ref) == nil {
+			return m.unresolved(name, b, v1alpha1.NotFoundReason(ref.Kind),
+				fmt.Sprintf("%s %q not found; create it or fix %s", strings.ToLower(ref.Kind), ref.Name, ref.Field))
 		}
 	}
+	profile := snap.Profiles[mem.Spec.Profile]
 
 	if !m.cache.Synced() {
 		b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable, "herdr is not reachable; nothing is recreated until it answers")

@@ -292,13 +292,15 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 		return MemberView{}, "", toolErr(codeUnavailable, "this gateway has no desired-state store")
 	}
 	m := req.member
-	if _, ok := ms.store.Get(v1alpha1.KindProfile, m.Spec.Profile); !ok {
-		return MemberView{}, "", toolErr(codeInvalidSpec, "spec.profile: no Profile named %q; bridge_profiles lists the operator's profiles", m.Spec.Profile)
-	}
-	if t := m.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant {
-		if _, ok := ms.store.Get(v1alpha1.KindTenant, t.TenantID); !ok {
-			return MemberView{}, "", toolErr(codeInvalidSpec, "spec.mcpTarget.tenantId: no Tenant named %q", t.TenantID)
+	for _, ref := range m.References() {
+		if _, ok := ms.store.Get(ref.Kind, ref.Name); ok {
+			continue
 		}
+		hint := ""
+		if ref.Kind == v1alpha1.KindProfile {
+			hint = "; bridge_profiles lists the operator's profiles"
+		}
+		return MemberView{}, "", toolErr(codeInvalidSpec, "%s: no %s named %q%s", ref.Field, ref.Kind, ref.Name, hint)
 	}
 	result := resultCreated
 	if obj, ok := ms.store.Get(v1alpha1.KindMember, m.Name); ok {

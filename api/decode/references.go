@@ -26,19 +26,16 @@ func CheckReferences(files []FileResult, defined Defined, in string) ErrorList {
 			if !ok {
 				continue
 			}
-			missing := func(field, kind, name string) {
+			for _, ref := range m.References() {
+				if defined(ref.Kind, ref.Name) {
+					continue
+				}
 				errs = append(errs, &Error{
 					File:  f.Path,
-					Line:  f.Line(i, field),
-					Field: field,
-					Msg:   fmt.Sprintf("no %s %q in %s; add one, or fix the name", kind, name, in),
+					Line:  f.Line(i, ref.Field),
+					Field: ref.Field,
+					Msg:   fmt.Sprintf("no %s %q in %s; add one, or fix the name", ref.Kind, ref.Name, in),
 				})
-			}
-			if !defined(v1alpha1.KindProfile, m.Spec.Profile) {
-				missing("spec.profile", v1alpha1.KindProfile, m.Spec.Profile)
-			}
-			if t := m.Spec.MCPTarget; t != nil && t.Kind == v1alpha1.TargetTenant && !defined(v1alpha1.KindTenant, t.TenantID) {
-				missing("spec.mcpTarget.tenantId", v1alpha1.KindTenant, t.TenantID)
 			}
 		}
 	}

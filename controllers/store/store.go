@@ -72,6 +72,22 @@ type Snapshot struct {
 	Synced bool
 }
 
+// Referenced returns the object a Member's reference names, or nil when the
+// snapshot has none (see [v1alpha1.Member.References]).
+func (s *Snapshot) Referenced(ref v1alpha1.Reference) v1alpha1.Object {
+	switch ref.Kind {
+	case v1alpha1.KindProfile:
+		if p, ok := s.Profiles[ref.Name]; ok {
+			return p
+		}
+	case v1alpha1.KindTenant:
+		if t, ok := s.Tenants[ref.Name]; ok {
+			return t
+		}
+	}
+	return nil
+}
+
 // ErrorsIn returns the errors reported for file.
 func (s *Snapshot) ErrorsIn(file string) decode.ErrorList {
 	var out decode.ErrorList
