@@ -300,16 +300,6 @@ func (c *Cache) TabClosed(tabID string) { c.view.removeTab(tabID) }
 // workspace_not_found), with its tabs and panes.
 func (c *Cache) WorkspaceClosed(workspaceID string) { c.view.removeWorkspace(workspaceID) }
 
-// ForgetTab drops the cache's entry for one tab and nothing else (its panes
-// stay), as a missed tab event would leave the cache; the next listing
-// brings it back. It is for tests of readers that must cope with a cache
-// that lags behind herdr.
-func (c *Cache) ForgetTab(tabID string) {
-	c.view.mu.Lock()
-	defer c.view.mu.Unlock()
-	delete(c.view.tabs, tabID)
-}
-
 // Invalidate tells the cache that a herdr call failed because herdr is
 // unreachable: the cache is unsynced until its next full listing, and it
 // reconnects now.
