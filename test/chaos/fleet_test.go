@@ -251,13 +251,17 @@ func (w *world) killFleetd() {
 // onPrompt is every simulated worker's reaction to a prompt typed into its
 // pane: note it for the schedule and pick it up (working), as an agent does.
 func (w *world) onPrompt(paneID, text string) {
+	// The agent is working before the prompt is anyone's to act on: a
+	// worker that replied (and went idle) before this status change would
+	// be put back to working afterwards, for good, and fleetd would see a
+	// turn start after its reply.
+	_ = w.fake.SetAgentState(paneID, "working") // the pane may be gone already
 	w.mu.Lock()
 	w.typed[text]++
 	w.pending = append(w.pending, &pendingPrompt{pane: paneID, text: text})
 	close(w.signal)
 	w.signal = make(chan struct{})
 	w.mu.Unlock()
-	_ = w.fake.SetAgentState(paneID, "working") // the pane may be gone already
 }
 
 func (w *world) problem(format string, args ...any) {
