@@ -2,11 +2,11 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
@@ -112,7 +112,7 @@ func (m *Manager) sweeper(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if unreachable(err) {
+		if herdrcache.Unreachable(err) {
 			m.callFailed(err) // the listing after herdr's return sweeps again
 			continue
 		}
@@ -121,12 +121,6 @@ func (m *Manager) sweeper(ctx context.Context) {
 		retryC = retry.C()
 		delay = min(delay*2, m.o.MaxReconnect)
 	}
-}
-
-// unreachable reports whether err means herdr did not answer properly
-// (as opposed to answering with an error).
-func unreachable(err error) bool {
-	return errors.Is(err, herdr.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // sweepOrphans closes tabs labelled as fleetd's that no ownership record
@@ -158,12 +152,6 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 			"member", strings.TrimPrefix(t.Label, TabLabelPrefix))
 	}
 	return nil
-}
-
-// herdrLost marks herdr unreachable: the cache is unsynced until its next
-// full listing, and it reconnects.
-func (m *Manager) herdrLost(err error) {
-	m.cache.Invalidate(err)
 }
 
 // setHerdrUp records herdr's reachability and reports whether it changed.

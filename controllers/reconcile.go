@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
@@ -397,7 +398,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		if unreachable(err) && !errors.Is(err, herdr.ErrAgentStartFailed) {
+		if herdrcache.Unreachable(err) && !errors.Is(err, herdr.ErrAgentStartFailed) {
 			// herdr went away mid-start: keep the record, look again when it is back.
 			return Result{}, m.callFailed(err)
 		}
@@ -450,7 +451,7 @@ func (m *Manager) unlaunchable(name string, mem *v1alpha1.Member, p *v1alpha1.Pr
 // other refusal is shown in the status and retried with the queue's
 // backoff.
 func (m *Manager) createFailed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, err error) (Result, error) {
-	if unreachable(err) {
+	if herdrcache.Unreachable(err) {
 		return Result{}, m.callFailed(err)
 	}
 	if invalidSpec(err) {
@@ -516,8 +517,8 @@ func (m *Manager) dropOwned(rec Ownership, reason string) error {
 // callFailed notes a failed herdr call: an unreachable herdr makes the
 // cache unsynced (nothing is decided from it) and reconnect.
 func (m *Manager) callFailed(err error) error {
-	if unreachable(err) {
-		m.herdrLost(err)
+	if herdrcache.Unreachable(err) {
+		m.cache.Invalidate(err)
 	}
 	return err
 }

@@ -51,7 +51,7 @@ func (c *Cache) run(ctx context.Context) {
 			return
 		}
 		c.log.Debug("herdr event stream ended; listing again", "err", err)
-		if unreachable(err) || errors.Is(err, errReconnect) {
+		if Unreachable(err) || errors.Is(err, errReconnect) {
 			c.lost(err)
 		}
 		// A stream that lived a while resets the backoff; one that keeps
@@ -93,9 +93,10 @@ func (c *Cache) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// unreachable reports whether err means herdr did not answer properly
-// (as opposed to answering with an error).
-func unreachable(err error) bool {
+// Unreachable reports whether err means herdr did not answer properly (as
+// opposed to answering with an error): a failed call for which a writer
+// should [Cache.Invalidate] the cache.
+func Unreachable(err error) bool {
 	return errors.Is(err, herdr.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 

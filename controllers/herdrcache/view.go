@@ -185,6 +185,11 @@ func (v *view) removeAgent(paneID string) {
 func (v *view) removePane(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.removePaneLocked(paneID)
+}
+
+// removePaneLocked drops a pane and its agent. v.mu must be held.
+func (v *view) removePaneLocked(paneID string) {
 	v.touchLocked(paneID)
 	delete(v.panes, paneID)
 	delete(v.agents, paneID)
@@ -202,9 +207,7 @@ func (v *view) removeTabLocked(tabID string) {
 	delete(v.tabs, tabID)
 	for id, p := range v.panes {
 		if p.TabID == tabID {
-			v.touchLocked(id)
-			delete(v.panes, id)
-			delete(v.agents, id)
+			v.removePaneLocked(id)
 		}
 	}
 }
@@ -221,9 +224,7 @@ func (v *view) removeWorkspace(wsID string) {
 	}
 	for id, p := range v.panes {
 		if p.WorkspaceID == wsID {
-			v.touchLocked(id)
-			delete(v.panes, id)
-			delete(v.agents, id)
+			v.removePaneLocked(id)
 		}
 	}
 }
