@@ -31,6 +31,10 @@ type Prompter interface {
 	ReadTail(ctx context.Context, target string, lines int) (string, error)
 }
 
+// DefaultPrimaryName is the primary's name in From and To when the caller
+// names none ([Options.PrimaryName], [FirstPromptsOptions.From]).
+const DefaultPrimaryName = "primary"
+
 // Options tunes a Core. A nil *Options means all defaults.
 type Options struct {
 	// Clock is the core's only source of time: deadlines are computed from
@@ -45,7 +49,7 @@ type Options struct {
 
 	// PrimaryName is the identity of the primary as used in From/To and as
 	// the mailbox recipient for replies that have no waiting call. Default
-	// "primary".
+	// [DefaultPrimaryName].
 	PrimaryName string
 	// PrimaryTarget is the herdr target of the primary's own pane, when
 	// fleetd knows it. Mailbox messages for the primary are then also typed
@@ -104,7 +108,7 @@ func (o *Options) withDefaults() Options {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	if r.PrimaryName == "" {
-		r.PrimaryName = "primary"
+		r.PrimaryName = DefaultPrimaryName
 	}
 	if r.Target == nil {
 		r.Target = func(w string) string { return w }

@@ -31,8 +31,8 @@ type Sender interface {
 
 // FirstPromptsOptions tune [NewFirstPrompts]. nil means defaults.
 type FirstPromptsOptions struct {
-	// From is who sends the prompts, the primary; default "primary" (as
-	// the core's default [Options.PrimaryName]).
+	// From is who sends the prompts, the primary; default
+	// [DefaultPrimaryName], as the core's [Options.PrimaryName].
 	From string
 	// Logger receives what was delivered and what failed; default discards.
 	Logger *slog.Logger
@@ -73,7 +73,7 @@ func NewFirstPrompts(path string, fleet Fleet, roster Roster, sender Sender, opt
 		o = *opts
 	}
 	if o.From == "" {
-		o.From = "primary"
+		o.From = DefaultPrimaryName
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
