@@ -249,7 +249,10 @@ func (c *Cache) follow(ctx context.Context) error {
 
 // subscribe opens an event stream whose acknowledgement must arrive within
 // CallTimeout (a hanging herdr must not stall the cache); the stream then
-// lives until stop is called or ctx ends.
+// lives until stop is called or ctx ends. The deadline is wall-clock time,
+// like the context deadlines of the listing calls: it bounds real I/O, and
+// on an injected fake clock a test's jump of a resync period would cancel a
+// subscription that is merely in flight.
 func (c *Cache) subscribe(ctx context.Context, subs []herdr.Subscription) (Stream, func(), error) {
 	sctx, cancel := context.WithCancel(ctx)
 	expired := time.AfterFunc(c.o.CallTimeout, cancel)
