@@ -33,6 +33,11 @@ var ErrUnavailable = errors.New("herdr unavailable")
 // because its context was cancelled or it was closed. Resubscribe.
 var ErrStreamDropped = errors.New("herdr event stream dropped")
 
+// ErrEventsLost matches (with [ErrStreamDropped]) the error of a stream that
+// herdr closed with events_lost (protocol 22): the subscriber fell behind
+// herdr's retained history. Resubscribe, then resync from a snapshot.
+var ErrEventsLost = errors.New("herdr events lost")
+
 // ErrProtocolMismatch is returned by [Client.Ping] when herdr speaks a protocol
 // other than [ProtocolVersion].
 var ErrProtocolMismatch = errors.New("herdr protocol mismatch")

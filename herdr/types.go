@@ -74,6 +74,9 @@ type PaneInfo struct {
 	Tokens                map[string]string `json:"tokens,omitempty"`
 	AgentSession          *AgentSessionInfo `json:"agent_session,omitempty"`
 	Scroll                *PaneScrollInfo   `json:"scroll,omitempty"`
+	// RestoreError (protocol 22) says why a saved pane or agent failed to
+	// come back after a herdr restart.
+	RestoreError string `json:"restore_error,omitempty"`
 }
 
 // AgentInfo describes an agent: a pane whose foreground program herdr
@@ -103,6 +106,10 @@ type AgentInfo struct {
 	InteractiveReady       bool              `json:"interactive_ready,omitempty"`
 	CWD                    string            `json:"cwd,omitempty"`
 	ForegroundCWD          string            `json:"foreground_cwd,omitempty"`
+	// CompletionSeq (protocol 22; nil from protocol 20) advances when an
+	// idle transition completed work, whether or not anyone looked at the
+	// pane: the evidence that a turn finished rather than never started.
+	CompletionSeq *uint64 `json:"completion_seq,omitempty"`
 }
 
 // WorkspaceInfo describes a workspace. Number is its 1-based position, which
@@ -182,6 +189,11 @@ type Pong struct {
 type Capabilities struct {
 	LiveHandoff          bool `json:"live_handoff"`
 	DetachedServerDaemon bool `json:"detached_server_daemon,omitempty"`
+	// The rest are protocol 22's; absent (false, nil) from protocol 20.
+	EndpointProtocolGeneration *uint32 `json:"endpoint_protocol_generation,omitempty"`
+	SurfaceInterest            bool    `json:"surface_interest,omitempty"`
+	HealthCheck                bool    `json:"health_check,omitempty"`
+	SSHAgentRegistration       bool    `json:"ssh_agent_registration,omitempty"`
 }
 
 // WorkspaceCreated is the result of workspace.create.
