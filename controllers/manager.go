@@ -95,6 +95,7 @@ func New(opts *Options) (*Manager, error) {
 	m.cache = herdrcache.New(herdrcache.FromClient(client), &herdrcache.Options{
 		Logger: o.Logger, Clock: o.Clock, ResyncPeriod: o.ResyncPeriod, CallTimeout: o.CallTimeout,
 		ReconnectBackoff: o.ReconnectBackoff, MaxReconnect: o.MaxReconnect, ResubscribeDelay: o.ResubscribeDelay,
+		Metrics: m.metrics.cache,
 	})
 	m.cache.AddHandler(herdrcache.Handler{
 		OnEvent: m.onEvent, OnAgentStatus: m.onAgentStatus, OnSynced: m.onSynced, OnUnsynced: m.onUnsynced,

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 )
 
@@ -40,6 +41,7 @@ type Metrics struct {
 	herdrUp         prometheus.Gauge
 	manifestErrors  prometheus.Gauge
 	queue           *workqueue.Metrics
+	cache           *herdrcache.Metrics
 }
 
 // NewMetrics creates the series and registers them on reg (nil: created but
@@ -78,6 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "fleetd_manifest_errors", Help: "Number of current problems in the manifests directory.",
 		}),
 		queue: workqueue.NewMetrics(reg),
+		cache: herdrcache.NewMetrics(reg),
 	}
 	for _, r := range []string{resultSuccess, resultError, resultRequeue, resultRequeueAfter} {
 		m.reconcileTotal.WithLabelValues(controllerName, r)

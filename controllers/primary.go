@@ -17,8 +17,8 @@ import (
 // the pane and forwards the statuses the cache observes for it, numbered
 // the way the cache numbers every pane's (a change of the agent's state
 // moves seq; idle and done are one state; a status read again does not).
-// The cache catches up with one agent listing after every (re)subscription
-// and retries a pane that does not exist yet with a capped backoff; a
+// The cache reads herdr (or, when only the watched panes change, lists its
+// agents) after every acknowledged (re)subscription and retries a pane that does not exist yet with a capped backoff; a
 // status is forwarded only once it is known. observe must not block (core.
 // ObserveStatus suits it, wrapped with the primary's name). The returned
 // func stops following.

@@ -60,8 +60,8 @@ func (r *primaryRecorder) take() (reads, changes []primaryObservation) {
 
 // TestFollowPrimaryPane_ResubscribesAndCatchesUp drives the follower on a
 // cache of its own against the in-memory fake herdr, inside a synctest
-// bubble: a refused first subscription is retried, each (re)subscription
-// is followed by a catch-up read (a status change herdr made while the
+// bubble: a refused first subscription is retried, herdr is read only after
+// a subscription is acknowledged (a status change herdr made while the
 // subscription was being set up, which no event reports, is seen), status
 // changes count up, and a dropped stream (herdr restarting) is
 // resubscribed without counting the unchanged status again.
@@ -90,7 +90,9 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 			st, _ := srv.Pane(pane)
 			return st.Status
 		}
-		first := status()
+		if first := status(); first == "working" {
+			t.Fatalf("the agent starts %s; the test needs it not working", first)
+		}
 
 		// The first subscription is refused; herdr is slow to acknowledge
 		// the retried one (later faults apply first).
@@ -136,24 +138,23 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 		}
 
 		// The refused subscription is retried; the retry waits for its
-		// acknowledgement. The listings before both reported the status.
+		// acknowledgement, and nothing is read before it.
 		waitCalls("events.subscribe", 2)
-		changed("listed before the retried subscription", primaryObservation{first, 1})
+		changed("nothing read before an acknowledged subscription")
 		// herdr's status changes before the subscription covers the pane:
-		// no event reports it, the catch-up read after the subscription
-		// does.
+		// no event reports it, the read after the acknowledgement does.
 		if err := srv.SetAgentStatus(pane, "working"); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(ackDelay)
-		changed("caught up after the retried subscription", primaryObservation{"working", 2})
+		changed("read after the retried subscription", primaryObservation{"working", 1})
 		if err := srv.SetAgentStatus(pane, "idle"); err != nil {
 			t.Fatal(err)
 		}
-		changed("an event on the live stream", primaryObservation{status(), 3})
+		changed("an event on the live stream", primaryObservation{status(), 2})
 
-		// herdr restarts: the stream drops, the cache lists again,
-		// resubscribes and catches up. The status did not change: nothing
+		// herdr restarts: the stream drops, the cache resubscribes and
+		// reads herdr again. The status did not change: nothing
 		// new is counted, but it is read again.
 		since := len(srv.Requests())
 		if err := srv.Stop(); err != nil {
@@ -172,12 +173,13 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 		if err := srv.SetAgentStatus(pane, "working"); err != nil {
 			t.Fatal(err)
 		}
-		changed("an event on the new stream", primaryObservation{"working", 4})
+		changed("an event on the new stream", primaryObservation{"working", 3})
 
 		if n := srv.Calls()["events.subscribe"]; n != 3 {
 			t.Errorf("events.subscribe calls = %d, want 3 (refused, first stream, after the restart)", n)
 		}
-		// Each acknowledged subscription is followed by the catch-up read.
+		// Each acknowledged subscription is followed by the read of herdr
+		// (the refused one by the protocol check of the retry).
 		var after []string
 		reqs := srv.Requests()
 		for i, r := range reqs[:len(reqs)-1] {
@@ -185,8 +187,8 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 				after = append(after, reqs[i+1].Method)
 			}
 		}
-		if len(after) != 3 || after[1] != "agent.list" || after[2] != "agent.list" {
-			t.Errorf("calls after each events.subscribe = %q, want agent.list after the second and third", after)
+		if len(after) != 3 || after[0] != "ping" || after[1] != "workspace.list" || after[2] != "workspace.list" {
+			t.Errorf("calls after each events.subscribe = %q, want ping, then workspace.list after the second and third", after)
 		}
 	})
 }

@@ -46,6 +46,8 @@ type Options struct {
 	// attempts to subscribe to a watched pane that herdr has not shown (a
 	// pane that does not exist yet).
 	MissingPaneBackoff, MaxMissingPaneBackoff time.Duration
+	// Metrics receives fleetd_herdr_info; nil means unexported series.
+	Metrics *Metrics
 }
 
 func (o *Options) withDefaults() Options {
@@ -58,6 +60,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.Clock == nil {
 		out.Clock = clock.Real{}
+	}
+	if out.Metrics == nil {
+		out.Metrics = NewMetrics(nil)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -132,6 +137,9 @@ type Cache struct {
 	// confirmed are watched panes herdr accepted in a subscription though
 	// no listing has shown them yet. Only Run's goroutine uses it.
 	confirmed map[string]bool
+	// noSnapshot: herdr answered session.snapshot as a method it does not
+	// know; list instead until herdr is lost. Only Run's goroutine uses it.
+	noSnapshot bool
 
 	rewatch chan struct{} // the watched panes changed: resubscribe
 	kick    chan struct{} // a herdr call failed: reconnect

@@ -129,17 +129,16 @@ func TestCache_ListingInstalled(t *testing.T) {
 		if tabs := c.TabsWithLabelPrefix("fleetd/"); len(tabs) != 1 || tabs[0].TabID != "t1" {
 			t.Errorf("TabsWithLabelPrefix = %+v, want t1", tabs)
 		}
+		// The listing comes after the subscription: no catch-up needed.
 		want := map[string]int{"ping": 1, "workspace.list": 1, "tab.list": 1, "pane.list": 1,
-			"agent.list":       2, // the listing, and the catch-up after subscribing to p1
-			"events.subscribe": 1}
+			"agent.list": 1, "events.subscribe": 1}
 		if diff := cmp.Diff(want, f.callCounts()); diff != "" {
 			t.Errorf("herdr calls (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff([][]string{{"p1"}}, f.subscriptions()); diff != "" {
 			t.Errorf("subscriptions (-want +got):\n%s", diff)
 		}
-		// The listing's status and the catch-up's: the same state, one number.
-		if diff := cmp.Diff([]observation{{"p1", "idle", 1}, {"p1", "idle", 1}}, r.observed()); diff != "" {
+		if diff := cmp.Diff([]observation{{"p1", "idle", 1}}, r.observed()); diff != "" {
 			t.Errorf("statuses (-want +got):\n%s", diff)
 		}
 		if s, u := r.counts(); s != 1 || u != 0 {
@@ -394,7 +393,7 @@ func TestCache_AgentStatusNumbering(t *testing.T) {
 		}
 		synctest.Wait()
 		want := []observation{
-			{"p1", "working", 1}, {"p1", "working", 1}, // listing, catch-up
+			{"p1", "working", 1}, // the listing
 			{"p1", "blocked", 2}, {"p1", "idle", 3},
 			{"p1", "done", 3}, {"p1", "idle", 3}, // idle and done are one state
 			{"p1", "working", 4}, // an empty status is not passed on
@@ -417,9 +416,10 @@ func TestCache_MissingWatchedPaneIsRetried(t *testing.T) {
 		}
 		time.Sleep(testOpts.MissingPaneBackoff + testOpts.MissingPaneBackoff*2 + testOpts.MissingPaneBackoff*4 + testOpts.MaxMissingPaneBackoff)
 		synctest.Wait()
-		// One accepted subscription; the refused probes, 100, 200, 400, 400 ms apart.
-		if n := f.callCounts()["events.subscribe"]; n != 5 {
-			t.Errorf("events.subscribe called %d times, want 1 + 4 refused probes", n)
+		// The first subscription with p7, refused; the one without it; the
+		// refused probes, 100, 200, 400, 400 ms apart.
+		if n := f.callCounts()["events.subscribe"]; n != 6 {
+			t.Errorf("events.subscribe called %d times, want 1 refused + 1 + 4 refused probes", n)
 		}
 		if obs := r.observed(); len(obs) != 0 {
 			t.Errorf("statuses passed on for a pane that does not exist: %+v", obs)

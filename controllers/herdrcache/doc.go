@@ -6,34 +6,56 @@
 //
 // What it owns:
 //
-//   - Filling: a full listing (a fixed handful of calls — workspace.list, a
-//     tab.list per workspace, pane.list, agent.list — whatever the number
-//     of panes) when herdr (re)appears and every [Options.ResyncPeriod].
-//     Before the first listing after herdr (re)appears it pings herdr and
-//     refuses a herdr that speaks another protocol.
-//   - Keeping current: one events.subscribe stream in between (behind the
-//     [Source] and [Stream] interfaces, so that tests fake it in memory):
-//     lifecycle events plus pane.agent_status_changed for every pane a
-//     reader asked to [Cache.Watch]. The stream is renewed when the watched
-//     panes change (one renewal per burst, [Options.ResubscribeDelay]
-//     after its first change; the new stream opens before the old one
-//     closes), and every (re)subscription is followed by one agent.list,
-//     because herdr does not replay per-pane status events. A watched pane
-//     that herdr has not shown (it does not exist yet) is tried with a
-//     capped backoff until a subscription to it is accepted.
-//   - Reachability: while herdr is unreachable, or its stream dropped, the
-//     cache reconnects with exponential backoff and is not [Cache.Synced]
-//     until its next complete listing. A failed or partial listing never
-//     changes the cache: an unsynced cache is never evidence that a pane
-//     is gone.
+//   - Subscribe first, then read: the cache opens its events.subscribe
+//     stream (behind the [Source] and [Stream] interfaces, so that tests
+//     fake it in memory), waits for herdr's acknowledgement, and only then
+//     reads herdr in full — session.snapshot where the source and herdr
+//     have it ([Snapshotter]), else a fixed handful of listings
+//     (workspace.list, a tab.list per workspace, pane.list, agent.list)
+//     whatever the number of panes. herdr (protocol 22) replays no past
+//     events, so a read taken before subscribing would miss what changed
+//     in between; events that arrive during the read wait on the stream and
+//     are applied, in order, after it is installed. The same read follows
+//     every (re)subscription and comes every [Options.ResyncPeriod]. Before
+//     the first read after herdr (re)appears the cache pings herdr, shows
+//     what answered in fleetd_herdr_info{version,protocol} ([Metrics]),
+//     warns about a protocol newer than [NewestProtocol] and reports a herdr
+//     the client refuses.
+//   - Keeping current: lifecycle events plus pane.agent_status_changed for
+//     every pane a reader asked to [Cache.Watch]. The stream is renewed
+//     when the watched panes change (one renewal per burst,
+//     [Options.ResubscribeDelay] after its first change; the new stream
+//     opens before the old one closes), and such a renewal is followed by
+//     one agent.list, because herdr does not replay per-pane status events.
+//     herdr refuses a whole subscription for one unknown pane, so a refused
+//     (re)subscription is retried with the lifecycle events only and the
+//     panes the read shows are added right after it; a watched pane that
+//     herdr has not shown (it does not exist yet) is tried with a capped
+//     backoff until a subscription to it is accepted. Bursts are applied in
+//     full: the stream is read as fast as events are applied, and herdr
+//     holds what it has not sent.
+//   - A stream that ends — events_lost (the subscriber fell behind herdr's
+//     history; [herdr.ErrEventsLost]) or any other drop — is followed by a
+//     new subscription and a new read. events_lost is not a loss of herdr:
+//     the cache stays [Cache.Synced] throughout, so readers recreate
+//     nothing because of it, and the read after the new subscription drops
+//     only what herdr no longer has. Every watched pane's status in that
+//     read is passed on, so a change no event reported is numbered and
+//     delivered like one that was.
+//   - Reachability: while herdr is unreachable, or its stream dropped with
+//     the connection, the cache reconnects with exponential backoff and is
+//     not [Cache.Synced] until its next complete read. A failed or partial
+//     read never changes the cache: an unsynced cache is never evidence
+//     that a pane is gone.
 //   - Races with its writers: the member reconciler reports what it did to
 //     herdr itself (WorkspaceCreated, TabCreated, AgentStarted, TabClosed,
 //     WorkspaceClosed). Every such local write, and every applied event, is
 //     stamped with a sequence number; installing a listing keeps the local
 //     version of anything changed after that listing began, so a listing
 //     that started before a tab.create does not make the new tab vanish.
-//     Tab and pane created events are not applied (subscriptions start with
-//     replays of past events, which would resurrect closed tabs).
+//     Tab and pane created events are not applied (protocol 20 starts
+//     subscriptions with replays of past events, which would resurrect
+//     closed tabs; writers report what they create, reads bring the rest).
 //   - Agent status numbering: every status observed for a pane (event,
 //     listing, catch-up, agent started) is passed to the
 //     [Handler.OnAgentStatus] handlers with a sequence number that grows
@@ -49,6 +71,6 @@
 // installed listing and loss of herdr.
 //
 // What it must never do: write to herdr. It creates, closes, starts and
-// prompts nothing; it only lists, pings and subscribes. Decisions (what to
+// prompts nothing; it only reads, pings and subscribes. Decisions (what to
 // recreate, which tab is an orphan) belong to its readers.
 package herdrcache

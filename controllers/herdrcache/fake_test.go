@@ -23,6 +23,13 @@ type fakeHerdr struct {
 	stream     *fakeStream
 	// duringList, if set, runs inside pane.list (a listing in progress).
 	duringList func()
+	// beforeSubscribe, if set, runs inside events.subscribe before the
+	// stream exists: a change herdr makes then reaches no subscriber.
+	beforeSubscribe func()
+	// order is every call's method, in order.
+	order []string
+	// pong is what ping answers; nil is protocol 20.
+	pong *herdr.Pong
 }
 
 func newFake() *fakeHerdr { return &fakeHerdr{calls: map[string]int{}} }
@@ -35,6 +42,7 @@ func (f *fakeHerdr) call(method string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[method]++
+	f.order = append(f.order, method)
 	if f.down {
 		return errDown(method)
 	}
@@ -45,7 +53,13 @@ func (f *fakeHerdr) Ping(context.Context) (*herdr.Pong, error) {
 	if err := f.call("ping"); err != nil {
 		return nil, err
 	}
-	return &herdr.Pong{Protocol: herdr.ProtocolVersion}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pong != nil {
+		p := *f.pong
+		return &p, nil
+	}
+	return &herdr.Pong{Version: "0.8.2", Protocol: herdr.ProtocolVersion}, nil
 }
 
 func (f *fakeHerdr) ListWorkspaces(context.Context) ([]herdr.WorkspaceInfo, error) {
@@ -99,6 +113,12 @@ func (f *fakeHerdr) ListAgents(context.Context) ([]herdr.AgentInfo, error) {
 func (f *fakeHerdr) Subscribe(ctx context.Context, subs []herdr.Subscription) (Stream, error) {
 	if err := f.call("events.subscribe"); err != nil {
 		return nil, err
+	}
+	f.mu.Lock()
+	hook := f.beforeSubscribe
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -173,6 +193,43 @@ func (f *fakeHerdr) addPane(p herdr.PaneInfo, status herdr.AgentStatus) {
 		f.agents = append(f.agents, herdr.AgentInfo{PaneID: p.PaneID, TerminalID: p.TerminalID, TabID: p.TabID,
 			WorkspaceID: p.WorkspaceID, AgentStatus: status, Name: "agent-" + p.PaneID})
 	}
+}
+
+// closeTab removes a tab and its panes and agents from the fake herdr,
+// sending nothing: the caller decides which events herdr would send.
+func (f *fakeHerdr) closeTab(tabID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tabs = slices.DeleteFunc(f.tabs, func(t herdr.TabInfo) bool { return t.TabID == tabID })
+	f.panes = slices.DeleteFunc(f.panes, func(p herdr.PaneInfo) bool { return p.TabID == tabID })
+	f.agents = slices.DeleteFunc(f.agents, func(a herdr.AgentInfo) bool { return a.TabID == tabID })
+}
+
+// callOrder returns every call's method, in order.
+func (f *fakeHerdr) callOrder() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.order)
+}
+
+// snapshotHerdr is a fake herdr that also answers session.snapshot, with
+// err if set.
+type snapshotHerdr struct {
+	*fakeHerdr
+	err error
+}
+
+func (f snapshotHerdr) Snapshot(context.Context) (*Snapshot, error) {
+	if err := f.call("session.snapshot"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &Snapshot{Workspaces: slices.Clone(f.workspaces), Tabs: slices.Clone(f.tabs),
+		Panes: slices.Clone(f.panes), Agents: slices.Clone(f.agents)}, nil
 }
 
 func (f *fakeHerdr) setStatus(pane string, status herdr.AgentStatus) {

@@ -22,36 +22,34 @@ var globalSubscriptions = []string{
 
 var errReconnect = errors.New("herdr call failed; reconnecting")
 
-// run keeps the cache current: a full listing whenever herdr (re)appears
-// and every ResyncPeriod, and an events.subscribe stream in between,
-// resubscribed when the watched panes change or the stream drops. While
-// herdr is unreachable it retries with exponential backoff and the cache
-// stays unsynced.
+// run keeps the cache current: an events.subscribe stream, and a full read
+// of herdr taken after the stream is acknowledged (herdr does not replay
+// past events, so a read taken before subscribing would miss what changed
+// in between) and every ResyncPeriod. A stream that ends however it ends
+// (events_lost, a dropped connection) is followed by a new subscription and
+// a new read. While herdr is unreachable it retries with exponential
+// backoff and the cache stays unsynced.
 func (c *Cache) run(ctx context.Context) {
 	delay := c.o.ReconnectBackoff
 	for ctx.Err() == nil {
+		started := c.o.Clock.Now()
 		err := c.checkProtocol(ctx)
 		if err == nil {
-			err = c.resync(ctx)
+			err = c.follow(ctx)
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			c.lost(err)
-			if !c.sleep(ctx, delay) {
-				return
-			}
-			delay = min(delay*2, c.o.MaxReconnect)
-			continue
-		}
-		started := c.o.Clock.Now()
-		err = c.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		c.log.Debug("herdr event stream ended; listing again", "err", err)
-		if Unreachable(err) || errors.Is(err, errReconnect) {
+		if errors.Is(err, herdr.ErrEventsLost) {
+			// Not a loss of herdr: the cache stays synced (nothing in it is
+			// evidence of anything new being gone) and the read after the
+			// new subscription brings it up to date.
+			c.log.Info("herdr lost events of fleetd's subscription; resubscribing and reading herdr again", "err", err)
+		} else {
+			c.log.Debug("herdr event stream ended; subscribing and reading herdr again", "err", err)
+		}
+		var sf *syncFailed
+		if errors.As(err, &sf) || Unreachable(err) || errors.Is(err, errReconnect) {
 			c.lost(err)
 		}
 		// A stream that lived a while resets the backoff; one that keeps
@@ -66,15 +64,36 @@ func (c *Cache) run(ctx context.Context) {
 	}
 }
 
-// checkProtocol pings herdr when the cache is not synced, so that a herdr
-// speaking another protocol is reported instead of misread.
+// syncFailed is a read of herdr that failed: the cache is not current.
+type syncFailed struct{ err error }
+
+func (e *syncFailed) Error() string { return e.err.Error() }
+func (e *syncFailed) Unwrap() error { return e.err }
+
+// NewestProtocol is the newest herdr socket protocol fleetd was built
+// against. A herdr that reports a newer one is driven (herdr's JSON API
+// stays compatible; optional behaviour is decided from its capabilities and
+// errors) with a warning naming its version.
+const NewestProtocol = 22
+
+// checkProtocol pings herdr when the cache is not synced (herdr (re)appears),
+// records what it is in fleetd_herdr_info and reports a herdr speaking a
+// protocol the client refuses instead of misreading it.
 func (c *Cache) checkProtocol(ctx context.Context) error {
 	if c.view.isSynced() {
 		return nil
 	}
+	c.noSnapshot = false // a herdr that came back may be a newer one
 	cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
 	defer cancel()
-	_, err := c.src.Ping(cctx)
+	pong, err := c.src.Ping(cctx)
+	if pong != nil {
+		c.o.Metrics.setHerdr(pong.Version, pong.Protocol)
+		if pong.Protocol > NewestProtocol {
+			c.log.Warn("herdr is newer than fleetd knows; driving it anyway, deciding optional behaviour from its capabilities and errors",
+				"herdr_version", pong.Version, "protocol", pong.Protocol, "newest_known_protocol", NewestProtocol)
+		}
+	}
 	if errors.Is(err, herdr.ErrProtocolMismatch) {
 		c.log.Error("herdr speaks another protocol; fleetd will not drive it", "err", err)
 	}
@@ -100,30 +119,26 @@ func Unreachable(err error) bool {
 	return errors.Is(err, herdr.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// follow reads events until the stream ends, herdr fails or a periodic
+// follow subscribes, reads herdr once the subscription is acknowledged,
+// and then applies events until the stream ends, herdr fails or a periodic
 // resync fails.
 func (c *Cache) follow(ctx context.Context) error {
-	subs, panes, missing := c.subscriptions()
-	stream, stop, err := c.subscribe(ctx, subs)
+	stream, stop, panes, err := c.open(ctx)
 	if err != nil {
 		return fmt.Errorf("subscribe to herdr events: %w", err)
 	}
 	defer func() { stop() }()
 	c.setSubscribed(panes)
-	// Per-pane status events are not replayed: a change between the
-	// listing that came before and this subscription would be lost (after
-	// a restart, the adopted agents' statuses would stay stale until the
-	// next resync). One agent listing now that the stream runs catches up.
-	if len(panes) > 0 {
-		if err := c.catchUp(ctx); err != nil {
-			return err
-		}
+	// The read comes after the acknowledgement: whatever changes from now
+	// on is on the stream, whose events wait (in order) until the read is
+	// installed and are applied after it.
+	if err := c.resync(ctx); err != nil {
+		return &syncFailed{err}
 	}
-	// Drain a reconnect request from before this stream: the listing
-	// before it answered it, unless a herdr call failed after that listing
-	// was installed (a start cut by a herdr restart). The cache is then
-	// unsynced, every reader waits for a listing, and one is due now, not
-	// at the next resync.
+	// Drain a reconnect request from before this stream: the read above
+	// answered it, unless a herdr call failed after it was installed (a
+	// start cut by a herdr restart). The cache is then unsynced, every
+	// reader waits for a read, and one is due now, not at the next resync.
 	select {
 	case <-c.kick:
 	default:
@@ -153,7 +168,6 @@ func (c *Cache) follow(ctx context.Context) error {
 			probeC = probe.C()
 		}
 	}
-	armProbe(missing)
 	// swap replaces the stream by next, which covers npanes.
 	swap := func(next Stream, nextStop func(), npanes []string) error {
 		stop()
@@ -165,6 +179,25 @@ func (c *Cache) follow(ctx context.Context) error {
 		// started catches up on them.
 		return c.catchUp(ctx)
 	}
+	// The read may show watched panes the first subscription could not
+	// cover (a first start knows no panes; a pane that closed made herdr
+	// refuse the whole list): cover them now, not a settle delay later.
+	_, npanes, missing := c.subscriptions()
+	if !slices.Equal(npanes, panes) {
+		next, nextStop, err := c.subscribe(ctx, subscriptionsFor(npanes))
+		switch {
+		case herdr.IsCode(err, "pane_not_found"):
+			// One closed since the read; its close event is on this stream.
+			c.Rewatch()
+		case err != nil:
+			return fmt.Errorf("resubscribe to herdr events: %w", err)
+		default:
+			if err := swap(next, nextStop, npanes); err != nil {
+				return err
+			}
+		}
+	}
+	armProbe(missing)
 	for {
 		select {
 		case <-ctx.Done():
@@ -247,6 +280,21 @@ func (c *Cache) follow(ctx context.Context) error {
 	}
 }
 
+// open opens the stream a (re)subscription starts with: lifecycle events
+// and the status of every watched pane. Which watched panes still exist is
+// not known before the read that follows, and herdr refuses a whole list
+// for one unknown pane, so a refused list is followed by one with the
+// lifecycle events only; the read then shows which panes to add.
+func (c *Cache) open(ctx context.Context) (Stream, func(), []string, error) {
+	panes := sortedKeys(c.watched())
+	stream, stop, err := c.subscribe(ctx, subscriptionsFor(panes))
+	if herdr.IsCode(err, "pane_not_found") && len(panes) > 0 {
+		panes = nil
+		stream, stop, err = c.subscribe(ctx, subscriptionsFor(nil))
+	}
+	return stream, stop, panes, err
+}
+
 // subscribe opens an event stream whose acknowledgement must arrive within
 // CallTimeout (a hanging herdr must not stall the cache); the stream then
 // lives until stop is called or ctx ends. The deadline is wall-clock time,
@@ -297,41 +345,24 @@ func subscriptionsFor(panes []string) []herdr.Subscription {
 	return subs
 }
 
-// resync lists herdr in full (a fixed number of calls: workspaces, the tabs
-// of each workspace, panes, agents), installs the listing, passes the
-// watched panes' statuses on and tells the OnSynced handlers. A failed or
-// partial listing changes nothing.
+// resync reads herdr in full (session.snapshot, or a fixed number of
+// listings: workspaces, the tabs of each workspace, panes, agents),
+// installs the read, passes the watched panes' statuses on and tells the
+// OnSynced handlers. A failed or partial read changes nothing.
 func (c *Cache) resync(ctx context.Context) error {
 	start := c.view.begin()
 	cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
 	defer cancel()
-	var l listing
-	var err error
-	if l.workspaces, err = c.src.ListWorkspaces(cctx); err != nil {
-		return fmt.Errorf("list herdr workspaces: %w", err)
-	}
-	for _, w := range l.workspaces {
-		tabs, err := c.src.ListTabs(cctx, w.WorkspaceID)
-		if herdr.IsCode(err, "workspace_not_found") {
-			continue // closed since the workspace list
-		}
-		if err != nil {
-			return fmt.Errorf("list herdr tabs of %s: %w", w.WorkspaceID, err)
-		}
-		l.tabs = append(l.tabs, tabs...)
-	}
-	if l.panes, err = c.src.ListPanes(cctx, ""); err != nil {
-		return fmt.Errorf("list herdr panes: %w", err)
-	}
-	if l.agents, err = c.src.ListAgents(cctx); err != nil {
-		return fmt.Errorf("list herdr agents: %w", err)
+	l, err := c.read(cctx)
+	if err != nil {
+		return err
 	}
 	c.view.install(start, l)
-	clear(c.confirmed) // the listing shows what exists
+	clear(c.confirmed) // the read shows what exists
 	watched := c.watched()
 	c.pruneStatuses(watched)
 	for _, p := range sortedKeys(watched) {
-		// The agent listing came after the pane listing: its status is
+		// The agents are read with or after the panes: their status is
 		// the fresher one.
 		if pn, ok := c.Pane("", p); ok && pn.HasAgent && pn.Agent.AgentStatus != "" {
 			c.view.setAgentStatus(pn.PaneID, pn.Agent.AgentStatus)
@@ -344,6 +375,45 @@ func (c *Cache) resync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// read takes one full read of herdr: session.snapshot where the source and
+// herdr have it, else the listings.
+func (c *Cache) read(ctx context.Context) (listing, error) {
+	if s, ok := c.src.(Snapshotter); ok && !c.noSnapshot {
+		snap, err := s.Snapshot(ctx)
+		if err == nil {
+			return listing{workspaces: snap.Workspaces, tabs: snap.Tabs, panes: snap.Panes, agents: snap.Agents}, nil
+		}
+		if !herdr.IsCode(err, "unknown_method") && !herdr.IsCode(err, "not_implemented") && !herdr.IsCode(err, "invalid_request") {
+			return listing{}, fmt.Errorf("read herdr's session snapshot: %w", err)
+		}
+		// Until herdr goes away (a restarted herdr may be a newer one).
+		c.noSnapshot = true
+		c.log.Info("herdr has no session.snapshot; listing workspaces, tabs, panes and agents instead", "err", err)
+	}
+	var l listing
+	var err error
+	if l.workspaces, err = c.src.ListWorkspaces(ctx); err != nil {
+		return l, fmt.Errorf("list herdr workspaces: %w", err)
+	}
+	for _, w := range l.workspaces {
+		tabs, err := c.src.ListTabs(ctx, w.WorkspaceID)
+		if herdr.IsCode(err, "workspace_not_found") {
+			continue // closed since the workspace list
+		}
+		if err != nil {
+			return l, fmt.Errorf("list herdr tabs of %s: %w", w.WorkspaceID, err)
+		}
+		l.tabs = append(l.tabs, tabs...)
+	}
+	if l.panes, err = c.src.ListPanes(ctx, ""); err != nil {
+		return l, fmt.Errorf("list herdr panes: %w", err)
+	}
+	if l.agents, err = c.src.ListAgents(ctx); err != nil {
+		return l, fmt.Errorf("list herdr agents: %w", err)
+	}
+	return l, nil
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -27,6 +27,23 @@ type Source interface {
 	Subscribe(ctx context.Context, subs []herdr.Subscription) (Stream, error)
 }
 
+// Snapshotter is a [Source] that can also read all of herdr in one call,
+// session.snapshot. The cache uses it where herdr has it, and the four
+// listings of [Lister] where herdr answers unknown_method, not_implemented
+// or invalid_request (protocol 20's answer to a method it does not know).
+type Snapshotter interface {
+	Snapshot(ctx context.Context) (*Snapshot, error)
+}
+
+// Snapshot is herdr's state read in one call (session.snapshot's
+// workspaces, tabs, panes and agents).
+type Snapshot struct {
+	Workspaces []herdr.WorkspaceInfo
+	Tabs       []herdr.TabInfo
+	Panes      []herdr.PaneInfo
+	Agents     []herdr.AgentInfo
+}
+
 // Stream is a live event subscription, as *herdr.Stream is one.
 type Stream interface {
 	// Events delivers events in herdr's order; it is closed when the

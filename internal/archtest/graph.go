@@ -70,7 +70,7 @@ var allowed = Graph{
 	"controllers/launch":     {"api/v1alpha1"},
 	"controllers/store":      {"api/v1alpha1", "api/decode", "internal/atomicfile", "internal/clock", "internal/statedir", fsnotify, yaml, sigsyaml},
 	"controllers/workqueue":  {"internal/clock", prometheus, rate},
-	"controllers/herdrcache": {"herdr", "internal/clock"},
+	"controllers/herdrcache": {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "controllers/store", "controllers/workqueue",
 		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/statedir", prometheus},
 

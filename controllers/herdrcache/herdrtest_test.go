@@ -1,0 +1,130 @@
+package herdrcache_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
+	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+)
+
+// hookedSource runs before (once) when the cache first subscribes, before
+// herdr sees the request: what herdr does then reaches no stream.
+type hookedSource struct {
+	herdrcache.Source
+	once   sync.Once
+	before func()
+}
+
+func (s *hookedSource) Subscribe(ctx context.Context, subs []herdr.Subscription) (herdrcache.Stream, error) {
+	s.once.Do(s.before)
+	return s.Source.Subscribe(ctx, subs)
+}
+
+type statusLog struct {
+	mu  sync.Mutex
+	obs []string
+	seq []uint64
+}
+
+func (l *statusLog) observe(_, status string, seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.obs = append(l.obs, status)
+	l.seq = append(l.seq, seq)
+}
+
+func (l *statusLog) get() ([]string, []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.obs...), append([]uint64(nil), l.seq...)
+}
+
+// Against the fake herdr speaking live-only subscriptions (no replay, as
+// protocol 22 does): a pane that exits while the cache subscribes is not
+// cached (the read follows the acknowledgement), and a burst of 500 status
+// changes reaches the handlers in full, in order, each numbered.
+func TestCache_OnFakeHerdr_LiveOnlyEventsAndBursts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, EventRing: 4096,
+			Validator: validated.Schema()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		hc := herdr.New(&herdr.Options{Dial: srv.Dial})
+		ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agentPane := ws.RootPane.PaneID
+		if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: agentPane}, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		other, err := hc.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: "fleetd/other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &hookedSource{Source: herdrcache.FromClient(hc), before: func() {
+			if err := srv.KillPane(other.RootPane.PaneID); err != nil {
+				t.Error(err)
+			}
+		}}
+		cache := herdrcache.New(src, &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
+			ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
+		var log statusLog
+		cache.AddHandler(herdrcache.Handler{OnAgentStatus: log.observe})
+		cache.Watch(func() []string { return []string{agentPane} })
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- cache.Run(runCtx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		synctest.Wait()
+		if !cache.Synced() {
+			t.Fatal("cache not synced")
+		}
+		if _, ok := cache.Pane("", other.RootPane.PaneID); ok {
+			t.Error("a pane that exited while the cache subscribed is cached")
+		}
+		if got := cache.Subscribed(); !cmp.Equal(got, []string{agentPane}) {
+			t.Fatalf("Subscribed = %v, want [%s]", got, agentPane)
+		}
+
+		first, _ := log.get()
+		const burst = 500
+		var want []string
+		for i := range burst {
+			st := []string{"working", "idle"}[i%2]
+			if err := srv.SetAgentStatus(agentPane, st); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, st)
+		}
+		synctest.Wait()
+		got, seqs := log.get()
+		got, seqs = got[len(first):], seqs[len(first):]
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("statuses of the burst (-want +got):\n%s", diff)
+		}
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] != seqs[i-1]+1 {
+				t.Fatalf("seq %d after %d at status %d of the burst", seqs[i], seqs[i-1], i)
+			}
+		}
+	})
+}
