@@ -188,7 +188,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		mopts.PrimaryTarget = cfg.PrimaryPane
 	}
 	mopts.Admit = messaging.AdmitMembers(roster)
-	core, err := messaging.New(state.Messages(), herdrprompt.New(client), &mopts)
+	prompter := herdrprompt.New(client)
+	defer prompter.Close() // after the core: its completion checks feed the core
+	core, err := messaging.New(state.Messages(), prompter, &mopts)
 	if err != nil {
 		return err
 	}
@@ -200,7 +202,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	// manager runs, which is after both exist.
 	var handler *mcp.Handler
 	mgr, err := controllers.New(&controllers.Options{
-		OnAgentStatus: core.ObserveStatus,
+		OnAgentStatus: prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
 		OnPaneGone: func(member, paneID, reason string) {
 			core.WorkerGone(member, reason)
 			handler.PaneGone(paneID)

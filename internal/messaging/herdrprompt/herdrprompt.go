@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -13,22 +16,87 @@ import (
 type Client interface {
 	PromptAgent(ctx context.Context, p herdr.AgentPromptParams) (*herdr.AgentInfo, error)
 	ReadAgent(ctx context.Context, p herdr.AgentReadParams) (*herdr.PaneReadResult, error)
+	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 }
 
-// Prompter is a messaging.Prompter over a herdr client.
-type Prompter struct{ c Client }
+// CheckTimeout bounds the one agent.get of a completion check.
+const CheckTimeout = 10 * time.Second
 
-var _ messaging.Prompter = Prompter{}
+// Prompter is a messaging.Prompter over a herdr client, and the status feed
+// that adds herdr's completion evidence ([Prompter.Feed]). Close it when done.
+type Prompter struct {
+	c      Client
+	ctx    context.Context // of the completion checks; Close cancels it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu orders everything passed to the feed's observe: the cache's
+	// observations and the changes a completion check adds.
+	mu      sync.Mutex
+	observe func(name, status string, seq uint64)
+	workers map[string]*worker
+}
+
+// worker is what the feed knows of one agent target.
+type worker struct {
+	in      uint64 // the last seq observed, as numbered by the caller
+	off     uint64 // added to the caller's numbers: the changes the feed added moved them ahead
+	status  string // the last status observed
+	pending *delivery
+}
+
+// delivery is a prompt herdr typed whose turn has shown no start yet.
+type delivery struct {
+	since    *uint64 // completion_seq in agent.prompt's answer; nil: herdr reports none (protocol 20)
+	started  bool    // a working or blocked status was observed since the prompt went out
+	checking bool    // a completion check is in flight
+}
+
+var _ messaging.Prompter = (*Prompter)(nil)
 
 // New returns a Prompter that talks to herdr through c.
-func New(c Client) Prompter { return Prompter{c: c} }
+func New(c Client) *Prompter {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Prompter{c: c, ctx: ctx, cancel: cancel, workers: map[string]*worker{}}
+}
+
+// Close stops the completion checks in flight and waits for them.
+func (p *Prompter) Close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+func (p *Prompter) worker(target string) *worker {
+	w := p.workers[target]
+	if w == nil {
+		w = &worker{}
+		p.workers[target] = w
+	}
+	return w
+}
 
 // Prompt types text into the agent target (a pane id or live agent name) and
 // returns as soon as herdr has typed it. A failure is a
 // *messaging.PromptError classified by [Classify] that wraps herdr's error
-// unchanged.
-func (p Prompter) Prompt(ctx context.Context, target, text string) error {
-	if _, err := p.c.PromptAgent(ctx, herdr.AgentPromptParams{Target: target, Text: text}); err != nil {
+// unchanged. The completion_seq in herdr's answer is the baseline of the
+// turn's completion evidence (see [Prompter.Feed]).
+func (p *Prompter) Prompt(ctx context.Context, target, text string) error {
+	d := &delivery{}
+	p.mu.Lock()
+	p.worker(target).pending = d // a start observed from now on belongs to this prompt
+	p.mu.Unlock()
+	info, err := p.c.PromptAgent(ctx, herdr.AgentPromptParams{Target: target, Text: text})
+	p.mu.Lock()
+	if w := p.workers[target]; w.pending == d {
+		if err != nil || info == nil || info.CompletionSeq == nil {
+			w.pending = nil // no baseline: the core's working → idle rule alone ends the turn
+		} else {
+			since := *info.CompletionSeq
+			d.since = &since
+		}
+	}
+	p.mu.Unlock()
+	if err != nil {
 		err = fmt.Errorf("prompt agent %s: %w", target, err)
 		pe := &messaging.PromptError{Verdict: Classify(err), Err: err}
 		if herdr.IsCode(err, "agent_blocked") {
@@ -39,11 +107,85 @@ func (p Prompter) Prompt(ctx context.Context, target, text string) error {
 	return nil
 }
 
+// Feed wraps observe (normally messaging.Core.ObserveStatus) so that a turn
+// ends on herdr's evidence even when its working phase was never observed.
+// Pass the returned func every status observation of the workers (the
+// cache's numbering: seq moves with every change of state); name must be
+// the agent target the prompts were typed into (fleetd's member name).
+//
+// herdr (protocol 22) reports completion_seq, which advances whenever the
+// agent finished work. When a prompt was typed (Prompt kept the answer's
+// completion_seq) and the worker is observed idle or done with no working or
+// blocked status observed since, the feed asks herdr for the agent once
+// (agent.get, in the background; at most one check per worker in flight).
+// If its completion_seq advanced past the one at delivery and it is still
+// idle or done, the turn ran unseen: the feed passes on the change that was
+// missed — working, then the status again — numbered after the last seq it
+// passed on, and numbers every later observation of that worker past them,
+// so the core sees the turn start and end. Where herdr reports no
+// completion_seq (protocol 20) observations pass through unchanged, and the
+// core's working → idle rule is the only one. Feed may be called once.
+func (p *Prompter) Feed(observe func(name, status string, seq uint64)) func(name, status string, seq uint64) {
+	p.mu.Lock()
+	p.observe = observe
+	p.mu.Unlock()
+	return p.observed
+}
+
+func (p *Prompter) observed(name, status string, seq uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.worker(name)
+	w.in, w.status = seq, status
+	d := w.pending
+	if d != nil && (status == messaging.StatusWorking || status == messaging.StatusBlocked) {
+		d.started = true
+		w.pending = nil // the turn shows its start; the core ends it on its own
+		d = nil
+	}
+	p.observe(name, status, seq+w.off)
+	if d == nil || d.since == nil || d.checking || !idle(status) {
+		return
+	}
+	d.checking = true
+	p.wg.Add(1)
+	go p.check(name, d)
+}
+
+func idle(status string) bool {
+	return status == messaging.StatusIdle || status == messaging.StatusDone
+}
+
+// check asks herdr whether the turn of delivery d completed unseen, and if
+// so passes the missed change on.
+func (p *Prompter) check(name string, d *delivery) {
+	defer p.wg.Done()
+	ctx, cancel := context.WithTimeout(p.ctx, CheckTimeout)
+	a, err := p.c.GetAgent(ctx, name)
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d.checking = false
+	w := p.workers[name]
+	if err != nil || a == nil || a.CompletionSeq == nil || p.ctx.Err() != nil {
+		return // the next idle observation checks again
+	}
+	if w.pending != d || d.started || !idle(w.status) || !idle(string(a.AgentStatus)) || *a.CompletionSeq <= *d.since {
+		return
+	}
+	w.pending = nil
+	base := w.in + w.off
+	w.off += 2
+	p.observe(name, messaging.StatusWorking, base+1)
+	p.observe(name, w.status, base+2)
+}
+
 // Classify sorts the errors of agent.prompt: codes herdr returns before it
-// types anything are NotSent, agent_prompt_stalled and agent_prompt_failed
-// are Uncertain, other herdr codes Failed; herdr unreachable (dial failed) is
-// NotSent, a connection that broke after the request is Uncertain, and so is
-// anything unrecognised.
+// types anything are NotSent; agent_prompt_stalled, and protocol 22's
+// failures after the text was typed (agent_prompt_failed, timeout), are
+// Uncertain — never re-sent; other herdr codes Failed; herdr unreachable
+// (dial failed) is NotSent, a connection that broke after the request is
+// Uncertain, and so is anything unrecognised.
 func Classify(err error) messaging.Verdict {
 	if err == nil {
 		return messaging.Delivered
@@ -65,13 +207,27 @@ func Classify(err error) messaging.Verdict {
 	return messaging.Uncertain
 }
 
-// ReadTail returns the last lines of the agent's terminal as plain text.
-func (p Prompter) ReadTail(ctx context.Context, target string, lines int) (string, error) {
+// ReadTail returns the last lines (at most lines) of what the agent's
+// terminal shows, as plain text. It reads the visible screen: a read of more
+// lines than the viewport makes herdr scroll an idle alternate-screen agent
+// (Claude Code, OpenCode) through its own history and back, and a read must
+// change nothing.
+func (p *Prompter) ReadTail(ctx context.Context, target string, lines int) (string, error) {
 	strip := true
-	r, err := p.c.ReadAgent(ctx, herdr.AgentReadParams{Target: target, Source: herdr.SourceRecentUnwrapped,
-		Lines: lines, Format: herdr.FormatText, StripANSI: &strip})
+	r, err := p.c.ReadAgent(ctx, herdr.AgentReadParams{Target: target, Source: herdr.SourceVisible,
+		Format: herdr.FormatText, StripANSI: &strip})
 	if err != nil {
 		return "", fmt.Errorf("read agent %s: %w", target, err)
 	}
-	return r.Text, nil
+	return lastLines(r.Text, lines), nil
+}
+
+// lastLines returns the last n lines of text, blank lines at the bottom of
+// the screen left out.
+func lastLines(text string, n int) string {
+	all := strings.Split(strings.TrimRight(text, " \n"), "\n")
+	if n > 0 && len(all) > n {
+		all = all[len(all)-n:]
+	}
+	return strings.Join(all, "\n")
 }
