@@ -348,5 +348,23 @@ func TestCache_HerdrInfoMetric(t *testing.T) {
 		if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "herdr_version=0.10.0") {
 			t.Errorf("no warning naming herdr 0.10.0:\n%s", l)
 		}
+
+		// A herdr the client refuses is shown too, and not driven.
+		f.setDown(true)
+		synctest.Wait()
+		f.mu.Lock()
+		f.pong = &herdr.Pong{Version: "0.7.0", Protocol: 19}
+		f.pingErr = fmt.Errorf("%w: herdr 0.7.0 speaks protocol 19", herdr.ErrProtocolMismatch)
+		f.mu.Unlock()
+		f.setDown(false)
+		time.Sleep(testOpts.MaxReconnect)
+		synctest.Wait()
+		if c.Synced() {
+			t.Error("a herdr the client refuses is driven")
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(head+`fleetd_herdr_info{protocol="19",version="0.7.0"} 1
+`), "fleetd_herdr_info"); err != nil {
+			t.Error(err)
+		}
 	})
 }

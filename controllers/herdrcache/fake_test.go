@@ -28,8 +28,10 @@ type fakeHerdr struct {
 	beforeSubscribe func()
 	// order is every call's method, in order.
 	order []string
-	// pong is what ping answers; nil is protocol 20.
-	pong *herdr.Pong
+	// pong is what ping answers; nil is protocol 20. pingErr, if set, is
+	// returned with it (a client refusing the protocol returns both).
+	pong    *herdr.Pong
+	pingErr error
 }
 
 func newFake() *fakeHerdr { return &fakeHerdr{calls: map[string]int{}} }
@@ -57,7 +59,7 @@ func (f *fakeHerdr) Ping(context.Context) (*herdr.Pong, error) {
 	defer f.mu.Unlock()
 	if f.pong != nil {
 		p := *f.pong
-		return &p, nil
+		return &p, f.pingErr
 	}
 	return &herdr.Pong{Version: "0.8.2", Protocol: herdr.ProtocolVersion}, nil
 }
