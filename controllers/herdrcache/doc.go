@@ -36,7 +36,9 @@
 //     holds what it has not sent.
 //   - A stream that ends — events_lost (the subscriber fell behind herdr's
 //     history; [herdr.ErrEventsLost]) or any other drop — is followed by a
-//     new subscription and a new read. events_lost is not a loss of herdr:
+//     new subscription and a new read (after events_lost on a stream that
+//     lived a while, at once; a stream that keeps ending backs off like a
+//     reconnect). events_lost is not a loss of herdr:
 //     the cache stays [Cache.Synced] throughout, so readers recreate
 //     nothing because of it, and the read after the new subscription drops
 //     only what herdr no longer has. Every watched pane's status in that

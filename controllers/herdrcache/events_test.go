@@ -153,8 +153,8 @@ func (p *presence) missing() []string {
 	return p.absent
 }
 
-// events_lost ends the stream: the cache subscribes again and reads herdr
-// again. It stays synced (readers recreate nothing), a pane that lives on is
+// events_lost ends the stream: the cache subscribes again at once and
+// reads herdr again. It stays synced (readers recreate nothing), a pane that lives on is
 // never missing, one that closed during the gap is gone, the status change
 // no event reported is passed on with its number, and a later change on the
 // new stream is seen.
@@ -186,12 +186,10 @@ func TestCache_EventsLostResubscribesAndResyncs(t *testing.T) {
 		f.mu.Unlock()
 		c.TabCreated(created) // a writer's own report, during the gap
 		before := f.callCounts()
+		// The stream has lived a while: herdr is there, and the cache
+		// resubscribes at once, with no backoff.
+		time.Sleep(2 * testOpts.MaxReconnect)
 		f.drop(errEventsLost)
-		synctest.Wait()
-		if !c.Synced() {
-			t.Error("events_lost unsynced the cache")
-		}
-		time.Sleep(testOpts.ReconnectBackoff)
 		synctest.Wait()
 
 		if s, u := r.counts(); s != 2 || u != 0 {
@@ -231,6 +229,21 @@ func TestCache_EventsLostResubscribesAndResyncs(t *testing.T) {
 		synctest.Wait()
 		if obs := r.observed(); obs[len(obs)-1] != (observation{"p1", "idle", 3}) {
 			t.Errorf("statuses %+v; want idle numbered 3 from the new stream", obs)
+		}
+
+		// A stream that loses events again at once is resubscribed after
+		// the backoff, not in a tight loop.
+		subs := f.callCounts()["events.subscribe"]
+		f.drop(errEventsLost)
+		synctest.Wait()
+		if n := f.callCounts()["events.subscribe"]; n != subs {
+			t.Errorf("resubscribed %d times at once after a stream that lived no time", n-subs)
+		}
+		time.Sleep(testOpts.ReconnectBackoff)
+		synctest.Wait()
+		// Refused for p2 (still watched, gone), without it, then with p1.
+		if n := f.callCounts()["events.subscribe"]; n != subs+3 || !c.Synced() {
+			t.Errorf("after the backoff: %d subscriptions, synced %v; want 3, synced", n-subs, c.Synced())
 		}
 	})
 }

@@ -56,6 +56,9 @@ func (c *Cache) run(ctx context.Context) {
 		// dropping at once must not become a tight loop.
 		if c.o.Clock.Now().Sub(started) > c.o.MaxReconnect {
 			delay = c.o.ReconnectBackoff
+			if errors.Is(err, herdr.ErrEventsLost) {
+				continue // herdr is there: resubscribe now, the cache is stale meanwhile
+			}
 		}
 		if !c.sleep(ctx, delay) {
 			return
