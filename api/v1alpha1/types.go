@@ -160,7 +160,18 @@ type ProfileSpec struct {
 	RestartPolicy string `json:"restartPolicy,omitempty"`
 	// ToolTimeout is the harness's MCP tool-call timeout set by the adapter.
 	ToolTimeout Duration `json:"toolTimeout,omitzero"`
+	// Resume is Auto or Never; default Auto. Auto: a member whose agent
+	// exited or whose pane died is relaunched into the agent's own earlier
+	// session when herdr reported one (agent_session) and the harness has
+	// a resume command; Never: every relaunch is a fresh start.
+	Resume string `json:"resume,omitempty"`
 }
+
+// Resume policies for ProfileSpec.Resume.
+const (
+	ResumeAuto  = "Auto"
+	ResumeNever = "Never"
+)
 
 // Tenant is a connected tenant's gateway.
 type Tenant struct {
