@@ -144,7 +144,7 @@ const (
 
 // ProfileSpec describes a harness launch.
 type ProfileSpec struct {
-	// Harness is a herdr agent kind: claude, codex, gemini, opencode, …
+	// Harness is a herdr agent kind: claude, codex, gemini, opencode, qwen, …
 	Harness string `json:"harness"`
 	// Description is shown to models by bridge_profiles.
 	Description string `json:"description,omitempty"`
