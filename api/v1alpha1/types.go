@@ -111,6 +111,24 @@ type PlanRow struct {
 	CredentialEnv string `json:"credentialEnv,omitempty"`
 }
 
+// AgentSession points at an agent's own session record — its conversation,
+// which the harness can reopen — as herdr reports it (agent_session): the
+// integration that reported it, the agent kind it belongs to, whether Value
+// is a session id or a transcript path, and the value. It is the harness's
+// session, not fleetd's (MemberStatus.SessionID), and never a secret.
+type AgentSession struct {
+	Source string `json:"source,omitempty"`
+	Agent  string `json:"agent"`
+	Kind   string `json:"kind"`
+	Value  string `json:"value"`
+}
+
+// Kinds of AgentSession.Value, herdr's agent_session kinds.
+const (
+	AgentSessionKindID   = "id"
+	AgentSessionKindPath = "path"
+)
+
 // MemberStatus is written by fleetd, never into the operator's file.
 type MemberStatus struct {
 	Phase              string      `json:"phase,omitempty"`
