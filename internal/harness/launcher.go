@@ -150,8 +150,6 @@ func (l *Launcher) prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.
 		if resumeArgs, err = ResumeArgs(p.Spec.Harness, *resume); err != nil {
 			return launch.Spec{}, fmt.Errorf("member %q: %w", m.Name, err)
 		}
-		s := *resume
-		resume = &s // the spec shares nothing with the caller's session
 	}
 	if !safeDirName(m.Name) {
 		return launch.Spec{}, plan.Errorf(v1alpha1.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
@@ -195,9 +193,8 @@ func (l *Launcher) prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.
 	env[URLEnv] = l.gateway.URL
 	env[MemberEnv] = m.Name
 
-	args := slices.Concat(p.Spec.Args, r.Args, resumeArgs)
 	return launch.Spec{
-		Args:    args,
+		Args:    slices.Concat(p.Spec.Args, r.Args, resumeArgs),
 		Env:     env,
 		Plan:    rows,
 		Token:   string(id),

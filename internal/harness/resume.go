@@ -40,11 +40,19 @@ const MaxSessionValue = 256
 //     from claude to codex gets a fresh start);
 //   - the value is unsafe in argv: empty, longer than [MaxSessionValue],
 //     not UTF-8, starting with '-' (it would be read as an option), or
-//     holding a space, control or format character.
+//     holding a space, control or format character;
+//   - the session's source or agent is not text fit for a status: longer
+//     than MaxSessionValue, not UTF-8, or holding a control or format
+//     character.
 func ResumeArgs(harness string, s v1alpha1.AgentSession) ([]string, error) {
 	r, ok := For(harness).(SessionResumer)
 	if !ok {
 		return nil, fmt.Errorf("%w: fleetd knows no resume command for harness %q (herdr does not report an integration's resume_argv to clients)", launch.ErrCannotResume, harness)
+	}
+	for _, f := range []struct{ name, v string }{{"source", s.Source}, {"agent", s.Agent}} {
+		if err := checkText(f.v); err != nil {
+			return nil, fmt.Errorf("%w: the session's %s %w", launch.ErrCannotResume, f.name, err)
+		}
 	}
 	if got, want := CanonicalKind(s.Agent), CanonicalKind(harness); got != want {
 		return nil, fmt.Errorf("%w: the session belongs to agent kind %q, the profile's harness is %q", launch.ErrCannotResume, s.Agent, harness)
@@ -61,20 +69,33 @@ func ResumeArgs(harness string, s v1alpha1.AgentSession) ([]string, error) {
 // checkSessionValue refuses a value that could be anything but one plain
 // argv word naming a session.
 func checkSessionValue(v string) error {
-	switch {
-	case v == "":
+	if v == "" {
 		return fmt.Errorf("is empty")
+	}
+	if err := checkText(v); err != nil {
+		return err
+	}
+	if strings.HasPrefix(v, "-") {
+		return fmt.Errorf("%q starts with '-' and would be read as an option", v)
+	}
+	if i := strings.IndexFunc(v, unicode.IsSpace); i >= 0 {
+		return fmt.Errorf("%q holds %U, a space", v, []rune(v[i:])[0])
+	}
+	return nil
+}
+
+// checkText refuses text unfit for argv or a status: longer than
+// [MaxSessionValue] bytes, not UTF-8, or holding a control or format
+// character.
+func checkText(v string) error {
+	switch {
 	case len(v) > MaxSessionValue:
 		return fmt.Errorf("is %d bytes long, more than %d", len(v), MaxSessionValue)
 	case !utf8.ValidString(v):
 		return fmt.Errorf("%q is not UTF-8", v)
-	case strings.HasPrefix(v, "-"):
-		return fmt.Errorf("%q starts with '-' and would be read as an option", v)
 	}
-	for _, r := range v {
-		if unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
-			return fmt.Errorf("%q holds %U, a space, control or format character", v, r)
-		}
+	if i := strings.IndexFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }); i >= 0 {
+		return fmt.Errorf("%q holds %U, a control or format character", v, []rune(v[i:])[0])
 	}
 	return nil
 }
