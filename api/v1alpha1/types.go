@@ -143,6 +143,10 @@ type MemberStatus struct {
 	Restarts           int32       `json:"restarts,omitempty"`
 	LastError          string      `json:"lastError,omitempty"`
 	Plan               []PlanRow   `json:"plan,omitempty"`
+	// ResumedSession is the agent's own session the current pane was
+	// launched to resume (the harness's resume command); nil for a fresh
+	// start.
+	ResumedSession *AgentSession `json:"resumedSession,omitempty"`
 }
 
 // Profile says how to launch a kind of agent. Operator-owned: the only
