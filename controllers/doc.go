@@ -34,7 +34,10 @@
 //     the tab on a spec change (generation bump); adopt a live pane by
 //     terminal id; recreate a closed pane or exited agent per restartPolicy
 //     with exponential backoff, counting restarts and turning Degraded in a
-//     crash loop; or create the member's dedicated, labelled tab (pane
+//     crash loop — resuming the agent's own session herdr reported
+//     (agent_session) through launch.Resumer unless the profile says
+//     resume: Never, and starting afresh, with an event, when that cannot
+//     work (resume.go); or create the member's dedicated, labelled tab (pane
 //     environment set at creation) in its workspace and start the agent,
 //     waiting for interactive_ready. Status is written only when it
 //     changes; a condition's lastTransitionTime moves only when it flips.

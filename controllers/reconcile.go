@@ -135,6 +135,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			} else if b.st.PaneID == "" {
 				m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted running pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
 			}
+			observeSession(rt, p)
 			if agent.LaunchPending && !agent.InteractiveReady {
 				return m.stillStarting(ctx, name, mem, b, rt, rec, profile)
 			}
@@ -145,6 +146,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		}
 		why := fmt.Sprintf("pane %s closed", rec.PaneID)
 		if alive {
+			observeSession(rt, p)
 			why = fmt.Sprintf("agent in pane %s exited", pane.PaneID)
 			if err := m.closeOwned(ctx, rec, goneAgentExited); err != nil {
 				return Result{}, err
@@ -276,6 +278,7 @@ func degradedCond(rt *runtime, after int) [3]string {
 // recreation is immediate), counting restarts; Degraded after DegradedAfter
 // failures in a row; never a tight loop.
 func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, why string) Result {
+	m.resumeFailed(name, rt, why)
 	rt.failures++
 	rt.lastError = why
 	b.clearPane()
@@ -323,7 +326,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	}
 	// Resolve the plan before touching herdr: a member that cannot launch
 	// (tenant or credential missing) must not leave a workspace behind.
-	spec, err := m.launcher.Prepare(ctx, mem, p, snap.Tenants)
+	spec, err := m.prepare(ctx, name, mem, p, snap, rt)
 	if err != nil {
 		var r interface{ Reason() string }
 		if errors.As(err, &r) {
@@ -384,6 +387,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	timeout := startupTimeout(p)
 	b.setPane(rec)
 	b.st.Plan = spec.Plan
+	m.launching(b, rt, spec)
 	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
 		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
 		degradedCond(rt, m.o.DegradedAfter))
@@ -405,7 +409,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		if cerr := m.closeOwned(ctx, rec, goneStartFailed); cerr != nil {
 			return Result{}, cerr
 		}
-		if invalidSpec(err) {
+		if invalidSpec(err) && rt.resumed == nil { // a refused resume falls back to a fresh start
 			return m.unlaunchable(name, mem, p, b, rt, err), nil
 		}
 		why := err.Error()
@@ -416,6 +420,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	}
 	m.cache.AgentStarted(*agent) // numbers its status and passes it to OnAgentStatus
 	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
+	m.started(name, rt, *agent)
 	return m.running(name, b, rt, rec, agent.AgentStatus), nil
 }
 

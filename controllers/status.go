@@ -25,6 +25,12 @@ type runtime struct {
 	failedGen     int64
 	failedProfile *v1alpha1.Profile
 	lastError     string
+	// session is the agent_session herdr last reported for the member's
+	// agent; resumed is the session the current pane's launch resumed
+	// (nil: a fresh start), at resumedAt (resume.go).
+	session   *v1alpha1.AgentSession
+	resumed   *v1alpha1.AgentSession
+	resumedAt time.Time
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
@@ -79,6 +85,7 @@ func (b *statusBuilder) set(phase string, ready, progressing, degraded [3]string
 
 func (b *statusBuilder) clearPane() {
 	b.st.PaneID, b.st.TerminalID, b.st.TabID, b.st.WorkspaceID, b.st.AgentStatus = "", "", "", "", ""
+	b.st.ResumedSession = nil
 }
 
 func (b *statusBuilder) setPane(r Ownership) {

@@ -151,7 +151,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 		},
 		{
 			name: "profile validation",
-			in:   profile("harness: Codex", "cwd: rel", "startupTimeout: 3s", "restartPolicy: always", "toolTimeout: -1s", `env: {"A=B": x, "": y}`),
+			in:   profile("harness: Codex", "cwd: rel", "startupTimeout: 3s", "restartPolicy: always", "toolTimeout: -1s", `env: {"A=B": x, "": y}`, "resume: auto"),
 			want: []string{
 				`m.yaml:6: spec.harness: invalid value "Codex"; want a lower-case herdr agent kind such as claude or codex`,
 				`m.yaml:7: spec.cwd: want an absolute path, got "rel"`,
@@ -160,6 +160,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				`m.yaml:10: spec.toolTimeout: -1s out of range; want more than 0s`,
 				`m.yaml:11: spec.env: empty variable name`,
 				`m.yaml:11: spec.env: invalid variable name "A=B": must not contain "=" or NUL`,
+				`m.yaml:12: spec.resume: unknown value "auto"; want Auto or Never`,
 			},
 		},
 		{
@@ -227,7 +228,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				profile("harness: codex", "bogus: 1") + "---\nkind: [\n---\n" + tenant("url: https://a.example"),
 			want: []string{
 				`m.yaml:7: spec.transport: unknown value "http"; want stdio or streamable-http`,
-				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout`,
+				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume`,
 				`m.yaml:20: invalid YAML: did not find expected node content`,
 				`m.yaml:26: spec.credentialEnv: required; want the NAME of the environment variable holding the credential`,
 			},
@@ -275,6 +276,7 @@ spec:
   harness: codex
   args: ["-m", "gpt-5.4"]
   env: {OPENAI_BASE_URL: "http://localhost:1"}
+  resume: Never
 ---
 apiVersion: fleetd.dev/v1alpha1
 kind: Tenant
@@ -313,6 +315,7 @@ spec:
 				StartupTimeout: v1alpha1.Duration{Duration: 60 * time.Second},
 				RestartPolicy:  v1alpha1.RestartAlways,
 				ToolTimeout:    v1alpha1.Duration{Duration: 15 * time.Minute},
+				Resume:         v1alpha1.ResumeNever,
 			},
 		},
 		&v1alpha1.Tenant{

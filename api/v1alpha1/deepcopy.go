@@ -64,6 +64,20 @@ func (s *MemberStatus) DeepCopyInto(out *MemberStatus) {
 		out.Plan = make([]PlanRow, len(s.Plan))
 		copy(out.Plan, s.Plan)
 	}
+	out.ResumedSession = s.ResumedSession.DeepCopy()
+}
+
+// DeepCopyInto copies s into out.
+func (s *AgentSession) DeepCopyInto(out *AgentSession) { *out = *s }
+
+// DeepCopy returns a deep copy of s.
+func (s *AgentSession) DeepCopy() *AgentSession {
+	if s == nil {
+		return nil
+	}
+	out := new(AgentSession)
+	s.DeepCopyInto(out)
+	return out
 }
 
 // DeepCopyInto copies m into out.

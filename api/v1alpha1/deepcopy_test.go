@@ -17,9 +17,10 @@ func fullMember() *Member {
 		},
 		Spec: MemberSpec{Profile: "codex", MCPTarget: &MCPTarget{Kind: TargetTenant, TenantID: "acme"}, Transport: TransportStdio},
 		Status: MemberStatus{
-			Phase:      PhaseReady,
-			Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: ts}},
-			Plan:       []PlanRow{{Server: "fleetd", Target: TargetTenant, Transport: TransportStdio}},
+			Phase:          PhaseReady,
+			Conditions:     []Condition{{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: ts}},
+			Plan:           []PlanRow{{Server: "fleetd", Target: TargetTenant, Transport: TransportStdio}},
+			ResumedSession: &AgentSession{Agent: "codex", Kind: AgentSessionKindID, Value: "s-1"},
 		},
 	}
 }
@@ -58,6 +59,7 @@ func TestDeepCopy_SharesNothing(t *testing.T) {
 		cp.Spec.MCPTarget.TenantID = "other"
 		cp.Status.Conditions[0].Reason = "Changed"
 		cp.Status.Plan[0].URL = "https://changed.example"
+		cp.Status.ResumedSession.Value = "s-2"
 		if diff := cmp.Diff(fullMember(), orig); diff != "" {
 			t.Errorf("original changed through its copy (-want +got):\n%s", diff)
 		}

@@ -6,6 +6,7 @@ import "time"
 const (
 	DefaultTransport      = TransportStreamableHTTP
 	DefaultRestartPolicy  = RestartAlways
+	DefaultResume         = ResumeAuto
 	DefaultStartupTimeout = 60 * time.Second
 	DefaultToolTimeout    = 15 * time.Minute
 )
@@ -26,11 +27,14 @@ func (m *Member) SetDefaults() {
 	}
 }
 
-// SetDefaults fills restartPolicy (Always), startupTimeout (60s) and
-// toolTimeout (15m) when they are empty or zero.
+// SetDefaults fills restartPolicy (Always), startupTimeout (60s),
+// toolTimeout (15m) and resume (Auto) when they are empty or zero.
 func (p *Profile) SetDefaults() {
 	if p.Spec.RestartPolicy == "" {
 		p.Spec.RestartPolicy = DefaultRestartPolicy
+	}
+	if p.Spec.Resume == "" {
+		p.Spec.Resume = DefaultResume
 	}
 	if p.Spec.StartupTimeout.Duration == 0 {
 		p.Spec.StartupTimeout.Duration = DefaultStartupTimeout

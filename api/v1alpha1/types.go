@@ -111,6 +111,24 @@ type PlanRow struct {
 	CredentialEnv string `json:"credentialEnv,omitempty"`
 }
 
+// AgentSession points at an agent's own session record — its conversation,
+// which the harness can reopen — as herdr reports it (agent_session): the
+// integration that reported it, the agent kind it belongs to, whether Value
+// is a session id or a transcript path, and the value. It is the harness's
+// session, not fleetd's (MemberStatus.SessionID), and never a secret.
+type AgentSession struct {
+	Source string `json:"source,omitempty"`
+	Agent  string `json:"agent"`
+	Kind   string `json:"kind"`
+	Value  string `json:"value"`
+}
+
+// Kinds of AgentSession.Value, herdr's agent_session kinds.
+const (
+	AgentSessionKindID   = "id"
+	AgentSessionKindPath = "path"
+)
+
 // MemberStatus is written by fleetd, never into the operator's file.
 type MemberStatus struct {
 	Phase              string      `json:"phase,omitempty"`
@@ -125,6 +143,10 @@ type MemberStatus struct {
 	Restarts           int32       `json:"restarts,omitempty"`
 	LastError          string      `json:"lastError,omitempty"`
 	Plan               []PlanRow   `json:"plan,omitempty"`
+	// ResumedSession is the agent's own session the current pane was
+	// launched to resume (the harness's resume command); nil for a fresh
+	// start.
+	ResumedSession *AgentSession `json:"resumedSession,omitempty"`
 }
 
 // Profile says how to launch a kind of agent. Operator-owned: the only
@@ -144,7 +166,7 @@ const (
 
 // ProfileSpec describes a harness launch.
 type ProfileSpec struct {
-	// Harness is a herdr agent kind: claude, codex, gemini, opencode, …
+	// Harness is a herdr agent kind: claude, codex, gemini, opencode, qwen, …
 	Harness string `json:"harness"`
 	// Description is shown to models by bridge_profiles.
 	Description string `json:"description,omitempty"`
@@ -160,7 +182,18 @@ type ProfileSpec struct {
 	RestartPolicy string `json:"restartPolicy,omitempty"`
 	// ToolTimeout is the harness's MCP tool-call timeout set by the adapter.
 	ToolTimeout Duration `json:"toolTimeout,omitzero"`
+	// Resume is Auto or Never; default Auto. Auto: a member whose agent
+	// exited or whose pane died is relaunched into the agent's own earlier
+	// session when herdr reported one (agent_session) and the harness has
+	// a resume command; Never: every relaunch is a fresh start.
+	Resume string `json:"resume,omitempty"`
 }
+
+// Resume policies for ProfileSpec.Resume.
+const (
+	ResumeAuto  = "Auto"
+	ResumeNever = "Never"
+)
 
 // Tenant is a connected tenant's gateway.
 type Tenant struct {

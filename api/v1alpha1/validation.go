@@ -162,6 +162,11 @@ func (p *Profile) Validate() FieldErrors {
 	if d := s.ToolTimeout.Duration; d <= 0 {
 		errs.add("spec.toolTimeout", "%s out of range; want more than 0s", d)
 	}
+	switch s.Resume {
+	case ResumeAuto, ResumeNever:
+	default:
+		errs.add("spec.resume", "unknown value %q; want Auto or Never", s.Resume)
+	}
 	return errs
 }
 

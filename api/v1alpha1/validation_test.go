@@ -94,6 +94,7 @@ func TestProfile_Validate(t *testing.T) {
 		{"valid bounds", func(s *ProfileSpec) {
 			s.StartupTimeout.Duration = 300 * time.Second
 			s.RestartPolicy = RestartOnFailure
+			s.Resume = ResumeNever
 		}, nil},
 		{"no harness", func(s *ProfileSpec) { s.Harness = "" }, []string{`spec.harness: required; want a herdr agent kind such as claude or codex`}},
 		{"harness with a path", func(s *ProfileSpec) { s.Harness = "/bin/sh" }, []string{`spec.harness: invalid value "/bin/sh"; want a lower-case herdr agent kind such as claude or codex`}},
@@ -101,6 +102,8 @@ func TestProfile_Validate(t *testing.T) {
 		{"startup too long", func(s *ProfileSpec) { s.StartupTimeout.Duration = 301 * time.Second }, []string{`spec.startupTimeout: 5m1s out of range; want more than 3s and at most 5m0s`}},
 		{"restart policy", func(s *ProfileSpec) { s.RestartPolicy = "never" }, []string{`spec.restartPolicy: unknown value "never"; want Always, OnFailure or Never`}},
 		{"tool timeout", func(s *ProfileSpec) { s.ToolTimeout.Duration = -time.Second }, []string{`spec.toolTimeout: -1s out of range; want more than 0s`}},
+		{"resume lower case", func(s *ProfileSpec) { s.Resume = "never" }, []string{`spec.resume: unknown value "never"; want Auto or Never`}},
+		{"resume unknown", func(s *ProfileSpec) { s.Resume = "Always" }, []string{`spec.resume: unknown value "Always"; want Auto or Never`}},
 		{"cwd", func(s *ProfileSpec) { s.Cwd = "./x" }, []string{`spec.cwd: want an absolute path, got "./x"`}},
 		{"env keys", func(s *ProfileSpec) { s.Env = map[string]string{"": "a", "A=B": "c", "N\x00": "d", "OK": ""} }, []string{
 			`spec.env: empty variable name`,

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -27,6 +28,10 @@ type Spec struct {
 	// Cleanup, if set, undoes Prepare when the launch fails before the
 	// pane runs (for example it revokes the minted token).
 	Cleanup func() error
+	// Resumed is the agent's own session this launch reopens (Args hold
+	// the harness's resume command), for status.resumedSession; nil for a
+	// fresh start.
+	Resumed *v1alpha1.AgentSession
 }
 
 // String lists the spec without any environment value.
@@ -65,3 +70,23 @@ type Launcher interface {
 type Planner interface {
 	Plan(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant) ([]v1alpha1.PlanRow, error)
 }
+
+// Resumer is implemented by a Launcher that can launch a member's agent into
+// the agent's own earlier session (herdr's agent_session for the pane that
+// died), so that the worker keeps its context. A reconciler asks for it only
+// when the profile's spec.resume is not Never; otherwise, and with a
+// Launcher that is no Resumer, it calls Prepare.
+type Resumer interface {
+	// PrepareResume is Prepare for a launch whose Args end with the
+	// harness's resume command for session s; the Spec's Resumed is s. An
+	// error wrapping [ErrCannotResume] means this session cannot be resumed
+	// at all (a harness without a resume command, a transcript path, a
+	// session of another agent kind, a value unsafe in argv, a profile with
+	// resume: Never): nothing was prepared, and the caller starts afresh
+	// with Prepare and says why. Other errors are Prepare's.
+	PrepareResume(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant, s v1alpha1.AgentSession) (Spec, error)
+}
+
+// ErrCannotResume is wrapped by a [Resumer]'s refusal to resume a session;
+// the error's text says why.
+var ErrCannotResume = errors.New("cannot resume the agent's session")

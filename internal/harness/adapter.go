@@ -53,11 +53,11 @@ type Adapter interface {
 }
 
 // For returns the adapter for a Profile's spec.harness (a herdr agent kind,
-// matched case-insensitively): [Claude] for claude, [Codex] for codex, and
-// [Generic] for every other kind.
+// matched case-insensitively, in any spelling herdr accepts): [Claude] for
+// claude, [Codex] for codex, and [Generic] for every other kind.
 func For(harness string) Adapter {
-	switch strings.ToLower(strings.TrimSpace(harness)) {
-	case "claude", "claude-code":
+	switch CanonicalKind(harness) {
+	case "claude":
 		return Claude{}
 	case "codex":
 		return Codex{}
@@ -66,13 +66,34 @@ func For(harness string) Adapter {
 	}
 }
 
-// Kinds returns the agent kinds herdr's agent.start accepts (protocol 20).
-// Every one of them can be a member: claude and codex through their own
-// adapters, the rest through [Generic].
+// CanonicalKind returns herdr's canonical name for the agent kind harness:
+// lower case, trimmed, and with the aliases herdr's agent.start accepts
+// (claude-code, cursor-agent, kiro-cli, qwen-code) replaced by the kind they
+// name. herdr reports agents, and their agent_session, under the canonical
+// kind.
+func CanonicalKind(harness string) string {
+	k := strings.ToLower(strings.TrimSpace(harness))
+	switch k {
+	case "claude-code":
+		return "claude"
+	case "cursor-agent":
+		return "cursor"
+	case "kiro-cli":
+		return "kiro"
+	case "qwen-code":
+		return "qwen"
+	}
+	return k
+}
+
+// Kinds returns the canonical agent kinds herdr's agent.start accepts:
+// protocol 20's, and qwen (Qwen Code, executable qwen), which protocol 22
+// added. Every one of them can be a member: claude and codex through their
+// own adapters, the rest through [Generic].
 func Kinds() []string {
 	return []string{
 		"pi", "claude", "codex", "gemini", "cursor", "devin", "agy", "cline", "omp", "mastracode", "opencode",
-		"copilot", "kimi", "kiro", "droid", "amp", "grok", "hermes", "kilo", "qodercli", "maki",
+		"copilot", "kimi", "kiro", "droid", "amp", "grok", "hermes", "kilo", "qodercli", "maki", "qwen",
 	}
 }
 

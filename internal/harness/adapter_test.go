@@ -98,6 +98,7 @@ func TestAdapters_Golden(t *testing.T) {
 func TestFor_PicksAdapterByKind(t *testing.T) {
 	tests := map[string]Adapter{
 		"claude": Claude{}, "codex": Codex{}, "Claude": Claude{}, "claude-code": Claude{}, " codex ": Codex{}, "CODEX": Codex{},
+		"qwen-code": Generic{},
 	}
 	for _, k := range Kinds() {
 		if _, ok := tests[k]; !ok {
@@ -108,6 +109,27 @@ func TestFor_PicksAdapterByKind(t *testing.T) {
 		if got := For(kind); got != want {
 			t.Errorf("For(%q) = %T, want %T", kind, got, want)
 		}
+	}
+}
+
+func TestCanonicalKind(t *testing.T) {
+	tests := map[string]string{
+		"claude": "claude", " Claude-Code ": "claude", "cursor-agent": "cursor", "kiro-cli": "kiro",
+		"qwen-code": "qwen", "QWEN": "qwen", "gemini": "gemini",
+	}
+	for in, want := range tests {
+		if got := CanonicalKind(in); got != want {
+			t.Errorf("CanonicalKind(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// Every listed kind is already canonical, and protocol 22's qwen is listed.
+	for _, k := range Kinds() {
+		if got := CanonicalKind(k); got != k {
+			t.Errorf("Kinds() lists %q, whose canonical kind is %q", k, got)
+		}
+	}
+	if !slices.Contains(Kinds(), "qwen") {
+		t.Errorf("Kinds() = %v, want it to list protocol 22's qwen", Kinds())
 	}
 }
 

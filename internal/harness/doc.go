@@ -23,6 +23,14 @@
 // FLEETD_TOKEN, FLEETD_URL, FLEETD_MEMBER and, for tenant members only, the
 // tenant credential under FLEETD_TENANT_TOKEN.
 //
+// [Launcher.PrepareResume] is Prepare for a relaunch into the agent's own
+// earlier session (herdr's agent_session): [ResumeArgs] appends the
+// harness's resume command — Claude Code `--resume ID`, Codex `resume ID`
+// — after everything else, or refuses with launch.ErrCannotResume (a
+// harness without a known resume command, a transcript path, another agent
+// kind's session, a value that could pass for an option or carries control
+// characters) before anything is written or minted.
+//
 // Vendor spellings of a transport live here and nowhere else; the vocabulary
 // sweep in internal/vocab fails the build when one leaks out. Tokens and
 // credentials reach argv and config files only as environment-variable

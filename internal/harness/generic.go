@@ -7,7 +7,7 @@ import (
 )
 
 // Generic renders for every herdr agent kind without its own adapter
-// (gemini, cursor, opencode, copilot, …): whatever the member's transport,
+// (gemini, cursor, opencode, copilot, qwen, …): whatever the member's transport,
 // the harness boundary is stdio and the next hop Streamable HTTP, through a
 // command entry that runs `fleetd mcp-bridge`.
 //

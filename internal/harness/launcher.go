@@ -97,6 +97,7 @@ func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 var (
 	_ launch.Launcher = (*Launcher)(nil)
 	_ launch.Planner  = (*Launcher)(nil)
+	_ launch.Resumer  = (*Launcher)(nil)
 )
 
 // Plan resolves member m's plan rows without launching anything, e.g. for
@@ -113,18 +114,42 @@ func (l *Launcher) Plan(m *v1alpha1.Member, tenants map[string]*v1alpha1.Tenant)
 // tenant credential slot; its Token is the minted token's [tokens.ID]. Its
 // Cleanup revokes that token: call it when the launch fails (tab.create or
 // agent.start) and the pane will not run. After tab.create succeeds call
-// [Launcher.Bind] with the spec.
+// [Launcher.Bind] with the spec. It is a fresh start: its Resumed is nil.
 //
 // An error that a spec or referenced object must fix — unknown tenant,
 // missing credential, reserved variables in the profile — has a Reason()
 // method (v1alpha1.ReasonTenantNotFound, v1alpha1.ReasonCredentialMissing,
 // v1alpha1.ReasonInvalidSpec); other errors (disk, randomness) are transient.
 func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (launch.Spec, error) {
+	return l.prepare(ctx, m, p, tenants, nil)
+}
+
+// PrepareResume is [Launcher.Prepare] for a launch that reopens the agent's
+// own session s: the spec's Args end with the harness's resume command
+// ([ResumeArgs]: Claude Code `--resume ID`, Codex `resume ID`) and its
+// Resumed is s. A session that cannot be resumed — the profile says resume:
+// Never, or [ResumeArgs] refuses it — is refused with an error wrapping
+// launch.ErrCannotResume before anything is written or minted.
+func (l *Launcher) PrepareResume(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant, s v1alpha1.AgentSession) (launch.Spec, error) {
+	return l.prepare(ctx, m, p, tenants, &s)
+}
+
+func (l *Launcher) prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant, resume *v1alpha1.AgentSession) (launch.Spec, error) {
 	if err := ctx.Err(); err != nil {
 		return launch.Spec{}, err
 	}
 	if m == nil || p == nil {
 		return launch.Spec{}, plan.Errorf(v1alpha1.ReasonInvalidSpec, "prepare launch: member and profile are required")
+	}
+	var resumeArgs []string
+	if resume != nil {
+		if p.Spec.Resume == v1alpha1.ResumeNever {
+			return launch.Spec{}, fmt.Errorf("member %q: %w: profile %q has resume: Never", m.Name, launch.ErrCannotResume, p.Name)
+		}
+		var err error
+		if resumeArgs, err = ResumeArgs(p.Spec.Harness, *resume); err != nil {
+			return launch.Spec{}, fmt.Errorf("member %q: %w", m.Name, err)
+		}
 	}
 	if !safeDirName(m.Name) {
 		return launch.Spec{}, plan.Errorf(v1alpha1.ReasonInvalidSpec, "member %q: name cannot name a directory", m.Name)
@@ -169,11 +194,12 @@ func (l *Launcher) Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.
 	env[MemberEnv] = m.Name
 
 	return launch.Spec{
-		Args:    append(slices.Clone(p.Spec.Args), r.Args...),
+		Args:    slices.Concat(p.Spec.Args, r.Args, resumeArgs),
 		Env:     env,
 		Plan:    rows,
 		Token:   string(id),
 		Cleanup: func() error { return l.tokens.Revoke(id) },
+		Resumed: resume,
 	}, nil
 }
 
