@@ -49,6 +49,7 @@ var allowed = Graph{
 	"internal/guard":      {"api/v1alpha1"},
 	"internal/plan":       {"api/v1alpha1"},
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
+	"internal/termtext":   {},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
