@@ -61,7 +61,7 @@ var allowed = Graph{
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
-	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", prometheus},
+	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", "internal/termtext", prometheus},
 	"internal/messaging/internal/journal": {"internal/statedir"},
 	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging"},
 

@@ -105,7 +105,7 @@ func TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt(t *testing.T) {
 	if err := srv.SetAgentStatus(pane, "idle"); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("[fleetd] reply from coder (turn %s):\nall done", d.TurnID)
+	want := fmt.Sprintf("[fleetd] reply from coder (turn %s):\n> all done", d.TurnID)
 	select {
 	case got := <-typed:
 		if got != want {
