@@ -95,7 +95,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/migrate",
-		"internal/statedir", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
+		"internal/statedir", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 
 	// This package.

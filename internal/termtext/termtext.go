@@ -210,3 +210,30 @@ func stringLen(s string) int {
 	}
 	return len(s)
 }
+
+// JSON returns the JSON text b with every character inside its strings that
+// [Text] would show escaped and that encoding/json writes raw — DEL, the C1
+// controls, the bidi embeddings, overrides and isolates, U+2028 and U+2029 —
+// written as a JSON \u escape: a decoder reads the same data, a terminal
+// obeys none of it. (encoding/json already escapes the C0 controls; U+2028
+// and U+2029 only when not told otherwise.) Tag characters, outside the
+// Basic Multilingual Plane, stay as they are: they move no cursor, and a
+// YAML reader of this JSON cannot take the surrogate pair a \u escape of
+// one needs. b is returned as it is when nothing needs escaping.
+func JSON(b []byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r >= 0x7f && r <= 0xffff && unsafeRune(r) {
+			out = append(out, b[last:i]...)
+			out = fmt.Appendf(out, `\u%04x`, r)
+			last = i + size
+		}
+		i += size
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}

@@ -1,9 +1,12 @@
 package termtext
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The attacks of issue 12 item 3 and their relatives: what a worker, a
@@ -132,4 +135,25 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestJSON(t *testing.T) {
+	in := map[string]string{"a": "x\x1b[31m\u009b31m\x7f\u202e\u2066\u2028\u0085\U000e0041 é ✓"}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := JSON(raw)
+	want := `{"a":"x\u001b[31m\u009b31m\u007f\u202e\u2066\u2028\u0085` + "\U000e0041 é ✓" + `"}`
+	if string(got) != want {
+		t.Errorf("JSON(%s) =\n%s\nwant\n%s", raw, got, want)
+	}
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || !cmp.Equal(in, back) {
+		t.Errorf("the escaped JSON reads back as %q, %v; want %q", back, err, in)
+	}
+	clean := []byte(`{"a": "plain ✓"}`)
+	if got := JSON(clean); &got[0] != &clean[0] {
+		t.Errorf("JSON copied a text that needs no escape")
+	}
 }
