@@ -60,16 +60,26 @@ func quote(text string) string {
 
 // clip bounds text to limit bytes: a longer text is cut at a character
 // boundary and ends with a line in fleetd's words saying how much was cut
-// and where the rest is. Escaping can make a text longer than the content
+// and where the rest is (the one line after the header that is fleetd's
+// own, and the last). Escaping can make a text longer than the content
 // it came from; what is typed stays within the content bound.
 func clip(text string, limit int, rest string) string {
 	if len(text) <= limit {
 		return text
 	}
 	const notice = "\n[fleetd] %d more bytes cut here: %s"
-	keep := max(limit-len(fmt.Sprintf(notice, len(text), rest)), 0)
+	// The notice's length with len(text), at least the count it will say.
+	keep := limit - len(fmt.Sprintf(notice, len(text), rest))
+	room := keep > 0
+	if !room {
+		keep = limit // a bound too small to say so: cut only
+	}
 	for keep > 0 && !utf8.RuneStart(text[keep]) {
 		keep--
 	}
-	return text[:keep] + fmt.Sprintf(notice, len(text)-keep, rest)
+	kept := strings.TrimRight(text[:keep], "\n")
+	if !room {
+		return kept
+	}
+	return kept + fmt.Sprintf(notice, len(text)-len(kept), rest)
 }

@@ -50,6 +50,10 @@
 // newline and tab [Text] keeps, never DEL, never a C1 control, and is
 // valid UTF-8; applying either function again changes nothing.
 //
+// [JSON] is the same rule for JSON output meant for a terminal: it writes
+// the characters encoding/json leaves raw (DEL, C1, bidi controls, U+2028,
+// U+2029) as \u escapes, which a decoder reads back unchanged.
+//
 // The output can be longer than the input (a control byte becomes four
 // characters): a caller with a byte budget bounds the result, not the input.
 // This package only rewrites strings: it knows no terminals, panes or
