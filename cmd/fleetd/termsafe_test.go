@@ -154,3 +154,13 @@ func TestHTTPError_PrintsTheServersMessageSafe(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
+
+// TestApplyAndDelete_PrintTheServersErrorsSafe: the server's message in
+// apply's and delete's one-line errors cannot move the cursor or break the
+// line.
+func TestApplyAndDelete_PrintTheServersErrorsSafe(t *testing.T) {
+	err := &httpError{status: 403, code: "subscription_boundary", msg: "tenant \"a\x1b]52;c;cm0=\x07\x1b[1A\" is\nnot connected"}
+	if got, want := describeHTTPError(err), `subscription_boundary: tenant "a" is\nnot connected`; got != want {
+		t.Errorf("describeHTTPError = %q, want %q", got, want)
+	}
+}
