@@ -83,20 +83,19 @@ func clean(s string, multiline bool) string {
 // firstUnsafe returns the index of the first byte of s that clean must
 // change, or len(s) if there is none.
 func firstUnsafe(s string, multiline bool) int {
-	for i, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			if !multiline {
-				return i
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if (c >= 0x20 && c != 0x7f) || (multiline && (c == '\n' || c == '\t')) {
+				i++
+				continue
 			}
-		case r == utf8.RuneError:
-			// Invalid UTF-8, or a real U+FFFD (which is kept as it is).
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return i
-			}
-		case unsafeRune(r):
 			return i
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || unsafeRune(r) {
+			return i
+		}
+		i += size
 	}
 	return len(s)
 }
@@ -121,19 +120,25 @@ func unsafeRune(r rune) bool {
 
 // quote writes r the way Go quotes it in a string literal.
 func quote(b *strings.Builder, r rune) {
+	prefix, digits := `\U`, 8
 	switch {
 	case r == '\n':
 		b.WriteString(`\n`)
+		return
 	case r == '\r':
 		b.WriteString(`\r`)
+		return
 	case r == '\t':
 		b.WriteString(`\t`)
+		return
 	case r < 0x80:
-		fmt.Fprintf(b, `\x%02x`, r)
+		prefix, digits = `\x`, 2
 	case r <= 0xffff:
-		fmt.Fprintf(b, `\u%04x`, r)
-	default:
-		fmt.Fprintf(b, `\U%08x`, r)
+		prefix, digits = `\u`, 4
+	}
+	b.WriteString(prefix)
+	for shift := 4 * (digits - 1); shift >= 0; shift -= 4 {
+		b.WriteByte("0123456789abcdef"[r>>shift&0xf])
 	}
 }
 
