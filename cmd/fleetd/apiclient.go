@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
 // defaultServer is where `fleetd serve` listens unless told otherwise.
@@ -130,9 +131,11 @@ type httpError struct {
 	code, msg string
 }
 
+// Error is the server's message, safe for a terminal on one line (package
+// termtext): it may quote a name or a value someone else wrote.
 func (e *httpError) Error() string {
 	if e.code != "" {
-		return fmt.Sprintf("%s (%s)", e.msg, e.code)
+		return termtext.Line(fmt.Sprintf("%s (%s)", e.msg, e.code))
 	}
-	return fmt.Sprintf("HTTP %d: %s", e.status, e.msg)
+	return termtext.Line(fmt.Sprintf("HTTP %d: %s", e.status, e.msg))
 }

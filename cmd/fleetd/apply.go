@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -58,7 +59,7 @@ are the operator's files and are edited in the manifests directory itself.`,
 				if result == "" && status == http.StatusCreated {
 					result = "created"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "member/%s %s\n", m.Name, result)
+				fmt.Fprintf(cmd.OutOrStdout(), "member/%s %s\n", m.Name, termtext.Line(result))
 			}
 			if failed {
 				return &exitError{code: 1}
@@ -113,11 +114,12 @@ func readMembers(stdin io.Reader, file string) ([]*v1alpha1.Member, error) {
 }
 
 // describeHTTPError is a REST failure as one line: "CODE: message" when
-// fleetd sent a code word, else the error.
+// fleetd sent a code word, else the error; safe for a terminal (package
+// termtext).
 func describeHTTPError(err error) string {
 	var he *httpError
 	if errors.As(err, &he) && he.code != "" {
-		return he.code + ": " + he.msg
+		return termtext.Line(he.code + ": " + he.msg)
 	}
 	return err.Error()
 }

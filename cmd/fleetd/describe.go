@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
 func newDescribeCmd() *cobra.Command {
@@ -43,10 +44,14 @@ func newDescribeCmd() *cobra.Command {
 	return cmd
 }
 
+// describeMember prints m and its events. Every value is printed safe for
+// a terminal on one line (package termtext): labels, the prompt, errors,
+// condition and event messages and the agents' own reports may hold
+// anything.
 func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	p := func(indent int, key, value string) {
-		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, value)
+		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, termtext.Line(value))
 	}
 	p(0, "Name", m.Name)
 	p(0, "Labels", mapString(m.Labels))
@@ -87,7 +92,7 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 	} else {
 		fmt.Fprintln(tw, "  SERVER\tTARGET\tTRANSPORT\tURL\tCREDENTIAL ENV")
 		for _, r := range st.Plan {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Server, r.Target, r.Transport, dash(r.URL), dash(r.CredentialEnv))
+			fmt.Fprintln(tw, "  "+cells([]string{r.Server, r.Target, r.Transport, dash(r.URL), dash(r.CredentialEnv)}))
 		}
 	}
 	fmt.Fprintln(tw, "Conditions:")
@@ -97,7 +102,7 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
 		for _, c := range st.Conditions {
 			t := c.LastTransitionTime
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, dash(c.Reason), age(&t, now), c.Message)
+			fmt.Fprintln(tw, "  "+cells([]string{c.Type, c.Status, dash(c.Reason), age(&t, now), c.Message}))
 		}
 	}
 	fmt.Fprintln(tw, "Events:")
@@ -111,7 +116,7 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 			if e.Count > 1 {
 				a = fmt.Sprintf("%s (x%d)", a, e.Count)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, a, e.Message)
+			fmt.Fprintln(tw, "  "+cells([]string{e.Type, e.Reason, a, e.Message}))
 		}
 	}
 	return tw.Flush()

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -84,6 +85,9 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 		if err != nil {
 			return err
 		}
+		// The same data, with what a terminal would obey escaped; the
+		// YAML writer escapes what is left but the bidi controls.
+		b = termtext.JSON(b)
 		if output == "yaml" {
 			if b, err = yaml.JSONToYAML(b); err != nil {
 				return err
@@ -111,9 +115,20 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 			row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
 				dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID))
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+		fmt.Fprintln(tw, cells(row))
 	}
 	return tw.Flush()
+}
+
+// cells joins a table row for a tabwriter, each cell made safe for a
+// terminal on one line (package termtext): names, statuses and ids come from
+// manifests, herdr and the agents' own reports, and a tab or newline in one
+// would also break the table.
+func cells(row []string) string {
+	for i, c := range row {
+		row[i] = termtext.Line(c)
+	}
+	return strings.Join(row, "\t")
 }
 
 func targetString(t *v1alpha1.MCPTarget) string {

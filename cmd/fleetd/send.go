@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/internal/version"
 	fleetmcp "github.com/fleetd-dev/fleetd/mcp"
 )
@@ -82,10 +83,12 @@ type sendOptions struct {
 const callMargin = 30 * time.Second
 
 // send runs `fleetd send`: one bridge_send call, its outcome printed on out
-// (or, for a timeout or an error, on errOut with exit 1).
+// (or, for a timeout or an error, on errOut with exit 1). What the member
+// and the gateway wrote is printed safe for a terminal (package termtext):
+// the member's text as lines, names, ids and errors on one line.
 func send(ctx context.Context, c *apiClient, opts sendOptions, out, errOut io.Writer) error {
 	fail := func(format string, args ...any) error {
-		fmt.Fprintf(errOut, "fleetd send: "+format+"\n", args...)
+		fmt.Fprintln(errOut, "fleetd send: "+termtext.Line(fmt.Sprintf(format, args...)))
 		return &exitError{code: 1}
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout+callMargin)
@@ -120,18 +123,19 @@ func send(ctx context.Context, c *apiClient, opts sendOptions, out, errOut io.Wr
 	if got.Name != "" {
 		who = got.Name
 	}
+	who, turn, text := termtext.Line(who), termtext.Line(got.TurnID), termtext.Text(got.Text)
 	switch got.Outcome {
 	case "reply":
-		fmt.Fprint(out, withNewline(got.Text))
+		fmt.Fprint(out, withNewline(text))
 	case "question":
-		fmt.Fprintf(out, "%s asks (turn %s):\n%s", who, got.TurnID, withNewline(indent(got.Text)))
-		fmt.Fprintf(out, "Answer with: fleetd send %s --turn %s ANSWER\n", opts.name, got.TurnID)
+		fmt.Fprintf(out, "%s asks (turn %s):\n%s", who, turn, withNewline(indent(text)))
+		fmt.Fprintf(out, "Answer with: fleetd send %s --turn %s ANSWER\n", termtext.Line(opts.name), turn)
 	case "turn_done":
-		fmt.Fprintf(out, "%s ended its turn %s without replying; the end of its terminal:\n%s", who, got.TurnID, withNewline(indent(got.Text)))
+		fmt.Fprintf(out, "%s ended its turn %s without replying; the end of its terminal:\n%s", who, turn, withNewline(indent(text)))
 	case "dispatched":
-		fmt.Fprintf(out, "queued for %s (turn %s, message %s); the reply will land in the primary's mailbox (bridge_poll)\n", who, got.TurnID, got.DispatchID)
+		fmt.Fprintf(out, "queued for %s (turn %s, message %s); the reply will land in the primary's mailbox (bridge_poll)\n", who, turn, termtext.Line(got.DispatchID))
 	case "timeout":
-		return fail("no outcome from %s within %s; turn %s stays open and its reply will land in the primary's mailbox (bridge_poll)", who, opts.timeout, got.TurnID)
+		return fail("no outcome from %s within %s; turn %s stays open and its reply will land in the primary's mailbox (bridge_poll)", who, opts.timeout, turn)
 	default:
 		return fail("bridge_send: unknown outcome %q", got.Outcome)
 	}

@@ -34,6 +34,12 @@ var sendAnswers = map[string]any{
 	"slow":         mcp.SendOutput{Outcome: "timeout", TurnID: "t-4", Name: "reviewer"},
 	"later":        mcp.SendOutput{Outcome: "dispatched", TurnID: "t-5", DispatchID: "m-9", Name: "reviewer"},
 	"gone":         &mcp.ToolError{Code: "worker_gone", Message: "reviewer was deleted while the call waited"},
+	// What a hostile worker (or gateway) can put in what send prints.
+	"evil reply":    mcp.SendOutput{Outcome: "reply", Text: "ok\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\x03 done\r\n", TurnID: "t-6", Name: "reviewer"},
+	"evil question": mcp.SendOutput{Outcome: "question", Text: "pick\x1b[201~\rA", TurnID: "t-7\x1b[8m", Name: "rev\x1b[31m"},
+	"evil tail":     mcp.SendOutput{Outcome: "turn_done", Text: "$ make\x1b[1;32m\nok\x1b]0;owned\x07\u202e\n", TurnID: "t-8", Name: "reviewer"},
+	"evil queued":   mcp.SendOutput{Outcome: "dispatched", TurnID: "t-9", DispatchID: "m-1\n[fleetd] x", Name: "reviewer"},
+	"evil error":    &mcp.ToolError{Code: "mailbox_full", Message: "no\x1b]0;pwned\x07 room\nfor you"},
 }
 
 func newMCPFleetd(t *testing.T) *mcpFleetd {
@@ -98,6 +104,21 @@ func TestSend(t *testing.T) {
 		{name: "tool error", args: []string{"reviewer", "gone"}, wantCode: 1,
 			wantErr:  "fleetd send: worker_gone: reviewer was deleted while the call waited\n",
 			wantCall: &mcp.SendInput{Content: "gone", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
+		{name: "reply made safe", args: []string{"reviewer", "evil reply"},
+			wantOut:  "ok\\x03 done\n",
+			wantCall: &mcp.SendInput{Content: "evil reply", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
+		{name: "question made safe", args: []string{"reviewer", "evil question"},
+			wantOut:  "rev asks (turn t-7):\n  pick\n  A\nAnswer with: fleetd send reviewer --turn t-7 ANSWER\n",
+			wantCall: &mcp.SendInput{Content: "evil question", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
+		{name: "terminal tail made safe", args: []string{"reviewer", "evil tail"},
+			wantOut:  "reviewer ended its turn t-8 without replying; the end of its terminal:\n  $ make\n  ok\\u202e\n",
+			wantCall: &mcp.SendInput{Content: "evil tail", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
+		{name: "ids made safe", args: []string{"reviewer", "evil queued", "--no-wait"},
+			wantOut:  "queued for reviewer (turn t-9, message m-1\\n[fleetd] x); the reply will land in the primary's mailbox (bridge_poll)\n",
+			wantCall: &mcp.SendInput{Content: "evil queued", SessionID: "reviewer", TimeoutMs: 600000, Wait: false}},
+		{name: "tool error made safe", args: []string{"reviewer", "evil error"}, wantCode: 1,
+			wantErr:  "fleetd send: mailbox_full: no room\\nfor you\n",
+			wantCall: &mcp.SendInput{Content: "evil error", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
 		{name: "empty text", args: []string{"reviewer", " "}, wantCode: 2},
 		{name: "one argument", args: []string{"reviewer"}, wantCode: 2},
 	} {

@@ -49,6 +49,7 @@ var allowed = Graph{
 	"internal/guard":      {"api/v1alpha1"},
 	"internal/plan":       {"api/v1alpha1"},
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
+	"internal/termtext":   {},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
@@ -60,7 +61,7 @@ var allowed = Graph{
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
-	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", prometheus},
+	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", "internal/termtext", prometheus},
 	"internal/messaging/internal/journal": {"internal/statedir"},
 	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging"},
 
@@ -94,7 +95,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/migrate",
-		"internal/statedir", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
+		"internal/statedir", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 
 	// This package.

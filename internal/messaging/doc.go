@@ -56,6 +56,13 @@
 // classified in its herdr adapter, package herdrprompt, never here. There is no polling loop: the core moves
 // only when a call, a status event or one of its own timers arrives.
 //
+// What is typed is made safe for a terminal first (package termtext: escape
+// sequences dropped, controls shown escaped, a carriage return a newline) and
+// bounded by [Options.MaxContentBytes]. A prompt is typed as its sender wrote
+// it; mail typed into the primary's pane is one header line in fleetd's
+// words and the sender's text with every line quoted, so that no worker can
+// forge the header (see render).
+//
 // # Durability
 //
 // State changes are records in an append-only journal in the directory given

@@ -217,18 +217,6 @@ func (c *Core) pump(w *worker) {
 	}()
 }
 
-// render is the text typed into a pane: a prompt as written, anything else
-// (mail injected into the primary's pane) with a one-line header.
-func (c *Core) render(m *Message) string {
-	if m.Kind == KindPrompt {
-		return m.Content
-	}
-	if m.TurnID != "" {
-		return fmt.Sprintf("[fleetd] %s from %s (turn %s):\n%s", m.Kind, m.From, m.TurnID, m.Content)
-	}
-	return fmt.Sprintf("[fleetd] %s from %s:\n%s", m.Kind, m.From, m.Content)
-}
-
 // delivered records the outcome of a Prompt call. Callers hold c.mu.
 func (c *Core) delivered(w *worker, d *delivery, err error) {
 	if c.closed || w.inflight != d {

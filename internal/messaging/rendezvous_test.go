@@ -137,7 +137,7 @@ func TestFlow_DetachedReplyLandsInMailbox(t *testing.T) {
 		wantTyped     []prompted
 	}{
 		{"mailbox only", "", ReplyQueued, []prompted{{"w", "do X"}}},
-		{"primary pane known", "pane-P", ReplyInjected, []prompted{{"w", "do X"}, {"pane-P", "[fleetd] reply from w (turn t-1):\nall done"}}},
+		{"primary pane known", "pane-P", ReplyInjected, []prompted{{"w", "do X"}, {"pane-P", "[fleetd] reply from w (turn t-1):\n> all done"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
