@@ -80,6 +80,7 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 	p(1, "Pane ID", dash(st.PaneID))
 	p(1, "Terminal ID", dash(st.TerminalID))
 	p(1, "Restarts", fmt.Sprint(st.Restarts))
+	p(1, "Resumed Session", resumedSession(st.ResumedSession))
 	p(1, "Last Error", dash(st.LastError))
 	if err := tw.Flush(); err != nil {
 		return err
@@ -136,4 +137,13 @@ func mapString(m map[string]string) string {
 		parts[i] = k + "=" + m[k]
 	}
 	return strings.Join(parts, ",")
+}
+
+// resumedSession names the agent's own session the pane was launched to
+// resume ("codex id 0199…"), or "<none>" for a fresh start.
+func resumedSession(s *v1alpha1.AgentSession) string {
+	if s == nil {
+		return "<none>"
+	}
+	return s.Agent + " " + s.Kind + " " + s.Value
 }

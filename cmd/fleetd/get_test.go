@@ -47,6 +47,7 @@ func sampleMembers() []v1alpha1.Member {
 				Transport: v1alpha1.TransportStreamableHTTP, Workspace: "fleetd"},
 			Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseDegraded, AgentStatus: "unknown", Restarts: 4,
 				ObservedGeneration: 2, LastError: "agent exited", SessionID: "2b7e-..",
+				ResumedSession: &v1alpha1.AgentSession{Source: "herdr", Agent: "codex", Kind: v1alpha1.AgentSessionKindID, Value: "0199a1b2"},
 				Conditions: []v1alpha1.Condition{
 					{Type: "Ready", Status: "False", Reason: "CrashLoop", Message: "agent exited 4 times", LastTransitionTime: printNow.Add(-5 * time.Minute)},
 				},
