@@ -59,6 +59,10 @@ type Config struct {
 	// nil means its defaults. Registerer, Logger and PrimaryName are set
 	// by Run.
 	Messaging *messaging.Options
+	// ToolCallRate and ToolCallBurst bound each bearer token's MCP tool
+	// calls (mcp.Options); 0 means mcp's defaults, a negative rate no limit.
+	ToolCallRate  float64
+	ToolCallBurst int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -230,6 +234,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Messages:   core,
 		Registerer: reg,
 		Version:    version.Version,
+
+		ToolCallRate:  cfg.ToolCallRate,
+		ToolCallBurst: cfg.ToolCallBurst,
 	})
 	if err != nil {
 		return err

@@ -68,6 +68,22 @@ type Options struct {
 
 	// MaxContentBytes bounds every content argument. Default 256 KiB.
 	MaxContentBytes int
+	// MaxMailboxMessages and MaxMailboxBytes bound each recipient's mailbox:
+	// how many unacknowledged messages it holds and their content's total
+	// size. A worker's reply, progress note or question that would go over
+	// either is refused with [CodeMailboxFull] and nothing is stored (the
+	// turn stays open; the worker may try again once the recipient has
+	// acknowledged mail); what is already stored is never dropped. Notices
+	// the core writes itself when a turn ends (turn_done, worker_gone,
+	// delivery_failed) are accepted over the limit, so that no turn ends
+	// unreported; there is at most one per turn. Defaults 1000 messages and
+	// 64 MiB.
+	MaxMailboxMessages int
+	MaxMailboxBytes    int64
+	// MaxPollBytes bounds the content one [Core.PollPage] returns when the
+	// request names no bound; a page always carries at least one message
+	// (at most MaxContentBytes). Default 1 MiB.
+	MaxPollBytes int
 	// MaxWaitersPerCaller bounds the blocking calls one caller may hold at
 	// once (Send with Wait, Await, Ask, Poll with wait). Default 1024: the
 	// primary holds one call per worker it delegates to, and a fleet has
@@ -116,6 +132,15 @@ func (o *Options) withDefaults() Options {
 	if r.MaxContentBytes <= 0 {
 		r.MaxContentBytes = 256 << 10
 	}
+	if r.MaxMailboxMessages <= 0 {
+		r.MaxMailboxMessages = DefaultMaxMailboxMessages
+	}
+	if r.MaxMailboxBytes <= 0 {
+		r.MaxMailboxBytes = DefaultMaxMailboxBytes
+	}
+	if r.MaxPollBytes <= 0 {
+		r.MaxPollBytes = DefaultMaxPollBytes
+	}
 	if r.MaxWaitersPerCaller <= 0 {
 		r.MaxWaitersPerCaller = 1024
 	}
@@ -142,6 +167,16 @@ func (o *Options) withDefaults() Options {
 	}
 	return r
 }
+
+// Defaults of the mailbox bounds ([Options.MaxMailboxMessages],
+// [Options.MaxMailboxBytes], [Options.MaxPollBytes]) and of a page's
+// message count ([PollRequest.Limit]).
+const (
+	DefaultMaxMailboxMessages       = 1000
+	DefaultMaxMailboxBytes    int64 = 64 << 20
+	DefaultMaxPollBytes             = 1 << 20
+	DefaultPollLimit                = 100
+)
 
 func randomID(prefix string) string {
 	var b [8]byte
@@ -174,6 +209,7 @@ type Core struct {
 	mail      map[string]*mailbox
 	waiting   map[string]int // caller → blocking calls held
 	depth     int            // messages queued in all injectors
+	mailSeq   uint64         // the last Message.Seq handed out
 }
 
 // turn is one exchange between a caller (the primary) and a worker: the
@@ -193,7 +229,8 @@ type turn struct {
 
 // mailbox holds a recipient's unacknowledged messages in arrival order.
 type mailbox struct {
-	msgs   []Message
+	msgs   []Message     // in Seq order
+	bytes  int64         // total content size of msgs
 	notify chan struct{} // closed and replaced whenever a message arrives
 }
 

@@ -40,6 +40,17 @@
 //     waiting on the worker with [CodeWorkerGone]; a cancelled context
 //     releases its waiter and nothing else.
 //
+// # Mailboxes
+//
+// A recipient's mailbox is bounded in count and bytes
+// ([Options.MaxMailboxMessages], [Options.MaxMailboxBytes]): a worker's mail
+// over them is refused with [CodeMailboxFull] before anything is recorded,
+// and nothing stored is ever dropped to make room; the notices the core
+// writes itself when a turn ends are kept over the bounds (one per turn).
+// Every stored message has a [Message.Seq] that orders its mailbox and
+// survives restarts and compaction; [Core.PollPage] returns a bounded page
+// after a cursor built from it.
+//
 // # The injector
 //
 // Each worker has a FIFO of prompts. The head is typed ([Prompter.Prompt])

@@ -137,11 +137,23 @@ func (c *Core) apply(r record) {
 			w.current = d.prevCurrent
 		}
 	case opMail:
-		mb := c.mailbox(r.Msg.To)
-		mb.msgs = append(mb.msgs, *r.Msg)
+		m := *r.Msg
+		if m.Seq == 0 { // journals written before messages carried one
+			m.Seq = c.mailSeq + 1
+		}
+		c.mailSeq = max(c.mailSeq, m.Seq)
+		mb := c.mailbox(m.To)
+		mb.msgs = append(mb.msgs, m)
+		mb.bytes += int64(len(m.Content))
 	case opAck:
 		mb := c.mailbox(r.Who)
-		mb.msgs = slices.DeleteFunc(mb.msgs, func(m Message) bool { return slices.Contains(r.IDs, m.ID) })
+		mb.msgs = slices.DeleteFunc(mb.msgs, func(m Message) bool {
+			if slices.Contains(r.IDs, m.ID) {
+				mb.bytes -= int64(len(m.Content))
+				return true
+			}
+			return false
+		})
 	case opDrop:
 		w := c.worker(r.Who)
 		c.depth -= len(w.queue)
