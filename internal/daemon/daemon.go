@@ -193,6 +193,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 	mopts.Admit = messaging.AdmitMembers(roster)
 	core, err := messaging.New(state.Messages(), herdrprompt.New(client), &mopts)
+	if errors.Is(err, messaging.ErrJournalCorrupt) {
+		return fmt.Errorf("%w\nfleetd will not start on a damaged message journal rather than lose what it holds: "+
+			"`fleetd journal check --state-dir %[2]s` lists the damage; `fleetd journal repair --state-dir %[2]s` keeps every intact record and sets the original aside",
+			err, state.Root())
+	}
 	if err != nil {
 		return err
 	}

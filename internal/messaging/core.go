@@ -101,8 +101,10 @@ type Options struct {
 	// TailLines is how many terminal lines a turn_done result carries.
 	// Default 60.
 	TailLines int
-	// CompactBytes: once the journal is larger than this (and at least twice
-	// its live content), it is rewritten with only live state. Default 4 MiB.
+	// CompactBytes: once the journal is larger than this and at least twice
+	// its live content, it is rewritten with only live state — when it has
+	// doubled since the last compaction, and after every acknowledgement
+	// (or dropped worker) that leaves it mostly history. Default 4 MiB.
 	CompactBytes int64
 	// Classify sorts Prompt errors. Default DefaultClassify (the
 	// Prompter's *PromptError).
@@ -210,6 +212,7 @@ type Core struct {
 	waiting   map[string]int // caller → blocking calls held
 	depth     int            // messages queued in all injectors
 	mailSeq   uint64         // the last Message.Seq handed out
+	inflate   float64        // liveBytes' correction, from the last compaction
 }
 
 // turn is one exchange between a caller (the primary) and a worker: the
@@ -254,17 +257,21 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	c := &Core{
 		opts: o, prompt: p, metrics: newMetrics(), ctx: ctx, cancel: cancel, j: j,
 		turns: map[string]*turn{}, workers: map[string]*worker{},
-		mail: map[string]*mailbox{}, waiting: map[string]int{},
+		mail: map[string]*mailbox{}, waiting: map[string]int{}, inflate: 1,
 	}
 	if dropped > 0 {
 		o.Logger.Warn("messaging journal had a torn last record; dropped it", "path", path, "bytes", dropped)
 	}
 	for i, raw := range recs {
 		var r record
-		if err := json.Unmarshal(raw, &r); err != nil {
+		err := validRecord(raw)
+		if err == nil {
+			err = json.Unmarshal(raw, &r)
+		}
+		if err != nil {
 			j.Close()
 			cancel()
-			return nil, fmt.Errorf("messaging: %s: record %d: %w", path, i+1, err)
+			return nil, fmt.Errorf("messaging: %w: %s: record %d: %v", ErrJournalCorrupt, path, i+1, err)
 		}
 		c.apply(r)
 	}
@@ -361,10 +368,39 @@ func (c *Core) commit(recs ...record) error {
 		c.apply(r)
 	}
 	c.metrics.depth.Set(float64(c.depth))
-	if c.j.Size() > c.compactAt {
+	if c.j.Size() > c.compactAt || (retires(recs) && c.j.Size() > c.opts.CompactBytes && c.j.Size() > 2*c.liveBytes()) {
 		c.compact()
 	}
 	return nil
+}
+
+// retires reports whether recs take messages out of the live state (an ack,
+// a worker's drop), after which the journal may be mostly history.
+func retires(recs []record) bool {
+	for _, r := range recs {
+		if r.Op == opAck || r.Op == opDrop {
+			return true
+		}
+	}
+	return false
+}
+
+// liveBytes estimates the size of a snapshot of the live state: its content
+// plus a record's framing per entry, scaled by how far the last compaction
+// found such estimates off (JSON escaping can grow content up to six
+// times), so that a compaction is not followed by another on every ack.
+func (c *Core) liveBytes() int64 {
+	const perRecord = 256
+	n := int64(len(c.turns)+len(c.workers)) * perRecord
+	for _, mb := range c.mail {
+		n += mb.bytes + int64(len(mb.msgs))*perRecord
+	}
+	for _, w := range c.workers {
+		for _, m := range w.queue {
+			n += int64(len(m.Content)) + perRecord
+		}
+	}
+	return int64(float64(n) * c.inflate)
 }
 
 // compact rewrites the journal with only live state. A failure is logged and
@@ -386,5 +422,9 @@ func (c *Core) compact() {
 		return
 	}
 	c.compactAt = max(c.opts.CompactBytes, 2*c.j.Size())
+	c.inflate = 1
+	if est := c.liveBytes(); est > 0 && c.j.Size() > est {
+		c.inflate = float64(c.j.Size()) / float64(est)
+	}
 	c.opts.Logger.Info("messaging journal compacted", "records", len(raw), "bytes", c.j.Size())
 }

@@ -75,9 +75,14 @@
 // replay, so the two cannot drift apart. On New the journal is replayed: queued
 // messages stay queued, unacknowledged mail stays pollable, open turns keep
 // their absolute deadlines, a prompt that was being typed becomes uncertain,
-// and a torn last record is dropped. When the journal outgrows
-// [Options.CompactBytes] it is rewritten with only live state (temporary
-// file, fsync, rename).
+// and a torn last batch is dropped. A journal damaged any other way makes New
+// fail with [ErrJournalCorrupt] and stay untouched; [CheckJournal] and
+// [RepairJournal] (fleetd journal check|repair) list the damage and keep
+// every intact record. A commit whose write failed returns CodeUnavailable
+// and changes nothing, in memory or on disk. When the journal outgrows
+// [Options.CompactBytes] and is mostly history (it doubled since the last
+// compaction, or acknowledgements retired most of it) it is rewritten with
+// only live state (temporary file, fsync, rename).
 //
 // Blocking calls (the caller's held Send, a worker's Ask, a waiting Poll) are
 // not journalled: they die with the process, and their turns stay open for

@@ -26,6 +26,12 @@ const (
 	opNotes       = "notes"        // Who, ID (current turn), Last, Uncertain: compaction only
 )
 
+// knownOps is every operation a journal may hold.
+var knownOps = map[string]struct{}{
+	opTurnOpen: {}, opTurnDue: {}, opTurnStarted: {}, opTurnClose: {}, opEnqueue: {}, opDelivering: {}, opDelivered: {},
+	opNotSent: {}, opUncertain: {}, opFailed: {}, opMail: {}, opAck: {}, opDrop: {}, opNotes: {},
+}
+
 type record struct {
 	Op        string      `json:"op"`
 	ID        string      `json:"id,omitempty"`
