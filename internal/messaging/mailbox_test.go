@@ -21,6 +21,7 @@ func TestMailbox_FullRefusesTheSenderAndKeepsWhatIsStored(t *testing.T) {
 	}{
 		{"by count", Options{MaxMailboxMessages: 3}, "note", 3},
 		{"by bytes", Options{MaxMailboxBytes: 10}, "abcd", 2}, // 4+4 fit, a third would be 12
+		{"larger than the whole bound", Options{MaxMailboxBytes: 3}, "abcd", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,6 +46,9 @@ func TestMailbox_FullRefusesTheSenderAndKeepsWhatIsStored(t *testing.T) {
 			msgs, _ := c.Poll(bg, "primary", false, 0)
 			if diff := cmp.Diff(stored, contents(msgs)); diff != "" {
 				t.Fatalf("mailbox after refusals (-want +got):\n%s", diff)
+			}
+			if tt.fits == 0 {
+				return
 			}
 			if n, err := c.Ack("primary", []string{msgs[0].ID}); n != 1 || err != nil {
 				t.Fatalf("Ack = %d, %v", n, err)

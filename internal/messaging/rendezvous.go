@@ -481,9 +481,8 @@ func (c *Core) PollPage(ctx context.Context, recipient string, req PollRequest) 
 	return c.poll(ctx, recipient, req.Wait, req.Timeout, after, limit, maxBytes)
 }
 
-// Poll returns every unacknowledged message addressed to recipient (at
-// most Options.MaxMailboxMessages, MaxMailboxBytes of content), oldest
-// first. With wait and an empty mailbox it blocks until a message arrives,
+// Poll returns every unacknowledged message addressed to recipient (as
+// many as the mailbox bounds let it hold), oldest first. With wait and an empty mailbox it blocks until a message arrives,
 // the timeout passes (an empty result, not an error) or ctx ends. Messages
 // are returned again until acknowledged (at-least-once). [Core.PollPage]
 // returns a bounded page.
@@ -715,20 +714,21 @@ func (c *Core) newMail(from, to string, kind Kind, content, turnID string) *Mess
 // roomFor refuses, with CodeMailboxFull, a message of content's size that
 // would take to's mailbox over its bounds.
 func (c *Core) roomFor(to, content string) error {
-	mb := c.mail[to]
-	if mb == nil {
-		return nil
+	var held int
+	var size int64
+	if mb := c.mail[to]; mb != nil {
+		held, size = len(mb.msgs), mb.bytes
 	}
-	if len(mb.msgs) < c.opts.MaxMailboxMessages && mb.bytes+int64(len(content)) <= c.opts.MaxMailboxBytes {
+	if held < c.opts.MaxMailboxMessages && size+int64(len(content)) <= c.opts.MaxMailboxBytes {
 		return nil
 	}
 	who := to + "'s"
 	if to == c.opts.PrimaryName {
 		who = "the primary's"
 	}
-	return errorf(CodeMailboxFull, "%s mailbox is full: it holds %d unacknowledged messages of %d bytes (limits: %d messages, %d bytes); "+
-		"nothing was stored and the turn stays open: try again once they are read and acknowledged (bridge_poll, bridge_ack)",
-		who, len(mb.msgs), mb.bytes, c.opts.MaxMailboxMessages, c.opts.MaxMailboxBytes)
+	return errorf(CodeMailboxFull, "%s mailbox is full: it holds %d unacknowledged messages of %d bytes and takes %d messages, %d bytes; "+
+		"this %d-byte message was not stored (an open turn stays open): try again once its mail is read and acknowledged (bridge_poll, bridge_ack)",
+		who, held, size, c.opts.MaxMailboxMessages, c.opts.MaxMailboxBytes, len(content))
 }
 
 // injectsInto reports whether mail for recipient is also typed into a pane.
