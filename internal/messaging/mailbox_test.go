@@ -206,3 +206,28 @@ func TestPollPage_WaitsForWhatFollowsTheCursor(t *testing.T) {
 		}
 	})
 }
+
+// Mail for a primary whose pane is known is also queued for typing into it;
+// a pane that is never idle does not collect a copy of every message ever
+// mailed: over the mailbox bound, mail is stored in the mailbox only.
+func TestMailbox_PrimaryPaneQueueIsBounded(t *testing.T) {
+	c := newCore(t, t.TempDir(), &fakeHerdr{}, &Options{MaxMailboxMessages: 2, PrimaryTarget: "p0"})
+	var modes []ReplyMode
+	for range 2 {
+		for range 2 {
+			rr, err := c.Reply(bg, "w", "note", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			modes = append(modes, rr.Mode)
+		}
+		msgs, _ := c.Poll(bg, "primary", false, 0)
+		c.Ack("primary", []string{msgs[0].ID, msgs[1].ID})
+	}
+	if diff := cmp.Diff([]ReplyMode{ReplyInjected, ReplyInjected, ReplyQueued, ReplyQueued}, modes); diff != "" {
+		t.Fatalf("reply modes (-want +got):\n%s", diff)
+	}
+	if d := c.Status("primary").QueueDepth; d != 2 {
+		t.Fatalf("the primary's pane has %d messages queued; want the bound, 2", d)
+	}
+}

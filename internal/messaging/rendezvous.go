@@ -357,10 +357,11 @@ func (c *Core) Reply(ctx context.Context, worker, content string, final bool) (R
 		return ReplyResult{Mode: ReplyResolved, TurnID: t.id}, nil
 	}
 	m := c.newMail(worker, t.caller, kind, content, t.id)
+	mode := c.mailMode(m)
 	if err := c.endTurn(t, string(OutcomeReply), result{}, m); err != nil {
 		return ReplyResult{}, err
 	}
-	return ReplyResult{Mode: c.mailMode(m), TurnID: t.id}, nil
+	return ReplyResult{Mode: mode, TurnID: t.id}, nil
 }
 
 // Ask blocks a worker until the caller of its current turn answers (Send with
@@ -736,18 +737,28 @@ func (c *Core) injectsInto(recipient string) bool {
 	return recipient == c.opts.PrimaryName && c.opts.PrimaryTarget != ""
 }
 
+// typesInto reports whether a copy of the next mail for recipient is
+// queued for typing into its pane: the pane is known and its queue holds
+// fewer than Options.MaxMailboxMessages copies. (A pane that is never idle
+// would otherwise collect a copy of every message ever mailed, acknowledged
+// or not; over the bound, mail is stored in the mailbox only.) Callers
+// decide before they commit the mail, so mailRecords and mailMode agree.
+func (c *Core) typesInto(recipient string) bool {
+	return c.injectsInto(recipient) && len(c.worker(recipient).queue) < c.opts.MaxMailboxMessages
+}
+
 func (c *Core) mailMode(m *Message) ReplyMode {
-	if c.injectsInto(m.To) {
+	if c.typesInto(m.To) {
 		return ReplyInjected
 	}
 	return ReplyQueued
 }
 
 // mailRecords stores m in its recipient's mailbox and, for the primary with a
-// known pane, queues a copy for typing into it.
+// known pane, queues a copy for typing into it (see typesInto).
 func (c *Core) mailRecords(m *Message) []record {
 	recs := []record{{Op: opMail, Msg: m}}
-	if c.injectsInto(m.To) {
+	if c.typesInto(m.To) {
 		cp := *m
 		cp.ID = c.opts.NewID("m-")
 		recs = append(recs, record{Op: opEnqueue, Msg: &cp})
@@ -766,11 +777,12 @@ func (c *Core) mailPosted(m *Message) {
 }
 
 func (c *Core) postMail(m *Message) (ReplyMode, error) {
+	mode := c.mailMode(m)
 	if err := c.commit(c.mailRecords(m)...); err != nil {
 		return "", err
 	}
 	c.mailPosted(m)
-	return c.mailMode(m), nil
+	return mode, nil
 }
 
 // endTurn closes t. Its held call, if any, gets res; otherwise mail (when not
