@@ -109,6 +109,8 @@ type Options struct {
 	// Classify sorts Prompt errors. Default DefaultClassify (the
 	// Prompter's *PromptError).
 	Classify func(error) Verdict
+	// wrapJournal, if set, wraps the journal's file (tests inject faults).
+	wrapJournal func(journal.File) journal.File
 	// NewID returns a fresh unique id with the given prefix ("t-" turns,
 	// "m-" messages). Default: prefix + 16 random hex digits.
 	NewID func(prefix string) string
@@ -249,7 +251,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		return nil, fmt.Errorf("messaging: state directory: %w", err)
 	}
 	path := filepath.Join(dir, JournalFile)
-	j, recs, dropped, err := journal.Open(path)
+	j, recs, dropped, err := journal.OpenWith(path, o.wrapJournal)
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
 	}

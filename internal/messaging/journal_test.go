@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
 )
 
 func journalSize(t *testing.T, dir string) int64 {
@@ -99,5 +101,49 @@ func TestJournal_CorruptJournalStopsNewAndIsRepaired(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, JournalFile)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingFile fails the next write it is told to, after writing half.
+type failingFile struct {
+	journal.File
+	fail bool
+}
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	if f.fail {
+		f.fail = false
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, errors.New("injected: no space left on device")
+	}
+	return f.File.Write(p)
+}
+
+// A call whose record did not reach the disk fails with unavailable and
+// changes nothing; the next call is recorded after the last good one, and
+// a restart replays exactly what was acknowledged.
+func TestJournal_FailedWriteFailsTheCallAndChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	var ff *failingFile
+	o := &Options{wrapJournal: func(f journal.File) journal.File { ff = &failingFile{File: f}; return ff }}
+	c := newCore(t, dir, &fakeHerdr{}, o)
+	if _, err := c.Reply(bg, "w", "one", false); err != nil {
+		t.Fatal(err)
+	}
+	ff.fail = true
+	if _, err := c.Reply(bg, "w", "lost", false); CodeOf(err) != CodeUnavailable {
+		t.Fatalf("reply whose write failed: err = %v, want unavailable", err)
+	}
+	if n := c.Pending("primary"); n != 1 {
+		t.Fatalf("after a failed write the mailbox holds %d messages, want 1", n)
+	}
+	if _, err := c.Reply(bg, "w", "three", false); err != nil {
+		t.Fatalf("reply after the failure: %v", err)
+	}
+	crash(c)
+	c2 := newCore(t, dir, &fakeHerdr{}, &Options{NewID: idsWithPrefix("b")})
+	msgs, _ := c2.Poll(bg, "primary", false, 0)
+	if diff := cmp.Diff([]string{"one", "three"}, contents(msgs)); diff != "" {
+		t.Fatalf("replay (-want +got):\n%s", diff)
 	}
 }

@@ -35,9 +35,9 @@ const (
 	sepMore = '+'
 )
 
-// file is what a Journal needs of its open file (an *os.File; tests inject
-// one that fails).
-type file interface {
+// File is what a Journal needs of its open file: an *os.File, or a
+// wrapper around one that injects faults ([OpenWith]).
+type File interface {
 	io.Writer
 	io.Seeker
 	Truncate(size int64) error
@@ -49,7 +49,8 @@ type file interface {
 // owner serialises calls.
 type Journal struct {
 	path string
-	f    file
+	f    File
+	wrap func(File) File // applied to every file the journal opens
 	size int64 // offset just past the last whole, synced batch
 	// broken is set when a failed append could not be cut back to size;
 	// nothing is written until a retry of the cut succeeds.
@@ -62,16 +63,27 @@ type Journal struct {
 // in bytes (0 when the file was clean). A file damaged any other way is
 // refused with ErrCorrupt, naming the byte offset, and left as it is.
 func Open(path string) (j *Journal, records [][]byte, dropped int64, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, statedir.FileMode)
+	return OpenWith(path, nil)
+}
+
+// OpenWith is Open with every file the journal opens (now and when it is
+// rewritten) passed through wrap first; tests use it to inject failing
+// writes. A nil wrap is Open.
+func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, dropped int64, err error) {
+	if wrap == nil {
+		wrap = func(f File) File { return f }
+	}
+	osf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, statedir.FileMode)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("open journal: %w", err)
 	}
+	f := wrap(osf)
 	defer func() {
 		if err != nil {
 			f.Close()
 		}
 	}()
-	s, err := scan(f)
+	s, err := scan(osf)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("read journal %s: %w", path, err)
 	}
@@ -105,7 +117,7 @@ func Open(path string) (j *Journal, records [][]byte, dropped int64, err error) 
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return nil, nil, 0, err
 	}
-	return &Journal{path: path, f: f, size: good}, s.records, dropped, nil
+	return &Journal{path: path, f: f, wrap: wrap, size: good}, s.records, dropped, nil
 }
 
 // Damage is one damaged stretch of a journal.
@@ -351,7 +363,7 @@ func (j *Journal) Rewrite(recs [][]byte) error {
 		return fmt.Errorf("compact journal: seek: %w", err)
 	}
 	old := j.f
-	j.f, j.size, j.broken = f, int64(len(buf)), nil
+	j.f, j.size, j.broken = j.wrap(f), int64(len(buf)), nil
 	if err := old.Close(); err != nil {
 		return fmt.Errorf("compact journal: close old file: %w", err)
 	}
