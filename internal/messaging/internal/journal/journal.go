@@ -51,7 +51,7 @@ type Journal struct {
 	path string
 	f    File
 	wrap func(File) File // applied to every file the journal opens
-	size int64 // offset just past the last whole, synced batch
+	size int64           // offset just past the last whole, synced batch
 	// broken is set when a failed append could not be cut back to size;
 	// nothing is written until a retry of the cut succeeds.
 	broken error
