@@ -104,12 +104,11 @@ func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, 
 		return nil, nil, 0, fmt.Errorf("seek journal %s: %w", path, err)
 	}
 	if good == 0 {
-		var buf bytes.Buffer
-		encode(&buf, []byte(header), sepEnd)
-		if _, err := f.Write(buf.Bytes()); err != nil {
+		h := headerLine()
+		if _, err := f.Write([]byte(h)); err != nil {
 			return nil, nil, 0, fmt.Errorf("start journal %s: %w", path, err)
 		}
-		good = int64(buf.Len())
+		good = int64(len(h))
 	}
 	if err := f.Sync(); err != nil {
 		return nil, nil, 0, fmt.Errorf("sync journal %s: %w", path, err)
@@ -373,7 +372,7 @@ func (j *Journal) Rewrite(recs [][]byte) error {
 // content is a whole journal holding recs.
 func content(recs [][]byte) ([]byte, error) {
 	var buf bytes.Buffer
-	encode(&buf, []byte(header), sepEnd)
+	buf.WriteString(headerLine())
 	for _, r := range recs {
 		if err := encode(&buf, r, sepEnd); err != nil {
 			return nil, err
@@ -426,11 +425,8 @@ type Report struct {
 // the owner's check of one intact record; a record it refuses is damage too
 // (and makes the file one the owner cannot replay).
 func Check(path string, valid func([]byte) error) (Report, error) {
-	s, _, err := check(path, valid)
-	if err != nil {
-		return Report{}, err
-	}
-	return s, nil
+	rep, _, err := check(path, valid)
+	return rep, err
 }
 
 func check(path string, valid func([]byte) error) (Report, [][]byte, error) {
