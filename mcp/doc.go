@@ -28,6 +28,12 @@
 // message} and as the text "code: message"; REST errors carry the same word
 // in {"error": {"code", "message"}} with the matching status.
 //
+// Inputs are bounded where they enter (limits.go): every timeoutMs lies in
+// [0, MaxTimeout], bridge_poll returns a bounded page with a cursor and sends
+// each content once (in the structured result; its text block only
+// summarises), and each bearer token's tool calls pass a token bucket
+// (rate_limited beyond it).
+//
 // This package holds no fleet state of its own and never logs a token or a
 // message's content.
 package mcp

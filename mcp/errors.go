@@ -11,8 +11,8 @@ import (
 
 // Error code words of the gateway's tool errors and REST error bodies. The
 // messaging core's codes (worker_gone, not_found, delivery_failed,
-// too_large, too_many_waiters, invalid_argument, unavailable) pass through
-// unchanged.
+// too_large, too_many_waiters, mailbox_full, invalid_argument, unavailable)
+// pass through unchanged.
 const (
 	codeUnauthorized         = "unauthorized"
 	codeForbidden            = "forbidden"
@@ -22,6 +22,8 @@ const (
 	codeSubscriptionBoundary = "subscription_boundary"
 	codeTooLarge             = string(messaging.CodeTooLarge)
 	codeUnavailable          = string(messaging.CodeUnavailable)
+	codeMailboxFull          = string(messaging.CodeMailboxFull)
+	codeRateLimited          = "rate_limited"
 	codeCancelled            = "cancelled"
 	codeInternal             = "internal"
 )
@@ -75,6 +77,8 @@ func httpStatus(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case codeUnavailable:
 		return http.StatusServiceUnavailable
+	case codeRateLimited:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}

@@ -18,9 +18,10 @@ import (
 var toolArgSeeds = map[string][]string{
 	toolSend: {`{"content":"do X","sessionId":"a"}`, `{"content":"x","wait":false}`, `{"content":"x","turnId":"t-1","timeoutMs":-5}`,
 		`{"content":5}`, `{"content":"x","timeoutMs":1e309}`, `{"content":"x","profile":{"env":{"ANTHROPIC_BASE_URL":"http://evil"}}}`},
-	toolReply:    {`{"content":"done"}`, `{"content":"half","final":false}`, `{"content":null}`, `{}`},
-	toolAsk:      {`{"content":"which config?","timeoutMs":1000}`, `{"content":"","timeoutMs":"soon"}`},
-	toolPoll:     {`{}`, `{"wait":true,"timeoutMs":1}`, `{"wait":"yes"}`},
+	toolReply: {`{"content":"done"}`, `{"content":"half","final":false}`, `{"content":null}`, `{}`},
+	toolAsk:   {`{"content":"which config?","timeoutMs":1000}`, `{"content":"","timeoutMs":"soon"}`},
+	toolPoll: {`{}`, `{"wait":true,"timeoutMs":1}`, `{"wait":"yes"}`, `{"limit":1000,"cursor":"c12"}`, `{"limit":-3,"cursor":"c-1"}`,
+		`{"cursor":"c18446744073709551616","timeoutMs":86400001}`},
 	toolAck:      {`{"ids":["m-1","m-2"]}`, `{"ids":"m-1"}`, `{"ids":[1,{"a":[]}]}`},
 	toolStatus:   {`{}`, `{"sessionId":"b"}`, `{"sessionId":["a"]}`},
 	toolSpawn:    {`{"profile":"codex-fast","name":"rev"}`, `{"profile":"p","env":{"ANTHROPIC_BASE_URL":"x"}}`, `{"profile":"p","mcpTarget":{"kind":"tenant"},"transport":"http"}`, `{"profile":"p","name":"UPPER","spec":{"command":["sh"]}}`},
@@ -41,7 +42,9 @@ func fuzzCallers(f *testing.F) []*sdk.ClientSession {
 	msg := &fakeMessenger{send: func(r messaging.SendRequest) (messaging.SendResult, error) {
 		return messaging.SendResult{Outcome: messaging.OutcomeReply, Text: "ok", TurnID: "t-1", Worker: r.To}, nil
 	}}
-	h, err := NewHandler(Options{Members: members, Tokens: toks, Loopback: true, Messages: msg})
+	// No rate limit: the fuzzer's thousands of calls are about the
+	// arguments, not the limiter.
+	h, err := NewHandler(Options{Members: members, Tokens: toks, Loopback: true, Messages: msg, ToolCallRate: -1})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -22,6 +22,8 @@ import (
 type fakeMessenger struct {
 	sends []messaging.SendRequest
 	send  func(messaging.SendRequest) (messaging.SendResult, error)
+	polls []messaging.PollRequest
+	page  messaging.PollPage
 }
 
 func (f *fakeMessenger) Send(_ context.Context, r messaging.SendRequest) (messaging.SendResult, error) {
@@ -34,8 +36,9 @@ func (f *fakeMessenger) Reply(_ context.Context, w, _ string, _ bool) (messaging
 func (f *fakeMessenger) Ask(context.Context, string, string, time.Duration) (messaging.AskResult, error) {
 	return messaging.AskResult{Outcome: messaging.OutcomeTimeout}, nil
 }
-func (f *fakeMessenger) Poll(context.Context, string, bool, time.Duration) ([]messaging.Message, error) {
-	return nil, nil
+func (f *fakeMessenger) PollPage(_ context.Context, _ string, r messaging.PollRequest) (messaging.PollPage, error) {
+	f.polls = append(f.polls, r)
+	return f.page, nil
 }
 func (f *fakeMessenger) Ack(string, []string) (int, error) { return 0, nil }
 func (f *fakeMessenger) Pending(string) int                { return 0 }
@@ -58,13 +61,24 @@ func (t tokenHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func startGateway(t *testing.T, msg Messenger) (*httptest.Server, *prometheus.Registry) {
 	t.Helper()
+	return startGatewayWith(t, msg, nil)
+}
+
+// startGatewayWith is startGateway with tune applied to the handler's
+// options.
+func startGatewayWith(t *testing.T, msg Messenger, tune func(*Options)) (*httptest.Server, *prometheus.Registry) {
+	t.Helper()
 	members := fakeMembers{
 		"a": {ObjectMeta: v1alpha1.ObjectMeta{Name: "a"}, Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, SessionID: "sess-a", PaneID: "p1"}},
 		"b": {ObjectMeta: v1alpha1.ObjectMeta{Name: "b"}, Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, SessionID: "sess-b", PaneID: "p2"}},
 	}
 	toks := fakeTokens{"primary-secret": {Role: "primary"}, "worker-secret": {Role: "worker", Member: "a", PaneID: "p1"}}
 	reg := prometheus.NewRegistry()
-	h, err := NewHandler(Options{Members: members, Tokens: toks, Loopback: true, Messages: msg, Registerer: reg})
+	opts := Options{Members: members, Tokens: toks, Loopback: true, Messages: msg, Registerer: reg}
+	if tune != nil {
+		tune(&opts)
+	}
+	h, err := NewHandler(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,10 +144,14 @@ func spawnFromArgs(raw map[string]any) (spawnRequest, error) {
 	}
 	if t, ok := raw["timeoutMs"]; ok {
 		ms, isNum := toInt(t)
-		if !isNum || ms < 0 {
-			return spawnRequest{}, toolErr(codeInvalidArgument, "timeoutMs: want a non-negative number of milliseconds")
+		if !isNum {
+			return spawnRequest{}, toolErr(codeInvalidArgument, "timeoutMs: want a whole number of milliseconds from 0 to %d", MaxTimeout.Milliseconds())
 		}
-		req.timeout = millis(ms)
+		timeout, err := timeoutArg(ms)
+		if err != nil {
+			return spawnRequest{}, err
+		}
+		req.timeout = timeout
 	}
 	name, _ := raw["name"].(string)
 	if _, ok := raw["name"]; ok && name == "" {

@@ -64,6 +64,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// Version is reported to MCP clients.
 	Version string
+	// ToolCallRate and ToolCallBurst bound each caller's (each bearer
+	// token's) MCP tool calls: a token bucket of ToolCallBurst calls that
+	// refills at ToolCallRate per second; a call over it fails with
+	// rate_limited. 0 means the defaults ([DefaultToolCallRate],
+	// [DefaultToolCallBurst]); a negative rate turns the limit off.
+	ToolCallRate  float64
+	ToolCallBurst int
 }
 
 // Handler is the HTTP handler of fleetd's listener.
@@ -99,7 +106,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &restServer{opts: opts, toolCalls: newToolCalls()}
+	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
 	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.toolCalls); err != nil {
@@ -136,7 +143,8 @@ type restServer struct {
 	opts      Options
 	members   *members
 	toolCalls *prometheus.CounterVec
-	mcpServer *sdk.Server // nil without a messaging core
+	limits    *callerLimits // nil: no rate limit
+	mcpServer *sdk.Server   // nil without a messaging core
 }
 
 func (s *restServer) maxBody() int64 { return cmp.Or(s.opts.MaxBodyBytes, DefaultMaxBodyBytes) }

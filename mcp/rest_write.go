@@ -47,11 +47,16 @@ func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tok
 	}
 	if v := q.Get("timeoutMs"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms < 0 {
-			writeToolError(w, toolErr(codeInvalidArgument, "timeoutMs: want a non-negative number of milliseconds"))
+		if err != nil {
+			writeToolError(w, toolErr(codeInvalidArgument, "timeoutMs: want a whole number of milliseconds from 0 to %d", MaxTimeout.Milliseconds()))
 			return
 		}
-		req.timeout = millis(ms)
+		timeout, err := timeoutArg(ms)
+		if err != nil {
+			writeToolError(w, err)
+			return
+		}
+		req.timeout = timeout
 	}
 	view, result, err := s.members.apply(r.Context(), req)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -21,7 +22,7 @@ type Messenger interface {
 	Send(ctx context.Context, req messaging.SendRequest) (messaging.SendResult, error)
 	Reply(ctx context.Context, worker, content string, final bool) (messaging.ReplyResult, error)
 	Ask(ctx context.Context, worker, content string, timeout time.Duration) (messaging.AskResult, error)
-	Poll(ctx context.Context, recipient string, wait bool, timeout time.Duration) ([]messaging.Message, error)
+	PollPage(ctx context.Context, recipient string, req messaging.PollRequest) (messaging.PollPage, error)
 	Ack(recipient string, ids []string) (int, error)
 	Pending(recipient string) int
 	Status(name string) messaging.WorkerStatus
@@ -99,8 +100,10 @@ type AskOutput struct {
 
 // PollInput is bridge_poll's arguments.
 type PollInput struct {
-	Wait      bool  `json:"wait,omitempty" jsonschema:"true: when the mailbox is empty, wait for a message (up to timeoutMs); false (default): return at once"`
-	TimeoutMs int64 `json:"timeoutMs,omitempty" jsonschema:"with wait, how long to wait in milliseconds (default 600000); an empty list when it passes"`
+	Wait      bool   `json:"wait,omitempty" jsonschema:"true: when no message follows the cursor, wait for one (up to timeoutMs); false (default): return at once"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty" jsonschema:"with wait, how long to wait in milliseconds (default 600000); an empty list when it passes"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many messages (1 to 1000, default 100); a page also stops at 1 MiB of content"`
+	Cursor    string `json:"cursor,omitempty" jsonschema:"nextCursor of your previous poll: continue after its last message; leave out to start from your oldest unacknowledged message"`
 }
 
 // MessageView is one mailbox message.
@@ -115,7 +118,9 @@ type MessageView struct {
 
 // PollOutput is bridge_poll's result.
 type PollOutput struct {
-	Messages []MessageView `json:"messages" jsonschema:"unacknowledged messages addressed to you, oldest first; returned again until acknowledged"`
+	Messages   []MessageView `json:"messages" jsonschema:"unacknowledged messages addressed to you, oldest first; a poll without a cursor returns them again until acknowledged"`
+	NextCursor string        `json:"nextCursor,omitempty" jsonschema:"pass as cursor to read on (or, with wait, to wait for what arrives after this page)"`
+	More       int           `json:"more" jsonschema:"unacknowledged messages after this page"`
 }
 
 // AckInput is bridge_ack's arguments.
@@ -234,8 +239,8 @@ type WhoamiOutput struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// schemaFor infers T's JSON schema and sets defaults the SDK applies to
-// missing arguments.
+// schemaFor infers T's JSON schema, sets defaults the SDK applies to
+// missing arguments and bounds timeoutMs.
 func schemaFor[T any](defaults map[string]any) *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
@@ -245,7 +250,7 @@ func schemaFor[T any](defaults map[string]any) *jsonschema.Schema {
 		b, _ := json.Marshal(v)
 		s.Properties[k].Default = b
 	}
-	return s
+	return boundTimeout(s)
 }
 
 // permissive drops additionalProperties: false everywhere, so that a spawn
@@ -268,7 +273,7 @@ func (s *restServer) newMCPServer() *sdk.Server {
 	t := &tools{msg: s.opts.Messages, members: s.members}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: cmp.Or(s.opts.Version, "dev")},
 		&sdk.ServerOptions{Instructions: instructions})
-	srv.AddReceivingMiddleware(s.toolMiddleware)
+	srv.AddReceivingMiddleware(s.toolMiddleware, s.rateLimit)
 
 	sdk.AddTool(srv, &sdk.Tool{Name: toolSend,
 		Description: "Primary only. Give a worker a task (typed into its agent when it is idle) and, by default, wait for the outcome: " +
@@ -286,8 +291,9 @@ func (s *restServer) newMCPServer() *sdk.Server {
 		InputSchema: schemaFor[AskInput](nil),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}, t.ask)
 	sdk.AddTool(srv, &sdk.Tool{Name: toolPoll,
-		Description: "Read the unacknowledged messages addressed to you (replies to detached or timed-out sends, questions, progress). They come back until you bridge_ack them.",
-		InputSchema: schemaFor[PollInput](map[string]any{"wait": false}),
+		Description: "Read the unacknowledged messages addressed to you (replies to detached or timed-out sends, questions, progress), oldest first, a page at a time: " +
+			"pass the nextCursor you got as cursor to read on; more says how many follow. Messages stay until you bridge_ack them (a poll without a cursor returns them again).",
+		InputSchema: schemaFor[PollInput](map[string]any{"wait": false, "limit": messaging.DefaultPollLimit}),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}}, t.poll)
 	sdk.AddTool(srv, &sdk.Tool{Name: toolAck,
 		Description: "Retire messages you got from bridge_poll; they are never returned again.",
@@ -375,7 +381,11 @@ func (t *tools) send(ctx context.Context, req *sdk.CallToolRequest, in SendInput
 	if _, err := primaryOnly(req, toolSend); err != nil {
 		return nil, SendOutput{}, err
 	}
-	sr := messaging.SendRequest{From: PrimaryName, Content: in.Content, TurnID: in.TurnID, Wait: in.Wait, Timeout: millis(in.TimeoutMs)}
+	timeout, err := timeoutArg(in.TimeoutMs)
+	if err != nil {
+		return nil, SendOutput{}, err
+	}
+	sr := messaging.SendRequest{From: PrimaryName, Content: in.Content, TurnID: in.TurnID, Wait: in.Wait, Timeout: timeout}
 	if in.TurnID == "" || in.SessionID != "" {
 		m, err := t.members.resolveWorker(in.SessionID)
 		if err != nil && in.Profile != "" && in.TurnID == "" {
@@ -439,7 +449,11 @@ func (t *tools) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput) 
 	if err != nil {
 		return nil, AskOutput{}, err
 	}
-	res, err := t.msg.Ask(ctx, id.Member, in.Content, millis(in.TimeoutMs))
+	timeout, err := timeoutArg(in.TimeoutMs)
+	if err != nil {
+		return nil, AskOutput{}, err
+	}
+	res, err := t.msg.Ask(ctx, id.Member, in.Content, timeout)
 	if err != nil {
 		return nil, AskOutput{}, fromCore(err)
 	}
@@ -451,17 +465,39 @@ func (t *tools) poll(ctx context.Context, req *sdk.CallToolRequest, in PollInput
 	if err != nil {
 		return nil, PollOutput{}, err
 	}
-	msgs, err := t.msg.Poll(ctx, mailboxOf(id), in.Wait, millis(in.TimeoutMs))
+	timeout, err := timeoutArg(in.TimeoutMs)
+	if err != nil {
+		return nil, PollOutput{}, err
+	}
+	if in.Limit < 0 || in.Limit > maxPollLimit {
+		return nil, PollOutput{}, toolErr(codeInvalidArgument, "limit: %d is out of range; want 1 to %d (default %d)", in.Limit, maxPollLimit, messaging.DefaultPollLimit)
+	}
+	page, err := t.msg.PollPage(ctx, mailboxOf(id), messaging.PollRequest{Cursor: in.Cursor, Limit: in.Limit, Wait: in.Wait, Timeout: timeout})
 	if err != nil {
 		return nil, PollOutput{}, fromCore(err)
 	}
-	out := PollOutput{Messages: make([]MessageView, len(msgs))}
-	for i, m := range msgs {
+	out := PollOutput{Messages: make([]MessageView, len(page.Messages)), NextCursor: page.Next, More: page.More}
+	ids := make([]string, len(page.Messages))
+	for i, m := range page.Messages {
 		out.Messages[i] = MessageView{ID: m.ID, From: shownName(m.From), Kind: string(m.Kind), Content: m.Content,
 			TurnID: m.TurnID, CreatedAt: rfc3339(m.CreatedAt)}
+		ids[i] = m.ID
 	}
-	return nil, out, nil
+	// The messages travel once, in the structured result; the text block
+	// only summarises the page (a copy of every content there would double
+	// the response).
+	summary := fmt.Sprintf("%d messages", len(ids))
+	if len(ids) > 0 {
+		summary += " (" + strings.Join(ids, ", ") + ") in the structured result; bridge_ack their ids once handled"
+	}
+	if page.More > 0 {
+		summary += fmt.Sprintf("; %d more: poll again with cursor %s", page.More, page.Next)
+	}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: summary}}}, out, nil
 }
+
+// maxPollLimit bounds bridge_poll's limit argument.
+const maxPollLimit = 1000
 
 func (t *tools) ack(_ context.Context, req *sdk.CallToolRequest, in AckInput) (*sdk.CallToolResult, AckOutput, error) {
 	id, err := callerOf(req)
@@ -570,7 +606,11 @@ func (t *tools) stop(ctx context.Context, req *sdk.CallToolRequest, in StopInput
 	if in.PaneID == "" {
 		return nil, StopOutput{}, toolErr(codeInvalidArgument, "paneId is empty; pass a pane id or member name from bridge_list")
 	}
-	existed, err := t.members.stop(ctx, in.PaneID, in.Wait, millis(in.TimeoutMs))
+	timeout, err := timeoutArg(in.TimeoutMs)
+	if err != nil {
+		return nil, StopOutput{}, err
+	}
+	existed, err := t.members.stop(ctx, in.PaneID, in.Wait, timeout)
 	if err != nil {
 		return nil, StopOutput{}, err
 	}

@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newValidateCmd(),
 		newMigrateCmd(),
+		newJournalCmd(),
 		newMCPConfigCmd(),
 		newMCPBridgeCmd(),
 		newServeCmd(),

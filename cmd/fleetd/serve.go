@@ -3,18 +3,25 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
+	mopts := messaging.Options{}
+	mailboxBytes := sizeFlag(messaging.DefaultMaxMailboxBytes)
 	var herdrMode, logLevel string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -40,6 +47,8 @@ them. Only one fleetd may use a state directory at a time.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageErrorf(cmd, "unknown --log-level %q; want debug, info, warn or error", logLevel)
 			}
+			mopts.MaxMailboxBytes = int64(mailboxBytes)
+			cfg.Messaging = &mopts
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			out := cmd.OutOrStdout()
 			cfg.Ready = func(info daemon.Info) {
@@ -76,6 +85,46 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.StringVar(&herdrMode, "herdr", "socket", "socket: talk to the herdr at --herdr-socket; sim: run the embedded simulated herdr")
 	f.DurationVar(&cfg.SimReadyDelay, "sim-ready-delay", 2*time.Second, "with --herdr=sim, how long simulated agents take to become ready")
 	f.DurationVar(&cfg.ResyncPeriod, "resync", 60*time.Second, "how often herdr is listed in full as a safety net")
+	f.IntVar(&mopts.MaxMailboxMessages, "mailbox-messages", messaging.DefaultMaxMailboxMessages, "most unacknowledged messages one mailbox holds; a worker's reply over it fails with mailbox_full")
+	f.Var(&mailboxBytes, "mailbox-bytes", "most content one mailbox holds (bytes, or with KiB, MiB, GiB); a worker's reply over it fails with mailbox_full")
+	f.Float64Var(&cfg.ToolCallRate, "tool-rate", mcp.DefaultToolCallRate, "MCP tool calls per second allowed to each token (refill of its bucket); a negative value turns the limit off")
+	f.IntVar(&cfg.ToolCallBurst, "tool-burst", mcp.DefaultToolCallBurst, "MCP tool calls one token may make at once before --tool-rate applies")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
+
+// sizeFlag is a byte count given as a number, optionally with KiB, MiB or
+// GiB (64MiB, 1048576).
+type sizeFlag int64
+
+func (s *sizeFlag) String() string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if int64(*s) >= u.n && int64(*s)%u.n == 0 {
+			return strconv.FormatInt(int64(*s)/u.n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(*s), 10)
+}
+
+func (s *sizeFlag) Set(v string) error {
+	num, mult := v, int64(1)
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(v, u.name); ok {
+			num, mult = n, u.n
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return fmt.Errorf("want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got %q", v)
+	}
+	*s = sizeFlag(n * mult)
+	return nil
+}
+
+func (s *sizeFlag) Type() string { return "size" }

@@ -102,3 +102,23 @@ func subscribedTo(srv *herdrtest.Server, sub string) bool {
 	}
 	return false
 }
+
+func TestSizeFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1048576", 1 << 20, true}, {"64MiB", 64 << 20, true}, {"512KiB", 512 << 10, true}, {"2GiB", 2 << 30, true},
+		{"0", 0, false}, {"-1MiB", 0, false}, {"64MB", 0, false}, {"lots", 0, false}, {"9223372036854775807GiB", 0, false},
+	} {
+		var s sizeFlag
+		err := s.Set(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && int64(s) != tc.want) {
+			t.Errorf("Set(%q) = %d, %v; want %d, ok %v", tc.in, s, err, tc.want, tc.ok)
+		}
+	}
+	if s := sizeFlag(64 << 20); s.String() != "64MiB" {
+		t.Errorf("String() = %q, want 64MiB", s.String())
+	}
+}

@@ -81,7 +81,7 @@ var allowed = Graph{
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or controllers/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/guard", "internal/messaging", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, sigsyaml},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/guard", "internal/messaging", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", yaml},
@@ -94,7 +94,7 @@ var allowed = Graph{
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
-	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/migrate",
+	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
 		"internal/statedir", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 

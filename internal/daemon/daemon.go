@@ -59,6 +59,10 @@ type Config struct {
 	// nil means its defaults. Registerer, Logger and PrimaryName are set
 	// by Run.
 	Messaging *messaging.Options
+	// ToolCallRate and ToolCallBurst bound each bearer token's MCP tool
+	// calls (mcp.Options); 0 means mcp's defaults, a negative rate no limit.
+	ToolCallRate  float64
+	ToolCallBurst int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -191,6 +195,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	prompter := herdrprompt.New(client)
 	defer prompter.Close() // after the core: its completion checks feed the core
 	core, err := messaging.New(state.Messages(), prompter, &mopts)
+	if errors.Is(err, messaging.ErrJournalCorrupt) {
+		return fmt.Errorf("%w\nfleetd will not start on a damaged message journal rather than lose what it holds: "+
+			"`fleetd journal check --state-dir %[2]s` lists the damage; `fleetd journal repair --state-dir %[2]s` keeps every intact record and sets the original aside",
+			err, state.Root())
+	}
 	if err != nil {
 		return err
 	}
@@ -232,6 +241,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Messages:   core,
 		Registerer: reg,
 		Version:    version.Version,
+
+		ToolCallRate:  cfg.ToolCallRate,
+		ToolCallBurst: cfg.ToolCallBurst,
 	})
 	if err != nil {
 		return err

@@ -68,6 +68,22 @@ type Options struct {
 
 	// MaxContentBytes bounds every content argument. Default 256 KiB.
 	MaxContentBytes int
+	// MaxMailboxMessages and MaxMailboxBytes bound each recipient's mailbox:
+	// how many unacknowledged messages it holds and their content's total
+	// size. A worker's reply, progress note or question that would go over
+	// either is refused with [CodeMailboxFull] and nothing is stored (the
+	// turn stays open; the worker may try again once the recipient has
+	// acknowledged mail); what is already stored is never dropped. Notices
+	// the core writes itself when a turn ends (turn_done, worker_gone,
+	// delivery_failed) are accepted over the limit, so that no turn ends
+	// unreported; there is at most one per turn. Defaults 1000 messages and
+	// 64 MiB.
+	MaxMailboxMessages int
+	MaxMailboxBytes    int64
+	// MaxPollBytes bounds the content one [Core.PollPage] returns when the
+	// request names no bound; a page always carries at least one message
+	// (at most MaxContentBytes). Default 1 MiB.
+	MaxPollBytes int
 	// MaxWaitersPerCaller bounds the blocking calls one caller may hold at
 	// once (Send with Wait, Await, Ask, Poll with wait). Default 1024: the
 	// primary holds one call per worker it delegates to, and a fleet has
@@ -85,12 +101,16 @@ type Options struct {
 	// TailLines is how many terminal lines a turn_done result carries.
 	// Default 60.
 	TailLines int
-	// CompactBytes: once the journal is larger than this (and at least twice
-	// its live content), it is rewritten with only live state. Default 4 MiB.
+	// CompactBytes: once the journal is larger than this and at least twice
+	// its live content, it is rewritten with only live state — when it has
+	// doubled since the last compaction, and after every acknowledgement
+	// (or dropped worker) that leaves it mostly history. Default 4 MiB.
 	CompactBytes int64
 	// Classify sorts Prompt errors. Default DefaultClassify (the
 	// Prompter's *PromptError).
 	Classify func(error) Verdict
+	// wrapJournal, if set, wraps the journal's file (tests inject faults).
+	wrapJournal func(journal.File) journal.File
 	// NewID returns a fresh unique id with the given prefix ("t-" turns,
 	// "m-" messages). Default: prefix + 16 random hex digits.
 	NewID func(prefix string) string
@@ -115,6 +135,15 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.MaxContentBytes <= 0 {
 		r.MaxContentBytes = 256 << 10
+	}
+	if r.MaxMailboxMessages <= 0 {
+		r.MaxMailboxMessages = DefaultMaxMailboxMessages
+	}
+	if r.MaxMailboxBytes <= 0 {
+		r.MaxMailboxBytes = DefaultMaxMailboxBytes
+	}
+	if r.MaxPollBytes <= 0 {
+		r.MaxPollBytes = DefaultMaxPollBytes
 	}
 	if r.MaxWaitersPerCaller <= 0 {
 		r.MaxWaitersPerCaller = 1024
@@ -142,6 +171,16 @@ func (o *Options) withDefaults() Options {
 	}
 	return r
 }
+
+// Defaults of the mailbox bounds ([Options.MaxMailboxMessages],
+// [Options.MaxMailboxBytes], [Options.MaxPollBytes]) and of a page's
+// message count ([PollRequest.Limit]).
+const (
+	DefaultMaxMailboxMessages       = 1000
+	DefaultMaxMailboxBytes    int64 = 64 << 20
+	DefaultMaxPollBytes             = 1 << 20
+	DefaultPollLimit                = 100
+)
 
 func randomID(prefix string) string {
 	var b [8]byte
@@ -174,6 +213,8 @@ type Core struct {
 	mail      map[string]*mailbox
 	waiting   map[string]int // caller → blocking calls held
 	depth     int            // messages queued in all injectors
+	mailSeq   uint64         // the last Message.Seq handed out
+	inflate   float64        // liveBytes' correction, from the last compaction
 }
 
 // turn is one exchange between a caller (the primary) and a worker: the
@@ -193,7 +234,8 @@ type turn struct {
 
 // mailbox holds a recipient's unacknowledged messages in arrival order.
 type mailbox struct {
-	msgs   []Message
+	msgs   []Message     // in Seq order
+	bytes  int64         // total content size of msgs
 	notify chan struct{} // closed and replaced whenever a message arrives
 }
 
@@ -209,7 +251,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		return nil, fmt.Errorf("messaging: state directory: %w", err)
 	}
 	path := filepath.Join(dir, JournalFile)
-	j, recs, dropped, err := journal.Open(path)
+	j, recs, dropped, err := journal.OpenWith(path, o.wrapJournal)
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
 	}
@@ -217,17 +259,21 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	c := &Core{
 		opts: o, prompt: p, metrics: newMetrics(), ctx: ctx, cancel: cancel, j: j,
 		turns: map[string]*turn{}, workers: map[string]*worker{},
-		mail: map[string]*mailbox{}, waiting: map[string]int{},
+		mail: map[string]*mailbox{}, waiting: map[string]int{}, inflate: 1,
 	}
 	if dropped > 0 {
 		o.Logger.Warn("messaging journal had a torn last record; dropped it", "path", path, "bytes", dropped)
 	}
 	for i, raw := range recs {
 		var r record
-		if err := json.Unmarshal(raw, &r); err != nil {
+		err := validRecord(raw)
+		if err == nil {
+			err = json.Unmarshal(raw, &r)
+		}
+		if err != nil {
 			j.Close()
 			cancel()
-			return nil, fmt.Errorf("messaging: %s: record %d: %w", path, i+1, err)
+			return nil, fmt.Errorf("messaging: %w: %s: record %d: %v", ErrJournalCorrupt, path, i+1, err)
 		}
 		c.apply(r)
 	}
@@ -324,10 +370,39 @@ func (c *Core) commit(recs ...record) error {
 		c.apply(r)
 	}
 	c.metrics.depth.Set(float64(c.depth))
-	if c.j.Size() > c.compactAt {
+	if c.j.Size() > c.compactAt || (retires(recs) && c.j.Size() > c.opts.CompactBytes && c.j.Size() > 2*c.liveBytes()) {
 		c.compact()
 	}
 	return nil
+}
+
+// retires reports whether recs take messages out of the live state (an ack,
+// a worker's drop), after which the journal may be mostly history.
+func retires(recs []record) bool {
+	for _, r := range recs {
+		if r.Op == opAck || r.Op == opDrop {
+			return true
+		}
+	}
+	return false
+}
+
+// liveBytes estimates the size of a snapshot of the live state: its content
+// plus a record's framing per entry, scaled by how far the last compaction
+// found such estimates off (JSON escaping can grow content up to six
+// times), so that a compaction is not followed by another on every ack.
+func (c *Core) liveBytes() int64 {
+	const perRecord = 256
+	n := int64(len(c.turns)+len(c.workers)) * perRecord
+	for _, mb := range c.mail {
+		n += mb.bytes + int64(len(mb.msgs))*perRecord
+	}
+	for _, w := range c.workers {
+		for _, m := range w.queue {
+			n += int64(len(m.Content)) + perRecord
+		}
+	}
+	return int64(float64(n) * c.inflate)
 }
 
 // compact rewrites the journal with only live state. A failure is logged and
@@ -349,5 +424,9 @@ func (c *Core) compact() {
 		return
 	}
 	c.compactAt = max(c.opts.CompactBytes, 2*c.j.Size())
+	c.inflate = 1
+	if est := c.liveBytes(); est > 0 && c.j.Size() > est {
+		c.inflate = float64(c.j.Size()) / float64(est)
+	}
 	c.opts.Logger.Info("messaging journal compacted", "records", len(raw), "bytes", c.j.Size())
 }

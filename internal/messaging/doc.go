@@ -40,6 +40,17 @@
 //     waiting on the worker with [CodeWorkerGone]; a cancelled context
 //     releases its waiter and nothing else.
 //
+// # Mailboxes
+//
+// A recipient's mailbox is bounded in count and bytes
+// ([Options.MaxMailboxMessages], [Options.MaxMailboxBytes]): a worker's mail
+// over them is refused with [CodeMailboxFull] before anything is recorded,
+// and nothing stored is ever dropped to make room; the notices the core
+// writes itself when a turn ends are kept over the bounds (one per turn).
+// Every stored message has a [Message.Seq] that orders its mailbox and
+// survives restarts and compaction; [Core.PollPage] returns a bounded page
+// after a cursor built from it.
+//
 // # The injector
 //
 // Each worker has a FIFO of prompts. The head is typed ([Prompter.Prompt])
@@ -71,9 +82,14 @@
 // replay, so the two cannot drift apart. On New the journal is replayed: queued
 // messages stay queued, unacknowledged mail stays pollable, open turns keep
 // their absolute deadlines, a prompt that was being typed becomes uncertain,
-// and a torn last record is dropped. When the journal outgrows
-// [Options.CompactBytes] it is rewritten with only live state (temporary
-// file, fsync, rename).
+// and a torn last batch is dropped. A journal damaged any other way makes New
+// fail with [ErrJournalCorrupt] and stay untouched; [CheckJournal] and
+// [RepairJournal] (fleetd journal check|repair) list the damage and keep
+// every intact record. A commit whose write failed returns CodeUnavailable
+// and changes nothing, in memory or on disk. When the journal outgrows
+// [Options.CompactBytes] and is mostly history (it doubled since the last
+// compaction, or acknowledgements retired most of it) it is rewritten with
+// only live state (temporary file, fsync, rename).
 //
 // Blocking calls (the caller's held Send, a worker's Ask, a waiting Poll) are
 // not journalled: they die with the process, and their turns stay open for

@@ -25,6 +25,10 @@ const (
 	// CodeTooManyWaiters: the caller already holds Options.MaxWaitersPerCaller
 	// blocking calls, or the turn already has a call waiting on it.
 	CodeTooManyWaiters Code = "too_many_waiters"
+	// CodeMailboxFull: the recipient's mailbox holds
+	// Options.MaxMailboxMessages messages or Options.MaxMailboxBytes of
+	// content; nothing was stored.
+	CodeMailboxFull Code = "mailbox_full"
 	// CodeInvalid: a required argument is missing or malformed.
 	CodeInvalid Code = "invalid_argument"
 	// CodeUnavailable: the core is closed or its journal failed; nothing was

@@ -26,6 +26,12 @@ const (
 	opNotes       = "notes"        // Who, ID (current turn), Last, Uncertain: compaction only
 )
 
+// knownOps is every operation a journal may hold.
+var knownOps = map[string]struct{}{
+	opTurnOpen: {}, opTurnDue: {}, opTurnStarted: {}, opTurnClose: {}, opEnqueue: {}, opDelivering: {}, opDelivered: {},
+	opNotSent: {}, opUncertain: {}, opFailed: {}, opMail: {}, opAck: {}, opDrop: {}, opNotes: {},
+}
+
 type record struct {
 	Op        string      `json:"op"`
 	ID        string      `json:"id,omitempty"`
@@ -137,11 +143,23 @@ func (c *Core) apply(r record) {
 			w.current = d.prevCurrent
 		}
 	case opMail:
-		mb := c.mailbox(r.Msg.To)
-		mb.msgs = append(mb.msgs, *r.Msg)
+		m := *r.Msg
+		if m.Seq == 0 { // journals written before messages carried one
+			m.Seq = c.mailSeq + 1
+		}
+		c.mailSeq = max(c.mailSeq, m.Seq)
+		mb := c.mailbox(m.To)
+		mb.msgs = append(mb.msgs, m)
+		mb.bytes += int64(len(m.Content))
 	case opAck:
 		mb := c.mailbox(r.Who)
-		mb.msgs = slices.DeleteFunc(mb.msgs, func(m Message) bool { return slices.Contains(r.IDs, m.ID) })
+		mb.msgs = slices.DeleteFunc(mb.msgs, func(m Message) bool {
+			if slices.Contains(r.IDs, m.ID) {
+				mb.bytes -= int64(len(m.Content))
+				return true
+			}
+			return false
+		})
 	case opDrop:
 		w := c.worker(r.Who)
 		c.depth -= len(w.queue)

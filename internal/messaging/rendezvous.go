@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,6 +50,10 @@ type Message struct {
 	Content   string    `json:"content"`
 	TurnID    string    `json:"turnId,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Seq orders a mailbox: it grows with every message stored in any
+	// mailbox and survives restarts and compaction ([PollPage.Next] is
+	// built from it). Zero for queued prompts.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // SendRequest is a caller's message to a worker.
@@ -325,6 +332,15 @@ func (c *Core) Reply(ctx context.Context, worker, content string, final bool) (R
 		kind = KindProgress
 	}
 	t := c.currentTurn(worker)
+	to := c.opts.PrimaryName
+	if t != nil {
+		to = t.caller
+	}
+	if t == nil || !final || t.waiter == nil {
+		if err := c.roomFor(to, content); err != nil {
+			return ReplyResult{}, err
+		}
+	}
 	if t == nil {
 		m := c.newMail(worker, c.opts.PrimaryName, kind, content, "")
 		mode, err := c.postMail(m)
@@ -341,10 +357,11 @@ func (c *Core) Reply(ctx context.Context, worker, content string, final bool) (R
 		return ReplyResult{Mode: ReplyResolved, TurnID: t.id}, nil
 	}
 	m := c.newMail(worker, t.caller, kind, content, t.id)
+	mode := c.mailMode(m)
 	if err := c.endTurn(t, string(OutcomeReply), result{}, m); err != nil {
 		return ReplyResult{}, err
 	}
-	return ReplyResult{Mode: c.mailMode(m), TurnID: t.id}, nil
+	return ReplyResult{Mode: mode, TurnID: t.id}, nil
 }
 
 // Ask blocks a worker until the caller of its current turn answers (Send with
@@ -367,6 +384,18 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 	defer c.release(worker)
 	deadline := c.now().Add(cmp.Or(timeout, c.opts.DefaultTimeout))
 	t := c.currentTurn(worker)
+	switch {
+	case t == nil:
+		if err := c.roomFor(c.opts.PrimaryName, content); err != nil {
+			c.mu.Unlock()
+			return AskResult{}, err
+		}
+	case t.ask == nil && t.waiter == nil:
+		if err := c.roomFor(t.caller, content); err != nil {
+			c.mu.Unlock()
+			return AskResult{}, err
+		}
+	}
 	if t == nil {
 		now := c.now()
 		id := c.opts.NewID("t-")
@@ -408,20 +437,70 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 	return AskResult{Outcome: r.outcome, Answer: r.text, TurnID: t.id}, nil
 }
 
-// Poll returns the unacknowledged messages addressed to recipient, oldest
-// first. With wait and an empty mailbox it blocks until a message arrives,
-// the timeout passes (an empty result, not an error) or ctx ends. Messages are
-// returned again until acknowledged (at-least-once).
+// PollRequest asks for one page of a mailbox.
+type PollRequest struct {
+	// Cursor continues after the last message of an earlier page
+	// ([PollPage.Next]); empty starts at the oldest unacknowledged message.
+	Cursor string
+	// Limit bounds the page's message count; 0 means [DefaultPollLimit].
+	Limit int
+	// MaxBytes bounds the page's total content size; 0 means
+	// Options.MaxPollBytes. The first message is returned even when it is
+	// larger on its own, so that a page always makes progress.
+	MaxBytes int
+	// Wait, when no message follows the cursor, blocks until one arrives,
+	// Timeout passes (an empty page, not an error) or ctx ends.
+	Wait    bool
+	Timeout time.Duration // for Wait; 0 means Options.DefaultTimeout
+}
+
+// PollPage is one page of a mailbox, oldest first.
+type PollPage struct {
+	Messages []Message
+	// Next is the cursor after the page's last message (the request's own
+	// cursor when the page is empty): pass it to read on, or to wait for
+	// what arrives later.
+	Next string
+	// More counts the unacknowledged messages after this page.
+	More int
+}
+
+// PollPage returns a bounded page of the unacknowledged messages addressed
+// to recipient that follow req.Cursor, oldest first. Messages stay in the
+// mailbox until acknowledged: a poll without a cursor returns them again
+// (at-least-once), one with the previous page's Next returns each once.
+func (c *Core) PollPage(ctx context.Context, recipient string, req PollRequest) (PollPage, error) {
+	after, err := parseCursor(req.Cursor)
+	if err != nil {
+		return PollPage{}, err
+	}
+	limit := cmp.Or(req.Limit, DefaultPollLimit)
+	maxBytes := int64(cmp.Or(req.MaxBytes, c.opts.MaxPollBytes))
+	if limit < 0 || maxBytes < 0 {
+		return PollPage{}, errorf(CodeInvalid, "a poll limit must not be negative")
+	}
+	return c.poll(ctx, recipient, req.Wait, req.Timeout, after, limit, maxBytes)
+}
+
+// Poll returns every unacknowledged message addressed to recipient (as
+// many as the mailbox bounds let it hold), oldest first. With wait and an empty mailbox it blocks until a message arrives,
+// the timeout passes (an empty result, not an error) or ctx ends. Messages
+// are returned again until acknowledged (at-least-once). [Core.PollPage]
+// returns a bounded page.
 func (c *Core) Poll(ctx context.Context, recipient string, wait bool, timeout time.Duration) ([]Message, error) {
+	p, err := c.poll(ctx, recipient, wait, timeout, 0, math.MaxInt, math.MaxInt64)
+	return p.Messages, err
+}
+
+func (c *Core) poll(ctx context.Context, recipient string, wait bool, timeout time.Duration, after uint64, limit int, maxBytes int64) (PollPage, error) {
 	c.mu.Lock()
-	mb := c.mailbox(recipient)
-	if len(mb.msgs) > 0 || !wait || c.closed {
-		defer c.mu.Unlock()
-		return append([]Message{}, mb.msgs...), nil
+	if p := c.page(recipient, after, limit, maxBytes); len(p.Messages) > 0 || !wait || c.closed {
+		c.mu.Unlock()
+		return p, nil
 	}
 	if err := c.acquire(recipient); err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return PollPage{}, err
 	}
 	defer c.release(recipient)
 	fired := make(chan struct{})
@@ -432,17 +511,54 @@ func (c *Core) Poll(ctx context.Context, recipient string, wait bool, timeout ti
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return PollPage{}, ctx.Err()
 		case <-fired:
-			return []Message{}, nil
+			return PollPage{Messages: []Message{}, Next: formatCursor(after)}, nil
 		case <-notify:
 		}
 		c.mu.Lock()
-		if msgs := c.mailbox(recipient).msgs; len(msgs) > 0 || c.closed {
+		if p := c.page(recipient, after, limit, maxBytes); len(p.Messages) > 0 || c.closed {
 			c.mu.Unlock()
-			return append([]Message{}, msgs...), nil
+			return p, nil
 		}
 	}
+}
+
+// page cuts recipient's messages after seq into a page of at most limit
+// messages and maxBytes of content (but at least one message).
+func (c *Core) page(recipient string, after uint64, limit int, maxBytes int64) PollPage {
+	msgs := c.mailbox(recipient).msgs
+	i, _ := slices.BinarySearchFunc(msgs, after+1, func(m Message, seq uint64) int { return cmp.Compare(m.Seq, seq) })
+	p := PollPage{Messages: []Message{}, Next: formatCursor(after)}
+	var size int64
+	for ; i < len(msgs) && len(p.Messages) < limit; i++ {
+		size += int64(len(msgs[i].Content))
+		if size > maxBytes && len(p.Messages) > 0 {
+			break
+		}
+		p.Messages = append(p.Messages, msgs[i])
+		p.Next = formatCursor(msgs[i].Seq)
+	}
+	p.More = len(msgs) - i
+	return p
+}
+
+func formatCursor(seq uint64) string {
+	if seq == 0 {
+		return ""
+	}
+	return "c" + strconv.FormatUint(seq, 10)
+}
+
+func parseCursor(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	seq, err := strconv.ParseUint(strings.TrimPrefix(s, "c"), 10, 64)
+	if err != nil || !strings.HasPrefix(s, "c") {
+		return 0, errorf(CodeInvalid, "cursor %q is not one a poll returned (pass its next value unchanged, or none to start from the oldest message)", s)
+	}
+	return seq, nil
 }
 
 // Ack retires messages from recipient's mailbox; they are never returned
@@ -591,7 +707,29 @@ func (c *Core) sortedTurns() []*turn {
 }
 
 func (c *Core) newMail(from, to string, kind Kind, content, turnID string) *Message {
-	return &Message{ID: c.opts.NewID("m-"), From: from, To: to, Kind: kind, Content: content, TurnID: turnID, CreatedAt: c.now()}
+	c.mailSeq++
+	return &Message{ID: c.opts.NewID("m-"), From: from, To: to, Kind: kind, Content: content, TurnID: turnID,
+		CreatedAt: c.now(), Seq: c.mailSeq}
+}
+
+// roomFor refuses, with CodeMailboxFull, a message of content's size that
+// would take to's mailbox over its bounds.
+func (c *Core) roomFor(to, content string) error {
+	var held int
+	var size int64
+	if mb := c.mail[to]; mb != nil {
+		held, size = len(mb.msgs), mb.bytes
+	}
+	if held < c.opts.MaxMailboxMessages && size+int64(len(content)) <= c.opts.MaxMailboxBytes {
+		return nil
+	}
+	who := to + "'s"
+	if to == c.opts.PrimaryName {
+		who = "the primary's"
+	}
+	return errorf(CodeMailboxFull, "%s mailbox is full: it holds %d unacknowledged messages of %d bytes and takes %d messages, %d bytes; "+
+		"this %d-byte message was not stored (an open turn stays open): try again once its mail is read and acknowledged (bridge_poll, bridge_ack)",
+		who, held, size, c.opts.MaxMailboxMessages, c.opts.MaxMailboxBytes, len(content))
 }
 
 // injectsInto reports whether mail for recipient is also typed into a pane.
@@ -599,18 +737,28 @@ func (c *Core) injectsInto(recipient string) bool {
 	return recipient == c.opts.PrimaryName && c.opts.PrimaryTarget != ""
 }
 
+// typesInto reports whether a copy of the next mail for recipient is
+// queued for typing into its pane: the pane is known and its queue holds
+// fewer than Options.MaxMailboxMessages copies. (A pane that is never idle
+// would otherwise collect a copy of every message ever mailed, acknowledged
+// or not; over the bound, mail is stored in the mailbox only.) Callers
+// decide before they commit the mail, so mailRecords and mailMode agree.
+func (c *Core) typesInto(recipient string) bool {
+	return c.injectsInto(recipient) && len(c.worker(recipient).queue) < c.opts.MaxMailboxMessages
+}
+
 func (c *Core) mailMode(m *Message) ReplyMode {
-	if c.injectsInto(m.To) {
+	if c.typesInto(m.To) {
 		return ReplyInjected
 	}
 	return ReplyQueued
 }
 
 // mailRecords stores m in its recipient's mailbox and, for the primary with a
-// known pane, queues a copy for typing into it.
+// known pane, queues a copy for typing into it (see typesInto).
 func (c *Core) mailRecords(m *Message) []record {
 	recs := []record{{Op: opMail, Msg: m}}
-	if c.injectsInto(m.To) {
+	if c.typesInto(m.To) {
 		cp := *m
 		cp.ID = c.opts.NewID("m-")
 		recs = append(recs, record{Op: opEnqueue, Msg: &cp})
@@ -629,11 +777,12 @@ func (c *Core) mailPosted(m *Message) {
 }
 
 func (c *Core) postMail(m *Message) (ReplyMode, error) {
+	mode := c.mailMode(m)
 	if err := c.commit(c.mailRecords(m)...); err != nil {
 		return "", err
 	}
 	c.mailPosted(m)
-	return c.mailMode(m), nil
+	return mode, nil
 }
 
 // endTurn closes t. Its held call, if any, gets res; otherwise mail (when not

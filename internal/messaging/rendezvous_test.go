@@ -167,7 +167,7 @@ func TestFlow_DetachedReplyLandsInMailbox(t *testing.T) {
 					t.Fatalf("prompts (-want +got):\n%s", diff)
 				}
 				msgs, err := c.Poll(bg, "primary", false, 0)
-				wantMsgs := []Message{{From: "w", To: "primary", Kind: KindReply, Content: "all done", TurnID: "t-1"}}
+				wantMsgs := []Message{{From: "w", To: "primary", Kind: KindReply, Content: "all done", TurnID: "t-1", Seq: 1}}
 				if diff := cmp.Diff(wantMsgs, msgs, cmpopts.IgnoreFields(Message{}, "ID", "CreatedAt")); diff != "" || err != nil {
 					t.Fatalf("Poll (-want +got):\n%s err=%v", diff, err)
 				}

@@ -4,12 +4,24 @@
 // rewritten wholesale (temporary file, fsync, rename, directory fsync) when the
 // owner compacts it.
 //
-// A line is "<crc32c as 8 hex digits> <record>\n". A record must not contain a
-// newline (JSON encodes newlines inside strings as \n, so json.Marshal output
-// is always safe). A process killed mid-write leaves at most a torn last line:
-// Open drops it and truncates the file back to the last whole record. A bad
-// line followed by good ones is not a torn write but corruption, and Open
-// refuses the file rather than silently losing the records after it.
+// The file starts with a header line ("#fleetd-journal 1"; journals written
+// before it start with a record and are read too). A line is
+// "<crc32c as 8 hex digits><sep><record>\n", where sep is '+' when more
+// records of the same batch follow and ' ' on a batch's last record. A record
+// must not contain a newline (JSON encodes newlines inside strings as \n, so
+// json.Marshal output is always safe).
+//
+// The journal never lies. A batch is replayed whole or not at all: a process
+// killed mid-write leaves at most its unfinished batch and one torn line at
+// the end, and Open truncates them away. A write or fsync that fails is cut
+// back to the last whole batch before Append returns its error, so the next
+// record never follows a torn line; until that cut succeeds, nothing more is
+// written. Any other damage (a bad line with more after it, a file that does
+// not start with a journal line) is not a torn write but corruption: Open
+// refuses the file with ErrCorrupt, naming the byte offset, and leaves it as
+// it is. Check lists every damaged line with its offset without changing the
+// file; Repair rewrites it with every intact record of every whole batch,
+// keeping the original under another name.
 //
 // The package knows nothing of what records mean; it never interprets,
 // reorders or drops a record that was acknowledged by Append.

@@ -110,7 +110,7 @@ func TestJournal_DamageBeforeIntactRecordsIsCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[12] ^= 0xff // inside the first record
+	data[len(headerLine())+12] ^= 0xff // inside the first record
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+)
+
+type nopPrompter struct{}
+
+func (nopPrompter) Prompt(context.Context, string, string) error { return nil }
+func (nopPrompter) ReadTail(context.Context, string, int) (string, error) {
+	return "", nil
+}
+
+// damagedJournal makes a state directory whose journal holds three
+// messages, the second one damaged; it returns the directory and the
+// damaged line's byte offset.
+func damagedJournal(t *testing.T) (stateDir string, at int) {
+	t.Helper()
+	stateDir = t.TempDir()
+	dir := statedir.At(stateDir).Messages()
+	core, err := messaging.New(dir, nopPrompter{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"one", "two", "three"} {
+		if _, err := core.Reply(context.Background(), "w", s, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	core.Close()
+	path := messaging.JournalPath(dir)
+	data, _ := os.ReadFile(path)
+	i := strings.Index(string(data), `"two"`)
+	at = strings.LastIndex(string(data[:i]), "\n") + 1
+	data[i+2] = 'X'
+	os.WriteFile(path, data, 0o600)
+	return stateDir, at
+}
+
+func TestJournal_CheckReportsDamageAndRepairKeepsIntactRecords(t *testing.T) {
+	stateDir, at := damagedJournal(t)
+	code, out, errOut := runCLI(t, "journal", "check", "--state-dir", stateDir)
+	wantLine := "  byte " + strconv.Itoa(at) + " (line 3, "
+	if code != 1 || !strings.Contains(out, wantLine) || !strings.Contains(out, "checksum mismatch") ||
+		!strings.Contains(out, "2 intact records, 1 damaged") || !strings.Contains(out, "fleetd journal repair") {
+		t.Fatalf("journal check = %d\n%s%s\nwant exit 1 naming %q", code, out, errOut, wantLine)
+	}
+
+	code, out, errOut = runCLI(t, "journal", "repair", "--state-dir", stateDir)
+	if code != 0 || !strings.Contains(out, "now holds the 2 intact records; the original is ") {
+		t.Fatalf("journal repair = %d\n%s%s", code, out, errOut)
+	}
+	backups, _ := filepath.Glob(filepath.Join(statedir.At(stateDir).Messages(), messaging.JournalFile+".broken-*"))
+	if len(backups) != 1 {
+		t.Fatalf("backups: %v, want one", backups)
+	}
+	if code, out, _ := runCLI(t, "journal", "check", "--state-dir", stateDir); code != 0 || !strings.Contains(out, "2 intact records, 0 damaged") {
+		t.Fatalf("journal check after repair = %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, "journal", "repair", "--state-dir", stateDir); code != 0 || !strings.Contains(out, "nothing to repair") {
+		t.Fatalf("journal repair of a clean journal = %d\n%s", code, out)
+	}
+	if code, _, errOut := runCLI(t, "journal", "check", "--state-dir", t.TempDir()); code != 1 || !strings.Contains(errOut, "no message journal at") {
+		t.Fatalf("journal check without a journal = %d %s", code, errOut)
+	}
+}
+
+// serve does not start on a damaged journal, and says which file and which
+// commands to run; the journal is left as it was.
+func TestServe_RefusesADamagedJournal(t *testing.T) {
+	stateDir, _ := damagedJournal(t)
+	path := messaging.JournalPath(statedir.At(stateDir).Messages())
+	before, _ := os.ReadFile(path)
+	code, _, errOut := runCLI(t, "serve", "--herdr=sim", "--state-dir", stateDir, "--manifests", t.TempDir(), "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, path) || !strings.Contains(errOut, "fleetd journal check --state-dir") ||
+		!strings.Contains(errOut, "fleetd journal repair --state-dir") {
+		t.Fatalf("serve on a damaged journal = %d\n%s", code, errOut)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("serve changed the damaged journal")
+	}
+}
