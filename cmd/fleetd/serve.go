@@ -29,6 +29,9 @@ them. Only one fleetd may use a state directory at a time.`,
   fleetd serve --herdr=sim --manifests manifests/   # with the embedded simulated herdr`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.MaxManifestBytes < 1 {
+				return usageErrorf(cmd, "--max-manifest-bytes %d out of range; want at least 1", cfg.MaxManifestBytes)
+			}
 			switch herdrMode {
 			case "socket":
 			case "sim":
@@ -69,6 +72,7 @@ them. Only one fleetd may use a state directory at a time.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.ManifestsDir, "manifests", "manifests", "directory of Member, Profile and Tenant manifests to watch")
+	addMaxManifestBytesFlag(cmd, &cfg.MaxManifestBytes)
 	f.StringVar(&cfg.StateDir, "state-dir", fleetdStateDir(), "directory for the lock, tokens, ownership records and journals")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API, MCP gateway and metrics listener (keep it loopback)")
 	f.StringVar(&cfg.HerdrSocket, "herdr-socket", "", "herdr's API socket (default: resolved as herdr does, from HERDR_SOCKET_PATH, HERDR_SESSION or the config dir)")

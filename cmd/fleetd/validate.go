@@ -12,28 +12,43 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
+	var maxBytes int64
 	cmd := &cobra.Command{
 		Use:   "validate DIR",
 		Short: "Check a manifests directory; print every problem as FILE:LINE: field: message",
 		Long: `Validate decodes every manifest file directly in DIR (*.yaml, *.yml; not
 dotfiles, editor backups or subdirectories) the way fleetd serve reads them,
 and checks that every Member's profile and tenant name an object in DIR.
+Like the watcher, it reads only regular files (and symbolic links to them)
+of at most --max-manifest-bytes; a directory, named pipe, device or
+oversized file named like a manifest is a problem.
 
 It prints every problem on its own line as FILE:LINE: field: message and
 exits 1, or prints a one-line summary and exits 0. Usage errors exit 2.`,
 		Example: `  fleetd validate manifests/`,
 		Args:    requireDirArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return validateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
+			if maxBytes < 1 {
+				return usageErrorf(cmd, "--max-manifest-bytes %d out of range; want at least 1", maxBytes)
+			}
+			return validateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &decode.DirOptions{MaxFileBytes: maxBytes})
 		},
 	}
+	addMaxManifestBytesFlag(cmd, &maxBytes)
 	return cmd
+}
+
+// addMaxManifestBytesFlag adds --max-manifest-bytes, the one spelling of
+// the limit serve and validate share.
+func addMaxManifestBytesFlag(cmd *cobra.Command, v *int64) {
+	cmd.Flags().Int64Var(v, "max-manifest-bytes", decode.DefaultMaxManifestBytes,
+		"size limit on one manifest file; a larger file is skipped with an error")
 }
 
 // validateDir runs `fleetd validate DIR`: problems on out, one per line,
 // then a count on errOut; or the summary on out.
-func validateDir(out, errOut io.Writer, dir string) error {
-	r, err := decode.Dir(dir)
+func validateDir(out, errOut io.Writer, dir string, opts *decode.DirOptions) error {
+	r, err := decode.Dir(dir, opts)
 	if err != nil {
 		fmt.Fprintf(errOut, "fleetd validate: %v\n", err)
 		return &exitError{code: 1}
