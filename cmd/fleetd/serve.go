@@ -29,9 +29,6 @@ them. Only one fleetd may use a state directory at a time.`,
   fleetd serve --herdr=sim --manifests manifests/   # with the embedded simulated herdr`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.MaxManifestBytes < 1 {
-				return usageErrorf(cmd, "--max-manifest-bytes %d out of range; want at least 1", cfg.MaxManifestBytes)
-			}
 			switch herdrMode {
 			case "socket":
 			case "sim":
