@@ -114,6 +114,7 @@ func (m *Member) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, m.TypeMeta, KindMember)
 	validateName(&errs, m.Name, MemberNamePattern, IsMemberName, "it becomes the herdr agent name")
+	validateLabels(&errs, m.Labels)
 	s := &m.Spec
 	validateRef(&errs, "spec.profile", s.Profile, "a Profile")
 	switch t := s.MCPTarget; {
@@ -146,7 +147,6 @@ func (m *Member) Validate() FieldErrors {
 		errs.add("spec.prompt", "%d bytes, over the limit of %d bytes on a message's content; it could never be delivered: shorten it", n, MaxContentBytes)
 	}
 	validateCwd(&errs, s.Cwd)
-	validateLabels(&errs, m.Labels)
 	return errs
 }
 
@@ -155,6 +155,7 @@ func (p *Profile) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, p.TypeMeta, KindProfile)
 	validateName(&errs, p.Name, ObjectNamePattern, IsObjectName, "")
+	validateLabels(&errs, p.Labels)
 	s := &p.Spec
 	switch {
 	case s.Harness == "":
@@ -182,7 +183,6 @@ func (p *Profile) Validate() FieldErrors {
 	if d := s.ToolTimeout.Duration; d <= 0 {
 		errs.add("spec.toolTimeout", "%s out of range; want more than 0s", d)
 	}
-	validateLabels(&errs, p.Labels)
 	return errs
 }
 
@@ -193,6 +193,7 @@ func (t *Tenant) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, t.TypeMeta, KindTenant)
 	validateName(&errs, t.Name, ObjectNamePattern, IsObjectName, "")
+	validateLabels(&errs, t.Labels)
 	s := &t.Spec
 	if s.URL == "" {
 		errs.add("spec.url", "required; want the tenant gateway's absolute https URL")
@@ -207,7 +208,6 @@ func (t *Tenant) Validate() FieldErrors {
 	case !IsEnvName(s.CredentialEnv):
 		errs.add("spec.credentialEnv", "invalid variable name %q; want %s", s.CredentialEnv, EnvNamePattern)
 	}
-	validateLabels(&errs, t.Labels)
 	return errs
 }
 
