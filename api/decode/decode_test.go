@@ -174,6 +174,20 @@ func TestFile_ErrorClasses(t *testing.T) {
 			},
 		},
 		{
+			// A workspace is a label; a prompt longer than a message's
+			// content limit could never be delivered. Both are refused
+			// where they are written, not when fleetd acts on them.
+			name: "member bounds: workspace label and prompt size",
+			in: member("profile: a", `workspace: "api\e[2J"`, "prompt: "+strings.Repeat("p", v1alpha1.MaxContentBytes+1)) + "---\n" +
+				strings.Replace(member("profile: a", "workspace: "+strings.Repeat("w", 64)), "  name: reviewer\n", "  name: other\n  labels: {team: \"a\\nb\"}\n", 1),
+			want: []string{
+				`m.yaml:7: spec.workspace: invalid label: "api\x1b[2J" holds the control character U+001B; want plain text`,
+				`m.yaml:8: spec.prompt: 262145 bytes, over the limit of 262144 bytes on a message's content; it could never be delivered: shorten it`,
+				`m.yaml:14: metadata.labels[team]: invalid label: "a\nb" holds the control character U+000A; want plain text`,
+				`m.yaml:17: spec.workspace: invalid label: 64 characters; want at most 63`,
+			},
+		},
+		{
 			name: "wrong apiVersion",
 			in:   strings.Replace(tenant("url: https://a.example", "credentialEnv: A"), "v1alpha1", "v1", 1),
 			want: []string{`m.yaml:1: apiVersion: unknown value "fleetd.dev/v1"; want fleetd.dev/v1alpha1`},

@@ -1,7 +1,9 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -97,11 +99,12 @@ type DirResult struct {
 	Files []FileResult
 }
 
-// ManifestPaths lists the manifest files (see IsManifestFile) directly in
-// dir, in name order, following symbolic links: directories and other
-// non-regular files are left out; a dangling link is kept, so that reading
-// it reports the problem. The error is non-nil only when dir itself cannot
-// be listed.
+// ManifestPaths lists the paths in dir whose names are manifest names (see
+// [IsManifestFile]), in name order, whatever kind of file each is: a
+// directory, named pipe, device or dangling link named like a manifest is
+// listed too, so that reading it ([ReadManifest]) reports the problem
+// instead of leaving the file out in silence. The error is non-nil only
+// when dir itself cannot be listed.
 func ManifestPaths(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -109,41 +112,57 @@ func ManifestPaths(dir string) ([]string, error) {
 	}
 	var paths []string
 	for _, e := range entries {
-		if !IsManifestFile(e.Name()) {
-			continue
+		if IsManifestFile(e.Name()) {
+			paths = append(paths, filepath.Join(dir, e.Name()))
 		}
-		path := filepath.Join(dir, e.Name())
-		if !e.Type().IsRegular() {
-			if e.Type()&os.ModeSymlink == 0 {
-				continue
-			}
-			if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-				continue
-			}
-		}
-		paths = append(paths, path)
 	}
 	return paths, nil
 }
 
-// Dir decodes every manifest file [ManifestPaths] lists in dir. A file
-// that cannot be read is reported in its FileResult. The error is non-nil
-// only when dir itself cannot be listed.
-func Dir(dir string) (*DirResult, error) {
+// DirOptions tune [Dir]; nil means the defaults.
+type DirOptions struct {
+	// MaxFileBytes is the size limit on one file ([ReadManifest]); 0 means
+	// DefaultMaxManifestBytes.
+	MaxFileBytes int64
+}
+
+// Dir decodes every manifest file [ManifestPaths] lists in dir, each read
+// by [ReadManifest] — the files and the limits of fleetd's watcher. A file
+// that cannot or may not be read is reported in its FileResult; one that
+// vanished since it was listed is left out, as the watcher leaves it out.
+// The error is non-nil only when dir itself cannot be listed.
+func Dir(dir string, opts *DirOptions) (*DirResult, error) {
+	var o DirOptions
+	if opts != nil {
+		o = *opts
+	}
 	paths, err := ManifestPaths(dir)
 	if err != nil {
 		return nil, err
 	}
 	r := &DirResult{Dir: dir}
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		data, err := ReadManifest(path, o.MaxFileBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
-			r.Files = append(r.Files, FileResult{Path: path, Errors: ErrorList{{File: path, Msg: fmt.Sprintf("read: %v", err)}}})
+			r.Files = append(r.Files, FileResult{Path: path, Errors: ErrorList{AsError(path, err)}})
 			continue
 		}
 		r.Files = append(r.Files, Manifest(path, data))
 	}
 	return r, nil
+}
+
+// AsError returns err as the *Error it is (every error [ReadManifest]
+// returns is one) or, for any other error, an *Error naming path.
+func AsError(path string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{File: path, Msg: err.Error(), cause: err}
 }
 
 // Objects returns the objects of every document without errors, in file

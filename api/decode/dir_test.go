@@ -43,7 +43,7 @@ func TestDir_DuplicatesAcrossFilesNameBoth(t *testing.T) {
 		// Same name, other kind: not a duplicate.
 		"c.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: reviewer}\nspec: {harness: codex}\n",
 	})
-	r, err := Dir(dir)
+	r, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestDir_DuplicatesAcrossFilesNameBoth(t *testing.T) {
 
 func TestDir_DuplicatesInOneFile(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"m.yaml": member("profile: a") + "---\n" + member("profile: b")})
-	r, err := Dir(dir)
+	r, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,8 @@ func TestDir_DuplicatesInOneFile(t *testing.T) {
 
 // TestDir_ReadsOnlyManifestsSortedAndReportsAll checks file selection,
 // order, and that errors of every file come back sorted by file and line.
+// A directory named like a manifest (sub.yaml) is not read into, and is
+// reported rather than left out in silence.
 func TestDir_ReadsOnlyManifestsSortedAndReportsAll(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"b.yaml":          member("profile: a", "transport: http"),
@@ -87,7 +89,7 @@ func TestDir_ReadsOnlyManifestsSortedAndReportsAll(t *testing.T) {
 		"sub/d.yaml":      "broken: [",
 		"sub.yaml/e.yaml": "broken: [",
 	})
-	r, err := Dir(dir)
+	r, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +97,13 @@ func TestDir_ReadsOnlyManifestsSortedAndReportsAll(t *testing.T) {
 	for _, f := range r.Files {
 		paths = append(paths, filepath.Base(f.Path))
 	}
-	if diff := cmp.Diff([]string{"a.yaml", "b.yaml", "c.yaml"}, paths); diff != "" {
+	if diff := cmp.Diff([]string{"a.yaml", "b.yaml", "c.yaml", "sub.yaml"}, paths); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 	want := []string{
 		filepath.Join(dir, "a.yaml") + `:6: spec.url: invalid value "ftp://x"; want an absolute http or https URL`,
 		filepath.Join(dir, "b.yaml") + `:7: spec.transport: unknown value "http"; want stdio or streamable-http`,
+		filepath.Join(dir, "sub.yaml") + `: not a regular file but a directory; skipped: fleetd reads only regular files and symbolic links to them`,
 	}
 	if diff := cmp.Diff(want, errStrings(r.Errors())); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
@@ -111,7 +114,7 @@ func TestDir_ReadsOnlyManifestsSortedAndReportsAll(t *testing.T) {
 }
 
 func TestDir_Unreadable(t *testing.T) {
-	if _, err := Dir(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := Dir(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
 		t.Errorf("Dir of a missing directory: no error")
 	}
 }
@@ -137,7 +140,9 @@ func TestIsManifestFile(t *testing.T) {
 	}
 }
 
-func TestManifestPaths_FollowsLinksToFilesOnly(t *testing.T) {
+// ManifestPaths selects by name only: what a name is (a directory, a link
+// to one, a dangling link) is ReadManifest's to judge and report.
+func TestManifestPaths_ListsEveryManifestName(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"a.yaml":          "",
 		"b.yml":           "",
@@ -159,7 +164,7 @@ func TestManifestPaths_FollowsLinksToFilesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, name := range []string{"a.yaml", "b.yml", "dangling.yaml", "link-file.yaml"} {
+	for _, name := range []string{"a.yaml", "b.yml", "dangling.yaml", "link-dir.yaml", "link-file.yaml", "sub.yaml"} {
 		want = append(want, filepath.Join(dir, name))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

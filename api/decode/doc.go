@@ -41,6 +41,14 @@
 // metadata.creationTimestamp — are accepted and dropped, so that the output
 // of `fleetd get -o yaml` can be applied again.
 //
+// Which files are read, and how much of them, is one rule here too:
+// [ReadManifest] reads a regular file (or a link to one) of at most a
+// limit ([DefaultMaxManifestBytes] unless the operator sets another),
+// never blocks on what it opens, and says what a refused file is — a
+// named pipe, a directory, a link to /dev/zero, a file over the limit.
+// [Dir] (and so `fleetd validate`) and the store's watcher both read with
+// it, so they skip the same files with the same errors.
+//
 // This package reads bytes and directories; it never writes a file, never
 // talks to herdr or the network, and never reads the environment (a
 // Tenant's credentialEnv is a name, never looked up here).

@@ -14,7 +14,13 @@ type Error struct {
 	Line  int    // 1-based; 0 when unknown
 	Field string // field path such as spec.mcpTarget.tenantId; "" for the whole document
 	Msg   string
+
+	cause error // the file-system error behind a read failure, for errors.Is
 }
+
+// Unwrap returns the file-system error behind a failure to read the file
+// ([ReadManifest]), or nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Error formats e as "FILE:LINE: field: message". The field part is left
 // out for document-level errors, the line when it is unknown and the file

@@ -20,7 +20,13 @@
 // spec.mcpTarget.tenantId; it checks names ([MemberNamePattern] for Members,
 // because a member's name becomes its herdr agent name, and
 // [ObjectNamePattern] for Profiles, Tenants and references to them), enum
-// values, herdr's startupTimeout bounds and environment variable names.
+// values, herdr's startupTimeout bounds and environment variable names, and
+// bounds what fleetd hands to herdr or prints: a label — a metadata.labels
+// key or value, a Member's spec.workspace — is at most [MaxLabelLength]
+// characters without control characters, and a spec.prompt at most
+// [MaxContentBytes], the limit the messaging core holds every message's
+// content to (it takes its default from here), so a prompt that could never
+// be delivered is refused where it is written.
 //
 // The closed shape of a Member's spec has its one word list here as well:
 // [KeyWords] splits a field name into words and [ClassifyKey] says whether

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Name rules. A member's name becomes its herdr agent name, so it follows
@@ -25,6 +27,18 @@ const (
 	MinStartupTimeout = 3 * time.Second
 	MaxStartupTimeout = 300 * time.Second
 )
+
+// MaxLabelLength is the most characters a label may have — a
+// metadata.labels key or value, or a Member's spec.workspace (the label of
+// the herdr workspace its tab is placed in). It is a Kubernetes label
+// value's limit.
+const MaxLabelLength = 63
+
+// MaxContentBytes is the limit on one message's content — what the
+// messaging core accepts from bridge_send, bridge_reply and the like — and
+// so on a Member's spec.prompt, its first message: a prompt over it could
+// never be delivered, so it is refused where it is written.
+const MaxContentBytes = 256 << 10
 
 // IsMemberName reports whether s matches MemberNamePattern.
 func IsMemberName(s string) bool { return isName(s, 32) }
@@ -100,6 +114,7 @@ func (m *Member) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, m.TypeMeta, KindMember)
 	validateName(&errs, m.Name, MemberNamePattern, IsMemberName, "it becomes the herdr agent name")
+	validateLabels(&errs, m.Labels)
 	s := &m.Spec
 	validateRef(&errs, "spec.profile", s.Profile, "a Profile")
 	switch t := s.MCPTarget; {
@@ -125,6 +140,11 @@ func (m *Member) Validate() FieldErrors {
 	}
 	if s.Workspace == "" {
 		errs.add("spec.workspace", "required")
+	} else {
+		validateLabel(&errs, "spec.workspace", s.Workspace)
+	}
+	if n := len(s.Prompt); n > MaxContentBytes {
+		errs.add("spec.prompt", "%d bytes, over the limit of %d bytes on a message's content; it could never be delivered: shorten it", n, MaxContentBytes)
 	}
 	validateCwd(&errs, s.Cwd)
 	return errs
@@ -135,6 +155,7 @@ func (p *Profile) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, p.TypeMeta, KindProfile)
 	validateName(&errs, p.Name, ObjectNamePattern, IsObjectName, "")
+	validateLabels(&errs, p.Labels)
 	s := &p.Spec
 	switch {
 	case s.Harness == "":
@@ -177,6 +198,7 @@ func (t *Tenant) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, t.TypeMeta, KindTenant)
 	validateName(&errs, t.Name, ObjectNamePattern, IsObjectName, "")
+	validateLabels(&errs, t.Labels)
 	s := &t.Spec
 	if s.URL == "" {
 		errs.add("spec.url", "required; want the tenant gateway's absolute https URL")
@@ -225,6 +247,48 @@ func validateRef(errs *FieldErrors, field, ref, what string) {
 		errs.add(field, "required; name %s", what)
 	case !IsObjectName(ref):
 		errs.add(field, "invalid name %q; want %s", ref, ObjectNamePattern)
+	}
+}
+
+// labelProblem says why s cannot be a label, or "" when it can: a label is
+// at most MaxLabelLength characters of valid UTF-8 and no control
+// character (no newline, NUL or terminal escape), because fleetd hands it
+// to herdr and prints it.
+func labelProblem(s string) string {
+	if n := utf8.RuneCountInString(s); n > MaxLabelLength {
+		return fmt.Sprintf("%d characters; want at most %d", n, MaxLabelLength)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("%q is not valid UTF-8", s)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("%q holds the control character %U; want plain text", s, r)
+		}
+	}
+	return ""
+}
+
+// validateLabel checks one label-valued field.
+func validateLabel(errs *FieldErrors, field, s string) {
+	if why := labelProblem(s); why != "" {
+		errs.add(field, "invalid label: %s", why)
+	}
+}
+
+// validateLabels checks metadata.labels: every key (not empty) and value
+// is a label. A bad key is reported on metadata.labels, so that the field
+// path never carries what the key holds.
+func validateLabels(errs *FieldErrors, labels map[string]string) {
+	for _, k := range sortedKeys(labels) {
+		switch why := labelProblem(k); {
+		case k == "":
+			errs.add("metadata.labels", "empty label key")
+		case why != "":
+			errs.add("metadata.labels", "invalid label key: %s", why)
+		default:
+			validateLabel(errs, "metadata.labels["+k+"]", labels[k])
+		}
 	}
 }
 

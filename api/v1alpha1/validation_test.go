@@ -72,6 +72,15 @@ func TestMember_Validate(t *testing.T) {
 		{"no transport", func(m *Member) { m.Spec.Transport = "" }, []string{`spec.transport: required; want stdio or streamable-http`}},
 		{"no workspace", func(m *Member) { m.Spec.Workspace = "" }, []string{`spec.workspace: required`}},
 		{"relative cwd", func(m *Member) { m.Spec.Cwd = "srv" }, []string{`spec.cwd: want an absolute path, got "srv"`}},
+		{"workspace of plain text", func(m *Member) { m.Spec.Workspace = "Équipe API / " + strings.Repeat("w", 50) }, nil},
+		{"workspace too long", func(m *Member) { m.Spec.Workspace = strings.Repeat("é", 64) }, []string{`spec.workspace: invalid label: 64 characters; want at most 63`}},
+		{"workspace with an escape", func(m *Member) { m.Spec.Workspace = "api\x1b]52;c;aGk=\a" }, []string{`spec.workspace: invalid label: "api\x1b]52;c;aGk=\a" holds the control character U+001B; want plain text`}},
+		{"workspace with a newline", func(m *Member) { m.Spec.Workspace = "api\n[fleetd]" }, []string{`spec.workspace: invalid label: "api\n[fleetd]" holds the control character U+000A; want plain text`}},
+		{"workspace with a C1 control", func(m *Member) { m.Spec.Workspace = "api\u009b31m" }, []string{`spec.workspace: invalid label: "api\u009b31m" holds the control character U+009B; want plain text`}},
+		{"workspace not UTF-8", func(m *Member) { m.Spec.Workspace = "api\xff" }, []string{`spec.workspace: invalid label: "api\xff" is not valid UTF-8`}},
+		{"prompt at the content limit", func(m *Member) { m.Spec.Prompt = strings.Repeat("p", MaxContentBytes) }, nil},
+		{"prompt over the content limit", func(m *Member) { m.Spec.Prompt = strings.Repeat("p", MaxContentBytes+1) }, []string{
+			`spec.prompt: 262145 bytes, over the limit of 262144 bytes on a message's content; it could never be delivered: shorten it`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,5 +166,35 @@ func TestFieldErrors_Err(t *testing.T) {
 	l := FieldErrors{{Field: "a", Msg: "x"}, {Field: "b", Msg: "y"}}
 	if err := l.Err(); err == nil || err.Error() != "a: x\nb: y" {
 		t.Errorf("Err() = %v, want two lines", err)
+	}
+}
+
+// metadata.labels follow the label rule on every kind: keys and values of
+// at most MaxLabelLength characters without control characters.
+func TestValidate_Labels(t *testing.T) {
+	labels := map[string]string{
+		"team":                   "api",
+		"app.kubernetes.io/name": "",
+		"":                       "x",
+		"bad\x1bkey":             "v",
+		"long":                   strings.Repeat("v", 64),
+		"ctl":                    "a\x00b",
+	}
+	want := []string{
+		`metadata.labels: empty label key`,
+		`metadata.labels: invalid label key: "bad\x1bkey" holds the control character U+001B; want plain text`,
+		`metadata.labels[ctl]: invalid label: "a\x00b" holds the control character U+0000; want plain text`,
+		`metadata.labels[long]: invalid label: 64 characters; want at most 63`,
+	}
+	m := validMember()
+	m.Labels = labels
+	p := &Profile{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindProfile}, ObjectMeta: ObjectMeta{Name: "p", Labels: labels}, Spec: ProfileSpec{Harness: "codex"}}
+	p.SetDefaults()
+	tn := &Tenant{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindTenant}, ObjectMeta: ObjectMeta{Name: "t", Labels: labels},
+		Spec: TenantSpec{URL: "https://a.example/mcp", CredentialEnv: "T"}}
+	for kind, errs := range map[string]FieldErrors{KindMember: m.Validate(), KindProfile: p.Validate(), KindTenant: tn.Validate()} {
+		if diff := cmp.Diff(want, fieldErrs(errs)); diff != "" {
+			t.Errorf("%s: errors (-want +got):\n%s", kind, diff)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,28 +14,59 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
+	var maxBytes int64
 	cmd := &cobra.Command{
 		Use:   "validate DIR",
 		Short: "Check a manifests directory; print every problem as FILE:LINE: field: message",
 		Long: `Validate decodes every manifest file directly in DIR (*.yaml, *.yml; not
 dotfiles, editor backups or subdirectories) the way fleetd serve reads them,
 and checks that every Member's profile and tenant name an object in DIR.
+Like the watcher, it reads only regular files (and symbolic links to them)
+of at most --max-manifest-bytes; a directory, named pipe, device or
+oversized file named like a manifest is a problem.
 
 It prints every problem on its own line as FILE:LINE: field: message and
 exits 1, or prints a one-line summary and exits 0. Usage errors exit 2.`,
 		Example: `  fleetd validate manifests/`,
 		Args:    requireDirArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return validateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
+			return validateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &decode.DirOptions{MaxFileBytes: maxBytes})
 		},
 	}
+	addMaxManifestBytesFlag(cmd, &maxBytes)
 	return cmd
+}
+
+// addMaxManifestBytesFlag adds --max-manifest-bytes, the one spelling of
+// the limit serve and validate share.
+func addMaxManifestBytesFlag(cmd *cobra.Command, v *int64) {
+	*v = decode.DefaultMaxManifestBytes
+	cmd.Flags().Var((*byteLimit)(v), "max-manifest-bytes", "size limit on one manifest file; a larger file is skipped with an error")
+}
+
+// byteLimit is a flag holding a size limit: a whole number of bytes, at
+// least 1.
+type byteLimit int64
+
+func (b *byteLimit) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *byteLimit) Type() string   { return "bytes" }
+
+func (b *byteLimit) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return errors.New("want a whole number of bytes")
+	}
+	if n < 1 {
+		return fmt.Errorf("%d out of range; want at least 1", n)
+	}
+	*b = byteLimit(n)
+	return nil
 }
 
 // validateDir runs `fleetd validate DIR`: problems on out, one per line,
 // then a count on errOut; or the summary on out.
-func validateDir(out, errOut io.Writer, dir string) error {
-	r, err := decode.Dir(dir)
+func validateDir(out, errOut io.Writer, dir string, opts *decode.DirOptions) error {
+	r, err := decode.Dir(dir, opts)
 	if err != nil {
 		fmt.Fprintf(errOut, "fleetd validate: %v\n", err)
 		return &exitError{code: 1}

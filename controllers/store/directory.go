@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -43,6 +42,10 @@ type DirectoryOptions struct {
 	// Logger receives one line per change of the manifest errors or of the
 	// directory's readability; default slog.Default().
 	Logger *slog.Logger
+	// MaxFileBytes is the size limit on one manifest file; a larger file is
+	// skipped with an error ([decode.ReadManifest]). 0 means
+	// decode.DefaultMaxManifestBytes.
+	MaxFileBytes int64
 	// Rescan, if set, replaces the fsnotify watch: Run reads the directory
 	// again (after Debounce) whenever a value arrives, and every
 	// RetryInterval while it is unreadable; nothing else is noticed. It is
@@ -52,6 +55,14 @@ type DirectoryOptions struct {
 }
 
 // Directory is the Store backed by a manifests directory.
+//
+// Two locks keep file-system calls away from readers. sem serializes
+// everything that touches the directory — a scan, Apply, Delete — and is
+// held across their file-system calls (each of them bounded: see
+// [decode.ReadManifest]). mu guards only the published snapshot and the
+// watchers; it is held to read or swap a pointer and to signal channels,
+// never across a file-system call or a log line, so Snapshot, Get, List
+// and Watch — what request handlers call — never wait on the disk.
 type Directory struct {
 	dir      string
 	clock    clock.Clock
@@ -59,15 +70,18 @@ type Directory struct {
 	retry    time.Duration
 	log      *slog.Logger
 	nudge    <-chan struct{} // Options.Rescan: no fsnotify watch when set
+	maxBytes int64
+	read     func(path string, limit int64) ([]byte, error) // decode.ReadManifest; tests wrap it
+
+	sem   chan struct{}         // capacity 1: held by a scan, Apply or Delete
+	files map[string]*fileState // by path; sem
+	meta  *metaBook             // sem
 
 	mu       sync.Mutex
-	files    map[string]*fileState // by path
-	meta     *metaBook
-	snap     *Snapshot
+	snap     *Snapshot // replaced with sem and mu held: read it under either
 	watchers map[chan struct{}]struct{}
-
-	scans   int           // completed scans, for tests
-	scanned chan struct{} // tests: signalled (coalesced) after every scan, if set
+	scans    int           // completed scans, for tests
+	scanned  chan struct{} // tests: signalled (coalesced) after every scan, if set
 }
 
 // location is where an object in effect is written: Objects[i] of a file's
@@ -106,6 +120,9 @@ func NewDirectory(dir string, opts *DirectoryOptions) (*Directory, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = decode.DefaultMaxManifestBytes
+	}
 	meta, err := loadMeta(o.StateDir)
 	if err != nil {
 		return nil, err
@@ -117,16 +134,30 @@ func NewDirectory(dir string, opts *DirectoryOptions) (*Directory, error) {
 		retry:    o.RetryInterval,
 		log:      o.Logger,
 		nudge:    o.Rescan,
+		maxBytes: o.MaxFileBytes,
+		read:     decode.ReadManifest,
+		sem:      make(chan struct{}, 1),
 		files:    map[string]*fileState{},
 		meta:     meta,
 		snap:     emptySnapshot(),
 		watchers: map[chan struct{}]struct{}{},
 	}
-	d.mu.Lock()
-	d.scanLocked()
-	d.mu.Unlock()
+	d.rescan(context.Background())
 	return d, nil
 }
+
+// lock takes sem, the right to touch the directory, or fails when ctx ends
+// first.
+func (d *Directory) lock(ctx context.Context) error {
+	select {
+	case d.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Directory) unlock() { <-d.sem }
 
 // Path returns the manifests directory.
 func (d *Directory) Path() string { return d.dir }
@@ -184,7 +215,7 @@ func (d *Directory) Run(ctx context.Context) error {
 		}
 		watching = d.addWatch(w)
 	}
-	d.rescan()
+	d.rescan(ctx)
 
 	var debounce, retry clock.Timer
 	var debounceC, retryC <-chan time.Time
@@ -236,13 +267,13 @@ func (d *Directory) Run(ctx context.Context) error {
 			if !watching {
 				watching = d.addWatch(w)
 			}
-			d.rescan()
+			d.rescan(ctx)
 		case <-retryC:
 			retry, retryC = nil, nil
 			if !watching {
 				watching = d.addWatch(w)
 			}
-			d.rescan()
+			d.rescan(ctx)
 		}
 	}
 }
@@ -253,9 +284,15 @@ func (d *Directory) addWatch(w *fsnotify.Watcher) bool {
 	return w.Add(d.dir) == nil
 }
 
-func (d *Directory) rescan() {
+// rescan reads the directory (see scan) and counts the read; it does
+// nothing if ctx ends before the directory is free.
+func (d *Directory) rescan(ctx context.Context) {
+	if d.lock(ctx) != nil {
+		return
+	}
+	d.scan()
+	d.unlock()
 	d.mu.Lock()
-	d.scanLocked()
 	d.scans++
 	d.mu.Unlock()
 	if d.scanned != nil {
@@ -266,28 +303,26 @@ func (d *Directory) rescan() {
 	}
 }
 
-// scanLocked reads the directory and publishes a new snapshot if anything
-// changed. d.mu must be held.
-func (d *Directory) scanLocked() {
-	entries, err := os.ReadDir(d.dir)
+// scan reads the directory and publishes a new snapshot if anything
+// changed. d.sem must be held. Each file is read the way `fleetd validate`
+// reads it ([decode.ReadManifest]): a file it refuses keeps its last good
+// objects, like a file that stops parsing, and reports why.
+func (d *Directory) scan() {
+	paths, err := decode.ManifestPaths(d.dir)
 	if err != nil {
 		if d.snap.DirErr == nil || d.snap.DirErr.Error() != err.Error() {
 			d.log.Error("manifests directory unreadable; keeping every object as last read", "dir", d.dir, "err", err)
 			next := *d.snap
-			next.DirErr = fmt.Errorf("read manifests directory: %w", err)
-			d.publishLocked(&next)
+			next.DirErr = err
+			d.publish(&next)
 		}
 		return
 	}
 	seen := map[string]bool{}
-	for _, e := range entries {
-		if e.IsDir() || !decode.IsManifestFile(e.Name()) {
-			continue
-		}
-		path := filepath.Join(d.dir, e.Name())
-		data, err := os.ReadFile(path)
+	for _, path := range paths {
+		data, err := d.read(path, d.maxBytes)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed between ReadDir and ReadFile
+			continue // removed since it was listed
 		}
 		seen[path] = true
 		st := d.files[path]
@@ -297,7 +332,7 @@ func (d *Directory) scanLocked() {
 		}
 		if err != nil {
 			st.hash = [32]byte{}
-			st.errs = decode.ErrorList{{File: path, Msg: "cannot read file: " + err.Error()}}
+			st.errs = decode.ErrorList{decode.AsError(path, err)}
 			continue
 		}
 		h := sha256.Sum256(data)
@@ -317,10 +352,10 @@ func (d *Directory) scanLocked() {
 			delete(d.files, path)
 		}
 	}
-	d.publishLocked(d.buildLocked())
+	d.publish(d.build())
 }
 
-// buildLocked assembles a snapshot from the files, reusing the previous
+// build assembles a snapshot from the files, reusing the previous
 // snapshot's pointer for every object whose content did not change.
 //
 // An object defined more than once (in one file or in several) is an
@@ -332,7 +367,7 @@ func (d *Directory) scanLocked() {
 // the copy whose spec is the one the state directory last recorded. So a
 // second copy of a running member's file never tears the member down;
 // deleting either copy ends the error.
-func (d *Directory) buildLocked() *Snapshot {
+func (d *Directory) build() *Snapshot {
 	next := emptySnapshot()
 	next.Synced = true
 	paths := make([]string, 0, len(d.files))
@@ -477,9 +512,10 @@ func (d *Directory) recordedCopy(files []decode.FileResult, key Key) (location, 
 	return location{}, false
 }
 
-// publishLocked installs next if it differs from the current snapshot,
-// logs changed manifest errors and signals watchers.
-func (d *Directory) publishLocked(next *Snapshot) {
+// publish installs next if it differs from the current snapshot, logs
+// changed manifest errors and signals watchers. d.sem must be held; d.mu
+// is taken only for the swap.
+func (d *Directory) publish(next *Snapshot) {
 	prev := d.snap
 	if sameSnapshot(prev, next) {
 		return
@@ -508,6 +544,8 @@ func (d *Directory) publishLocked(next *Snapshot) {
 			d.log.Warn("member references an object that is not defined; it waits at Ready=False", "file", e.File, "line", e.Line, "err", e.Error())
 		}
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.snap = next
 	for ch := range d.watchers {
 		select {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -52,6 +54,25 @@ type harness struct {
 
 	nudge    chan struct{}   // newHarness: the running Directory's Rescan
 	deadline <-chan struct{} // newWatchedHarness: closed when the test has waited too long
+	logs     lockedBuffer    // what the Directories logged
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // debounce is the Directories' debounce in virtual time (newHarness).
@@ -93,7 +114,7 @@ func newFiles(t *testing.T, files map[string]string) *harness {
 // first read.
 func (h *harness) start() {
 	h.t.Helper()
-	opts := &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := &DirectoryOptions{StateDir: h.state, Logger: slog.New(slog.NewTextHandler(&h.logs, nil))}
 	if h.deadline == nil {
 		h.nudge = make(chan struct{}, 1)
 		opts.Rescan, opts.Debounce = h.nudge, debounce

@@ -7,11 +7,23 @@
 // with fsnotify — the directory, not the files, so an editor's
 // write-temp-then-rename save is seen — debounces bursts, and reads every
 // *.yaml / *.yml file (not dotfiles or editor backups), one object per YAML
-// document. Two promises matter more than anything else here:
+// document. A few promises matter more than anything else here:
 //
 //   - A file that stops parsing keeps its last good objects. Its errors are
 //     reported (Snapshot.Errors, a log line) but nothing it defined goes away,
 //     so a typo never tears down a running agent.
+//   - Only regular files, within a size limit, are read
+//     ([decode.ReadManifest], the very function `fleetd validate` reads
+//     with). A named pipe, directory or device named like a manifest, a
+//     link to one, or a file over DirectoryOptions.MaxFileBytes is skipped
+//     like a file that stops parsing: its error says what it is, and the
+//     objects it last defined stay. Nothing is opened in a way that can
+//     block, and nothing is read past the limit.
+//   - No file-system call runs under the lock readers take. Scans, Apply
+//     and Delete are serialized by a lock of their own and do their I/O
+//     there; the snapshot's lock is held only to swap in a finished
+//     snapshot, so Snapshot, Get, List and Watch — what every request
+//     handler calls — never wait on the disk.
 //   - An object defined twice (in two files, or twice in one) is rejected
 //     the way package decode and `fleetd validate` reject it: neither
 //     definition takes effect, and the error sits on the later one naming

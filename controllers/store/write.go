@@ -26,9 +26,11 @@ const manifestPerm = 0o644
 // Apply writes obj's definition atomically. An object already defined in a
 // file is replaced in place (only its document, in a multi-document file);
 // a new Member goes to DIR/<name>.yaml, a new Profile or Tenant to
-// DIR/<kind>-<name>.yaml. The result is decoded strictly before anything is
-// written, so an invalid object never reaches the directory. On return the
-// snapshot already reflects the write.
+// DIR/<kind>-<name>.yaml. The result is decoded strictly, and held to the
+// size limit the watcher reads within, before anything is written, so an
+// invalid object never reaches the directory. Apply waits for a scan in
+// progress (or gives up when ctx ends); on return the snapshot already
+// reflects the write.
 func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -38,15 +40,17 @@ func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", key, err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if err := d.lock(ctx); err != nil {
+		return fmt.Errorf("apply %s: %w", key, err)
+	}
+	defer d.unlock()
 	if d.snap.DirErr != nil {
 		return fmt.Errorf("apply %s: %w", key, d.snap.DirErr)
 	}
 	path, exists := d.snap.Sources[key]
 	var data []byte
 	if exists {
-		old, err := os.ReadFile(path)
+		old, err := d.read(path, d.maxBytes)
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", key, err)
 		}
@@ -74,10 +78,13 @@ func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 	if !found {
 		return fmt.Errorf("apply %s: internal error: rendered file does not define it", key)
 	}
+	if int64(len(data)) > d.maxBytes {
+		return fmt.Errorf("apply %s: %s would be %d bytes, over the limit of %d bytes on a manifest file", key, path, len(data), d.maxBytes)
+	}
 	if err := atomicfile.Write(path, data, manifestPerm); err != nil {
 		return fmt.Errorf("apply %s: %w", key, err)
 	}
-	d.scanLocked()
+	d.scan()
 	return nil
 }
 
@@ -88,8 +95,10 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 		return err
 	}
 	key := Key{kind, name}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if err := d.lock(ctx); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	defer d.unlock()
 	if d.snap.DirErr != nil {
 		return fmt.Errorf("delete %s: %w", key, d.snap.DirErr)
 	}
@@ -97,7 +106,7 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 	if !ok {
 		return fmt.Errorf("delete %s: %w", key, ErrNotFound)
 	}
-	old, err := os.ReadFile(path)
+	old, err := d.read(path, d.maxBytes)
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
@@ -128,7 +137,7 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 			return fmt.Errorf("delete %s: %w", key, err)
 		}
 	}
-	d.scanLocked()
+	d.scan()
 	return nil
 }
 

@@ -34,6 +34,9 @@ import (
 type Config struct {
 	// ManifestsDir is the watched directory of Members, Profiles, Tenants.
 	ManifestsDir string
+	// MaxManifestBytes is the size limit on one manifest file; 0 means
+	// decode.DefaultMaxManifestBytes.
+	MaxManifestBytes int64
 	// StateDir holds the lock, tokens, ownership records and journals.
 	StateDir string
 	// Listen is the address of the REST/MCP/metrics listener.
@@ -176,7 +179,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: metrics.HerdrObserver()})
-	desired, err := store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log})
+	desired, err := store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
 	if err != nil {
 		return err
 	}

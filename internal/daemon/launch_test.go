@@ -191,7 +191,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	}
 
 	profiles := map[string]v1alpha1.ProfileSpec{}
-	r, err := decode.Dir(manifests)
+	r, err := decode.Dir(manifests, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

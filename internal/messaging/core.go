@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -66,7 +67,9 @@ type Options struct {
 	// It runs with the core's lock held and must not call the Core.
 	Admit func(worker string) error
 
-	// MaxContentBytes bounds every content argument. Default 256 KiB.
+	// MaxContentBytes bounds every content argument. Default
+	// v1alpha1.MaxContentBytes (256 KiB), the limit a Member's spec.prompt
+	// is held to when it is decoded.
 	MaxContentBytes int
 	// MaxMailboxMessages and MaxMailboxBytes bound each recipient's mailbox:
 	// how many unacknowledged messages it holds and their content's total
@@ -134,7 +137,7 @@ func (o *Options) withDefaults() Options {
 		r.Target = func(w string) string { return w }
 	}
 	if r.MaxContentBytes <= 0 {
-		r.MaxContentBytes = 256 << 10
+		r.MaxContentBytes = v1alpha1.MaxContentBytes
 	}
 	if r.MaxMailboxMessages <= 0 {
 		r.MaxMailboxMessages = DefaultMaxMailboxMessages

@@ -1,7 +1,6 @@
 package migrate
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,8 +16,10 @@ type Options struct {
 }
 
 // Dir migrates every manifest file [decode.ManifestPaths] lists in dir (the
-// files fleetd reads; no recursion) and returns the changes, in file and
-// line order.
+// files fleetd reads, read by [decode.ReadManifest]; no recursion) and
+// returns the changes, in file and line order. A name fleetd would refuse
+// to read (a directory, a named pipe, a file over the default limit) is a
+// problem here too.
 //
 // When any file cannot be migrated, Dir writes nothing and returns the
 // problems as a [decode.ErrorList]. Otherwise, unless opts.DryRun is set, it
@@ -43,9 +44,9 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 		errs decode.ErrorList
 	)
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		data, err := decode.ReadManifest(path, 0) // the files and limit fleetd reads
 		if err != nil {
-			errs = append(errs, &decode.Error{File: path, Msg: fmt.Sprintf("read: %v", unwrapPath(err))})
+			errs = append(errs, decode.AsError(path, err))
 			continue
 		}
 		out, changes, ferrs := File(path, data)
@@ -67,16 +68,6 @@ func Dir(dir string, opts *Options) ([]Change, error) {
 		done = append(done, r.changes...)
 	}
 	return done, nil
-}
-
-// unwrapPath drops the path from a *fs.PathError, which the caller names
-// already.
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // writeAtomic replaces the file at path (or, for a symbolic link, the file

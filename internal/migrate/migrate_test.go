@@ -298,7 +298,7 @@ func TestDir_ReadsOnlyManifestFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{".hidden.yaml", "backup.yaml~", "#autosave.yaml#", "notes.txt", "sub/inner.yaml", "dir.yaml/inner.yaml"} {
+	for _, name := range []string{".hidden.yaml", "backup.yaml~", "#autosave.yaml#", "notes.txt", "sub/inner.yaml"} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -320,6 +320,30 @@ func TestDir_ReadsOnlyManifestFiles(t *testing.T) {
 	inner, err := os.ReadFile(filepath.Join(dir, "sub/inner.yaml"))
 	if err != nil || !bytes.Equal(inner, legacy) {
 		t.Errorf("a file in a subdirectory was touched (err %v)", err)
+	}
+}
+
+// A name fleetd would read that is not a regular file is a problem, as in
+// `fleetd validate` (decode.ReadManifest decides), and nothing is written.
+func TestDir_ReportsADirectoryNamedLikeAManifest(t *testing.T) {
+	legacy, err := os.ReadFile("testdata/rewrite/tenant-flow.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "dir.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "member.yml"), legacy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Dir(dir, nil)
+	want := filepath.Join(dir, "dir.yaml") + ": not a regular file but a directory; skipped"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Dir: %v; want an error starting %q", err, want)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "member.yml")); err != nil || !bytes.Equal(got, legacy) {
+		t.Errorf("member.yml was rewritten despite the problem (err %v)", err)
 	}
 }
 
