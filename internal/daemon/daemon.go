@@ -59,6 +59,9 @@ type Config struct {
 	// nil means its defaults. Registerer, Logger and PrimaryName are set
 	// by Run.
 	Messaging *messaging.Options
+	// Listener bounds the REST/MCP/metrics listener (connections,
+	// timeouts, header size); nil means its defaults.
+	Listener *ListenerLimits
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -99,6 +102,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.ManifestsDir == "" {
 		return errors.New("no manifests directory (--manifests)")
+	}
+	if _, err := cfg.Listener.withDefaults(); err != nil {
+		return err
 	}
 	state, err := statedir.Abs(cfg.StateDir)
 	if err != nil {
@@ -238,7 +244,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	limits, err := cfg.Listener.withDefaults()
+	if err != nil {
+		return err
+	}
+	srv, ln := boundedServer(handler, ln, limits, log)
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.

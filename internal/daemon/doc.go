@@ -22,6 +22,14 @@
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
 //
+// The listener is bounded ([ListenerLimits], Config.Listener): a cap on
+// open connections (golang.org/x/net/netutil.LimitListener; past it new
+// connections wait in the kernel's accept queue), deadlines on reading
+// headers and whole requests, idle keep-alive connections reaped, and a
+// deadline on each write of a response rather than on the response, so
+// that a client that stops reading is cut while a call held for minutes
+// and the MCP event streams are not.
+//
 // [Run] runs the parts in one errgroup: the first to fail cancels the
 // others and its error is the one returned. On shutdown the messaging core
 // first releases the calls held on the gateway, then the listener drains,
