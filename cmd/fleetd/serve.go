@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 func newServeCmd() *cobra.Command {
@@ -83,5 +84,7 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.DurationVar(&cfg.Listener.ReadTimeout, "read-timeout", daemon.DefaultReadTimeout, "bound on reading one whole request, body included (held calls are not affected)")
 	f.DurationVar(&cfg.Listener.WriteTimeout, "write-timeout", daemon.DefaultWriteTimeout, "bound on each write of a response: cuts clients that stop reading, never a held call")
 	f.DurationVar(&cfg.Listener.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "close kept-alive connections idle for this long")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", mcp.DefaultSessionTimeout, "close an MCP session with no request in flight (its event stream counts) for this long")
+	f.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", mcp.DefaultMaxSessionsPerToken, "MCP sessions one token may hold; a new one evicts its least recently used idle session")
 	return cmd
 }

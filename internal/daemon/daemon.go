@@ -62,6 +62,10 @@ type Config struct {
 	// Listener bounds the REST/MCP/metrics listener (connections,
 	// timeouts, header size); nil means its defaults.
 	Listener *ListenerLimits
+	// SessionTimeout and MaxSessionsPerToken bound the gateway's MCP
+	// sessions (mcp.Options); 0 means mcp's defaults.
+	SessionTimeout      time.Duration
+	MaxSessionsPerToken int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -236,6 +240,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Messages:   core,
 		Registerer: reg,
 		Version:    version.Version,
+
+		SessionTimeout:      cfg.SessionTimeout,
+		MaxSessionsPerToken: cfg.MaxSessionsPerToken,
 	})
 	if err != nil {
 		return err
