@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,4 +102,17 @@ func subscribedTo(srv *herdrtest.Server, sub string) bool {
 		}
 	}
 	return false
+}
+
+func TestServe_UnsafeStateDirectoryExits1(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(state, 0o700) })
+	code, _, stderr := runCLI(t, "serve", "--herdr=sim", "--manifests", t.TempDir(), "--state-dir", state, "--listen", "127.0.0.1:0")
+	want := "fleetd: unsafe state directory: " + state + " has mode 0777: writable by group or others; fix: chmod 700 " + state + "\n"
+	if code != 1 || stderr != want {
+		t.Fatalf("serve on a world-writable state directory: exit %d, stderr %q; want exit 1, %q", code, stderr, want)
+	}
 }

@@ -114,6 +114,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// Only a directory nobody else can write is trusted, before anything
+	// in it is read or created: whoever can write there can plant a
+	// primary token.
+	if err := state.CheckSafe(); err != nil {
+		return err
+	}
 
 	// One daemon per state directory, and the lock comes first: before the
 	// listener (a second `fleetd serve` with the same flags is told who

@@ -1,5 +1,5 @@
-// Package daemon assembles a running fleetd: it takes the state directory's
-// lock (package statedir), opens the token registry, the harness launcher,
+// Package daemon assembles a running fleetd: it checks that the state
+// directory is safe to trust and takes its lock (package statedir), opens the token registry, the harness launcher,
 // the desired-state store and the messaging core (its journal in the state
 // directory), starts the member controller against herdr (or the embedded
 // simulated herdr), and serves the REST API, the MCP gateway and /metrics
