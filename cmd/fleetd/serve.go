@@ -79,7 +79,7 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.DurationVar(&cfg.ResyncPeriod, "resync", 60*time.Second, "how often herdr is listed in full as a safety net")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cfg.Listener = &daemon.ListenerLimits{}
-	f.IntVar(&cfg.Listener.MaxConns, "max-connections", daemon.DefaultMaxConns, "connections the listener keeps open at once; more wait in the kernel's accept queue")
+	f.IntVar(&cfg.Listener.MaxConns, "max-connections", daemon.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one idle longest")
 	f.DurationVar(&cfg.Listener.ReadHeaderTimeout, "read-header-timeout", daemon.DefaultReadHeaderTimeout, "close a connection whose request headers take longer than this")
 	f.DurationVar(&cfg.Listener.ReadTimeout, "read-timeout", daemon.DefaultReadTimeout, "bound on reading one whole request, body included (held calls are not affected)")
 	f.DurationVar(&cfg.Listener.WriteTimeout, "write-timeout", daemon.DefaultWriteTimeout, "bound on each write of a response: cuts clients that stop reading, never a held call")

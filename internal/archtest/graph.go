@@ -8,7 +8,6 @@ const (
 	prometheus = "github.com/prometheus/client_golang"
 	rate       = "golang.org/x/time/rate"
 	errgroup   = "golang.org/x/sync/errgroup"
-	netutil    = "golang.org/x/net/netutil" // the listener's connection cap
 	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
 	cobra      = "github.com/spf13/cobra"
 	// jsonschemaGo is the MCP go-sdk's own tool-schema library (the SDK's
@@ -90,7 +89,7 @@ var allowed = Graph{
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
 		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tokens",
-		"internal/version", "mcp", prometheus, errgroup, netutil},
+		"internal/version", "mcp", prometheus, errgroup},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

@@ -23,8 +23,9 @@
 //     landing in the durable mailbox.
 //
 // The listener is bounded ([ListenerLimits], Config.Listener): a cap on
-// open connections (golang.org/x/net/netutil.LimitListener; past it new
-// connections wait in the kernel's accept queue), deadlines on reading
+// open connections (at the cap the connection idle longest is closed to
+// make room; only when all are busy do new ones wait in the kernel's
+// accept queue), deadlines on reading
 // headers and whole requests, idle keep-alive connections reaped, and a
 // deadline on each write of a response rather than on the response, so
 // that a client that stops reading is cut while a call held for minutes

@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // Defaults of [ListenerLimits]. docs/security.md ("The listener's bounds")
@@ -41,11 +39,13 @@ const (
 // bounded by size in package mcp (mcp.Options.MaxBodyBytes). A zero field
 // means its default; a negative one is an error.
 type ListenerLimits struct {
-	// MaxConns caps the connections open at once. Past it fleetd accepts
-	// no more: new ones wait in the kernel's accept queue until a
-	// connection closes (idle ones are closed after IdleTimeout, silent
-	// ones after ReadHeaderTimeout), so /healthz answers again once they
-	// are reaped instead of the process running out of file descriptors.
+	// MaxConns caps the connections open at once. At the cap a new
+	// connection closes the one idle longest (no request in flight:
+	// silent since it connected, or kept alive between requests), so a
+	// flood of idle connections delays nobody; only when every connection
+	// has a request in flight do new ones wait in the kernel's accept
+	// queue until one ends. Either way fleetd never runs out of file
+	// descriptors.
 	MaxConns int
 	// ReadHeaderTimeout bounds the arrival of a request's headers.
 	ReadHeaderTimeout time.Duration
@@ -89,7 +89,8 @@ func (l *ListenerLimits) withDefaults() (ListenerLimits, error) {
 
 // boundedServer returns the HTTP server for handler within limits (which
 // have their defaults) and the listener to serve it on: ln capped at
-// limits.MaxConns.
+// limits.MaxConns ([connLimiter], which the server's ConnState hook keeps
+// informed of idle connections).
 //
 // http.Server.WriteTimeout is left unset on purpose: it is a deadline on
 // the whole response from the end of the request's headers, and would cut
@@ -97,15 +98,17 @@ func (l *ListenerLimits) withDefaults() (ListenerLimits, error) {
 // Writes are bounded one by one instead ([stallBound]). ReadTimeout is safe
 // for held calls: net/http clears the read deadline once the body is read.
 func boundedServer(handler http.Handler, ln net.Listener, limits ListenerLimits, log *slog.Logger) (*http.Server, net.Listener) {
+	capped := newConnLimiter(ln, limits.MaxConns)
 	srv := &http.Server{
 		Handler:           stallBound(handler, limits.WriteTimeout),
+		ConnState:         capped.track,
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		ReadTimeout:       limits.ReadTimeout,
 		IdleTimeout:       limits.IdleTimeout,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return srv, netutil.LimitListener(ln, limits.MaxConns)
+	return srv, capped
 }
 
 // stallBound gives every write of a response (and its flushes) a deadline

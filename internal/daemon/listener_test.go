@@ -158,40 +158,71 @@ func TestListener_CutsAClientThatStopsReading(t *testing.T) {
 	}
 }
 
-func TestListener_CapsConnections(t *testing.T) {
-	// Headers may take a minute: only the cap decides here.
-	addr := serveBounded(t, okHandler, ListenerLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute})
+func TestListener_AtTheCapTheLongestIdleConnectionMakesRoom(t *testing.T) {
+	// Headers may take a minute and idle connections stay for one: only
+	// the cap decides here.
+	addr := serveBounded(t, okHandler, ListenerLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
+	silent := dial(t, addr)
+	keptAlive := dial(t, addr)
+	if resp := get(t, keptAlive, "/healthz"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET = %s, want 200", resp.Status)
+	}
+	// A third connection is served at once: the one idle longest (silent
+	// since it connected) is closed to make room, then the next.
+	if resp := get(t, dial(t, addr), "/healthz"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET over the cap = %s, want 200", resp.Status)
+	}
+	waitClosed(t, silent)
+	if resp := get(t, dial(t, addr), "/healthz"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET over the cap = %s, want 200", resp.Status)
+	}
+	waitClosed(t, keptAlive)
+}
+
+func TestListener_AtTheCapWithEveryConnectionBusyNewOnesWait(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok\n")
+	})
+	addr := serveBounded(t, h, ListenerLimits{MaxConns: 2})
 	held := []net.Conn{dial(t, addr), dial(t, addr)}
-	// Both are accepted: each answers a request.
 	for _, c := range held {
-		if resp := get(t, c, "/healthz"); resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET = %s, want 200", resp.Status)
+		io.WriteString(c, "GET /hold HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		select {
+		case <-entered:
+		case <-time.After(closedWithin):
+			t.Fatal("a held request never reached the handler")
 		}
 	}
 
 	// A third connection gets through the kernel's accept queue but is not
-	// served while the two are open.
+	// served while both have a request in flight; neither is cut for it.
 	third := dial(t, addr)
 	io.WriteString(third, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	br := bufio.NewReader(third)
 	third.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	if _, err := br.Peek(1); err == nil {
-		t.Fatal("a connection over the cap was served")
+		t.Fatal("a connection over the cap was served while every connection was busy")
 	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("a connection over the cap: %v, want it queued", err)
 	}
 
-	// Once one closes, the queued one is served.
-	held[0].Close()
+	// Once a held request ends, its connection goes idle and makes room.
+	release <- struct{}{}
 	third.SetReadDeadline(time.Now().Add(closedWithin))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
-		t.Fatalf("queued connection after a slot freed: %v", err)
+		t.Fatalf("queued connection after a request ended: %v", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("queued GET = %s, want 200", resp.Status)
 	}
+	close(release)
 }
 
 func TestListener_LimitsHeaderSize(t *testing.T) {
