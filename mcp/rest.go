@@ -104,6 +104,7 @@ func (h *Handler) Close() error {
 	for ss := range h.s.mcpServer.Sessions() {
 		errs = append(errs, ss.Close())
 	}
+	h.s.sessions.settle()
 	return errors.Join(errs...)
 }
 

@@ -66,6 +66,8 @@ type sessionTable struct {
 	useSeq uint64         // orders uses, for least recently used
 	// changed is closed and replaced on every change (waitFor).
 	changed chan struct{}
+	// closing counts the sessions being closed in the background.
+	closing sync.WaitGroup
 }
 
 // session is one open session of the table.
@@ -132,7 +134,7 @@ func (t *sessionTable) armLocked(s *session) {
 		}
 		t.dropLocked(s)
 		t.mu.Unlock()
-		s.ss.Close()
+		t.close(s.ss)
 	})
 	s.idle = timer
 }
@@ -215,7 +217,7 @@ func (t *sessionTable) reserve(key string) error {
 	t.perKey[key]++
 	t.mu.Unlock()
 	if victim != nil {
-		victim.ss.Close()
+		t.close(victim.ss)
 	}
 	return nil
 }
@@ -247,8 +249,16 @@ func (t *sessionTable) gone(id, key string) {
 	}
 }
 
+// close ends an SDK session in the background: Close waits for the
+// session's tool handlers to return, and one may still run (for minutes,
+// a held call) after its client went away; neither a new client's
+// initialize nor a timer should wait for that.
+func (t *sessionTable) close(ss *sdk.ServerSession) {
+	t.closing.Go(func() { ss.Close() })
+}
+
 // closeAll stops every idle timer and empties the table; the SDK's
-// sessions are closed by the caller.
+// sessions are closed by the caller, who then calls settle.
 func (t *sessionTable) closeAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -256,6 +266,9 @@ func (t *sessionTable) closeAll() {
 		t.dropLocked(s)
 	}
 }
+
+// settle waits until every session the table closed is closed.
+func (t *sessionTable) settle() { t.closing.Wait() }
 
 // serve runs one authenticated /mcp request through the table: a request
 // on a session is in flight for as long as next serves it; a request that

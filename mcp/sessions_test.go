@@ -117,6 +117,7 @@ func TestSessions_IdleSessionsExpire(t *testing.T) {
 	g.clock.Step(testSessionTimeout - time.Second)
 	g.waitInFlight(t, s, 0)
 	g.clock.Step(time.Second)
+	g.table.settle()
 	if alive(t, s) {
 		t.Fatalf("a session idle for %v still works", testSessionTimeout)
 	}
@@ -160,6 +161,7 @@ func TestSessions_CappedPerTokenEvictingTheLeastRecentlyUsed(t *testing.T) {
 	g.waitInFlight(t, first, 0)
 
 	third := g.connect(t, "primary-secret", false)
+	g.table.settle()
 	if alive(t, second) {
 		t.Error("the least recently used session survived a third one over the cap of 2")
 	}
