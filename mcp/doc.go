@@ -34,6 +34,11 @@
 // summarises), and each bearer token's tool calls pass a token bucket
 // (rate_limited beyond it).
 //
+// MCP sessions are bounded (sessions.go): a session with no request in
+// flight for Options.SessionTimeout is closed, and a token holds at most
+// Options.MaxSessionsPerToken, a new one evicting that token's least
+// recently used idle session (429 when none is idle).
+//
 // This package holds no fleet state of its own and never logs a token or a
 // message's content.
 package mcp

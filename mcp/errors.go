@@ -19,6 +19,7 @@ const (
 	codeNotFound             = string(messaging.CodeNotFound)
 	codeInvalidArgument      = string(messaging.CodeInvalid)
 	codeInvalidSpec          = "invalid_spec"
+	codeConflict             = "conflict"
 	codeSubscriptionBoundary = "subscription_boundary"
 	codeTooLarge             = string(messaging.CodeTooLarge)
 	codeUnavailable          = string(messaging.CodeUnavailable)
@@ -71,6 +72,8 @@ func httpStatus(code string) int {
 		return http.StatusNotFound
 	case codeInvalidSpec:
 		return http.StatusUnprocessableEntity
+	case codeConflict:
+		return http.StatusConflict
 	case codeInvalidArgument:
 		return http.StatusBadRequest
 	case codeTooLarge:

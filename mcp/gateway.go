@@ -13,6 +13,9 @@ package mcp
 //     a session opened with one token cannot be continued with another, and
 //     a worker whose token was revoked (pane replaced, member deleted) is
 //     refused at the door.
+//   - session bounds: every authenticated request passes the gateway's
+//     session table (sessions.go), which expires idle sessions and caps
+//     each token's.
 //
 // One [sdk.Server] serves every session. Tool handlers read the caller from
 // the request's TokenInfo (see callerOf), never from an argument. A receiving
@@ -67,7 +70,7 @@ func (s *restServer) newGateway(srv *sdk.Server) http.Handler {
 		}
 		sum := sha256.Sum256([]byte(token))
 		c := caller{Identity: id, sessionKey: "token-sha256:" + hex.EncodeToString(sum[:])}
-		bound.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c)))
+		s.sessions.serve(w, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c)), c.sessionKey, bound)
 	})
 }
 

@@ -325,12 +325,15 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 	}
 	cur, ok := ms.source.Member(m.Name)
 	if !ok {
-		return MemberView{}, "", toolErr(codeInternal, "member %s vanished right after it was written", m.Name)
+		// A delete of the same member won the race: nothing is wrong
+		// with the request, it lost to another.
+		return MemberView{}, "", toolErr(codeConflict, "member %s was deleted while this write was applied; write it again if it should exist", m.Name)
 	}
 	if req.wait && ms.waiter != nil {
 		gen := cur.Generation
 		wctx, cancel := context.WithTimeout(ctx, cmp.Or(req.timeout, DefaultSpawnTimeout))
 		defer cancel()
+		deleted := false
 		err := ms.waiter.WaitFor(wctx, func(all []v1alpha1.Member) bool {
 			for _, x := range all {
 				if x.Name == m.Name {
@@ -338,10 +341,14 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 					return settled(x, gen)
 				}
 			}
-			return true // deleted meanwhile
+			deleted = true
+			return true
 		})
 		if err != nil && ctx.Err() != nil {
 			return MemberView{}, "", fromCore(ctx.Err())
+		}
+		if deleted {
+			return MemberView{}, "", toolErr(codeConflict, "member %s was deleted while this write waited for it to be Ready; write it again if it should exist", m.Name)
 		}
 	}
 	return viewOf(cur), result, nil

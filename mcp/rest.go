@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -71,6 +73,17 @@ type Options struct {
 	// [DefaultToolCallBurst]); a negative rate turns the limit off.
 	ToolCallRate  float64
 	ToolCallBurst int
+	// SessionTimeout closes an MCP session with no request in flight (its
+	// event stream counts as one) for this long; default
+	// [DefaultSessionTimeout].
+	SessionTimeout time.Duration
+	// MaxSessionsPerToken caps the MCP sessions one token holds; a new one
+	// over it evicts the token's least recently used idle session, or is
+	// refused with 429 when none is idle. Default
+	// [DefaultMaxSessionsPerToken].
+	MaxSessionsPerToken int
+	// Clock times session expiry; nil is the wall clock.
+	Clock clock.Clock
 }
 
 // Handler is the HTTP handler of fleetd's listener.
@@ -93,18 +106,28 @@ func (h *Handler) Close() error {
 	if h.s.mcpServer == nil {
 		return nil
 	}
+	h.s.sessions.closeAll()
 	var errs []error
 	for ss := range h.s.mcpServer.Sessions() {
 		errs = append(errs, ss.Close())
 	}
+	h.s.sessions.settle()
 	return errors.Join(errs...)
 }
 
-// NewHandler returns the HTTP handler of fleetd's listener. It fails only
-// when the tool-call counter cannot be registered.
+// NewHandler returns the HTTP handler of fleetd's listener. It fails when
+// a session bound is negative or the tool-call counter cannot be
+// registered.
 func NewHandler(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	timeout, maxSessions, err := opts.sessionBounds()
+	if err != nil {
+		return nil, err
 	}
 	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
 	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
@@ -130,6 +153,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	}
 	if opts.Messages != nil {
 		s.mcpServer = s.newMCPServer()
+		s.sessions = newSessionTable(opts.Clock, timeout, maxSessions, s.serverSession)
 		mux.Handle("/mcp", s.newGateway(s.mcpServer))
 	}
 	var h http.Handler = mux
@@ -145,6 +169,17 @@ type restServer struct {
 	toolCalls *prometheus.CounterVec
 	limits    *callerLimits // nil: no rate limit
 	mcpServer *sdk.Server   // nil without a messaging core
+	sessions  *sessionTable // the gateway's sessions; nil without mcpServer
+}
+
+// serverSession returns the gateway's open session with an id, or nil.
+func (s *restServer) serverSession(id string) *sdk.ServerSession {
+	for ss := range s.mcpServer.Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	return nil
 }
 
 func (s *restServer) maxBody() int64 { return cmp.Or(s.opts.MaxBodyBytes, DefaultMaxBodyBytes) }

@@ -91,6 +91,14 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.Float64Var(&cfg.ToolCallRate, "tool-rate", mcp.DefaultToolCallRate, "MCP tool calls per second allowed to each token (refill of its bucket); a negative value turns the limit off")
 	f.IntVar(&cfg.ToolCallBurst, "tool-burst", mcp.DefaultToolCallBurst, "MCP tool calls one token may make at once before --tool-rate applies")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cfg.Listener = &daemon.ListenerLimits{}
+	f.IntVar(&cfg.Listener.MaxConns, "max-connections", daemon.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one idle longest")
+	f.DurationVar(&cfg.Listener.ReadHeaderTimeout, "read-header-timeout", daemon.DefaultReadHeaderTimeout, "close a connection whose request headers take longer than this")
+	f.DurationVar(&cfg.Listener.ReadTimeout, "read-timeout", daemon.DefaultReadTimeout, "bound on reading one whole request, body included (held calls are not affected)")
+	f.DurationVar(&cfg.Listener.WriteTimeout, "write-timeout", daemon.DefaultWriteTimeout, "bound on each write of a response: cuts clients that stop reading, never a held call")
+	f.DurationVar(&cfg.Listener.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "close kept-alive connections idle for this long")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", mcp.DefaultSessionTimeout, "close an MCP session with no request in flight (its event stream counts) for this long")
+	f.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", mcp.DefaultMaxSessionsPerToken, "MCP sessions one token may hold; a new one evicts its least recently used idle session")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,5 +121,18 @@ func TestSizeFlag(t *testing.T) {
 	}
 	if s := sizeFlag(64 << 20); s.String() != "64MiB" {
 		t.Errorf("String() = %q, want 64MiB", s.String())
+	}
+}
+
+func TestServe_UnsafeStateDirectoryExits1(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(state, 0o700) })
+	code, _, stderr := runCLI(t, "serve", "--herdr=sim", "--manifests", t.TempDir(), "--state-dir", state, "--listen", "127.0.0.1:0")
+	want := "fleetd: unsafe state directory: " + state + " has mode 0777: writable by group or others; fix: chmod 700 " + state + "\n"
+	if code != 1 || stderr != want {
+		t.Fatalf("serve on a world-writable state directory: exit %d, stderr %q; want exit 1, %q", code, stderr, want)
 	}
 }

@@ -81,7 +81,7 @@ var allowed = Graph{
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or controllers/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/guard", "internal/messaging", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", yaml},

@@ -66,6 +66,13 @@ type Config struct {
 	// calls (mcp.Options); 0 means mcp's defaults, a negative rate no limit.
 	ToolCallRate  float64
 	ToolCallBurst int
+	// Listener bounds the REST/MCP/metrics listener (connections,
+	// timeouts, header size); nil means its defaults.
+	Listener *ListenerLimits
+	// SessionTimeout and MaxSessionsPerToken bound the gateway's MCP
+	// sessions (mcp.Options); 0 means mcp's defaults.
+	SessionTimeout      time.Duration
+	MaxSessionsPerToken int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -107,8 +114,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ManifestsDir == "" {
 		return errors.New("no manifests directory (--manifests)")
 	}
+	if _, err := cfg.Listener.withDefaults(); err != nil {
+		return err
+	}
 	state, err := statedir.Abs(cfg.StateDir)
 	if err != nil {
+		return err
+	}
+	// Only a directory nobody else can write is trusted, before anything
+	// in it is read or created: whoever can write there can plant a
+	// primary token.
+	if err := state.CheckSafe(); err != nil {
 		return err
 	}
 
@@ -245,8 +261,10 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Registerer: reg,
 		Version:    version.Version,
 
-		ToolCallRate:  cfg.ToolCallRate,
-		ToolCallBurst: cfg.ToolCallBurst,
+		ToolCallRate:        cfg.ToolCallRate,
+		ToolCallBurst:       cfg.ToolCallBurst,
+		SessionTimeout:      cfg.SessionTimeout,
+		MaxSessionsPerToken: cfg.MaxSessionsPerToken,
 	})
 	if err != nil {
 		return err
@@ -255,7 +273,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	limits, err := cfg.Listener.withDefaults()
+	if err != nil {
+		return err
+	}
+	srv, ln := boundedServer(handler, ln, limits, log)
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.

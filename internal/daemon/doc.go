@@ -1,5 +1,5 @@
-// Package daemon assembles a running fleetd: it takes the state directory's
-// lock (package statedir), opens the token registry, the harness launcher,
+// Package daemon assembles a running fleetd: it checks that the state
+// directory is safe to trust and takes its lock (package statedir), opens the token registry, the harness launcher,
 // the desired-state store and the messaging core (its journal in the state
 // directory), starts the member controller against herdr (or the embedded
 // simulated herdr), and serves the REST API, the MCP gateway and /metrics
@@ -21,6 +21,15 @@
 //     to the core under the primary's name, so that replies nobody waits for
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
+//
+// The listener is bounded ([ListenerLimits], Config.Listener): a cap on
+// open connections (at the cap the connection idle longest is closed to
+// make room; only when all are busy do new ones wait in the kernel's
+// accept queue), deadlines on reading
+// headers and whole requests, idle keep-alive connections reaped, and a
+// deadline on each write of a response rather than on the response, so
+// that a client that stops reading is cut while a call held for minutes
+// and the MCP event streams are not.
 //
 // [Run] runs the parts in one errgroup: the first to fail cancels the
 // others and its error is the one returned. On shutdown the messaging core

@@ -67,12 +67,20 @@ func startFleet(t *testing.T, extraManifests string) *fleet {
 
 func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Options) *fleet {
 	t.Helper()
+	return startFleetConfig(t, extraManifests, Config{Messaging: mopts})
+}
+
+// startFleetConfig is startFleetWith for a daemon with more of cfg set;
+// the directories, listener and herdr are the test's.
+func startFleetConfig(t *testing.T, extraManifests string, cfg Config) *fleet {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "profiles.yaml"), []byte(profileOnly+extraManifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	info, _ := runDaemon(t, Config{ManifestsDir: dir, StateDir: stateDir, Messaging: mopts})
+	cfg.ManifestsDir, cfg.StateDir = dir, stateDir
+	info, _ := runDaemon(t, cfg)
 	tok, err := os.ReadFile(statedir.At(stateDir).PrimaryToken())
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,13 @@
 // processes writing one journal, one token registry or one set of
 // ownership records would corrupt them.
 //
+// [Layout.CheckSafe] decides whether the directory may be trusted at all:
+// the root must be the current user's and not writable by group or
+// others, and the token files (primary.token, tokens.json) must be the
+// user's own regular files, closed to group and others. The daemon calls
+// it before it takes the lock and refuses to start otherwise, with an
+// error naming the path, its mode or owner, and the fix.
+//
 // This package knows file names, modes and the lock, nothing else: what a
 // file holds is the business of the package that writes it. It imports
 // only the standard library.

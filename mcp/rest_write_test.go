@@ -1,0 +1,67 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// racedStore is a desired state whose writes succeed and whose member is
+// deleted by someone else right after each write: the members source and
+// the waiter decide what the writer then sees.
+type racedStore struct{}
+
+func (racedStore) Get(kind, name string) (v1alpha1.Object, bool) {
+	if kind == v1alpha1.KindProfile {
+		return &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: name}}, true
+	}
+	return nil, false
+}
+func (racedStore) List(string) []v1alpha1.Object                { return nil }
+func (racedStore) Apply(context.Context, v1alpha1.Object) error { return nil }
+func (racedStore) Delete(context.Context, string, string) error { return fs.ErrNotExist }
+
+// deletedWhileWaiting is a waiter that sees the member gone.
+type deletedWhileWaiting struct{}
+
+func (deletedWhileWaiting) WaitFor(_ context.Context, cond func([]v1alpha1.Member) bool) error {
+	cond(nil) // the member is gone from the fleet
+	return nil
+}
+
+// TestREST_CreateThatLosesToADeleteIsAConflict: a create whose member is
+// deleted before it can be shown (or while it waits for Ready) lost a race
+// with another request: 409 conflict, not an internal error.
+func TestREST_CreateThatLosesToADeleteIsAConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		members fakeMembers
+		query   string
+	}{
+		{"deleted right after the write", fakeMembers{}, ""},
+		{"deleted while waiting for Ready", fakeMembers{"racer": {ObjectMeta: v1alpha1.ObjectMeta{Name: "racer", Generation: 1}}}, "?wait=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := NewHandler(Options{Members: tc.members, Tokens: fakeTokens{"primary-secret": {Role: "primary"}},
+				Store: racedStore{}, Waiter: deletedWhileWaiting{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("POST", "/members"+tc.query, strings.NewReader(`{"profile":"claude","name":"racer"}`))
+			req.Header.Set("Authorization", "Bearer primary-secret")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			var body APIError
+			json.Unmarshal(rec.Body.Bytes(), &body)
+			if rec.Code != http.StatusConflict || body.Error.Code != "conflict" || !strings.Contains(body.Error.Message, "deleted") {
+				t.Fatalf("POST /members%s = %d %s, want 409 conflict", tc.query, rec.Code, rec.Body)
+			}
+		})
+	}
+}
