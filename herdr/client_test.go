@@ -609,21 +609,54 @@ func TestErrors_SocketMissingOrRefusing(t *testing.T) {
 	}
 }
 
-func TestPing_ProtocolMismatch(t *testing.T) {
-	srv := startServer(t, func(c *scriptConn) {
-		c.result(`{"type":"pong","version":"0.9.0","protocol":21,"capabilities":{"live_handoff":true}}`)
-	})
-	pong, err := newClient(t, &Options{SocketPath: srv.path}).Ping(t.Context())
-	if !errors.Is(err, ErrProtocolMismatch) {
-		t.Fatalf("err = %v, want ErrProtocolMismatch", err)
+func TestPing_Protocols(t *testing.T) {
+	tests := []struct {
+		name     string
+		pong     string
+		wantErr  bool
+		wantWarn bool
+		// mention are strings the error or warning must contain.
+		mention []string
+	}{
+		{name: "protocol 20 (herdr 0.8.2)", pong: `{"type":"pong","version":"0.8.2","protocol":20,"capabilities":{"live_handoff":false}}`},
+		{name: "protocol 22 (herdr 0.9.3)", pong: `{"type":"pong","version":"0.9.3","protocol":22,"capabilities":{"live_handoff":true,"endpoint_protocol_generation":1}}`},
+		{name: "protocol 22 without capabilities", pong: `{"type":"pong","version":"0.9.0","protocol":22,"capabilities":null}`},
+		{name: "newer protocol is driven with a warning", pong: `{"type":"pong","version":"0.11.0","protocol":25,"capabilities":{"live_handoff":true}}`,
+			wantWarn: true, mention: []string{"0.11.0", "protocol 25", "22"}},
+		{name: "older protocol is refused", pong: `{"type":"pong","version":"0.7.1","protocol":19,"capabilities":{"live_handoff":false}}`,
+			wantErr: true, mention: []string{"protocol 19", "protocol 20", "0.7.1", "0.8.2 or newer", "0.9.x"}},
 	}
-	for _, want := range []string{"protocol 21", "protocol 20", "0.9.0", srv.path} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
-	}
-	if pong == nil || pong.Protocol != 21 {
-		t.Errorf("pong = %+v, want the server's pong", pong)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, func(c *scriptConn) { c.result(tt.pong) })
+			pong, err := newClient(t, &Options{SocketPath: srv.path}).Ping(t.Context())
+			if pong == nil {
+				t.Fatalf("pong = nil (err %v), want the server's pong", err)
+			}
+			text := pong.Warning()
+			if tt.wantErr {
+				if !errors.Is(err, ErrProtocolMismatch) {
+					t.Fatalf("err = %v, want ErrProtocolMismatch", err)
+				}
+				text = err.Error()
+				if !strings.Contains(text, srv.path) {
+					t.Errorf("error %q does not name the socket", text)
+				}
+			} else if err != nil {
+				t.Fatalf("Ping: %v", err)
+			}
+			if got := pong.Newer(); got != tt.wantWarn {
+				t.Errorf("Newer() = %v, want %v", got, tt.wantWarn)
+			}
+			if (pong.Warning() != "") != tt.wantWarn {
+				t.Errorf("Warning() = %q, want a warning: %v", pong.Warning(), tt.wantWarn)
+			}
+			for _, want := range tt.mention {
+				if !strings.Contains(text, want) {
+					t.Errorf("%q does not mention %q", text, want)
+				}
+			}
+		})
 	}
 }
 

@@ -1,9 +1,10 @@
-// Package herdr is fleetd's client for herdr's Unix-socket JSON API, protocol
-// 20: the typed calls fleetd needs to create and close workspaces, tabs and
+// Package herdr is fleetd's client for herdr's Unix-socket JSON API,
+// protocols 20 (herdr 0.8.x) and 22 (herdr 0.9.x): the typed calls fleetd needs to create and close workspaces, tabs and
 // panes, start and prompt coding agents, wait on them and stream herdr's
-// events. The wire contract is herdr's own herdr-api.schema.json and the
-// protocol notes beside it (PROTOCOL.md); every request this package sends is
-// checked against that schema in its tests.
+// events. The wire contract is herdr's own JSON Schema of each protocol
+// (herdr-api.schema.json, herdr-api.p22.schema.json) and the protocol notes
+// beside them (PROTOCOL.md, PROTOCOL-22.md); every request this package sends
+// is checked against a schema in its tests.
 //
 // # What the client guarantees
 //
@@ -30,10 +31,14 @@
 // therefore tell "herdr said no" from "herdr is down", and must never read a
 // transport failure as "the pane is gone".
 //
-// Versions. [Client.Ping] checks that herdr speaks [ProtocolVersion] and
-// returns an error matching [ErrProtocolMismatch] otherwise; call it when
-// connecting. Responses may carry fields this package does not know; they are
-// ignored, and events of unknown kinds are still delivered.
+// Versions. [Client.Ping] accepts every protocol from [MinProtocol] (20) on:
+// an older herdr is refused with an error matching [ErrProtocolMismatch] that
+// names the herdr to install; one newer than [LatestProtocol] (22) is driven,
+// and [Pong.Warning] names its version for the caller to log. Call it when
+// connecting. Optional behaviour is decided from the Pong's [Capabilities] or
+// from the error a method returns, never from the protocol number. Responses
+// may carry fields this package does not know; they are ignored, and events
+// of unknown kinds are still delivered.
 //
 // Events. [Client.Subscribe] waits for herdr's subscription_started ack (a
 // refusal is returned as an [*Error]) and then delivers decoded [Event] values

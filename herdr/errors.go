@@ -39,7 +39,7 @@ var ErrStreamDropped = errors.New("herdr event stream dropped")
 var ErrEventsLost = errors.New("herdr events lost")
 
 // ErrProtocolMismatch is returned by [Client.Ping] when herdr speaks a protocol
-// other than [ProtocolVersion].
+// older than [MinProtocol].
 var ErrProtocolMismatch = errors.New("herdr protocol mismatch")
 
 // ErrRequestTooLarge is returned, without contacting herdr, for a request line

@@ -45,7 +45,7 @@ func (f *fakeHerdr) Ping(context.Context) (*herdr.Pong, error) {
 	if err := f.call("ping"); err != nil {
 		return nil, err
 	}
-	return &herdr.Pong{Protocol: herdr.ProtocolVersion}, nil
+	return &herdr.Pong{Protocol: herdr.LatestProtocol}, nil
 }
 
 func (f *fakeHerdr) ListWorkspaces(context.Context) ([]herdr.WorkspaceInfo, error) {

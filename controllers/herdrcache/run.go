@@ -74,9 +74,12 @@ func (c *Cache) checkProtocol(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
 	defer cancel()
-	_, err := c.src.Ping(cctx)
+	pong, err := c.src.Ping(cctx)
 	if errors.Is(err, herdr.ErrProtocolMismatch) {
 		c.log.Error("herdr speaks another protocol; fleetd will not drive it", "err", err)
+	}
+	if err == nil && pong.Newer() {
+		c.log.Warn(pong.Warning(), "version", pong.Version, "protocol", pong.Protocol)
 	}
 	return err
 }
