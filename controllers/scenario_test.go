@@ -1230,6 +1230,10 @@ func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T
 				seen = append(seen, member+"="+status)
 			}
 		}
+		// Pinned to herdr 0.8.2 (protocol 20): the restart below relies on
+		// its subscriptions replaying recent events. Protocol 22 replays
+		// nothing; passing there takes subscribe-first-then-snapshot.
+		e.fakeOpts = &herdrtest.Options{Protocol: 20}
 		e.start()
 		pane := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status.PaneID
 		if err := e.fake.SetAgentStatus(pane, "blocked"); err != nil {
