@@ -191,7 +191,10 @@ func (x *exchange) receive(ctx context.Context, wantType string, result any) (st
 
 // decodeResponse classifies one response line: herdr's error envelope becomes
 // an *Error, anything that is not a well-formed result of type wantType a
-// *TransportError.
+// *TransportError. The response's id is not checked: a connection carries one
+// request, and herdr's errors come under the request id, "" (an unreadable
+// request; always so for invalid_request in protocol 20) or protocol 20's
+// "<id>:sub:<n>:probe" for a subscription's setup.
 func decodeResponse(method string, line []byte, wantType string, result any) (string, error) {
 	bad := func(err error) (string, error) {
 		return ReasonBadResponse, &TransportError{Method: method, Reason: ReasonBadResponse, Err: err}

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -110,6 +113,21 @@ func TestMethods_ExactRequestsAndResults(t *testing.T) {
 			call:       func(ctx context.Context, c *Client) (any, error) { return nil, c.CloseWorkspace(ctx, "w3") },
 			wantMethod: "workspace.close", wantParams: `{"workspace_id":"w3"}`,
 			result: `{"type":"ok"}`,
+		},
+		{
+			name:       "workspace.close with close_group",
+			call:       func(ctx context.Context, c *Client) (any, error) { return nil, c.CloseWorkspaceGroup(ctx, "w3") },
+			wantMethod: "workspace.close", wantParams: `{"workspace_id":"w3","close_group":true}`,
+			result: `{"type":"ok"}`,
+		},
+		{
+			name:       "session.snapshot",
+			call:       func(ctx context.Context, c *Client) (any, error) { return c.Snapshot(ctx) },
+			wantMethod: "session.snapshot", wantParams: `{}`,
+			result: `{"type":"session_snapshot","snapshot":{"version":"0.9.3","protocol":22,"workspaces":[` + workspaceJSON +
+				`],"tabs":[` + tabJSON + `],"panes":[` + paneJSON + `],"layouts":[],"agents":[` + agentJSON + `],"focused_pane_id":"w1:p2"}}`,
+			want: &SessionSnapshot{Version: "0.9.3", Protocol: 22, Workspaces: []WorkspaceInfo{wantWorkspace}, Tabs: []TabInfo{wantTab},
+				Panes: []PaneInfo{wantPane}, Layouts: []json.RawMessage{}, Agents: []AgentInfo{wantAgent}, FocusedPaneID: "w1:p2"},
 		},
 		{
 			name: "tab.create",
@@ -779,5 +797,27 @@ func TestOptions_DialFailureIsUnavailable(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ReasonUnavailable}, codes); diff != "" {
 		t.Errorf("observer codes (-want +got):\n%s", diff)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"EAGAIN connect", &TransportError{Method: "pane.get", Reason: ReasonUnavailable,
+			Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EAGAIN)}}, true},
+		{"dropped connection", fmt.Errorf("wrapped: %w", &TransportError{Method: "tab.close", Reason: ReasonClosed, Err: io.ErrUnexpectedEOF}), true},
+		{"refused connect (herdr down)", &TransportError{Method: "pane.get", Reason: ReasonUnavailable,
+			Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, false},
+		{"garbage", &TransportError{Method: "pane.get", Reason: ReasonBadResponse, Err: errors.New("x")}, false},
+		{"herdr refused", &Error{Method: "agent.start", Code: "agent_pane_busy"}, false},
+		{"cancelled", context.Canceled, false},
+	}
+	for _, tt := range tests {
+		if got := Transient(tt.err); got != tt.want {
+			t.Errorf("%s: Transient = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

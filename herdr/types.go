@@ -1,6 +1,9 @@
 package herdr
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // This file holds herdr's info objects and enums (protocols 20 and 22), field
 // for field as herdr serialises them (src/api/schema/*.rs). Optional fields that herdr omits
@@ -236,4 +239,20 @@ type TabCreated struct {
 type AgentStarted struct {
 	Agent AgentInfo `json:"agent"`
 	Argv  []string  `json:"argv"`
+}
+
+// SessionSnapshot is the result of session.snapshot: every workspace, tab,
+// pane and agent, the layouts (kept raw) and what is focused.
+type SessionSnapshot struct {
+	Version    string            `json:"version"`
+	Protocol   int               `json:"protocol"`
+	Workspaces []WorkspaceInfo   `json:"workspaces"`
+	Tabs       []TabInfo         `json:"tabs"`
+	Panes      []PaneInfo        `json:"panes"`
+	Layouts    []json.RawMessage `json:"layouts"`
+	Agents     []AgentInfo       `json:"agents"`
+
+	FocusedWorkspaceID string `json:"focused_workspace_id,omitempty"`
+	FocusedTabID       string `json:"focused_tab_id,omitempty"`
+	FocusedPaneID      string `json:"focused_pane_id,omitempty"`
 }
