@@ -341,3 +341,21 @@ func TestP22_LiveHandoff(t *testing.T) {
 		t.Errorf("agent after handoff = %v", a)
 	}
 }
+
+func TestReportSessionSurvivesRestoreAndResumesCodex(t *testing.T) {
+	h := newHarness(t, &herdrtest.Options{Behavior: herdrtest.Behavior{ReportSession: true}})
+	_, pane := h.workspace(nil)
+	h.ok("agent.start", map[string]any{"name": "cx", "kind": "codex", "pane_id": pane})
+	a := h.ok("agent.get", map[string]any{"target": "cx"})["agent"].(map[string]any)
+	session := str(a, "agent_session", "value")
+	if session == "" || str(a, "agent_session", "kind") != "id" || str(a, "agent_session", "agent") != "codex" {
+		t.Fatalf("agent = %v, want a reported codex session id", a)
+	}
+	h.srv.Stop()
+	if err := h.srv.RestartRestored(nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := h.srv.Pane(pane); !strings.Contains(st.Screen, "codex resume "+session) || st.AgentSession == nil || st.AgentSession.Value != session {
+		t.Errorf("pane after restore: screen %q, session %+v; want codex resumed with %s", st.Screen, st.AgentSession, session)
+	}
+}
