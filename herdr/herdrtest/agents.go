@@ -172,11 +172,7 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 	}
 
 	argv := append([]string{executable(kind)}, p.Args...)
-	quoted := make([]string, len(argv))
-	for i, w := range argv {
-		quoted[i] = shellQuote(w)
-	}
-	s.typeLocked(pn, strings.Join(quoted, " ")+"\r")
+	s.typeCommandLocked(pn, argv)
 	a := &agent{pane: pn, name: p.Name, kind: kind, argv: argv, launchPending: true, state: stateUnknown, seen: true,
 		behavior: s.behaviorLocked(pn)}
 	if pn.agent != nil {
@@ -212,6 +208,15 @@ func (s *Server) armLaunchLocked(a *agent, deadline time.Duration) {
 			}
 		}))
 	}
+}
+
+// typeCommandLocked types argv into p's shell, quoted, and presses Enter.
+func (s *Server) typeCommandLocked(p *pane, argv []string) {
+	quoted := make([]string, len(argv))
+	for i, w := range argv {
+		quoted[i] = shellQuote(w)
+	}
+	s.typeLocked(p, strings.Join(quoted, " ")+"\r")
 }
 
 func cmp(a, b string) string {

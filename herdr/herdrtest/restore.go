@@ -2,7 +2,6 @@ package herdrtest
 
 import (
 	"errors"
-	"strings"
 	"time"
 )
 
@@ -51,10 +50,7 @@ func (s *Server) RestartRestored(o *RestoreOptions) error {
 		p.screen, p.input, p.foreground, p.restoreError = nil, "", "", ""
 		p.lastStatus = stateUnknown
 		p.revision++
-		if d := s.opts.ShellStartDelay; d > 0 {
-			p.shellStarting = true
-			s.afterLocked(d, func() { p.shellStarting = false })
-		}
+		s.startShellLocked(p)
 		if old == nil || old.name == "" || old.released {
 			continue
 		}
@@ -81,11 +77,7 @@ func (s *Server) relaunchLocked(a *agent) {
 	if a.gone || a.pane.agent != a {
 		return
 	}
-	quoted := make([]string, len(a.argv))
-	for i, w := range a.argv {
-		quoted[i] = shellQuote(w)
-	}
-	s.typeLocked(a.pane, strings.Join(quoted, " ")+"\r")
+	s.typeCommandLocked(a.pane, a.argv)
 	a.pane.foreground = a.argv[0]
 	s.armLaunchLocked(a, 30*time.Second)
 }

@@ -211,11 +211,16 @@ func (s *Server) newPaneLocked(t *tab, cwd string, env map[string]string) *pane 
 	if t.focused == nil {
 		t.focused = p
 	}
+	s.startShellLocked(p)
+	return p
+}
+
+// startShellLocked starts p's shell, which takes Options.ShellStartDelay.
+func (s *Server) startShellLocked(p *pane) {
 	if d := s.opts.ShellStartDelay; d > 0 {
 		p.shellStarting = true
 		s.afterLocked(d, func() { p.shellStarting = false })
 	}
-	return p
 }
 
 // splitLocked puts p beside target in target's tab.
