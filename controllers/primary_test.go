@@ -187,8 +187,8 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 				after = append(after, reqs[i+1].Method)
 			}
 		}
-		if len(after) != 3 || after[0] != "ping" || after[1] != "workspace.list" || after[2] != "workspace.list" {
-			t.Errorf("calls after each events.subscribe = %q, want ping, then workspace.list after the second and third", after)
+		if len(after) != 3 || after[0] != "ping" || after[1] != "session.snapshot" || after[2] != "session.snapshot" {
+			t.Errorf("calls after each events.subscribe = %q, want ping, then session.snapshot after the second and third", after)
 		}
 	})
 }

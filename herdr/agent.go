@@ -3,6 +3,7 @@ package herdr
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -32,15 +33,37 @@ func (c *Client) LaunchAgent(ctx context.Context, p AgentStartParams) (*AgentSta
 	return &r, nil
 }
 
-// StartAgent starts an agent the way herdr's CLI does: agent.start, then
-// agent.get by name every pollInterval (DefaultPollInterval if ≤ 0) until the
-// agent is interactive-ready, which it returns. It fails, with an error
-// matching [ErrAgentStartFailed], when the agent is neither launch-pending nor
-// ready (herdr gave up: another agent was detected or the process exited),
-// when polling fails (herdr clears the name of a failed launch, so agent.get
-// then says agent_not_found), or — also matching [ErrAgentStartTimeout] — when
-// p.TimeoutMS (default 30 s) passes first. herdr does not kill the process of
-// a failed launch; the caller decides what to do with the pane.
+// DefaultBusyRetry bounds how long [Client.StartAgent] retries
+// agent_pane_busy on a fresh pane whose shell is still starting, as herdr's
+// CLI does (2 s).
+const DefaultBusyRetry = 2 * time.Second
+
+// StartAgent starts an agent the way herdr's CLI does and waits until it is
+// interactive-ready, which it returns:
+//
+//   - it pins the pane's terminal_id first (pane.get);
+//   - it calls agent.start, retrying agent_pane_busy every pollInterval for
+//     up to [DefaultBusyRetry] (herdr 0.9 refuses a new pane whose shell is
+//     still starting), re-reading the pane before each retry;
+//   - it polls agent.get by name every pollInterval (DefaultPollInterval if
+//     ≤ 0) until the agent is interactive-ready.
+//
+// It fails fast, with errors matching [ErrAgentStartFailed], when the pane
+// gets another terminal_id ([ErrPaneReplaced]), when herdr reports another
+// agent kind than p.Kind ([ErrAgentKindMismatch]), when the agent is neither
+// launch-pending nor ready (herdr gave up: another agent was detected or the
+// process exited), when polling fails (herdr clears the name of a failed
+// launch, so agent.get then says agent_not_found), or — also matching
+// [ErrAgentStartTimeout] — when p.TimeoutMS (default 30 s) passes first. A
+// refusal of agent.start itself (agent_pane_busy after the retries,
+// agent_name_taken, …) is herdr's *Error, not a readiness failure.
+//
+// An agent that comes up blocked at a dialog (launch-pending, not
+// interactive-ready, status blocked) is not a failed start: StartAgent
+// returns its info with an error matching [ErrAgentAwaitingInput] at once;
+// herdr keeps it pending without a deadline until a person answers. herdr
+// does not kill the process of a failed launch; the caller decides what to
+// do with the pane. All waiting is on the client's clock.
 func (c *Client) StartAgent(ctx context.Context, p AgentStartParams, pollInterval time.Duration) (*AgentInfo, error) {
 	if pollInterval <= 0 {
 		pollInterval = DefaultPollInterval
@@ -49,39 +72,90 @@ func (c *Client) StartAgent(ctx context.Context, p AgentStartParams, pollInterva
 	if p.TimeoutMS > 0 {
 		timeout = time.Duration(p.TimeoutMS) * time.Millisecond
 	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("start agent %q in %s: "+format, append([]any{p.Name, p.PaneID}, args...)...)
+	}
 	start := c.now()
-	started, err := c.LaunchAgent(ctx, p)
+	pane, err := c.GetPane(ctx, p.PaneID)
 	if err != nil {
-		return nil, fmt.Errorf("start agent %q in %s: %w", p.Name, p.PaneID, err)
+		return nil, fail("%w", err)
 	}
-	if started.Agent.InteractiveReady {
-		return &started.Agent, nil
-	}
-	timer := time.NewTimer(pollInterval)
-	defer timer.Stop()
+	terminal := pane.TerminalID
+	var started *AgentStarted
 	for {
-		if elapsed := c.now().Sub(start); elapsed >= timeout {
-			return nil, fmt.Errorf("start agent %q in %s: %w: %w: not interactive-ready after %s",
-				p.Name, p.PaneID, ErrAgentStartFailed, ErrAgentStartTimeout, timeout)
+		started, err = c.LaunchAgent(ctx, p)
+		if !IsCode(err, "agent_pane_busy") || c.now().Sub(start) >= DefaultBusyRetry {
+			break
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("start agent %q in %s: %w", p.Name, p.PaneID, ctx.Err())
-		case <-timer.C:
+		if err := c.sleep(ctx, pollInterval); err != nil {
+			return nil, fail("%w", err)
 		}
-		a, err := c.GetAgent(ctx, p.Name)
+		pane, err := c.GetPane(ctx, p.PaneID)
 		if err != nil {
-			return nil, fmt.Errorf("start agent %q in %s: %w: %w", p.Name, p.PaneID, ErrAgentStartFailed, err)
+			return nil, fail("%w", err)
 		}
-		if a.InteractiveReady {
-			return a, nil
+		if pane.TerminalID != terminal {
+			return nil, fail("%w: %w: terminal %s became %s while its shell started", ErrAgentStartFailed, ErrPaneReplaced, terminal, pane.TerminalID)
 		}
-		if !a.LaunchPending {
-			return nil, fmt.Errorf("start agent %q in %s: %w: herdr reports it neither launch-pending nor ready (status %s, agent %q)",
-				p.Name, p.PaneID, ErrAgentStartFailed, a.AgentStatus, a.Agent)
-		}
-		timer.Reset(pollInterval)
 	}
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+	a := &started.Agent
+	for {
+		switch {
+		case a.TerminalID != "" && a.TerminalID != terminal:
+			return nil, fail("%w: %w: terminal %s became %s", ErrAgentStartFailed, ErrPaneReplaced, terminal, a.TerminalID)
+		case a.Agent != "" && CanonicalKind(a.Agent) != CanonicalKind(p.Kind):
+			return nil, fail("%w: %w: herdr reports a %s agent, want %s", ErrAgentStartFailed, ErrAgentKindMismatch, a.Agent, p.Kind)
+		case a.InteractiveReady:
+			return a, nil
+		case a.LaunchPending && a.AgentStatus == StatusBlocked:
+			return a, fail("%w (status blocked, launch pending)", ErrAgentAwaitingInput)
+		case !a.LaunchPending:
+			return nil, fail("%w: herdr reports it neither launch-pending nor ready (status %s, agent %q)",
+				ErrAgentStartFailed, a.AgentStatus, a.Agent)
+		}
+		if c.now().Sub(start) >= timeout {
+			return nil, fail("%w: %w: not interactive-ready after %s", ErrAgentStartFailed, ErrAgentStartTimeout, timeout)
+		}
+		if err := c.sleep(ctx, pollInterval); err != nil {
+			return nil, fail("%w", err)
+		}
+		if a, err = c.GetAgent(ctx, p.Name); err != nil {
+			return nil, fail("%w: %w", ErrAgentStartFailed, err)
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends (its error).
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// CanonicalKind is herdr's canonical spelling of an agent kind: lower case,
+// with herdr's aliases resolved (claude-code → claude, cursor-agent →
+// cursor, kiro-cli → kiro, qwen-code → qwen).
+func CanonicalKind(kind string) string {
+	k := strings.ToLower(kind)
+	switch k {
+	case "claude-code":
+		return "claude"
+	case "cursor-agent":
+		return "cursor"
+	case "kiro-cli":
+		return "kiro"
+	case "qwen-code":
+		return "qwen"
+	}
+	return k
 }
 
 // GetAgent returns an agent by pane id or live agent name (agent.get).
@@ -126,7 +200,11 @@ func (c *Client) WaitAgent(ctx context.Context, p AgentWaitParams) (*AgentInfo, 
 	return &r.Agent, nil
 }
 
-// ReadAgent reads the terminal text of an agent's pane (agent.read).
+// ReadAgent reads the terminal text of an agent's pane (agent.read). Beware:
+// herdr 0.9 serves a read of more recent lines than the screen
+// (scroll.viewport_rows) of an idle alternate-screen agent (Claude Code,
+// OpenCode) by scrolling the agent's own history with mouse input; use
+// [Client.ReadPaneTail] when a read must have no effect.
 func (c *Client) ReadAgent(ctx context.Context, p AgentReadParams) (*PaneReadResult, error) {
 	var r struct {
 		Read PaneReadResult `json:"read"`

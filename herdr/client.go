@@ -191,7 +191,10 @@ func (x *exchange) receive(ctx context.Context, wantType string, result any) (st
 
 // decodeResponse classifies one response line: herdr's error envelope becomes
 // an *Error, anything that is not a well-formed result of type wantType a
-// *TransportError.
+// *TransportError. The response's id is not checked: a connection carries one
+// request, and herdr's errors come under the request id, "" (an unreadable
+// request; always so for invalid_request in protocol 20) or protocol 20's
+// "<id>:sub:<n>:probe" for a subscription's setup.
 func decodeResponse(method string, line []byte, wantType string, result any) (string, error) {
 	bad := func(err error) (string, error) {
 		return ReasonBadResponse, &TransportError{Method: method, Reason: ReasonBadResponse, Err: err}
@@ -223,17 +226,22 @@ func decodeResponse(method string, line []byte, wantType string, result any) (st
 	return "ok", nil
 }
 
-// Ping asks herdr for its version and checks that it speaks protocol 20. On a
-// mismatch it returns the Pong together with an error matching
-// [ErrProtocolMismatch].
+// Ping asks herdr for its version and checks that fleetd can drive it: any
+// protocol from [MinProtocol] on is accepted. One newer than [LatestProtocol]
+// is driven too (herdr's JSON clients ignore unknown fields and treat an
+// unknown method as a normal error); [Pong.Warning] then says so, naming the
+// version, for the caller to log. An older one returns the Pong together with
+// an error matching [ErrProtocolMismatch] that says which herdr to install.
+// Optional behaviour must be decided from the Pong's Capabilities or from a
+// method's error, never from the protocol number.
 func (c *Client) Ping(ctx context.Context) (*Pong, error) {
 	var p Pong
 	if err := c.call(ctx, "ping", nil, "pong", &p); err != nil {
 		return nil, err
 	}
-	if p.Protocol != ProtocolVersion {
-		return &p, fmt.Errorf("%w: herdr %s at %s speaks protocol %d, fleetd needs protocol %d (herdr 0.8.x)",
-			ErrProtocolMismatch, p.Version, c.socketPath, p.Protocol, ProtocolVersion)
+	if p.Protocol < MinProtocol {
+		return &p, fmt.Errorf("%w: herdr %s at %s speaks protocol %d, fleetd needs protocol %d or newer: install herdr 0.8.2 or newer (0.9.x recommended)",
+			ErrProtocolMismatch, p.Version, c.socketPath, p.Protocol, MinProtocol)
 	}
 	return &p, nil
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -110,6 +113,21 @@ func TestMethods_ExactRequestsAndResults(t *testing.T) {
 			call:       func(ctx context.Context, c *Client) (any, error) { return nil, c.CloseWorkspace(ctx, "w3") },
 			wantMethod: "workspace.close", wantParams: `{"workspace_id":"w3"}`,
 			result: `{"type":"ok"}`,
+		},
+		{
+			name:       "workspace.close with close_group",
+			call:       func(ctx context.Context, c *Client) (any, error) { return nil, c.CloseWorkspaceGroup(ctx, "w3") },
+			wantMethod: "workspace.close", wantParams: `{"workspace_id":"w3","close_group":true}`,
+			result: `{"type":"ok"}`,
+		},
+		{
+			name:       "session.snapshot",
+			call:       func(ctx context.Context, c *Client) (any, error) { return c.Snapshot(ctx) },
+			wantMethod: "session.snapshot", wantParams: `{}`,
+			result: `{"type":"session_snapshot","snapshot":{"version":"0.9.3","protocol":22,"workspaces":[` + workspaceJSON +
+				`],"tabs":[` + tabJSON + `],"panes":[` + paneJSON + `],"layouts":[],"agents":[` + agentJSON + `],"focused_pane_id":"w1:p2"}}`,
+			want: &SessionSnapshot{Version: "0.9.3", Protocol: 22, Workspaces: []WorkspaceInfo{wantWorkspace}, Tabs: []TabInfo{wantTab},
+				Panes: []PaneInfo{wantPane}, Layouts: []json.RawMessage{}, Agents: []AgentInfo{wantAgent}, FocusedPaneID: "w1:p2"},
 		},
 		{
 			name: "tab.create",
@@ -609,21 +627,54 @@ func TestErrors_SocketMissingOrRefusing(t *testing.T) {
 	}
 }
 
-func TestPing_ProtocolMismatch(t *testing.T) {
-	srv := startServer(t, func(c *scriptConn) {
-		c.result(`{"type":"pong","version":"0.9.0","protocol":21,"capabilities":{"live_handoff":true}}`)
-	})
-	pong, err := newClient(t, &Options{SocketPath: srv.path}).Ping(t.Context())
-	if !errors.Is(err, ErrProtocolMismatch) {
-		t.Fatalf("err = %v, want ErrProtocolMismatch", err)
+func TestPing_Protocols(t *testing.T) {
+	tests := []struct {
+		name     string
+		pong     string
+		wantErr  bool
+		wantWarn bool
+		// mention are strings the error or warning must contain.
+		mention []string
+	}{
+		{name: "protocol 20 (herdr 0.8.2)", pong: `{"type":"pong","version":"0.8.2","protocol":20,"capabilities":{"live_handoff":false}}`},
+		{name: "protocol 22 (herdr 0.9.3)", pong: `{"type":"pong","version":"0.9.3","protocol":22,"capabilities":{"live_handoff":true,"endpoint_protocol_generation":1}}`},
+		{name: "protocol 22 without capabilities", pong: `{"type":"pong","version":"0.9.0","protocol":22,"capabilities":null}`},
+		{name: "newer protocol is driven with a warning", pong: `{"type":"pong","version":"0.11.0","protocol":25,"capabilities":{"live_handoff":true}}`,
+			wantWarn: true, mention: []string{"0.11.0", "protocol 25", "22"}},
+		{name: "older protocol is refused", pong: `{"type":"pong","version":"0.7.1","protocol":19,"capabilities":{"live_handoff":false}}`,
+			wantErr: true, mention: []string{"protocol 19", "protocol 20", "0.7.1", "0.8.2 or newer", "0.9.x"}},
 	}
-	for _, want := range []string{"protocol 21", "protocol 20", "0.9.0", srv.path} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
-	}
-	if pong == nil || pong.Protocol != 21 {
-		t.Errorf("pong = %+v, want the server's pong", pong)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, func(c *scriptConn) { c.result(tt.pong) })
+			pong, err := newClient(t, &Options{SocketPath: srv.path}).Ping(t.Context())
+			if pong == nil {
+				t.Fatalf("pong = nil (err %v), want the server's pong", err)
+			}
+			text := pong.Warning()
+			if tt.wantErr {
+				if !errors.Is(err, ErrProtocolMismatch) {
+					t.Fatalf("err = %v, want ErrProtocolMismatch", err)
+				}
+				text = err.Error()
+				if !strings.Contains(text, srv.path) {
+					t.Errorf("error %q does not name the socket", text)
+				}
+			} else if err != nil {
+				t.Fatalf("Ping: %v", err)
+			}
+			if got := pong.Newer(); got != tt.wantWarn {
+				t.Errorf("Newer() = %v, want %v", got, tt.wantWarn)
+			}
+			if (pong.Warning() != "") != tt.wantWarn {
+				t.Errorf("Warning() = %q, want a warning: %v", pong.Warning(), tt.wantWarn)
+			}
+			for _, want := range tt.mention {
+				if !strings.Contains(text, want) {
+					t.Errorf("%q does not mention %q", text, want)
+				}
+			}
+		})
 	}
 }
 
@@ -746,5 +797,27 @@ func TestOptions_DialFailureIsUnavailable(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ReasonUnavailable}, codes); diff != "" {
 		t.Errorf("observer codes (-want +got):\n%s", diff)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"EAGAIN connect", &TransportError{Method: "pane.get", Reason: ReasonUnavailable,
+			Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EAGAIN)}}, true},
+		{"dropped connection", fmt.Errorf("wrapped: %w", &TransportError{Method: "tab.close", Reason: ReasonClosed, Err: io.ErrUnexpectedEOF}), true},
+		{"refused connect (herdr down)", &TransportError{Method: "pane.get", Reason: ReasonUnavailable,
+			Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, false},
+		{"garbage", &TransportError{Method: "pane.get", Reason: ReasonBadResponse, Err: errors.New("x")}, false},
+		{"herdr refused", &Error{Method: "agent.start", Code: "agent_pane_busy"}, false},
+		{"cancelled", context.Canceled, false},
+	}
+	for _, tt := range tests {
+		if got := Transient(tt.err); got != tt.want {
+			t.Errorf("%s: Transient = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package herdr
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"testing"
@@ -22,6 +23,8 @@ var (
 		`{"id":"1","result":{"type":"agent_info","agent":{"interactive_ready":"yes"}}}`,
 		`{"id":"1","result":{"type":"pane_info","pa`,
 		`{"id":"1"}`,
+		`{"id":"1:sub:0:probe","error":{"code":"pane_not_found","message":"pane w1:p9 not found"}}`,
+		`{"id":"2","result":{"type":"pong","version":"0.9.3","protocol":22}}`,
 		`[]`,
 		"\xff\xfe",
 	}
@@ -109,17 +112,21 @@ func FuzzDecodeEvent(f *testing.F) {
 }
 
 // fuzzPeer serves one connection as a misbehaving herdr: it reads the
-// request line, writes out, and closes. done is closed when it has.
-func fuzzPeer(out []byte) (client net.Conn, done <-chan struct{}) {
+// request line, writes out(the request's id), and closes. done is closed
+// when it has.
+func fuzzPeer(out func(id string) []byte) (client net.Conn, done <-chan struct{}) {
 	client, server := net.Pipe()
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
 		defer server.Close()
-		if _, err := bufio.NewReader(server).ReadBytes('\n'); err != nil {
+		line, err := bufio.NewReader(server).ReadBytes('\n')
+		if err != nil {
 			return
 		}
-		server.Write(out) // the client may hang up first; that is its right
+		var req struct{ ID string }
+		json.Unmarshal(line, &req)
+		server.Write(out(req.ID)) // the client may hang up first; that is its right
 	}()
 	return client, ch
 }
@@ -137,9 +144,15 @@ func FuzzClientExchange(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var peers []<-chan struct{}
-		var prefix []byte
+		var prefix func(id string) []byte
 		c := New(&Options{SocketPath: "fuzz.sock", Dial: func(context.Context) (net.Conn, error) {
-			conn, done := fuzzPeer(append(prefix, data...))
+			pre := prefix // read here, in the caller's goroutine
+			conn, done := fuzzPeer(func(id string) []byte {
+				if pre == nil {
+					return data
+				}
+				return append(pre(id), data...)
+			})
 			peers = append(peers, done)
 			return conn, nil
 		}})
@@ -155,7 +168,9 @@ func FuzzClientExchange(f *testing.F) {
 		}
 		checkCallError(t, code, err)
 
-		prefix = []byte(`{"id":"x","result":` + ackResult + "}\n")
+		prefix = func(id string) []byte {
+			return []byte(`{"id":"` + id + `","result":` + ackResult + "}\n")
+		}
 		stream, err := c.Subscribe(ctx, []Subscription{{Type: SubPaneClosed}})
 		if err != nil {
 			t.Fatalf("subscribe with a good ack: %v", err)

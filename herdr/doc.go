@@ -1,9 +1,10 @@
-// Package herdr is fleetd's client for herdr's Unix-socket JSON API, protocol
-// 20: the typed calls fleetd needs to create and close workspaces, tabs and
+// Package herdr is fleetd's client for herdr's Unix-socket JSON API,
+// protocols 20 (herdr 0.8.x) and 22 (herdr 0.9.x): the typed calls fleetd needs to create and close workspaces, tabs and
 // panes, start and prompt coding agents, wait on them and stream herdr's
-// events. The wire contract is herdr's own herdr-api.schema.json and the
-// protocol notes beside it (PROTOCOL.md); every request this package sends is
-// checked against that schema in its tests.
+// events. The wire contract is herdr's own JSON Schema of each protocol
+// (herdr-api.schema.json, herdr-api.p22.schema.json) and the protocol notes
+// beside them (PROTOCOL.md, PROTOCOL-22.md); every request this package sends
+// is checked against a schema in its tests.
 //
 // # What the client guarantees
 //
@@ -30,10 +31,14 @@
 // therefore tell "herdr said no" from "herdr is down", and must never read a
 // transport failure as "the pane is gone".
 //
-// Versions. [Client.Ping] checks that herdr speaks [ProtocolVersion] and
-// returns an error matching [ErrProtocolMismatch] otherwise; call it when
-// connecting. Responses may carry fields this package does not know; they are
-// ignored, and events of unknown kinds are still delivered.
+// Versions. [Client.Ping] accepts every protocol from [MinProtocol] (20) on:
+// an older herdr is refused with an error matching [ErrProtocolMismatch] that
+// names the herdr to install; one newer than [LatestProtocol] (22) is driven,
+// and [Pong.Warning] names its version for the caller to log. Call it when
+// connecting. Optional behaviour is decided from the Pong's [Capabilities] or
+// from the error a method returns, never from the protocol number. Responses
+// may carry fields this package does not know; they are ignored, and events
+// of unknown kinds are still delivered.
 //
 // Events. [Client.Subscribe] waits for herdr's subscription_started ack (a
 // refusal is returned as an [*Error]) and then delivers decoded [Event] values
@@ -43,14 +48,27 @@
 // latter normalised to the snake_case [EventKind]. A stream ends cleanly (nil
 // [Stream.Err]) when its context ends or it is closed; every other end —
 // herdr closing, an error line, garbage — leaves an error matching
-// [ErrStreamDropped], and the caller should resubscribe. herdr may replay
-// recently buffered events to a new subscriber, so consumers must be
-// idempotent.
+// [ErrStreamDropped], and the caller should resubscribe; herdr 0.9's
+// events_lost (the subscriber fell behind herdr's retained history) also
+// matches [ErrEventsLost]: resubscribe, then resync. herdr 0.8.2 may replay
+// recently buffered events to a new subscriber, herdr 0.9 replays nothing:
+// subscribe first, then take a snapshot ([Client.Snapshot]), and keep
+// consumers idempotent. A response must answer its own request: a result
+// under another id is a bad response; an error may also come under "" or
+// protocol 20's "<id>:sub:<n>:probe".
 //
-// Agents. [Client.StartAgent] does what herdr's own CLI does: agent.start,
-// then agent.get by name every 100 ms until the agent is interactive-ready,
-// failing when it is neither launch-pending nor ready or when the start
-// timeout passes. A missing boolean in herdr's output means false.
+// Agents. [Client.LaunchAgent] is one agent.start call that returns at once.
+// [Client.StartAgent] does what herdr's own CLI does: it pins the pane's
+// terminal_id, retries agent_pane_busy for up to 2 s while a new pane's
+// shell starts, then polls agent.get by name every 100 ms until the agent is
+// interactive-ready; it fails fast on a replaced pane ([ErrPaneReplaced]) or
+// another agent kind ([ErrAgentKindMismatch]), when the agent is neither
+// launch-pending nor ready, or when the start timeout passes; an agent
+// blocked at a dialog is returned with [ErrAgentAwaitingInput], not as a
+// failure. [Client.ReadPaneTail] reads a pane's tail without side effects
+// (within scroll.viewport_rows). [Transient] tells a refusal worth retrying
+// promptly (an EAGAIN connect, a dropped connection). A missing boolean in
+// herdr's output means false.
 //
 // Socket. [New] with nil options finds the socket as herdr does
 // ([ResolveSocketPath]: $HERDR_SOCKET_PATH, then HERDR_SESSION, then the

@@ -3,6 +3,7 @@ package herdr
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Error is herdr's error envelope: herdr understood the request and refused it.
@@ -39,7 +40,7 @@ var ErrStreamDropped = errors.New("herdr event stream dropped")
 var ErrEventsLost = errors.New("herdr events lost")
 
 // ErrProtocolMismatch is returned by [Client.Ping] when herdr speaks a protocol
-// other than [ProtocolVersion].
+// older than [MinProtocol].
 var ErrProtocolMismatch = errors.New("herdr protocol mismatch")
 
 // ErrRequestTooLarge is returned, without contacting herdr, for a request line
@@ -53,6 +54,45 @@ var (
 	ErrAgentStartFailed  = errors.New("agent did not become ready")
 	ErrAgentStartTimeout = errors.New("agent start timed out")
 )
+
+// ErrAgentKindMismatch (with ErrAgentStartFailed) is a start that herdr
+// resolved to another agent kind than the one asked for; ErrPaneReplaced
+// (with ErrAgentStartFailed) one whose pane got another terminal while it
+// started (the pane was replaced: herdr restarted or handed off, or it was
+// closed and its id reused). [Client.StartAgent] fails fast on both.
+var (
+	ErrAgentKindMismatch = errors.New("agent kind mismatch")
+	ErrPaneReplaced      = errors.New("pane replaced while the agent started")
+)
+
+// ErrAgentAwaitingInput is returned by [Client.StartAgent], together with
+// the agent's info, when the agent came up blocked at a dialog (a first-run
+// trust prompt, a login): launch-pending, not interactive-ready, status
+// blocked. herdr sets no startup deadline for it; it becomes ready when a
+// person answers the dialog in herdr. It is not a failed start and does not
+// match ErrAgentStartFailed.
+var ErrAgentAwaitingInput = errors.New("agent is waiting for a person at a dialog")
+
+// Transient reports whether err is a refusal worth retrying promptly rather
+// than at the next resync: a connect that failed with EAGAIN (herdr's
+// listen backlog was full) or a connection that dropped before a whole
+// response ([ReasonClosed]). herdr being down (socket missing, connection
+// refused), herdr's own refusals and garbage are not transient. Whether the
+// call may be repeated is still the caller's decision: a dropped
+// agent.prompt may have typed its text.
+func Transient(err error) bool {
+	var te *TransportError
+	if !errors.As(err, &te) {
+		return false
+	}
+	switch te.Reason {
+	case ReasonClosed:
+		return true
+	case ReasonUnavailable:
+		return errors.Is(te.Err, syscall.EAGAIN)
+	}
+	return false
+}
 
 // Transport failure reasons, also the code passed to an [Observer].
 const (

@@ -22,21 +22,49 @@ import (
 // connection is checked the way herdr sees it: the client sends exactly one
 // schema-valid request line and then nothing at all until it closes.
 
-var validator = sync.OnceValues(schemacheck.New)
+// wireCheck checks a line against the schema of every protocol the client
+// speaks: what it sends must suit herdr 0.8.2 and 0.9, and what a script
+// answers must be something either could send.
+type wireCheck []*schemacheck.Validator
 
-func mustValidator(t *testing.T) *schemacheck.Validator {
-	t.Helper()
-	v, err := validator()
-	if err != nil {
-		t.Fatalf("compile herdr schema: %v", err)
+func (w wireCheck) each(f func(v *schemacheck.Validator) error) error {
+	for _, v := range w {
+		if err := f(v); err != nil {
+			return err
+		}
 	}
-	return v
+	return nil
+}
+
+func (w wireCheck) Request(line []byte) error {
+	return w.each(func(v *schemacheck.Validator) error { return v.Request(line) })
+}
+
+func (w wireCheck) Response(line []byte) error {
+	return w.each(func(v *schemacheck.Validator) error { return v.Response(line) })
+}
+
+func (w wireCheck) StreamLine(line []byte) error {
+	return w.each(func(v *schemacheck.Validator) error { return v.StreamLine(line) })
+}
+
+func mustValidator(t *testing.T) wireCheck {
+	t.Helper()
+	var w wireCheck
+	for _, p := range schemacheck.Protocols {
+		v, err := schemacheck.Shared(p)
+		if err != nil {
+			t.Fatalf("compile herdr schema: %v", err)
+		}
+		w = append(w, v)
+	}
+	return w
 }
 
 // scriptConn is one accepted connection, positioned after the request line.
 type scriptConn struct {
 	t    *testing.T
-	v    *schemacheck.Validator
+	v    wireCheck
 	conn net.Conn
 	r    *bufio.Reader
 

@@ -30,14 +30,19 @@ type Stream struct {
 
 // Subscribe opens an events.subscribe stream and waits for herdr's
 // subscription_started ack. A refusal (for example pane_not_found for a
-// per-pane subscription) is returned as an *Error. Global subscriptions may
-// start with replays of recent events herdr still buffers; filter by id.
+// per-pane subscription) is returned as an *Error. herdr 0.8.2 (protocol 20)
+// may start global subscriptions with replays of recent events it still
+// buffers (filter by id); herdr 0.9 (protocol 22) starts at the current
+// event and replays nothing, so subscribe first, then take a snapshot
+// ([Client.Snapshot]) and treat events as invalidations.
 //
 // The stream ends when ctx is cancelled or Close is called (Err is nil), or
 // when herdr closes the connection, sends an error line or sends something
-// that is not an event (Err matches ErrStreamDropped; resubscribe). Events of
-// kinds this package does not model are delivered with only Kind, Name and
-// Data set.
+// that is not an event (Err matches ErrStreamDropped; resubscribe). A stream
+// herdr closed with events_lost (the subscriber fell behind herdr's retained
+// history) also matches ErrEventsLost: resubscribe, then resync from a
+// snapshot. Events of kinds this package does not model are delivered with
+// only Kind, Name and Data set.
 func (c *Client) Subscribe(ctx context.Context, subs []Subscription) (*Stream, error) {
 	const method = "events.subscribe"
 	start := c.now()
@@ -73,7 +78,8 @@ func (s *Stream) Events() <-chan Event { return s.events }
 // Err reports why the stream ended: nil while it runs and after a clean end
 // (context cancelled or Close), an error matching ErrStreamDropped otherwise.
 // A dropped stream's error also matches ErrUnavailable if the connection
-// broke or carried garbage, or is an *Error if herdr sent an error line.
+// broke or carried garbage, or wraps an *Error if herdr sent an error line
+// (and matches ErrEventsLost for events_lost).
 func (s *Stream) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -156,8 +162,11 @@ func decodeStreamLine(line []byte) (Event, error) {
 			Err: fmt.Errorf("%w: undecodable line %.200q: %w", ErrStreamDropped, line, err)}
 	}
 	if probe.Error != nil && probe.Event == nil {
-		return Event{}, fmt.Errorf("%w: %w", ErrStreamDropped,
-			&Error{Method: method, Code: probe.Error.Code, Message: probe.Error.Message})
+		herr := &Error{Method: method, Code: probe.Error.Code, Message: probe.Error.Message}
+		if herr.Code == "events_lost" {
+			return Event{}, fmt.Errorf("%w: %w: %w", ErrStreamDropped, ErrEventsLost, herr)
+		}
+		return Event{}, fmt.Errorf("%w: %w", ErrStreamDropped, herr)
 	}
 	var ev Event
 	if err := json.Unmarshal(line, &ev); err != nil {

@@ -149,6 +149,7 @@ func TestSubscribe_DroppedStreamIsReported(t *testing.T) {
 		after         func(c *scriptConn)
 		wantCode      string // herdr error code inside, if any
 		wantTransport bool
+		wantLost      bool
 	}{
 		{
 			name:          "herdr closes the connection",
@@ -170,6 +171,15 @@ func TestSubscribe_DroppedStreamIsReported(t *testing.T) {
 				c.hangUp()
 			},
 			wantCode: "pane_not_found",
+		},
+		{
+			name: "events_lost (protocol 22): the subscriber fell behind",
+			after: func(c *scriptConn) {
+				c.event(`{"id":"` + c.req.ID + `","error":{"code":"events_lost","message":"event subscriber fell behind; resubscribe and resync with session.snapshot"}}`)
+				c.hangUp()
+			},
+			wantCode: "events_lost",
+			wantLost: true,
 		},
 	}
 	for _, tt := range tests {
@@ -198,6 +208,38 @@ func TestSubscribe_DroppedStreamIsReported(t *testing.T) {
 			}
 			if tt.wantCode != "" && !IsCode(err, tt.wantCode) {
 				t.Errorf("Err = %v, want herdr code %s", err, tt.wantCode)
+			}
+			if got := errors.Is(err, ErrEventsLost); got != tt.wantLost {
+				t.Errorf("errors.Is(ErrEventsLost) = %v, want %v (err %v)", got, tt.wantLost, err)
+			}
+		})
+	}
+}
+
+// TestSubscribe_SetupErrorIDs: a setup failure is herdr's error whether it
+// carries protocol 20's probe id, protocol 22's request id or "".
+func TestSubscribe_SetupErrorIDs(t *testing.T) {
+	tests := []struct {
+		name string
+		id   func(reqID string) string
+	}{
+		{"protocol 20 probe id", func(id string) string { return id + ":sub:3:probe" }},
+		{"protocol 22 request id", func(id string) string { return id }},
+		{"empty id", func(string) string { return "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, func(c *scriptConn) {
+				c.reply(`{"id":"` + tt.id(c.req.ID) + `","error":{"code":"pane_not_found","message":"pane w1:p9 not found"}}`)
+				c.hangUp()
+			})
+			_, err := newClient(t, &Options{SocketPath: srv.path}).Subscribe(t.Context(),
+				[]Subscription{{Type: SubPaneAgentStatusChanged, PaneID: "w1:p9"}})
+			if errors.Is(err, ErrUnavailable) {
+				t.Fatalf("err = %v, want herdr's refusal, not a bad response", err)
+			}
+			if !IsCode(err, "pane_not_found") {
+				t.Errorf("err = %v, want pane_not_found", err)
 			}
 		})
 	}

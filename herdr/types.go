@@ -1,12 +1,23 @@
 package herdr
 
-// This file holds herdr's protocol-20 info objects and enums, field for field as
-// herdr serialises them (src/api/schema/*.rs). Optional fields that herdr omits
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// This file holds herdr's info objects and enums (protocols 20 and 22), field
+// for field as herdr serialises them (src/api/schema/*.rs). Optional fields that herdr omits
 // when absent carry omitempty, so a value marshals the way herdr would send it;
 // a missing bool decodes as false and a missing or null string as "".
 
-// ProtocolVersion is the herdr socket protocol this package speaks.
-const ProtocolVersion = 20
+// The herdr socket protocols this package speaks: protocol 20 (herdr 0.8.x)
+// through protocol 22 (herdr 0.9.x). [Client.Ping] refuses anything older
+// than MinProtocol and drives anything newer than LatestProtocol with a
+// warning ([Pong.Warning]).
+const (
+	MinProtocol    = 20
+	LatestProtocol = 22
+)
 
 // AgentStatus is herdr's public agent status of a pane, agent, tab or workspace.
 type AgentStatus string
@@ -185,6 +196,20 @@ type Pong struct {
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
 }
 
+// Newer reports whether herdr speaks a protocol newer than [LatestProtocol]:
+// fleetd drives it, but has not been checked against it.
+func (p *Pong) Newer() bool { return p.Protocol > LatestProtocol }
+
+// Warning is the message to log when [Pong.Newer] is true, naming herdr's
+// version and protocol; "" otherwise.
+func (p *Pong) Warning() string {
+	if !p.Newer() {
+		return ""
+	}
+	return fmt.Sprintf("herdr %s speaks protocol %d, newer than the %d fleetd was built for; driving it anyway (unknown fields are ignored, unsupported methods fail normally)",
+		p.Version, p.Protocol, LatestProtocol)
+}
+
 // Capabilities are the optional server features announced in a Pong.
 type Capabilities struct {
 	LiveHandoff          bool `json:"live_handoff"`
@@ -214,4 +239,20 @@ type TabCreated struct {
 type AgentStarted struct {
 	Agent AgentInfo `json:"agent"`
 	Argv  []string  `json:"argv"`
+}
+
+// SessionSnapshot is the result of session.snapshot: every workspace, tab,
+// pane and agent, the layouts (kept raw) and what is focused.
+type SessionSnapshot struct {
+	Version    string            `json:"version"`
+	Protocol   int               `json:"protocol"`
+	Workspaces []WorkspaceInfo   `json:"workspaces"`
+	Tabs       []TabInfo         `json:"tabs"`
+	Panes      []PaneInfo        `json:"panes"`
+	Layouts    []json.RawMessage `json:"layouts"`
+	Agents     []AgentInfo       `json:"agents"`
+
+	FocusedWorkspaceID string `json:"focused_workspace_id,omitempty"`
+	FocusedTabID       string `json:"focused_tab_id,omitempty"`
+	FocusedPaneID      string `json:"focused_pane_id,omitempty"`
 }

@@ -29,6 +29,30 @@ func (c *Client) CloseWorkspace(ctx context.Context, workspaceID string) error {
 	}{workspaceID}, "ok", nil)
 }
 
+// CloseWorkspaceGroup closes a workspace together with its linked worktree
+// workspaces (workspace.close with close_group, herdr 0.9). herdr 0.9
+// refuses a plain [Client.CloseWorkspace] of such a workspace with
+// workspace_group_close_required; herdr 0.8.2 ignores close_group and
+// closes the one workspace.
+func (c *Client) CloseWorkspaceGroup(ctx context.Context, workspaceID string) error {
+	return c.call(ctx, "workspace.close", struct {
+		WorkspaceID string `json:"workspace_id"`
+		CloseGroup  bool   `json:"close_group"`
+	}{workspaceID, true}, "ok", nil)
+}
+
+// Snapshot returns herdr's whole session in one call (session.snapshot):
+// after subscribing, the resync herdr advises.
+func (c *Client) Snapshot(ctx context.Context) (*SessionSnapshot, error) {
+	var r struct {
+		Snapshot SessionSnapshot `json:"snapshot"`
+	}
+	if err := c.call(ctx, "session.snapshot", nil, "session_snapshot", &r); err != nil {
+		return nil, err
+	}
+	return &r.Snapshot, nil
+}
+
 // CreateTab creates a tab with one pane (tab.create).
 func (c *Client) CreateTab(ctx context.Context, p TabCreateParams) (*TabCreated, error) {
 	var r TabCreated

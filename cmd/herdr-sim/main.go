@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	workFor := fs.Duration("work-for", 2*time.Second, "how long a simulated agent works on a prompt before going idle")
 	reply := fs.String("reply", "done.", "text a simulated agent prints when it finishes a prompt")
 	initial := fs.Bool("initial-workspace", true, "start with one workspace open, as a herdr session usually has")
+	protocol := fs.Int("protocol", 22, "herdr socket protocol to speak: 22 (herdr 0.9.3) or 20 (herdr 0.8.2)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +48,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("socket path %s already exists; remove it or choose another", *socket)
 		}
 	}
+	if *protocol != 20 && *protocol != 22 {
+		return fmt.Errorf("-protocol %d: want 20 or 22", *protocol)
+	}
 	srv, err := validated.Start(&herdrtest.Options{
+		Protocol:         *protocol,
 		SocketPath:       *socket,
 		ReadyDelay:       *readyDelay,
 		EnterDelay:       *enterDelay,

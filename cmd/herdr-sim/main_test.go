@@ -54,7 +54,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 			Protocol int    `json:"protocol"`
 		} `json:"result"`
 	}
-	if err := json.Unmarshal(line, &r); err != nil || r.Result.Type != "pong" || r.Result.Protocol != 20 {
+	if err := json.Unmarshal(line, &r); err != nil || r.Result.Type != "pong" || r.Result.Protocol != 22 {
 		t.Fatalf("ping = %s (%v)", line, err)
 	}
 

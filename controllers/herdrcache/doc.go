@@ -19,7 +19,7 @@
 //     every (re)subscription and comes every [Options.ResyncPeriod]. Before
 //     the first read after herdr (re)appears the cache pings herdr, shows
 //     what answered in fleetd_herdr_info{version,protocol} ([Metrics]),
-//     warns about a protocol newer than [NewestProtocol] and reports a herdr
+//     warns about a protocol newer than [herdr.LatestProtocol] and reports a herdr
 //     the client refuses.
 //   - Keeping current: lifecycle events plus pane.agent_status_changed for
 //     every pane a reader asked to [Cache.Watch]. The stream is renewed

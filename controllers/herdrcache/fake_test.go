@@ -61,7 +61,7 @@ func (f *fakeHerdr) Ping(context.Context) (*herdr.Pong, error) {
 		p := *f.pong
 		return &p, f.pingErr
 	}
-	return &herdr.Pong{Version: "0.8.2", Protocol: herdr.ProtocolVersion}, nil
+	return &herdr.Pong{Version: "0.9.3", Protocol: herdr.LatestProtocol}, nil
 }
 
 func (f *fakeHerdr) ListWorkspaces(context.Context) ([]herdr.WorkspaceInfo, error) {

@@ -73,12 +73,6 @@ type syncFailed struct{ err error }
 func (e *syncFailed) Error() string { return e.err.Error() }
 func (e *syncFailed) Unwrap() error { return e.err }
 
-// NewestProtocol is the newest herdr socket protocol fleetd was built
-// against. A herdr that reports a newer one is driven (herdr's JSON API
-// stays compatible; optional behaviour is decided from its capabilities and
-// errors) with a warning naming its version.
-const NewestProtocol = 22
-
 // checkProtocol pings herdr when the cache is not synced (herdr (re)appears),
 // records what it is in fleetd_herdr_info and reports a herdr speaking a
 // protocol the client refuses instead of misreading it.
@@ -92,13 +86,12 @@ func (c *Cache) checkProtocol(ctx context.Context) error {
 	pong, err := c.src.Ping(cctx)
 	if pong != nil {
 		c.o.Metrics.setHerdr(pong.Version, pong.Protocol)
-		if pong.Protocol > NewestProtocol {
-			c.log.Warn("herdr is newer than fleetd knows; driving it anyway, deciding optional behaviour from its capabilities and errors",
-				"herdr_version", pong.Version, "protocol", pong.Protocol, "newest_known_protocol", NewestProtocol)
-		}
 	}
 	if errors.Is(err, herdr.ErrProtocolMismatch) {
 		c.log.Error("herdr speaks another protocol; fleetd will not drive it", "err", err)
+	}
+	if err == nil && pong.Newer() {
+		c.log.Warn(pong.Warning(), "herdr_version", pong.Version, "protocol", pong.Protocol)
 	}
 	return err
 }

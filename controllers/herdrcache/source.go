@@ -75,3 +75,20 @@ func (s clientSource) Subscribe(ctx context.Context, subs []herdr.Subscription) 
 	}
 	return st, nil
 }
+
+// Snapshot reads herdr with session.snapshot where the client has it (as
+// *herdr.Client does); a client without it answers not_implemented, so the
+// cache falls back to the four listings.
+func (s clientSource) Snapshot(ctx context.Context) (*Snapshot, error) {
+	sc, ok := s.Client.(interface {
+		Snapshot(context.Context) (*herdr.SessionSnapshot, error)
+	})
+	if !ok {
+		return nil, &herdr.Error{Method: "session.snapshot", Code: "not_implemented", Message: "the client cannot read a session snapshot"}
+	}
+	sn, err := sc.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Workspaces: sn.Workspaces, Tabs: sn.Tabs, Panes: sn.Panes, Agents: sn.Agents}, nil
+}

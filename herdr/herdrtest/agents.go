@@ -14,8 +14,12 @@ const (
 	// LaunchReady: detection sees the agent idle after Options.ReadyDelay;
 	// it becomes interactive_ready.
 	LaunchReady Launch = iota
-	// LaunchBlocked: the agent comes up waiting at a dialog (for example a
-	// trust prompt): interactive_ready and blocked.
+	// LaunchBlocked: the agent comes up waiting at a dialog (a first-run
+	// trust prompt, a login) after ReadyDelay: it stays launch_pending,
+	// not interactive_ready, with agent_status "blocked", the dialog's text
+	// (Behavior.Dialog) on the pane's screen and no startup deadline, until
+	// a person answers it ([Server.AnswerDialog]); then it is ready and
+	// idle. herdr 0.8.2 and 0.9 both behave so (PROTOCOL-22.md §4).
 	LaunchBlocked
 	// LaunchNever: detection never sees the agent; at the agent.start
 	// deadline (timeout_ms, default 30 s) the name is cleared and the
@@ -57,6 +61,13 @@ type Behavior struct {
 	Then    Outcome
 	// Reply is written to the pane when the agent finishes.
 	Reply string
+	// Dialog is the text a LaunchBlocked agent shows; "" is a trust prompt.
+	Dialog string
+	// ReportSession makes an agent started with agent.start report an
+	// agent_session (kind "id") once it is ready, as herdr's integrations
+	// for Claude Code or Codex do; [Server.SetAgentSession] sets one
+	// explicitly.
+	ReportSession bool
 	// OnPrompt, when set, replaces the scripted reaction above: the fake
 	// records the prompt and calls OnPrompt in its own goroutine, and the
 	// test drives the agent through the Server's controls.
@@ -87,12 +98,28 @@ func (s *Server) setStateLocked(a *agent, state string) {
 	old := a.state
 	a.state = state
 	a.seq++
+	s.countCompletionLocked(a, state)
 	if state != stateIdle {
 		a.seen = true
 	} else if old == stateWorking || old == stateBlocked {
 		a.seen = s.isForegroundLocked(a.pane)
 	}
 	s.publishStatusLocked(a.pane)
+}
+
+// countCompletionLocked keeps completion_seq: it advances when an agent
+// that worked since its last completion becomes idle, whether or not anyone
+// looks at the pane.
+func (s *Server) countCompletionLocked(a *agent, state string) {
+	switch state {
+	case stateWorking:
+		a.worked = true
+	case stateIdle:
+		if a.worked {
+			a.worked = false
+			a.completions++
+		}
+	}
 }
 
 type agentStartParams struct {
@@ -113,7 +140,7 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 	if !agentNamePattern.MatchString(p.Name) {
 		return nil, errorf("invalid_agent_name", "invalid agent name %q: must match ^[a-z][a-z0-9_-]{0,31}$", p.Name)
 	}
-	kind, ok := agentKinds[strings.ToLower(p.Kind)]
+	kind, ok := s.agentKind(p.Kind)
 	if !ok {
 		return nil, errorf("unsupported_agent_kind", "unsupported agent kind %q", p.Kind)
 	}
@@ -130,6 +157,9 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 	if pn == nil {
 		return nil, errorf("agent_pane_not_found", "pane %s not found", p.PaneID)
 	}
+	if pn.shellStarting {
+		return nil, errorf("agent_pane_busy", "pane %s is busy: its shell is still starting", pn.id)
+	}
 	if pn.foreground != "" || (pn.agent != nil && (pn.agent.ready || pn.agent.launchPending)) {
 		return nil, errorf("agent_pane_busy", "pane %s is busy: it already runs %s", pn.id, cmp(pn.foreground, "an agent"))
 	}
@@ -142,11 +172,7 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 	}
 
 	argv := append([]string{executable(kind)}, p.Args...)
-	quoted := make([]string, len(argv))
-	for i, w := range argv {
-		quoted[i] = shellQuote(w)
-	}
-	s.typeLocked(pn, strings.Join(quoted, " ")+"\r")
+	s.typeCommandLocked(pn, argv)
 	a := &agent{pane: pn, name: p.Name, kind: kind, argv: argv, launchPending: true, state: stateUnknown, seen: true,
 		behavior: s.behaviorLocked(pn)}
 	if pn.agent != nil {
@@ -156,7 +182,13 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 	pn.foreground = argv[0]
 	snap := s.agentInfoLocked(a)
 
-	deadline := time.Duration(timeout) * time.Millisecond
+	s.armLaunchLocked(a, time.Duration(timeout)*time.Millisecond)
+	return result("agent_started", "agent", snap, "argv", argv), nil
+}
+
+// armLaunchLocked starts a's launch: the startup deadline, and the end of
+// the launch its Behavior scripts after Options.ReadyDelay.
+func (s *Server) armLaunchLocked(a *agent, deadline time.Duration) {
 	stopDeadline := s.afterLocked(deadline, func() {
 		if a.launchPending && !a.gone {
 			s.launchFailedLocked(a)
@@ -176,7 +208,15 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 			}
 		}))
 	}
-	return result("agent_started", "agent", snap, "argv", argv), nil
+}
+
+// typeCommandLocked types argv into p's shell, quoted, and presses Enter.
+func (s *Server) typeCommandLocked(p *pane, argv []string) {
+	quoted := make([]string, len(argv))
+	for i, w := range argv {
+		quoted[i] = shellQuote(w)
+	}
+	s.typeLocked(p, strings.Join(quoted, " ")+"\r")
 }
 
 func cmp(a, b string) string {
@@ -193,14 +233,26 @@ func (s *Server) launchedLocked(a *agent) {
 	if !a.launchPending || a.gone {
 		return
 	}
+	if a.behavior.Launch == LaunchBlocked && a.dialog == "" {
+		// At a dialog: no startup deadline while a person is needed.
+		a.endLaunchLocked()
+		a.dialog = cmp(a.behavior.Dialog, defaultDialog)
+		a.pane.writeLocked(a.dialog)
+		s.publishStatusLocked(a.pane)
+		return
+	}
+	a.dialog = ""
 	s.detectLocked(a)
 	a.state = stateUnknown
-	if a.behavior.Launch == LaunchBlocked {
-		s.setStateLocked(a, stateBlocked)
-	} else {
-		s.setStateLocked(a, stateIdle)
+	s.setStateLocked(a, stateIdle)
+	if a.behavior.ReportSession && a.pane.session == nil {
+		a.pane.session = &agentSession{Source: "herdr:" + a.kind, Agent: a.kind, Kind: "id", Value: a.kind + "-" + a.pane.terminal}
+		s.emitLocked("pane_updated", typed{"pane": s.paneInfoLocked(a.pane)})
 	}
 }
+
+// defaultDialog is what a LaunchBlocked agent shows without Behavior.Dialog.
+const defaultDialog = "Do you trust the files in this folder?\n> 1. Yes, proceed\n  2. No, exit\nEnter to confirm · Esc to exit"
 
 // launchFailedLocked: deadline or exit; the name is cleared and the agent
 // resolves only by pane id.
@@ -280,7 +332,35 @@ func (s *Server) agentRead(raw json.RawMessage) (typed, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	s.scrollHistoryLocked(a.pane, p.Source, p.Lines)
 	return result("pane_read", "read", s.readLocked(a.pane, p.Source, p.Lines, p.Format)), nil
+}
+
+// alternateScreen are the kinds whose agents draw on the terminal's
+// alternate screen (herdr 0.9's docs name Claude Code and OpenCode).
+var alternateScreen = map[string]bool{"claude": true, "opencode": true}
+
+// scrollHistoryLocked models protocol 22's side effect of a read: reading
+// more recent lines than the viewport of an idle alternate-screen agent
+// scrolls the agent's own history with mouse input and back, which the pane
+// sees (its revision moves; PaneState.HistoryScrolls counts it). A read
+// within scroll.viewport_rows, or of "visible", has no effect.
+func (s *Server) scrollHistoryLocked(p *pane, source string, lines *int) {
+	a := p.agent
+	if !s.p22() || a == nil || !a.ready || !alternateScreen[a.kind] || p.status() == stateWorking {
+		return
+	}
+	if source != "recent" && source != "recent_unwrapped" {
+		return
+	}
+	n := 80
+	if lines != nil {
+		n = *lines
+	}
+	if n > areaHeight {
+		p.historyScrolls++
+		p.revision += 2
+	}
 }
 
 // interactiveLocked is agent.prompt's and agent.send_keys's readiness rule:

@@ -28,6 +28,20 @@ type PaneState struct {
 	Prompts []string
 	// Screen is what pane.read with source "recent" would show.
 	Screen string
+	// AgentSession is the agent_session herdr knows for the pane, if any.
+	AgentSession *AgentSession
+	// RestoreError is why the pane's agent did not come back after a
+	// restart with session restore ("" when it did or there was none).
+	RestoreError string
+	// HistoryScrolls counts the reads (protocol 22) that had a side effect:
+	// more recent lines than the viewport of an idle alternate-screen agent.
+	HistoryScrolls int
+}
+
+// AgentSession is the agent's own session record herdr knows for a pane
+// (agent_session): Kind is "id" or "path".
+type AgentSession struct {
+	Source, Agent, Kind, Value string
 }
 
 // Pane returns the state of a live pane.
@@ -60,6 +74,10 @@ func (s *Server) paneStateLocked(p *pane) PaneState {
 	if a := p.agent; a != nil {
 		st.AgentName, st.AgentKind = a.name, a.kind
 	}
+	if ss := p.session; ss != nil {
+		st.AgentSession = &AgentSession{Source: ss.Source, Agent: ss.Agent, Kind: ss.Kind, Value: ss.Value}
+	}
+	st.RestoreError, st.HistoryScrolls = p.restoreError, p.historyScrolls
 	lines := 1000
 	st.Screen = s.readLocked(p, "recent", &lines, "text").Text
 	return st
@@ -146,6 +164,7 @@ func (s *Server) SetAgentStatus(paneID, status string) error {
 		if a.state != state {
 			a.state = state
 			a.seq++
+			s.countCompletionLocked(a, state)
 		}
 		a.seen = seen
 		s.publishStatusLocked(a.pane)
@@ -172,6 +191,7 @@ func (s *Server) SetAgentState(paneID, state string) error {
 
 // detectLocked ends a pending launch successfully, without changing state.
 func (s *Server) detectLocked(a *agent) {
+	a.dialog = ""
 	if a.launchPending {
 		a.launchPending, a.ready = false, true
 		a.endLaunchLocked()
@@ -237,4 +257,62 @@ func (s *Server) Events() []Event {
 		out[i] = Event{Seq: ev.seq, Kind: ev.kind, Line: append([]byte(nil), ev.line...)}
 	}
 	return out
+}
+
+// AddLinkedWorkspace opens a workspace for a linked git worktree of the
+// repository whose main checkout is workspace primaryID, as herdr 0.9 does
+// for `herdr worktree add`: one tab, one pane in cwd, the usual creation
+// events, and worktree info (is_linked_worktree) on both workspaces. While
+// it is open, protocol 22's workspace.close of the primary fails with
+// workspace_group_close_required unless close_group is set. It returns the
+// new workspace's id.
+func (s *Server) AddLinkedWorkspace(primaryID, cwd string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	primary := s.findWorkspaceLocked(primaryID)
+	if primary == nil {
+		return "", fmt.Errorf("herdrtest: workspace %s not found", primaryID)
+	}
+	if primary.primary != nil {
+		return "", fmt.Errorf("herdrtest: workspace %s is itself a linked worktree", primaryID)
+	}
+	ws := s.newWorkspaceLocked("", cwd)
+	ws.primary = primary
+	t := s.newTabLocked(ws, "")
+	root := s.newPaneLocked(t, cwd, nil)
+	t.root = &layoutNode{pane: root}
+	s.emitLocked("workspace_created", typed{"workspace": s.workspaceInfoLocked(ws)})
+	s.emitLocked("tab_created", typed{"tab": s.tabInfoLocked(t)})
+	s.emitLocked("pane_created", typed{"pane": s.paneInfoLocked(root)})
+	s.emitLocked("layout_updated", typed{"layout": s.layoutLocked(t)})
+	return ws.id, nil
+}
+
+// AnswerDialog is a person answering the dialog a launching agent waits at
+// (Behavior.Launch LaunchBlocked): the dialog goes and the agent becomes
+// interactive-ready and idle. It fails when the pane's agent is at no
+// dialog.
+func (s *Server) AnswerDialog(paneID string) error {
+	return s.withAgent(paneID, func(a *agent) error {
+		if a.dialog == "" {
+			return fmt.Errorf("herdrtest: the agent on pane %s is at no dialog", paneID)
+		}
+		a.behavior.Launch = LaunchReady
+		s.launchedLocked(a)
+		return nil
+	})
+}
+
+// SetAgentSession sets the agent_session herdr knows for a pane, as an
+// integration's pane.report_agent_session would; it survives restarts.
+func (s *Server) SetAgentSession(paneID string, ss AgentSession) error {
+	return s.withPane(paneID, func(p *pane) error {
+		if ss.Kind != "id" && ss.Kind != "path" {
+			return fmt.Errorf("herdrtest: agent_session kind %q, want id or path", ss.Kind)
+		}
+		p.session = &agentSession{Source: ss.Source, Agent: ss.Agent, Kind: ss.Kind, Value: ss.Value}
+		s.emitLocked("pane_updated", typed{"pane": s.paneInfoLocked(p)})
+		return nil
+	})
 }

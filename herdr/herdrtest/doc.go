@@ -1,6 +1,9 @@
 // Package herdrtest is a fake herdr server for tests: a real Unix-socket
-// server, in process, that implements herdr's socket API (protocol 20) from
-// PROTOCOL.md and herdr's own JSON Schema, independently of fleetd's client.
+// server, in process, that implements herdr's socket API from PROTOCOL.md,
+// PROTOCOL-22.md and herdr's own JSON Schemas, independently of fleetd's
+// client. It speaks protocol 22 (herdr 0.9.3, what people run) by default
+// and protocol 20 (herdr 0.8.2) with Options.Protocol 20; the differences
+// are listed under "Protocols" below.
 // With [Options.InMemory] it has no socket at all: [Server.Dial] hands out
 // one end of a [net.Pipe] per connection and serves the other end with the
 // same code, so that tests can run under testing/synctest (a goroutine
@@ -17,7 +20,7 @@
 // [Options.Validator] — every test passes herdr's schema through package
 // herdr/herdrtest/validated — every request is checked against the schema;
 // an unparseable one, an unknown method or a missing or mistyped param is
-// answered with invalid_request and an empty id. The fake itself never
+// answered with invalid_request (and, in protocol 20, an empty id). The fake itself never
 // imports a schema validator, so that fleetd's embedded simulation
 // (--herdr=sim) links none. State:
 // workspaces, tabs and panes with herdr's id formats (bijective base-32
@@ -39,10 +42,11 @@
 // (snake_case lifecycle lines with a "type" tag; dot-named per-pane
 // pane.agent_status_changed lines without), including the uneven rules:
 // tab.close emits no pane_closed, the last pane of a tab closes the tab
-// silently, a process exit emits pane_exited only. Lifecycle subscriptions
-// replay the ring of the last 512 events, as herdr's source suggests
-// (unverified; Options.NoReplay turns it off), and yield at most one event
-// per subscription per round, like herdr's per-tick loop. Every change of a
+// silently, a process exit emits pane_exited only. In protocol 20,
+// lifecycle subscriptions replay the ring of the last 512 events, as herdr's
+// source suggests (unverified; Options.NoReplay turns it off), and yield at
+// most one event per subscription per round, like herdr's per-tick loop.
+// Every change of a
 // pane's public status is published as the hub event
 // pane_agent_status_changed (seen by events.wait and per-pane
 // subscriptions) followed by pane_updated (unverified: herdr's docs only
@@ -70,8 +74,8 @@
 // metadata, worktrees, plugins, layouts beyond split/close, pane.move,
 // focus and rename methods, scroll events, herdr's 100 ms tick (events are
 // delivered as soon as they happen, so herdr's coalescing of statuses
-// between ticks is not reproduced), the auto-created default workspace and
-// persistence across herdr restarts. Methods it does not model answer
+// between ticks is not reproduced), the auto-created default workspace,
+// persistence of screens across herdr restarts, and resume_argv. Methods it does not model answer
 // not_implemented. Default labels, the layout's split ids and the
 // capabilities reported by ping are the fake's own choices.
 package herdrtest

@@ -126,15 +126,24 @@ func (m outputMatch) compile() (*regexp.Regexp, *apiError) {
 	return re, nil
 }
 
-// poll returns the subscription's next line, or nil; like herdr it yields at
-// most one event per subscription per round.
-func (sub *subscription) poll(s *Server) []byte {
+// poll returns the subscription's next lines: in protocol 22 every pending
+// one (herdr 0.9 sends bursts in full), in protocol 20 at most one per round
+// (herdr 0.8.2's per-tick loop). lost reports that, in protocol 22, events
+// this subscriber had not yet seen left the retained history.
+func (sub *subscription) poll(s *Server) (lines [][]byte, lost bool) {
+	one := !s.p22()
+	if sub.perPane != "pane.output_matched" && s.p22() && len(s.events) > 0 && s.events[0].seq > sub.cursor+1 {
+		return nil, true
+	}
 	switch sub.perPane {
 	case "":
 		for _, ev := range s.eventsAfterLocked(sub.cursor) {
 			sub.cursor = ev.seq
 			if ev.kind == sub.kind {
-				return ev.line
+				lines = append(lines, ev.line)
+				if one {
+					return lines, false
+				}
 			}
 		}
 	case "pane.agent_status_changed":
@@ -149,33 +158,36 @@ func (sub *subscription) poll(s *Server) []byte {
 				continue
 			}
 			sub.initial = nil
-			return ev.sub
+			lines = append(lines, ev.sub)
+			if one {
+				return lines, false
+			}
 		}
 		if saw {
 			sub.initial = nil
 		}
-		if line := sub.initial; line != nil {
+		if line := sub.initial; line != nil && len(lines) == 0 {
 			sub.initial = nil
-			return line
+			return [][]byte{line}, false
 		}
 	case "pane.output_matched":
 		p := s.findPaneLocked(sub.paneID)
 		if p == nil {
-			return nil
+			return nil, false
 		}
 		read := s.readLocked(p, waitSource(sub.source), sub.lines, "text")
 		line, ok := sub.matcher.find(read.Text, sub.re)
 		if !ok {
 			sub.matching = false
-			return nil
+			return nil, false
 		}
 		if sub.matching {
-			return nil
+			return nil, false
 		}
 		sub.matching = true
-		return mustMarshal(envelope{Event: "pane.output_matched", Data: typed{"pane_id": p.id, "matched_line": line, "read": read}})
+		return [][]byte{mustMarshal(envelope{Event: "pane.output_matched", Data: typed{"pane_id": p.id, "matched_line": line, "read": read}})}, false
 	}
-	return nil
+	return lines, false
 }
 
 // waitSource is herdr's mapping for waits and subscriptions: recent reads
@@ -198,12 +210,14 @@ type subscribeParams struct {
 	} `json:"subscriptions"`
 }
 
-// subscribe runs events.subscribe: setup (each failure is one error line and
-// the end), the ack, then event lines until the peer or the fake goes.
+// subscribe runs events.subscribe: setup (all or nothing: the first failure
+// is one error line and the end), the ack, then event lines until the peer
+// or the fake goes — or, in protocol 22, until the subscriber falls behind
+// the retained history (events_lost).
 func (s *Server) subscribe(c *conn, req Request) {
 	var p subscribeParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
-		c.writeLine(invalidRequest(err))
+		c.writeLine(s.invalidRequest(req, err))
 		return
 	}
 	s.mu.Lock()
@@ -218,7 +232,7 @@ func (s *Server) subscribe(c *conn, req Request) {
 				re, aerr := sub.matcher.compile()
 				if aerr != nil {
 					s.mu.Unlock()
-					c.writeLine(aerr.line(req.ID))
+					c.writeLine(s.errLine(aerr, req, req.ID))
 					return
 				}
 				sub.re = re
@@ -226,7 +240,7 @@ func (s *Server) subscribe(c *conn, req Request) {
 			pn := s.findPaneLocked(spec.PaneID)
 			if pn == nil {
 				s.mu.Unlock()
-				c.writeLine(paneNotFound(spec.PaneID).line(req.ID + ":sub:" + itoa(i) + ":probe"))
+				c.writeLine(s.errLine(paneNotFound(spec.PaneID), req, s.probeID(req, i)))
 				return
 			}
 			sub.cursor = s.lastSeq
@@ -239,8 +253,8 @@ func (s *Server) subscribe(c *conn, req Request) {
 			}
 		default:
 			sub.kind = strings.ReplaceAll(spec.Type, ".", "_")
-			if s.opts.NoReplay {
-				sub.cursor = s.lastSeq
+			if s.opts.NoReplay || s.p22() {
+				sub.cursor = s.lastSeq // herdr 0.9: live only, no replay
 			}
 		}
 		subs = append(subs, sub)
@@ -253,13 +267,21 @@ func (s *Server) subscribe(c *conn, req Request) {
 	for {
 		s.mu.Lock()
 		var out [][]byte
+		lost := false
 		for _, sub := range subs {
-			if line := sub.poll(s); line != nil {
-				out = append(out, line)
-			}
+			lines, l := sub.poll(s)
+			out = append(out, lines...)
+			lost = lost || l
 		}
 		ch := s.changed
 		s.mu.Unlock()
+		if lost {
+			// herdr 0.9: one error line under the request id, then the
+			// stream closes; what was already read is not sent.
+			c.writeLine(errorLine{ID: req.ID, Error: errorBody{Code: "events_lost",
+				Message: "event subscriber fell behind the retained event history; resubscribe and resync with session.snapshot"}})
+			return
+		}
 		for _, line := range out {
 			if c.writeRaw(withNewline(line)) != nil {
 				return

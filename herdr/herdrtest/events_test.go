@@ -2,6 +2,7 @@ package herdrtest_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -156,7 +157,7 @@ func TestSubscriptionEnvelopes(t *testing.T) {
 }
 
 func TestSubscriptionReplaysRing(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, &herdrtest.Options{Protocol: 20}) // herdr 0.8.2 replays; 0.9 never does
 	_, p1 := h.workspace(nil)
 	_, p2 := h.workspace(nil)
 	s := h.subscribe(sub("pane.created"))
@@ -182,20 +183,37 @@ func TestSubscriptionStatusFilterAndInitial(t *testing.T) {
 	}
 }
 
-func TestSubscriptionSetupErrorUsesProbeID(t *testing.T) {
-	h := newHarness(t, nil)
-	_, pane := h.workspace(nil)
-	id, c := h.send("events.subscribe", map[string]any{"subscriptions": []any{sub("pane.created"), sub("pane.agent_status_changed", "pane_id", pane), sub("pane.agent_status_changed", "pane_id", "w1:p9")}})
-	line, _ := c.next()
-	r := h.response(line)
-	if r.Error == nil || r.Error.Code != "pane_not_found" || r.ID != id+":sub:2:probe" {
-		t.Fatalf("response = %s, want pane_not_found with id %s:sub:2:probe", line, id)
+// Protocol 20 answers a subscription setup error under a probe id, protocol
+// 22 under the request id.
+func TestSubscriptionSetupErrorID(t *testing.T) {
+	for _, protocol := range []int{20, 22} {
+		h := newHarness(t, &herdrtest.Options{Protocol: protocol})
+		_, pane := h.workspace(nil)
+		id, c := h.send("events.subscribe", map[string]any{"subscriptions": []any{sub("pane.created"), sub("pane.agent_status_changed", "pane_id", pane), sub("pane.agent_status_changed", "pane_id", "w1:p9")}})
+		line, _ := c.next()
+		r := h.response(line)
+		want := map[int]string{20: id + ":sub:2:probe", 22: id}[protocol]
+		if r.Error == nil || r.Error.Code != "pane_not_found" || r.ID != want {
+			t.Fatalf("protocol %d: response = %s, want pane_not_found with id %s", protocol, line, want)
+		}
+		c.eof()
 	}
-	c.eof()
 }
 
 func TestEventsWait(t *testing.T) {
-	h := newHarness(t, &herdrtest.Options{Behavior: herdrtest.Behavior{Then: herdrtest.StayWorking}})
+	for _, protocol := range []int{20, 22} {
+		t.Run(fmt.Sprint("protocol ", protocol), func(t *testing.T) { testEventsWait(t, protocol) })
+	}
+}
+
+func testEventsWait(t *testing.T, protocol int) {
+	h := newHarness(t, &herdrtest.Options{Protocol: protocol, Behavior: herdrtest.Behavior{Then: herdrtest.StayWorking}})
+	probe := func(id string) string { // the id of a setup error
+		if protocol == 20 {
+			return id + ":sub:0:probe"
+		}
+		return id
+	}
 	_, pane := h.workspace(nil)
 	h.ok("pane.split", map[string]any{"target_pane_id": pane, "direction": "down"})
 	h.agent("w1", pane)
@@ -212,7 +230,7 @@ func TestEventsWait(t *testing.T) {
 	}
 	id, c := h.send("events.wait", map[string]any{"match_event": map[string]any{"event": "pane_agent_status_changed", "pane_id": "w1:p9", "agent_status": "idle"}})
 	line, _ := c.next()
-	if r := h.response(line); r.Error == nil || r.Error.Code != "pane_not_found" || r.ID != id+":sub:0:probe" {
+	if r := h.response(line); r.Error == nil || r.Error.Code != "pane_not_found" || r.ID != probe(id) {
 		t.Errorf("missing pane = %s", line)
 	}
 	_, c = h.send("events.wait", match("blocked"))
@@ -231,7 +249,7 @@ func TestEventsWait(t *testing.T) {
 	}
 	h.ok("pane.close", map[string]any{"pane_id": pane})
 	line, _ = c.next()
-	if r := h.response(line); r.Error == nil || r.Error.Code != "pane_not_found" || r.ID != id+":sub:0:probe" {
+	if r := h.response(line); r.Error == nil || r.Error.Code != "pane_not_found" || r.ID != probe(id) {
 		t.Errorf("pane closed = %s", line)
 	}
 }

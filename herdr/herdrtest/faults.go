@@ -23,6 +23,12 @@ type Fault struct {
 	// has no effect. Meant for short calls: a long call runs to its end
 	// (its answer discarded) before the fault applies.
 	Execute bool
+	// PromptError (agent.prompt, protocol 22) lets the call type the text
+	// and press Enter as usual — the agent may well take the prompt — and
+	// then fail with this code instead of answering agent_prompted:
+	// "timeout" or "agent_prompt_failed", herdr 0.9's failures after
+	// typing.
+	PromptError string
 	// Times limits the fault to the next Times matching requests; 0 means
 	// until ClearFaults.
 	Times int
@@ -94,11 +100,13 @@ func (s *Server) applyFaults(c *conn, req Request) bool {
 			return false // the peer left or the fake stopped first
 		}
 	}
+	c.promptError = f.PromptError
 	if !f.Hang && !f.Drop && f.Garbage == nil {
 		return true
 	}
 	if f.Execute {
-		s.dispatch(&conn{Conn: discardConn{c.Conn}, wg: c.wg, method: c.method, r: c.r, stopped: c.stopped, timeout: c.timeout}, req)
+		s.dispatch(&conn{Conn: discardConn{c.Conn}, wg: c.wg, method: c.method, r: c.r, stopped: c.stopped, timeout: c.timeout,
+			peer: c.peer, promptError: c.promptError}, req)
 	}
 	switch {
 	case f.Hang:

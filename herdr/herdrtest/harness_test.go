@@ -60,11 +60,19 @@ func startHarness(t *testing.T, o herdrtest.Options, clk *clock.Fake) *harness {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	v, err := schemacheck.Shared()
+	v, err := schemacheck.Shared(schemaProtocol(srv.Protocol()))
 	if err != nil {
 		t.Fatalf("schemacheck.New: %v", err)
 	}
 	return &harness{t: t, srv: srv, v: v, clock: clk}
+}
+
+// schemaProtocol is the embedded schema that describes a fake of protocol p.
+func schemaProtocol(p int) int {
+	if p >= schemacheck.Latest {
+		return schemacheck.Latest
+	}
+	return 20
 }
 
 func (h *harness) dial() net.Conn {

@@ -51,7 +51,22 @@ var (
 		return m
 	}()
 	executables = map[string]string{"cursor": "cursor-agent", "kiro": "kiro-cli"}
+	// agentKinds22 are the kinds herdr 0.9 (protocol 22) added.
+	agentKinds22 = map[string]string{"qwen": "qwen", "qwen-code": "qwen"}
 )
+
+// agentKind resolves a kind spelling to herdr's canonical kind for the
+// protocol the fake speaks.
+func (s *Server) agentKind(spelling string) (string, bool) {
+	k := strings.ToLower(spelling)
+	if kind, ok := agentKinds[k]; ok {
+		return kind, true
+	}
+	if kind, ok := agentKinds22[k]; ok && s.p22() {
+		return kind, true
+	}
+	return "", false
+}
 
 // shellQuote quotes one argv word for a POSIX shell the way a careful typist
 // would: bare when it is made only of safe characters, single-quoted

@@ -38,7 +38,7 @@ func TestInMemory_HasNoSocket(t *testing.T) {
 // The in-memory connection is served by the socket's code: one request per
 // connection, schema checks, herdr's invalid_request, streams.
 func TestInMemory_ServesLikeTheSocket(t *testing.T) {
-	h := newMemoryHarness(t, &herdrtest.Options{NoReplay: true})
+	h := newMemoryHarness(t, &herdrtest.Options{Protocol: 20, NoReplay: true})
 	if res := h.ok("ping", map[string]any{}); res["type"] != "pong" || res["protocol"] != float64(20) {
 		t.Fatalf("ping = %v", res)
 	}

@@ -1,6 +1,7 @@
 package herdrtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -12,27 +13,70 @@ type apiError struct {
 	Message string
 }
 
-// line answers request id with the error. invalid_request always goes out
-// with the empty id: herdr could not parse the request, so it has none.
-func (e *apiError) line(id string) errorLine {
+// errLine answers req with the error under id (normally req.ID). An
+// invalid_request goes out with the id herdr could read from the line
+// ([Server.invalidRequestID]): always "" in protocol 20.
+func (s *Server) errLine(e *apiError, req Request, id string) errorLine {
 	if e.Code == "invalid_request" {
-		id = ""
+		id = s.invalidRequestID(req)
 	}
 	return errorLine{ID: id, Error: errorBody{Code: e.Code, Message: e.Message}}
+}
+
+// invalidRequestID is the id herdr puts on its answer to a line that is not
+// a valid request: protocol 22 answers a JSON object with one string "id"
+// member with that id; invalid JSON, a non-string id, a duplicated id and
+// protocol 20 get "".
+func (s *Server) invalidRequestID(req Request) string {
+	if !s.p22() || req.ID == "" {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(req.Line))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	ids := 0
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key == "id" {
+			ids++
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	if ids != 1 {
+		return ""
+	}
+	return req.ID
+}
+
+// probeID is the id of a subscription setup error for entry i: protocol 20
+// answers under "<id>:sub:<i>:probe", protocol 22 under the request id.
+func (s *Server) probeID(req Request, i int) string {
+	if s.p22() {
+		return req.ID
+	}
+	return req.ID + ":sub:" + itoa(i) + ":probe"
 }
 
 func errorf(code, format string, args ...any) *apiError {
 	return &apiError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// invalidRequest is herdr's answer to a line it cannot parse as a request:
-// always the empty id. The message keeps the first line of the reason.
-func invalidRequest(err error) errorLine {
+// invalidRequest is herdr's answer to a line it cannot parse as a request,
+// under [Server.invalidRequestID]. The message keeps the first line of the
+// reason.
+func (s *Server) invalidRequest(req Request, err error) errorLine {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	if len(msg) > 300 {
 		msg = msg[:300] + "…"
 	}
-	return errorLine{ID: "", Error: errorBody{Code: "invalid_request", Message: "invalid request: " + msg}}
+	return errorLine{ID: s.invalidRequestID(req), Error: errorBody{Code: "invalid_request", Message: "invalid request: " + msg}}
 }
 
 func workspaceNotFound(id string) *apiError {
@@ -63,7 +107,7 @@ func (s *Server) dispatch(c *conn, req Request) {
 		}[req.Method]
 		if r := long(s, c, req); r != nil {
 			if r.aerr != nil {
-				c.writeLine(r.aerr.line(r.id))
+				c.writeLine(s.errLine(r.aerr, req, r.id))
 			} else {
 				c.writeLine(successLine{ID: r.id, Result: r.res})
 			}
@@ -72,7 +116,7 @@ func (s *Server) dispatch(c *conn, req Request) {
 	}
 	h := s.handler(req.Method)
 	if h == nil {
-		c.writeLine(errorf("not_implemented", "herdrtest does not model %s", req.Method).line(req.ID))
+		c.writeLine(s.errLine(errorf("not_implemented", "herdrtest does not model %s", req.Method), req, req.ID))
 		return
 	}
 	s.mu.Lock()
@@ -80,7 +124,7 @@ func (s *Server) dispatch(c *conn, req Request) {
 	s.notifyLocked()
 	s.mu.Unlock()
 	if aerr != nil {
-		c.writeLine(aerr.line(req.ID))
+		c.writeLine(s.errLine(aerr, req, req.ID))
 		return
 	}
 	c.writeLine(successLine{ID: req.ID, Result: res})
@@ -90,6 +134,8 @@ func (s *Server) handler(method string) handler {
 	switch method {
 	case "ping":
 		return (*Server).ping
+	case "session.snapshot":
+		return (*Server).sessionSnapshot
 	case "workspace.create":
 		return (*Server).workspaceCreate
 	case "workspace.list":
@@ -142,8 +188,45 @@ func decode(params json.RawMessage, v any) *apiError {
 }
 
 func (s *Server) ping(json.RawMessage) (typed, *apiError) {
-	return result("pong", "version", s.opts.Version, "protocol", s.opts.Protocol,
-		"capabilities", map[string]bool{"live_handoff": false, "detached_server_daemon": false}), nil
+	caps := map[string]any{"live_handoff": false, "detached_server_daemon": false}
+	if s.p22() {
+		// herdr 0.9: live handoff (Server.Handoff) and the new capabilities,
+		// endpoint generation 1 as in 0.9.0.
+		caps = map[string]any{"live_handoff": true, "detached_server_daemon": false, "endpoint_protocol_generation": 1,
+			"surface_interest": false, "health_check": false, "ssh_agent_registration": false}
+	}
+	return result("pong", "version", s.opts.Version, "protocol", s.opts.Protocol, "capabilities", caps), nil
+}
+
+// sessionSnapshot is session.snapshot: the whole model in one answer, the
+// resync herdr advises after subscribing.
+func (s *Server) sessionSnapshot(json.RawMessage) (typed, *apiError) {
+	workspaces, tabs, panes, layouts, agents := []workspaceInfo{}, []tabInfo{}, []paneInfo{}, []layoutSnapshot{}, []agentInfo{}
+	for _, ws := range s.workspaces {
+		workspaces = append(workspaces, s.workspaceInfoLocked(ws))
+		for _, t := range ws.tabs {
+			tabs = append(tabs, s.tabInfoLocked(t))
+			layouts = append(layouts, s.layoutLocked(t))
+			for _, p := range t.panes {
+				panes = append(panes, s.paneInfoLocked(p))
+				if p.agent != nil {
+					agents = append(agents, s.agentInfoLocked(p.agent))
+				}
+			}
+		}
+	}
+	snap := typed{"version": s.opts.Version, "protocol": s.opts.Protocol,
+		"workspaces": workspaces, "tabs": tabs, "panes": panes, "layouts": layouts, "agents": agents}
+	if ws := s.activeWS; ws != nil {
+		snap["focused_workspace_id"] = ws.id
+		if t := ws.active; t != nil {
+			snap["focused_tab_id"] = t.id
+			if t.focused != nil {
+				snap["focused_pane_id"] = t.focused.id
+			}
+		}
+	}
+	return result("session_snapshot", "snapshot", snap), nil
 }
 
 type createParams struct {
@@ -208,9 +291,14 @@ func (s *Server) workspaceList(json.RawMessage) (typed, *apiError) {
 	return result("workspace_list", "workspaces", out), nil
 }
 
+// workspace.close. In protocol 22 a workspace that still has linked
+// worktree workspaces ([Server.AddLinkedWorkspace]) is closed only with
+// close_group, which closes them too (linked ones first); protocol 20
+// knows no close_group and closes the one workspace.
 func (s *Server) workspaceClose(raw json.RawMessage) (typed, *apiError) {
 	var p struct {
 		WorkspaceID string `json:"workspace_id"`
+		CloseGroup  bool   `json:"close_group"`
 	}
 	if err := decode(raw, &p); err != nil {
 		return nil, err
@@ -219,9 +307,21 @@ func (s *Server) workspaceClose(raw json.RawMessage) (typed, *apiError) {
 	if ws == nil {
 		return nil, workspaceNotFound(p.WorkspaceID)
 	}
-	info := s.workspaceInfoLocked(ws)
-	s.removeWorkspaceLocked(ws)
-	s.emitLocked("workspace_closed", typed{"workspace_id": ws.id, "workspace": info})
+	closing := []*workspace{ws}
+	if s.p22() {
+		if linked := s.linkedWorkspacesLocked(ws); len(linked) > 0 {
+			if !p.CloseGroup {
+				return nil, errorf("workspace_group_close_required",
+					"workspace %s has %d linked worktree workspaces; close them first or pass close_group", ws.id, len(linked))
+			}
+			closing = append(linked, ws)
+		}
+	}
+	for _, w := range closing {
+		info := s.workspaceInfoLocked(w)
+		s.removeWorkspaceLocked(w)
+		s.emitLocked("workspace_closed", typed{"workspace_id": w.id, "workspace": info})
+	}
 	s.settleFocusLocked()
 	return result("ok"), nil
 }
@@ -465,6 +565,7 @@ func (s *Server) paneRead(raw json.RawMessage) (typed, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	s.scrollHistoryLocked(pn, p.Source, p.Lines)
 	return result("pane_read", "read", s.readLocked(pn, p.Source, p.Lines, p.Format)), nil
 }
 

@@ -21,9 +21,13 @@ import (
 // MaxRequestBytes is herdr's request-line limit (without the newline).
 const MaxRequestBytes = 1 << 20
 
-// ProtocolVersion is the herdr protocol the fake speaks, the one of the
-// schema in herdr/internal/schemacheck.
-const ProtocolVersion = 20
+// The herdr protocols the fake speaks: protocol 22 (herdr 0.9.x, what
+// people run) by default, protocol 20 (herdr 0.8.2) with Options.Protocol.
+// Each has its schema in herdr/internal/schemacheck.
+const (
+	DefaultProtocol = 22
+	Protocol20      = 20
+)
 
 // Validator checks the fake's incoming request lines against herdr's wire
 // contract. Tests pass herdr's own JSON Schema (package
@@ -35,6 +39,14 @@ type Validator interface {
 	// not an object, a missing or mistyped id, method or param, or an
 	// unknown method.
 	Request(line []byte) error
+}
+
+// ProtocolValidator is a Validator that knows one wire contract per herdr
+// protocol: Start replaces it by ForProtocol(Options.Protocol), so that a
+// fake is checked against the schema of the protocol it speaks.
+type ProtocolValidator interface {
+	Validator
+	ForProtocol(protocol int) Validator
 }
 
 // Options configures a fake. The zero value (or a nil *Options) gives a
@@ -69,18 +81,30 @@ type Options struct {
 	// Behavior is the default behaviour of agents; SetBehavior overrides it
 	// per pane.
 	Behavior Behavior
-	// NoReplay starts lifecycle subscriptions at the current event instead
-	// of replaying the ring of recent events. herdr replays (source-derived,
-	// unverified: src/api/event_hub.rs starts subscribers at sequence 0), so
-	// the default replays.
+	// NoReplay (protocol 20 only) starts lifecycle subscriptions at the
+	// current event instead of replaying the ring of recent events. herdr
+	// 0.8.2 replays (source-derived, unverified: src/api/event_hub.rs starts
+	// subscribers at sequence 0), so protocol 20 replays by default;
+	// protocol 22 never replays.
 	NoReplay bool
-	// EventRing is how many lifecycle events are kept for replay; 0 is
-	// herdr's 512.
+	// EventRing is how many events the hub retains (herdr's history): the
+	// replay ring of protocol 20, and in protocol 22 the history a
+	// subscriber must keep up with — one that falls further behind gets
+	// events_lost and its stream closes. 0 is herdr's 512; tests set a small
+	// one to provoke events_lost.
 	EventRing int
-	// Version and Protocol are what ping reports; "" and 0 give "0.8.2"
-	// and 20. Set Protocol to test a client's mismatch handling.
-	Version  string
+	// Protocol selects the herdr the fake is: 0 or 22 is herdr 0.9.3
+	// (protocol 22), 20 is herdr 0.8.2 (protocol 20). Any other value is
+	// reported by ping as is (to test a client's version handling) and
+	// behaves as 22 when above it, as 20 otherwise.
 	Protocol int
+	// Version is what ping reports; "" gives "0.9.3" for protocol 22 and
+	// newer, "0.8.2" otherwise.
+	Version string
+	// ShellStartDelay is how long a new pane's shell takes to start, on the
+	// Clock; until then agent.start on the pane fails with agent_pane_busy
+	// (herdr 0.9). Zero: shells are up at once.
+	ShellStartDelay time.Duration
 	// BinPath is the HERDR_BIN_PATH injected into panes; "" gives "herdr".
 	BinPath string
 	// Cwd is the cwd of panes created without one; "" is the fake's own
@@ -157,11 +181,17 @@ func Start(opts *Options) (*Server, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	if o.Protocol == 0 {
+		o.Protocol = DefaultProtocol
+	}
 	if o.Version == "" {
 		o.Version = "0.8.2"
+		if o.Protocol >= DefaultProtocol {
+			o.Version = "0.9.3"
+		}
 	}
-	if o.Protocol == 0 {
-		o.Protocol = ProtocolVersion
+	if pv, ok := o.Validator.(ProtocolValidator); ok {
+		o.Validator = pv.ForProtocol(o.Protocol)
 	}
 	if o.BinPath == "" {
 		o.BinPath = "herdr"
@@ -213,6 +243,12 @@ func Start(opts *Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Protocol is the protocol the fake speaks (what ping reports).
+func (s *Server) Protocol() int { return s.opts.Protocol }
+
+// p22 reports whether the fake behaves as herdr 0.9 (protocol 22).
+func (s *Server) p22() bool { return s.opts.Protocol >= DefaultProtocol }
 
 // SocketPath is the path the fake listens on; "" in memory.
 func (s *Server) SocketPath() string { return s.path }
@@ -414,27 +450,35 @@ type conn struct {
 	r       *bufio.Reader
 	stopped <-chan struct{}
 	timeout time.Duration
-	gone    chan struct{} // closed when the peer closes or sends anything
-	once    sync.Once
+	peer    *peerWatch // shared with the copy a Fault with Execute dispatches
+
+	promptError string // Fault.PromptError for this agent.prompt
 }
 
-// watchPeer starts herdr's peer-closed probe: EOF or any byte from the
-// client after the request line means the client is gone.
+// peerWatch is a connection's one peer-closed probe.
+type peerWatch struct {
+	once sync.Once
+	gone chan struct{} // closed when the peer closes or sends anything
+}
+
+// watchPeer starts herdr's peer-closed probe, once per connection: EOF or
+// any byte from the client after the request line means the client is gone.
 func (c *conn) watchPeer() <-chan struct{} {
-	c.once.Do(func() {
-		c.gone = make(chan struct{})
+	w := c.peer
+	w.once.Do(func() {
+		w.gone = make(chan struct{})
 		if c.r.Buffered() > 0 {
-			close(c.gone)
+			close(w.gone)
 			return
 		}
 		c.wg.Add(1)
 		go func() { // ends when the peer writes, closes, or the handler closes the connection
 			defer c.wg.Done()
 			c.r.ReadByte()
-			close(c.gone)
+			close(w.gone)
 		}()
 	})
-	return c.gone
+	return w.gone
 }
 
 func (c *conn) writeLine(v any) error {
@@ -457,7 +501,7 @@ func (c *conn) writeRaw(b []byte) error {
 }
 
 func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
-	c := &conn{Conn: nc, wg: &s.wg, r: bufio.NewReaderSize(nc, 64<<10), stopped: stopped, timeout: s.opts.RequestTimeout}
+	c := &conn{Conn: nc, wg: &s.wg, r: bufio.NewReaderSize(nc, 64<<10), stopped: stopped, timeout: s.opts.RequestTimeout, peer: &peerWatch{}}
 	nc.SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
 	line, ok := readRequestLine(c.r)
 	if !ok {
@@ -467,7 +511,7 @@ func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
 	req := s.record(line)
 	if v := s.opts.Validator; v != nil {
 		if err := v.Request(line); err != nil {
-			c.writeLine(invalidRequest(requestProblem(line, req)))
+			c.writeLine(s.invalidRequest(req, requestProblem(line, req)))
 			return
 		}
 	}

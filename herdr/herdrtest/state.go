@@ -16,6 +16,8 @@ type workspace struct {
 	active   *tab
 	nextTab  int // last tab number handed out; never reused
 	nextPane int // last pane number handed out; never reused
+	cwd      string
+	primary  *workspace // set on a linked worktree workspace: the workspace of its main checkout
 }
 
 type tab struct {
@@ -42,6 +44,11 @@ type pane struct {
 	agent      *agent
 	lastStatus string   // last public status published for this pane
 	prompts    []string // prompts the pane's agents received, in order
+
+	shellStarting  bool          // Options.ShellStartDelay has not passed yet
+	session        *agentSession // the agent_session herdr knows for the pane; kept across restarts
+	restoreError   string        // why the pane's agent failed to come back after a restart (protocol 22)
+	historyScrolls int           // reads that scrolled an idle alternate-screen agent's history (protocol 22)
 }
 
 // Agent internal states (herdr's Idle/Working/Blocked/Unknown); the public
@@ -70,6 +77,9 @@ type agent struct {
 	finalStatus   string
 	gone          bool // pane closed or exited, or agent replaced
 	stopLaunch    []func()
+	dialog        string // text of the dialog a launching agent waits at; "" when none
+	worked        bool   // worked since its last completion
+	completions   uint64 // completion_seq
 }
 
 type layoutNode struct {
@@ -81,8 +91,9 @@ type layoutNode struct {
 	parent *layoutNode
 }
 
-// The fake's terminal area for every tab.
-const areaWidth, areaHeight = 200, 50
+// The fake's terminal area for every tab: herdr's headless screen is 40 rows,
+// which is every pane's scroll.viewport_rows.
+const areaWidth, areaHeight = 200, 40
 
 func (s *Server) findWorkspaceLocked(id string) *workspace {
 	for _, ws := range s.workspaces {
@@ -136,7 +147,7 @@ func (s *Server) isForegroundLocked(p *pane) bool {
 
 func (s *Server) newWorkspaceLocked(label, cwd string) *workspace {
 	s.nextWorkspace++
-	ws := &workspace{id: workspaceID(s.nextWorkspace), label: label}
+	ws := &workspace{id: workspaceID(s.nextWorkspace), label: label, cwd: cwd}
 	if ws.label == "" {
 		ws.label = defaultLabel(cwd, ws.id)
 	}
@@ -200,7 +211,16 @@ func (s *Server) newPaneLocked(t *tab, cwd string, env map[string]string) *pane 
 	if t.focused == nil {
 		t.focused = p
 	}
+	s.startShellLocked(p)
 	return p
+}
+
+// startShellLocked starts p's shell, which takes Options.ShellStartDelay.
+func (s *Server) startShellLocked(p *pane) {
+	if d := s.opts.ShellStartDelay; d > 0 {
+		p.shellStarting = true
+		s.afterLocked(d, func() { p.shellStarting = false })
+	}
 }
 
 // splitLocked puts p beside target in target's tab.
@@ -347,6 +367,9 @@ func (s *Server) markSeenLocked(t *tab) {
 // Public status of a pane (src/app/api_helpers.rs pane_agent_status).
 func (p *pane) status() string {
 	a := p.agent
+	if a != nil && a.dialog != "" {
+		return stateBlocked // at a dialog while launching: blocked, not yet interactive-ready
+	}
 	if a == nil || !a.ready {
 		return stateUnknown
 	}
@@ -385,7 +408,25 @@ func (s *Server) workspaceInfoLocked(ws *workspace) workspaceInfo {
 	if ws.active != nil {
 		info.ActiveTabID = ws.active.id
 	}
+	if root := ws.primary; root != nil || len(s.linkedWorkspacesLocked(ws)) > 0 {
+		if root == nil {
+			root = ws
+		}
+		info.Worktree = &worktreeInfo{RepoKey: root.cwd, RepoName: filepath.Base(root.cwd), RepoRoot: root.cwd,
+			CheckoutPath: ws.cwd, IsLinkedWorktree: ws.primary != nil}
+	}
 	return info
+}
+
+// linkedWorkspacesLocked lists the linked worktree workspaces of ws.
+func (s *Server) linkedWorkspacesLocked(ws *workspace) []*workspace {
+	var out []*workspace
+	for _, w := range s.workspaces {
+		if w.primary == ws {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func (s *Server) tabInfoLocked(t *tab) tabInfo {
@@ -412,15 +453,20 @@ func (s *Server) paneInfoLocked(p *pane) paneInfo {
 		Cwd:           p.cwd,
 		ForegroundCwd: p.cwd,
 	}
-	if a := p.agent; a != nil && a.ready {
+	if a := p.agent; a != nil && (a.ready || a.dialog != "") {
 		info.Agent = a.kind
+	}
+	info.AgentSession = p.session
+	info.Scroll = &scrollInfo{ViewportRows: areaHeight, MaxOffsetFromBottom: max(0, len(p.lines())-areaHeight)}
+	if s.p22() {
+		info.RestoreError = p.restoreError
 	}
 	return info
 }
 
 func (s *Server) agentInfoLocked(a *agent) agentInfo {
 	p := a.pane
-	return agentInfo{
+	info := agentInfo{
 		TerminalID:       p.terminal,
 		AgentStatus:      p.status(),
 		WorkspaceID:      p.tab.ws.id,
@@ -435,7 +481,13 @@ func (s *Server) agentInfoLocked(a *agent) agentInfo {
 		InteractiveReady: a.ready,
 		Cwd:              p.cwd,
 		ForegroundCwd:    p.cwd,
+		AgentSession:     p.session,
 	}
+	if s.p22() {
+		seq := a.completions
+		info.CompletionSeq = &seq
+	}
+	return info
 }
 
 func (s *Server) layoutLocked(t *tab) layoutSnapshot {

@@ -2,6 +2,7 @@ package herdrtest_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,10 +11,23 @@ import (
 )
 
 func TestPing(t *testing.T) {
-	h := newHarness(t, nil)
-	res := h.ok("ping", map[string]any{})
-	if res["type"] != "pong" || res["protocol"] != float64(20) || res["version"] == "" {
-		t.Fatalf("ping = %v, want pong with protocol 20", res)
+	tests := []struct {
+		protocol    int // Options.Protocol
+		wantProto   float64
+		wantVersion string
+		wantHandoff bool
+	}{
+		{0, 22, "0.9.3", true},
+		{22, 22, "0.9.3", true},
+		{20, 20, "0.8.2", false},
+	}
+	for _, tt := range tests {
+		h := newHarness(t, &herdrtest.Options{Protocol: tt.protocol})
+		res := h.ok("ping", map[string]any{})
+		caps, _ := res["capabilities"].(map[string]any)
+		if res["type"] != "pong" || res["protocol"] != tt.wantProto || res["version"] != tt.wantVersion || caps["live_handoff"] != tt.wantHandoff {
+			t.Errorf("Options.Protocol %d: ping = %v, want protocol %v, version %s, live_handoff %v", tt.protocol, res, tt.wantProto, tt.wantVersion, tt.wantHandoff)
+		}
 	}
 }
 
@@ -42,30 +56,42 @@ func TestOneRequestPerConnection(t *testing.T) {
 	}
 }
 
-func TestInvalidRequestHasEmptyID(t *testing.T) {
-	h := newHarness(t, nil)
+// TestInvalidRequestID: protocol 20 answers every invalid line with the
+// empty id; protocol 22 answers a JSON object with one string id under that
+// id, and still "" for invalid JSON, a non-string or a duplicated id.
+func TestInvalidRequestID(t *testing.T) {
+	for _, protocol := range []int{20, 22} {
+		t.Run(fmt.Sprint("protocol ", protocol), func(t *testing.T) { testInvalidRequestID(t, protocol) })
+	}
+}
+
+func testInvalidRequestID(t *testing.T, protocol int) {
+	h := newHarness(t, &herdrtest.Options{Protocol: protocol})
 	tests := []struct {
 		name, line string
 		// schemaAccepts: the line passes the schema and is refused only by
 		// the method's own typed decoding (a u64 out of range).
 		schemaAccepts bool
+		// id22 is the id protocol 22 answers with.
+		id22 string
 	}{
 		{name: "not json", line: `{"id":"a","method":`},
-		{name: "unknown method", line: `{"id":"a","method":"pane.explode","params":{}}`},
-		{name: "missing param", line: `{"id":"a","method":"pane.get","params":{}}`},
-		{name: "mistyped param", line: `{"id":"a","method":"pane.get","params":{"pane_id":7}}`},
-		{name: "bad enum", line: `{"id":"a","method":"pane.split","params":{"direction":"left"}}`},
+		{name: "unknown method", line: `{"id":"a","method":"pane.explode","params":{}}`, id22: "a"},
+		{name: "missing param", line: `{"id":"a","method":"pane.get","params":{}}`, id22: "a"},
+		{name: "mistyped param", line: `{"id":"a","method":"pane.get","params":{"pane_id":7}}`, id22: "a"},
+		{name: "bad enum", line: `{"id":"a","method":"pane.split","params":{"direction":"left"}}`, id22: "a"},
 		{name: "numeric id", line: `{"id":1,"method":"ping","params":{}}`},
-		{name: "missing params", line: `{"id":"a","method":"workspace.list"}`},
+		{name: "duplicate id", line: `{"id":"a","id":"b","method":"pane.get","params":{}}`},
+		{name: "missing params", line: `{"id":"a","method":"workspace.list"}`, id22: "a"},
 		{
 			name:          "u64 overflow in a short call",
 			line:          `{"id":"a","method":"agent.start","params":{"name":"a","kind":"claude","pane_id":"w1:p1","timeout_ms":100000000000000000000}}`,
-			schemaAccepts: true,
+			schemaAccepts: true, id22: "a",
 		},
 		{
 			name:          "u64 overflow in a long call",
 			line:          `{"id":"a","method":"agent.wait","params":{"target":"a","timeout_ms":100000000000000000000}}`,
-			schemaAccepts: true,
+			schemaAccepts: true, id22: "a",
 		},
 	}
 	for _, tt := range tests {
@@ -81,8 +107,12 @@ func TestInvalidRequestHasEmptyID(t *testing.T) {
 				t.Fatal("no response")
 			}
 			r := h.response(line)
-			if r.ID != "" || r.Error == nil || r.Error.Code != "invalid_request" || !strings.HasPrefix(r.Error.Message, "invalid request: ") {
-				t.Fatalf("response = %s, want invalid_request with an empty id", line)
+			wantID := ""
+			if protocol == 22 {
+				wantID = tt.id22
+			}
+			if r.ID != wantID || r.Error == nil || r.Error.Code != "invalid_request" || !strings.HasPrefix(r.Error.Message, "invalid request: ") {
+				t.Fatalf("response = %s, want invalid_request with id %q", line, wantID)
 			}
 			lc.eof()
 		})

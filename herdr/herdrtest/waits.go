@@ -85,11 +85,13 @@ func (a *agent) matchedSince(from int, until []string) bool {
 	return !a.gone && !a.released && untilMatches(until, a.pane.status())
 }
 
-// agent.prompt: text as a bracketed paste, Enter after EnterDelay; without
-// wait it answers before Enter. With wait: unless already working, the
-// agent must advance state_change_seq within min(timeout, 5 s)
-// (agent_prompt_stalled, or timeout when timeout_ms ≤ 5000), then reach
-// until within what is left.
+// agent.prompt: text as a bracketed paste, Enter after EnterDelay. Protocol
+// 20 answers without wait before Enter, and checks readiness before
+// agent_blocked; protocol 22 checks agent_blocked first and answers only
+// after Enter was written — or, under a [Fault] with PromptError, fails with
+// that code after typing. With wait: unless already working, the agent must
+// advance state_change_seq within min(timeout, 5 s) (agent_prompt_stalled,
+// or timeout when timeout_ms ≤ 5000), then reach until within what is left.
 func (s *Server) agentPrompt(c *conn, req Request) *response {
 	var p struct {
 		Target string `json:"target"`
@@ -108,11 +110,20 @@ func (s *Server) agentPrompt(c *conn, req Request) *response {
 		return reply(req.ID, nil, errorf("empty_agent_prompt", "agent prompt text is empty"))
 	}
 	a, aerr := s.resolveAgentLocked(p.Target)
+	blocked := func() *apiError {
+		if a.state == stateBlocked || a.dialog != "" {
+			return errorf("agent_blocked", "agent in pane %s is waiting at an approval or question dialog; nothing was sent", a.pane.id)
+		}
+		return nil
+	}
+	if aerr == nil && s.p22() {
+		aerr = blocked()
+	}
 	if aerr == nil {
 		aerr = interactiveLocked(a)
 	}
-	if aerr == nil && a.state == stateBlocked {
-		aerr = errorf("agent_blocked", "agent in pane %s is waiting at an approval or question dialog; nothing was sent", a.pane.id)
+	if aerr == nil && !s.p22() {
+		aerr = blocked()
 	}
 	if aerr != nil {
 		return reply(req.ID, nil, aerr)
@@ -122,12 +133,28 @@ func (s *Server) agentPrompt(c *conn, req Request) *response {
 	start := s.clock.Now()
 	s.pasteLocked(pn, p.Text)
 	snap := s.agentInfoLocked(a)
+	entered := false
 	s.afterLocked(s.opts.EnterDelay, func() {
 		if pn.agent == a && !a.gone {
 			s.submitLocked(pn)
+			entered = true
 		}
 	})
 	s.notifyLocked()
+	if s.p22() {
+		// herdr 0.9 answers once the Enter is written.
+		switch s.awaitLocked(c, nil, func() bool { return entered || pn.agent != a || a.gone }) {
+		case waitGone:
+			return nil
+		}
+		if !entered {
+			return reply(req.ID, nil, errorf("agent_prompt_failed", "agent in pane %s went away before Enter was sent; the text was typed", pn.id))
+		}
+		if code := c.promptError; code != "" {
+			return reply(req.ID, nil, errorf(code, "agent.prompt failed after typing the text into pane %s", pn.id))
+		}
+		snap = s.agentInfoLocked(a)
+	}
 	if p.Wait == nil {
 		return reply(req.ID, result("agent_prompted", "agent", snap), nil)
 	}
@@ -220,7 +247,7 @@ func (s *Server) agentWait(c *conn, req Request) *response {
 
 // events.wait supports only pane_agent_status_changed; it matches at once
 // when the pane already has the status, and fails with pane_not_found
-// (probe id) when the pane is missing or goes away.
+// (under the probe id in protocol 20) when the pane is missing or goes away.
 func (s *Server) eventsWait(c *conn, req Request) *response {
 	var p struct {
 		MatchEvent struct {
@@ -237,7 +264,7 @@ func (s *Server) eventsWait(c *conn, req Request) *response {
 	if m.Event != "pane_agent_status_changed" {
 		return reply(req.ID, nil, errorf("unsupported_event_wait_match", "events.wait does not support %s", m.Event))
 	}
-	probeID := req.ID + ":sub:0:probe"
+	probeID := s.probeID(req, 0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pn := s.findPaneLocked(m.PaneID)

@@ -15,6 +15,16 @@ type workspaceInfo struct {
 	TabCount    int    `json:"tab_count"`
 	ActiveTabID string `json:"active_tab_id"`
 	AgentStatus string `json:"agent_status"`
+
+	Worktree *worktreeInfo `json:"worktree,omitempty"`
+}
+
+type worktreeInfo struct {
+	RepoKey          string `json:"repo_key"`
+	RepoName         string `json:"repo_name"`
+	RepoRoot         string `json:"repo_root"`
+	CheckoutPath     string `json:"checkout_path"`
+	IsLinkedWorktree bool   `json:"is_linked_worktree"`
 }
 
 type tabInfo struct {
@@ -38,6 +48,23 @@ type paneInfo struct {
 	Cwd           string `json:"cwd,omitempty"`
 	ForegroundCwd string `json:"foreground_cwd,omitempty"`
 	Agent         string `json:"agent,omitempty"`
+
+	AgentSession *agentSession `json:"agent_session,omitempty"`
+	Scroll       *scrollInfo   `json:"scroll,omitempty"`
+	RestoreError string        `json:"restore_error,omitempty"` // protocol 22
+}
+
+type agentSession struct {
+	Source string `json:"source"`
+	Agent  string `json:"agent"`
+	Kind   string `json:"kind"` // "id" or "path"
+	Value  string `json:"value"`
+}
+
+type scrollInfo struct {
+	OffsetFromBottom    int `json:"offset_from_bottom"`
+	MaxOffsetFromBottom int `json:"max_offset_from_bottom"`
+	ViewportRows        int `json:"viewport_rows"`
 }
 
 type agentInfo struct {
@@ -55,6 +82,9 @@ type agentInfo struct {
 	InteractiveReady bool   `json:"interactive_ready,omitempty"`
 	Cwd              string `json:"cwd,omitempty"`
 	ForegroundCwd    string `json:"foreground_cwd,omitempty"`
+
+	AgentSession  *agentSession `json:"agent_session,omitempty"`
+	CompletionSeq *uint64       `json:"completion_seq,omitempty"` // protocol 22
 }
 
 type paneRead struct {

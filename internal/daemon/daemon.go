@@ -52,6 +52,9 @@ type Config struct {
 	Sim bool
 	// SimReadyDelay is how long simulated agents take to become ready.
 	SimReadyDelay time.Duration
+	// SimProtocol is the herdr protocol the simulation speaks: 0 is the
+	// fake's default, 22 (herdr 0.9.3); 20 is herdr 0.8.2.
+	SimProtocol int
 	// SimValidator, if set, checks every request the simulated herdr gets
 	// (tests pass herdr's schema: herdr/herdrtest/validated.Schema()). fleetd
 	// itself leaves it nil and links no schema validator.
@@ -169,7 +172,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	socket := cfg.HerdrSocket
 	var sim *herdrtest.Server
 	if cfg.Sim {
-		simulation, err := startSimulation(state, herdrtest.Options{ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
+		simulation, err := startSimulation(state, herdrtest.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
 		if err != nil {
 			return err
 		}

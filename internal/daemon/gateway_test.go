@@ -65,6 +65,15 @@ func startFleet(t *testing.T, extraManifests string) *fleet {
 	return startFleetWith(t, extraManifests, &messaging.Options{PickupGrace: 10 * time.Minute})
 }
 
+// startFleetP20 is startFleet on a simulated herdr 0.8.2 (protocol 20), for
+// the tests that rely on its subscriptions replaying recent events: herdr
+// 0.9 (protocol 22) replays nothing, and they pass there only once the
+// cache subscribes first and then resyncs from a snapshot.
+func startFleetP20(t *testing.T) *fleet {
+	t.Helper()
+	return startFleetConfig(t, "", Config{SimProtocol: 20, Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
+}
+
 func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Options) *fleet {
 	t.Helper()
 	return startFleetConfig(t, extraManifests, Config{Messaging: mopts})
@@ -341,7 +350,7 @@ func TestGateway_DetachedRepliesLandInMailbox(t *testing.T) {
 }
 
 func TestGateway_TurnDoneReadsTerminalTail(t *testing.T) {
-	f := startFleet(t, "")
+	f := startFleetP20(t)
 	w := f.spawn("coder")
 	sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "refactor"})
 	f.prompt(w)
@@ -414,7 +423,7 @@ func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
 }
 
 func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testing.T) {
-	f := startFleet(t, "")
+	f := startFleetP20(t)
 	w := f.spawn("coder")
 	f.setStatus(w, "working")
 	base := f.sim.Calls()["agent.prompt"]

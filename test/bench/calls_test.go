@@ -13,12 +13,14 @@ import (
 // compares sizes and pins every method of convergence.)
 func TestFleetHerdrCalls(t *testing.T) {
 	sizes := []int{20, 80}
-	perMember := map[string]bool{"tab.create": true, "agent.start": true, "agent.get": true}
+	perMember := map[string]bool{"tab.create": true, "pane.get": true, "agent.start": true, "agent.get": true}
 	var fixed, resyncs []map[string]int
 	for _, n := range sizes {
 		f := startIdleFleet(t, n, 0)
-		// Per member: one tab, one agent.start and one readiness poll (the
-		// fake's agents are ready as soon as agent.start is answered).
+		// Per member: one tab, one pane.get (herdr.StartAgent pins the
+		// pane's terminal_id, as herdr's CLI does), one agent.start and one
+		// readiness poll (the fake's agents are ready as soon as
+		// agent.start is answered).
 		// Everything else — the protocol check, listings, the workspace,
 		// subscriptions — must not depend on n.
 		rest := map[string]int{}
@@ -48,9 +50,9 @@ func TestFleetHerdrCalls(t *testing.T) {
 	if diff := cmp.Diff(fixed[0], fixed[1]); diff != "" {
 		t.Errorf("herdr calls to converge beyond the per-member ones grow with the fleet (-%d members +%d members):\n%s", sizes[0], sizes[1], diff)
 	}
-	// One workspace: a listing is workspace.list, tab.list for it,
-	// pane.list and agent.list — four calls, at any fleet size.
-	want := map[string]int{"workspace.list": 1, "tab.list": 1, "pane.list": 1, "agent.list": 1}
+	// A resync reads herdr in one call, session.snapshot, at any fleet
+	// size.
+	want := map[string]int{"session.snapshot": 1}
 	for i, n := range sizes {
 		if diff := cmp.Diff(want, resyncs[i]); diff != "" {
 			t.Errorf("%d members: herdr calls per idle resync interval (-want +got):\n%s", n, diff)

@@ -127,7 +127,7 @@ func (f *idleFleet) resyncIntervals(tb testing.TB, intervals int) []map[string]i
 		waitTimer(ctx, tb, f.clk)
 		before, reconciled := f.fake.Calls(), reconciles(tb, f.reg)
 		f.clk.Step(controllers.DefaultResyncPeriod)
-		if err := f.fake.WaitCalls(ctx, "agent.list", before["agent.list"]+1); err != nil {
+		if err := f.fake.WaitCalls(ctx, "session.snapshot", before["session.snapshot"]+1); err != nil {
 			tb.Fatalf("no resync after a resync period: %v", err)
 		}
 		waitTimer(ctx, tb, f.clk) // re-armed: the resync is over and has queued every member

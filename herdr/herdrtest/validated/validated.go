@@ -6,7 +6,8 @@ import (
 )
 
 // Start is herdrtest.Start with Options.Validator set to [Schema] (unless
-// opts already sets a validator). opts is not modified.
+// opts already sets a validator), so that the fake is checked against the
+// schema of the protocol it speaks. opts is not modified.
 func Start(opts *herdrtest.Options) (*herdrtest.Server, error) {
 	var o herdrtest.Options
 	if opts != nil {
@@ -19,15 +20,40 @@ func Start(opts *herdrtest.Options) (*herdrtest.Server, error) {
 }
 
 // Schema returns a herdrtest.Validator that checks request lines against
-// herdr's JSON Schema. The schema is compiled once per process, on first
-// use; should the embedded schema not compile, every request is refused
-// with that error (and schemacheck's own tests fail).
-func Schema() herdrtest.Validator { return schema{} }
+// herdr's JSON Schema of the fake's own protocol: herdrtest.Start picks it
+// through [herdrtest.ProtocolValidator] (protocol 22's schema for a fake of
+// protocol 22 or newer, protocol 20's otherwise). Used on its own, outside a
+// fake, it checks against protocol 22. Schemas are compiled once per
+// process, on first use; should an embedded schema not compile, every
+// request is refused with that error (and schemacheck's own tests fail).
+func Schema() herdrtest.Validator { return schema{protocol: 0} }
 
-type schema struct{}
+// SchemaFor returns a herdrtest.Validator that checks against the schema of
+// one protocol (20 or 22), whatever the fake speaks.
+func SchemaFor(protocol int) herdrtest.Validator { return fixed{protocol} }
 
-func (schema) Request(line []byte) error {
-	v, err := schemacheck.Shared()
+// schema follows the fake's protocol; 0 means "not yet bound".
+type schema struct{ protocol int }
+
+func (s schema) Request(line []byte) error { return fixed{schemaProtocol(s.protocol)}.Request(line) }
+
+func (schema) ForProtocol(protocol int) herdrtest.Validator {
+	return fixed{schemaProtocol(protocol)}
+}
+
+// schemaProtocol maps a fake's protocol to the embedded schema that
+// describes it.
+func schemaProtocol(protocol int) int {
+	if protocol == 0 || protocol >= schemacheck.Latest {
+		return schemacheck.Latest
+	}
+	return schemacheck.Protocols[0]
+}
+
+type fixed struct{ protocol int }
+
+func (f fixed) Request(line []byte) error {
+	v, err := schemacheck.Shared(f.protocol)
 	if err != nil {
 		return err
 	}

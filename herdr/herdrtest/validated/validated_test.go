@@ -88,8 +88,42 @@ type refuser struct{}
 
 func (refuser) Request([]byte) error { return errors.New("refused") }
 
-func TestFakeSpeaksTheSchemasProtocol(t *testing.T) {
-	if herdrtest.ProtocolVersion != schemacheck.Protocol {
-		t.Errorf("herdrtest.ProtocolVersion = %d, the schema describes protocol %d", herdrtest.ProtocolVersion, schemacheck.Protocol)
+// TestSchemaFollowsTheFakesProtocol: pane.scroll exists only in protocol
+// 22's schema and pane.graphics.info only in protocol 20's; the fake models
+// neither (not_implemented), so the answer shows which schema checked the
+// line. SchemaFor pins one schema whatever the fake speaks.
+func TestSchemaFollowsTheFakesProtocol(t *testing.T) {
+	const scroll = `{"id":"s","method":"pane.scroll","params":{"pane_id":"w1:p1","offset_from_bottom":1}}`
+	const graphics = `{"id":"g","method":"pane.graphics.info","params":{"pane_id":"w1:p1"}}`
+	tests := []struct {
+		name                   string
+		opts                   herdrtest.Options
+		wantScroll, wantGraphs string
+	}{
+		{"default (22)", herdrtest.Options{}, "not_implemented", "invalid_request"},
+		{"protocol 20", herdrtest.Options{Protocol: 20}, "invalid_request", "not_implemented"},
+		{"Schema() on a protocol-20 fake", herdrtest.Options{Protocol: 20, Validator: validated.Schema()}, "invalid_request", "not_implemented"},
+		{"SchemaFor(22) on a protocol-20 fake", herdrtest.Options{Protocol: 20, Validator: validated.SchemaFor(22)}, "not_implemented", "invalid_request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := validated.Start(&tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Close() })
+			if got := exchange(t, srv, scroll); got != tt.wantScroll {
+				t.Errorf("pane.scroll answered %q, want %q", got, tt.wantScroll)
+			}
+			if got := exchange(t, srv, graphics); got != tt.wantGraphs {
+				t.Errorf("pane.graphics.info answered %q, want %q", got, tt.wantGraphs)
+			}
+		})
+	}
+}
+
+func TestDefaultProtocolHasASchema(t *testing.T) {
+	if herdrtest.DefaultProtocol != schemacheck.Latest {
+		t.Errorf("herdrtest.DefaultProtocol = %d, the newest embedded schema describes protocol %d", herdrtest.DefaultProtocol, schemacheck.Latest)
 	}
 }

@@ -1,14 +1,17 @@
 // Package schemacheck validates herdr socket-API lines against herdr's own
-// JSON Schema for protocol 20.
+// JSON Schema, one per protocol: 20 (herdr 0.8.x) and 22 (herdr 0.9.x).
 //
-// The schema file herdr-api.schema.json in this directory is an unmodified
-// copy of herdr's docs/next/api/herdr-api.schema.json (herdr 0.8.2, protocol
-// 20, schema_version 1), from the public repository herdrdev/herdr (formerly
-// ogulcancelik/herdr), licensed Apache-2.0. It is embedded in the binary, so
-// validation needs no files at run time. herdr keeps that file current with
-// its own test (src/api/schema/tests.rs), which makes it the authoritative
-// wire contract; when the schema changes upstream, replace the copy here and
-// update the protocol number above.
+// The schema files in this directory are unmodified copies of herdr's
+// docs/next/api/herdr-api.schema.json from the public repository
+// herdrdev/herdr (formerly ogulcancelik/herdr), licensed Apache-2.0:
+// herdr-api.schema.json from herdr 0.8.2 (protocol 20, schema_version 1) and
+// herdr-api.p22.schema.json from herdr 0.9.3 (protocol 22, schema_version 1).
+// They are embedded in the binary, so validation needs no files at run time.
+// herdr keeps that file current with its own test (src/api/schema/tests.rs),
+// which makes it the authoritative wire contract; when a schema changes
+// upstream, replace the copy here (each file's "protocol" member is checked
+// against the protocol it is loaded for). [New] and [Shared] take the
+// protocol; [Protocols] lists the embedded ones.
 //
 // The document has five top-level schemas under "schemas": request,
 // success_response, error_response, event (snake_case lifecycle event lines,

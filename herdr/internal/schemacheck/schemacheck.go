@@ -10,20 +10,35 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-//go:embed herdr-api.schema.json
-var schemaJSON []byte
+var (
+	//go:embed herdr-api.schema.json
+	schema20 []byte
+	//go:embed herdr-api.p22.schema.json
+	schema22 []byte
+)
 
-// schemaURL names the embedded document for the compiler; the schema's own
-// $refs are fragment-only ("#/schemas/<name>/$defs/…"), so they resolve
-// against this document root.
-const schemaURL = "https://herdr.invalid/herdr-api.schema.json"
+// Protocols are the herdr protocols whose schema is embedded, oldest first;
+// [Latest] is the last of them.
+var Protocols = []int{20, 22}
 
-// Protocol is the herdr protocol version the embedded schema describes.
-const Protocol = 20
+// Latest is the newest protocol with an embedded schema.
+const Latest = 22
 
-// Validator checks herdr wire lines against the embedded schema. It is safe
-// for concurrent use.
+// schemaFor returns the embedded schema of a protocol.
+func schemaFor(protocol int) ([]byte, bool) {
+	switch protocol {
+	case 20:
+		return schema20, true
+	case 22:
+		return schema22, true
+	}
+	return nil, false
+}
+
+// Validator checks herdr wire lines against the embedded schema of one
+// protocol. It is safe for concurrent use.
 type Validator struct {
+	protocol     int
 	request      *jsonschema.Schema
 	success      *jsonschema.Schema
 	errResp      *jsonschema.Schema
@@ -31,22 +46,30 @@ type Validator struct {
 	subscription *jsonschema.Schema
 }
 
-// New compiles the embedded schema.
-func New() (*Validator, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+// New compiles the embedded schema of protocol (one of [Protocols]).
+func New(protocol int) (*Validator, error) {
+	raw, ok := schemaFor(protocol)
+	if !ok {
+		return nil, fmt.Errorf("schemacheck: no schema for protocol %d (have %v)", protocol, Protocols)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("schemacheck: parse embedded schema: %w", err)
+		return nil, fmt.Errorf("schemacheck: parse embedded protocol-%d schema: %w", protocol, err)
 	}
 	if m, ok := doc.(map[string]any); ok {
-		if p, ok := m["protocol"].(json.Number); !ok || p.String() != fmt.Sprint(Protocol) {
-			return nil, fmt.Errorf("schemacheck: embedded schema protocol is %v, want %d", m["protocol"], Protocol)
+		if p, ok := m["protocol"].(json.Number); !ok || p.String() != fmt.Sprint(protocol) {
+			return nil, fmt.Errorf("schemacheck: embedded schema for protocol %d says protocol %v", protocol, m["protocol"])
 		}
 	}
+	// schemaURL names the document for the compiler; the schema's own $refs
+	// are fragment-only ("#/schemas/<name>/$defs/…"), so they resolve
+	// against this document root.
+	schemaURL := fmt.Sprintf("https://herdr.invalid/protocol-%d/herdr-api.schema.json", protocol)
 	c := jsonschema.NewCompiler()
 	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("schemacheck: add embedded schema: %w", err)
+		return nil, fmt.Errorf("schemacheck: add embedded protocol-%d schema: %w", protocol, err)
 	}
-	v := &Validator{}
+	v := &Validator{protocol: protocol}
 	for _, s := range []struct {
 		name string
 		dst  **jsonschema.Schema
@@ -59,39 +82,53 @@ func New() (*Validator, error) {
 	} {
 		sch, err := c.Compile(schemaURL + "#/schemas/" + s.name)
 		if err != nil {
-			return nil, fmt.Errorf("schemacheck: compile schema %q: %w", s.name, err)
+			return nil, fmt.Errorf("schemacheck: compile protocol-%d schema %q: %w", protocol, s.name, err)
 		}
 		*s.dst = sch
 	}
 	return v, nil
 }
 
-// shared is the process-wide Validator; see Shared.
-var shared = sync.OnceValues(New)
+// shared holds the process-wide Validator of each protocol; see Shared.
+var shared = map[int]func() (*Validator, error){
+	20: sync.OnceValues(func() (*Validator, error) { return New(20) }),
+	22: sync.OnceValues(func() (*Validator, error) { return New(22) }),
+}
 
-// Shared returns a Validator compiled on first use and reused afterwards.
-// Compiling the schema takes a noticeable fraction of a second (more under
-// the race detector); a Validator never changes after New, so one instance
-// can serve every test and fake in the process.
-func Shared() (*Validator, error) { return shared() }
+// Shared returns the Validator of protocol, compiled on first use and reused
+// afterwards. Compiling a schema takes a noticeable fraction of a second
+// (more under the race detector); a Validator never changes after New, so
+// one instance per protocol can serve every test and fake in the process.
+func Shared(protocol int) (*Validator, error) {
+	f, ok := shared[protocol]
+	if !ok {
+		return nil, fmt.Errorf("schemacheck: no schema for protocol %d (have %v)", protocol, Protocols)
+	}
+	return f()
+}
+
+// Protocol is the herdr protocol whose schema v checks.
+func (v *Validator) Protocol() int { return v.protocol }
 
 // Request validates a request line ({"id","method","params"}).
-func (v *Validator) Request(line []byte) error { return validate("request", v.request, line) }
+func (v *Validator) Request(line []byte) error { return v.validate("request", v.request, line) }
 
 // Success validates a success response line ({"id","result":{"type",…}}).
-func (v *Validator) Success(line []byte) error { return validate("success_response", v.success, line) }
+func (v *Validator) Success(line []byte) error {
+	return v.validate("success_response", v.success, line)
+}
 
 // Error validates an error response line ({"id","error":{"code","message"}}).
-func (v *Validator) Error(line []byte) error { return validate("error_response", v.errResp, line) }
+func (v *Validator) Error(line []byte) error { return v.validate("error_response", v.errResp, line) }
 
 // Event validates a lifecycle event line as streamed by events.subscribe:
 // {"event":"<snake_kind>","data":{"type":"<snake_kind>",…}}.
-func (v *Validator) Event(line []byte) error { return validate("event", v.event, line) }
+func (v *Validator) Event(line []byte) error { return v.validate("event", v.event, line) }
 
 // SubscriptionEvent validates a per-pane subscription line:
 // {"event":"pane.agent_status_changed"|…,"data":{…}} with untagged data.
 func (v *Validator) SubscriptionEvent(line []byte) error {
-	return validate("subscription_event", v.subscription, line)
+	return v.validate("subscription_event", v.subscription, line)
 }
 
 // Response validates a response line as a success response when it has a
@@ -129,13 +166,13 @@ func (v *Validator) StreamLine(line []byte) error {
 	}
 }
 
-func validate(name string, sch *jsonschema.Schema, line []byte) error {
+func (v *Validator) validate(name string, sch *jsonschema.Schema, line []byte) error {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(bytes.TrimRight(line, "\r\n")))
 	if err != nil {
 		return fmt.Errorf("schemacheck: %s line is not JSON: %w", name, err)
 	}
 	if err := sch.Validate(inst); err != nil {
-		return fmt.Errorf("schemacheck: %s line %s: %w", name, abbreviate(line), err)
+		return fmt.Errorf("schemacheck: protocol-%d %s line %s: %w", v.protocol, name, abbreviate(line), err)
 	}
 	return nil
 }

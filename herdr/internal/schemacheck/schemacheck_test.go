@@ -1,25 +1,37 @@
 package schemacheck_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck"
 )
 
-func newValidator(t *testing.T) *schemacheck.Validator {
+func newValidator(t *testing.T, protocol int) *schemacheck.Validator {
 	t.Helper()
-	v, err := schemacheck.New()
+	v, err := schemacheck.New(protocol)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("New(%d): %v", protocol, err)
+	}
+	if v.Protocol() != protocol {
+		t.Fatalf("New(%d).Protocol() = %d", protocol, v.Protocol())
 	}
 	return v
 }
 
 const paneInfo = `{"pane_id":"w1:p1","terminal_id":"term_18b0a1c2d3e4f01","workspace_id":"w1","tab_id":"w1:t1","focused":true,"agent_status":"unknown","revision":0}`
 
+// TestValidator checks lines whose validity is the same under both
+// protocols' schemas (PROTOCOL-22.md: every protocol-20 request and result
+// the client uses is unchanged).
 func TestValidator(t *testing.T) {
-	v := newValidator(t)
+	for _, p := range schemacheck.Protocols {
+		t.Run(fmt.Sprint("protocol ", p), func(t *testing.T) { testValidator(t, newValidator(t, p)) })
+	}
+}
+
+func testValidator(t *testing.T, v *schemacheck.Validator) {
 	type check func([]byte) error
 	tests := []struct {
 		name  string
@@ -95,13 +107,48 @@ func TestValidator(t *testing.T) {
 	}
 }
 
+// TestValidator_ProtocolsDiffer proves each protocol gets its own schema:
+// protocol 22 removed pane.graphics.* and added pane.scroll and
+// pane.selection.read, among others.
+func TestValidator_ProtocolsDiffer(t *testing.T) {
+	v20, v22 := newValidator(t, 20), newValidator(t, 22)
+	tests := []struct {
+		line       string
+		in20, in22 bool
+	}{
+		{`{"id":"1","method":"pane.graphics.info","params":{"pane_id":"w1:p1"}}`, true, false},
+		{`{"id":"1","method":"pane.scroll","params":{"pane_id":"w1:p1","offset_from_bottom":3}}`, false, true},
+		{`{"id":"1","method":"session.snapshot","params":{}}`, true, true},
+		{`{"id":"1","method":"workspace.close","params":{"workspace_id":"w1","close_group":true}}`, true, true},
+	}
+	for _, tt := range tests {
+		if got := v20.Request([]byte(tt.line)) == nil; got != tt.in20 {
+			t.Errorf("protocol 20 accepts %s: %v, want %v", tt.line, got, tt.in20)
+		}
+		if got := v22.Request([]byte(tt.line)) == nil; got != tt.in22 {
+			t.Errorf("protocol 22 accepts %s: %v, want %v", tt.line, got, tt.in22)
+		}
+	}
+}
+
+func TestNew_UnknownProtocol(t *testing.T) {
+	for _, p := range []int{19, 21, 23} {
+		if _, err := schemacheck.New(p); err == nil || !strings.Contains(err.Error(), fmt.Sprint(p)) {
+			t.Errorf("New(%d) err = %v, want one naming the protocol", p, err)
+		}
+		if _, err := schemacheck.Shared(p); err == nil {
+			t.Errorf("Shared(%d) succeeded", p)
+		}
+	}
+}
+
 func TestValidatorErrorNamesSchemaAndLine(t *testing.T) {
-	v := newValidator(t)
+	v := newValidator(t, 22)
 	err := v.Success([]byte(`{"id":"7","result":{"type":"pong"}}`))
 	if err == nil {
 		t.Fatal("want error")
 	}
-	for _, want := range []string{"success_response", `"id":"7"`} {
+	for _, want := range []string{"protocol-22", "success_response", `"id":"7"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -109,15 +156,17 @@ func TestValidatorErrorNamesSchemaAndLine(t *testing.T) {
 }
 
 func TestSharedIsCompiledOnce(t *testing.T) {
-	a, err := schemacheck.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := schemacheck.Shared()
-	if a != b {
-		t.Error("Shared returned two different validators")
-	}
-	if err := a.Request([]byte(`{"id":"1","method":"ping","params":{}}`)); err != nil {
-		t.Errorf("shared validator rejects ping: %v", err)
+	for _, p := range schemacheck.Protocols {
+		a, err := schemacheck.Shared(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := schemacheck.Shared(p)
+		if a != b || a.Protocol() != p {
+			t.Errorf("Shared(%d) returned two different validators, or one of another protocol", p)
+		}
+		if err := a.Request([]byte(`{"id":"1","method":"ping","params":{}}`)); err != nil {
+			t.Errorf("shared validator rejects ping: %v", err)
+		}
 	}
 }
