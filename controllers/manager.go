@@ -38,12 +38,13 @@ type Manager struct {
 	ownMu sync.RWMutex
 	wsMu  sync.Mutex // serialises workspace lookup-or-create
 
-	mu       sync.Mutex
-	states   map[string]*memberState
-	runtimes map[string]*runtime
-	changed  chan struct{} // closed and replaced whenever status or desired state changes
-	herdrUp  bool
-	lastSnap *store.Snapshot
+	mu        sync.Mutex
+	states    map[string]*memberState
+	runtimes  map[string]*runtime
+	transient map[string]int // reconciles in a row herdr did not answer
+	changed   chan struct{}  // closed and replaced whenever status or desired state changes
+	herdrUp   bool
+	lastSnap  *store.Snapshot
 
 	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
@@ -56,14 +57,15 @@ type Manager struct {
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
-		o:        o,
-		log:      o.Logger,
-		launcher: o.Launcher,
-		metrics:  o.Metrics,
-		states:   map[string]*memberState{},
-		runtimes: map[string]*runtime{},
-		changed:  make(chan struct{}),
-		sweep:    make(chan struct{}, 1),
+		o:         o,
+		log:       o.Logger,
+		launcher:  o.Launcher,
+		metrics:   o.Metrics,
+		states:    map[string]*memberState{},
+		runtimes:  map[string]*runtime{},
+		transient: map[string]int{},
+		changed:   make(chan struct{}),
+		sweep:     make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
 		m.launcher = profileLauncher{}
@@ -306,7 +308,21 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 	start := m.o.Clock.Now()
 	res, err := m.reconcile(ctx, name)
 	m.metrics.reconcileTime.WithLabelValues(controllerName).Observe(m.o.Clock.Now().Sub(start).Seconds())
+	transient := err != nil && herdrcache.Unreachable(err)
+	tries := m.transientTries(name, transient)
 	switch {
+	case transient:
+		// herdr did not answer one call (a refused connect, a dropped
+		// connection): retry soon on this member's own backoff. The work
+		// queue's rate limit would make a fleet hit by one blip wait in
+		// line behind its token bucket.
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultError).Inc()
+		m.metrics.reconcileErrors.WithLabelValues(controllerName).Inc()
+		if ctx.Err() == nil {
+			delay := backoff(m.o.ReconnectBackoff, tries-1, m.o.MaxReconnect)
+			m.log.Warn("herdr did not answer; retrying", "member", name, "err", err, "in", delay)
+			m.queue.AddAfter(name, delay)
+		}
 	case err != nil:
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultError).Inc()
 		m.metrics.reconcileErrors.WithLabelValues(controllerName).Inc()
@@ -326,6 +342,23 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.queue.Forget(name)
 	}
 }
+
+// transientTries counts a member's reconciles in a row that herdr did not
+// answer (failed true) and returns the count; any other outcome resets it.
+func (m *Manager) transientTries(name string, failed bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !failed {
+		delete(m.transient, name)
+		return 0
+	}
+	m.transient[name]++
+	return m.transient[name]
+}
+
+// Owned returns the ownership records, for the caller that revokes every
+// pane credential no record holds before Run (internal/daemon).
+func (m *Manager) Owned() []Ownership { return m.own.all() }
 
 // Result tells the worker what to do after a reconcile, as in
 // controller-runtime.

@@ -120,8 +120,22 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	}
 
 	if owned {
-		p, alive := m.cache.Pane(rec.TerminalID, rec.PaneID)
+		p, alive, rekeyed := m.ownedPane(name, rec)
+		if rekeyed {
+			var err error
+			if rec, err = m.rekey(name, b, rt, rec, p); err != nil {
+				return Result{}, err
+			}
+		}
 		pane, agent := p.PaneInfo, p.Agent
+		if st := rt.start; alive && st != nil && st.terminal == rec.TerminalID {
+			if !st.launched {
+				return m.launch(ctx, name, mem, profile, b, rt, rec)
+			}
+			if !p.HasAgent || agent.Name != name || !agent.InteractiveReady {
+				return m.checkStart(ctx, name, mem, profile, b, rt, rec)
+			}
+		}
 		if alive && p.HasAgent && agent.Name == name {
 			if pane.PaneID != rec.PaneID || pane.TabID != rec.TabID || pane.WorkspaceID != rec.WorkspaceID {
 				if b.st.PaneID == "" {
@@ -136,7 +150,11 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 				m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted running pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
 			}
 			if agent.LaunchPending && !agent.InteractiveReady {
-				return m.stillStarting(ctx, name, mem, b, rt, rec, profile)
+				return m.checkStart(ctx, name, mem, profile, b, rt, rec) // adopted in the middle of a start
+			}
+			rt.start = nil
+			if err := m.noteSession(&rec, agent, pane); err != nil {
+				return Result{}, err
 			}
 			if b.st.Plan == nil {
 				b.st.Plan = m.planOf(mem, snap)
@@ -245,25 +263,6 @@ func (m *Manager) running(name string, b *statusBuilder, rt *runtime, rec Owners
 	return res
 }
 
-// stillStarting handles an adopted agent that herdr still reports as
-// launching (fleetd restarted in the middle of a start).
-func (m *Manager) stillStarting(ctx context.Context, name string, mem *v1alpha1.Member, b *statusBuilder, rt *runtime, rec Ownership, p *v1alpha1.Profile) (Result, error) {
-	now := m.o.Clock.Now()
-	timeout := startupTimeout(p)
-	deadline := rec.StartedAt.Add(timeout)
-	if now.After(deadline) {
-		if err := m.closeOwned(ctx, rec, goneStartFailed); err != nil {
-			return Result{}, err
-		}
-		return m.failed(name, mem, p, b, rt, fmt.Sprintf("agent not ready within %s", timeout)), nil
-	}
-	b.setPane(rec)
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, "agent is starting"), degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
-	return Result{RequeueAfter: min(time.Second, deadline.Sub(now))}, nil
-}
-
 func degradedCond(rt *runtime, after int) [3]string {
 	if rt.failures >= after {
 		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError))
@@ -278,6 +277,7 @@ func degradedCond(rt *runtime, after int) [3]string {
 func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, why string) Result {
 	rt.failures++
 	rt.lastError = why
+	rt.start = nil
 	b.clearPane()
 	b.st.LastError = why
 	if p.Spec.RestartPolicy == v1alpha1.RestartNever {
@@ -315,7 +315,8 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 }
 
 // create makes the member's dedicated tab (recording ownership before the
-// agent starts) and starts the agent, waiting for it to be ready.
+// agent starts) and issues agent.start; it never waits for the agent to be
+// ready (see launch and checkStart).
 func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, snap *store.Snapshot, b *statusBuilder, rt *runtime) (Result, error) {
 	cwd := mem.Spec.Cwd
 	if cwd == "" {
@@ -361,7 +362,7 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	rec := Ownership{
 		Member: name, UID: mem.UID, Generation: mem.Generation,
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
-		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID,
+		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		Restarts: b.st.Restarts, StartedAt: m.o.Clock.Now(),
 	}
 	m.cache.TabCreated(*created)
@@ -381,42 +382,10 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
 	}
 
-	timeout := startupTimeout(p)
+	rt.start = &starting{args: spec.Args, terminal: rec.TerminalID}
 	b.setPane(rec)
 	b.st.Plan = spec.Plan
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
-		degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
-
-	sctx, cancel := context.WithTimeout(ctx, timeout+m.o.CallTimeout)
-	agent, err := m.herdr.StartAgent(sctx, herdr.AgentStartParams{
-		Name: name, Kind: p.Spec.Harness, PaneID: rec.PaneID, Args: spec.Args, TimeoutMS: timeout.Milliseconds(),
-	}, m.o.PollInterval)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		if herdrcache.Unreachable(err) && !errors.Is(err, herdr.ErrAgentStartFailed) {
-			// herdr went away mid-start: keep the record, look again when it is back.
-			return Result{}, m.callFailed(err)
-		}
-		if cerr := m.closeOwned(ctx, rec, goneStartFailed); cerr != nil {
-			return Result{}, cerr
-		}
-		if invalidSpec(err) {
-			return m.unlaunchable(name, mem, p, b, rt, err), nil
-		}
-		why := err.Error()
-		if errors.Is(err, herdr.ErrAgentStartTimeout) {
-			why = fmt.Sprintf("agent not ready within %s", timeout)
-		}
-		return m.failed(name, mem, p, b, rt, why), nil
-	}
-	m.cache.AgentStarted(*agent) // numbers its status and passes it to OnAgentStatus
-	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
-	return m.running(name, b, rt, rec, agent.AgentStatus), nil
+	return m.launch(ctx, name, mem, p, b, rt, rec)
 }
 
 // startupTimeout is how long the profile's agent may take to be ready.
@@ -438,6 +407,7 @@ func invalidSpec(err error) bool {
 // retried until the member or its profile changes.
 func (m *Manager) unlaunchable(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, err error) Result {
 	rt.failedGen, rt.failedProfile = mem.Generation, p
+	rt.start = nil
 	m.event(name, v1alpha1.EventWarning, v1alpha1.ReasonInvalidSpec, err.Error())
 	b.clearPane()
 	b.st.LastError = err.Error()
@@ -501,7 +471,7 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) 
 
 // dropOwned forgets a pane that is gone.
 func (m *Manager) dropOwned(rec Ownership, reason string) error {
-	if err := m.launcher.Release(rec.PaneID); err != nil {
+	if err := m.launcher.Release(launch.Pane{Member: rec.Member, PaneID: rec.PaneID, TerminalID: rec.TerminalID, Token: rec.Token}); err != nil {
 		m.log.Warn("launcher could not release a closed pane", "member", rec.Member, "pane", rec.PaneID, "err", err)
 	}
 	if err := m.own.drop(rec.Member); err != nil {
