@@ -104,3 +104,91 @@ func TestManager_StartupDeadlineIsATimer(t *testing.T) {
 		}
 	})
 }
+
+// paneBusy is herdr's answer to agent.start while the pane's new shell is
+// still starting.
+var paneBusy = herdrtest.Fault{Garbage: []byte(`{"id":"x","error":{"code":"agent_pane_busy","message":"pane is busy: its shell is starting"}}`)}
+
+// agent_pane_busy from agent.start (the new pane's shell is not up yet) is
+// retried in the same pane until the start is accepted: no pane is closed,
+// no tab created again, nothing counted as a restart.
+func TestManager_PaneBusyIsRetriedInTheSamePane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		e.startFake(nil)
+		busy := paneBusy
+		busy.Times = 3
+		e.fake.InjectFault("agent.start", busy)
+		e.start()
+		ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+		if c := e.fake.Calls(); c["agent.start"] != 4 || c["tab.create"] != 1 || c["tab.close"] != 0 {
+			t.Errorf("agent.start %d, tab.create %d, tab.close %d; want 3 refused + 1 in one tab, nothing closed",
+				c["agent.start"], c["tab.create"], c["tab.close"])
+		}
+		if a := ms["alpha"].Status; a.Restarts != 0 || a.LastError != "" {
+			t.Errorf("restarts %d, lastError %q after a busy pane", a.Restarts, a.LastError)
+		}
+	})
+}
+
+// A pane that stays busy is retried within a bound and then fails with an
+// error that says so; it is not closed while it is retried.
+func TestManager_PaneBusyIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		e.tweak = func(o *Options) { o.RestartBackoff = time.Hour } // the recreation after the failure waits
+		e.startFake(nil)
+		e.fake.InjectFault("agent.start", paneBusy)
+		t0 := time.Now()
+		e.start()
+		time.Sleep(PaneBusyWindow / 2)
+		if c := e.fake.Calls(); c["tab.close"] != 0 || c["tab.create"] != 1 || c["agent.start"] < 3 {
+			t.Errorf("while retrying: tab.create %d, tab.close %d, agent.start %d; want 1, 0 and several attempts",
+				c["tab.create"], c["tab.close"], c["agent.start"])
+		}
+		ms := e.waitFor("alpha's start failed", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.Restarts == 1 })
+		if took := time.Since(t0); took > PaneBusyWindow+time.Second {
+			t.Errorf("failed after %s; the bound is %s", took, PaneBusyWindow)
+		}
+		if got := ms["alpha"].Status.LastError; !strings.Contains(got, "stayed busy") || !strings.Contains(got, "agent_pane_busy") {
+			t.Errorf("lastError %q; want the busy pane named", got)
+		}
+		if n := e.fake.Calls()["agent.start"]; n > MaxPaneBusyTries {
+			t.Errorf("agent.start tried %d times; the bound is %d", n, MaxPaneBusyTries)
+		}
+	})
+}
+
+// A busy pane that already runs another kind of agent fails at once, and
+// so does one whose terminal changed (the pane was replaced): retrying
+// cannot help either.
+func TestManager_PaneBusyFailsFastOnKindMismatchOrReplacedPane(t *testing.T) {
+	for _, tc := range []struct {
+		name, agent, want string
+	}{
+		{"kind mismatch", `"agent":"claude","terminal_id":""`, "runs a claude agent, not codex"},
+		{"replaced pane", `"terminal_id":"term_other"`, "was replaced"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+				e.tweak = func(o *Options) { o.RestartBackoff = time.Hour }
+				e.startFake(nil)
+				busy := paneBusy
+				busy.Times = 1
+				e.fake.InjectFault("agent.start", busy)
+				// What herdr's agent.get then says of the pane.
+				e.fake.InjectFault("agent.get", herdrtest.Fault{Times: 1, Garbage: []byte(`{"id":"x","result":{"type":"agent_info","agent":{` +
+					`"agent_status":"idle","workspace_id":"w1","tab_id":"w1:t2","pane_id":"w1:p2","focused":false,"revision":1,"state_change_seq":1,` + tc.agent + `}}}`)})
+				e.start()
+				ms := e.waitFor("alpha's start failed", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.Restarts == 1 })
+				if got := ms["alpha"].Status.LastError; !strings.Contains(got, tc.want) {
+					t.Errorf("lastError %q; want %q", got, tc.want)
+				}
+				if n := e.fake.Calls()["agent.start"]; n != 1 {
+					t.Errorf("agent.start called %d times; want no retry", n)
+				}
+			})
+		})
+	}
+}
