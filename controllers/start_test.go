@@ -192,3 +192,60 @@ func TestManager_PaneBusyFailsFastOnKindMismatchOrReplacedPane(t *testing.T) {
 		})
 	}
 }
+
+// An agent that comes up blocked at a dialog (a first-run trust prompt) is
+// not a failed start: the member is Starting with Ready=False reason
+// AwaitingInput and the dialog's text, with an event and a metric, is never
+// killed for its startup timeout while it waits, and is Ready once the
+// person answers it in herdr.
+func TestManager_AgentAtADialogAwaitsInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{
+			"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 20s\n", 1),
+			"alpha.yaml":   memberYAML("alpha"),
+		})
+		e.fakeOpts = &herdrtest.Options{ReadyDelay: time.Second, Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchDialog,
+			Dialog: "Do you trust the files in this folder?\x07\n\n  \u202e> 1. Yes, proceed   2. No, exit"}}
+		e.tweak = func(o *Options) { o.ResyncPeriod = 15 * time.Second } // resyncs come and go while it waits
+		e.start()
+		e.waitFor("alpha AwaitingInput", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonAwaitingInput
+		})
+		time.Sleep(time.Minute) // three startup timeouts
+		e.waitIdle()
+		a, _ := e.mgr.Member("alpha")
+		ready := condition(a, v1alpha1.ConditionReady)
+		if a.Status.Phase != v1alpha1.PhaseStarting || ready.Status != v1alpha1.ConditionFalse || ready.Reason != v1alpha1.ReasonAwaitingInput {
+			t.Errorf("phase %s, Ready %+v; want Starting, False, AwaitingInput", a.Status.Phase, ready)
+		}
+		if want := "Do you trust the files in this folder? / > 1. Yes, proceed 2. No, exit"; !strings.Contains(ready.Message, want) {
+			t.Errorf("Ready message %q; want the dialog's text %q, control characters dropped", ready.Message, want)
+		}
+		if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.close"] != 0 || c["pane.read"] != 1 || a.Status.Restarts != 0 {
+			t.Errorf("agent.start %d, tab.close %d, pane.read %d, restarts %d; want 1, 0, 1 (read once), 0",
+				c["agent.start"], c["tab.close"], c["pane.read"], a.Status.Restarts)
+		}
+		var saw bool
+		for _, ev := range e.mgr.MemberEvents("alpha") {
+			saw = saw || (ev.Reason == v1alpha1.ReasonAwaitingInput && strings.Contains(ev.Message, "Do you trust"))
+		}
+		if !saw {
+			t.Errorf("no AwaitingInput event with the dialog: %+v", e.mgr.MemberEvents("alpha"))
+		}
+		if got := metricValue(t, e.reg, "fleetd_members_awaiting_input"); got != 1 {
+			t.Errorf("fleetd_members_awaiting_input = %v, want 1", got)
+		}
+
+		// The person answers the dialog in herdr.
+		if err := e.fake.SetAgentStatus(a.Status.PaneID, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+		if ms["alpha"].Status.PaneID != a.Status.PaneID {
+			t.Errorf("alpha Ready in pane %s, waited in %s", ms["alpha"].Status.PaneID, a.Status.PaneID)
+		}
+		if got := metricValue(t, e.reg, "fleetd_members_awaiting_input"); got != 0 {
+			t.Errorf("fleetd_members_awaiting_input = %v after the answer, want 0", got)
+		}
+	})
+}

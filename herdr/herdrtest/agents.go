@@ -24,6 +24,13 @@ const (
 	// LaunchExit: the agent program exits back to the shell after
 	// ReadyDelay; the name is cleared.
 	LaunchExit
+	// LaunchDialog: after ReadyDelay the agent waits at a dialog (a
+	// first-run trust prompt, a login) the way protocol 22 reports it:
+	// launch_pending, not interactive_ready, agent_status blocked, with no
+	// startup deadline, and Behavior.Dialog on its screen. A person's
+	// answer is a test's SetAgentStatus or SetAgentState (idle): the agent
+	// is then detected and becomes interactive_ready.
+	LaunchDialog
 )
 
 // Outcome is what an agent does once it has worked on a prompt.
@@ -57,6 +64,9 @@ type Behavior struct {
 	Then    Outcome
 	// Reply is written to the pane when the agent finishes.
 	Reply string
+	// Dialog is written to the pane when a LaunchDialog agent stops at
+	// its dialog.
+	Dialog string
 	// OnPrompt, when set, replaces the scripted reaction above: the fake
 	// records the prompt and calls OnPrompt in its own goroutine, and the
 	// test drives the agent through the Server's controls.
@@ -168,6 +178,15 @@ func (s *Server) agentStart(raw json.RawMessage) (typed, *apiError) {
 		if s.opts.ReadyDelay < deadline {
 			a.stopLaunch = append(a.stopLaunch, s.afterLocked(s.opts.ReadyDelay, func() { s.launchedLocked(a) }))
 		}
+	case LaunchDialog:
+		a.stopLaunch = append(a.stopLaunch, s.afterLocked(s.opts.ReadyDelay, func() {
+			if a.launchPending && !a.gone {
+				a.endLaunchLocked() // no deadline while a person is asked
+				a.atDialog = true
+				a.pane.writeLocked(a.behavior.Dialog)
+				s.setStateLocked(a, stateBlocked)
+			}
+		}))
 	case LaunchExit:
 		a.stopLaunch = append(a.stopLaunch, s.afterLocked(s.opts.ReadyDelay, func() {
 			if a.launchPending && !a.gone {

@@ -173,7 +173,7 @@ func (s *Server) SetAgentState(paneID, state string) error {
 // detectLocked ends a pending launch successfully, without changing state.
 func (s *Server) detectLocked(a *agent) {
 	if a.launchPending {
-		a.launchPending, a.ready = false, true
+		a.launchPending, a.ready, a.atDialog = false, true, false
 		a.endLaunchLocked()
 		p := a.pane
 		s.emitLocked("pane_agent_detected", typed{"pane_id": p.id, "workspace_id": p.tab.ws.id, "agent": a.kind})

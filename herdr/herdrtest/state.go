@@ -60,6 +60,7 @@ type agent struct {
 	argv          []string
 	launchPending bool
 	ready         bool // interactive_ready
+	atDialog      bool // LaunchDialog: launch-pending, blocked, no deadline
 	state         string
 	seen          bool
 	seq           uint64   // state_change_seq
@@ -347,7 +348,7 @@ func (s *Server) markSeenLocked(t *tab) {
 // Public status of a pane (src/app/api_helpers.rs pane_agent_status).
 func (p *pane) status() string {
 	a := p.agent
-	if a == nil || !a.ready {
+	if a == nil || (!a.ready && !a.atDialog) {
 		return stateUnknown
 	}
 	if a.state == stateIdle && !a.seen {
