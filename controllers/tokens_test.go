@@ -1,0 +1,172 @@
+package controllers
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+	"testing/synctest"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+)
+
+// withTokens runs the scenario's Managers with fleetd's harness launcher on
+// a token registry in the state directory, as the daemon does.
+func (e *env) withTokens() *tokens.Registry {
+	e.t.Helper()
+	reg, err := tokens.Open(e.state, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
+		Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.tweak = func(o *Options) { o.Launcher = l }
+	return reg
+}
+
+// paneToken is the FLEETD_TOKEN herdr gave a live pane.
+func (e *env) paneToken(pane string) string {
+	e.t.Helper()
+	env, ok := e.fake.PaneEnv(pane)
+	if !ok || env[harness.TokenEnv] == "" {
+		e.t.Fatalf("pane %s has no token", pane)
+	}
+	return env[harness.TokenEnv]
+}
+
+// editOwnership rewrites fields of a member's ownership record on disk,
+// keeping the others, while fleetd is stopped.
+func (e *env) editOwnership(member string, set map[string]string) {
+	e.t.Helper()
+	path := statedir.At(e.state).Owned(member)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range set {
+		rec[k] = v
+	}
+	if data, err = json.Marshal(rec); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// A pane that ended while fleetd was down releases its own token only:
+// herdr giving its pane (and tab) id to another member's pane since — a
+// workspace id reused after a herdr restart — must not revoke that
+// member's token.
+func TestManager_ReusedPaneIDNeverRevokesAnotherMembersToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+		reg := e.withTokens()
+		e.start()
+		before := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+		alpha, beta := before["alpha"].Status, before["beta"].Status
+		alphaTok, betaTok := e.paneToken(alpha.PaneID), e.paneToken(beta.PaneID)
+		e.stop()
+		// While fleetd is down alpha's pane ends, and its ids now name
+		// beta's pane and tab.
+		if err := e.fake.KillPane(alpha.PaneID); err != nil {
+			t.Fatal(err)
+		}
+		e.editOwnership("alpha", map[string]string{"paneId": beta.PaneID, "tabId": beta.TabID, "terminalId": "term_of_alphas_old_pane"})
+
+		e.start()
+		after := e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
+			return allPhase(v1alpha1.PhaseReady, "alpha", "beta")(ms) && ms["alpha"].Status.PaneID != beta.PaneID && ms["alpha"].Status.PaneID != ""
+		})
+		if id, ok := reg.Resolve(betaTok); !ok || id.Member != "beta" {
+			t.Errorf("beta's token resolves to %+v, %v after alpha's record named beta's pane id; want beta", id, ok)
+		}
+		if _, ok := reg.Resolve(alphaTok); ok {
+			t.Error("the token of alpha's ended pane still resolves")
+		}
+		if after["beta"].Status.PaneID != beta.PaneID || !e.paneAlive(beta.PaneID) {
+			t.Error("beta's pane was disturbed")
+		}
+		if id, ok := reg.Resolve(e.paneToken(after["alpha"].Status.PaneID)); !ok || id.Member != "alpha" {
+			t.Errorf("alpha's new token resolves to %+v, %v", id, ok)
+		}
+	})
+}
+
+// After herdr restarts (or hands off live), terminal ids change and pane ids
+// stay: fleetd adopts its panes by pane id, confirmed by the agent's name,
+// opens no tab, starts no agent, and every worker's token stays valid and
+// is bound to the pane's new terminal.
+func TestManager_NewTerminalIDsAfterHerdrRestartAreAdoptedByPaneID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+		reg := e.withTokens()
+		e.start()
+		before := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+		e.stop()
+		calls := e.fake.Calls()
+		// fleetd's records hold the terminal ids herdr had before it
+		// restarted; herdr now reports new ones for the same panes.
+		for _, n := range []string{"alpha", "beta"} {
+			e.editOwnership(n, map[string]string{"terminalId": "term_before_restart_" + n})
+		}
+		e.start()
+		after := e.waitFor("both adopted", func(ms map[string]v1alpha1.Member) bool {
+			return allPhase(v1alpha1.PhaseReady, "alpha", "beta")(ms) && ms["alpha"].Status.PaneID != "" && ms["beta"].Status.PaneID != ""
+		})
+		e.waitIdle()
+		now := e.fake.Calls()
+		for _, m := range []string{"tab.create", "agent.start", "tab.close"} {
+			if now[m] != calls[m] {
+				t.Errorf("%s called %d times after the restart", m, now[m]-calls[m])
+			}
+		}
+		for _, n := range []string{"alpha", "beta"} {
+			st, was := after[n].Status, before[n].Status
+			if st.PaneID != was.PaneID || st.TerminalID != was.TerminalID || st.Restarts != 0 {
+				t.Errorf("%s: pane %s terminal %s restarts %d; want %s %s 0", n, st.PaneID, st.TerminalID, st.Restarts, was.PaneID, was.TerminalID)
+			}
+			id, ok := reg.Resolve(e.paneToken(st.PaneID))
+			if !ok || id.Member != n || id.PaneID != st.PaneID || id.TerminalID != st.TerminalID {
+				t.Errorf("%s's token resolves to %+v, %v; want bound to %s/%s", n, id, ok, st.PaneID, st.TerminalID)
+			}
+		}
+	})
+}
+
+// A tab whose ownership record was lost is closed as an orphan, and the
+// token of its pane stops resolving with it.
+func TestManager_OrphanTabsTokenIsRevokedWhenItIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		reg := e.withTokens()
+		e.start()
+		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		oldTok := e.paneToken(old.PaneID)
+		e.stop()
+		if err := os.Remove(statedir.At(e.state).Owned("alpha")); err != nil {
+			t.Fatal(err)
+		}
+		e.start()
+		e.waitForHerdr("the orphaned tab closed", func() bool { _, open := e.tabLabels()[old.TabID]; return !open })
+		if id, ok := reg.Resolve(oldTok); ok {
+			t.Errorf("the closed orphan's token still resolves to %+v", id)
+		}
+		now := e.waitFor("alpha Ready again", func(ms map[string]v1alpha1.Member) bool {
+			return allPhase(v1alpha1.PhaseReady, "alpha")(ms) && ms["alpha"].Status.PaneID != old.PaneID
+		})["alpha"].Status
+		if id, ok := reg.Resolve(e.paneToken(now.PaneID)); !ok || id.Member != "alpha" {
+			t.Errorf("alpha's new token resolves to %+v, %v", id, ok)
+		}
+	})
+}
