@@ -321,6 +321,7 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		if ctx.Err() == nil {
 			delay := backoff(m.o.ReconnectBackoff, tries-1, m.o.MaxReconnect)
 			m.log.Warn("herdr did not answer; retrying", "member", name, "err", err, "in", delay)
+			m.reconcileFailed(name, err, fmt.Sprintf("retrying in %s", delay))
 			m.queue.AddAfter(name, delay)
 		}
 	case err != nil:
@@ -328,6 +329,7 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.metrics.reconcileErrors.WithLabelValues(controllerName).Inc()
 		if ctx.Err() == nil {
 			m.log.Warn("reconcile failed; retrying with backoff", "member", name, "err", err)
+			m.reconcileFailed(name, err, "retrying with backoff")
 			m.queue.AddRateLimited(name)
 		}
 	case res.RequeueAfter > 0:
@@ -341,6 +343,37 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultSuccess).Inc()
 		m.queue.Forget(name)
 	}
+}
+
+// reconcileFailed shows a reconcile's error in the member's status, not
+// only in the log: lastError, the Progressing condition, and Ready unless
+// the agent runs. The reason says whose the error is: herdr not answering
+// (HerdrUnavailable), herdr refusing (HerdrError), or fleetd's own
+// (ReconcileError).
+func (m *Manager) reconcileFailed(name string, err error, retry string) {
+	mem, ok := m.store.Snapshot().Members[name]
+	if !ok {
+		return
+	}
+	var he *herdr.Error
+	status, reason := v1alpha1.ConditionFalse, v1alpha1.ReasonReconcileError
+	switch {
+	case herdrcache.Unreachable(err):
+		status, reason = v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable
+	case errors.As(err, &he):
+		reason = v1alpha1.ReasonHerdrError
+	}
+	msg := fmt.Sprintf("%v; %s", err, retry)
+	b := m.statusOf(name, mem.Generation, mem.UID)
+	if b.st.Phase == "" {
+		b.st.Phase = v1alpha1.PhasePending
+	}
+	b.st.LastError = msg
+	if b.condition(v1alpha1.ConditionReady).Status != v1alpha1.ConditionTrue {
+		b.cond(v1alpha1.ConditionReady, status, reason, msg)
+	}
+	b.cond(v1alpha1.ConditionProgressing, v1alpha1.ConditionTrue, reason, msg)
+	m.writeStatus(name, b)
 }
 
 // transientTries counts a member's reconciles in a row that herdr did not

@@ -249,3 +249,27 @@ func TestManager_AgentAtADialogAwaitsInput(t *testing.T) {
 		}
 	})
 }
+
+// A reconcile that fails shows its error in the member's status (lastError
+// and a condition with the error), not only in the log, and is retried.
+func TestManager_ReconcileErrorsReachTheStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		e.tweak = func(o *Options) { o.QueueBaseDelay = 100 * time.Millisecond }
+		e.start()
+		e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+		e.fake.InjectFault("tab.close", herdrtest.Fault{Times: 3,
+			Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"tab is locked"}}`)})
+		e.write("alpha.yaml", memberYAML("alpha", "paused: true"))
+		ms := e.waitFor("the refusal in the status", func(ms map[string]v1alpha1.Member) bool {
+			return strings.Contains(ms["alpha"].Status.LastError, "tab is locked")
+		})
+		if c := condition(ms["alpha"], v1alpha1.ConditionProgressing); c.Status != v1alpha1.ConditionTrue || c.Reason != v1alpha1.ReasonHerdrError || !strings.Contains(c.Message, "tab is locked") {
+			t.Errorf("Progressing %+v; want True, HerdrError, the error", c)
+		}
+		e.waitFor("alpha Paused once herdr closes the tab", allPhase(v1alpha1.PhasePaused, "alpha"))
+		if n := e.fake.Calls()["tab.close"]; n != 4 {
+			t.Errorf("tab.close called %d times, want 3 refused + 1", n)
+		}
+	})
+}

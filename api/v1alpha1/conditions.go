@@ -47,6 +47,10 @@ const (
 
 	ReasonHerdrUnavailable = "HerdrUnavailable"
 	ReasonHerdrError       = "HerdrError"
+	// ReasonReconcileError: fleetd could not take the member's next step
+	// (a state file it could not write, a launch it could not prepare);
+	// retried with backoff, the message holds the error.
+	ReasonReconcileError = "ReconcileError"
 
 	// Reasons of ConditionManifestValid.
 	ReasonManifestError    = "ManifestError"
