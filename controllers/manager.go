@@ -35,8 +35,9 @@ type Manager struct {
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
 	// members are created concurrently).
-	ownMu sync.RWMutex
-	wsMu  sync.Mutex // serialises workspace lookup-or-create
+	ownMu   sync.RWMutex
+	wsMu    sync.Mutex                  // serialises workspace lookup-or-create, and closing
+	created map[string]CreatedWorkspace // by workspace id: the workspaces fleetd created; wsMu
 
 	mu        sync.Mutex
 	states    map[string]*memberState
@@ -78,6 +79,12 @@ func New(opts *Options) (*Manager, error) {
 		return nil, err
 	}
 	m.own = own
+	m.created = map[string]CreatedWorkspace{}
+	for _, r := range own.all() {
+		if r.CreatedWorkspace != nil {
+			m.created[r.WorkspaceID] = *r.CreatedWorkspace
+		}
+	}
 	m.store = o.Store
 	if m.store == nil {
 		if o.ManifestsDir == "" {

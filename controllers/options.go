@@ -52,6 +52,7 @@ type Herdr interface {
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
 	CloseTab(ctx context.Context, tabID string) error
+	CloseWorkspace(ctx context.Context, workspaceID string) error
 	LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error)
 	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
@@ -59,15 +60,17 @@ type Herdr interface {
 
 // herdrWriter is what the reconciler does to herdr. It reads herdr through
 // the cache, except for one agent.get to confirm what an event about a
-// starting agent said and one bounded read of the screen of an agent that
-// waits at a dialog.
+// starting agent said, one bounded read of the screen of an agent that
+// waits at a dialog, and one tab.list before it closes a workspace.
 type herdrWriter interface {
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
 	CloseTab(ctx context.Context, tabID string) error
+	CloseWorkspace(ctx context.Context, workspaceID string) error
 	LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error)
 	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
+	ListTabs(ctx context.Context, workspaceID string) ([]herdr.TabInfo, error)
 }
 
 // Options configure a Manager. nil means defaults wherever that makes sense;

@@ -37,6 +37,17 @@ type Ownership struct {
 	// With the agent's name it confirms a pane found by pane id after a
 	// herdr restart or handoff, which change terminal ids.
 	AgentSession *herdr.AgentSessionInfo `json:"agentSession,omitempty"`
+	// CreatedWorkspace is set when fleetd created the pane's workspace:
+	// the workspace is closed once its last member is deleted and it holds
+	// nothing but the tab it was created with.
+	CreatedWorkspace *CreatedWorkspace `json:"createdWorkspace,omitempty"`
+}
+
+// CreatedWorkspace describes a workspace fleetd created (workspace.create).
+type CreatedWorkspace struct {
+	Label string `json:"label"`
+	// RootTabID is the tab herdr created with the workspace.
+	RootTabID string `json:"rootTabId"`
 }
 
 // ownBook is the set of ownership records, mirrored on disk.

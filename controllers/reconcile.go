@@ -59,6 +59,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 				return Result{}, err
 			}
 			m.event(name, v1alpha1.EventNormal, reasonDeleted, fmt.Sprintf("member deleted; closed its tab %s", rec.TabID))
+			m.closeEmptyWorkspace(ctx, rec)
 		}
 		if err := m.launcher.Forget(name); err != nil {
 			m.log.Warn("launcher could not forget deleted member", "member", name, "err", err)
@@ -363,7 +364,8 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		Member: name, UID: mem.UID, Generation: mem.Generation,
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
-		Restarts: b.st.Restarts, StartedAt: m.o.Clock.Now(),
+		CreatedWorkspace: m.createdWorkspace(ws.WorkspaceID),
+		Restarts:         b.st.Restarts, StartedAt: m.o.Clock.Now(),
 	}
 	m.cache.TabCreated(*created)
 	err = m.own.put(rec)
@@ -447,8 +449,62 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 		return herdr.WorkspaceInfo{}, fmt.Errorf("create workspace %q: %w", label, err)
 	}
 	m.cache.WorkspaceCreated(*created)
+	m.created[created.Workspace.WorkspaceID] = CreatedWorkspace{Label: label, RootTabID: created.Tab.TabID}
 	m.event(member, v1alpha1.EventNormal, reasonWorkspaceCreated, fmt.Sprintf("created herdr workspace %q (%s)", label, created.Workspace.WorkspaceID))
 	return created.Workspace, nil
+}
+
+// createdWorkspace returns what fleetd knows of a workspace it created.
+func (m *Manager) createdWorkspace(id string) *CreatedWorkspace {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	if w, ok := m.created[id]; ok {
+		return &w
+	}
+	return nil
+}
+
+// closeEmptyWorkspace closes the workspace of a deleted member's closed tab
+// when fleetd created it, no other member's pane is recorded in it, and it
+// holds nothing but the tab herdr created with it (one pane): a workspace
+// someone opened tabs in is kept. herdr refusing is logged, not retried.
+func (m *Manager) closeEmptyWorkspace(ctx context.Context, rec Ownership) {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	cw, ok := m.created[rec.WorkspaceID]
+	if !ok {
+		return
+	}
+	for _, r := range m.own.all() {
+		if r.WorkspaceID == rec.WorkspaceID {
+			return
+		}
+	}
+	if w, ok := m.cache.WorkspaceByLabel(cw.Label); !ok || w.WorkspaceID != rec.WorkspaceID {
+		return // gone, or not the workspace fleetd created under this id
+	}
+	// Ask herdr, not the cache: the cache does not follow tabs and panes
+	// someone else opens, and closing a workspace closes them all.
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	defer cancel()
+	tabs, err := m.herdr.ListTabs(cctx, rec.WorkspaceID)
+	if err != nil {
+		m.log.Debug("could not list the tabs of a workspace fleetd created", "workspace", rec.WorkspaceID, "err", m.callFailed(err))
+		return
+	}
+	for _, t := range tabs {
+		if t.TabID != cw.RootTabID || t.PaneCount > 1 {
+			return
+		}
+	}
+	err = m.herdr.CloseWorkspace(cctx, rec.WorkspaceID)
+	if err != nil && !herdr.IsCode(err, "workspace_not_found") {
+		m.log.Warn("could not close the empty workspace fleetd created", "workspace", rec.WorkspaceID, "label", cw.Label, "err", m.callFailed(err))
+		return
+	}
+	delete(m.created, rec.WorkspaceID)
+	m.cache.WorkspaceClosed(rec.WorkspaceID)
+	m.log.Info("closed the empty workspace fleetd created", "workspace", rec.WorkspaceID, "label", cw.Label, "lastMember", rec.Member)
 }
 
 // closeOwned closes a member's tab and drops its ownership record. The

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 )
 
@@ -270,6 +271,61 @@ func TestManager_ReconcileErrorsReachTheStatus(t *testing.T) {
 		e.waitFor("alpha Paused once herdr closes the tab", allPhase(v1alpha1.PhasePaused, "alpha"))
 		if n := e.fake.Calls()["tab.close"]; n != 4 {
 			t.Errorf("tab.close called %d times, want 3 refused + 1", n)
+		}
+	})
+}
+
+// A deleted member's workspace is closed when fleetd created it and it is
+// now empty — no other member in it and nothing but the tab it was created
+// with; a workspace someone opened a tab in, or that fleetd did not create,
+// is kept.
+func TestManager_DeletedMembersEmptyWorkspaceIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile,
+			"beta.yaml": memberYAML("beta", "workspace: shared"), "gamma.yaml": memberYAML("gamma", "workspace: shared"),
+			"delta.yaml": memberYAML("delta", "workspace: busy"), "eps.yaml": memberYAML("eps", "workspace: mine")})
+		e.startFake(nil)
+		ctx := context.Background()
+		mine, err := e.client.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "mine"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.start()
+		ms := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, "beta", "gamma", "delta", "eps"))
+		workspaces := func() map[string]string {
+			wss, err := e.client.ListWorkspaces(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, w := range wss {
+				out[w.WorkspaceID] = w.Label
+			}
+			return out
+		}
+		shared, busy := ms["beta"].Status.WorkspaceID, ms["delta"].Status.WorkspaceID
+		if _, err := e.client.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: busy, Label: "my notes"}); err != nil {
+			t.Fatal(err)
+		}
+
+		e.remove("beta.yaml")
+		e.waitForHerdr("beta's tab closed", func() bool { _, open := e.tabLabels()[ms["beta"].Status.TabID]; return !open })
+		if workspaces()[shared] != "shared" {
+			t.Fatal("the workspace closed while gamma still runs in it")
+		}
+		e.remove("gamma.yaml")
+		e.waitForHerdr("the emptied workspace closed", func() bool { _, open := workspaces()[shared]; return !open })
+
+		e.remove("delta.yaml")
+		e.remove("eps.yaml")
+		e.waitFor("delta and eps gone", func(ms map[string]v1alpha1.Member) bool { return len(ms) == 0 })
+		e.waitIdle()
+		now := workspaces()
+		if now[busy] != "busy" {
+			t.Error("a workspace with someone's tab in it was closed")
+		}
+		if now[mine.Workspace.WorkspaceID] != "mine" {
+			t.Error("a workspace fleetd did not create was closed")
 		}
 	})
 }
