@@ -329,3 +329,20 @@ func TestManager_DeletedMembersEmptyWorkspaceIsClosed(t *testing.T) {
 		}
 	})
 }
+
+func TestDialogText(t *testing.T) {
+	long := strings.Repeat("é", maxDialogText) // two bytes each
+	for _, tc := range []struct{ name, screen, want string }{
+		{"lines joined, blanks dropped", "  Trust this folder?  \n\n\t1. Yes\t 2. No \n", "Trust this folder? / 1. Yes 2. No"},
+		{"control and format characters dropped", "\x1b[1mLog in\x07 \u202eto continue\u200b\r", "[1mLog in to continue"},
+		{"invalid UTF-8 dropped", "ok\xff?", "ok?"},
+		{"cut on a rune boundary", long, strings.Repeat("é", maxDialogText/2) + "…"},
+		{"empty screen", "\n \n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := dialogText(tc.screen); got != tc.want {
+				t.Errorf("dialogText(%q) = %q, want %q", tc.screen, got, tc.want)
+			}
+		})
+	}
+}
