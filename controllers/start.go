@@ -154,9 +154,11 @@ func (m *Manager) paneTerminal(paneID string, a *herdr.AgentInfo) string {
 func (m *Manager) checkStart(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) (Result, error) {
 	st := rt.start
 	if st == nil || st.terminal != rec.TerminalID {
-		// Adopted in the middle of a start (fleetd restarted): its
-		// deadline counts from the record.
-		st = &starting{terminal: rec.TerminalID, launched: true, since: rec.StartedAt}
+		// A start this fleetd did not issue: fleetd restarted in the
+		// middle of one, or herdr restored its session and relaunched the
+		// agent (launch-pending again, long after the record was
+		// written). Its deadline counts from now.
+		st = &starting{terminal: rec.TerminalID, launched: true, since: m.o.Clock.Now()}
 		rt.start = st
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)

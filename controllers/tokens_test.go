@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -167,6 +170,31 @@ func TestManager_OrphanTabsTokenIsRevokedWhenItIsClosed(t *testing.T) {
 		})["alpha"].Status
 		if id, ok := reg.Resolve(e.paneToken(now.PaneID)); !ok || id.Member != "alpha" {
 			t.Errorf("alpha's new token resolves to %+v, %v", id, ok)
+		}
+	})
+}
+
+// An adopted agent that herdr reports launch-pending long after fleetd
+// started it — herdr restored its session and relaunched it — gets a full
+// startup timeout from when fleetd sees it, instead of being killed for a
+// deadline counted from the ownership record.
+func TestManager_RelaunchedAgentAfterRestoreIsNotKilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		e.fakeOpts = &herdrtest.Options{ReadyDelay: 15 * time.Second}
+		e.start()
+		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+		defer cancel()
+		if err := e.fake.WaitCalls(ctx, "agent.start", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.waitIdle()
+		e.stop()
+		e.editOwnership("alpha", map[string]string{"startedAt": time.Now().Add(-time.Hour).Format(time.RFC3339Nano)})
+		e.start()
+		ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+		if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.close"] != 0 || ms["alpha"].Status.Restarts != 0 {
+			t.Errorf("agent.start %d, tab.close %d, restarts %d; the relaunched agent was killed", c["agent.start"], c["tab.close"], ms["alpha"].Status.Restarts)
 		}
 	})
 }
