@@ -129,6 +129,10 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			}
 		}
 		pane, agent := p.PaneInfo, p.Agent
+		if alive && !p.HasAgent && rt.start == nil && (rekeyed || !rt.restoring.IsZero()) {
+			return m.awaitRestore(ctx, name, mem, profile, b, rt, rec, pane)
+		}
+		rt.restoring = time.Time{}
 		if st := rt.start; alive && st != nil && st.terminal == rec.TerminalID {
 			if !st.launched {
 				return m.launch(ctx, name, mem, profile, b, rt, rec)

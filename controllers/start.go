@@ -347,13 +347,18 @@ func backoff(base time.Duration, n int, limit time.Duration) time.Duration {
 // across moves while herdr runs), else by pane id — kept across herdr
 // restarts and handoffs, which change terminal ids — when the agent there
 // is the member's: its name, and its agent_session when both sides know
-// one. A pane id that now belongs to another member's pane is not found.
-// rekeyed says the record's terminal id is stale.
+// one; or, while herdr has not relaunched a restored agent yet, when the
+// pane is in a tab labelled for the member. A pane id that now belongs to
+// another member's pane is not found. rekeyed says the record's terminal id
+// is stale.
 func (m *Manager) ownedPane(name string, rec Ownership) (p herdrcache.Pane, alive, rekeyed bool) {
 	if p, ok := m.cache.Pane(rec.TerminalID, rec.PaneID); ok {
 		return p, true, false
 	}
 	p, ok := m.cache.Pane("", rec.PaneID)
+	if ok && !p.HasAgent && m.tabLabelled(p.TabID, TabLabelPrefix+name) {
+		return p, true, true // herdr restored the pane; its agent is not back yet
+	}
 	if !ok || !p.HasAgent || p.Agent.Name != name {
 		return herdrcache.Pane{}, false, false
 	}
@@ -404,4 +409,60 @@ func sessionOf(a herdr.AgentInfo, pane herdr.PaneInfo) *herdr.AgentSessionInfo {
 		return a.AgentSession
 	}
 	return pane.AgentSession
+}
+
+// tabLabelled reports whether the cache shows tab tabID labelled label.
+func (m *Manager) tabLabelled(tabID, label string) bool {
+	for _, t := range m.cache.TabsWithLabelPrefix(label) {
+		if t.TabID == tabID && t.Label == label {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitRestore waits, up to the startup timeout, for herdr to relaunch the
+// agent of a pane it restored after a restart (one agent every 100 ms, so
+// a listing can see the pane before its agent). herdr's restore_error, or
+// the timeout, ends the wait as an exited agent.
+func (m *Manager) awaitRestore(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership, pane herdr.PaneInfo) (Result, error) {
+	now := m.o.Clock.Now()
+	if rt.restoring.IsZero() {
+		rt.restoring = now
+	}
+	// The cache learns of a relaunched agent only at the next listing (an
+	// agent's detection event carries no agent): ask herdr.
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	a, err := m.herdr.GetAgent(cctx, rec.PaneID)
+	cancel()
+	switch {
+	case err == nil && a.Name == name && (a.TerminalID == "" || a.TerminalID == rec.TerminalID):
+		rt.restoring = time.Time{}
+		if !a.InteractiveReady {
+			return m.checkStart(ctx, name, mem, p, b, rt, rec)
+		}
+		m.cache.AgentStarted(*a)
+		m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("herdr relaunched the agent in pane %s", rec.PaneID))
+		return m.running(name, b, rt, rec, a.AgentStatus), nil
+	case err != nil && herdrcache.Unreachable(err):
+		return Result{}, m.callFailed(fmt.Errorf("look for the relaunched agent of %q in pane %s: %w", name, rec.PaneID, err))
+	}
+	timeout := startupTimeout(p)
+	why := ""
+	switch {
+	case pane.RestoreError != "":
+		why = fmt.Sprintf("herdr could not restore the agent in pane %s: %s", rec.PaneID, pane.RestoreError)
+	case !now.Before(rt.restoring.Add(timeout)):
+		why = fmt.Sprintf("herdr restarted and did not relaunch the agent in pane %s within %s", rec.PaneID, timeout)
+	}
+	if why != "" {
+		rt.restoring = time.Time{}
+		return m.startFailed(ctx, name, mem, p, b, rt, rec, why, nil)
+	}
+	b.setPane(rec)
+	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
+		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("herdr restarted; waiting up to %s for it to relaunch the agent in pane %s", timeout, rec.PaneID)),
+		degradedCond(rt, m.o.DegradedAfter))
+	m.writeStatus(name, b)
+	return Result{RequeueAfter: min(MaxStartCheck, rt.restoring.Add(timeout).Sub(now))}, nil
 }

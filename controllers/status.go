@@ -40,6 +40,9 @@ type runtime struct {
 	// start is the agent start under way in the recorded pane, from
 	// tab.create until herdr reports the agent ready; nil otherwise.
 	start *starting
+	// restoring: since when the recorded pane, restored by herdr after a
+	// restart, waits for herdr to relaunch its agent.
+	restoring time.Time
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
@@ -195,6 +197,50 @@ func TestManager_RelaunchedAgentAfterRestoreIsNotKilled(t *testing.T) {
 		ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
 		if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.close"] != 0 || ms["alpha"].Status.Restarts != 0 {
 			t.Errorf("agent.start %d, tab.close %d, restarts %d; the relaunched agent was killed", c["agent.start"], c["tab.close"], ms["alpha"].Status.Restarts)
+		}
+	})
+}
+
+// After a herdr restart with session restore the panes come back before
+// their agents (herdr relaunches one every 100 ms): a restored pane without
+// its agent yet is waited for, not recreated, and adopted once the agent is
+// back under the member's name.
+func TestManager_RestoredPaneIsWaitedForUntilItsAgentIsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		reg := e.withTokens()
+		e.start()
+		was := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		tok := e.paneToken(was.PaneID)
+		e.stop()
+		calls := e.fake.Calls()
+		// herdr restarted: new terminal ids, and the agent not relaunched yet.
+		if err := e.fake.ExitAgent(was.PaneID); err != nil {
+			t.Fatal(err)
+		}
+		e.editOwnership("alpha", map[string]string{"terminalId": "term_before_restart"})
+		e.start()
+		e.waitFor("alpha waits for herdr's relaunch", func(ms map[string]v1alpha1.Member) bool {
+			return strings.Contains(condition(ms["alpha"], v1alpha1.ConditionProgressing).Message, "relaunch")
+		})
+		time.Sleep(5 * time.Second)
+		e.waitIdle()
+		if c := e.fake.Calls(); c["tab.create"] != calls["tab.create"] || c["tab.close"] != calls["tab.close"] {
+			t.Fatalf("while herdr restores: tab.create +%d, tab.close +%d; want none", c["tab.create"]-calls["tab.create"], c["tab.close"]-calls["tab.close"])
+		}
+		// herdr relaunches the agent under its name.
+		if _, err := e.client.LaunchAgent(context.Background(), herdr.AgentStartParams{Name: "alpha", Kind: "codex", PaneID: was.PaneID}); err != nil {
+			t.Fatal(err)
+		}
+		now := e.waitFor("alpha adopted", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		if now.PaneID != was.PaneID || now.Restarts != 0 {
+			t.Errorf("alpha in pane %s with %d restarts; want %s, 0", now.PaneID, now.Restarts, was.PaneID)
+		}
+		if c := e.fake.Calls(); c["tab.create"] != calls["tab.create"] || c["agent.start"] != calls["agent.start"]+1 {
+			t.Errorf("tab.create +%d, agent.start +%d; want 0 and herdr's relaunch only", c["tab.create"]-calls["tab.create"], c["agent.start"]-calls["agent.start"])
+		}
+		if id, ok := reg.Resolve(tok); !ok || id.TerminalID != now.TerminalID {
+			t.Errorf("alpha's token resolves to %+v, %v; want valid, on terminal %s", id, ok, now.TerminalID)
 		}
 	})
 }
