@@ -190,7 +190,7 @@ func TestManager_RelaunchedAgentAfterRestoreIsNotKilled(t *testing.T) {
 		if err := e.fake.WaitCalls(ctx, "agent.start", 1); err != nil {
 			t.Fatal(err)
 		}
-		e.waitIdle()
+		synctest.Wait() // the start is under way; the agent is not ready for 15 s
 		e.stop()
 		e.editOwnership("alpha", map[string]string{"startedAt": time.Now().Add(-time.Hour).Format(time.RFC3339Nano)})
 		e.start()
