@@ -515,9 +515,12 @@ func (m *Manager) closeEmptyWorkspace(ctx context.Context, rec Ownership) {
 // record's tab is closed even when the cache does not know it: a cache that
 // missed the tab must not leave it open until a resync sweeps it. A tab
 // that is already gone is fine; herdr being unreachable is an error and
-// the record stays.
+// the record stays. A tab the cache shows under another label is not the
+// member's any more (herdr reuses ids after a restart) and is left open.
 func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) error {
-	if rec.TabID != "" {
+	if label, known := m.tabLabel(rec.TabID); known && label != TabLabelPrefix+rec.Member {
+		m.log.Info("not closing a recorded tab that is now someone else's", "member", rec.Member, "tab", rec.TabID, "label", label)
+	} else if rec.TabID != "" {
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 		err := m.herdr.CloseTab(cctx, rec.TabID)
 		cancel()
@@ -527,6 +530,19 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) 
 		m.cache.TabClosed(rec.TabID)
 	}
 	return m.dropOwned(rec, reason)
+}
+
+// tabLabel returns the label the cache shows for a tab.
+func (m *Manager) tabLabel(tabID string) (string, bool) {
+	if tabID == "" {
+		return "", false
+	}
+	for _, t := range m.cache.TabsWithLabelPrefix("") {
+		if t.TabID == tabID {
+			return t.Label, true
+		}
+	}
+	return "", false
 }
 
 // dropOwned forgets a pane that is gone.

@@ -244,3 +244,31 @@ func TestManager_RestoredPaneIsWaitedForUntilItsAgentIsBack(t *testing.T) {
 		}
 	})
 }
+
+// Deleting a member whose recorded tab id herdr has since given another
+// member's tab (after a restart) closes nothing of that member's.
+func TestManager_DeleteNeverClosesAnotherMembersTabUnderAReusedID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+		reg := e.withTokens()
+		e.start()
+		ms := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+		alpha, beta := ms["alpha"].Status, ms["beta"].Status
+		betaTok := e.paneToken(beta.PaneID)
+		e.stop()
+		if err := e.fake.KillPane(alpha.PaneID); err != nil {
+			t.Fatal(err)
+		}
+		e.editOwnership("alpha", map[string]string{"paneId": beta.PaneID, "tabId": beta.TabID, "terminalId": "term_of_alphas_old_pane"})
+		e.remove("alpha.yaml")
+		e.start()
+		e.waitFor("alpha gone", func(ms map[string]v1alpha1.Member) bool { _, ok := ms["alpha"]; return !ok })
+		e.waitIdle()
+		if !e.paneAlive(beta.PaneID) || e.fake.Calls()["tab.close"] != 0 {
+			t.Errorf("beta's pane alive %v, tab.close %d: deleting alpha closed beta's tab", e.paneAlive(beta.PaneID), e.fake.Calls()["tab.close"])
+		}
+		if _, ok := reg.Resolve(betaTok); !ok {
+			t.Error("deleting alpha revoked beta's token")
+		}
+	})
+}
