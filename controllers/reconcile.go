@@ -172,6 +172,13 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			if err := m.closeOwned(ctx, rec, goneAgentExited); err != nil {
 				return Result{}, err
 			}
+		} else if label, ok := m.tabLabel(rec.TabID); ok && label == TabLabelPrefix+name {
+			// The pane is not the member's agent's any more (another
+			// agent_session), but its tab is labelled for the member: close
+			// it now, as the orphan sweep would, so the name is free.
+			if err := m.closeOwned(ctx, rec, gonePaneClosed); err != nil {
+				return Result{}, err
+			}
 		} else if err := m.dropOwned(rec, gonePaneClosed); err != nil {
 			return Result{}, err
 		}

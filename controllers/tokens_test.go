@@ -272,3 +272,51 @@ func TestManager_DeleteNeverClosesAnotherMembersTabUnderAReusedID(t *testing.T) 
 		}
 	})
 }
+
+// A pane found by its id after a herdr restart is adopted only if its agent
+// has the member's recorded agent_session: the member's name alone on
+// another session is not the member's agent, and the pane is replaced.
+func TestManager_AdoptionByPaneIDChecksTheAgentSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		e.start()
+		was := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		e.stop()
+		calls := e.fake.Calls()
+		path := statedir.At(e.state).Owned("alpha")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec["terminalId"] = "term_before_restart"
+		rec["agentSession"] = map[string]string{"source": "herdr:codex", "agent": "codex", "kind": "id", "value": "session-of-alpha"}
+		if data, err = json.Marshal(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// herdr lists an agent named alpha in the pane, on another session.
+		e.fake.InjectFault("agent.list", herdrtest.Fault{Times: 2, Garbage: []byte(`{"id":"x","result":{"type":"agent_list","agents":[{` +
+			`"terminal_id":"` + was.TerminalID + `","agent_status":"idle","workspace_id":"` + was.WorkspaceID + `","tab_id":"` + was.TabID +
+			`","pane_id":"` + was.PaneID + `","focused":false,"revision":1,"state_change_seq":1,"name":"alpha","agent":"codex","interactive_ready":true,` +
+			`"agent_session":{"source":"herdr:codex","agent":"codex","kind":"id","value":"someone-elses-session"}}]}}`)})
+		e.start()
+		e.waitFor("alpha replaced", func(ms map[string]v1alpha1.Member) bool {
+			return allPhase(v1alpha1.PhaseReady, "alpha")(ms) && ms["alpha"].Status.PaneID != was.PaneID && ms["alpha"].Status.PaneID != ""
+		})
+		if c := e.fake.Calls(); c["tab.create"] != calls["tab.create"]+1 || c["tab.close"] != calls["tab.close"]+1 || e.paneAlive(was.PaneID) {
+			t.Errorf("tab.create +%d, tab.close +%d, old pane alive %v; want the pane replaced once",
+				c["tab.create"]-calls["tab.create"], c["tab.close"]-calls["tab.close"], e.paneAlive(was.PaneID))
+		}
+		for _, ev := range e.mgr.MemberEvents("alpha") {
+			if ev.Reason == reasonAdopted {
+				t.Errorf("adopted a pane whose agent has another session: %+v", ev)
+			}
+		}
+	})
+}
