@@ -56,12 +56,12 @@ type starting struct {
 func (m *Manager) launch(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) (Result, error) {
 	st := rt.start
 	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
-	started, err := m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
+	_, err := m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
 		Name: name, Kind: p.Spec.Harness, PaneID: rec.PaneID, Args: st.args, TimeoutMS: startupTimeout(p).Milliseconds(),
 	})
 	cancel()
 	if err == nil {
-		return m.launched(name, p, b, rt, rec, &started.Agent), nil
+		return m.launched(name, p, b, rt, rec), nil
 	}
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
@@ -84,7 +84,7 @@ func (m *Manager) launch(ctx context.Context, name string, mem *v1alpha1.Member,
 		a, gerr := m.herdr.GetAgent(cctx, rec.PaneID)
 		cancel()
 		if gerr == nil && a.Name == name && a.TerminalID == rec.TerminalID && (a.LaunchPending || a.InteractiveReady) {
-			return m.launched(name, p, b, rt, rec, a), nil // an earlier attempt took effect
+			return m.launched(name, p, b, rt, rec), nil // an earlier attempt took effect
 		}
 		if herdrcache.Unreachable(gerr) {
 			return Result{}, m.callFailed(gerr)
@@ -97,7 +97,7 @@ func (m *Manager) launch(ctx context.Context, name string, mem *v1alpha1.Member,
 }
 
 // launched records that herdr accepted agent.start.
-func (m *Manager) launched(name string, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership, a *herdr.AgentInfo) Result {
+func (m *Manager) launched(name string, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) Result {
 	st := rt.start
 	st.launched, st.args, st.since = true, nil, m.o.Clock.Now()
 	st.busySince, st.busyTries, st.checks = time.Time{}, 0, 0
