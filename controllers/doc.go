@@ -32,7 +32,10 @@
 //     close the tab of a deleted or paused member; report a missing profile
 //     or tenant (Ready=False, not retried until something changes); replace
 //     the tab on a spec change (generation bump); adopt a live pane by
-//     terminal id; recreate a closed pane or exited agent per restartPolicy
+//     terminal id, or by pane id after herdr restarted (see below), waiting
+//     for herdr to relaunch a restored pane's agent; close a deleted
+//     member's workspace when fleetd created it and it is now empty;
+//     recreate a closed pane or exited agent per restartPolicy
 //     with exponential backoff, counting restarts and turning Degraded in a
 //     crash loop; or create the member's dedicated, labelled tab (pane
 //     environment set at creation) in its workspace and issue agent.start.
