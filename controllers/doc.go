@@ -32,15 +32,29 @@
 //     close the tab of a deleted or paused member; report a missing profile
 //     or tenant (Ready=False, not retried until something changes); replace
 //     the tab on a spec change (generation bump); adopt a live pane by
-//     terminal id; recreate a closed pane or exited agent per restartPolicy
+//     terminal id, or by pane id after herdr restarted (see below), waiting
+//     for herdr to relaunch a restored pane's agent; close a deleted
+//     member's workspace when fleetd created it and it is now empty;
+//     recreate a closed pane or exited agent per restartPolicy
 //     with exponential backoff, counting restarts and turning Degraded in a
 //     crash loop — resuming the agent's own session herdr reported
 //     (agent_session) through launch.Resumer unless the profile says
 //     resume: Never, and starting afresh, with an event, when that cannot
 //     work (resume.go); or create the member's dedicated, labelled tab (pane
-//     environment set at creation) in its workspace and start the agent,
-//     waiting for interactive_ready. Status is written only when it
-//     changes; a condition's lastTransitionTime moves only when it flips.
+//     environment set at creation) in its workspace and issue agent.start.
+//     Status is written only when it changes; a condition's
+//     lastTransitionTime moves only when it flips.
+//   - A start never holds a worker (start.go): the reconcile that issues
+//     agent.start returns with the member Starting. Readiness arrives as
+//     herdr events about the pane, each confirmed by one agent.get, under a
+//     check timer that backs off to [MaxStartCheck]; the startup deadline
+//     is a timer too. agent_pane_busy (a new pane's shell still starting) is
+//     retried shortly and boundedly while the pane keeps its terminal id; an
+//     agent that comes up blocked at a dialog is Starting with Ready=False
+//     reason AwaitingInput and the dialog's text, never killed for its
+//     startup timeout while it waits. A herdr call that got no answer is
+//     retried on the member's own short backoff, not the queue's rate
+//     limit.
 //   - What a pane is launched with (args, environment, plan, an opaque
 //     token handle) comes from a launch.Launcher (package
 //     controllers/launch, the one launch contract); fleetd passes
@@ -48,9 +62,13 @@
 //     imports the harness adapters or the token registry.
 //
 // Ownership records in the state directory (one file per member: uid,
-// generation, terminal id, pane id, tab id), written atomically right after
-// tab.create and before agent.start, let a restarted fleetd adopt its panes
-// instead of creating duplicates. Tabs labelled "fleetd/…" that no record
+// generation, terminal id, pane id, tab id, the credential's handle),
+// written atomically right after tab.create and before agent.start, let a
+// restarted fleetd adopt its panes instead of creating duplicates — by
+// terminal id, or, after herdr restarted or handed off (new terminal ids,
+// same pane ids), by pane id confirmed by the agent's name and session. A
+// pane's credential is released with exactly its pane, never by a pane id
+// herdr has given another member's pane since. Tabs labelled "fleetd/…" that no record
 // claims are closed; tabs without that label are never touched. A failed or
 // partial herdr read never counts as a vanished pane: while herdr is
 // unreachable the cache is unsynced and nothing is recreated. One daemon per

@@ -35,15 +35,17 @@ type Manager struct {
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
 	// members are created concurrently).
-	ownMu sync.RWMutex
-	wsMu  sync.Mutex // serialises workspace lookup-or-create
+	ownMu   sync.RWMutex
+	wsMu    sync.Mutex                  // serialises workspace lookup-or-create, and closing
+	created map[string]CreatedWorkspace // by workspace id: the workspaces fleetd created; wsMu
 
-	mu       sync.Mutex
-	states   map[string]*memberState
-	runtimes map[string]*runtime
-	changed  chan struct{} // closed and replaced whenever status or desired state changes
-	herdrUp  bool
-	lastSnap *store.Snapshot
+	mu        sync.Mutex
+	states    map[string]*memberState
+	runtimes  map[string]*runtime
+	transient map[string]int // reconciles in a row herdr did not answer
+	changed   chan struct{}  // closed and replaced whenever status or desired state changes
+	herdrUp   bool
+	lastSnap  *store.Snapshot
 
 	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
@@ -56,14 +58,15 @@ type Manager struct {
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
-		o:        o,
-		log:      o.Logger,
-		launcher: o.Launcher,
-		metrics:  o.Metrics,
-		states:   map[string]*memberState{},
-		runtimes: map[string]*runtime{},
-		changed:  make(chan struct{}),
-		sweep:    make(chan struct{}, 1),
+		o:         o,
+		log:       o.Logger,
+		launcher:  o.Launcher,
+		metrics:   o.Metrics,
+		states:    map[string]*memberState{},
+		runtimes:  map[string]*runtime{},
+		transient: map[string]int{},
+		changed:   make(chan struct{}),
+		sweep:     make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
 		m.launcher = profileLauncher{}
@@ -76,6 +79,12 @@ func New(opts *Options) (*Manager, error) {
 		return nil, err
 	}
 	m.own = own
+	m.created = map[string]CreatedWorkspace{}
+	for _, r := range own.all() {
+		if r.CreatedWorkspace != nil {
+			m.created[r.WorkspaceID] = *r.CreatedWorkspace
+		}
+	}
 	m.store = o.Store
 	if m.store == nil {
 		if o.ManifestsDir == "" {
@@ -307,12 +316,28 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 	start := m.o.Clock.Now()
 	res, err := m.reconcile(ctx, name)
 	m.metrics.reconcileTime.WithLabelValues(controllerName).Observe(m.o.Clock.Now().Sub(start).Seconds())
+	transient := err != nil && herdrcache.Unreachable(err)
+	tries := m.transientTries(name, transient)
 	switch {
+	case transient:
+		// herdr did not answer one call (a refused connect, a dropped
+		// connection): retry soon on this member's own backoff. The work
+		// queue's rate limit would make a fleet hit by one blip wait in
+		// line behind its token bucket.
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultError).Inc()
+		m.metrics.reconcileErrors.WithLabelValues(controllerName).Inc()
+		if ctx.Err() == nil {
+			delay := backoff(m.o.ReconnectBackoff, tries-1, m.o.MaxReconnect)
+			m.log.Warn("herdr did not answer; retrying", "member", name, "err", err, "in", delay)
+			m.reconcileFailed(name, err, fmt.Sprintf("retrying in %s", delay))
+			m.queue.AddAfter(name, delay)
+		}
 	case err != nil:
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultError).Inc()
 		m.metrics.reconcileErrors.WithLabelValues(controllerName).Inc()
 		if ctx.Err() == nil {
 			m.log.Warn("reconcile failed; retrying with backoff", "member", name, "err", err)
+			m.reconcileFailed(name, err, "retrying with backoff")
 			m.queue.AddRateLimited(name)
 		}
 	case res.RequeueAfter > 0:
@@ -327,6 +352,54 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.queue.Forget(name)
 	}
 }
+
+// reconcileFailed shows a reconcile's error in the member's status, not
+// only in the log: lastError, the Progressing condition, and Ready unless
+// the agent runs. The reason says whose the error is: herdr not answering
+// (HerdrUnavailable), herdr refusing (HerdrError), or fleetd's own
+// (ReconcileError).
+func (m *Manager) reconcileFailed(name string, err error, retry string) {
+	mem, ok := m.store.Snapshot().Members[name]
+	if !ok {
+		return
+	}
+	var he *herdr.Error
+	status, reason := v1alpha1.ConditionFalse, v1alpha1.ReasonReconcileError
+	switch {
+	case herdrcache.Unreachable(err):
+		status, reason = v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable
+	case errors.As(err, &he):
+		reason = v1alpha1.ReasonHerdrError
+	}
+	msg := fmt.Sprintf("%v; %s", err, retry)
+	b := m.statusOf(name, mem.Generation, mem.UID)
+	if b.st.Phase == "" {
+		b.st.Phase = v1alpha1.PhasePending
+	}
+	b.st.LastError = msg
+	if b.condition(v1alpha1.ConditionReady).Status != v1alpha1.ConditionTrue {
+		b.cond(v1alpha1.ConditionReady, status, reason, msg)
+	}
+	b.cond(v1alpha1.ConditionProgressing, v1alpha1.ConditionTrue, reason, msg)
+	m.writeStatus(name, b)
+}
+
+// transientTries counts a member's reconciles in a row that herdr did not
+// answer (failed true) and returns the count; any other outcome resets it.
+func (m *Manager) transientTries(name string, failed bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !failed {
+		delete(m.transient, name)
+		return 0
+	}
+	m.transient[name]++
+	return m.transient[name]
+}
+
+// Owned returns the ownership records, for the caller that revokes every
+// pane credential no record holds before Run (internal/daemon).
+func (m *Manager) Owned() []Ownership { return m.own.all() }
 
 // Result tells the worker what to do after a reconcile, as in
 // controller-runtime.

@@ -35,6 +35,7 @@ type Metrics struct {
 	reconcileErrors *prometheus.CounterVec
 	reconcileTime   *prometheus.HistogramVec
 	members         *prometheus.GaugeVec
+	awaitingInput   prometheus.Gauge
 	restarts        prometheus.Counter
 	herdrRequests   *prometheus.CounterVec
 	herdrDuration   *prometheus.HistogramVec
@@ -63,6 +64,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleetd_members", Help: "Number of members per phase.",
 		}, []string{"phase"}),
+		awaitingInput: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetd_members_awaiting_input", Help: "Number of members whose agent waits at a dialog for a person to answer it in herdr.",
+		}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleetd_member_restarts_total", Help: "Total number of member panes recreated after their pane closed or agent exited.",
 		}),
@@ -90,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.members.WithLabelValues(p)
 	}
 	if reg != nil {
-		reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.members, m.restarts,
+		reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.members, m.awaitingInput, m.restarts,
 			m.herdrRequests, m.herdrDuration, m.herdrUp, m.manifestErrors)
 	}
 	return m

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
+	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
@@ -124,8 +125,9 @@ func (m *Manager) sweeper(ctx context.Context) {
 }
 
 // sweepOrphans closes tabs labelled as fleetd's that no ownership record
-// claims: leftovers of a member deleted while fleetd was down, or of a
-// crash between tab.create and the ownership write. Tabs without fleetd's
+// claims: leftovers of a member deleted while fleetd was down, of a crash
+// between tab.create and the ownership write, or of a lost record; the
+// credentials fleetd gave their panes are released with them. Tabs without fleetd's
 // label are never touched. Nothing is swept before the manifests are read.
 func (m *Manager) sweepOrphans(ctx context.Context) error {
 	if !m.store.Snapshot().Synced {
@@ -141,6 +143,7 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 		if claimed[t.TabID] {
 			continue
 		}
+		panes := m.cache.TabPanes(t.TabID)
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 		err := m.herdr.CloseTab(cctx, t.TabID)
 		cancel()
@@ -148,8 +151,15 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 			return fmt.Errorf("close orphaned tab %s (%q): %w", t.TabID, t.Label, err)
 		}
 		m.cache.TabClosed(t.TabID)
-		m.log.Info("closed orphaned fleetd tab", "tab", t.TabID, "label", t.Label,
-			"member", strings.TrimPrefix(t.Label, TabLabelPrefix))
+		member := strings.TrimPrefix(t.Label, TabLabelPrefix)
+		// The record that named the panes' credentials is lost: release
+		// those fleetd gave the member for exactly these panes.
+		for _, p := range panes {
+			if err := m.launcher.Release(launch.Pane{Member: member, PaneID: p.PaneID, TerminalID: p.TerminalID}); err != nil {
+				m.log.Warn("launcher could not release an orphaned pane", "member", member, "pane", p.PaneID, "err", err)
+			}
+		}
+		m.log.Info("closed orphaned fleetd tab", "tab", t.TabID, "label", t.Label, "member", member)
 	}
 	return nil
 }

@@ -29,6 +29,14 @@ const (
 	DefaultMaxReconnect     = herdrcache.DefaultMaxReconnect
 	DefaultEventHistory     = 20
 	DefaultResubscribeDelay = herdrcache.DefaultResubscribeDelay
+	// MaxStartCheck caps the interval between the agent.get checks of a
+	// starting agent (the safety net under herdr's events).
+	MaxStartCheck = 5 * time.Second
+	// PaneBusyWindow bounds how long agent.start is retried while herdr
+	// answers agent_pane_busy (the new pane's shell is still starting),
+	// and MaxPaneBusyTries how many times.
+	PaneBusyWindow   = 10 * time.Second
+	MaxPaneBusyTries = 20
 )
 
 // TabLabelPrefix starts the label of every herdr tab fleetd creates for a
@@ -44,16 +52,25 @@ type Herdr interface {
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
 	CloseTab(ctx context.Context, tabID string) error
-	StartAgent(ctx context.Context, p herdr.AgentStartParams, pollInterval time.Duration) (*herdr.AgentInfo, error)
+	CloseWorkspace(ctx context.Context, workspaceID string) error
+	LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error)
+	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
+	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
 }
 
-// herdrWriter is what the reconciler does to herdr: it reads herdr only
-// through the cache.
+// herdrWriter is what the reconciler does to herdr. It reads herdr through
+// the cache, except for one agent.get to confirm what an event about a
+// starting agent said, one bounded read of the screen of an agent that
+// waits at a dialog, and one tab.list before it closes a workspace.
 type herdrWriter interface {
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
 	CloseTab(ctx context.Context, tabID string) error
-	StartAgent(ctx context.Context, p herdr.AgentStartParams, pollInterval time.Duration) (*herdr.AgentInfo, error)
+	CloseWorkspace(ctx context.Context, workspaceID string) error
+	LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error)
+	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
+	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
+	ListTabs(ctx context.Context, workspaceID string) ([]herdr.TabInfo, error)
 }
 
 // Options configure a Manager. nil means defaults wherever that makes sense;
@@ -106,8 +123,8 @@ type Options struct {
 	// ResyncPeriod is how often herdr is listed in full as a safety net;
 	// default 60 s.
 	ResyncPeriod time.Duration
-	// CallTimeout bounds each herdr call (agent start: the profile's startup
-	// timeout instead); default 10 s.
+	// CallTimeout bounds each herdr call; default 10 s. No call waits for
+	// an agent to start: the profile's startup timeout is a timer.
 	CallTimeout time.Duration
 	// RestartBackoff and MaxRestartDelay bound the exponential delay before
 	// a failed member is recreated; defaults 10 s and 5 min.
@@ -124,8 +141,11 @@ type Options struct {
 	// event subscription is renewed to cover them (one renewal per burst);
 	// default 250 ms. Lifecycle events are followed without interruption.
 	ResubscribeDelay time.Duration
-	// PollInterval is how often a starting agent is polled for readiness;
-	// default herdr.DefaultPollInterval.
+	// PollInterval is how soon after agent.start a starting agent is first
+	// checked with agent.get; later checks back off, doubling, up to
+	// MaxStartCheck. Readiness normally arrives sooner, as a herdr event
+	// (the agent detected, its status changed), which is checked at once.
+	// Default herdr.DefaultPollInterval.
 	PollInterval time.Duration
 	// QueueBaseDelay and QueueMaxDelay tune the work queue's per-item
 	// error backoff; defaults those of package workqueue.
@@ -191,5 +211,5 @@ func (profileLauncher) Prepare(_ context.Context, _ *v1alpha1.Member, p *v1alpha
 	return launch.Spec{Args: append([]string(nil), p.Spec.Args...), Env: env}, nil
 }
 func (profileLauncher) Bind(launch.Spec, string, string) error { return nil }
-func (profileLauncher) Release(string) error                   { return nil }
+func (profileLauncher) Release(launch.Pane) error              { return nil }
 func (profileLauncher) Forget(string) error                    { return nil }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -17,17 +18,36 @@ import (
 // Ownership is fleetd's record of the herdr pane it runs for a member. It is
 // written (atomically) right after the member's tab is created and before
 // the agent starts, so that a fleetd restarted at any moment adopts the pane
-// by TerminalID instead of creating a duplicate.
+// instead of creating a duplicate: by TerminalID while herdr runs on, by
+// PaneID (confirmed by the agent's name and session) after herdr restarted.
 type Ownership struct {
-	Member      string    `json:"member"`
-	UID         string    `json:"uid"`
-	Generation  int64     `json:"generation"`
-	TerminalID  string    `json:"terminalId"`
-	PaneID      string    `json:"paneId"`
-	TabID       string    `json:"tabId"`
-	WorkspaceID string    `json:"workspaceId"`
-	Restarts    int32     `json:"restarts"`
-	StartedAt   time.Time `json:"startedAt"`
+	Member      string `json:"member"`
+	UID         string `json:"uid"`
+	Generation  int64  `json:"generation"`
+	TerminalID  string `json:"terminalId"`
+	PaneID      string `json:"paneId"`
+	TabID       string `json:"tabId"`
+	WorkspaceID string `json:"workspaceId"`
+	// Token is the launch's opaque credential handle (launch.Spec.Token,
+	// a hash, never the token): releasing the pane revokes exactly it.
+	Token     string    `json:"token,omitempty"`
+	Restarts  int32     `json:"restarts"`
+	StartedAt time.Time `json:"startedAt"`
+	// AgentSession is the agent's own session as herdr last reported it.
+	// With the agent's name it confirms a pane found by pane id after a
+	// herdr restart or handoff, which change terminal ids.
+	AgentSession *herdr.AgentSessionInfo `json:"agentSession,omitempty"`
+	// CreatedWorkspace is set when fleetd created the pane's workspace:
+	// the workspace is closed once its last member is deleted and it holds
+	// nothing but the tab it was created with.
+	CreatedWorkspace *CreatedWorkspace `json:"createdWorkspace,omitempty"`
+}
+
+// CreatedWorkspace describes a workspace fleetd created (workspace.create).
+type CreatedWorkspace struct {
+	Label string `json:"label"`
+	// RootTabID is the tab herdr created with the workspace.
+	RootTabID string `json:"rootTabId"`
 }
 
 // ownBook is the set of ownership records, mirrored on disk.

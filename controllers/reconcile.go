@@ -59,6 +59,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 				return Result{}, err
 			}
 			m.event(name, v1alpha1.EventNormal, reasonDeleted, fmt.Sprintf("member deleted; closed its tab %s", rec.TabID))
+			m.closeEmptyWorkspace(ctx, rec)
 		}
 		if err := m.launcher.Forget(name); err != nil {
 			m.log.Warn("launcher could not forget deleted member", "member", name, "err", err)
@@ -120,8 +121,26 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	}
 
 	if owned {
-		p, alive := m.cache.Pane(rec.TerminalID, rec.PaneID)
+		p, alive, rekeyed := m.ownedPane(name, rec)
+		if rekeyed {
+			var err error
+			if rec, err = m.rekey(name, b, rt, rec, p); err != nil {
+				return Result{}, err
+			}
+		}
 		pane, agent := p.PaneInfo, p.Agent
+		if alive && !p.HasAgent && rt.start == nil && (rekeyed || !rt.restoring.IsZero()) {
+			return m.awaitRestore(ctx, name, mem, profile, b, rt, rec, pane)
+		}
+		rt.restoring = time.Time{}
+		if st := rt.start; alive && st != nil && st.terminal == rec.TerminalID {
+			if !st.launched {
+				return m.launch(ctx, name, mem, profile, b, rt, rec)
+			}
+			if !p.HasAgent || agent.Name != name || !agent.InteractiveReady {
+				return m.checkStart(ctx, name, mem, profile, b, rt, rec)
+			}
+		}
 		if alive && p.HasAgent && agent.Name == name {
 			if pane.PaneID != rec.PaneID || pane.TabID != rec.TabID || pane.WorkspaceID != rec.WorkspaceID {
 				if b.st.PaneID == "" {
@@ -137,7 +156,11 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			}
 			observeSession(rt, p)
 			if agent.LaunchPending && !agent.InteractiveReady {
-				return m.stillStarting(ctx, name, mem, b, rt, rec, profile)
+				return m.checkStart(ctx, name, mem, profile, b, rt, rec) // adopted in the middle of a start
+			}
+			rt.start = nil
+			if err := m.noteSession(&rec, agent, pane); err != nil {
+				return Result{}, err
 			}
 			if b.st.Plan == nil {
 				b.st.Plan = m.planOf(mem, snap)
@@ -149,6 +172,13 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			observeSession(rt, p)
 			why = fmt.Sprintf("agent in pane %s exited", pane.PaneID)
 			if err := m.closeOwned(ctx, rec, goneAgentExited); err != nil {
+				return Result{}, err
+			}
+		} else if label, ok := m.tabLabel(rec.TabID); ok && label == TabLabelPrefix+name {
+			// The pane is not the member's agent's any more (another
+			// agent_session), but its tab is labelled for the member: close
+			// it now, as the orphan sweep would, so the name is free.
+			if err := m.closeOwned(ctx, rec, gonePaneClosed); err != nil {
 				return Result{}, err
 			}
 		} else if err := m.dropOwned(rec, gonePaneClosed); err != nil {
@@ -247,25 +277,6 @@ func (m *Manager) running(name string, b *statusBuilder, rt *runtime, rec Owners
 	return res
 }
 
-// stillStarting handles an adopted agent that herdr still reports as
-// launching (fleetd restarted in the middle of a start).
-func (m *Manager) stillStarting(ctx context.Context, name string, mem *v1alpha1.Member, b *statusBuilder, rt *runtime, rec Ownership, p *v1alpha1.Profile) (Result, error) {
-	now := m.o.Clock.Now()
-	timeout := startupTimeout(p)
-	deadline := rec.StartedAt.Add(timeout)
-	if now.After(deadline) {
-		if err := m.closeOwned(ctx, rec, goneStartFailed); err != nil {
-			return Result{}, err
-		}
-		return m.failed(name, mem, p, b, rt, fmt.Sprintf("agent not ready within %s", timeout)), nil
-	}
-	b.setPane(rec)
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, "agent is starting"), degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
-	return Result{RequeueAfter: min(time.Second, deadline.Sub(now))}, nil
-}
-
 func degradedCond(rt *runtime, after int) [3]string {
 	if rt.failures >= after {
 		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError))
@@ -281,6 +292,7 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 	m.resumeFailed(name, rt, why)
 	rt.failures++
 	rt.lastError = why
+	rt.start = nil
 	b.clearPane()
 	b.st.LastError = why
 	if p.Spec.RestartPolicy == v1alpha1.RestartNever {
@@ -318,7 +330,8 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 }
 
 // create makes the member's dedicated tab (recording ownership before the
-// agent starts) and starts the agent, waiting for it to be ready.
+// agent starts) and issues agent.start; it never waits for the agent to be
+// ready (see launch and checkStart).
 func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, snap *store.Snapshot, b *statusBuilder, rt *runtime) (Result, error) {
 	cwd := mem.Spec.Cwd
 	if cwd == "" {
@@ -364,8 +377,9 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 	rec := Ownership{
 		Member: name, UID: mem.UID, Generation: mem.Generation,
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
-		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID,
-		Restarts: b.st.Restarts, StartedAt: m.o.Clock.Now(),
+		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
+		CreatedWorkspace: m.createdWorkspace(ws.WorkspaceID),
+		Restarts:         b.st.Restarts, StartedAt: m.o.Clock.Now(),
 	}
 	m.cache.TabCreated(*created)
 	err = m.own.put(rec)
@@ -384,44 +398,11 @@ func (m *Manager) create(ctx context.Context, name string, mem *v1alpha1.Member,
 		m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
 	}
 
-	timeout := startupTimeout(p)
+	rt.start = &starting{args: spec.Args, terminal: rec.TerminalID}
 	b.setPane(rec)
 	b.st.Plan = spec.Plan
 	m.launching(b, rt, spec)
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
-		degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
-
-	sctx, cancel := context.WithTimeout(ctx, timeout+m.o.CallTimeout)
-	agent, err := m.herdr.StartAgent(sctx, herdr.AgentStartParams{
-		Name: name, Kind: p.Spec.Harness, PaneID: rec.PaneID, Args: spec.Args, TimeoutMS: timeout.Milliseconds(),
-	}, m.o.PollInterval)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		if herdrcache.Unreachable(err) && !errors.Is(err, herdr.ErrAgentStartFailed) {
-			// herdr went away mid-start: keep the record, look again when it is back.
-			return Result{}, m.callFailed(err)
-		}
-		if cerr := m.closeOwned(ctx, rec, goneStartFailed); cerr != nil {
-			return Result{}, cerr
-		}
-		if invalidSpec(err) && rt.resumed == nil { // a refused resume falls back to a fresh start
-			return m.unlaunchable(name, mem, p, b, rt, err), nil
-		}
-		why := err.Error()
-		if errors.Is(err, herdr.ErrAgentStartTimeout) {
-			why = fmt.Sprintf("agent not ready within %s", timeout)
-		}
-		return m.failed(name, mem, p, b, rt, why), nil
-	}
-	m.cache.AgentStarted(*agent) // numbers its status and passes it to OnAgentStatus
-	m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
-	m.started(name, rt, *agent)
-	return m.running(name, b, rt, rec, agent.AgentStatus), nil
+	return m.launch(ctx, name, mem, p, b, rt, rec)
 }
 
 // startupTimeout is how long the profile's agent may take to be ready.
@@ -443,6 +424,7 @@ func invalidSpec(err error) bool {
 // retried until the member or its profile changes.
 func (m *Manager) unlaunchable(name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, err error) Result {
 	rt.failedGen, rt.failedProfile = mem.Generation, p
+	rt.start = nil
 	m.event(name, v1alpha1.EventWarning, v1alpha1.ReasonInvalidSpec, err.Error())
 	b.clearPane()
 	b.st.LastError = err.Error()
@@ -482,17 +464,74 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 		return herdr.WorkspaceInfo{}, fmt.Errorf("create workspace %q: %w", label, err)
 	}
 	m.cache.WorkspaceCreated(*created)
+	m.created[created.Workspace.WorkspaceID] = CreatedWorkspace{Label: label, RootTabID: created.Tab.TabID}
 	m.event(member, v1alpha1.EventNormal, reasonWorkspaceCreated, fmt.Sprintf("created herdr workspace %q (%s)", label, created.Workspace.WorkspaceID))
 	return created.Workspace, nil
+}
+
+// createdWorkspace returns what fleetd knows of a workspace it created.
+func (m *Manager) createdWorkspace(id string) *CreatedWorkspace {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	if w, ok := m.created[id]; ok {
+		return &w
+	}
+	return nil
+}
+
+// closeEmptyWorkspace closes the workspace of a deleted member's closed tab
+// when fleetd created it, no other member's pane is recorded in it, and it
+// holds nothing but the tab herdr created with it (one pane): a workspace
+// someone opened tabs in is kept. herdr refusing is logged, not retried.
+func (m *Manager) closeEmptyWorkspace(ctx context.Context, rec Ownership) {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	cw, ok := m.created[rec.WorkspaceID]
+	if !ok {
+		return
+	}
+	for _, r := range m.own.all() {
+		if r.WorkspaceID == rec.WorkspaceID {
+			return
+		}
+	}
+	if w, ok := m.cache.WorkspaceByLabel(cw.Label); !ok || w.WorkspaceID != rec.WorkspaceID {
+		return // gone, or not the workspace fleetd created under this id
+	}
+	// Ask herdr, not the cache: the cache does not follow tabs and panes
+	// someone else opens, and closing a workspace closes them all.
+	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
+	defer cancel()
+	tabs, err := m.herdr.ListTabs(cctx, rec.WorkspaceID)
+	if err != nil {
+		m.log.Debug("could not list the tabs of a workspace fleetd created", "workspace", rec.WorkspaceID, "err", m.callFailed(err))
+		return
+	}
+	for _, t := range tabs {
+		if t.TabID != cw.RootTabID || t.PaneCount > 1 {
+			return
+		}
+	}
+	err = m.herdr.CloseWorkspace(cctx, rec.WorkspaceID)
+	if err != nil && !herdr.IsCode(err, "workspace_not_found") {
+		m.log.Warn("could not close the empty workspace fleetd created", "workspace", rec.WorkspaceID, "label", cw.Label, "err", m.callFailed(err))
+		return
+	}
+	delete(m.created, rec.WorkspaceID)
+	m.cache.WorkspaceClosed(rec.WorkspaceID)
+	m.log.Info("closed the empty workspace fleetd created", "workspace", rec.WorkspaceID, "label", cw.Label, "lastMember", rec.Member)
 }
 
 // closeOwned closes a member's tab and drops its ownership record. The
 // record's tab is closed even when the cache does not know it: a cache that
 // missed the tab must not leave it open until a resync sweeps it. A tab
 // that is already gone is fine; herdr being unreachable is an error and
-// the record stays.
+// the record stays. A tab the cache shows under another label is not the
+// member's any more (herdr reuses ids after a restart) and is left open.
 func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) error {
-	if rec.TabID != "" {
+	if label, known := m.tabLabel(rec.TabID); known && label != TabLabelPrefix+rec.Member {
+		m.log.Info("not closing a recorded tab that is now someone else's", "member", rec.Member, "tab", rec.TabID, "label", label)
+	} else if rec.TabID != "" {
 		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 		err := m.herdr.CloseTab(cctx, rec.TabID)
 		cancel()
@@ -504,9 +543,22 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) 
 	return m.dropOwned(rec, reason)
 }
 
+// tabLabel returns the label the cache shows for a tab.
+func (m *Manager) tabLabel(tabID string) (string, bool) {
+	if tabID == "" {
+		return "", false
+	}
+	for _, t := range m.cache.TabsWithLabelPrefix("") {
+		if t.TabID == tabID {
+			return t.Label, true
+		}
+	}
+	return "", false
+}
+
 // dropOwned forgets a pane that is gone.
 func (m *Manager) dropOwned(rec Ownership, reason string) error {
-	if err := m.launcher.Release(rec.PaneID); err != nil {
+	if err := m.launcher.Release(launch.Pane{Member: rec.Member, PaneID: rec.PaneID, TerminalID: rec.TerminalID, Token: rec.Token}); err != nil {
 		m.log.Warn("launcher could not release a closed pane", "member", rec.Member, "pane", rec.PaneID, "err", err)
 	}
 	if err := m.own.drop(rec.Member); err != nil {

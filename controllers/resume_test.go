@@ -3,10 +3,8 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,65 +13,26 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
-// sessionHerdr is herdr reporting agents' own sessions. The fake herdr
-// (herdr/herdrtest) does not model agent_session yet, so this wraps the
-// client: every listed agent whose name has a session carries it, as a real
-// herdr's agent.list does once the harness's integration reported it. It can
-// also make a resumed start fail, as `codex resume ID` does for a session
-// the harness no longer has.
-type sessionHerdr struct {
+// exitingResumes is herdr on which a resumed agent exits right after it
+// starts, as `codex resume ID` does for a session the harness no longer
+// has: an agent.start whose args resume a session makes the fake's agent
+// in that pane exit instead of becoming ready.
+type exitingResumes struct {
 	Herdr
-	mu         sync.Mutex
-	sessions   map[string]herdr.AgentSessionInfo
-	resyncs    int // full listings (workspace.list first) begun after the last report
-	failResume bool
+	fake *herdrtest.Server
 }
 
-func (h *sessionHerdr) report(name string, s herdr.AgentSessionInfo) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.sessions[name] = s
-	h.resyncs = 0
-}
-
-func (h *sessionHerdr) resyncsSinceReport() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.resyncs
-}
-
-func (h *sessionHerdr) ListWorkspaces(ctx context.Context) ([]herdr.WorkspaceInfo, error) {
-	h.mu.Lock()
-	h.resyncs++
-	h.mu.Unlock()
-	return h.Herdr.ListWorkspaces(ctx)
-}
-
-func (h *sessionHerdr) ListAgents(ctx context.Context) ([]herdr.AgentInfo, error) {
-	agents, err := h.Herdr.ListAgents(ctx)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i, a := range agents {
-		if s, ok := h.sessions[a.Name]; ok {
-			agents[i].AgentSession = &s
-		}
+func (h exitingResumes) LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error) {
+	if slices.Contains(p.Args, "resume") {
+		h.fake.SetBehavior(p.PaneID, herdrtest.Behavior{Launch: herdrtest.LaunchExit})
 	}
-	return agents, err
-}
-
-func (h *sessionHerdr) StartAgent(ctx context.Context, p herdr.AgentStartParams, poll time.Duration) (*herdr.AgentInfo, error) {
-	h.mu.Lock()
-	fail := h.failResume && slices.Contains(p.Args, "resume")
-	h.mu.Unlock()
-	if fail {
-		return nil, fmt.Errorf("start agent %q in %s: %w: the agent exited", p.Name, p.PaneID, herdr.ErrAgentStartFailed)
-	}
-	return h.Herdr.StartAgent(ctx, p, poll)
+	return h.Herdr.LaunchAgent(ctx, p)
 }
 
 // startArgs are the args of every agent.start the fake herdr answered, in
@@ -133,10 +92,12 @@ func TestManager_CrashedAgentResumesItsSession(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var h *sessionHerdr
+				e.startFake(nil)
 				e.tweak = func(o *Options) {
-					h = &sessionHerdr{Herdr: o.Herdr, sessions: map[string]herdr.AgentSessionInfo{}, failResume: tt.failResume}
-					o.Herdr, o.Launcher = h, l
+					if tt.failResume {
+						o.Herdr = exitingResumes{Herdr: o.Herdr, fake: e.fake}
+					}
+					o.Launcher = l
 					o.ResyncPeriod = time.Second
 					o.RestartBackoff = 5 * time.Millisecond
 				}
@@ -148,10 +109,12 @@ func TestManager_CrashedAgentResumesItsSession(t *testing.T) {
 				fresh := e.startArgs()[0]
 
 				// The harness's integration reports the session after the
-				// start; fleetd sees it in its next full listing of herdr
-				// (the resync, a second later).
-				h.report("alpha", herdr.AgentSessionInfo{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: tt.value})
-				e.waitForHerdr("herdr listed in full after the report", func() bool { return h.resyncsSinceReport() > 0 })
+				// start (pane.report_agent_session); herdr tells fleetd with
+				// a pane_updated event.
+				if err := e.fake.SetAgentSession(st.PaneID, herdrtest.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: tt.value}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Second) // past a resync too
 				e.waitIdle()
 
 				if err := e.fake.KillPane(st.PaneID); err != nil {

@@ -987,18 +987,26 @@ fleetd_members{phase="Terminating"} 0
 # HELP fleetd_herdr_up 1 while herdr answers and fleetd's view of it is in sync, 0 otherwise.
 # TYPE fleetd_herdr_up gauge
 fleetd_herdr_up 1
+# HELP fleetd_members_awaiting_input Number of members whose agent waits at a dialog for a person to answer it in herdr.
+# TYPE fleetd_members_awaiting_input gauge
+fleetd_members_awaiting_input 0
 `
-		if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "fleetd_members", "fleetd_herdr_up"); err != nil {
+		if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "fleetd_members", "fleetd_herdr_up", "fleetd_members_awaiting_input"); err != nil {
 			t.Error(err)
 		}
 		total := e.metrics.reconcileTotal
 		if got := testutil.ToFloat64(total.WithLabelValues(controllerName, resultSuccess)); got < 2 {
 			t.Errorf("fleetd_reconcile_total{result=success} = %v, want ≥ 2", got)
 		}
-		for _, r := range []string{resultError, resultRequeue, resultRequeueAfter} {
+		for _, r := range []string{resultError, resultRequeue} {
 			if got := testutil.ToFloat64(total.WithLabelValues(controllerName, r)); got != 0 {
 				t.Errorf("fleetd_reconcile_total{result=%s} = %v in a clean run", r, got)
 			}
+		}
+		// A start returns at once with its check timer (and deadline)
+		// scheduled: one requeue_after per start at least.
+		if got := testutil.ToFloat64(total.WithLabelValues(controllerName, resultRequeueAfter)); got < 2 {
+			t.Errorf("fleetd_reconcile_total{result=requeue_after} = %v, want ≥ 2 (one per start)", got)
 		}
 		if got := testutil.ToFloat64(e.metrics.herdrRequests.WithLabelValues("tab.create", "ok")); got != 2 {
 			t.Errorf("fleetd_herdr_requests_total{method=tab.create,code=ok} = %v, want 2", got)

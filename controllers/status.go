@@ -11,8 +11,20 @@ import (
 
 // memberState is what the controller keeps about a member besides its spec.
 type memberState struct {
-	status v1alpha1.MemberStatus
-	events []v1alpha1.Event
+	status   v1alpha1.MemberStatus
+	events   []v1alpha1.Event
+	awaiting bool // counted in fleetd_members_awaiting_input
+}
+
+// awaitingInput reports whether a status shows an agent waiting at a
+// dialog for a person.
+func awaitingInput(st v1alpha1.MemberStatus) bool {
+	for _, c := range st.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			return c.Reason == v1alpha1.ReasonAwaitingInput
+		}
+	}
+	return false
 }
 
 // runtime is the in-memory restart bookkeeping of one member.
@@ -31,6 +43,12 @@ type runtime struct {
 	session   *v1alpha1.AgentSession
 	resumed   *v1alpha1.AgentSession
 	resumedAt time.Time
+	// start is the agent start under way in the recorded pane, from
+	// tab.create until herdr reports the agent ready; nil otherwise.
+	start *starting
+	// restoring: since when the recorded pane, restored by herdr after a
+	// restart, waits for herdr to relaunch its agent.
+	restoring time.Time
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
@@ -73,6 +91,16 @@ func (b *statusBuilder) cond(typ, status, reason, msg string) {
 		Type: typ, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: b.gen, LastTransitionTime: b.now,
 	})
+}
+
+// condition returns the condition of type typ, or the zero Condition.
+func (b *statusBuilder) condition(typ string) v1alpha1.Condition {
+	for _, c := range b.st.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return v1alpha1.Condition{}
 }
 
 // set writes phase and the three standard conditions at once.
@@ -132,6 +160,14 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 			m.metrics.members.WithLabelValues(b.st.Phase).Inc()
 		}
 	}
+	if awaiting := awaitingInput(s.status); awaiting != s.awaiting {
+		s.awaiting = awaiting
+		if awaiting {
+			m.metrics.awaitingInput.Inc()
+		} else {
+			m.metrics.awaitingInput.Dec()
+		}
+	}
 	m.mu.Unlock()
 	if old != b.st.Phase {
 		m.log.Info("member phase changed", "member", name, "from", old, "to", b.st.Phase,
@@ -147,6 +183,9 @@ func (m *Manager) forgetMember(name string) {
 	if ok {
 		if s.status.Phase != "" {
 			m.metrics.members.WithLabelValues(s.status.Phase).Dec()
+		}
+		if s.awaiting {
+			m.metrics.awaitingInput.Dec()
 		}
 		delete(m.states, name)
 	}

@@ -28,11 +28,15 @@ const (
 const (
 	ReasonAgentReady = "AgentReady"
 	ReasonStarting   = "Starting"
-	ReasonBackOff    = "BackOff"
-	ReasonCrashLoop  = "CrashLoop"
-	ReasonFailed     = "Failed"
-	ReasonPaused     = "Paused"
-	ReasonAsExpected = "AsExpected"
+	// ReasonAwaitingInput: the agent came up at a dialog (a first-run
+	// trust prompt, a login) and waits for a person to answer it in herdr;
+	// the start has not failed and no startup deadline runs meanwhile.
+	ReasonAwaitingInput = "AwaitingInput"
+	ReasonBackOff       = "BackOff"
+	ReasonCrashLoop     = "CrashLoop"
+	ReasonFailed        = "Failed"
+	ReasonPaused        = "Paused"
+	ReasonAsExpected    = "AsExpected"
 
 	// Reasons a member waits for its spec, or an object it references, to
 	// change (Ready=False, no retries).
@@ -43,6 +47,10 @@ const (
 
 	ReasonHerdrUnavailable = "HerdrUnavailable"
 	ReasonHerdrError       = "HerdrError"
+	// ReasonReconcileError: fleetd could not take the member's next step
+	// (a state file it could not write, a launch it could not prepare);
+	// retried with backoff, the message holds the error.
+	ReasonReconcileError = "ReconcileError"
 
 	// Reasons of ConditionManifestValid.
 	ReasonManifestError    = "ManifestError"

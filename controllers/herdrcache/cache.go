@@ -276,6 +276,9 @@ func (c *Cache) TabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	return c.view.tabsWithLabelPrefix(prefix)
 }
 
+// TabPanes returns the panes of a tab.
+func (c *Cache) TabPanes(tabID string) []herdr.PaneInfo { return c.view.tabPanes(tabID) }
+
 // The writes below are a writer's report of what it did to herdr itself.
 // They are stamped, so that a listing that began before them does not undo
 // them, and they call no OnEvent handler: the writer knows.

@@ -277,3 +277,16 @@ func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	}
 	return out
 }
+
+// tabPanes returns the panes of a tab.
+func (v *view) tabPanes(tabID string) []herdr.PaneInfo {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []herdr.PaneInfo
+	for _, p := range v.panes {
+		if p.TabID == tabID {
+			out = append(out, p)
+		}
+	}
+	return out
+}

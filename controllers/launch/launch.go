@@ -58,10 +58,23 @@ type Launcher interface {
 	Prepare(ctx context.Context, m *v1alpha1.Member, p *v1alpha1.Profile, tenants map[string]*v1alpha1.Tenant) (Spec, error)
 	// Bind ties a prepared launch to the pane herdr created for it.
 	Bind(spec Spec, paneID, terminalID string) error
-	// Release is told that a pane fleetd ran was closed or replaced.
-	Release(paneID string) error
+	// Release is told that a pane fleetd ran was closed or replaced: it
+	// revokes that pane's credential and nothing else (never another
+	// pane's, even one that now carries the same pane id).
+	Release(p Pane) error
 	// Forget is told that a member was deleted.
 	Forget(member string) error
+}
+
+// Pane names a pane fleetd ran for a member, for [Launcher.Release].
+type Pane struct {
+	Member     string
+	PaneID     string
+	TerminalID string
+	// Token is the handle Spec.Token gave the pane's credential; "" for a
+	// pane recorded before fleetd kept it (Release then matches the member
+	// and the pane id together).
+	Token string
 }
 
 // Planner is implemented by a Launcher that can resolve a member's plan rows

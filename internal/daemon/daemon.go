@@ -250,6 +250,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	defer mgr.Close() // on a failed start; after Run it changes nothing
+	dropUnownedTokens(toks, mgr.Owned(), log)
 
 	handler, err = mcp.NewHandler(mcp.Options{
 		Members:    mgr,

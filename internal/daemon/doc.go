@@ -8,6 +8,10 @@
 // It owns start-up order and shutdown, nothing else: every behaviour lives
 // in the packages it wires together.
 //
+//   - Before the controllers run, every worker token that no ownership
+//     record holds is revoked (tokens of panes whose record was lost, of
+//     launches that never got their pane recorded); the controllers release
+//     each recorded pane's token when that pane ends.
 //   - The controllers feed the messaging core every agent status they
 //     observe (ObserveStatus) and every pane gone for good (WorkerGone,
 //     which also lets bridge_stop's wait end).

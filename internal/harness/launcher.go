@@ -35,7 +35,7 @@ type TokenRegistry interface {
 	Mint(member, memberUID string) (string, tokens.ID, error)
 	Bind(id tokens.ID, paneID, terminalID string) error
 	Revoke(id tokens.ID) error
-	RevokePane(paneID string) (int, error)
+	RevokeMemberPane(member, paneID string) (int, error)
 	RevokeMember(name string) (int, error)
 }
 
@@ -208,9 +208,15 @@ func (l *Launcher) Bind(spec launch.Spec, paneID, terminalID string) error {
 	return l.tokens.Bind(tokens.ID(spec.Token), paneID, terminalID)
 }
 
-// Release revokes the tokens of a pane that was closed or replaced.
-func (l *Launcher) Release(paneID string) error {
-	_, err := l.tokens.RevokePane(paneID)
+// Release revokes the token of a pane that was closed or replaced: the one
+// its launch was given when the controllers recorded it, else the member's
+// tokens bound to that pane id. A pane id that herdr gave another member's
+// pane since (after a restart) never revokes that member's token.
+func (l *Launcher) Release(p launch.Pane) error {
+	if p.Token != "" {
+		return l.tokens.Revoke(tokens.ID(p.Token))
+	}
+	_, err := l.tokens.RevokeMemberPane(p.Member, p.PaneID)
 	return err
 }
 

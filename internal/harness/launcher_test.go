@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -265,7 +266,7 @@ func TestLauncher_ReleaseAndForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.l.Release("w1:p1"); err != nil {
+	if err := f.l.Release(launch.Pane{Member: "reviewer", PaneID: "w1:p1", Token: first.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := f.reg.Resolve(first.Env[TokenEnv]); ok {

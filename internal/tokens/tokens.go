@@ -168,20 +168,25 @@ func (r *Registry) RevokeMember(name string) (int, error) {
 	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == name })
 }
 
-// RevokePane forgets every token bound to paneID and returns how many there
-// were.
-func (r *Registry) RevokePane(paneID string) (int, error) {
-	if paneID == "" {
+// RevokeMemberPane forgets the named member's tokens bound to paneID and
+// returns how many there were. A pane id alone never revokes: herdr can
+// give a pane id that once was one member's to another member's pane (a
+// workspace id reused after a restart), and that member's token must live.
+func (r *Registry) RevokeMemberPane(member, paneID string) (int, error) {
+	if member == "" || paneID == "" {
 		return 0, nil
 	}
-	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.PaneID == paneID })
+	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == member && i.PaneID == paneID })
 }
 
 // Retain keeps the worker tokens for which keep returns true and forgets the
-// rest, returning how many it forgot. The reconciler uses it after adopting
-// panes on start-up to drop tokens of panes and members that are gone.
-func (r *Registry) Retain(keep func(Identity) bool) (int, error) {
-	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return !keep(i) })
+// rest, returning how many it forgot. fleetd calls it once at start-up,
+// before any pane is launched, to drop every token no ownership record
+// holds: tokens of panes that ended while fleetd was down, of tabs whose
+// record was lost (closed as orphans), or minted by a launch that never got
+// its pane.
+func (r *Registry) Retain(keep func(ID, Identity) bool) (int, error) {
+	return r.removeWhere(func(s [sha256.Size]byte, i Identity) bool { return !keep(idOf(s), i) })
 }
 
 // Resolve returns the identity of the caller presenting token: the primary,

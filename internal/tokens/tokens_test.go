@@ -164,13 +164,18 @@ func TestRegistry_Revoke(t *testing.T) {
 			wantN:  2, wantAlive: []bool{false, false, true, true},
 		},
 		{
-			name:   "by pane",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokePane("w1:p2") },
+			name:   "by member and pane",
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMemberPane("a", "w1:p2") },
 			wantN:  1, wantAlive: []bool{true, false, true, true},
 		},
 		{
+			name:   "another member's pane id matches nothing",
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMemberPane("a", "w1:p3") },
+			wantN:  0, wantAlive: []bool{true, true, true, true},
+		},
+		{
 			name:   "empty pane id matches nothing",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokePane("") },
+			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMemberPane("c", "") },
 			wantN:  0, wantAlive: []bool{true, true, true, true},
 		},
 		{
@@ -181,9 +186,16 @@ func TestRegistry_Revoke(t *testing.T) {
 		{
 			name: "retain bound panes only",
 			revoke: func(r *Registry, _ []ID) (int, error) {
-				return r.Retain(func(i Identity) bool { return i.PaneID != "" })
+				return r.Retain(func(_ ID, i Identity) bool { return i.PaneID != "" })
 			},
 			wantN: 1, wantAlive: []bool{true, true, true, false},
+		},
+		{
+			name: "retain by id",
+			revoke: func(r *Registry, ids []ID) (int, error) {
+				return r.Retain(func(id ID, _ Identity) bool { return id == ids[1] })
+			},
+			wantN: 3, wantAlive: []bool{false, true, false, false},
 		},
 	}
 	for _, tt := range tests {

@@ -13,14 +13,14 @@ import (
 // compares sizes and pins every method of convergence.)
 func TestFleetHerdrCalls(t *testing.T) {
 	sizes := []int{20, 80}
-	perMember := map[string]bool{"tab.create": true, "pane.get": true, "agent.start": true, "agent.get": true}
+	perMember := map[string]bool{"tab.create": true, "agent.start": true, "agent.get": true}
 	var fixed, resyncs []map[string]int
 	for _, n := range sizes {
 		f := startIdleFleet(t, n, 0)
-		// Per member: one tab, one pane.get (herdr.StartAgent pins the
-		// pane's terminal_id, as herdr's CLI does), one agent.start and one
-		// readiness poll (the fake's agents are ready as soon as
-		// agent.start is answered).
+		// Per member: one tab, one agent.start and one agent.get that
+		// confirms readiness (the fake's agents are ready as soon as
+		// agent.start is answered; the pane's terminal_id is pinned from
+		// tab.create's answer).
 		// Everything else — the protocol check, listings, the workspace,
 		// subscriptions — must not depend on n.
 		rest := map[string]int{}
