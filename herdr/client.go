@@ -1,6 +1,7 @@
 package herdr
 
 import (
+	"bytes"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -140,11 +141,15 @@ func (c *Client) send(ctx context.Context, method string, params any) (*exchange
 		params = struct{}{}
 	}
 	id := c.idPrefix + strconv.FormatUint(c.lastID.Add(1), 10)
-	line, err := json.Marshal(request{ID: id, Method: method, Params: params})
-	if err != nil {
+	// No HTML escaping: it would turn each <, > and & of a prompt into six
+	// bytes, and a prompt well within the content limit over herdr's 1 MiB.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(request{ID: id, Method: method, Params: params}); err != nil {
 		return nil, "encode_error", fmt.Errorf("herdr %s: encode request: %w", method, err)
 	}
-	line = append(line, '\n')
+	line := buf.Bytes() // Encode ends it with the newline
 	if len(line) > MaxRequestBytes {
 		return nil, "request_too_large", fmt.Errorf("herdr %s: %w (%d bytes)", method, ErrRequestTooLarge, len(line))
 	}

@@ -467,6 +467,25 @@ func TestRequest_TooLargeIsRefusedLocally(t *testing.T) {
 	}
 }
 
+// TestRequest_TextIsNotHTMLEscaped pins that <, > and & go to herdr as
+// themselves: escaped (six bytes each) a 300 KiB prompt of them would be over
+// herdr's 1 MiB and refused.
+func TestRequest_TextIsNotHTMLEscaped(t *testing.T) {
+	lines := make(chan string, 1)
+	srv := startServer(t, func(c *scriptConn) {
+		lines <- string(c.line)
+		c.result(`{"type":"ok"}`)
+	})
+	text := strings.Repeat("<a&b>", 60<<10)
+	if err := newClient(t, &Options{SocketPath: srv.path}).SendText(t.Context(), "w1:p2", text); err != nil {
+		t.Fatalf("send %d bytes of <, > and &: %v", len(text), err)
+	}
+	line := <-lines
+	if !strings.Contains(line, `"text":"`+text+`"`) || len(line) > len(text)+200 {
+		t.Errorf("request line of %d bytes does not carry the %d-byte text as itself", len(line), len(text))
+	}
+}
+
 // TestCancel_ClosesConnection pins how long calls are abandoned: the client
 // closes the connection (herdr's only cancel signal) without writing a byte.
 func TestCancel_ClosesConnection(t *testing.T) {
