@@ -37,12 +37,12 @@ fmt:
 # The fleet benchmarks (package bench) against the fake herdr, then the
 # whole-process figures of $(BIN), printed as one table (docs/performance.md
 # explains it). Knobs go to the benchmarks, e.g.
-# BENCHARGS='-sizes 100,500 -latency 2ms'; the raw output stays in
-# bin/bench.txt.
+# BENCHARGS='-sizes 100,500 -ready-sizes 100 -latency 2ms'; the raw output
+# stays in bin/bench.txt.
 BENCHARGS    ?=
 BENCHMEMBERS ?= 1000
 bench: build
-	@echo "running the fleet benchmarks (a few minutes)..."
+	@echo "running the fleet benchmarks (5–10 minutes: Convergence with 3 s agent starts takes longest)..."
 	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
 	$(GO) run ./test/bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -14,7 +16,10 @@ import (
 var (
 	latency    = flag.Duration("latency", time.Millisecond, "latency injected into every fake herdr call")
 	pollInt    = flag.Duration("poll", 10*time.Millisecond, "agent readiness poll interval (fleetd's PollInterval and the baselines')")
-	sizes      = flag.String("sizes", "100,500,1000", "fleet sizes of BenchmarkConvergence")
+	sizes      = flag.String("sizes", "100,500,1000", "fleet sizes of BenchmarkConvergence with agents ready at once")
+	readyDelay = flag.Duration("ready-delay", 3*time.Second, "agent start time (agent.start → interactive-ready, real clock) of BenchmarkConvergence/ready=…; 0 skips those runs")
+	readySizes = flag.String("ready-sizes", "100,500", "fleet sizes of BenchmarkConvergence/ready=…")
+	readyPoll  = flag.Duration("ready-poll", herdr.DefaultPollInterval, "readiness poll interval of BenchmarkConvergence/ready=… (fleetd's and the baseline's; herdr's CLI polls every 100ms)")
 	drift      = flag.Int("drift", 100, "members (one kill each) of BenchmarkDriftRepair")
 	mass       = flag.Int("mass", 300, "members (all killed at once) of BenchmarkMassRepair")
 	rendezvous = flag.Int("rendezvous", 200, "sends of BenchmarkRendezvous")
@@ -46,23 +51,56 @@ func reportCalls(b *testing.B, calls, base map[string]int, n int) {
 }
 
 // BenchmarkConvergence: wall time for N members to become Ready from an
-// empty herdr, each herdr call taking -latency, against the strictly needed
-// calls with the same concurrency; and herdr calls per member by method.
+// empty herdr, each herdr call taking -latency, and herdr calls per member
+// by method, in two settings:
+//
+//   - members=N (-sizes): agents ready as soon as agent.start is answered,
+//     against the strictly needed calls with fleetd's concurrency (as many
+//     goroutines as fleetd has workers);
+//   - ready=D/members=N (-ready-sizes, -ready-delay): agents ready D after
+//     agent.start, as herdr's agents are (a 3 s settle plus detection), on
+//     the real clock — the figure is real time — against a bare client that
+//     starts every member at once (tab.create, agent.start, readiness
+//     polling every -ready-poll, one goroutine per member).
 func BenchmarkConvergence(b *testing.B) {
-	for _, s := range strings.Split(*sizes, ",") {
-		var n int
-		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
-			b.Fatalf("bad -sizes entry %q", s)
-		}
+	for _, n := range parseSizes(b, "-sizes", *sizes) {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			for range b.N {
-				r := measureConvergence(b, n, *latency, *pollInt)
-				reportPair(b, "wall-ms", ms(r.wall), ms(r.baseWall))
-				reportPair(b, "cpu-ms", ms(r.cpu), ms(r.baseCPU))
-				reportCalls(b, r.calls, r.baseCalls, n)
-			}
+			benchConvergence(b, convergenceConfig{members: n, latency: *latency, poll: *pollInt, baseWorkers: controllers.DefaultWorkers})
 		})
 	}
+	if *readyDelay <= 0 {
+		return
+	}
+	for _, n := range parseSizes(b, "-ready-sizes", *readySizes) {
+		b.Run(fmt.Sprintf("ready=%s/members=%d", *readyDelay, n), func(b *testing.B) {
+			benchConvergence(b, convergenceConfig{members: n, latency: *latency, poll: *readyPoll, ready: *readyDelay})
+		})
+	}
+}
+
+func benchConvergence(b *testing.B, cfg convergenceConfig) {
+	for range b.N {
+		r := measureConvergence(b, cfg)
+		reportPair(b, "wall-ms", ms(r.wall), ms(r.baseWall))
+		reportPair(b, "cpu-ms", ms(r.cpu), ms(r.baseCPU))
+		reportCalls(b, r.calls, r.baseCalls, cfg.members)
+	}
+}
+
+// parseSizes reads a comma-separated list of fleet sizes ("" is none).
+func parseSizes(b *testing.B, flagName, list string) []int {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+			b.Fatalf("bad %s entry %q: want a positive number of members", flagName, s)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // BenchmarkIdleResync: herdr calls per resync interval of a converged, idle
@@ -114,12 +152,15 @@ func BenchmarkDriftRepair(b *testing.B) {
 }
 
 // BenchmarkMassRepair: every member's pane is killed at once; time until
-// all replacement tab.create calls reach herdr, against a bare client that
-// follows pane.exited with as many goroutines as fleetd has workers.
+// all replacement tab.create calls reach herdr (all-ms) and until every
+// member is Ready again on its new pane (ready-ms), against a bare client
+// that follows pane.exited and recreates every member's tab and agent at
+// once.
 func BenchmarkMassRepair(b *testing.B) {
 	for range b.N {
-		fleetd, base := measureMassRepair(b, *mass, *latency, *pollInt)
-		reportPair(b, "all-ms", ms(fleetd), ms(base))
+		r := measureMassRepair(b, *mass, *latency, *pollInt)
+		reportPair(b, "ready-ms", ms(r.ready), ms(r.baseReady))
+		reportPair(b, "all-ms", ms(r.tabs), ms(r.baseTabs))
 	}
 }
 

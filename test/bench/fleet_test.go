@@ -67,7 +67,14 @@ func quietLogger() *slog.Logger {
 // real clock); it is closed when tb ends.
 func startFake(tb testing.TB, lat time.Duration) *herdrtest.Server {
 	tb.Helper()
-	fake, err := validated.Start(nil)
+	return startFakeWith(tb, nil, lat)
+}
+
+// startFakeWith is startFake with the fake's options (nil: the defaults:
+// agents ready as soon as agent.start is answered).
+func startFakeWith(tb testing.TB, opts *herdrtest.Options, lat time.Duration) *herdrtest.Server {
+	tb.Helper()
+	fake, err := validated.Start(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -151,18 +158,26 @@ func startFleet(tb testing.TB, fake *herdrtest.Server, cfg fleetConfig) *fleet {
 	return &fleet{fake: fake, mgr: mgr, reg: reg, names: names, stop: stop}
 }
 
-// waitReady blocks until every member is Ready. At each change it checks
-// the members not yet seen Ready in name order and stops at the first that
-// is not, so that watching a large fleet costs the measured process O(1)
-// per change; the last member turning Ready is a change, and the check
-// then runs through to the end.
+// waitReady blocks until every member is Ready.
 func (f *fleet) waitReady(ctx context.Context) error {
+	return f.waitAll(ctx, "Ready", func(_ string, st v1alpha1.MemberStatus) bool {
+		return st.Phase == v1alpha1.PhaseReady
+	})
+}
+
+// waitAll blocks until cond holds for every member (what names cond in
+// the error). At each change it checks the members not yet seen to satisfy
+// it in name order and stops at the first that does not, so that watching
+// a large fleet costs the measured process O(1) per change; the last
+// member satisfying it is a change, and the check then runs through to the
+// end. A member is never checked again once it satisfied cond.
+func (f *fleet) waitAll(ctx context.Context, what string, cond func(name string, st v1alpha1.MemberStatus) bool) error {
 	pending := append([]string(nil), f.names...)
 	for {
 		ch := f.mgr.Changed()
 		for len(pending) > 0 {
 			m, ok := f.mgr.Member(pending[0])
-			if !ok || m.Status.Phase != v1alpha1.PhaseReady {
+			if !ok || !cond(pending[0], m.Status) {
 				break
 			}
 			pending = pending[1:]
@@ -173,7 +188,7 @@ func (f *fleet) waitReady(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d members not Ready: %w", len(pending), len(f.names), ctx.Err())
+			return fmt.Errorf("%d of %d members not %s (first: %s): %w", len(pending), len(f.names), what, pending[0], ctx.Err())
 		}
 	}
 }
@@ -231,55 +246,82 @@ func total(calls map[string]int) int {
 	return n
 }
 
-// baselineConverge makes only the herdr calls n members strictly need —
-// one workspace, then per member tab.create (labelled, with the pane
-// environment) and agent.start with readiness polling — through workers
-// goroutines, as fleetd's reconcile workers would.
-func baselineConverge(ctx context.Context, c *herdr.Client, names []string, workers int, poll time.Duration) error {
+// baseMember makes the herdr calls one member strictly needs — tab.create
+// (labelled, with the pane environment), then agent.start with agent.get
+// readiness polling every poll, as herdr's CLI starts an agent — and
+// returns the member's pane.
+func baseMember(ctx context.Context, c *herdr.Client, workspaceID, name string, poll time.Duration) (string, error) {
+	tab, err := c.CreateTab(ctx, herdr.TabCreateParams{
+		WorkspaceID: workspaceID, Label: controllers.TabLabelPrefix + name, Env: benchEnv,
+	})
+	if err == nil {
+		_, err = c.StartAgent(ctx, herdr.AgentStartParams{
+			Name: name, Kind: benchHarness, PaneID: tab.RootPane.PaneID, Args: benchArgs,
+			TimeoutMS: v1alpha1.DefaultStartupTimeout.Milliseconds(),
+		}, poll)
+	}
+	if err != nil {
+		return "", fmt.Errorf("baseline member %s: %w", name, err)
+	}
+	return tab.RootPane.PaneID, nil
+}
+
+// baselineConverge makes only the herdr calls the members strictly need —
+// one workspace, then [baseMember] for each — through workers goroutines,
+// as fleetd's reconcile workers would; workers ≤ 0 starts every member at
+// once (one goroutine each). It returns the workspace and each member's
+// pane; the first failure stops it.
+func baselineConverge(ctx context.Context, c *herdr.Client, names []string, workers int, poll time.Duration) (string, map[string]string, error) {
 	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
 	if err != nil {
-		return err
+		return "", nil, err
 	}
+	wsID := ws.Workspace.WorkspaceID
+	if workers <= 0 || workers > len(names) {
+		workers = len(names)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	jobs := make(chan string)
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
+	var (
+		mu       sync.Mutex
+		panes    = make(map[string]string, len(names))
+		firstErr error
+		wg       sync.WaitGroup
+	)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for name := range jobs {
-				tab, err := c.CreateTab(ctx, herdr.TabCreateParams{
-					WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + name, Env: benchEnv,
-				})
-				if err == nil {
-					_, err = c.StartAgent(ctx, herdr.AgentStartParams{
-						Name: name, Kind: benchHarness, PaneID: tab.RootPane.PaneID, Args: benchArgs,
-						TimeoutMS: v1alpha1.DefaultStartupTimeout.Milliseconds(),
-					}, poll)
+				pane, err := baseMember(ctx, c, wsID, name, poll)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
 				}
-				if err != nil {
-					errs <- fmt.Errorf("baseline member %s: %w", name, err)
-					return
-				}
+				panes[name] = pane
+				mu.Unlock()
 			}
 		}()
 	}
-	var sendErr error
 feed:
 	for _, n := range names {
 		select {
 		case jobs <- n:
-		case sendErr = <-errs:
+		case <-ctx.Done():
 			break feed
 		}
 	}
 	close(jobs)
 	wg.Wait()
-	close(errs)
-	if sendErr != nil {
-		return sendErr
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
 	}
-	return <-errs // nil when no worker failed
+	if firstErr != nil {
+		return "", nil, firstErr
+	}
+	return wsID, panes, nil
 }
 
 // percentile returns the p-th percentile (0 < p ≤ 100) of ds by the

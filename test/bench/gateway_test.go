@@ -92,7 +92,9 @@ func callTool(ctx context.Context, s *sdk.ClientSession, name string, args map[s
 
 // startGateway runs fleetd with one worker whose agent behaves as b (the
 // fake's default for every agent) and waits until the worker is Ready and
-// fleetd follows its status events.
+// fleetd follows its status events. The per-token limit of MCP tool calls
+// is off: the benchmarks measure the path of calls made back to back (200
+// sends) or all at once (500 held), which that limit exists to refuse.
 func startGateway(tb testing.TB, lat time.Duration, b herdrtest.Behavior, msg *messaging.Options) *gateway {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -123,7 +125,7 @@ func startGateway(tb testing.TB, lat time.Duration, b herdrtest.Behavior, msg *m
 	go func() {
 		done <- daemon.Run(runCtx, daemon.Config{
 			ManifestsDir: dir, StateDir: state, Listen: "127.0.0.1:0", HerdrSocket: fake.SocketPath(),
-			Messaging: msg, Ready: func(i daemon.Info) { ready <- i },
+			Messaging: msg, Ready: func(i daemon.Info) { ready <- i }, ToolCallRate: -1,
 		})
 	}()
 	tb.Cleanup(func() {

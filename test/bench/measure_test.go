@@ -25,18 +25,33 @@ type convergence struct {
 	calls, baseCalls map[string]int
 }
 
-// measureConvergence converges n members from an empty herdr with fleetd,
-// then does the baseline's strictly needed calls on a second, fresh fake
-// with the same latency and as many workers as fleetd has.
-func measureConvergence(tb testing.TB, n int, lat, poll time.Duration) convergence {
+// convergenceConfig describes one convergence measurement.
+type convergenceConfig struct {
+	members int
+	// latency is added to every herdr call; poll is the readiness poll
+	// interval of fleetd and of the baseline.
+	latency, poll time.Duration
+	// ready is the fake's agent start time (Options.ReadyDelay, on the real
+	// clock): how long after agent.start an agent is interactive-ready.
+	ready time.Duration
+	// baseWorkers is the baseline's concurrency; 0 starts every member at
+	// once.
+	baseWorkers int
+}
+
+// measureConvergence converges cfg.members members from an empty herdr
+// with fleetd, then makes the baseline's strictly needed calls on a second,
+// fresh fake with the same latency and agent start time.
+func measureConvergence(tb testing.TB, cfg convergenceConfig) convergence {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var r convergence
+	opts := func() *herdrtest.Options { return &herdrtest.Options{ReadyDelay: cfg.ready} }
 
-	fake := startFake(tb, lat)
+	fake := startFakeWith(tb, opts(), cfg.latency)
 	start, cpu := time.Now(), cpuTime(tb)
-	f := startFleet(tb, fake, fleetConfig{members: n, poll: poll})
+	f := startFleet(tb, fake, fleetConfig{members: cfg.members, poll: cfg.poll})
 	if err := f.waitReady(ctx); err != nil {
 		tb.Fatal(err)
 	}
@@ -45,9 +60,9 @@ func measureConvergence(tb testing.TB, n int, lat, poll time.Duration) convergen
 	f.stop()
 	fake.Close()
 
-	base := startFake(tb, lat)
+	base := startFakeWith(tb, opts(), cfg.latency)
 	start, cpu = time.Now(), cpuTime(tb)
-	if err := baselineConverge(ctx, herdrClient(base), memberNames(n), controllers.DefaultWorkers, poll); err != nil {
+	if _, _, err := baselineConverge(ctx, herdrClient(base), memberNames(cfg.members), cfg.baseWorkers, cfg.poll); err != nil {
 		tb.Fatal(err)
 	}
 	r.baseWall, r.baseCPU = time.Since(start), cpuTime(tb)-cpu
@@ -322,46 +337,69 @@ func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Dur
 	return out
 }
 
-// measureMassRepair kills every member's pane at once and measures how long
-// until all n replacement tabs have been asked of herdr. The baseline is a
-// bare client following pane.exited that recreates through as many
-// goroutines as fleetd has workers.
-func measureMassRepair(tb testing.TB, n int, lat, poll time.Duration) (fleetd, base time.Duration) {
+// massRepair is one mass-repair run of fleetd and of the baseline.
+type massRepair struct {
+	// tabs: from the kills until every replacement tab.create has reached
+	// herdr; ready: until every member is Ready again on its new pane.
+	tabs, baseTabs, ready, baseReady time.Duration
+}
+
+// measureMassRepair converges n members, kills every member's pane at once
+// and measures how long until all n replacement tabs have been asked of
+// herdr and until every member is Ready again on a new pane. The baseline,
+// on a second fake with the same latency, is a bare client that converged
+// the same members and follows pane.exited, recreating each member's tab
+// and agent ([baseMember]) as soon as its pane exits, all at once.
+func measureMassRepair(tb testing.TB, n int, lat, poll time.Duration) massRepair {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	var r massRepair
 
 	fake := startFake(tb, lat)
 	f := startFleet(tb, fake, fleetConfig{members: n, poll: poll})
 	if err := f.waitReady(ctx); err != nil {
 		tb.Fatal(err)
 	}
+	old := make(map[string]string, n)
 	var panes []string
 	for _, name := range f.names {
-		panes = append(panes, f.status(tb, name).PaneID)
+		old[name] = f.status(tb, name).PaneID
+		panes = append(panes, old[name])
 	}
-	fleetd = killAll(ctx, tb, fake, panes)
+	start := time.Now()
+	r.tabs = killAll(ctx, tb, fake, panes)
+	if err := f.waitAll(ctx, "Ready on a new pane", func(name string, st v1alpha1.MemberStatus) bool {
+		return st.Phase == v1alpha1.PhaseReady && st.PaneID != "" && st.PaneID != old[name]
+	}); err != nil {
+		tb.Fatalf("after %d panes were killed: %v", n, err)
+	}
+	r.ready = time.Since(start)
 	f.stop()
 	fake.Close()
 
-	fake = startFake(tb, lat)
-	defer fake.Close()
+	base := startFake(tb, lat)
+	r.baseTabs, r.baseReady = baselineMassRepair(ctx, tb, base, n, poll)
+	base.Close()
+	return r
+}
+
+// baselineMassRepair: n members converged on fake by a bare client, which
+// then follows pane.exited and recreates every exited member at once; the
+// kills → all replacement tab.create calls at herdr, and → every member's
+// agent ready again.
+func baselineMassRepair(ctx context.Context, tb testing.TB, fake *herdrtest.Server, n int, poll time.Duration) (tabs, ready time.Duration) {
+	tb.Helper()
 	c := herdrClient(fake)
-	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	wsID, panes, err := baselineConverge(ctx, c, memberNames(n), 0, poll)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	create := func(ctx context.Context) error {
-		_, err := c.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + "b", Env: benchEnv})
-		return err
-	}
-	panes = panes[:0]
-	for range n {
-		tab, err := c.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + "b", Env: benchEnv})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		panes = append(panes, tab.RootPane.PaneID)
+	member := make(map[string]string, n) // pane → member, for the panes still to repair
+	var killed []string
+	for name, p := range panes {
+		member[p] = name
+		killed = append(killed, p)
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -369,34 +407,42 @@ func measureMassRepair(tb testing.TB, n int, lat, poll time.Duration) (fleetd, b
 	if err != nil {
 		tb.Fatal(err)
 	}
-	exited := make(chan struct{}, n)
+	repaired := make(chan error, n)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer close(exited)
 		for ev := range stream.Events() {
-			if ev.Kind == herdr.EventPaneExited {
-				exited <- struct{}{}
+			name, ok := member[ev.PaneID]
+			if ev.Kind != herdr.EventPaneExited || !ok {
+				continue
 			}
+			delete(member, ev.PaneID)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := baseMember(sctx, c, wsID, name, poll)
+				repaired <- err
+			}()
 		}
 	}()
-	for range controllers.DefaultWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range exited {
-				if err := create(sctx); err != nil && sctx.Err() == nil {
-					tb.Errorf("baseline repair: %v", err)
-				}
+	start := time.Now()
+	tabs = killAll(ctx, tb, fake, killed)
+	for range n {
+		select {
+		case err := <-repaired:
+			if err != nil {
+				tb.Fatalf("baseline repair: %v", err)
 			}
-		}()
+		case <-ctx.Done():
+			tb.Fatalf("baseline repair: %v", ctx.Err())
+		}
 	}
-	base = killAll(ctx, tb, fake, panes)
+	ready = time.Since(start)
 	stop()
 	stream.Close()
 	wg.Wait()
-	return fleetd, base
+	return tabs, ready
 }
 
 // killAll kills the panes at once and waits until as many tab.create calls

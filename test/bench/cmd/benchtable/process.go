@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -42,8 +45,10 @@ type procFigures struct {
 // is over.
 const settle = 2 * time.Second
 
-// measureProcess runs fleetd with no members (the baseline) and with
-// cfg.members, and returns their figures as rows.
+// measureProcess runs fleetd with no members and with cfg.members, and a
+// bare client converging the same members, and returns their figures as
+// rows: convergence against the bare client, memory and goroutines against
+// the empty fleetd.
 func measureProcess(ctx context.Context, cfg processConfig) ([]row, error) {
 	empty, err := runFleetd(ctx, cfg, 0)
 	if err != nil {
@@ -53,16 +58,89 @@ func measureProcess(ctx context.Context, cfg processConfig) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetd with %d members: %w", cfg.members, err)
 	}
-	bench := fmt.Sprintf("Process/members=%d", cfg.members)
+	bare, err := runBare(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bare client with %d members: %w", cfg.members, err)
+	}
+	return processRows(cfg.members, full, empty, bare), nil
+}
+
+// processRows are the whole-process rows: fleetd's convergence next to the
+// bare client's (bare), its memory and goroutines next to an empty
+// fleetd's.
+func processRows(members int, full, empty procFigures, bare time.Duration) []row {
+	bench := fmt.Sprintf("Process/members=%d", members)
 	const mib = 1024
 	return []row{
-		{Bench: bench, Figure: "converge-ms", Value: ms(full.converge), Base: ms(empty.converge), HasBase: true},
+		{Bench: bench, Figure: "converge-ms", Value: ms(full.converge), Base: ms(bare), HasBase: true},
 		{Bench: bench, Figure: "rss-MiB", Value: full.rssKiB / mib, Base: empty.rssKiB / mib, HasBase: true},
 		{Bench: bench, Figure: "peak-rss-MiB", Value: full.peakKiB / mib, Base: empty.peakKiB / mib, HasBase: true},
 		{Bench: bench, Figure: "heap-inuse-MiB", Value: full.heap / (1 << 20), Base: empty.heap / (1 << 20), HasBase: true},
 		{Bench: bench, Figure: "goroutines", Value: full.goroutines, Base: empty.goroutines, HasBase: true},
-	}, nil
+	}
 }
+
+// runBare converges cfg.members members on a fresh fake herdr (the same
+// latency) with a bare herdr client, and returns how long it took.
+func runBare(ctx context.Context, cfg processConfig) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	fake, err := validated.Start(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer fake.Close()
+	if cfg.latency > 0 {
+		fake.InjectFault("", herdrtest.Fault{Latency: cfg.latency})
+	}
+	start := time.Now()
+	if err := bareConverge(ctx, herdr.New(&herdr.Options{SocketPath: fake.SocketPath()}), cfg.members, herdr.DefaultPollInterval); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// bareConverge makes only the herdr calls n members strictly need, every
+// member at once: one workspace, then per member (one goroutine each)
+// tab.create with fleetd's tab label and agent.start with the members'
+// profile, polling agent.get every poll until the agent is ready, as
+// herdr's CLI does (`fleetd serve` polls as often by default).
+func bareConverge(ctx context.Context, c *herdr.Client, n int, poll time.Duration) error {
+	ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			name := memberName(i)
+			tab, err := c.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: controllers.TabLabelPrefix + name})
+			if err == nil {
+				_, err = c.StartAgent(ctx, herdr.AgentStartParams{
+					Name: name, Kind: "codex", PaneID: tab.RootPane.PaneID, Args: []string{"-m", "bench"},
+					TimeoutMS: v1alpha1.DefaultStartupTimeout.Milliseconds(),
+				}, poll)
+			}
+			if err != nil {
+				err = fmt.Errorf("member %s: %w", name, err)
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// memberName is the name of the i-th member, as in the manifests.
+func memberName(i int) string { return fmt.Sprintf("m%04d", i) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -93,7 +171,7 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 	}
 	files := map[string]string{"profile.yaml": profileYAML}
 	for i := range n {
-		name := fmt.Sprintf("m%04d", i)
+		name := memberName(i)
 		files[name+".yaml"] = "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: bench\n"
 	}
 	for f, content := range files {

@@ -65,7 +65,7 @@ func parseBench(r io.Reader) ([]row, error) {
 }
 
 // headline figures come first, in this order; the rest alphabetically.
-var headline = []string{"wall-ms", "cpu-ms", "p50-ms", "p99-ms", "all-ms", "errors", "calls/interval", "calls/member", "calls/op"}
+var headline = []string{"wall-ms", "cpu-ms", "p50-ms", "p99-ms", "ready-ms", "all-ms", "errors", "calls/interval", "calls/member", "calls/op"}
 
 func less(a, b string) bool {
 	ra, rb := rank(a), rank(b)
