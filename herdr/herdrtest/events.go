@@ -3,6 +3,7 @@ package herdrtest
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -74,12 +75,21 @@ func statusData(p *pane) statusEventData {
 
 // eventsAfterLocked returns the ring's events newer than seq.
 func (s *Server) eventsAfterLocked(seq uint64) []hubEvent {
-	for i, ev := range s.events {
-		if ev.seq > seq {
-			return s.events[i:]
+	// The ring is in sequence order: a binary search, since every
+	// subscription of every connection asks on every tick.
+	i, _ := slices.BinarySearchFunc(s.events, seq+1, func(ev hubEvent, target uint64) int {
+		switch {
+		case ev.seq < target:
+			return -1
+		case ev.seq > target:
+			return 1
 		}
+		return 0
+	})
+	if i == len(s.events) {
+		return nil
 	}
-	return nil
+	return s.events[i:]
 }
 
 // subscription is one entry of an events.subscribe request.
