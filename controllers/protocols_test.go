@@ -323,3 +323,29 @@ func TestScenario_SlowShellsStartEveryMemberOnce(t *testing.T) {
 		}
 	})
 }
+
+// A status change no stream delivers — it comes after a start's check and
+// before the renewed subscription that covers the new pane, and herdr 0.9
+// replays nothing to a new subscription — is caught up on by the agent
+// listing after the renewal and shown in the member's status at once, not
+// at the next resync. (On protocol 22 the member showed the old status
+// until the next resync.)
+func TestScenario_StatusCaughtUpAfterResubscribeIsShownAtOnce(t *testing.T) {
+	eachProtocol(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")}, func(t *testing.T, e *env) {
+		e.tweak = func(o *Options) { o.ResyncPeriod = time.Hour } // no resync comes to the rescue
+		e.start()
+		pane := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status.PaneID
+		if err := e.fake.SetAgentStatus(pane, "blocked"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		e.waitFor("alpha blocked", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.AgentStatus == "blocked" })
+		if took := time.Since(t0); took > time.Second {
+			t.Errorf("alpha shown blocked %s after the change", took)
+		}
+		e.settled(1)
+		if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.create"] != 1 {
+			t.Errorf("agent.start %d, tab.create %d; want 1 each", c["agent.start"], c["tab.create"])
+		}
+	})
+}
