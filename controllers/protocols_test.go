@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -346,6 +348,74 @@ func TestScenario_StatusCaughtUpAfterResubscribeIsShownAtOnce(t *testing.T) {
 		e.settled(1)
 		if c := e.fake.Calls(); c["agent.start"] != 1 || c["tab.create"] != 1 {
 			t.Errorf("agent.start %d, tab.create %d; want 1 each", c["agent.start"], c["tab.create"])
+		}
+	})
+}
+
+// A herdr restart with restore in which one agent comes back resumed in its
+// own session (herdr knew its agent_session) and another does not come
+// back at all: the first is adopted as it is, the second is replaced —
+// at once on protocol 22, which says why (restore_error), after its
+// startup timeout on protocol 20, which does not.
+func TestScenario_HerdrRestartResumesOneAgentAndLosesAnother(t *testing.T) {
+	files := map[string]string{
+		"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 10s\n", 1),
+		"kept.yaml":    memberYAML("kept"),
+		"lost.yaml":    memberYAML("lost"),
+	}
+	eachProtocol(t, files, func(t *testing.T, e *env) {
+		const session = "0b6b4c8e-6f1e-4c43-9d8e-3f3c1a2b9e10"
+		reg := e.withTokens()
+		e.start()
+		before := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "kept", "lost"))
+		kept, lost := before["kept"].Status, before["lost"].Status
+		if err := e.fake.SetAgentSession(kept.PaneID, herdrtest.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: session}); err != nil {
+			t.Fatal(err)
+		}
+		e.settled(2)
+		keptTok := e.paneToken(kept.PaneID)
+		calls := e.fake.Calls()
+
+		if err := e.fake.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := e.fake.RestartRestored(&herdrtest.RestoreOptions{RestoreErrors: map[string]string{lost.PaneID: "codex exited with status 1"}}); err != nil {
+			t.Fatal(err)
+		}
+		after := e.waitFor("kept adopted, lost replaced", func(ms map[string]v1alpha1.Member) bool {
+			return allPhase(v1alpha1.PhaseReady, "kept", "lost")(ms) && ms["lost"].Status.PaneID != lost.PaneID
+		})
+		took := time.Since(t0)
+		if e.fake.Protocol() >= herdrtest.DefaultProtocol {
+			if took >= time.Second {
+				t.Errorf("lost replaced %s after the restart; herdr said at once that its agent was not restored", took)
+			}
+			if evs := e.mgr.MemberEvents("lost"); !slices.ContainsFunc(evs, func(ev v1alpha1.Event) bool {
+				return strings.Contains(ev.Message, "could not restore") && strings.Contains(ev.Message, "codex exited with status 1")
+			}) {
+				t.Errorf("no event of lost's with herdr's restore_error: %+v", evs)
+			}
+		} else if took < 10*time.Second {
+			t.Errorf("lost replaced %s after the restart, before its 10s startup timeout", took)
+		}
+		e.settled(2)
+		got := e.callsSince(calls)
+		if got["tab.create"] != 1 || got["agent.start"] != 1 || got["tab.close"] != 1 {
+			t.Errorf("herdr calls after the restart: %v; want lost's tab closed, one tab created and one agent started", got)
+		}
+		k := after["kept"].Status
+		if k.PaneID != kept.PaneID || k.Restarts != 0 {
+			t.Errorf("kept: pane %s restarts %d; want %s, 0", k.PaneID, k.Restarts, kept.PaneID)
+		}
+		if p, _ := e.fake.Pane(k.PaneID); p.AgentName != "kept" || p.AgentSession == nil || p.AgentSession.Value != session {
+			t.Errorf("kept's pane runs %q with session %+v; want its own session", p.AgentName, p.AgentSession)
+		}
+		if id, ok := reg.Resolve(keptTok); !ok || id.Member != "kept" || id.TerminalID != k.TerminalID {
+			t.Errorf("kept's token resolves to %+v, %v; want it bound to terminal %s", id, ok, k.TerminalID)
+		}
+		if after["lost"].Status.Restarts != 1 {
+			t.Errorf("lost: %d restarts; want 1", after["lost"].Status.Restarts)
 		}
 	})
 }
