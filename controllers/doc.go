@@ -14,10 +14,12 @@
 //     events.subscribe stream in between. The Manager creates it, runs it
 //     and shares it ([Manager.Cache]); it asks the cache to watch every
 //     owned pane (pane.agent_status_changed) and registers handlers that
-//     map what the cache observes to member keys on the work queue, pass
-//     owned agents' numbered statuses to [Options.OnAgentStatus] (the
-//     messaging status feed), and run the orphan sweep after every
-//     listing. Reconcile reads the cache and writes herdr — tab.create,
+//     map what the cache observes to member keys on the work queue (a
+//     Ready member whose agent status changed is queued however the cache
+//     learnt of it — an event, or the agent listing that catches up after
+//     a resubscription, which no event accompanies), pass owned agents'
+//     numbered statuses to [Options.OnAgentStatus] (the messaging status
+//     feed), and run the orphan sweep after every listing. Reconcile reads the cache and writes herdr — tab.create,
 //     agent.start, tab.close, workspace.create — telling the cache what it
 //     did, so a converged, idle fleet makes no herdr calls beyond the
 //     periodic listing. Nothing in this package lists herdr or subscribes

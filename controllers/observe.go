@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/herdr"
@@ -45,14 +46,33 @@ func (m *Manager) onEvent(ev herdr.Event) {
 }
 
 // onAgentStatus passes an owned pane's agent status, numbered by the cache
-// (idle and done are one state), to Options.OnAgentStatus.
+// (idle and done are one state), to Options.OnAgentStatus, and queues a
+// Ready member whose status shows another agent status. An event queues its
+// member anyway (onEvent), but a status that only a read brought — the
+// agent listing after a resubscription catches up on changes no stream
+// delivered — comes with no event, and the member would show the old status
+// until the next resync (herdr 0.9 replays nothing to a new subscription).
 func (m *Manager) onAgentStatus(paneID, status string, seq uint64) {
-	if m.o.OnAgentStatus == nil {
+	name, ok := m.own.ownerOf(paneID, "")
+	if !ok {
 		return
 	}
-	if name, ok := m.own.ownerOf(paneID, ""); ok {
+	if m.showsOtherAgentStatus(name, status) {
+		m.queue.Add(name)
+	}
+	if m.o.OnAgentStatus != nil {
 		m.o.OnAgentStatus(name, status, seq)
 	}
+}
+
+// showsOtherAgentStatus reports whether a Ready member's status shows an
+// agent status other than status. Starting members are left to their start,
+// which reads the agent itself.
+func (m *Manager) showsOtherAgentStatus(name, status string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.states[name]
+	return ok && s.status.Phase == v1alpha1.PhaseReady && s.status.AgentStatus != status
 }
 
 // onSynced follows every full listing of herdr: the orphan sweep, and every

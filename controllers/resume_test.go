@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -81,8 +80,7 @@ func TestManager_CrashedAgentResumesItsSession(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, map[string]string{"profile.yaml": testProfile + tt.profile, "alpha.yaml": memberYAML("alpha")})
+			eachProtocol(t, map[string]string{"profile.yaml": testProfile + tt.profile, "alpha.yaml": memberYAML("alpha")}, func(t *testing.T, e *env) {
 				reg, err := tokens.Open(e.state, nil)
 				if err != nil {
 					t.Fatal(err)

@@ -70,6 +70,30 @@ type env struct {
 	done     chan error
 	tweak    func(*Options)
 	fakeOpts *herdrtest.Options
+	// protocol is the herdr protocol the fake speaks when its options name
+	// none (0: the fake's default, 22).
+	protocol int
+}
+
+// protocols are the herdr protocols the scenarios run on: 22 (herdr 0.9,
+// what people run and the fake's default) and 20 (herdr 0.8.2).
+var protocols = []int{herdrtest.DefaultProtocol, herdrtest.Protocol20}
+
+// eachProtocol runs a scenario once per herdr protocol, as the subtests
+// "protocol22" and "protocol20", each in its own synctest bubble with an
+// env whose fake speaks that protocol (unless the scenario's fakeOpts name
+// one).
+func eachProtocol(t *testing.T, files map[string]string, scenario func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, p := range protocols {
+		t.Run(fmt.Sprintf("protocol%d", p), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, files)
+				e.protocol = p
+				scenario(t, e)
+			})
+		})
+	}
 }
 
 func newEnv(t *testing.T, files map[string]string) *env {
@@ -94,6 +118,9 @@ func (e *env) startFake(o *herdrtest.Options) {
 	}
 	fo.InMemory = true
 	fo.Validator = validated.Schema()
+	if fo.Protocol == 0 {
+		fo.Protocol = e.protocol
+	}
 	fake, err := herdrtest.Start(&fo)
 	if err != nil {
 		e.t.Fatal(err)
@@ -266,13 +293,12 @@ func (e *env) paneAlive(id string) bool {
 }
 
 func TestManager_ThreeMembersReadyEachInOwnTab(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{
-			"profile.yaml": testProfile,
-			"alpha.yaml":   memberYAML("alpha"),
-			"beta.yaml":    memberYAML("beta"),
-			"team.yml":     memberYAML("gamma", "workspace: api"),
-		})
+	eachProtocol(t, map[string]string{
+		"profile.yaml": testProfile,
+		"alpha.yaml":   memberYAML("alpha"),
+		"beta.yaml":    memberYAML("beta"),
+		"team.yml":     memberYAML("gamma", "workspace: api"),
+	}, func(t *testing.T, e *env) {
 		e.start()
 		ms := e.waitFor("three members Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta", "gamma"))
 		labels := e.tabLabels()
@@ -1238,12 +1264,11 @@ func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
 	})
 }
 
-// A status change between the listing of a (re)started fleetd and its
-// first events.subscribe is caught up on, not lost until the next resync:
-// herdr does not replay per-pane status events.
+// A status change while a (re)started fleetd's first events.subscribe is
+// under way is caught up on, not lost until the next resync: herdr does
+// not replay per-pane status events, and protocol 22 replays none at all.
 func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	eachProtocol(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")}, func(t *testing.T, e *env) {
 		var mu sync.Mutex
 		var seen []string
 		e.tweak = func(o *Options) {
@@ -1253,10 +1278,9 @@ func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T
 				seen = append(seen, member+"="+status)
 			}
 		}
-		// Pinned to herdr 0.8.2 (protocol 20): the restart below relies on
-		// its subscriptions replaying recent events. Protocol 22 replays
-		// nothing; passing there takes subscribe-first-then-snapshot.
-		e.fakeOpts = &herdrtest.Options{Protocol: 20}
+		// Protocol 20 replays recent events to a new subscription; protocol
+		// 22 replays nothing, so there only subscribing first and then
+		// reading herdr catches the change.
 		e.start()
 		pane := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status.PaneID
 		if err := e.fake.SetAgentStatus(pane, "blocked"); err != nil {

@@ -203,11 +203,10 @@ func TestManager_PaneBusyFailsFastOnKindMismatchOrReplacedPane(t *testing.T) {
 // killed for its startup timeout while it waits, and is Ready once the
 // person answers it in herdr.
 func TestManager_AgentAtADialogAwaitsInput(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{
-			"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 20s\n", 1),
-			"alpha.yaml":   memberYAML("alpha"),
-		})
+	eachProtocol(t, map[string]string{
+		"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 20s\n", 1),
+		"alpha.yaml":   memberYAML("alpha"),
+	}, func(t *testing.T, e *env) {
 		e.fakeOpts = &herdrtest.Options{ReadyDelay: time.Second, Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchBlocked,
 			Dialog: "Do you trust the files in this folder?\x07\n\n  \u202e> 1. Yes, proceed   2. No, exit"}}
 		e.tweak = func(o *Options) { o.ResyncPeriod = 15 * time.Second } // resyncs come and go while it waits

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -65,13 +66,24 @@ func startFleet(t *testing.T, extraManifests string) *fleet {
 	return startFleetWith(t, extraManifests, &messaging.Options{PickupGrace: 10 * time.Minute})
 }
 
-// startFleetP20 is startFleet on a simulated herdr 0.8.2 (protocol 20), for
-// the tests that rely on its subscriptions replaying recent events: herdr
-// 0.9 (protocol 22) replays nothing, and they pass there only once the
-// cache subscribes first and then resyncs from a snapshot.
-func startFleetP20(t *testing.T) *fleet {
+// protocols are the herdr protocols the end-to-end scenarios run on: 22
+// (herdr 0.9, what people run and the simulation's default) and 20 (herdr
+// 0.8.2).
+var protocols = []int{herdrtest.DefaultProtocol, herdrtest.Protocol20}
+
+// eachProtocol runs a scenario once per herdr protocol, as the subtests
+// "protocol22" and "protocol20".
+func eachProtocol(t *testing.T, scenario func(t *testing.T, protocol int)) {
 	t.Helper()
-	return startFleetConfig(t, "", Config{SimProtocol: 20, Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
+	for _, p := range protocols {
+		t.Run(fmt.Sprintf("protocol%d", p), func(t *testing.T) { scenario(t, p) })
+	}
+}
+
+// startFleetOn is startFleet on a simulated herdr speaking protocol.
+func startFleetOn(t *testing.T, protocol int) *fleet {
+	t.Helper()
+	return startFleetConfig(t, "", Config{SimProtocol: protocol, Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
 }
 
 func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Options) *fleet {
@@ -350,21 +362,23 @@ func TestGateway_DetachedRepliesLandInMailbox(t *testing.T) {
 }
 
 func TestGateway_TurnDoneReadsTerminalTail(t *testing.T) {
-	f := startFleetP20(t)
-	w := f.spawn("coder")
-	sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "refactor"})
-	f.prompt(w)
-	f.setStatus(w, "working")
-	if err := f.sim.WriteOutput(w.pane, "refactored 3 files, tests pass\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
-		t.Fatal(err)
-	}
-	out := waitOK(t, f.ctx, sent)
-	if out.Outcome != "turn_done" || !strings.Contains(out.Text, "refactored 3 files, tests pass") {
-		t.Errorf("bridge_send = %+v, want turn_done with the terminal tail", out)
-	}
+	eachProtocol(t, func(t *testing.T, protocol int) {
+		f := startFleetOn(t, protocol)
+		w := f.spawn("coder")
+		sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "refactor"})
+		f.prompt(w)
+		f.setStatus(w, "working")
+		if err := f.sim.WriteOutput(w.pane, "refactored 3 files, tests pass\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		out := waitOK(t, f.ctx, sent)
+		if out.Outcome != "turn_done" || !strings.Contains(out.Text, "refactored 3 files, tests pass") {
+			t.Errorf("bridge_send = %+v, want turn_done with the terminal tail", out)
+		}
+	})
 }
 
 func TestGateway_TimeoutKeepsTurnOpen(t *testing.T) {
@@ -423,41 +437,43 @@ func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
 }
 
 func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testing.T) {
-	f := startFleetP20(t)
-	w := f.spawn("coder")
-	f.setStatus(w, "working")
-	base := f.sim.Calls()["agent.prompt"]
-	for _, msg := range []string{"first", "second"} {
-		callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": msg, "wait": false})
-	}
-	f.setStatus(w, "blocked")
-	st := callOK[mcp.StatusOutput](f, f.primary, "bridge_status", nil)
-	if n := f.sim.Calls()["agent.prompt"]; n != base || st.Workers[0].QueueDepth != 2 {
-		t.Fatalf("while working then blocked: %d prompts typed, queue depth %d; want 0 and 2", n-base, st.Workers[0].QueueDepth)
-	}
-	// Going idle makes fleetd type the next message at once, and the fake
-	// agent goes working on it: fleetd's view may never show the idle in
-	// between, so wait for the delivery itself.
-	if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.prompt(w); got != "first" {
-		t.Fatalf("first delivery = %q, want first", got)
-	}
-	// The agent picked it up (working); the second waits for the next turn.
-	f.setStatus(w, "working")
-	if n := f.sim.Calls()["agent.prompt"]; n != base+1 {
-		t.Fatalf("%d prompts typed during the first turn, want 1", n-base)
-	}
-	if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.prompt(w); got != "second" {
-		t.Fatalf("second delivery = %q, want second", got)
-	}
-	if got := f.sim.Prompts(w.pane); !cmp.Equal(got, []string{"first", "second"}) {
-		t.Errorf("prompts typed = %q, want first then second", got)
-	}
+	eachProtocol(t, func(t *testing.T, protocol int) {
+		f := startFleetOn(t, protocol)
+		w := f.spawn("coder")
+		f.setStatus(w, "working")
+		base := f.sim.Calls()["agent.prompt"]
+		for _, msg := range []string{"first", "second"} {
+			callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": msg, "wait": false})
+		}
+		f.setStatus(w, "blocked")
+		st := callOK[mcp.StatusOutput](f, f.primary, "bridge_status", nil)
+		if n := f.sim.Calls()["agent.prompt"]; n != base || st.Workers[0].QueueDepth != 2 {
+			t.Fatalf("while working then blocked: %d prompts typed, queue depth %d; want 0 and 2", n-base, st.Workers[0].QueueDepth)
+		}
+		// Going idle makes fleetd type the next message at once, and the fake
+		// agent goes working on it: fleetd's view may never show the idle in
+		// between, so wait for the delivery itself.
+		if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.prompt(w); got != "first" {
+			t.Fatalf("first delivery = %q, want first", got)
+		}
+		// The agent picked it up (working); the second waits for the next turn.
+		f.setStatus(w, "working")
+		if n := f.sim.Calls()["agent.prompt"]; n != base+1 {
+			t.Fatalf("%d prompts typed during the first turn, want 1", n-base)
+		}
+		if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.prompt(w); got != "second" {
+			t.Fatalf("second delivery = %q, want second", got)
+		}
+		if got := f.sim.Prompts(w.pane); !cmp.Equal(got, []string{"first", "second"}) {
+			t.Errorf("prompts typed = %q, want first then second", got)
+		}
+	})
 }
 
 func TestGateway_Spoofing(t *testing.T) {
