@@ -53,6 +53,9 @@ type File interface {
 type Journal struct {
 	path string
 	wrap func(File) File // applied to every file the journal opens
+	// syncDir and maxTail are syncDir and maxTail; tests change them.
+	syncDir func(dir string) error
+	maxTail int
 
 	mu   sync.Mutex
 	f    File
@@ -131,7 +134,7 @@ func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, 
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return nil, nil, 0, err
 	}
-	return &Journal{path: path, f: f, wrap: wrap, size: good}, s.records, dropped, nil
+	return &Journal{path: path, f: f, wrap: wrap, size: good, syncDir: syncDir, maxTail: maxTail}, s.records, dropped, nil
 }
 
 // Damage is one damaged stretch of a journal.
@@ -338,7 +341,7 @@ func (j *Journal) Append(recs ...[]byte) error {
 	}
 	j.size += int64(buf.Len())
 	if j.tail != nil && !j.tailOver {
-		if j.tail.Len()+buf.Len() > maxTail {
+		if j.tail.Len()+buf.Len() > j.maxTail {
 			j.tailOver, j.tail = true, &bytes.Buffer{}
 		} else {
 			j.tail.Write(buf.Bytes())
@@ -454,7 +457,7 @@ func (r *Rewrite) Finish(recs [][]byte) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.tailOver {
-		return fmt.Errorf("compact journal: more than %d bytes were appended while the rewrite ran; it is abandoned", maxTail)
+		return fmt.Errorf("compact journal: more than %d bytes were appended while the rewrite ran; it is abandoned", j.maxTail)
 	}
 	tail := j.tail.Bytes()
 	if len(tail) > 0 {
@@ -475,7 +478,7 @@ func (r *Rewrite) Finish(recs [][]byte) error {
 	renamed = true
 	old := j.f
 	j.f, j.size, j.broken = f, int64(len(buf)+len(tail)), nil
-	errs := []error{syncDir(filepath.Dir(j.path))}
+	errs := []error{j.syncDir(filepath.Dir(j.path))}
 	if err := old.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("compact journal: close old file: %w", err))
 	}

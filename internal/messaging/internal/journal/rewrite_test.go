@@ -230,3 +230,60 @@ func (f *nthFault) Sync() error {
 	}
 	return f.File.Sync()
 }
+
+// Once the new file is renamed over the journal it is the journal, even
+// when the directory fsync that follows fails: later Appends go to it, not
+// to the old file, which no longer has a name.
+func TestRewrite_DirectorySyncFailureStillSwitchesFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	j := openWith(t, path, nil)
+	if err := j.Append([]byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	rw, err := j.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]byte(`{"b":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	j.syncDir = func(string) error { return errInjected }
+	if err := rw.Finish(recsOf(`{"live":1}`)); !errors.Is(err, errInjected) {
+		t.Fatalf("Finish whose directory fsync fails: err = %v, want the fault", err)
+	}
+	if err := j.Append([]byte(`{"c":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{`{"live":1}`, `{"b":2}`, `{"c":3}`}, replayCopy(t, path)); diff != "" {
+		t.Fatalf("journal after a rewrite whose directory fsync failed (-want +got):\n%s", diff)
+	}
+}
+
+// A rewrite during which more was appended than it may hold in memory is
+// abandoned; the old file, with everything, stays the journal.
+func TestRewrite_AbandonedWhenTooMuchIsAppendedMeanwhile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	j := openWith(t, path, nil)
+	j.maxTail = 64
+	rw, err := j.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 10 {
+		r := fmt.Sprintf(`{"during":%d}`, i)
+		if err := j.Append([]byte(r)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r)
+	}
+	if err := rw.Finish(recsOf(`{"live":1}`)); err == nil || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("Finish after more than maxTail was appended: err = %v, want it abandoned", err)
+	}
+	if diff := cmp.Diff(want, replayCopy(t, path)); diff != "" {
+		t.Fatalf("journal after an abandoned rewrite (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {
+		t.Errorf("temporary file left behind: %v", err)
+	}
+}
