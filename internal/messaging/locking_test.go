@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -224,4 +225,50 @@ func TestCore_StalledCompactionBlocksNoCall(t *testing.T) {
 	}
 	crash(c)
 	check(t, newCore(t, dir, &fakeHerdr{}, &Options{NewID: idsWithPrefix("c")}))
+}
+
+// A poll waiting on a mailbox that WorkerGone drops is woken only once the
+// drop is durable and applied, so that it goes on waiting on the mailbox
+// that replaces it and gets that one's mail.
+func TestCore_PollOnADroppedMailboxGetsTheNextMail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate()
+		c := newCore(t, t.TempDir(), &fakeHerdr{}, &Options{wrapJournal: func(f journal.File) journal.File {
+			return &syncGated{File: f, g: g}
+		}})
+		t.Cleanup(g.open) // before Close
+		// Worker a delegates to b, then waits for mail.
+		if _, err := c.Send(bg, SendRequest{From: "a", To: "b", Content: "task"}); err != nil {
+			t.Fatal(err)
+		}
+		c.ObserveStatus("b", StatusIdle, 1)
+		synctest.Wait() // the task is typed into b's pane
+		polled := call(func() (PollPage, error) {
+			return c.PollPage(bg, "a", PollRequest{Wait: true, Timeout: minute})
+		})
+		pending(t, polled)
+
+		// a is reported gone; the drop of its mailbox stalls at its fsync.
+		g.armed.Store(true)
+		gone := make(chan struct{})
+		go func() {
+			defer close(gone)
+			c.WorkerGone("a", "paused")
+		}()
+		<-g.entered
+		synctest.Wait()
+		g.open()
+		<-gone
+
+		if _, err := c.Reply(bg, "b", "done", true); err != nil {
+			t.Fatal(err)
+		}
+		p, err := got(t, polled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"done"}, contents(p.Messages)); diff != "" {
+			t.Fatalf("poll after its mailbox was dropped and mail came (-want +got):\n%s", diff)
+		}
+	})
 }
