@@ -221,6 +221,9 @@ type Core struct {
 	// compacted, while a rewrite of the journal runs in the background, is
 	// closed when it ends; nil otherwise.
 	compacted chan struct{}
+	// recompact: a commit found the journal worth compacting while a
+	// rewrite ran; the rewrite looks again when it ends.
+	recompact bool
 	turns     map[string]*turn
 	workers   map[string]*worker
 	mail      map[string]*mailbox
@@ -403,8 +406,12 @@ func (c *Core) commit(recs ...record) error {
 		c.apply(r)
 	}
 	c.metrics.depth.Set(float64(c.depth))
-	if c.compacted == nil && (size > c.compactAt || (retires(recs) && size > c.opts.CompactBytes && size > 2*c.liveBytes())) {
-		c.compact()
+	if size > c.compactAt || (retires(recs) && c.mostlyHistory(size)) {
+		if c.compacted != nil {
+			c.recompact = true
+		} else {
+			c.compact()
+		}
 	}
 	return nil
 }
@@ -420,11 +427,23 @@ func retires(recs []record) bool {
 	return false
 }
 
+// mostlyHistory reports whether a journal of size bytes is worth compacting
+// because it is mostly history: over Options.CompactBytes and over twice
+// the live state.
+func (c *Core) mostlyHistory(size int64) bool {
+	return size > c.opts.CompactBytes && size > 2*c.liveBytes()
+}
+
 // liveBytes estimates the size of a snapshot of the live state: its content
 // plus a record's framing per entry, scaled by how far the last compaction
 // found such estimates off (JSON escaping can grow content up to six
 // times), so that a compaction is not followed by another on every ack.
 func (c *Core) liveBytes() int64 {
+	return int64(float64(c.estimate()) * c.inflate)
+}
+
+// estimate is liveBytes before its correction.
+func (c *Core) estimate() int64 {
 	const perRecord = 256
 	n := int64(len(c.turns)+len(c.workers)) * perRecord
 	for _, mb := range c.mail {
@@ -435,7 +454,7 @@ func (c *Core) liveBytes() int64 {
 			n += int64(len(m.Content)) + perRecord
 		}
 	}
-	return int64(float64(n) * c.inflate)
+	return n
 }
 
 // compact starts rewriting the journal with only live state. The snapshot
@@ -448,6 +467,7 @@ func (c *Core) liveBytes() int64 {
 func (c *Core) compact() {
 	recs := c.snapshot()
 	raw := make([][]byte, 0, len(recs))
+	var snapBytes int64
 	for _, r := range recs {
 		b, err := json.Marshal(r)
 		if err != nil {
@@ -455,7 +475,9 @@ func (c *Core) compact() {
 			return
 		}
 		raw = append(raw, b)
+		snapBytes += int64(len(b)) + 10 // checksum, separator, newline
 	}
+	est := c.estimate()
 	rw, err := c.j.BeginRewrite()
 	if err != nil {
 		c.opts.Logger.Error("messaging journal compaction failed", "err", err)
@@ -468,20 +490,29 @@ func (c *Core) compact() {
 		defer c.wg.Done()
 		err := rw.Finish(raw)
 		size := c.j.Size()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.compacted = nil
+		c.lockW()
+		defer c.unlockW()
 		defer close(done)
+		c.compacted = nil
 		if err != nil {
 			c.opts.Logger.Error("messaging journal compaction failed", "err", err)
-			c.compactAt = 2 * size
+			c.compactAt, c.recompact = 2*size, false
 			return
 		}
 		c.compactAt = max(c.opts.CompactBytes, 2*size)
+		// The snapshot against the estimate of the same state (the file
+		// also holds what was appended meanwhile).
 		c.inflate = 1
-		if est := c.liveBytes(); est > 0 && size > est {
-			c.inflate = float64(size) / float64(est)
+		if est > 0 && snapBytes > est {
+			c.inflate = float64(snapBytes) / float64(est)
 		}
 		c.opts.Logger.Info("messaging journal compacted", "records", len(raw), "bytes", size)
+		// What was retired while this one ran is still in the new file.
+		if c.recompact {
+			c.recompact = false
+			if !c.closed && (size > c.compactAt || c.mostlyHistory(size)) {
+				c.compact()
+			}
+		}
 	}()
 }

@@ -163,13 +163,16 @@ var bg = context.Background()
 
 const minute = time.Minute
 
-// compacted waits for the journal rewrite c runs in the background, if any,
-// to end.
+// compacted waits until c runs no journal rewrite in the background (one
+// may start another when it ends).
 func compacted(c *Core) {
-	c.mu.Lock()
-	done := c.compacted
-	c.mu.Unlock()
-	if done != nil {
+	for {
+		c.mu.Lock()
+		done := c.compacted
+		c.mu.Unlock()
+		if done == nil {
+			return
+		}
 		<-done
 	}
 }

@@ -329,16 +329,9 @@ func (c *Core) WorkerGone(name, reason string) {
 		c.endTurn(t, string(CodeWorkerGone), result{err: errorf(CodeWorkerGone, "%s is gone: %s", name, reason)},
 			c.newMail(name, t.caller, KindWorkerGone, fmt.Sprintf("%s is gone (%s); the turn ended without a reply", name, reason), t.id))
 	}
-	mb := c.mail[name]
+	// The drop wakes the mailbox's pollers when it is applied.
 	if err := c.commit(record{Op: opDrop, Who: name}); err != nil {
 		c.opts.Logger.Error("messaging: record worker gone", "worker", name, "err", err)
-	}
-	if mb != nil {
-		// Wake its pollers once the mailbox is gone (not before: a poll
-		// woken while the drop is being written would go back to waiting
-		// on the doomed mailbox and miss the next one's mail).
-		close(mb.notify)
-		mb.notify = make(chan struct{})
 	}
 	c.opts.Logger.Info("messaging: worker gone", "worker", name, "reason", reason, "turns_closed", closed)
 }

@@ -272,3 +272,47 @@ func TestCore_PollOnADroppedMailboxGetsTheNextMail(t *testing.T) {
 		}
 	})
 }
+
+// Acknowledgements that retire most of the journal while a compaction runs
+// (its snapshot still holds that mail) start another once it ends.
+func TestCore_AcksDuringACompactionCompactAgain(t *testing.T) {
+	dir := t.TempDir()
+	const compactAt = 64 << 10
+	g := newGate()
+	c := newCore(t, dir, &fakeHerdr{}, &Options{CompactBytes: compactAt, wrapJournal: func(f journal.File) journal.File {
+		if isCompactFile(f) {
+			return &writeGated{File: f, g: g}
+		}
+		return f
+	}})
+	t.Cleanup(g.open) // before Close
+	content := strings.Repeat("x", 4<<10)
+	for range 100 {
+		if _, err := c.Reply(bg, "w", content, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, _ := c.Poll(bg, "primary", false, 0)
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+	}
+	compacted(c)
+	g.armed.Store(true)
+	c.lockW()
+	c.compact() // its snapshot holds all 100 messages
+	c.unlockW()
+	within(t, "the compaction's write", func() { <-g.entered })
+	if n, err := c.Ack("primary", ids); n != 100 || err != nil {
+		t.Fatalf("Ack = %d, %v", n, err)
+	}
+	g.open()
+	compacted(c)
+	if after := journalSize(t, dir); after >= compactAt {
+		t.Fatalf("journal is %d bytes once every message was acknowledged during a compaction; want it compacted again below %d", after, compactAt)
+	}
+	crash(c)
+	if n := newCore(t, dir, &fakeHerdr{}, &Options{NewID: idsWithPrefix("b")}).Pending("primary"); n != 0 {
+		t.Fatalf("after a restart the mailbox holds %d messages, want 0", n)
+	}
+}

@@ -62,7 +62,8 @@ type turnRecord struct {
 const maxNotes = 32
 
 // apply changes the in-memory state for one committed record. It does no I/O
-// and wakes nobody; callers do that after commit.
+// and wakes nobody but the pollers of a mailbox it deletes; callers do the
+// rest after commit.
 func (c *Core) apply(r record) {
 	switch r.Op {
 	case opTurnOpen:
@@ -164,7 +165,13 @@ func (c *Core) apply(r record) {
 		w := c.worker(r.Who)
 		c.depth -= len(w.queue)
 		w.queue, w.inflight, w.uncertain, w.current = nil, nil, nil, ""
-		delete(c.mail, r.Who)
+		if mb := c.mail[r.Who]; mb != nil {
+			// Its pollers go on waiting on the mailbox that replaces it.
+			// Not before now: one woken while the drop was being written
+			// would wait on this one again and miss the next one's mail.
+			close(mb.notify)
+			delete(c.mail, r.Who)
+		}
 	case opNotes:
 		w := c.worker(r.Who)
 		w.current, w.last, w.uncertain = r.ID, r.Last, r.Uncertain
