@@ -459,24 +459,13 @@ func (c *Core) estimate() int64 {
 
 // compact starts rewriting the journal with only live state. The snapshot
 // is taken here, in memory, under c.wmu and c.mu, at a point no append can
-// cross ([journal.Journal.BeginRewrite]); the new file is written by a
-// goroutine that holds neither lock, while commits go on appending to the
-// old file, and the journal carries what they appended into the new one when
-// it switches. A failure is logged and leaves the old journal in place; it
-// never loses an acknowledged record. Callers hold c.wmu and c.mu.
+// cross ([journal.Journal.BeginRewrite]); a goroutine that holds neither
+// lock encodes it and writes the new file, while commits go on appending to
+// the old one, and the journal carries what they appended into the new file
+// when it switches. A failure is logged and leaves the old journal in place;
+// it never loses an acknowledged record. Callers hold c.wmu and c.mu.
 func (c *Core) compact() {
 	recs := c.snapshot()
-	raw := make([][]byte, 0, len(recs))
-	var snapBytes int64
-	for _, r := range recs {
-		b, err := json.Marshal(r)
-		if err != nil {
-			c.opts.Logger.Error("messaging journal compaction failed", "err", err)
-			return
-		}
-		raw = append(raw, b)
-		snapBytes += int64(len(b)) + 10 // checksum, separator, newline
-	}
 	est := c.estimate()
 	rw, err := c.j.BeginRewrite()
 	if err != nil {
@@ -488,31 +477,50 @@ func (c *Core) compact() {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		err := rw.Finish(raw)
-		size := c.j.Size()
-		c.lockW()
-		defer c.unlockW()
-		defer close(done)
-		c.compacted = nil
-		if err != nil {
-			c.opts.Logger.Error("messaging journal compaction failed", "err", err)
-			c.compactAt, c.recompact = 2*size, false
-			return
-		}
-		c.compactAt = max(c.opts.CompactBytes, 2*size)
-		// The snapshot against the estimate of the same state (the file
-		// also holds what was appended meanwhile).
-		c.inflate = 1
-		if est > 0 && snapBytes > est {
-			c.inflate = float64(snapBytes) / float64(est)
-		}
-		c.opts.Logger.Info("messaging journal compacted", "records", len(raw), "bytes", size)
-		// What was retired while this one ran is still in the new file.
-		if c.recompact {
-			c.recompact = false
-			if !c.closed && (size > c.compactAt || c.mostlyHistory(size)) {
-				c.compact()
+		raw := make([][]byte, 0, len(recs))
+		var snapBytes int64
+		for _, r := range recs {
+			b, err := json.Marshal(r)
+			if err != nil {
+				rw.Abort()
+				c.compactDone(done, 0, 0, 0, fmt.Errorf("encode snapshot: %w", err))
+				return
 			}
+			raw = append(raw, b)
+			snapBytes += int64(len(b)) + 10 // checksum, separator, newline
 		}
+		err := rw.Finish(raw)
+		c.compactDone(done, len(raw), snapBytes, est, err)
 	}()
+}
+
+// compactDone records the end of the compaction that signals done: it
+// wrote n records of snapBytes for a state whose estimate was est, or failed
+// with err. A compaction wanted meanwhile starts now.
+func (c *Core) compactDone(done chan struct{}, n int, snapBytes, est int64, err error) {
+	size := c.j.Size()
+	c.lockW()
+	defer c.unlockW()
+	defer close(done)
+	c.compacted = nil
+	if err != nil {
+		c.opts.Logger.Error("messaging journal compaction failed", "err", err)
+		c.compactAt, c.recompact = 2*size, false
+		return
+	}
+	c.compactAt = max(c.opts.CompactBytes, 2*size)
+	// The snapshot against the estimate of the same state (the file also
+	// holds what was appended meanwhile).
+	c.inflate = 1
+	if est > 0 && snapBytes > est {
+		c.inflate = float64(snapBytes) / float64(est)
+	}
+	c.opts.Logger.Info("messaging journal compacted", "records", n, "bytes", size)
+	// What was retired while this one ran is still in the new file.
+	if c.recompact {
+		c.recompact = false
+		if !c.closed && (size > c.compactAt || c.mostlyHistory(size)) {
+			c.compact()
+		}
+	}
 }

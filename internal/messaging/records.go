@@ -183,6 +183,9 @@ var resultFor = map[string]DeliveryResult{
 }
 
 // snapshot returns records that rebuild the current live state from nothing.
+// They share nothing the state changes in place (messages and delivery notes
+// are replaced, never edited), so they may be encoded after the lock is
+// released.
 // A prompt being typed right now is written as queued and delivering, so a
 // crash after compaction still finds it uncertain.
 func (c *Core) snapshot() []record {
@@ -211,7 +214,9 @@ func (c *Core) snapshot() []record {
 				record{Op: opDelivering, ID: d.msg.ID, Who: w.name, Seq: d.baseline})
 		}
 		if sending || w.current != "" || w.last != nil || len(w.uncertain) > 0 {
-			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: w.uncertain})
+			// A copy: the snapshot is encoded without the lock, and a turn's
+			// close edits the live slice in place.
+			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: slices.Clone(w.uncertain)})
 		}
 	}
 	names := make([]string, 0, len(c.mail))
