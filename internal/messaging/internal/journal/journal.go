@@ -53,7 +53,8 @@ type File interface {
 type Journal struct {
 	path string
 	wrap func(File) File // applied to every file the journal opens
-	// syncDir and maxTail are syncDir and maxTail; tests change them.
+	// syncDir and maxTail are the package's, held here so that a test
+	// can change them for one journal.
 	syncDir func(dir string) error
 	maxTail int
 
