@@ -207,10 +207,23 @@ type Core struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// wmu, the commit lock, serialises everything that changes the state:
+	// it is held for a whole state-changing call, journal write included,
+	// and taken before mu. mu guards the in-memory state; commit releases
+	// it while the journal is written and fsynced (wmu keeps every other
+	// writer out meanwhile), so that a call that only reads takes mu alone
+	// and never waits on the disk. See "Concurrency" in doc.go.
+	wmu       sync.Mutex
 	mu        sync.Mutex
 	closed    bool
 	j         *journal.Journal
 	compactAt int64
+	// compacted, while a rewrite of the journal runs in the background, is
+	// closed when it ends; nil otherwise.
+	compacted chan struct{}
+	// recompact: a commit found the journal worth compacting while a
+	// rewrite ran; the rewrite looks again when it ends.
+	recompact bool
 	turns     map[string]*turn
 	workers   map[string]*worker
 	mail      map[string]*mailbox
@@ -280,8 +293,8 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		}
 		c.apply(r)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lockW()
+	defer c.unlockW()
 	c.compactAt = max(o.CompactBytes, 2*j.Size())
 	if err := c.recoverInFlight(); err != nil {
 		j.Close()
@@ -322,9 +335,9 @@ func (c *Core) recoverInFlight() error {
 // CodeUnavailable and closes the journal. Everything acknowledged stays in
 // the journal for the next New.
 func (c *Core) Close() error {
-	c.mu.Lock()
+	c.lockW()
 	if c.closed {
-		c.mu.Unlock()
+		c.unlockW()
 		return nil
 	}
 	c.closed = true
@@ -341,7 +354,7 @@ func (c *Core) Close() error {
 		close(mb.notify)
 		mb.notify = make(chan struct{})
 	}
-	c.mu.Unlock()
+	c.unlockW()
 	c.cancel()
 	c.wg.Wait()
 	return c.j.Close()
@@ -349,8 +362,24 @@ func (c *Core) Close() error {
 
 func (c *Core) now() time.Time { return c.opts.Clock.Now() }
 
+// lockW takes the commit lock and the state lock, for a call that changes
+// the state; unlockW releases both.
+func (c *Core) lockW() {
+	c.wmu.Lock()
+	c.mu.Lock()
+}
+
+func (c *Core) unlockW() {
+	c.mu.Unlock()
+	c.wmu.Unlock()
+}
+
 // commit makes recs durable (one write, one fsync) and then applies them to
-// the in-memory state. On error nothing is applied. Callers hold c.mu.
+// the in-memory state. On error nothing is applied. Callers hold c.wmu and
+// c.mu (lockW); commit releases c.mu while it writes and fsyncs, so calls
+// that only read go on meanwhile and see the state before recs, and retakes
+// it to apply them: a record's effect is never visible before it is
+// durable. c.wmu keeps every other change out for the whole time.
 func (c *Core) commit(recs ...record) error {
 	if len(recs) == 0 {
 		return nil
@@ -366,15 +395,23 @@ func (c *Core) commit(recs ...record) error {
 		}
 		raw[i] = b
 	}
-	if err := c.j.Append(raw...); err != nil {
+	c.mu.Unlock()
+	err := c.j.Append(raw...)
+	size := c.j.Size()
+	c.mu.Lock()
+	if err != nil {
 		return &Error{Code: CodeUnavailable, Msg: "write journal", Err: err}
 	}
 	for _, r := range recs {
 		c.apply(r)
 	}
 	c.metrics.depth.Set(float64(c.depth))
-	if c.j.Size() > c.compactAt || (retires(recs) && c.j.Size() > c.opts.CompactBytes && c.j.Size() > 2*c.liveBytes()) {
-		c.compact()
+	if size > c.compactAt || (retires(recs) && c.mostlyHistory(size)) {
+		if c.compacted != nil {
+			c.recompact = true
+		} else {
+			c.compact()
+		}
 	}
 	return nil
 }
@@ -390,11 +427,23 @@ func retires(recs []record) bool {
 	return false
 }
 
+// mostlyHistory reports whether a journal of size bytes is worth compacting
+// because it is mostly history: over Options.CompactBytes and over twice
+// the live state.
+func (c *Core) mostlyHistory(size int64) bool {
+	return size > c.opts.CompactBytes && size > 2*c.liveBytes()
+}
+
 // liveBytes estimates the size of a snapshot of the live state: its content
 // plus a record's framing per entry, scaled by how far the last compaction
 // found such estimates off (JSON escaping can grow content up to six
 // times), so that a compaction is not followed by another on every ack.
 func (c *Core) liveBytes() int64 {
+	return int64(float64(c.estimate()) * c.inflate)
+}
+
+// estimate is liveBytes before its correction.
+func (c *Core) estimate() int64 {
 	const perRecord = 256
 	n := int64(len(c.turns)+len(c.workers)) * perRecord
 	for _, mb := range c.mail {
@@ -405,31 +454,73 @@ func (c *Core) liveBytes() int64 {
 			n += int64(len(m.Content)) + perRecord
 		}
 	}
-	return int64(float64(n) * c.inflate)
+	return n
 }
 
-// compact rewrites the journal with only live state. A failure is logged and
-// leaves the old journal in place; it never loses an acknowledged record.
+// compact starts rewriting the journal with only live state. The snapshot
+// is taken here, in memory, under c.wmu and c.mu, at a point no append can
+// cross ([journal.Journal.BeginRewrite]); a goroutine that holds neither
+// lock encodes it and writes the new file, while commits go on appending to
+// the old one, and the journal carries what they appended into the new file
+// when it switches. A failure is logged and leaves the old journal in place;
+// it never loses an acknowledged record. Callers hold c.wmu and c.mu.
 func (c *Core) compact() {
 	recs := c.snapshot()
-	raw := make([][]byte, 0, len(recs))
-	for _, r := range recs {
-		b, err := json.Marshal(r)
-		if err != nil {
-			c.opts.Logger.Error("messaging journal compaction failed", "err", err)
-			return
-		}
-		raw = append(raw, b)
-	}
-	if err := c.j.Rewrite(raw); err != nil {
+	est := c.estimate()
+	rw, err := c.j.BeginRewrite()
+	if err != nil {
 		c.opts.Logger.Error("messaging journal compaction failed", "err", err)
-		c.compactAt = 2 * c.j.Size()
 		return
 	}
-	c.compactAt = max(c.opts.CompactBytes, 2*c.j.Size())
-	c.inflate = 1
-	if est := c.liveBytes(); est > 0 && c.j.Size() > est {
-		c.inflate = float64(c.j.Size()) / float64(est)
+	done := make(chan struct{})
+	c.compacted = done
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		raw := make([][]byte, 0, len(recs))
+		var snapBytes int64
+		for _, r := range recs {
+			b, err := json.Marshal(r)
+			if err != nil {
+				rw.Abort()
+				c.compactDone(done, 0, 0, 0, fmt.Errorf("encode snapshot: %w", err))
+				return
+			}
+			raw = append(raw, b)
+			snapBytes += int64(len(b)) + 10 // checksum, separator, newline
+		}
+		err := rw.Finish(raw)
+		c.compactDone(done, len(raw), snapBytes, est, err)
+	}()
+}
+
+// compactDone records the end of the compaction that signals done: it
+// wrote n records of snapBytes for a state whose estimate was est, or failed
+// with err. A compaction wanted meanwhile starts now.
+func (c *Core) compactDone(done chan struct{}, n int, snapBytes, est int64, err error) {
+	size := c.j.Size()
+	c.lockW()
+	defer c.unlockW()
+	defer close(done)
+	c.compacted = nil
+	if err != nil {
+		c.opts.Logger.Error("messaging journal compaction failed", "err", err)
+		c.compactAt, c.recompact = 2*size, false
+		return
 	}
-	c.opts.Logger.Info("messaging journal compacted", "records", len(raw), "bytes", c.j.Size())
+	c.compactAt = max(c.opts.CompactBytes, 2*size)
+	// The snapshot against the estimate of the same state (the file also
+	// holds what was appended meanwhile).
+	c.inflate = 1
+	if est > 0 && snapBytes > est {
+		c.inflate = float64(snapBytes) / float64(est)
+	}
+	c.opts.Logger.Info("messaging journal compacted", "records", n, "bytes", size)
+	// What was retired while this one ran is still in the new file.
+	if c.recompact {
+		c.recompact = false
+		if !c.closed && (size > c.compactAt || c.mostlyHistory(size)) {
+			c.compact()
+		}
+	}
 }

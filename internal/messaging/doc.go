@@ -89,7 +89,8 @@
 // and changes nothing, in memory or on disk. When the journal outgrows
 // [Options.CompactBytes] and is mostly history (it doubled since the last
 // compaction, or acknowledgements retired most of it) it is rewritten with
-// only live state (temporary file, fsync, rename).
+// only live state (temporary file, fsync, rename), in the background: the
+// journal on disk holds every acknowledged record at every instant of it.
 //
 // Blocking calls (the caller's held Send, a worker's Ask, a waiting Poll) are
 // not journalled: they die with the process, and their turns stay open for
@@ -123,9 +124,25 @@
 //
 // # Concurrency
 //
-// One mutex guards the state; records are appended and fsynced under it, so
-// the order of the journal is the order of the changes. Prompt and ReadTail
-// run in goroutines owned by the Core (Close cancels and waits for them) and
-// take the mutex only to record their outcome; a blocked caller waits on its
-// own channel, never on the mutex. Timers come from [Options.Clock].
+// Two locks. The commit lock serialises every call that changes the state
+// (Send, Reply, Ask, Ack, ObserveStatus, WorkerGone, a delivery's outcome):
+// it is held for the whole call, journal write included, so the order of the
+// journal is the order of the changes and a call's decisions still hold when
+// its records are applied. The state lock guards the in-memory state; a
+// changing call holds it too, except while its records are written and
+// fsynced. They are applied only after the fsync, so no change is visible
+// (to a poll, a status, a waiting caller) before it is durable. Calls that
+// only read — Poll and PollPage, Status, Pending, Busy — take the state lock
+// alone, for in-memory work only: they never wait on the disk, however slow
+// its fsync. Compaction takes its snapshot under both locks, in memory, and
+// writes the new file in a goroutine that holds neither: calls go on
+// appending to the old file meanwhile, and the journal carries their records
+// into the new one before it renames it into place
+// ([journal.Journal.BeginRewrite]). Prompt and ReadTail run in goroutines
+// owned by the Core (Close cancels and waits for them) and take the locks
+// only to record their outcome; a blocked caller waits on its own channel,
+// never on a lock. Timers come from [Options.Clock].
+//
+// Writers still take turns at the disk: N concurrent changes cost N fsyncs,
+// one after another (no group commit).
 package messaging

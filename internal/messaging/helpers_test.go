@@ -108,12 +108,12 @@ func newCore(t *testing.T, dir string, h Prompter, o *Options) *Core {
 // (every acknowledged record already did), background calls are cut and the
 // file is closed without any final write.
 func crash(c *Core) {
-	c.mu.Lock()
+	c.lockW()
 	c.closed = true
 	for _, w := range c.workers {
 		w.stopGrace()
 	}
-	c.mu.Unlock()
+	c.unlockW()
 	c.cancel()
 	c.wg.Wait()
 	c.j.Close()
@@ -162,3 +162,17 @@ func got[T any](t *testing.T, ch <-chan outcome[T]) (T, error) {
 var bg = context.Background()
 
 const minute = time.Minute
+
+// compacted waits until c runs no journal rewrite in the background (one
+// may start another when it ends).
+func compacted(c *Core) {
+	for {
+		c.mu.Lock()
+		done := c.compacted
+		c.mu.Unlock()
+		if done == nil {
+			return
+		}
+		<-done
+	}
+}

@@ -137,8 +137,8 @@ func DefaultClassify(err error) Verdict {
 // ObserveStatus never blocks on herdr. A worker previously reported gone
 // comes back with its first observation.
 func (c *Core) ObserveStatus(name, status string, seq uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lockW()
+	defer c.unlockW()
 	if c.closed {
 		return
 	}
@@ -166,7 +166,7 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 
 // advanceTurn moves delivered turn t on by the worker's status: working or
 // blocked means it started; idle or done after a start, with no question
-// pending, means it ended without a reply. Callers hold c.mu.
+// pending, means it ended without a reply. Callers hold c.wmu and c.mu.
 func (c *Core) advanceTurn(t *turn, status string) {
 	if !t.started && (status == StatusWorking || status == StatusBlocked) {
 		if err := c.commit(record{Op: opTurnStarted, ID: t.id}); err != nil {
@@ -187,7 +187,7 @@ func (c *Core) pickedUp(w *worker) {
 // pump starts delivering w's head message if nothing is in flight and the
 // agent is idle or done. While the tail of a finished turn is being read it
 // waits, so that the tail shows that turn and not the next prompt; the tail
-// reader pumps when it is done. Callers hold c.mu.
+// reader pumps when it is done. Callers hold c.wmu and c.mu.
 func (c *Core) pump(w *worker) {
 	if c.closed || w.gone || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
 		return
@@ -211,13 +211,13 @@ func (c *Core) pump(w *worker) {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.PromptTimeout)
 		err := c.prompt.Prompt(ctx, target, c.render(m))
 		cancel()
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		c.lockW()
+		defer c.unlockW()
 		c.delivered(w, d, err)
 	}()
 }
 
-// delivered records the outcome of a Prompt call. Callers hold c.mu.
+// delivered records the outcome of a Prompt call. Callers hold c.wmu and c.mu.
 func (c *Core) delivered(w *worker, d *delivery, err error) {
 	if c.closed || w.inflight != d {
 		return // the worker went away meanwhile, or the core stopped
@@ -262,8 +262,8 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 			return
 		}
 		d.grace = c.opts.Clock.AfterFunc(c.opts.PickupGrace, func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
+			c.lockW()
+			defer c.unlockW()
 			if c.closed || w.inflight != d {
 				return
 			}
@@ -275,7 +275,7 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 }
 
 // beginTurnDone handles a worker whose turn ended without a reply: it reads
-// the terminal's tail and ends the turn with it (flow 4). Callers hold c.mu.
+// the terminal's tail and ends the turn with it (flow 4). Callers hold c.wmu and c.mu.
 func (c *Core) beginTurnDone(t *turn) {
 	t.closing = true
 	target := c.opts.Target(t.worker)
@@ -289,8 +289,8 @@ func (c *Core) beginTurnDone(t *turn) {
 		if err != nil {
 			tail = fmt.Sprintf("(the worker's turn ended without a reply; its terminal could not be read: %v)", err)
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		c.lockW()
+		defer c.unlockW()
 		if c.closed {
 			return
 		}
@@ -310,8 +310,8 @@ func (c *Core) beginTurnDone(t *turn) {
 // waiting leaves a worker_gone notice in the caller's mailbox. A later
 // ObserveStatus for the same name brings the worker back (a restarted pane).
 func (c *Core) WorkerGone(name, reason string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lockW()
+	defer c.unlockW()
 	if c.closed {
 		return
 	}
@@ -329,10 +329,7 @@ func (c *Core) WorkerGone(name, reason string) {
 		c.endTurn(t, string(CodeWorkerGone), result{err: errorf(CodeWorkerGone, "%s is gone: %s", name, reason)},
 			c.newMail(name, t.caller, KindWorkerGone, fmt.Sprintf("%s is gone (%s); the turn ended without a reply", name, reason), t.id))
 	}
-	if mb := c.mail[name]; mb != nil {
-		close(mb.notify) // wake its pollers: the mailbox goes
-		mb.notify = make(chan struct{})
-	}
+	// The drop wakes the mailbox's pollers when it is applied.
 	if err := c.commit(record{Op: opDrop, Who: name}); err != nil {
 		c.opts.Logger.Error("messaging: record worker gone", "worker", name, "err", err)
 	}

@@ -62,7 +62,8 @@ type turnRecord struct {
 const maxNotes = 32
 
 // apply changes the in-memory state for one committed record. It does no I/O
-// and wakes nobody; callers do that after commit.
+// and wakes nobody but the pollers of a mailbox it deletes; callers do the
+// rest after commit.
 func (c *Core) apply(r record) {
 	switch r.Op {
 	case opTurnOpen:
@@ -164,7 +165,13 @@ func (c *Core) apply(r record) {
 		w := c.worker(r.Who)
 		c.depth -= len(w.queue)
 		w.queue, w.inflight, w.uncertain, w.current = nil, nil, nil, ""
-		delete(c.mail, r.Who)
+		if mb := c.mail[r.Who]; mb != nil {
+			// Its pollers go on waiting on the mailbox that replaces it.
+			// Not before now: one woken while the drop was being written
+			// would wait on this one again and miss the next one's mail.
+			close(mb.notify)
+			delete(c.mail, r.Who)
+		}
 	case opNotes:
 		w := c.worker(r.Who)
 		w.current, w.last, w.uncertain = r.ID, r.Last, r.Uncertain
@@ -176,6 +183,9 @@ var resultFor = map[string]DeliveryResult{
 }
 
 // snapshot returns records that rebuild the current live state from nothing.
+// They share nothing the state changes in place (messages and delivery notes
+// are replaced, never edited), so they may be encoded after the lock is
+// released.
 // A prompt being typed right now is written as queued and delivering, so a
 // crash after compaction still finds it uncertain.
 func (c *Core) snapshot() []record {
@@ -204,7 +214,9 @@ func (c *Core) snapshot() []record {
 				record{Op: opDelivering, ID: d.msg.ID, Who: w.name, Seq: d.baseline})
 		}
 		if sending || w.current != "" || w.last != nil || len(w.uncertain) > 0 {
-			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: w.uncertain})
+			// A copy: the snapshot is encoded without the lock, and a turn's
+			// close edits the live slice in place.
+			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: slices.Clone(w.uncertain)})
 		}
 	}
 	names := make([]string, 0, len(c.mail))

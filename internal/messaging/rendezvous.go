@@ -157,7 +157,7 @@ type result struct {
 }
 
 // waiter is one held call. hand gives it its result at most once: whoever
-// removes the waiter from the turn (under c.mu) owns the handing.
+// removes the waiter from the turn (under c.wmu and c.mu) owns the handing.
 type waiter struct{ ch chan result }
 
 func newWaiter() *waiter { return &waiter{ch: make(chan result, 1)} }
@@ -180,10 +180,10 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, errorf(CodeInvalid, "no caller")
 	}
 	timeout := cmp.Or(req.Timeout, c.opts.DefaultTimeout)
-	c.mu.Lock()
+	c.lockW()
 	if req.Wait {
 		if err := c.acquire(req.From); err != nil {
-			c.mu.Unlock()
+			c.unlockW()
 			return SendResult{}, err
 		}
 		defer c.release(req.From)
@@ -199,7 +199,7 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		t, res, err = c.openTurn(req, timeout)
 	}
 	if err != nil || !req.Wait {
-		c.mu.Unlock()
+		c.unlockW()
 		if err == nil {
 			res.Outcome = OutcomeDispatched
 		}
@@ -209,12 +209,12 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 }
 
 // holdOn holds the caller's call on t until its outcome or t's deadline. It
-// is called with c.mu held and releases it.
+// is called with c.wmu and c.mu held and releases them.
 func (c *Core) holdOn(ctx context.Context, t *turn) (SendResult, error) {
 	w := newWaiter()
 	t.waiter = w
 	deadline := t.deadline
-	c.mu.Unlock()
+	c.unlockW()
 	r := c.await(ctx, w, deadline, func() bool {
 		if t.waiter != w {
 			return false
@@ -291,22 +291,22 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 // absolute deadline: the way back to a turn after a timeout or a restart. A
 // pending question is returned at once.
 func (c *Core) Await(ctx context.Context, caller, turnID string) (SendResult, error) {
-	c.mu.Lock()
+	c.lockW()
 	t := c.turns[turnID]
 	if t == nil || t.caller != caller {
-		c.mu.Unlock()
+		c.unlockW()
 		return SendResult{}, errorf(CodeNotFound, "no open turn %q", turnID)
 	}
 	if t.ask != nil {
-		c.mu.Unlock()
+		c.unlockW()
 		return SendResult{Outcome: OutcomeQuestion, Text: t.question, TurnID: t.id, Worker: t.worker}, nil
 	}
 	if t.waiter != nil {
-		c.mu.Unlock()
+		c.unlockW()
 		return SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
 	}
 	if err := c.acquire(caller); err != nil {
-		c.mu.Unlock()
+		c.unlockW()
 		return SendResult{}, err
 	}
 	defer c.release(caller)
@@ -322,8 +322,8 @@ func (c *Core) Reply(ctx context.Context, worker, content string, final bool) (R
 	if err := c.checkContent(content); err != nil {
 		return ReplyResult{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lockW()
+	defer c.unlockW()
 	if c.closed {
 		return ReplyResult{}, errorf(CodeUnavailable, "messaging core closed")
 	}
@@ -372,13 +372,13 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 	if err := c.checkContent(content); err != nil {
 		return AskResult{}, err
 	}
-	c.mu.Lock()
+	c.lockW()
 	if w := c.workers[worker]; w != nil && w.gone {
-		c.mu.Unlock()
+		c.unlockW()
 		return AskResult{}, errorf(CodeWorkerGone, "%s is gone: %s", worker, w.goneReason)
 	}
 	if err := c.acquire(worker); err != nil {
-		c.mu.Unlock()
+		c.unlockW()
 		return AskResult{}, err
 	}
 	defer c.release(worker)
@@ -387,12 +387,12 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 	switch {
 	case t == nil:
 		if err := c.roomFor(c.opts.PrimaryName, content); err != nil {
-			c.mu.Unlock()
+			c.unlockW()
 			return AskResult{}, err
 		}
 	case t.ask == nil && t.waiter == nil:
 		if err := c.roomFor(t.caller, content); err != nil {
-			c.mu.Unlock()
+			c.unlockW()
 			return AskResult{}, err
 		}
 	}
@@ -402,18 +402,18 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 		err := c.commit(record{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: c.opts.PrimaryName, Worker: worker,
 			Created: now, Deadline: deadline, Delivered: true, Started: true, Current: true}})
 		if err != nil {
-			c.mu.Unlock()
+			c.unlockW()
 			return AskResult{}, err
 		}
 		t = c.turns[id]
 	}
 	if t.ask != nil {
-		c.mu.Unlock()
+		c.unlockW()
 		return AskResult{}, errorf(CodeTooManyWaiters, "a question is already pending on turn %s", t.id)
 	}
 	if t.waiter == nil {
 		if _, err := c.postMail(c.newMail(worker, t.caller, KindQuestion, content, t.id)); err != nil {
-			c.mu.Unlock()
+			c.unlockW()
 			return AskResult{}, err
 		}
 	} else {
@@ -422,7 +422,7 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 	}
 	a := newWaiter()
 	t.ask, t.question, t.closing = a, content, false
-	c.mu.Unlock()
+	c.unlockW()
 
 	r := c.await(ctx, a, deadline, func() bool {
 		if t.ask != a {
@@ -565,8 +565,8 @@ func parseCursor(s string) (uint64, error) {
 // again. Unknown or already acknowledged ids are ignored. It returns how many
 // messages it retired.
 func (c *Core) Ack(recipient string, ids []string) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lockW()
+	defer c.unlockW()
 	mb := c.mail[recipient]
 	if mb == nil {
 		return 0, nil
@@ -652,7 +652,7 @@ func (c *Core) Busy() []string {
 	return out
 }
 
-// --- helpers; callers hold c.mu unless noted ---
+// --- helpers; callers hold c.wmu and c.mu (or, for reads, c.mu) unless noted ---
 
 func (c *Core) checkContent(s string) error {
 	if s == "" {
@@ -676,7 +676,8 @@ func (c *Core) acquire(caller string) error {
 }
 
 // release undoes acquire. It takes c.mu itself (it runs deferred, after the
-// lock was dropped).
+// locks were dropped); the waiting counts are guarded by c.mu alone, since a
+// poll, which only reads the state, acquires too.
 func (c *Core) release(caller string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -814,7 +815,7 @@ func (c *Core) endTurn(t *turn, reason string, res result, mail *Message) error 
 }
 
 // await blocks until w gets its result, deadline passes or ctx ends. detach
-// runs under c.mu and reports whether it unhooked w before anyone handed it a
+// runs under c.wmu and c.mu and reports whether it unhooked w before anyone handed it a
 // result; if not, the handed result wins. It records the wait's duration.
 func (c *Core) await(ctx context.Context, w *waiter, deadline time.Time, detach func() bool) result {
 	start := c.now()
@@ -834,9 +835,9 @@ func (c *Core) await(ctx context.Context, w *waiter, deadline time.Time, detach 
 }
 
 func (c *Core) detachOr(w *waiter, detach func() bool, r result) result {
-	c.mu.Lock()
+	c.lockW()
 	ok := detach()
-	c.mu.Unlock()
+	c.unlockW()
 	if ok {
 		return r
 	}

@@ -4,6 +4,19 @@
 // rewritten wholesale (temporary file, fsync, rename, directory fsync) when the
 // owner compacts it.
 //
+// A Journal is safe for concurrent use, and a rewrite does not stop appends.
+// The owner marks the point its snapshot is taken at (BeginRewrite) and hands
+// the snapshot to Finish, which writes and fsyncs it to the temporary file
+// without the journal's lock while Appends go on in the old file; the journal
+// keeps a copy of every batch appended since the mark (at most 64 MiB, or the
+// rewrite is abandoned). Then, under its lock, Finish appends those batches to
+// the temporary file, fsyncs it, renames it over the journal and fsyncs the
+// directory; Appends wait only for that last step. Until the rename the old
+// file is the journal and holds every acknowledged batch; after it the new one
+// does. A rewrite that fails before the rename removes its temporary file and
+// leaves the old one in charge; once renamed, the new file is the journal
+// even if the directory fsync fails.
+//
 // The file starts with a header line ("#fleetd-journal 1"; journals written
 // before it start with a record and are read too). A line is
 // "<crc32c as 8 hex digits><sep><record>\n", where sep is '+' when more

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -45,17 +46,35 @@ type File interface {
 	Close() error
 }
 
-// Journal is an open journal file. It is not safe for concurrent use; the
-// owner serialises calls.
+// Journal is an open journal file. Its methods are safe for concurrent use:
+// Appends are serialised among themselves, and a [Rewrite] writes its new
+// file while Appends go on (it takes the journal's lock only to append what
+// they added meanwhile and to switch files).
 type Journal struct {
 	path string
-	f    File
 	wrap func(File) File // applied to every file the journal opens
-	size int64           // offset just past the last whole, synced batch
+	// syncDir and maxTail are the package's, held here so that a test
+	// can change them for one journal.
+	syncDir func(dir string) error
+	maxTail int
+
+	mu   sync.Mutex
+	f    File
+	size int64 // offset just past the last whole, synced batch
 	// broken is set when a failed append could not be cut back to size;
 	// nothing is written until a retry of the cut succeeds.
 	broken error
+	// tail, while a Rewrite is under way, holds every batch appended since
+	// it began, framed as in the file; nil otherwise. tailOver is set when
+	// it outgrew maxTail: that rewrite then fails and the old file stays.
+	tail     *bytes.Buffer
+	tailOver bool
 }
+
+// maxTail bounds what a Rewrite holds in memory of the batches appended
+// while it writes (a rewrite that takes that long is abandoned and retried
+// by the owner later).
+const maxTail = 64 << 20
 
 // Open opens (creating if needed, mode 0600) the journal at path, returns
 // every intact record in append order and leaves the file positioned for
@@ -116,7 +135,7 @@ func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, 
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return nil, nil, 0, err
 	}
-	return &Journal{path: path, f: f, wrap: wrap, size: good}, s.records, dropped, nil
+	return &Journal{path: path, f: f, wrap: wrap, size: good, syncDir: syncDir, maxTail: maxTail}, s.records, dropped, nil
 }
 
 // Damage is one damaged stretch of a journal.
@@ -303,6 +322,8 @@ func (j *Journal) Append(recs ...[]byte) error {
 	if err := encodeBatch(&buf, recs); err != nil {
 		return err
 	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.broken != nil {
 		if err := j.cutBack(); err != nil {
 			return err
@@ -320,6 +341,13 @@ func (j *Journal) Append(recs ...[]byte) error {
 		return err
 	}
 	j.size += int64(buf.Len())
+	if j.tail != nil && !j.tailOver {
+		if j.tail.Len()+buf.Len() > j.maxTail {
+			j.tailOver, j.tail = true, &bytes.Buffer{}
+		} else {
+			j.tail.Write(buf.Bytes())
+		}
+	}
 	return nil
 }
 
@@ -342,31 +370,130 @@ func (j *Journal) cutBack() error {
 }
 
 // Size is the journal's length in bytes.
-func (j *Journal) Size() int64 { return j.size }
+func (j *Journal) Size() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size
+}
 
-// Rewrite replaces the journal's whole content with recs: they are written to
-// a temporary file beside it, fsynced, renamed over the journal and the
-// directory is fsynced. A crash at any point leaves either the old or the new
-// file, never a mix.
-func (j *Journal) Rewrite(recs [][]byte) error {
+// ErrRewriteUnderWay is returned by BeginRewrite while another rewrite of
+// the same journal has not finished.
+var ErrRewriteUnderWay = errors.New("a rewrite of the journal is under way")
+
+// Rewrite is a replacement of the journal's content that began at one point
+// of its history: the owner took a snapshot of its state as of that point
+// (every batch appended before BeginRewrite returned, none after) and hands
+// it to Finish. Batches appended in between are kept and follow the
+// snapshot in the new file.
+type Rewrite struct {
+	j    *Journal
+	done bool
+}
+
+// BeginRewrite marks the point a snapshot is taken at. The caller must make
+// sure no Append runs between the snapshot and this call (the messaging
+// core holds its commit lock across both). Every Rewrite must end with
+// Finish or Abort.
+func (j *Journal) BeginRewrite() (*Rewrite, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.tail != nil {
+		return nil, ErrRewriteUnderWay
+	}
+	j.tail, j.tailOver = &bytes.Buffer{}, false
+	return &Rewrite{j: j}, nil
+}
+
+// Abort ends the rewrite without changing the journal.
+func (r *Rewrite) Abort() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.j.mu.Lock()
+	r.j.tail, r.j.tailOver = nil, false
+	r.j.mu.Unlock()
+}
+
+// Finish replaces the journal's content with recs, the snapshot as of
+// BeginRewrite, followed by every batch appended since. recs are written to
+// a temporary file beside the journal and fsynced while Appends go on; then,
+// under the journal's lock, the batches appended meanwhile are written after
+// them, the file is fsynced again, renamed over the journal and the
+// directory is fsynced, and Appends continue in the new file. At every
+// instant the file at the journal's path holds every batch Append
+// acknowledged: the old file until the rename, the new one (complete and
+// fsynced) after it. On error before the rename the old file stays the
+// journal and the temporary file is removed.
+func (r *Rewrite) Finish(recs [][]byte) error {
+	if r.done {
+		return errors.New("journal rewrite already finished")
+	}
+	defer r.Abort()
+	j := r.j
 	buf, err := content(recs)
 	if err != nil {
 		return err
 	}
-	f, err := replace(j.path, buf)
+	tmp := j.path + ".compact"
+	osf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, statedir.FileMode)
 	if err != nil {
 		return fmt.Errorf("compact journal: %w", err)
 	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
-		return fmt.Errorf("compact journal: seek: %w", err)
+	f := j.wrap(osf)
+	renamed := false
+	defer func() {
+		if !renamed {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(buf); err != nil {
+		return fmt.Errorf("compact journal: write %s: %w", tmp, err)
 	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("compact journal: sync %s: %w", tmp, err)
+	}
+
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.tailOver {
+		return fmt.Errorf("compact journal: more than %d bytes were appended while the rewrite ran; it is abandoned", j.maxTail)
+	}
+	tail := j.tail.Bytes()
+	if len(tail) > 0 {
+		if _, err := f.Write(tail); err != nil {
+			return fmt.Errorf("compact journal: write %s: %w", tmp, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("compact journal: sync %s: %w", tmp, err)
+		}
+	}
+	if err := os.Rename(tmp, j.path); err != nil {
+		return fmt.Errorf("compact journal: %w", err)
+	}
+	// From here the new file is the journal, whatever else fails: the old
+	// one has no name any more, and an append to it would be lost. A cut
+	// back the old file still owed is moot: the new one holds whole
+	// batches only.
+	renamed = true
 	old := j.f
-	j.f, j.size, j.broken = j.wrap(f), int64(len(buf)), nil
+	j.f, j.size, j.broken = f, int64(len(buf)+len(tail)), nil
+	errs := []error{j.syncDir(filepath.Dir(j.path))}
 	if err := old.Close(); err != nil {
-		return fmt.Errorf("compact journal: close old file: %w", err)
+		errs = append(errs, fmt.Errorf("compact journal: close old file: %w", err))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// Rewrite replaces the journal's whole content with recs at once: a
+// [Journal.BeginRewrite] and [Rewrite.Finish] with nothing in between.
+func (j *Journal) Rewrite(recs [][]byte) error {
+	r, err := j.BeginRewrite()
+	if err != nil {
+		return err
+	}
+	return r.Finish(recs)
 }
 
 // content is a whole journal holding recs.
@@ -519,7 +646,11 @@ func preserve(path, backup string) error {
 }
 
 // Close closes the file. Records already appended are durable.
-func (j *Journal) Close() error { return j.f.Close() }
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.f.Close()
+}
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
