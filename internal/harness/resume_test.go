@@ -67,7 +67,7 @@ func TestResumeArgs_Refuses(t *testing.T) {
 		{"bidi override", "claude", session("claude", "id", "abc\u202edef"), `holds U+202E`},
 		{"not UTF-8", "claude", session("claude", "id", "abc\xff"), `is not UTF-8`},
 		{"too long", "claude", session("claude", "id", strings.Repeat("a", MaxSessionValue+1)), "257 bytes long, more than 256"},
-		{"source with escapes", "claude", v1alpha1.AgentSession{Source: "hook]0;x", Agent: "claude", Kind: "id", Value: sessionUUID}, `the session's source "hook\x1b]0;x\a" holds U+001B`},
+		{"source with escapes", "claude", v1alpha1.AgentSession{Source: "hook\x1b]0;x\a", Agent: "claude", Kind: "id", Value: sessionUUID}, `the session's source "hook\x1b]0;x\a" holds U+001B`},
 		{"agent too long", "claude", v1alpha1.AgentSession{Agent: strings.Repeat(" ", 300) + "claude", Kind: "id", Value: sessionUUID}, "the session's agent is 306 bytes long"},
 	}
 	for _, tt := range tests {
