@@ -513,6 +513,14 @@ func (m *Manager) closeEmptyWorkspace(ctx context.Context, rec Ownership) {
 		}
 	}
 	err = m.herdr.CloseWorkspace(cctx, rec.WorkspaceID)
+	if herdr.IsCode(err, "workspace_group_close_required") {
+		// Someone opened linked worktree workspaces from it (herdr 0.9):
+		// they are not fleetd's, and close_group would close them too.
+		m.log.Info("left the workspace fleetd created open: linked worktree workspaces were opened from it",
+			"workspace", rec.WorkspaceID, "label", cw.Label, "lastMember", rec.Member)
+		delete(m.created, rec.WorkspaceID)
+		return
+	}
 	if err != nil && !herdr.IsCode(err, "workspace_not_found") {
 		m.log.Warn("could not close the empty workspace fleetd created", "workspace", rec.WorkspaceID, "label", cw.Label, "err", m.callFailed(err))
 		return

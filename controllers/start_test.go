@@ -332,6 +332,40 @@ func TestManager_DeletedMembersEmptyWorkspaceIsClosed(t *testing.T) {
 	})
 }
 
+// A workspace fleetd created but someone opened linked worktree workspaces
+// from (herdr 0.9) stays open when its last member goes, and so do they:
+// fleetd never closes a group it did not make, and does not retry.
+func TestManager_WorkspaceWithLinkedWorktreesIsLeftOpen(t *testing.T) {
+	eachProtocol(t, map[string]string{"profile.yaml": testProfile, "beta.yaml": memberYAML("beta", "workspace: repo")}, func(t *testing.T, e *env) {
+		e.start()
+		ws := e.waitFor("beta Ready", allPhase(v1alpha1.PhaseReady, "beta"))["beta"].Status.WorkspaceID
+		linked, err := e.fake.AddLinkedWorkspace(ws, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.remove("beta.yaml")
+		e.waitFor("beta gone", func(ms map[string]v1alpha1.Member) bool { return len(ms) == 0 })
+		e.waitIdle()
+		open := map[string]bool{}
+		wss, err := e.client.ListWorkspaces(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wss {
+			open[w.WorkspaceID] = true
+		}
+		if e.fake.Protocol() >= 22 && !open[ws] {
+			t.Errorf("workspace %s was closed with the worktree workspace %s linked to it", ws, linked)
+		}
+		if !open[linked] {
+			t.Errorf("the linked worktree workspace %s was closed", linked)
+		}
+		if c := e.fake.Calls()["workspace.close"]; c > 1 {
+			t.Errorf("workspace.close called %d times; want at most once, no retry", c)
+		}
+	})
+}
+
 func TestDialogText(t *testing.T) {
 	long := strings.Repeat("é", maxDialogText) // two bytes each
 	for _, tc := range []struct{ name, screen, want string }{
