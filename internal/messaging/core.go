@@ -343,6 +343,7 @@ func (c *Core) Close() error {
 	c.closed = true
 	for _, w := range c.workers {
 		w.stopGrace()
+		w.stopRetry()
 	}
 	for _, t := range c.turns {
 		err := errorf(CodeUnavailable, "messaging core closed")

@@ -61,8 +61,11 @@
 // message goes into each turn. A Prompt whose outcome is unknown (herdr's
 // agent_prompt_stalled, a broken connection, a call cut short, fleetd dying
 // mid-call) is marked uncertain, shown by [Core.Status] and never re-sent;
-// herdr refusals that type nothing (agent_blocked, agent_not_ready, herdr
-// unreachable) leave the message at the head for the next observation.
+// herdr refusals that type nothing leave the message at the head: for the
+// next observation when the refusal showed the agent's status
+// (agent_blocked), else (herdr unreachable for a moment) for a retry after a
+// backoff of 250 ms doubling to 5 s, since an idle worker's next observation
+// may be a whole resync away.
 // The Prompter draws that line (a [*PromptError]); herdr's error codes are
 // classified in its herdr adapter, package herdrprompt, never here. There is no polling loop: the core moves
 // only when a call, a status event or one of its own timers arrives.

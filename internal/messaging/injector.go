@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
@@ -38,6 +39,27 @@ type worker struct {
 	current   string     // turn of the last prompt delivered; replies and asks belong to it
 	last      *Delivery
 	uncertain []Delivery
+
+	// A prompt herdr refused without saying why the agent cannot take it
+	// (herdr unreachable for a moment) is retried on retry, after a backoff
+	// that grows with notSent, the refusals in a row: no message waits
+	// for a status change that may not come until the next resync.
+	retry   clock.Timer
+	notSent int
+}
+
+// Retries of a prompt herdr refused without a status: the first after
+// notSentRetry, doubling up to notSentRetryMax.
+const (
+	notSentRetry    = 250 * time.Millisecond
+	notSentRetryMax = 5 * time.Second
+)
+
+func (w *worker) stopRetry() {
+	if w.retry != nil {
+		w.retry.Stop()
+		w.retry = nil
+	}
 }
 
 // delivery is the head message while Prompt runs (sent == false) and, after
@@ -227,6 +249,9 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 	if err != nil {
 		rec.Reason = err.Error()
 	}
+	if verdict != NotSent {
+		w.notSent = 0
+	}
 	switch verdict {
 	case Delivered:
 		rec.Op = opDelivered
@@ -244,10 +269,25 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 	c.opts.Logger.Info("messaging delivery", "to", w.name, "message", d.msg.ID, "turn", d.msg.TurnID, "result", rec.Op)
 	switch verdict {
 	case NotSent:
-		// Wait for the next observation; herdr knows better than our last one.
+		// herdr knows better than our last observation: a status it
+		// showed waits for the next one. Without one (herdr did not
+		// answer), retry after a backoff, since a status change may not
+		// come before the next resync.
 		if pe, ok := errors.AsType[*PromptError](err); ok && pe.Status != "" {
 			w.status = pe.Status
+			return
 		}
+		delay := min(notSentRetry<<min(w.notSent, 8), notSentRetryMax)
+		w.notSent++
+		w.stopRetry()
+		w.retry = c.opts.Clock.AfterFunc(delay, func() {
+			c.lockW()
+			defer c.unlockW()
+			w.retry = nil
+			if !c.closed {
+				c.pump(w)
+			}
+		})
 	case Failed:
 		if t := c.turns[d.msg.TurnID]; t != nil && d.msg.Kind == KindPrompt {
 			msg := fmt.Sprintf("herdr refused the prompt for %s: %v", w.name, err)

@@ -102,6 +102,43 @@ func TestInjector_HerdrRefusalKeepsMessageQueuedForNextObservation(t *testing.T)
 	})
 }
 
+// A prompt herdr refused without a status (it did not answer for a moment)
+// is retried after a short backoff, not at the next status change: an idle
+// worker's next observation may be a whole resync away.
+func TestInjector_PromptHerdrDidNotTakeIsRetriedPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		down := &PromptError{Verdict: NotSent, Err: errors.New("herdr unavailable: connection refused")}
+		h.failNext(down)
+		h.failNext(down)
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		start := time.Now()
+		if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "go"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for len(h.sent()) < 3 {
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+			if time.Since(start) > time.Minute {
+				t.Fatalf("%d attempts within a minute, no new observation; want the third to succeed within a second", len(h.sent()))
+			}
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("delivered %s after two refusals; want the retries within a second (250 ms, then 500 ms)", took)
+		}
+		if s := c.Status("w"); s.QueueDepth != 0 || s.LastDelivery == nil || s.LastDelivery.Result != DeliveryDelivered {
+			t.Fatalf("after the retries: %+v", s)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := len(h.sent()); n != 3 {
+			t.Errorf("%d prompt attempts; want 3 (no retry after the delivery)", n)
+		}
+	})
+}
+
 func TestInjector_StalledPromptIsUncertainAndNeverResent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &fakeHerdr{}
