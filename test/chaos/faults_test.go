@@ -216,12 +216,13 @@ func (w *world) actSlowClient(rng *rand.Rand) string {
 		return "slow MCP client: (fleetd is down)"
 	}
 	if w.slow == nil {
-		what, err := w.startSlowClient()
+		hold := rng.IntN(2) == 0
+		what, err := w.startSlowClient(hold)
 		if err != nil {
 			w.problem("slow MCP client: %v", err)
 			return "slow MCP client failed to start: " + err.Error()
 		}
-		return "a slow MCP client starts a held bridge_poll (" + what + "); " + w.probe("while a slow client sends its request")
+		return fmt.Sprintf("a slow MCP client starts a bridge_poll (held for good: %v; %s); %s", hold, what, w.probe("while a slow client sends its request"))
 	}
 	if rng.IntN(4) == 0 {
 		s := w.slow

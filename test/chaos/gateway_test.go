@@ -155,9 +155,9 @@ func (w *world) probe(why string) string {
 // and drains at a trickle: its session is the primary's (the caller every
 // other message of the schedule is from, so that any per-caller state it
 // could stall is the busiest one), its request body arrives in two parts
-// steps apart, and it reads the answer (a bridge_poll that waits for mail)
-// a few hundred bytes per step through a tiny receive buffer, never
-// acknowledging what it reads. It hangs up as a client that dies does:
+// steps apart, and it reads the answer (a bridge_poll that waits for mail,
+// or for good) a few hundred bytes per step through a tiny receive buffer,
+// never acknowledging what it reads. It hangs up as a client that dies does:
 // its connection closes, its session is never deleted.
 type slowClient struct {
 	conn net.Conn
@@ -226,8 +226,10 @@ func (g *gateway) initSession(ctx context.Context, token string) (string, string
 }
 
 // startSlowClient opens the slow client's session and sends the first
-// part of its held call.
-func (w *world) startSlowClient() (string, error) {
+// part of its call: with hold, one that waits for good (a poll after a
+// cursor no mail reaches), otherwise one answered with the mailbox's first
+// page (or the next mail) that it then reads at a trickle.
+func (w *world) startSlowClient(hold bool) (string, error) {
 	gw := w.fd.gw
 	ctx, cancel := context.WithTimeout(w.ctx, probeTimeout)
 	defer cancel()
@@ -249,8 +251,11 @@ func (w *world) startSlowClient() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("dial: %w", err)
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bridge_poll",` +
-		`"arguments":{"wait":true,"timeoutMs":600000,"limit":1000}}}`
+	args := `{"wait":true,"timeoutMs":600000,"limit":1000}` // answered with a page of mail now, or at the next mail
+	if hold {
+		args = `{"wait":true,"timeoutMs":600000,"cursor":"c999999999999"}` // waits for mail that never comes
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bridge_poll","arguments":` + args + `}}`
 	head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nContent-Length: %d\r\n\r\n",
 		gw.srv.Listener.Addr(), primaryToken, session, version, len(body))
