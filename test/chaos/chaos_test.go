@@ -122,6 +122,7 @@ var actions = []action{
 	{1, (*world).actHerdrRestart},
 	{2, (*world).actSlowClient},
 	{1, (*world).actFlood},
+	{1, (*world).actVanishingSender},
 }
 
 // step plays one random step. A stopped fleetd or herdr usually comes back

@@ -14,7 +14,10 @@
 // without its agent); a slow MCP client on the primary's session that
 // sends its held bridge_poll in halves and reads the answer at a trickle
 // (or holds it for good) while another session must be served within
-// seconds; and a flood from one worker, progress notes far over the tool-
+// seconds, and that deletes its session when it hangs up; a primary's MCP
+// client that holds a bridge_send and goes away (connection closed,
+// session deleted), whose message must still end in the mailbox; and a
+// flood from one worker, progress notes far over the tool-
 // call rate (through the MCP gateway) and the mailbox bounds (straight into
 // the core). The chaos fleet serves package mcp's gateway with small
 // bounds: 24 messages and 128 KiB per mailbox, 32 KiB pages, 16 KiB

@@ -72,7 +72,7 @@ const floodWorkers = 4
 // maxContent bytes each: tens through the MCP gateway, several at a time,
 // far over the tool-call rate, then hundreds straight into the messaging
 // core, as a flood the rate lets through over minutes (or many workers'
-// together) would arrive, far over the mailbox bounds. mailbox_full and
+// together) would arrive, far over the mailbox bounds (one flood offers 2 to 4 MiB). mailbox_full and
 // rate_limited are refusals the worker sees, not acknowledgements; an
 // accepted note must reach the primary exactly once, and the heap must stay
 // within heapBound of what it was before the flood.
@@ -84,8 +84,8 @@ func (w *world) actFlood(rng *rand.Rand) string {
 	if !ok {
 		return "flood: no members"
 	}
-	n := 3*toolCallBurst + rng.IntN(3*toolCallBurst)
-	direct := 8*maxMailboxMsgs + rng.IntN(8*maxMailboxMsgs)
+	n := 2*toolCallBurst + rng.IntN(2*toolCallBurst)
+	direct := 6*maxMailboxMsgs + rng.IntN(6*maxMailboxMsgs)
 	size := 1<<10 + rng.IntN(maxContent-2<<10)
 	ctx, cancel := context.WithTimeout(w.ctx, 4*probeTimeout)
 	defer cancel()
@@ -228,7 +228,7 @@ func (w *world) actSlowClient(rng *rand.Rand) string {
 		s := w.slow
 		w.slow = nil
 		s.close()
-		return fmt.Sprintf("slow MCP client hangs up after reading %d bytes", s.read)
+		return fmt.Sprintf("slow MCP client hangs up after reading %d bytes; %s", s.read, w.deleteSession(s))
 	}
 	what, done := w.slow.trickle()
 	if done {
@@ -242,8 +242,7 @@ func (w *world) actSlowClient(rng *rand.Rand) string {
 // fleetd's goroutines, caches and journal buffers, the fake herdr's model
 // and event ring, the test's own ledger (a run grows by 1 to 2 MiB). heapBound allows it
 // plus a few full mailboxes; a fleet that kept refused content, or let the
-// primary's mailbox grow past its bound, goes over within one flood (one
-// flood offers 3 to 6 MiB).
+// primary's mailbox grow past its bound, goes over within a flood or two.
 const heapSlack = 4 << 20
 
 func heapBound() uint64 { return heapSlack + 4*maxMailboxBytes }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -152,7 +154,8 @@ func (w *world) probe(why string) string {
 }
 
 // slowClient is an MCP client that holds a call on a connection it feeds
-// and drains at a trickle: its session is the primary's (the caller every
+// and drains at a trickle (and in the end deletes its session, unless
+// fleetd died first): its session is the primary's (the caller every
 // other message of the schedule is from, so that any per-caller state it
 // could stall is the busiest one), its request body arrives in two parts
 // steps apart, and it reads the answer (a bridge_poll that waits for mail,
@@ -160,9 +163,10 @@ func (w *world) probe(why string) string {
 // never acknowledging what it reads. It hangs up as a client that dies does:
 // its connection closes, its session is never deleted.
 type slowClient struct {
-	conn net.Conn
-	rest []byte // the request's unsent part
-	read int    // response bytes read so far
+	session string
+	conn    net.Conn
+	rest    []byte // the request's unsent part
+	read    int    // response bytes read so far
 }
 
 // initSession opens an MCP session by hand (initialize, then
@@ -265,7 +269,7 @@ func (w *world) startSlowClient(hold bool) (string, error) {
 		conn.Close()
 		return "", fmt.Errorf("write: %w", err)
 	}
-	w.slow = &slowClient{conn: conn, rest: req[half:]}
+	w.slow = &slowClient{session: session, conn: conn, rest: req[half:]}
 	return fmt.Sprintf("session %s, %d of %d request bytes sent", session, half, len(req)), nil
 }
 
@@ -298,12 +302,115 @@ func (s *slowClient) trickle() (string, bool) {
 // close hangs the slow client up.
 func (s *slowClient) close() { s.conn.Close() }
 
+// deleteSession ends the slow client's session as a client that closes
+// cleanly does (HTTP DELETE), after its connection is gone; it must be
+// answered within probeTimeout.
+func (w *world) deleteSession(s *slowClient) string {
+	gw := w.fd.gw
+	ctx, cancel := context.WithTimeout(w.ctx, probeTimeout)
+	defer cancel()
+	start := time.Now()
+	req, _ := http.NewRequestWithContext(ctx, "DELETE", gw.srv.URL+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", s.session)
+	resp, err := (&http.Client{Transport: bearer{primaryToken, gw.tr}}).Do(req)
+	if err != nil {
+		w.problem("the DELETE of the slow client's session %s (a call of it held) was not answered within %s: %v", s.session, probeTimeout, err)
+		return "its session's DELETE hangs"
+	}
+	resp.Body.Close()
+	return fmt.Sprintf("its session's DELETE answered %s in %s", resp.Status, time.Since(start).Round(time.Millisecond))
+}
+
 // dropSlowClient hangs up the slow client, if there is one.
 func (w *world) dropSlowClient(why string) {
 	if w.slow == nil {
 		return
 	}
-	w.slow.close()
+	s := w.slow
 	w.slow = nil
-	w.record("slow MCP client hangs up: " + why)
+	s.close()
+	what := "slow MCP client hangs up: " + why
+	if w.fd != nil {
+		what += "; " + w.deleteSession(s)
+	}
+	w.record(what)
+}
+
+// actVanishingSender is a primary's MCP client that holds a bridge_send
+// (wait) to a running member on its own connection and then goes away,
+// closing the connection and deleting its session as a client that exits
+// does. The held call must end with its connection (the SDK would keep it
+// running, for a resumption that without an event store never comes), so
+// that the DELETE is answered at once and the worker's reply lands in the
+// primary's mailbox rather than with a waiter nobody reads: the ledger
+// holds the message to that.
+func (w *world) actVanishingSender(rng *rand.Rand) string {
+	if w.fd == nil {
+		return "vanishing sender: (fleetd is down)"
+	}
+	var names []string
+	for _, m := range w.fd.mgr.Members() {
+		if m.Status.Phase == v1alpha1.PhaseReady && m.Status.PaneID != "" {
+			names = append(names, m.Name)
+		}
+	}
+	name, ok := pick(rng, names)
+	if !ok {
+		return "vanishing sender: no running members"
+	}
+	gw, core := w.fd.gw, w.fd.core
+	ctx, cancel := context.WithTimeout(w.ctx, probeTimeout)
+	defer cancel()
+	session, version, err := gw.initSession(ctx, primaryToken)
+	if err != nil {
+		w.problem("vanishing sender: session: %v", err)
+		return "vanishing sender: no session"
+	}
+	before := map[string]bool{}
+	for _, ot := range core.Status(name).OpenTurns {
+		before[ot.ID] = true
+	}
+	w.nextMsg++
+	text := fmt.Sprintf("task-%d-%d", w.seed, w.nextMsg)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bridge_send","arguments":`+
+		`{"sessionId":%q,"content":%q,"wait":true,"timeoutMs":600000}}}`, name, text)
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", gw.srv.Listener.Addr().String())
+	if err != nil {
+		w.problem("vanishing sender: dial: %v", err)
+		return "vanishing sender: no connection"
+	}
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nContent-Length: %d\r\n\r\n%s",
+		gw.srv.Listener.Addr(), primaryToken, session, version, len(body), body)
+	turn := ""
+	for turn == "" && ctx.Err() == nil { // the send opens its turn within milliseconds
+		for _, ot := range core.Status(name).OpenTurns {
+			if !before[ot.ID] {
+				turn = ot.ID
+			}
+		}
+		if turn == "" {
+			tm := time.NewTimer(time.Millisecond)
+			<-tm.C
+		}
+	}
+	if turn == "" { // refused, or ended at once (worker_gone): its answer is on the connection
+		conn.SetReadDeadline(time.Now().Add(probeTimeout))
+		b, _ := io.ReadAll(io.LimitReader(conn, 4<<10))
+		conn.Close()
+		return fmt.Sprintf("vanishing sender: bridge_send to %s ended before it went away: %q", name, firstLine(b))
+	}
+	conn.Close()
+	s := &sent{turn: turn, worker: name, text: text}
+	w.mu.Lock()
+	w.ledger[turn] = s
+	w.byText[text] = s
+	w.mu.Unlock()
+	return fmt.Sprintf("send %s to %s from an MCP client that then goes away: turn %s; %s", text, name, turn,
+		w.deleteSession(&slowClient{session: session}))
+}
+
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(string(b), "\r\n")
+	return line
 }
