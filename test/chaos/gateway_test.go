@@ -406,8 +406,21 @@ func (w *world) actVanishingSender(rng *rand.Rand) string {
 	w.ledger[turn] = s
 	w.byText[text] = s
 	w.mu.Unlock()
-	return fmt.Sprintf("send %s to %s from an MCP client that then goes away: turn %s; %s", text, name, turn,
-		w.deleteSession(&slowClient{session: session}))
+	del := w.deleteSession(&slowClient{session: session})
+	// Once the DELETE is answered the call is over. A turn still open then
+	// must end in the mailbox; one that ended before may have ended in the
+	// answer written to the connection the client had just left, which is
+	// the client's to lose: its outcome may be missing (never doubled).
+	still := false
+	for _, ot := range core.Status(name).OpenTurns {
+		still = still || ot.ID == turn
+	}
+	if !still {
+		w.mu.Lock()
+		s.uncertain = true
+		w.mu.Unlock()
+	}
+	return fmt.Sprintf("send %s to %s from an MCP client that then goes away: turn %s (open when it left: %v); %s", text, name, turn, still, del)
 }
 
 func firstLine(b []byte) string {
