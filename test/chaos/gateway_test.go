@@ -380,7 +380,8 @@ func (w *world) actVanishingSender(rng *rand.Rand) string {
 		return "vanishing sender: no connection"
 	}
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nContent-Length: %d\r\n\r\n%s",
+		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nContent-Length: %d\r\n"+
+		"Connection: close\r\n\r\n%s", // so that an answer ends with the connection
 		gw.srv.Listener.Addr(), primaryToken, session, version, len(body), body)
 	turn := ""
 	for turn == "" && ctx.Err() == nil { // the send opens its turn within milliseconds
