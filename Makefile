@@ -59,7 +59,10 @@ fuzz:
 	done
 
 # The seeded chaos test, long form: CHAOS_SEEDS seeds one after another
-# (from CHAOS_FIRST), CHAOS_STEPS faults each. `make test` runs a short form.
+# (from CHAOS_FIRST), CHAOS_STEPS faults each (herdr, fleetd and pane
+# crashes, manifest edits, a slow MCP client, a flood from one worker; see
+# test/chaos/doc.go), about 40 s. `make test` runs a short form (3 seeds of
+# 30 steps, a few seconds).
 # A failure prints its seed; rerun it with
 # `go test -race -run TestChaos ./test/chaos/ -chaos.seed=N -chaos.steps=80`.
 CHAOS_SEEDS ?= 20

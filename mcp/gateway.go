@@ -17,6 +17,10 @@ package mcp
 //     session table (sessions.go), which expires idle sessions and caps
 //     each token's.
 //
+//   - request scope: a tool call ends when the HTTP request that carried
+//     it ends (its client went away), so that a held call releases its
+//     waiter and its outcome goes to the mailbox (see requestScoped).
+//
 // One [sdk.Server] serves every session. Tool handlers read the caller from
 // the request's TokenInfo (see callerOf), never from an argument. A receiving
 // middleware turns every tool error into a result carrying a stable code
@@ -42,6 +46,10 @@ import (
 // identityKey is the TokenInfo.Extra key holding the caller's identity.
 const identityKey = "fleetd.identity"
 
+// requestKey is the TokenInfo.Extra key holding the context of the HTTP
+// request that carried a message (see requestScoped).
+const requestKey = "fleetd.request"
+
 type callerCtxKey struct{}
 
 // newGateway returns the /mcp handler for server s.
@@ -55,7 +63,7 @@ func (s *restServer) newGateway(srv *sdk.Server) http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.sessionKey, Extra: map[string]any{identityKey: c.Identity}}, nil
+		return &auth.TokenInfo{UserID: c.sessionKey, Extra: map[string]any{identityKey: c.Identity, requestKey: ctx}}, nil
 	}
 	bound := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +115,8 @@ func (s *restServer) toolMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 		if method != "tools/call" {
 			return next(ctx, method, req)
 		}
+		ctx, release := requestScoped(ctx, req)
+		defer release()
 		name := "unknown"
 		if ctr, ok := req.(*sdk.CallToolRequest); ok && ctr.Params != nil {
 			if slices.Contains(toolNames, ctr.Params.Name) {
@@ -132,6 +142,30 @@ func (s *restServer) toolMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 		s.toolCalls.WithLabelValues(name, outcome).Inc()
 		return res, err
 	}
+}
+
+// requestScoped ends a tool call's context when the HTTP request that
+// carried the call ends: its client went away (the connection closed) or
+// the server is shutting it down. The SDK keeps a call of a stateful
+// session running after its POST is gone, for a client that would resume
+// the stream; fleetd keeps no event store, so nobody ever could, and a held
+// call (bridge_send or bridge_poll with wait, bridge_ask) would otherwise
+// keep its waiter, take the outcome it waits for into the void (the reply
+// never reaching the primary's mailbox) and hold its session's DELETE
+// until it returns. Ended, the call releases its waiter, as a cancelled
+// request does (DESIGN 5.3), and the outcome lands in the mailbox.
+func requestScoped(ctx context.Context, req sdk.Request) (context.Context, func()) {
+	extra := req.GetExtra()
+	if extra == nil || extra.TokenInfo == nil {
+		return ctx, func() {}
+	}
+	rc, ok := extra.TokenInfo.Extra[requestKey].(context.Context)
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(rc, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // asToolError finds the *ToolError in err, or classifies err: the SDK's own

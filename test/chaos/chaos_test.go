@@ -77,7 +77,7 @@ func TestChaos(t *testing.T) {
 func (w *world) record(line string) {
 	w.trace = append(w.trace, line)
 	if testing.Verbose() {
-		w.t.Log(line)
+		w.t.Logf("%6s %s", time.Since(w.start).Round(time.Millisecond), line)
 	}
 }
 
@@ -92,6 +92,8 @@ func (w *world) begin() {
 	if err := w.fd.mgr.WaitFor(ctx, func(ms []v1alpha1.Member) bool { return w.converged(ms) == "" }); err != nil {
 		w.t.Fatalf("the initial fleet never converged: %s", w.converged(w.fd.mgr.Members()))
 	}
+	w.heapBase = heapInuse()
+	w.heapPeak, w.heapPeakAt = w.heapBase, "at start"
 }
 
 // action is one kind of schedule step; weight is its relative frequency.
@@ -115,6 +117,12 @@ var actions = []action{
 	{1, (*world).actDelete},
 	{1, (*world).actEdit},
 	{1, (*world).actPause},
+	// Issue 12's faults (faults_test.go).
+	{1, (*world).actHerdrBlip},
+	{1, (*world).actHerdrRestart},
+	{2, (*world).actSlowClient},
+	{1, (*world).actFlood},
+	{1, (*world).actVanishingSender},
 }
 
 // step plays one random step. A stopped fleetd or herdr usually comes back
@@ -267,9 +275,7 @@ func (w *world) actBlockAgent(rng *rand.Rand) string {
 
 func (w *world) actHerdr(*rand.Rand) string {
 	if w.herdrDown {
-		if err := w.fake.Restart(); err != nil {
-			w.t.Fatalf("herdr restart: %v", err)
-		}
+		w.herdrUp()
 		w.herdrDown = false
 		return "herdr restarts"
 	}
@@ -346,6 +352,7 @@ func (w *world) actPause(rng *rand.Rand) string {
 // prompt (replying or not; no more faults) and unblocks idle dialogs, until
 // the fleet converges, herdr matches it and no message is in flight.
 func (w *world) settle(rng *rand.Rand) {
+	w.dropSlowClient("the schedule ended")
 	if w.herdrDown {
 		w.record("settle: " + w.actHerdr(rng))
 	}
@@ -545,10 +552,14 @@ func (w *world) messagesQuiet() string {
 	return ""
 }
 
-// check asserts the message invariants once everything has settled.
+// check asserts the message invariants once everything has settled (the
+// herdr ones, no duplicate or orphan pane, hold already: settle waited for
+// herdrMatches).
 func (w *world) check() {
+	w.sampleHeap("at the end")
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.checkFaults()
 	for _, p := range w.problems {
 		w.t.Error(p)
 	}

@@ -7,13 +7,34 @@
 // The schedule sends messages, lets workers reply, finish silently, block or
 // crash, kills panes and agents, stops and restarts herdr, kills fleetd
 // without cleanup and starts a fresh one on the same state directory, and
-// adds, edits, pauses and deletes manifests. When it ends the test lets
-// everything settle (condition-based, never by sleeping) and checks the
-// invariants: every member converged to its spec, one fleetd tab per running
-// member and none for any other name, every message sent ended exactly once
-// (replied, polled from the mailbox or reported uncertain; none lost, none
-// doubled, none typed twice, no reply given to the wrong turn), and no
-// goroutine left behind.
+// adds, edits, pauses and deletes manifests. It also plays issue 12's
+// faults (faults_test.go, gateway_test.go): herdr refusing connections for
+// a few milliseconds or dropping the next few requests unanswered; herdr
+// restarting at once with its agents dying (each pane back under its id,
+// without its agent); a slow MCP client on the primary's session that
+// sends its held bridge_poll in halves and reads the answer at a trickle
+// (or holds it for good) while another session must be served within
+// seconds, and that deletes its session when it hangs up; a primary's MCP
+// client that holds a bridge_send and goes away (connection closed,
+// session deleted), whose message must still end in the mailbox; and a
+// flood from one worker, progress notes far over the tool-
+// call rate (through the MCP gateway) and the mailbox bounds (straight into
+// the core). The chaos fleet serves package mcp's gateway with small
+// bounds: 24 messages and 128 KiB per mailbox, 32 KiB pages, 16 KiB
+// contents, 16 tool calls per burst.
+//
+// When it ends the test lets everything settle (condition-based, never by
+// sleeping) and checks the invariants: every member converged to its spec;
+// one fleetd tab per running member holding one pane and none for any
+// other name (no duplicate pane, no orphan); every message sent ended
+// exactly once (replied, polled from the mailbox or reported uncertain;
+// none lost, none doubled, none typed twice, no reply given to the wrong
+// turn); every flood note the gateway or core accepted reached the primary
+// exactly once and none refused (mailbox_full, rate_limited) ever did; no
+// paged poll returned a message twice or went over its page bound; the Go
+// heap in use (after a collection, at its peak: after each flood and at the
+// end) grew by at most 4 MiB plus four mailboxes' worth; and no goroutine
+// was left behind.
 //
 // One known gap is kept out of the default schedule, so that it stays a
 // regression test; a flag puts it back to reproduce it:

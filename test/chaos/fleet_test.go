@@ -25,10 +25,24 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/mcp"
 )
 
-// primary is the caller every message is sent from.
-const primary = "primary"
+// primary is the caller every message is sent from: the primary's name in
+// the messaging core, as the MCP gateway names it, so that the primary's
+// MCP sessions (see gateway_test.go) read the same mailbox.
+const primary = mcp.PrimaryName
+
+// The chaos fleet's bounds: small, so that a flood reaches them within a
+// few steps and the heap bound checked at the end (see heapBound) is tight.
+const (
+	maxContent      = 16 << 10
+	maxMailboxMsgs  = 24
+	maxMailboxBytes = 128 << 10
+	maxPollBytes    = 32 << 10
+	toolCallBurst   = 16
+	toolCallRate    = 200.0 // per second
+)
 
 const profileYAML = `apiVersion: fleetd.dev/v1alpha1
 kind: Profile
@@ -70,6 +84,7 @@ type fleetd struct {
 	cancel context.CancelFunc
 	done   chan error
 	gone   chan struct{} // closed when the gone-member reporter returned
+	gw     *gateway      // its MCP gateway
 }
 
 // sent is one message the primary sent, and everything it learnt about it.
@@ -95,6 +110,7 @@ type pendingPrompt struct {
 type world struct {
 	t         *testing.T
 	seed      int64
+	start     time.Time // when the run began
 	log       *slog.Logger
 	manifests string
 	state     string
@@ -106,6 +122,12 @@ type world struct {
 	trace     []string
 	nextMsg   int
 	nextCwd   int
+	slow      *slowClient // the slow MCP client, while there is one
+
+	// The heap in use after the initial fleet converged, and its peak
+	// since (after floods and at the end).
+	heapBase, heapPeak uint64
+	heapPeakAt         string
 
 	ctx    context.Context // ends at teardown; bounds the held calls
 	cancel context.CancelFunc
@@ -121,16 +143,20 @@ type world struct {
 	holding  map[string]bool // turns with a held call that has not returned
 	strays   int
 	problems []string
+
+	floods    map[string]*floodMsg // flood key → what became of it
+	nextFlood int
 }
 
 func newWorld(t *testing.T, seed int64) *world {
 	t.Helper()
 	root := t.TempDir()
 	w := &world{
-		t: t, seed: seed, log: testLogger(),
+		t: t, seed: seed, start: time.Now(), log: testLogger(),
 		manifests: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
 		desired: map[string]spec{}, typed: map[string]int{}, signal: make(chan struct{}),
 		ledger: map[string]*sent{}, byText: map[string]*sent{}, seenMail: map[string]bool{}, holding: map[string]bool{},
+		floods: map[string]*floodMsg{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(w.manifests, 0o755); err != nil {
@@ -193,7 +219,10 @@ func (w *world) startFleetd() {
 		// second prompt into a turn (and a reply to the wrong turn) before
 		// the pickup is seen.
 		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
-		Admit: messaging.AdmitMembers(daemon.Roster(st)),
+		Admit:           messaging.AdmitMembers(daemon.Roster(st)),
+		PrimaryName:     primary,
+		MaxContentBytes: maxContent, MaxMailboxMessages: maxMailboxMsgs, MaxMailboxBytes: maxMailboxBytes,
+		MaxPollBytes: maxPollBytes,
 	})
 	if err != nil {
 		w.t.Fatalf("messaging core: %v", err)
@@ -214,6 +243,7 @@ func (w *world) startFleetd() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
+	fd.gw = w.startGateway(mgr, core)
 	go func() { fd.done <- mgr.Run(ctx) }()
 	go func() {
 		defer close(fd.gone)
@@ -238,6 +268,7 @@ func (w *world) killFleetd() {
 	w.t.Helper()
 	fd := w.fd
 	w.fd = nil
+	w.dropSlowClient("fleetd was killed")
 	fd.cancel()
 	if err := <-fd.done; err != nil {
 		w.t.Errorf("controllers Run: %v", err)
@@ -246,6 +277,10 @@ func (w *world) killFleetd() {
 	if err := fd.core.Close(); err != nil {
 		w.t.Errorf("messaging core close: %v", err)
 	}
+	// As the daemon shuts down: the core first, which ends the calls the
+	// gateway holds (the SDK does not cancel a held call when its client
+	// goes, and a session's close waits for its calls), then the listener.
+	fd.gw.close(w.t)
 }
 
 // onPrompt is every simulated worker's reaction to a prompt typed into its
@@ -326,50 +361,82 @@ func (w *world) outcome(s *sent, what, replyText string) {
 	}
 }
 
-// poll is the primary's bridge_poll + bridge_ack. Messages are returned
-// until acknowledged, so one seen before a crash can come again: the
-// primary deduplicates by message id, as the at-least-once contract asks.
+// poll is the primary's bridge_poll + bridge_ack, a page at a time (the
+// cursor of one page starts the next) until the mailbox holds nothing
+// more. Messages are returned until acknowledged, so one seen before a
+// crash can come again: the primary deduplicates by message id, as the
+// at-least-once contract asks. Within one pass no message may come twice
+// and no page may go over the page bound (but for a single message).
 func (w *world) poll() string {
 	core := w.fd.core
-	msgs, err := core.Poll(w.ctx, primary, false, 0)
-	if err != nil {
-		return "poll failed: " + err.Error()
-	}
 	var ids []string
-	fresh := 0
-	for _, m := range msgs {
-		ids = append(ids, m.ID)
-		w.mu.Lock()
-		seen := w.seenMail[m.ID]
-		w.seenMail[m.ID] = true
-		s := w.ledger[m.TurnID]
-		w.mu.Unlock()
-		if seen {
-			continue
+	fresh, pages := 0, 0
+	inPass := map[string]bool{}
+	cursor := ""
+	for {
+		page, err := core.PollPage(w.ctx, primary, messaging.PollRequest{Cursor: cursor, Limit: 8})
+		if err != nil {
+			return "poll failed: " + err.Error()
 		}
-		fresh++
-		switch m.Kind {
-		case messaging.KindReply, messaging.KindTurnDone, messaging.KindWorkerGone, messaging.KindDeliveryFailed:
-		default:
-			continue // progress and questions end nothing
+		pages++
+		size := 0
+		for _, m := range page.Messages {
+			size += len(m.Content)
+			if inPass[m.ID] {
+				w.problem("poll: message %s came twice in one paged pass", m.ID)
+			}
+			inPass[m.ID] = true
+			ids = append(ids, m.ID)
+			if w.mail(m) {
+				fresh++
+			}
 		}
-		switch {
-		case s != nil:
-			w.outcome(s, "mail "+string(m.Kind), m.Content)
-		case m.TurnID == "":
-			w.mu.Lock()
-			w.strays++ // a worker replied after its turn ended (e.g. its pane went meanwhile)
-			w.mu.Unlock()
-		default:
-			w.problem("mail %s (%s) for unknown turn %s", m.ID, m.Kind, m.TurnID)
+		if len(page.Messages) > 1 && size > maxPollBytes {
+			w.problem("poll: a page of %d messages holds %d bytes, over the %d-byte page bound", len(page.Messages), size, maxPollBytes)
 		}
+		if page.More == 0 || len(page.Messages) == 0 {
+			break
+		}
+		cursor = page.Next
 	}
 	if len(ids) > 0 {
 		if _, err := core.Ack(primary, ids); err != nil {
-			return fmt.Sprintf("poll: %d messages (%d new), ack failed: %v", len(msgs), fresh, err)
+			return fmt.Sprintf("poll: %d messages (%d new) in %d pages, ack failed: %v", len(ids), fresh, pages, err)
 		}
 	}
-	return fmt.Sprintf("poll: %d messages (%d new)", len(msgs), fresh)
+	return fmt.Sprintf("poll: %d messages (%d new) in %d pages", len(ids), fresh, pages)
+}
+
+// mail handles one message from the primary's mailbox; it reports whether
+// the message was new.
+func (w *world) mail(m messaging.Message) bool {
+	w.mu.Lock()
+	seen := w.seenMail[m.ID]
+	w.seenMail[m.ID] = true
+	s := w.ledger[m.TurnID]
+	w.mu.Unlock()
+	if seen {
+		return false
+	}
+	if w.floodMail(m) {
+		return true
+	}
+	switch m.Kind {
+	case messaging.KindReply, messaging.KindTurnDone, messaging.KindWorkerGone, messaging.KindDeliveryFailed:
+	default:
+		return true // progress and questions end nothing
+	}
+	switch {
+	case s != nil:
+		w.outcome(s, "mail "+string(m.Kind), m.Content)
+	case m.TurnID == "":
+		w.mu.Lock()
+		w.strays++ // a worker replied after its turn ended (e.g. its pane went meanwhile)
+		w.mu.Unlock()
+	default:
+		w.problem("mail %s (%s) for unknown turn %s", m.ID, m.Kind, m.TurnID)
+	}
+	return true
 }
 
 // noteUncertain records the deliveries fleetd reports as uncertain
