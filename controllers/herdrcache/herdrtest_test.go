@@ -3,6 +3,7 @@ package herdrcache_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -125,6 +126,70 @@ func TestCache_OnFakeHerdr_LiveOnlyEventsAndBursts(t *testing.T) {
 			if seqs[i] != seqs[i-1]+1 {
 				t.Fatalf("seq %d after %d at status %d of the burst", seqs[i], seqs[i-1], i)
 			}
+		}
+	})
+}
+
+// herdr closes a tab with its last pane and says only pane_exited (or
+// pane_closed), no tab_closed: the cache drops the tab too, and keeps a tab
+// that still has a pane.
+func TestCache_OnFakeHerdr_TabGoesWithItsLastPane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, Validator: validated.Schema()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		hc := herdr.New(&herdr.Options{Dial: srv.Dial})
+		ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := hc.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: "fleetd/alone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		split, err := hc.CreateTab(ctx, herdr.TabCreateParams{WorkspaceID: ws.Workspace.WorkspaceID, Label: "fleetd/split"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hc.SplitPane(ctx, herdr.PaneSplitParams{TargetPaneID: split.RootPane.PaneID, Direction: herdr.SplitRight}); err != nil {
+			t.Fatal(err)
+		}
+		cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
+			ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- cache.Run(runCtx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		synctest.Wait()
+		labels := func() []string {
+			var out []string
+			for _, tab := range cache.TabsWithLabelPrefix("fleetd/") {
+				out = append(out, tab.Label)
+			}
+			slices.Sort(out)
+			return out
+		}
+		if diff := cmp.Diff([]string{"fleetd/alone", "fleetd/split"}, labels()); diff != "" {
+			t.Fatalf("tabs before (-want +got):\n%s", diff)
+		}
+		for _, p := range []string{alone.RootPane.PaneID, split.RootPane.PaneID} {
+			if err := srv.KillPane(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Second) // the events' tick
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"fleetd/split"}, labels()); diff != "" {
+			t.Errorf("tabs after each tab lost a pane (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -466,7 +466,7 @@ func (c *Cache) apply(ev herdr.Event) {
 			c.view.setPane(*ev.Pane)
 		}
 	case herdr.EventPaneClosed, herdr.EventPaneExited:
-		c.view.removePane(ev.PaneID)
+		c.view.closePane(ev.PaneID)
 		delete(c.confirmed, ev.PaneID)
 	case herdr.EventPaneAgentDetected:
 		if ev.Released {

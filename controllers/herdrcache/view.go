@@ -188,6 +188,29 @@ func (v *view) removePane(paneID string) {
 	v.removePaneLocked(paneID)
 }
 
+// closePane drops a pane that closed or exited, and its tab with it when
+// it was the tab's last pane: herdr closes such a tab without a tab_closed
+// event (PROTOCOL.md, "Last pane of a non-last tab: only pane_closed").
+func (v *view) closePane(paneID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	p, known := v.panes[paneID]
+	v.removePaneLocked(paneID)
+	if !known {
+		return
+	}
+	if _, ok := v.tabs[p.TabID]; !ok {
+		return
+	}
+	for _, other := range v.panes {
+		if other.TabID == p.TabID {
+			return
+		}
+	}
+	v.touchLocked(p.TabID)
+	delete(v.tabs, p.TabID)
+}
+
 // removePaneLocked drops a pane and its agent. v.mu must be held.
 func (v *view) removePaneLocked(paneID string) {
 	v.touchLocked(paneID)
