@@ -529,7 +529,11 @@ func (d *Directory) publish(next *Snapshot) {
 	}
 	for _, e := range next.Errors {
 		if !old[e.Error()] {
-			d.log.Error("manifest error; the file's last good objects stay in effect", "file", e.File, "line", e.Line, "err", e.Error())
+			attrs := []any{"file", e.File}
+			if e.Line > 0 { // a whole-file problem (unreadable, not a regular file) has no line
+				attrs = append(attrs, "line", e.Line)
+			}
+			d.log.Error("manifest error; the file's last good objects stay in effect", append(attrs, "err", e.Error())...)
 		}
 	}
 	if len(prev.Errors) > 0 && len(next.Errors) == 0 {
