@@ -331,8 +331,7 @@ func (m *Manager) startFailed(ctx context.Context, name string, mem *v1alpha1.Me
 // sameKind reports whether herdr's agent kind (canonical, lower-case) is the
 // one a profile asked for, which may be an alias ("claude-code").
 func sameKind(detected, wanted string) bool {
-	d, w := strings.ToLower(detected), strings.ToLower(wanted)
-	return d == w || strings.HasPrefix(w, d+"-")
+	return herdr.CanonicalKind(detected) == herdr.CanonicalKind(wanted)
 }
 
 // backoff is base doubled n times, at most limit.

@@ -77,7 +77,7 @@ var allowed = Graph{
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
-	"internal/harness": {"api/v1alpha1", "controllers/launch", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
+	"internal/harness": {"api/v1alpha1", "controllers/launch", "herdr", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or controllers/store.

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"github.com/fleetd-dev/fleetd/herdr"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,25 +67,10 @@ func For(harness string) Adapter {
 	}
 }
 
-// CanonicalKind returns herdr's canonical name for the agent kind harness:
-// lower case, trimmed, and with the aliases herdr's agent.start accepts
-// (claude-code, cursor-agent, kiro-cli, qwen-code) replaced by the kind they
-// name. herdr reports agents, and their agent_session, under the canonical
-// kind.
-func CanonicalKind(harness string) string {
-	k := strings.ToLower(strings.TrimSpace(harness))
-	switch k {
-	case "claude-code":
-		return "claude"
-	case "cursor-agent":
-		return "cursor"
-	case "kiro-cli":
-		return "kiro"
-	case "qwen-code":
-		return "qwen"
-	}
-	return k
-}
+// CanonicalKind returns herdr's canonical name for the agent kind harness
+// (herdr.CanonicalKind of it, trimmed): herdr reports agents, and their
+// agent_session, under the canonical kind.
+func CanonicalKind(harness string) string { return herdr.CanonicalKind(strings.TrimSpace(harness)) }
 
 // Kinds returns the canonical agent kinds herdr's agent.start accepts:
 // protocol 20's, and qwen (Qwen Code, executable qwen), which protocol 22
