@@ -2,13 +2,13 @@ package harness
 
 import (
 	"fmt"
-	"github.com/fleetd-dev/fleetd/herdr"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr"
 )
 
 // Input is what an adapter renders: the member's resolved plan rows plus the
