@@ -42,7 +42,7 @@ fmt:
 BENCHARGS    ?=
 BENCHMEMBERS ?= 1000
 bench: build
-	@echo "running the fleet benchmarks (5–10 minutes: Convergence with 3 s agent starts takes longest)..."
+	@echo "running the fleet benchmarks (1–2 minutes on a quiet machine; more under load)..."
 	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
 	$(GO) run ./test/bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
 
