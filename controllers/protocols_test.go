@@ -184,17 +184,7 @@ func TestScenario_HerdrRestartWithRestoreKeepsEverything(t *testing.T) {
 			}
 			terminals[n] = p.TerminalID
 		}
-		after := e.waitFor("all Ready again on their new terminals", func(ms map[string]v1alpha1.Member) bool {
-			if !allPhase(v1alpha1.PhaseReady, names...)(ms) {
-				return false
-			}
-			for _, n := range names {
-				if ms[n].Status.TerminalID != terminals[n] {
-					return false
-				}
-			}
-			return true
-		})
+		after := e.waitFor("all Ready again on their new terminals", readyOn(terminals))
 		e.settled(len(names))
 		if got := e.callsSince(calls); len(got) != 0 {
 			t.Errorf("herdr calls after the restart: %v; want no new tab, no agent started, nothing closed", got)
@@ -236,17 +226,7 @@ func TestScenario_LiveHandoffIsAdopted(t *testing.T) {
 			p, _ := e.fake.Pane(before[n].Status.PaneID)
 			terminals[n] = p.TerminalID
 		}
-		after := e.waitFor("all Ready on their new terminals", func(ms map[string]v1alpha1.Member) bool {
-			if !allPhase(v1alpha1.PhaseReady, names...)(ms) {
-				return false
-			}
-			for _, n := range names {
-				if ms[n].Status.TerminalID != terminals[n] {
-					return false
-				}
-			}
-			return true
-		})
+		after := e.waitFor("all Ready on their new terminals", readyOn(terminals))
 		e.settled(len(names))
 		if got := e.callsSince(calls); len(got) != 0 {
 			t.Errorf("herdr calls after the handoff: %v; want none that change what runs", got)
@@ -418,4 +398,17 @@ func TestScenario_HerdrRestartResumesOneAgentAndLosesAnother(t *testing.T) {
 			t.Errorf("lost: %d restarts; want 1", after["lost"].Status.Restarts)
 		}
 	})
+}
+
+// readyOn is a waitFor condition: every member named in terminals is Ready
+// on the terminal given for it.
+func readyOn(terminals map[string]string) func(map[string]v1alpha1.Member) bool {
+	return func(ms map[string]v1alpha1.Member) bool {
+		for n, term := range terminals {
+			if ms[n].Status.Phase != v1alpha1.PhaseReady || ms[n].Status.TerminalID != term {
+				return false
+			}
+		}
+		return true
+	}
 }

@@ -262,16 +262,10 @@ func (v *view) closePane(paneID string) {
 	if !known {
 		return
 	}
-	if _, ok := v.tabs[p.TabID]; !ok {
-		return
+	if _, ok := v.tabs[p.TabID]; ok && len(v.tabPanesLocked(p.TabID)) == 0 {
+		v.touchLocked(p.TabID)
+		delete(v.tabs, p.TabID)
 	}
-	for _, other := range v.panes {
-		if other.TabID == p.TabID {
-			return
-		}
-	}
-	v.touchLocked(p.TabID)
-	delete(v.tabs, p.TabID)
 }
 
 // removePaneLocked drops a pane and its agent. v.mu must be held.
@@ -368,6 +362,11 @@ func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 func (v *view) tabPanes(tabID string) []herdr.PaneInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.tabPanesLocked(tabID)
+}
+
+// tabPanesLocked is tabPanes with v.mu held.
+func (v *view) tabPanesLocked(tabID string) []herdr.PaneInfo {
 	var out []herdr.PaneInfo
 	for _, p := range v.panes {
 		if p.TabID == tabID {
