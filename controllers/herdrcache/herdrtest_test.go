@@ -86,15 +86,7 @@ func TestCache_OnFakeHerdr_LiveOnlyEventsAndBursts(t *testing.T) {
 		var log statusLog
 		cache.AddHandler(herdrcache.Handler{OnAgentStatus: log.observe})
 		cache.Watch(func() []string { return []string{agentPane} })
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- cache.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		runCache(t, ctx, cache)
 		synctest.Wait()
 		if !cache.Synced() {
 			t.Fatal("cache not synced")
@@ -160,15 +152,7 @@ func TestCache_OnFakeHerdr_TabGoesWithItsLastPane(t *testing.T) {
 		}
 		cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
 			ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- cache.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		runCache(t, ctx, cache)
 		synctest.Wait()
 		labels := func() []string {
 			var out []string
@@ -284,15 +268,7 @@ func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
 					OnAgentStatus: func(p, status string, _ uint64) { log.add(status) },
 				})
 				cache.Watch(func() []string { return []string{pane} })
-				runCtx, stop := context.WithCancel(ctx)
-				done := make(chan error, 1)
-				go func() { done <- cache.Run(runCtx) }()
-				defer func() {
-					stop()
-					if err := <-done; err != nil {
-						t.Errorf("Run: %v", err)
-					}
-				}()
+				runCache(t, ctx, cache)
 				synctest.Wait()
 				// The agent is prompted and works on it, as a worker does.
 				moves := []string{"working", "idle", "working"}
@@ -323,4 +299,19 @@ func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
 			})
 		})
 	}
+}
+
+// runCache runs cache until the test ends, and fails the test if Run
+// returns an error.
+func runCache(t *testing.T, ctx context.Context, cache *herdrcache.Cache) {
+	t.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cache.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
