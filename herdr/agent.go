@@ -203,8 +203,9 @@ func (c *Client) WaitAgent(ctx context.Context, p AgentWaitParams) (*AgentInfo, 
 // ReadAgent reads the terminal text of an agent's pane (agent.read). Beware:
 // herdr 0.9 serves a read of more recent lines than the screen
 // (scroll.viewport_rows) of an idle alternate-screen agent (Claude Code,
-// OpenCode) by scrolling the agent's own history with mouse input; use
-// [Client.ReadPaneTail] when a read must have no effect.
+// OpenCode) by scrolling the agent's own history with mouse input; read
+// SourceVisible, or no more lines than the viewport, when a read must have
+// no effect.
 func (c *Client) ReadAgent(ctx context.Context, p AgentReadParams) (*PaneReadResult, error) {
 	var r struct {
 		Read PaneReadResult `json:"read"`

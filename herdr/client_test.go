@@ -5,11 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -112,12 +109,6 @@ func TestMethods_ExactRequestsAndResults(t *testing.T) {
 			name:       "workspace.close",
 			call:       func(ctx context.Context, c *Client) (any, error) { return nil, c.CloseWorkspace(ctx, "w3") },
 			wantMethod: "workspace.close", wantParams: `{"workspace_id":"w3"}`,
-			result: `{"type":"ok"}`,
-		},
-		{
-			name:       "workspace.close with close_group",
-			call:       func(ctx context.Context, c *Client) (any, error) { return nil, c.CloseWorkspaceGroup(ctx, "w3") },
-			wantMethod: "workspace.close", wantParams: `{"workspace_id":"w3","close_group":true}`,
 			result: `{"type":"ok"}`,
 		},
 		{
@@ -816,27 +807,5 @@ func TestOptions_DialFailureIsUnavailable(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ReasonUnavailable}, codes); diff != "" {
 		t.Errorf("observer codes (-want +got):\n%s", diff)
-	}
-}
-
-func TestTransient(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"EAGAIN connect", &TransportError{Method: "pane.get", Reason: ReasonUnavailable,
-			Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EAGAIN)}}, true},
-		{"dropped connection", fmt.Errorf("wrapped: %w", &TransportError{Method: "tab.close", Reason: ReasonClosed, Err: io.ErrUnexpectedEOF}), true},
-		{"refused connect (herdr down)", &TransportError{Method: "pane.get", Reason: ReasonUnavailable,
-			Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, false},
-		{"garbage", &TransportError{Method: "pane.get", Reason: ReasonBadResponse, Err: errors.New("x")}, false},
-		{"herdr refused", &Error{Method: "agent.start", Code: "agent_pane_busy"}, false},
-		{"cancelled", context.Canceled, false},
-	}
-	for _, tt := range tests {
-		if got := Transient(tt.err); got != tt.want {
-			t.Errorf("%s: Transient = %v, want %v", tt.name, got, tt.want)
-		}
 	}
 }

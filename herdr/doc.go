@@ -53,9 +53,9 @@
 // matches [ErrEventsLost]: resubscribe, then resync. herdr 0.8.2 may replay
 // recently buffered events to a new subscriber, herdr 0.9 replays nothing:
 // subscribe first, then take a snapshot ([Client.Snapshot]), and keep
-// consumers idempotent. A response must answer its own request: a result
-// under another id is a bad response; an error may also come under "" or
-// protocol 20's "<id>:sub:<n>:probe".
+// consumers idempotent. Response ids are not checked: each request has a
+// connection of its own, and an error may come under "" or protocol 20's
+// "<id>:sub:<n>:probe".
 //
 // Agents. [Client.LaunchAgent] is one agent.start call that returns at once.
 // [Client.StartAgent] does what herdr's own CLI does: it pins the pane's
@@ -65,10 +65,10 @@
 // another agent kind ([ErrAgentKindMismatch]), when the agent is neither
 // launch-pending nor ready, or when the start timeout passes; an agent
 // blocked at a dialog is returned with [ErrAgentAwaitingInput], not as a
-// failure. [Client.ReadPaneTail] reads a pane's tail without side effects
-// (within scroll.viewport_rows). [Transient] tells a refusal worth retrying
-// promptly (an EAGAIN connect, a dropped connection). A missing boolean in
-// herdr's output means false.
+// failure. A read of an
+// idle alternate-screen agent has no side effect only from the visible
+// screen or within scroll.viewport_rows. A missing boolean in herdr's
+// output means false.
 //
 // Socket. [New] with nil options finds the socket as herdr does
 // ([ResolveSocketPath]: $HERDR_SOCKET_PATH, then HERDR_SESSION, then the

@@ -3,7 +3,6 @@ package herdr
 import (
 	"errors"
 	"fmt"
-	"syscall"
 )
 
 // Error is herdr's error envelope: herdr understood the request and refused it.
@@ -72,27 +71,6 @@ var (
 // person answers the dialog in herdr. It is not a failed start and does not
 // match ErrAgentStartFailed.
 var ErrAgentAwaitingInput = errors.New("agent is waiting for a person at a dialog")
-
-// Transient reports whether err is a refusal worth retrying promptly rather
-// than at the next resync: a connect that failed with EAGAIN (herdr's
-// listen backlog was full) or a connection that dropped before a whole
-// response ([ReasonClosed]). herdr being down (socket missing, connection
-// refused), herdr's own refusals and garbage are not transient. Whether the
-// call may be repeated is still the caller's decision: a dropped
-// agent.prompt may have typed its text.
-func Transient(err error) bool {
-	var te *TransportError
-	if !errors.As(err, &te) {
-		return false
-	}
-	switch te.Reason {
-	case ReasonClosed:
-		return true
-	case ReasonUnavailable:
-		return errors.Is(te.Err, syscall.EAGAIN)
-	}
-	return false
-}
 
 // Transport failure reasons, also the code passed to an [Observer].
 const (

@@ -95,27 +95,6 @@ func TestFake_StartAgentAtADialogAwaitsInput(t *testing.T) {
 		})
 }
 
-func TestFake_ReadPaneTailHasNoSideEffects(t *testing.T) {
-	onFake(t, herdrtest.Options{}, func(ctx context.Context, c *herdr.Client, srv *herdrtest.Server) {
-		pane := newTab(t, ctx, c)
-		if _, err := c.StartAgent(ctx, herdr.AgentStartParams{Name: "coder", Kind: "claude", PaneID: pane}, 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.ReadPaneTail(ctx, pane, 200); err != nil {
-			t.Fatal(err)
-		}
-		if st, _ := srv.Pane(pane); st.HistoryScrolls != 0 {
-			t.Fatalf("ReadPaneTail scrolled the agent's history %d times", st.HistoryScrolls)
-		}
-		if _, err := c.ReadPane(ctx, herdr.PaneReadParams{PaneID: pane, Source: herdr.SourceRecent, Lines: 200}); err != nil {
-			t.Fatal(err)
-		}
-		if st, _ := srv.Pane(pane); st.HistoryScrolls != 1 {
-			t.Errorf("a plain read of 200 lines scrolled %d times, want 1 (the fake must show the side effect)", st.HistoryScrolls)
-		}
-	})
-}
-
 func TestFake_EventsLostEndsTheStream(t *testing.T) {
 	onFake(t, herdrtest.Options{EventRing: 2}, func(ctx context.Context, c *herdr.Client, _ *herdrtest.Server) {
 		s, err := c.Subscribe(ctx, []herdr.Subscription{{Type: herdr.SubPaneClosed}})
@@ -129,27 +108,6 @@ func TestFake_EventsLostEndsTheStream(t *testing.T) {
 		}
 		if err := s.Err(); !errors.Is(err, herdr.ErrEventsLost) || !errors.Is(err, herdr.ErrStreamDropped) {
 			t.Errorf("Err = %v, want ErrEventsLost and ErrStreamDropped", err)
-		}
-	})
-}
-
-func TestFake_CloseWorkspaceGroup(t *testing.T) {
-	onFake(t, herdrtest.Options{}, func(ctx context.Context, c *herdr.Client, srv *herdrtest.Server) {
-		ws, err := c.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := srv.AddLinkedWorkspace(ws.Workspace.WorkspaceID, "/src/feature"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.CloseWorkspace(ctx, ws.Workspace.WorkspaceID); !herdr.IsCode(err, "workspace_group_close_required") {
-			t.Fatalf("CloseWorkspace = %v, want workspace_group_close_required", err)
-		}
-		if err := c.CloseWorkspaceGroup(ctx, ws.Workspace.WorkspaceID); err != nil {
-			t.Fatal(err)
-		}
-		if snap, err := c.Snapshot(ctx); err != nil || len(snap.Workspaces) != 0 {
-			t.Errorf("snapshot after close_group = %+v, %v; want no workspaces", snap, err)
 		}
 	})
 }

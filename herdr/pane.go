@@ -82,26 +82,3 @@ func nonNil[T any](s []T) []T {
 	}
 	return s
 }
-
-// ReadPaneTail reads the last lines of a pane's terminal without side
-// effects: lines is clamped to the pane's scroll.viewport_rows (pane.get,
-// then a recent read), because herdr 0.9 serves a longer read of an idle
-// alternate-screen agent by scrolling the agent's history. With lines ≤ 0,
-// or when herdr reports no viewport, it reads the visible screen instead
-// (one call).
-func (c *Client) ReadPaneTail(ctx context.Context, paneID string, lines int) (*PaneReadResult, error) {
-	source := SourceVisible
-	if lines > 0 {
-		pane, err := c.GetPane(ctx, paneID)
-		if err != nil {
-			return nil, err
-		}
-		if pane.Scroll != nil && pane.Scroll.ViewportRows > 0 {
-			source, lines = SourceRecent, min(lines, int(pane.Scroll.ViewportRows))
-		}
-	}
-	if source == SourceVisible {
-		lines = 0
-	}
-	return c.ReadPane(ctx, PaneReadParams{PaneID: paneID, Source: source, Lines: lines})
-}

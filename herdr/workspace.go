@@ -29,18 +29,6 @@ func (c *Client) CloseWorkspace(ctx context.Context, workspaceID string) error {
 	}{workspaceID}, "ok", nil)
 }
 
-// CloseWorkspaceGroup closes a workspace together with its linked worktree
-// workspaces (workspace.close with close_group, herdr 0.9). herdr 0.9
-// refuses a plain [Client.CloseWorkspace] of such a workspace with
-// workspace_group_close_required; herdr 0.8.2 ignores close_group and
-// closes the one workspace.
-func (c *Client) CloseWorkspaceGroup(ctx context.Context, workspaceID string) error {
-	return c.call(ctx, "workspace.close", struct {
-		WorkspaceID string `json:"workspace_id"`
-		CloseGroup  bool   `json:"close_group"`
-	}{workspaceID, true}, "ok", nil)
-}
-
 // Snapshot returns herdr's whole session in one call (session.snapshot):
 // after subscribing, the resync herdr advises.
 func (c *Client) Snapshot(ctx context.Context) (*SessionSnapshot, error) {
