@@ -45,8 +45,7 @@ func (s *Server) RestartRestored(o *RestoreOptions) error {
 	for _, p := range s.allPanesLocked() {
 		old := p.agent
 		s.dropAgentLocked(p)
-		s.termCounter++
-		p.terminal = terminalID(s.clock.Now().UnixMicro(), s.termCounter)
+		p.terminal = s.newTerminalIDLocked()
 		p.screen, p.input, p.foreground, p.restoreError = nil, "", "", ""
 		p.lastStatus = stateUnknown
 		p.revision++
@@ -113,8 +112,7 @@ func (s *Server) Handoff() error {
 		c.Close()
 	}
 	for _, p := range s.allPanesLocked() {
-		s.termCounter++
-		p.terminal = terminalID(s.clock.Now().UnixMicro(), s.termCounter)
+		p.terminal = s.newTerminalIDLocked()
 	}
 	s.events = nil
 	s.notifyLocked()

@@ -182,11 +182,10 @@ func (s *Server) newTabLocked(ws *workspace, label string) *tab {
 func (s *Server) newPaneLocked(t *tab, cwd string, env map[string]string) *pane {
 	ws := t.ws
 	ws.nextPane++
-	s.termCounter++
 	p := &pane{
 		tab:        t,
 		id:         paneID(ws.id, ws.nextPane),
-		terminal:   terminalID(s.clock.Now().UnixMicro(), s.termCounter),
+		terminal:   s.newTerminalIDLocked(),
 		cwd:        cwd,
 		lastStatus: stateUnknown,
 	}
@@ -457,7 +456,7 @@ func (s *Server) paneInfoLocked(p *pane) paneInfo {
 		info.Agent = a.kind
 	}
 	info.AgentSession = p.session
-	info.Scroll = &scrollInfo{ViewportRows: areaHeight, MaxOffsetFromBottom: max(0, len(p.lines())-areaHeight)}
+	info.Scroll = &scrollInfo{ViewportRows: areaHeight, MaxOffsetFromBottom: max(0, p.lineCount()-areaHeight)}
 	if s.p22() {
 		info.RestoreError = p.restoreError
 	}
@@ -534,6 +533,23 @@ func (p *pane) lines() []string {
 		out = append(out, strings.Split(p.input, "\n")...)
 	}
 	return out
+}
+
+// lineCount is len(p.lines()) without copying the screen: pane info is
+// built for every status change, listing and snapshot.
+func (p *pane) lineCount() int {
+	n := len(p.screen)
+	if p.input != "" {
+		n += strings.Count(p.input, "\n") + 1
+	}
+	return n
+}
+
+// newTerminalIDLocked mints a terminal id, as herdr does for every new
+// terminal (a new pane, or every pane after a restart or handoff).
+func (s *Server) newTerminalIDLocked() string {
+	s.termCounter++
+	return terminalID(s.clock.Now().UnixMicro(), s.termCounter)
 }
 
 func (p *pane) writeLocked(text string) {
