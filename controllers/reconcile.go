@@ -313,10 +313,7 @@ func (m *Manager) failed(name string, mem *v1alpha1.Member, p *v1alpha1.Profile,
 	}
 	var delay time.Duration
 	if rt.failures > 1 {
-		delay = m.o.RestartBackoff << min(rt.failures-2, 30)
-		if delay > m.o.MaxRestartDelay || delay <= 0 {
-			delay = m.o.MaxRestartDelay
-		}
+		delay = backoff(m.o.RestartBackoff, rt.failures-2, m.o.MaxRestartDelay)
 	}
 	rt.nextAttempt = m.o.Clock.Now().Add(delay)
 	b.st.Restarts++
@@ -562,15 +559,8 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) 
 
 // tabLabel returns the label the cache shows for a tab.
 func (m *Manager) tabLabel(tabID string) (string, bool) {
-	if tabID == "" {
-		return "", false
-	}
-	for _, t := range m.cache.TabsWithLabelPrefix("") {
-		if t.TabID == tabID {
-			return t.Label, true
-		}
-	}
-	return "", false
+	t, ok := m.cache.Tab(tabID)
+	return t.Label, ok
 }
 
 // dropOwned forgets a pane that is gone.
@@ -581,6 +571,9 @@ func (m *Manager) dropOwned(rec Ownership, reason string) error {
 	if err := m.own.drop(rec.Member); err != nil {
 		return err
 	}
+	m.mu.Lock()
+	delete(m.relaunches, rec.PaneID) // the pane is not the member's any more
+	m.mu.Unlock()
 	m.signalOwned()
 	if m.o.OnPaneGone != nil {
 		m.o.OnPaneGone(rec.Member, rec.PaneID, reason)

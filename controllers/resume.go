@@ -34,9 +34,7 @@ const (
 // observeSession remembers the agent_session herdr reports for the
 // member's agent (on the agent, or on its pane), if it reports one.
 func observeSession(rt *runtime, p herdrcache.Pane) {
-	if s := agentSession(p.Agent.AgentSession); s != nil {
-		rt.session = s
-	} else if s := agentSession(p.AgentSession); s != nil {
+	if s := agentSession(sessionOf(p.Agent, p.PaneInfo)); s != nil {
 		rt.session = s
 	}
 }

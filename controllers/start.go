@@ -413,12 +413,8 @@ func sessionOf(a herdr.AgentInfo, pane herdr.PaneInfo) *herdr.AgentSessionInfo {
 
 // tabLabelled reports whether the cache shows tab tabID labelled label.
 func (m *Manager) tabLabelled(tabID, label string) bool {
-	for _, t := range m.cache.TabsWithLabelPrefix(label) {
-		if t.TabID == tabID && t.Label == label {
-			return true
-		}
-	}
-	return false
+	l, ok := m.tabLabel(tabID)
+	return ok && l == label
 }
 
 // awaitRestore waits, up to the startup timeout, for herdr to relaunch the

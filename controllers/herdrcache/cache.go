@@ -285,6 +285,9 @@ func (c *Cache) TabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	return c.view.tabsWithLabelPrefix(prefix)
 }
 
+// Tab returns the tab with id tabID.
+func (c *Cache) Tab(tabID string) (herdr.TabInfo, bool) { return c.view.tab(tabID) }
+
 // TabPanes returns the panes of a tab.
 func (c *Cache) TabPanes(tabID string) []herdr.PaneInfo { return c.view.tabPanes(tabID) }
 

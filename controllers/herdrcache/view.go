@@ -346,6 +346,13 @@ func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 }
 
 // tabsWithLabelPrefix returns the tabs whose label starts with prefix.
+func (v *view) tab(tabID string) (herdr.TabInfo, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t, ok := v.tabs[tabID]
+	return t, ok
+}
+
 func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
