@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -41,26 +39,7 @@ exits 1, or prints a one-line summary and exits 0. Usage errors exit 2.`,
 // the limit serve and validate share.
 func addMaxManifestBytesFlag(cmd *cobra.Command, v *int64) {
 	*v = decode.DefaultMaxManifestBytes
-	cmd.Flags().Var((*byteLimit)(v), "max-manifest-bytes", "size limit on one manifest file; a larger file is skipped with an error")
-}
-
-// byteLimit is a flag holding a size limit: a whole number of bytes, at
-// least 1.
-type byteLimit int64
-
-func (b *byteLimit) String() string { return strconv.FormatInt(int64(*b), 10) }
-func (b *byteLimit) Type() string   { return "bytes" }
-
-func (b *byteLimit) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return errors.New("want a whole number of bytes")
-	}
-	if n < 1 {
-		return fmt.Errorf("%d out of range; want at least 1", n)
-	}
-	*b = byteLimit(n)
-	return nil
+	cmd.Flags().Var((*sizeFlag)(v), "max-manifest-bytes", "size limit on one manifest file; a larger file is skipped with an error")
 }
 
 // validateDir runs `fleetd validate DIR`: problems on out, one per line,

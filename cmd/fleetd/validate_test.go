@@ -77,9 +77,10 @@ func TestValidate_ReportsFilesFleetdWillNotRead(t *testing.T) {
 
 func TestMaxManifestBytes_UsageErrors(t *testing.T) {
 	checkUsageErrors(t, []usageCase{
-		{"validate with a zero limit", []string{"validate", "--max-manifest-bytes", "0", "."}, 2, "fleetd validate: invalid argument \"0\" for \"--max-manifest-bytes\" flag: 0 out of range; want at least 1\n"},
-		{"validate with a word", []string{"validate", "--max-manifest-bytes", "4MiB", "."}, 2, "fleetd validate: invalid argument \"4MiB\" for \"--max-manifest-bytes\" flag: want a whole number of bytes\n"},
-		{"serve with a negative limit", []string{"serve", "--max-manifest-bytes", "-1"}, 2, "fleetd serve: invalid argument \"-1\" for \"--max-manifest-bytes\" flag: -1 out of range; want at least 1\n"},
+		{"validate with a zero limit", []string{"validate", "--max-manifest-bytes", "0", "."}, 2, "fleetd validate: invalid argument \"0\" for \"--max-manifest-bytes\" flag: want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got \"0\"\n"},
+		{"validate with a word", []string{"validate", "--max-manifest-bytes", "lots", "."}, 2, "fleetd validate: invalid argument \"lots\" for \"--max-manifest-bytes\" flag: want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got \"lots\"\n"},
+		{"validate with a decimal unit", []string{"validate", "--max-manifest-bytes", "4MB", "."}, 2, "fleetd validate: invalid argument \"4MB\" for \"--max-manifest-bytes\" flag: want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got \"4MB\"\n"},
+		{"serve with a negative limit", []string{"serve", "--max-manifest-bytes", "-1"}, 2, "fleetd serve: invalid argument \"-1\" for \"--max-manifest-bytes\" flag: want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got \"-1\"\n"},
 	})
 }
 

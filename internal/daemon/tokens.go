@@ -27,7 +27,7 @@ func dropUnownedTokens(toks *tokens.Registry, owned []controllers.Ownership, log
 		}
 	}
 	n, err := toks.Retain(func(id tokens.ID, i tokens.Identity) bool {
-		return ids[id] || (i.PaneID != "" && panes[memberPane{i.Member, i.PaneID}])
+		return ids[id] || panes[memberPane{i.Member, i.PaneID}] // only recorded panes are keys
 	})
 	if n > 0 {
 		log.Info("revoked worker tokens that no pane fleetd owns holds", "count", n)

@@ -182,9 +182,10 @@ func (r *Registry) RevokeMemberPane(member, paneID string) (int, error) {
 // Retain keeps the worker tokens for which keep returns true and forgets the
 // rest, returning how many it forgot. fleetd calls it once at start-up,
 // before any pane is launched, to drop every token no ownership record
-// holds: tokens of panes that ended while fleetd was down, of tabs whose
-// record was lost (closed as orphans), or minted by a launch that never got
-// its pane.
+// holds: tokens of tabs whose record was lost (closed as orphans) or minted
+// by a launch that never got its pane. A recorded pane that ended while
+// fleetd was down keeps its token until the reconciler, once herdr has been
+// listed, releases it.
 func (r *Registry) Retain(keep func(ID, Identity) bool) (int, error) {
 	return r.removeWhere(func(s [sha256.Size]byte, i Identity) bool { return !keep(idOf(s), i) })
 }
