@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -266,7 +265,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("messaging: state directory: %w", err)
 	}
-	path := filepath.Join(dir, JournalFile)
+	path := JournalPath(dir)
 	j, recs, dropped, err := journal.OpenWith(path, o.wrapJournal)
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
@@ -281,11 +280,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		o.Logger.Warn("messaging journal had a torn last record; dropped it", "path", path, "bytes", dropped)
 	}
 	for i, raw := range recs {
-		var r record
-		err := validRecord(raw)
-		if err == nil {
-			err = json.Unmarshal(raw, &r)
-		}
+		r, err := decodeRecord(raw)
 		if err != nil {
 			j.Close()
 			cancel()

@@ -61,14 +61,20 @@ func RepairJournal(dir string, now time.Time) (rep JournalReport, backup string,
 	return JournalReport(r), backup, nil
 }
 
-// validRecord is New's check of one record: JSON of a known operation.
+// validRecord is decodeRecord as the journal's check of one record.
 func validRecord(raw []byte) error {
+	_, err := decodeRecord(raw)
+	return err
+}
+
+// decodeRecord is New's reading of one record: JSON of a known operation.
+func decodeRecord(raw []byte) (record, error) {
 	var r record
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return err
+		return r, err
 	}
 	if _, ok := knownOps[r.Op]; !ok {
-		return fmt.Errorf("unknown operation %q", r.Op)
+		return r, fmt.Errorf("unknown operation %q", r.Op)
 	}
-	return nil
+	return r, nil
 }

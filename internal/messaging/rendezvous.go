@@ -444,10 +444,6 @@ type PollRequest struct {
 	Cursor string
 	// Limit bounds the page's message count; 0 means [DefaultPollLimit].
 	Limit int
-	// MaxBytes bounds the page's total content size; 0 means
-	// Options.MaxPollBytes. The first message is returned even when it is
-	// larger on its own, so that a page always makes progress.
-	MaxBytes int
 	// Wait, when no message follows the cursor, blocks until one arrives,
 	// Timeout passes (an empty page, not an error) or ctx ends.
 	Wait    bool
@@ -475,7 +471,7 @@ func (c *Core) PollPage(ctx context.Context, recipient string, req PollRequest) 
 		return PollPage{}, err
 	}
 	limit := cmp.Or(req.Limit, DefaultPollLimit)
-	maxBytes := int64(cmp.Or(req.MaxBytes, c.opts.MaxPollBytes))
+	maxBytes := int64(c.opts.MaxPollBytes) // a page always holds its first message, whatever its size
 	if limit < 0 || maxBytes < 0 {
 		return PollPage{}, errorf(CodeInvalid, "a poll limit must not be negative")
 	}
