@@ -64,7 +64,8 @@ type sessionTable struct {
 	byID   map[string]*session
 	perKey map[string]int // sessions and reservations of each token
 	useSeq uint64         // orders uses, for least recently used
-	// changed is closed and replaced on every change (waitFor).
+	// changed, made only while waitFor waits, is closed on the next change:
+	// requests, the hot path, allocate nothing for it.
 	changed chan struct{}
 	// closing counts the sessions being closed in the background.
 	closing sync.WaitGroup
@@ -81,7 +82,7 @@ type session struct {
 
 func newSessionTable(c clock.Clock, timeout time.Duration, max int, find func(string) *sdk.ServerSession) *sessionTable {
 	return &sessionTable{clock: c, timeout: timeout, max: max, find: find,
-		byID: map[string]*session{}, perKey: map[string]int{}, changed: make(chan struct{})}
+		byID: map[string]*session{}, perKey: map[string]int{}}
 }
 
 // enter marks a request on session id by the token key as in flight; the
@@ -151,8 +152,10 @@ func (t *sessionTable) dropLocked(s *session) {
 }
 
 func (t *sessionTable) notifyLocked() {
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
 }
 
 // waitFor blocks until cond holds for the table's sessions (read under
@@ -160,7 +163,11 @@ func (t *sessionTable) notifyLocked() {
 func (t *sessionTable) waitFor(ctx context.Context, cond func(map[string]*session) bool) error {
 	for {
 		t.mu.Lock()
-		ok, ch := cond(t.byID), t.changed
+		ok := cond(t.byID)
+		if !ok && t.changed == nil {
+			t.changed = make(chan struct{})
+		}
+		ch := t.changed
 		t.mu.Unlock()
 		if ok {
 			return nil
