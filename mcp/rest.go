@@ -164,6 +164,9 @@ func NewHandler(opts Options) (*Handler, error) {
 		mux.Handle("DELETE /members/{name}", s.authenticated(s.deleteMember))
 	}
 	if opts.Messages != nil {
+		s.mailbox = NewMailbox(opts.Messages)
+		mux.Handle("GET /inbox", s.authenticated(s.getInbox))
+		mux.Handle("POST /inbox/ack", s.authenticated(s.ackInbox))
 		s.mcpServer = s.newMCPServer()
 		s.sessions = newSessionTable(opts.Clock, timeout, maxSessions, s.serverSession)
 		mux.Handle("/mcp", s.newGateway(s.mcpServer))
@@ -182,6 +185,7 @@ type restServer struct {
 	limits    *callerLimits // nil: no rate limit
 	mcpServer *sdk.Server   // nil without a messaging core
 	sessions  *sessionTable // the gateway's sessions; nil without mcpServer
+	mailbox   *Mailbox      // nil without a messaging core
 
 	followers  atomic.Int64       // GET /members/{ref}/logs?follow=1 streams open
 	streams    context.Context    // ends every event stream when cancelled

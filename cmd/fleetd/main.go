@@ -59,6 +59,7 @@ func newRootCmd() *cobra.Command {
 		newDeleteCmd(),
 		newSendCmd(),
 		newLogsCmd(),
+		newInboxCmd(),
 	)
 	return root
 }
