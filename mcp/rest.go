@@ -124,8 +124,8 @@ func (h *Handler) Close() error {
 }
 
 // NewHandler returns the HTTP handler of fleetd's listener. It fails when
-// a session bound is negative or the tool-call counter cannot be
-// registered.
+// a session bound or MaxFollowers is negative or the tool-call counter
+// cannot be registered.
 func NewHandler(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -136,6 +136,9 @@ func NewHandler(opts Options) (*Handler, error) {
 	timeout, maxSessions, err := opts.sessionBounds()
 	if err != nil {
 		return nil, err
+	}
+	if opts.MaxFollowers < 0 {
+		return nil, fmt.Errorf("MaxFollowers %d: want a positive number, or 0 for the default", opts.MaxFollowers)
 	}
 	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())

@@ -282,3 +282,9 @@ func drain(ch <-chan event) {
 	for range ch {
 	}
 }
+
+func TestNewHandler_RefusesNegativeMaxFollowers(t *testing.T) {
+	if _, err := NewHandler(Options{Members: fakeMembers{}, Terminals: newFakeTerminals(), MaxFollowers: -1}); err == nil || !strings.Contains(err.Error(), "MaxFollowers -1") {
+		t.Errorf("NewHandler with MaxFollowers -1: %v, want an error naming it", err)
+	}
+}
