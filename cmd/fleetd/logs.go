@@ -27,8 +27,8 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print the end of a member's terminal, and follow it with -f",
 		Long: `logs prints what member MEMBER's herdr pane shows, read by the running fleetd
 (GET /members/MEMBER/logs) from herdr's visible screen: reading never scrolls
-or otherwise touches the agent. --lines N keeps the last N lines (default:
-the whole screen, which is all herdr shows without scrolling).
+or otherwise touches the agent. --lines N (or kubectl's --tail N) keeps the last N lines
+(default: the whole screen, which is all herdr shows without scrolling).
 
 With -f (--follow) logs keeps printing the lines that appear, until the
 member is deleted or you stop it. fleetd reads the screen again as soon as
@@ -47,6 +47,9 @@ controls shown escaped.`,
 			if len(args) != 1 {
 				return usageErrorf(cmd, "want one member, got %d arguments", len(args))
 			}
+			if opts.lines == -1 { // kubectl's --tail=-1: everything
+				opts.lines = 0
+			}
 			if err := tail.CheckLines(opts.lines); err != nil {
 				return usageErrorf(cmd, "--lines %d: want 1 to %d, or 0 for the whole screen", opts.lines, tail.MaxLines)
 			}
@@ -62,7 +65,8 @@ controls shown escaped.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&opts.lines, "lines", 0, "print only the last N lines of the screen (0: all of it)")
+	f.IntVar(&opts.lines, "lines", 0, "print only the last N lines of the screen (0 or -1: all of it)")
+	f.IntVar(&opts.lines, "tail", 0, "the same as --lines (kubectl's spelling)")
 	f.BoolVarP(&opts.follow, "follow", "f", false, "keep printing new output until the member is deleted")
 	flags.register(cmd)
 	return cmd

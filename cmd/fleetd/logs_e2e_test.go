@@ -140,7 +140,10 @@ func TestLogs_ReadsAndFollowsTheTerminal(t *testing.T) {
 	if code != 0 || stdout != "ok 12 tests\nbuild done\n" {
 		t.Fatalf("fleetd logs reviewer --lines 2: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
-	code, stdout, stderr = f.run(t, "logs", pane)
+	if code, stdout, stderr := f.run(t, "logs", "reviewer", "--tail", "1"); code != 0 || stdout != "build done\n" {
+		t.Fatalf("fleetd logs reviewer --tail 1: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = f.run(t, "logs", pane, "--tail=-1")
 	if code != 0 || !strings.HasSuffix(stdout, "build started\nok 12 tests\nbuild done\n") || strings.Contains(stdout, "\x1b") {
 		t.Fatalf("fleetd logs %s: exit %d, stdout %q; stderr:\n%s", pane, code, stdout, stderr)
 	}
