@@ -1,6 +1,9 @@
 // Package mcp is fleetd's north face: the HTTP listener that carries the REST
-// API (GET, POST and DELETE /members, health and readiness, /metrics) and,
-// at /mcp, the MCP gateway with the eleven bridge_* tools of DESIGN §5.2.
+// API (GET, POST and DELETE /members, a member's terminal tail at
+// /members/{ref}/logs — an event stream with follow=1 — the caller's mailbox
+// at /inbox, health and readiness, /metrics) and, at /mcp, the MCP gateway
+// with the eleven bridge_* tools of DESIGN §5.2. [Mailbox] is bridge_poll
+// and bridge_ack as a type that other packages can use.
 //
 // Every request that reads or changes the fleet is authenticated by its
 // bearer token, resolved to an identity (the primary, or one worker) by a

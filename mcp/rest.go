@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"cmp"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -84,6 +86,12 @@ type Options struct {
 	MaxSessionsPerToken int
 	// Clock times session expiry; nil is the wall clock.
 	Clock clock.Clock
+
+	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
+	// the route out. MaxFollowers caps its follow streams open at once;
+	// default [DefaultMaxFollowers].
+	Terminals    Terminals
+	MaxFollowers int
 }
 
 // Handler is the HTTP handler of fleetd's listener.
@@ -116,8 +124,8 @@ func (h *Handler) Close() error {
 }
 
 // NewHandler returns the HTTP handler of fleetd's listener. It fails when
-// a session bound is negative or the tool-call counter cannot be
-// registered.
+// a session bound or MaxFollowers is negative or the tool-call counter
+// cannot be registered.
 func NewHandler(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -129,7 +137,11 @@ func NewHandler(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.MaxFollowers < 0 {
+		return nil, fmt.Errorf("MaxFollowers %d: want a positive number, or 0 for the default", opts.MaxFollowers)
+	}
 	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.toolCalls); err != nil {
@@ -147,11 +159,17 @@ func NewHandler(opts Options) (*Handler, error) {
 	mux.Handle("GET /members", s.authenticated(s.listMembers))
 	mux.Handle("GET /members/{name}", s.authenticated(s.getMember))
 	mux.Handle("GET /members/{name}/events", s.authenticated(s.memberEvents))
+	if opts.Terminals != nil {
+		mux.Handle("GET /members/{name}/logs", s.authenticated(s.memberLogs))
+	}
 	if opts.Store != nil {
 		mux.Handle("POST /members", s.authenticated(s.createMember))
 		mux.Handle("DELETE /members/{name}", s.authenticated(s.deleteMember))
 	}
 	if opts.Messages != nil {
+		s.mailbox = NewMailbox(opts.Messages)
+		mux.Handle("GET /inbox", s.authenticated(s.getInbox))
+		mux.Handle("POST /inbox/ack", s.authenticated(s.ackInbox))
 		s.mcpServer = s.newMCPServer()
 		s.sessions = newSessionTable(opts.Clock, timeout, maxSessions, s.serverSession)
 		mux.Handle("/mcp", s.newGateway(s.mcpServer))
@@ -170,6 +188,11 @@ type restServer struct {
 	limits    *callerLimits // nil: no rate limit
 	mcpServer *sdk.Server   // nil without a messaging core
 	sessions  *sessionTable // the gateway's sessions; nil without mcpServer
+	mailbox   *Mailbox      // nil without a messaging core
+
+	followers  atomic.Int64       // GET /members/{ref}/logs?follow=1 streams open
+	streams    context.Context    // ends every event stream when cancelled
+	endStreams context.CancelFunc // by Handler.EndStreams
 }
 
 // serverSession returns the gateway's open session with an id, or nil.

@@ -266,11 +266,12 @@ func permissive(s *jsonschema.Schema) *jsonschema.Schema {
 // tools implements the bridge_* tools.
 type tools struct {
 	msg     Messenger
+	mailbox *Mailbox
 	members *members
 }
 
 func (s *restServer) newMCPServer() *sdk.Server {
-	t := &tools{msg: s.opts.Messages, members: s.members}
+	t := &tools{msg: s.opts.Messages, mailbox: s.mailbox, members: s.members}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: cmp.Or(s.opts.Version, "dev")},
 		&sdk.ServerOptions{Instructions: instructions})
 	srv.AddReceivingMiddleware(s.toolMiddleware, s.rateLimit)
@@ -465,22 +466,12 @@ func (t *tools) poll(ctx context.Context, req *sdk.CallToolRequest, in PollInput
 	if err != nil {
 		return nil, PollOutput{}, err
 	}
-	timeout, err := timeoutArg(in.TimeoutMs)
+	out, err := t.mailbox.Poll(ctx, id, in)
 	if err != nil {
 		return nil, PollOutput{}, err
 	}
-	if in.Limit < 0 || in.Limit > maxPollLimit {
-		return nil, PollOutput{}, toolErr(codeInvalidArgument, "limit: %d is out of range; want 1 to %d (default %d)", in.Limit, maxPollLimit, messaging.DefaultPollLimit)
-	}
-	page, err := t.msg.PollPage(ctx, mailboxOf(id), messaging.PollRequest{Cursor: in.Cursor, Limit: in.Limit, Wait: in.Wait, Timeout: timeout})
-	if err != nil {
-		return nil, PollOutput{}, fromCore(err)
-	}
-	out := PollOutput{Messages: make([]MessageView, len(page.Messages)), NextCursor: page.Next, More: page.More}
-	ids := make([]string, len(page.Messages))
-	for i, m := range page.Messages {
-		out.Messages[i] = MessageView{ID: m.ID, From: shownName(m.From), Kind: string(m.Kind), Content: m.Content,
-			TurnID: m.TurnID, CreatedAt: rfc3339(m.CreatedAt)}
+	ids := make([]string, len(out.Messages))
+	for i, m := range out.Messages {
 		ids[i] = m.ID
 	}
 	// The messages travel once, in the structured result; the text block
@@ -490,8 +481,8 @@ func (t *tools) poll(ctx context.Context, req *sdk.CallToolRequest, in PollInput
 	if len(ids) > 0 {
 		summary += " (" + strings.Join(ids, ", ") + ") in the structured result; bridge_ack their ids once handled"
 	}
-	if page.More > 0 {
-		summary += fmt.Sprintf("; %d more: poll again with cursor %s", page.More, page.Next)
+	if out.More > 0 {
+		summary += fmt.Sprintf("; %d more: poll again with cursor %s", out.More, out.NextCursor)
 	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: summary}}}, out, nil
 }
@@ -504,14 +495,8 @@ func (t *tools) ack(_ context.Context, req *sdk.CallToolRequest, in AckInput) (*
 	if err != nil {
 		return nil, AckOutput{}, err
 	}
-	if len(in.IDs) == 0 {
-		return nil, AckOutput{}, toolErr(codeInvalidArgument, "ids is empty; pass the ids bridge_poll returned")
-	}
-	n, err := t.msg.Ack(mailboxOf(id), in.IDs)
-	if err != nil {
-		return nil, AckOutput{}, fromCore(err)
-	}
-	return nil, AckOutput{Acked: n}, nil
+	out, err := t.mailbox.Ack(id, in.IDs)
+	return nil, out, err
 }
 
 func (t *tools) status(_ context.Context, req *sdk.CallToolRequest, in StatusInput) (*sdk.CallToolResult, StatusOutput, error) {

@@ -58,6 +58,8 @@ func newRootCmd() *cobra.Command {
 		newApplyCmd(),
 		newDeleteCmd(),
 		newSendCmd(),
+		newLogsCmd(),
+		newInboxCmd(),
 	)
 	return root
 }

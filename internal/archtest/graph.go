@@ -50,6 +50,7 @@ var allowed = Graph{
 	"internal/plan":       {"api/v1alpha1"},
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
 	"internal/termtext":   {},
+	"internal/tail":       {"api/v1alpha1", "internal/clock"},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
@@ -81,7 +82,7 @@ var allowed = Graph{
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or controllers/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", yaml},
@@ -89,13 +90,13 @@ var allowed = Graph{
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
 		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
-		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tokens",
+		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
 		"internal/version", "mcp", prometheus, errgroup},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
+		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 
 	// This package.

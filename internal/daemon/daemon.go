@@ -25,6 +25,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/internal/version"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -269,6 +270,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		ToolCallBurst:       cfg.ToolCallBurst,
 		SessionTimeout:      cfg.SessionTimeout,
 		MaxSessionsPerToken: cfg.MaxSessionsPerToken,
+		Terminals:           tail.New(prompter, mgr, nil),
 	})
 	if err != nil {
 		return err
@@ -282,6 +284,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	srv, ln := boundedServer(handler, ln, limits, log)
+	srv.RegisterOnShutdown(handler.EndStreams)
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.

@@ -1,0 +1,189 @@
+package mcp
+
+// GET /members/{ref}/logs is a member's terminal tail (`fleetd logs`), read
+// through [Terminals] — herdr's visible screen, never a read that could
+// scroll the agent. Without follow it answers one [LogsOutput]; with
+// follow=1 it is a server-sent event stream: an event "lines" (a
+// [LogFrame]) with the tail, then one per change of the screen, until the
+// client goes, the member is deleted (event "gone") or a read fails before
+// the first frame (event "error"). Bounds: lines is 0 (the whole screen) to
+// tail.MaxLines; at most [Options.MaxFollowers] streams at once (429
+// beyond); a follower holds one screen, never a queue, and one that stops
+// reading is cut by the listener's per-write bound like any response.
+// Only the primary, or a worker for its own terminal, may read one.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/fleetd-dev/fleetd/internal/tail"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+)
+
+// Terminals reads members' terminals (a *tail.Tails).
+type Terminals interface {
+	Read(ctx context.Context, name string, lines int) (tail.Tail, error)
+	Follow(ctx context.Context, name string, lines int, emit func(tail.Frame) error) error
+}
+
+// DefaultMaxFollowers is the default of [Options.MaxFollowers].
+const DefaultMaxFollowers = 32
+
+// LogsOutput is the body of GET /members/{ref}/logs.
+type LogsOutput struct {
+	Member string   `json:"member"`
+	PaneID string   `json:"paneId"`
+	Lines  []string `json:"lines"`
+}
+
+// LogFrame is the data of a "lines" event of GET /members/{ref}/logs?follow=1:
+// lines to show after the earlier ones or, with redraw, the whole screen
+// again (it changed other than by new lines at its bottom).
+type LogFrame struct {
+	Lines  []string `json:"lines"`
+	Redraw bool     `json:"redraw,omitempty"`
+	PaneID string   `json:"paneId,omitempty"`
+}
+
+func (s *restServer) memberLogs(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
+	ref := r.PathValue("name")
+	m, ok := s.members.resolve(ref)
+	if !ok {
+		writeError(w, http.StatusNotFound, codeNotFound, "member "+quote(ref)+" not found (by name, pane id, terminal id or sessionId)")
+		return
+	}
+	if !isPrimary(id) && id.Member != m.Name {
+		writeToolError(w, toolErr(codeForbidden, "a worker may read only its own terminal"))
+		return
+	}
+	q := r.URL.Query()
+	lines, err := intParam(q.Get("lines"), "lines")
+	if err == nil && tail.CheckLines(int(lines)) != nil {
+		err = toolErr(codeInvalidArgument, "lines: %d is out of range; want 1 to %d, or 0 for the whole screen", lines, tail.MaxLines)
+	}
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	var follow bool
+	switch v := q.Get("follow"); v {
+	case "", "0", "false":
+	case "1", "true":
+		follow = true
+	default:
+		writeToolError(w, toolErr(codeInvalidArgument, "follow: %s; want 1 or 0", quote(v)))
+		return
+	}
+	if !follow {
+		t, err := s.opts.Terminals.Read(r.Context(), m.Name, int(lines))
+		if err != nil {
+			writeToolError(w, terminalErr(m.Name, err))
+			return
+		}
+		writeJSON(w, http.StatusOK, LogsOutput{Member: t.Member, PaneID: t.PaneID, Lines: t.Lines})
+		return
+	}
+	if n := s.followers.Add(1); n > int64(s.maxFollowers()) {
+		s.followers.Add(-1)
+		writeToolError(w, toolErr(codeRateLimited, "%d terminals are followed already, the most this fleetd serves at once; retry once one ends", s.maxFollowers()))
+		return
+	}
+	defer s.followers.Add(-1)
+	s.followLogs(w, r, m.Name, int(lines))
+}
+
+func (s *restServer) maxFollowers() int { return cmp.Or(s.opts.MaxFollowers, DefaultMaxFollowers) }
+
+// followLogs streams member name's terminal as server-sent events until the
+// client goes, the member is deleted or the handler's streams end.
+func (s *restServer) followLogs(w http.ResponseWriter, r *http.Request, name string, lines int) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.streams, cancel)
+	defer stop()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	err := s.opts.Terminals.Follow(ctx, name, lines, func(f tail.Frame) error {
+		return writeEvent(w, rc, "lines", LogFrame(f))
+	})
+	switch {
+	case ctx.Err() != nil:
+		// The client went, or fleetd is shutting down.
+	case errors.Is(err, tail.ErrNotFound):
+		_ = writeEvent(w, rc, "gone", ToolError{Code: codeNotFound, Message: "member " + name + " was deleted"})
+	case err != nil:
+		var we *eventWriteError
+		if !errors.As(err, &we) {
+			_ = writeEvent(w, rc, "error", *terminalErr(name, err))
+		}
+	}
+}
+
+// eventWriteError is a failed write to an event stream's client.
+type eventWriteError struct{ err error }
+
+func (e *eventWriteError) Error() string { return "write event: " + e.err.Error() }
+func (e *eventWriteError) Unwrap() error { return e.err }
+
+// writeEvent writes one server-sent event whose data is v as one line of
+// JSON (which escapes every newline and control character, so nothing in
+// v can end the event or forge another) and flushes it.
+func writeEvent(w http.ResponseWriter, rc *http.ResponseController, event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", event, err)
+	}
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return &eventWriteError{err}
+	}
+	if err := rc.Flush(); err != nil {
+		return &eventWriteError{err}
+	}
+	return nil
+}
+
+// terminalErr is the API error of a failed terminal read.
+func terminalErr(name string, err error) *ToolError {
+	switch {
+	case errors.Is(err, tail.ErrNotFound):
+		return toolErr(codeNotFound, "member %s not found", quote(name))
+	case errors.Is(err, tail.ErrNoPane):
+		return toolErr(codeUnavailable, "%v: its terminal can be read once it runs (fleetd describe member %s)", err, name)
+	case errors.Is(err, tail.ErrLines):
+		return toolErr(codeInvalidArgument, "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return toolErr(codeCancelled, "the request was cancelled")
+	default:
+		return toolErr(codeUnavailable, "read the terminal of %s through herdr: %v", name, err)
+	}
+}
+
+// EndStreams ends every event stream the handler serves (GET
+// /members/{ref}/logs?follow=1); http.Server.RegisterOnShutdown takes it,
+// so that a shutdown does not wait for followers that never end on their
+// own.
+func (h *Handler) EndStreams() { h.s.endStreams() }
+
+// intParam parses a whole-number query parameter; "" is 0.
+func intParam(v, name string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, toolErr(codeInvalidArgument, "%s: %s is not a whole number", name, quote(v))
+	}
+	return n, nil
+}
