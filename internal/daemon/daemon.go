@@ -282,6 +282,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	srv, ln := boundedServer(handler, ln, limits, log)
+	srv.RegisterOnShutdown(handler.EndWatches) // watch streams never go idle
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.
