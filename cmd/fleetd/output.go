@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -160,5 +161,13 @@ func lessValue(a, b any) bool {
 	if aNum && bNum {
 		return fa < fb
 	}
-	return valueString(a) < valueString(b)
+	sa, sb := valueString(a), valueString(b)
+	// Timestamps sort by time: RFC 3339 text with a fraction of a second
+	// does not sort as text ("05.5Z" < "05Z").
+	if ta, err := time.Parse(time.RFC3339Nano, sa); err == nil {
+		if tb, err := time.Parse(time.RFC3339Nano, sb); err == nil {
+			return ta.Before(tb)
+		}
+	}
+	return sa < sb
 }
