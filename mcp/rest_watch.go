@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -80,11 +81,26 @@ type watchHub struct {
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
 	perToken map[tokens.Identity]int
-	last     map[string][]byte // member name → its JSON as last sent
-	gen      int               // the running subscription's number
-	stop     context.CancelFunc
-	ended    bool          // EndWatches was called
-	endAll   chan struct{} // closed by EndWatches
+	sub      *subscription         // the running subscription; nil with no watchers
+	last     map[string]watchEntry // member name → as last sent, for join
+	stop     context.CancelFunc    // stops sub
+	ended    bool                  // EndWatches was called
+	endAll   chan struct{}         // closed by EndWatches
+}
+
+// subscription is one run of the controllers' change feed. Only its own
+// goroutine reads and replaces prev; a replaced subscription (the watchers
+// left and came back) publishes nothing.
+type subscription struct {
+	prev map[string]watchEntry
+}
+
+// watchEntry is a member as last sent: the value, to tell cheaply whether
+// it changed (reflect.DeepEqual is a few times faster than encoding it
+// again), and its JSON.
+type watchEntry struct {
+	member v1alpha1.Member
+	json   []byte
 }
 
 // watcher is one open stream: the frames queued for it and the signal that
@@ -118,20 +134,19 @@ func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
 	if h.perToken[id] >= h.maxPerTok {
 		return nil, nil, errWatchLimit
 	}
-	if h.stop == nil {
+	if h.sub == nil {
 		// The first watcher: the state now is what the subscription
 		// diffs its first change against.
-		h.last = map[string][]byte{}
+		h.last = map[string]watchEntry{}
 		for _, m := range h.source.Members() {
-			h.last[m.Name] = memberJSON(m)
+			h.last[m.Name] = watchEntry{member: m, json: memberJSON(m)}
 		}
-		h.gen++
+		sub := &subscription{prev: h.last}
 		ctx, cancel := context.WithCancel(context.Background())
-		h.stop = cancel
-		gen := h.gen
+		h.sub, h.stop = sub, cancel
 		go func() {
 			_ = h.waiter.WaitFor(ctx, func(all []v1alpha1.Member) bool {
-				h.publish(gen, all)
+				h.publish(sub, all)
 				return false
 			})
 		}()
@@ -141,7 +156,7 @@ func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
 	h.perToken[id]++
 	var initial bytes.Buffer
 	for _, name := range sortedKeys(h.last) {
-		initial.Write(eventFrame(WatchAdded, h.last[name]))
+		initial.Write(eventFrame(WatchAdded, h.last[name].json))
 	}
 	initial.Write(eventFrame(WatchSynced, nil))
 	return w, initial.Bytes(), nil
@@ -162,46 +177,48 @@ func (h *watchHub) removeLocked(w *watcher) {
 	if h.perToken[w.id]--; h.perToken[w.id] <= 0 {
 		delete(h.perToken, w.id)
 	}
-	if len(h.watchers) == 0 && h.stop != nil {
+	if len(h.watchers) == 0 && h.sub != nil {
 		h.stop()
-		h.stop, h.last = nil, nil
+		h.sub, h.stop, h.last = nil, nil, nil
 	}
 }
 
-// publish diffs all against the last state and queues the events on every
-// watcher, dropping those with a full buffer. A subscription that has been
-// replaced (gen is not the current one) publishes nothing.
-func (h *watchHub) publish(gen int, all []v1alpha1.Member) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if gen != h.gen || h.stop == nil {
-		return
-	}
+// publish diffs all against the subscription's last state and queues the
+// events on every watcher, dropping those with a full buffer. The diff is
+// made before the lock is taken: join and leave do not wait for it.
+func (h *watchHub) publish(sub *subscription, all []v1alpha1.Member) {
 	var frames [][]byte
-	seen := make(map[string]bool, len(all))
+	next := make(map[string]watchEntry, len(all))
 	for _, m := range all {
-		seen[m.Name] = true
-		b := memberJSON(m)
-		old, ok := h.last[m.Name]
-		switch {
-		case !ok:
-			frames = append(frames, eventFrame(WatchAdded, b))
-		case !bytes.Equal(old, b):
-			frames = append(frames, eventFrame(WatchModified, b))
-		default:
+		old, ok := sub.prev[m.Name]
+		if ok && reflect.DeepEqual(old.member, m) {
+			next[m.Name] = old
 			continue
 		}
-		h.last[m.Name] = b
-	}
-	for _, name := range sortedKeys(h.last) {
-		if !seen[name] {
-			frames = append(frames, eventFrame(WatchDeleted, h.last[name]))
-			delete(h.last, name)
+		e := watchEntry{member: m, json: memberJSON(m)}
+		next[m.Name] = e
+		switch {
+		case !ok:
+			frames = append(frames, eventFrame(WatchAdded, e.json))
+		case !bytes.Equal(old.json, e.json):
+			frames = append(frames, eventFrame(WatchModified, e.json))
 		}
 	}
+	for _, name := range sortedKeys(sub.prev) {
+		if _, ok := next[name]; !ok {
+			frames = append(frames, eventFrame(WatchDeleted, sub.prev[name].json))
+		}
+	}
+	sub.prev = next
 	if len(frames) == 0 {
 		return
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sub != sub {
+		return
+	}
+	h.last = next
 	for w := range h.watchers {
 		for _, f := range frames {
 			select {
@@ -246,7 +263,7 @@ func eventFrame(typ string, object []byte) []byte {
 	return []byte("event: " + typ + "\ndata: " + string(data) + "\n\n")
 }
 
-func sortedKeys(m map[string][]byte) []string { return slices.Sorted(maps.Keys(m)) }
+func sortedKeys(m map[string]watchEntry) []string { return slices.Sorted(maps.Keys(m)) }
 
 // isWatch reports whether a GET /members asks for the watch stream:
 // ?watch=1 or ?watch=true.

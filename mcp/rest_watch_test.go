@@ -266,8 +266,8 @@ func TestWatch_Refusals(t *testing.T) {
 
 func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	fleet := newLiveFleet()
-	sub := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(fleet, sub, 0)
+	feed := idleWaiter{returned: make(chan struct{})}
+	hub := newWatchHub(fleet, feed, 0)
 	slow, _, err := hub.join(tokens.Identity{Role: "primary"})
 	if err != nil {
 		t.Fatal(err)
@@ -279,12 +279,12 @@ func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	// The subscription waits and never calls publish; the test calls
 	// publish as it would.
 	hub.mu.Lock()
-	gen := hub.gen
+	sub := hub.sub
 	hub.mu.Unlock()
 	got := 0
 	for i := range watchBuffer + 1 {
 		// Returns at once every time, though slow never reads.
-		hub.publish(gen, []v1alpha1.Member{member("a", fmt.Sprint(i))})
+		hub.publish(sub, []v1alpha1.Member{member("a", fmt.Sprint(i))})
 		<-fast.frames
 		got++
 	}
@@ -303,7 +303,7 @@ func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	}
 	hub.leave(fast)
 	hub.leave(slow) // already gone: a no-op
-	<-sub.returned  // the subscription stopped with the last watcher
+	<-feed.returned  // the subscription stopped with the last watcher
 }
 
 // idleWaiter is a subscription that never sees a change.
@@ -313,4 +313,40 @@ func (w idleWaiter) WaitFor(ctx context.Context, _ func([]v1alpha1.Member) bool)
 	<-ctx.Done()
 	close(w.returned)
 	return ctx.Err()
+}
+
+// BenchmarkWatchHub_Publish measures one status change of one member in a
+// fleet of 1000 with 8 watchers: the diff and the fan-out.
+func BenchmarkWatchHub_Publish(b *testing.B) {
+	all := make([]v1alpha1.Member, 1000)
+	for i := range all {
+		all[i] = member(fmt.Sprintf("m%04d", i), "Ready")
+	}
+	fleet := newLiveFleet(all...)
+	feed := idleWaiter{returned: make(chan struct{})}
+	hub := newWatchHub(fleet, feed, 0)
+	var ws []*watcher
+	for i := range 8 {
+		w, _, err := hub.join(tokens.Identity{Role: "worker", Member: fmt.Sprint(i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	hub.mu.Lock()
+	sub := hub.sub
+	hub.mu.Unlock()
+	b.ResetTimer()
+	for i := range b.N {
+		all[7].Status.Restarts = int32(i + 1)
+		hub.publish(sub, all)
+		for _, w := range ws {
+			<-w.frames
+		}
+	}
+	b.StopTimer()
+	for _, w := range ws {
+		hub.leave(w)
+	}
+	<-feed.returned
 }

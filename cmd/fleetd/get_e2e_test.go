@@ -329,9 +329,7 @@ func TestCompletion_NamesFromTheRunningFleetd(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 		directive := lines[len(lines)-1]
 		var got []string
-		for _, l := range lines[:len(lines)-1] {
-			got = append(got, l)
-		}
+		got = append(got, lines[:len(lines)-1]...)
 		if code != 0 || directive != ":4" {
 			t.Errorf("complete %q: exit %d, directive %q, want 0 and :4 (no file completion)", tt.args, code, directive)
 		}
