@@ -194,7 +194,7 @@ func (p *watchPrinter) printInitial() error {
 		}
 	} else {
 		for i := range p.initial {
-			if err := p.printObject(&p.initial[i]); err != nil {
+			if err := p.print(mcp.WatchAdded, &p.initial[i]); err != nil {
 				return err
 			}
 		}
@@ -233,7 +233,7 @@ func (p *watchPrinter) print(typ string, m *v1alpha1.Member) error {
 		}
 		return p.writeRow(p.row(typ, m))
 	}
-	if p.spec.events && (f.name == "name") {
+	if p.spec.events && f.name == "name" {
 		_, err := fmt.Fprintf(p.w, "%s %s\n", typ, memberResource.nameOf(m.Name))
 		return err
 	}
