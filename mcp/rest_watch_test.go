@@ -303,7 +303,7 @@ func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	}
 	hub.leave(fast)
 	hub.leave(slow) // already gone: a no-op
-	<-feed.returned  // the subscription stopped with the last watcher
+	<-feed.returned // the subscription stopped with the last watcher
 }
 
 // idleWaiter is a subscription that never sees a change.
