@@ -57,6 +57,10 @@ func (c *apiClient) openStream(ctx context.Context, path string) (*http.Response
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return nil, responseError(resp.StatusCode, data)
 	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		resp.Body.Close()
+		return nil, fmt.Errorf("fleetd at %s answered a watch with %s, not an event stream: it is older than this client; upgrade it", c.base, termtext.Line(ct))
+	}
 	return resp, nil
 }
 

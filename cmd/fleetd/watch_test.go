@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +99,20 @@ func TestWatchPrinter_ErrorEventEndsTheWatch(t *testing.T) {
 	err := p.event("ERROR", json.RawMessage(`{"error":{"code":"too_slow","message":"this watch fell behind"}}`))
 	if err == nil || err.Error() != "fleetd ended the watch: this watch fell behind (too_slow)" {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestWatch_AnOlderFleetdIsNamed: a fleetd without the watch stream answers
+// ?watch=1 with its plain list; the client says so instead of waiting.
+func TestWatch_AnOlderFleetdIsNamed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"apiVersion":"fleetd.dev/v1alpha1","kind":"MemberList","items":[]}`)
+	}))
+	defer srv.Close()
+	t.Setenv("FLEETD_TOKEN", "t")
+	code, stdout, stderr := runCLI(t, "get", "members", "-w", "--server", srv.URL)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "answered a watch with application/json, not an event stream: it is older than this client") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
