@@ -10,49 +10,23 @@ import (
 
 // The operator's objects over REST: GET /profiles, /profiles/{name},
 // /tenants and /tenants/{name} serve the Profiles and Tenants fleetd has
-// loaded, for fleetd get and describe. They are the primary's: a Profile's
+// loaded, for fleetd get and describe: one object, or a ProfileList or
+// TenantList shaped like [MemberList]. They are the primary's: a Profile's
 // env is operator-owned and may hold what a worker must not read (workers
 // see name, harness and description through bridge_profiles).
 
-// ProfileList is the body of GET /profiles.
-type ProfileList struct {
-	APIVersion string             `json:"apiVersion"`
-	Kind       string             `json:"kind"`
-	Items      []v1alpha1.Profile `json:"items"`
-}
-
-// TenantList is the body of GET /tenants.
-type TenantList struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Items      []v1alpha1.Tenant `json:"items"`
+// objectList is the body of GET /profiles and /tenants.
+type objectList struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Items      []any  `json:"items"`
 }
 
 func (s *restServer) operatorObjectRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /profiles", s.authenticated(s.primaryRead(func(w http.ResponseWriter, _ *http.Request) {
-		items := []v1alpha1.Profile{}
-		for _, obj := range s.sortedObjects(v1alpha1.KindProfile) {
-			if p, ok := obj.(*v1alpha1.Profile); ok {
-				c := *p.DeepCopy()
-				c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindProfile
-				items = append(items, c)
-			}
-		}
-		writeJSON(w, http.StatusOK, ProfileList{APIVersion: v1alpha1.GroupVersion, Kind: "ProfileList", Items: items})
-	})))
-	mux.Handle("GET /tenants", s.authenticated(s.primaryRead(func(w http.ResponseWriter, _ *http.Request) {
-		items := []v1alpha1.Tenant{}
-		for _, obj := range s.sortedObjects(v1alpha1.KindTenant) {
-			if t, ok := obj.(*v1alpha1.Tenant); ok {
-				c := *t.DeepCopy()
-				c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindTenant
-				items = append(items, c)
-			}
-		}
-		writeJSON(w, http.StatusOK, TenantList{APIVersion: v1alpha1.GroupVersion, Kind: "TenantList", Items: items})
-	})))
-	mux.Handle("GET /profiles/{name}", s.authenticated(s.primaryRead(s.getOperatorObject(v1alpha1.KindProfile))))
-	mux.Handle("GET /tenants/{name}", s.authenticated(s.primaryRead(s.getOperatorObject(v1alpha1.KindTenant))))
+	for _, r := range []struct{ path, kind string }{{"/profiles", v1alpha1.KindProfile}, {"/tenants", v1alpha1.KindTenant}} {
+		mux.Handle("GET "+r.path, s.authenticated(s.primaryRead(s.listOperatorObjects(r.kind))))
+		mux.Handle("GET "+r.path+"/{name}", s.authenticated(s.primaryRead(s.getOperatorObject(r.kind))))
+	}
 }
 
 // primaryRead refuses a worker's token with 403.
@@ -66,31 +40,46 @@ func (s *restServer) primaryRead(next http.HandlerFunc) func(http.ResponseWriter
 	}
 }
 
+func (s *restServer) listOperatorObjects(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		objs := s.opts.Store.List(kind)
+		sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
+		list := objectList{APIVersion: v1alpha1.GroupVersion, Kind: kind + "List", Items: []any{}}
+		for _, obj := range objs {
+			if v, ok := operatorView(obj); ok {
+				list.Items = append(list.Items, v)
+			}
+		}
+		writeJSON(w, http.StatusOK, list)
+	}
+}
+
 func (s *restServer) getOperatorObject(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		obj, ok := s.opts.Store.Get(kind, name)
-		if !ok {
-			writeError(w, http.StatusNotFound, codeNotFound, kind+" "+quote(name)+" not found")
-			return
+		if ok {
+			if v, ok := operatorView(obj); ok {
+				writeJSON(w, http.StatusOK, v)
+				return
+			}
 		}
-		switch o := obj.(type) {
-		case *v1alpha1.Profile:
-			c := *o.DeepCopy()
-			c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindProfile
-			writeJSON(w, http.StatusOK, c)
-		case *v1alpha1.Tenant:
-			c := *o.DeepCopy()
-			c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindTenant
-			writeJSON(w, http.StatusOK, c)
-		default:
-			writeError(w, http.StatusNotFound, codeNotFound, kind+" "+quote(name)+" not found")
-		}
+		writeError(w, http.StatusNotFound, codeNotFound, kind+" "+quote(name)+" not found")
 	}
 }
 
-func (s *restServer) sortedObjects(kind string) []v1alpha1.Object {
-	objs := s.opts.Store.List(kind)
-	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
-	return objs
+// operatorView is a copy of a Profile or Tenant with its apiVersion and
+// kind set, as a manifest has them.
+func operatorView(obj v1alpha1.Object) (any, bool) {
+	switch o := obj.(type) {
+	case *v1alpha1.Profile:
+		c := o.DeepCopy()
+		c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindProfile
+		return c, true
+	case *v1alpha1.Tenant:
+		c := o.DeepCopy()
+		c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindTenant
+		return c, true
+	}
+	return nil, false
 }

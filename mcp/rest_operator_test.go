@@ -57,7 +57,10 @@ func TestREST_ProfilesAndTenantsAreThePrimarys(t *testing.T) {
 		return rec.Code, rec.Body.String()
 	}
 	code, body := get("/profiles", "p")
-	var profiles ProfileList
+	var profiles struct {
+		Kind  string
+		Items []v1alpha1.Profile
+	}
 	if err := json.Unmarshal([]byte(body), &profiles); code != 200 || err != nil {
 		t.Fatalf("GET /profiles: %d %v\n%s", code, err, body)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
-	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // resource is a kind `fleetd get` and `describe` read from a running
@@ -66,59 +65,42 @@ func (r resource) fetch(ctx context.Context, c *apiClient, name string) ([]objec
 	if name != "" {
 		path += "/" + url.PathEscape(name)
 	}
-	var out []object
 	switch r.kind {
-	case v1alpha1.KindMember:
-		if name != "" {
-			var m v1alpha1.Member
-			if err := c.get(ctx, path, &m); err != nil {
-				return nil, err
-			}
-			return []object{&m}, nil
-		}
-		var list mcp.MemberList
-		if err := c.get(ctx, path, &list); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
 	case v1alpha1.KindProfile:
-		if name != "" {
-			var p v1alpha1.Profile
-			if err := c.get(ctx, path, &p); err != nil {
-				return nil, err
-			}
-			return []object{&p}, nil
-		}
-		var list mcp.ProfileList
-		if err := c.get(ctx, path, &list); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
+		return fetchAs[v1alpha1.Profile](ctx, c, path, name != "")
 	case v1alpha1.KindTenant:
-		if name != "" {
-			var t v1alpha1.Tenant
-			if err := c.get(ctx, path, &t); err != nil {
-				return nil, err
-			}
-			return []object{&t}, nil
-		}
-		var list mcp.TenantList
-		if err := c.get(ctx, path, &list); err != nil {
+		return fetchAs[v1alpha1.Tenant](ctx, c, path, name != "")
+	}
+	return fetchAs[v1alpha1.Member](ctx, c, path, name != "")
+}
+
+// fetchAs reads path as one T (one) or a list of them.
+func fetchAs[T any, P interface {
+	*T
+	object
+}](ctx context.Context, c *apiClient, path string, one bool) ([]object, error) {
+	if one {
+		var v T
+		if err := c.get(ctx, path, &v); err != nil {
 			return nil, err
 		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
+		return []object{P(&v)}, nil
+	}
+	var list struct {
+		Items []T `json:"items"`
+	}
+	if err := c.get(ctx, path, &list); err != nil {
+		return nil, err
+	}
+	out := make([]object, len(list.Items))
+	for i := range list.Items {
+		out[i] = P(&list.Items[i])
 	}
 	return out, nil
 }
 
-// objectList is the JSON and YAML of several Profiles or Tenants, as GET
-// /profiles and /tenants send them.
+// objectList is the JSON and YAML of several Profiles or Tenants, shaped
+// as GET /profiles and /tenants send them.
 type objectList struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
