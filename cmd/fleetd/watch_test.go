@@ -43,9 +43,10 @@ func TestWatchPrinter(t *testing.T) {
 		name   string
 		output string
 		events bool
+		only   string // a member by name
 		want   string
 	}{
-		{"table with events", "", true, `
+		{"table with events", "", true, "", `
 EVENT      NAME   PHASE         AGENT     PANE   RESTARTS   AGE
 ADDED      a      Pending       -         -      0          -
 ADDED      b      Ready         -         -      0          -
@@ -54,7 +55,7 @@ DELETED    b      Ready         -         -      0          -
 ADDED      x      Ready         -         -      0          -
 DELETED    a      Terminating   -         -      0          -
 `},
-		{"table", "", false, `
+		{"table", "", false, "", `
 NAME   PHASE         AGENT     PANE   RESTARTS   AGE
 a      Pending       -         -      0          -
 b      Ready         -         -      0          -
@@ -63,7 +64,7 @@ b      Ready         -         -      0          -
 x      Ready         -         -      0          -
 a      Terminating   -         -      0          -
 `},
-		{"name with events", "name", true, `
+		{"name with events", "name", true, "", `
 ADDED member/a
 ADDED member/b
 MODIFIED member/a
@@ -71,7 +72,12 @@ DELETED member/b
 ADDED member/x
 DELETED member/a
 `},
-		{"jsonpath", "jsonpath={.metadata.name}:{.status.phase} ", false, `
+		{"one member", "name", true, "a", `
+ADDED member/a
+MODIFIED member/a
+DELETED member/a
+`},
+		{"jsonpath", "jsonpath={.metadata.name}:{.status.phase} ", false, "", `
 a:Pending b:Ready a:Terminating b:Ready x:Ready a:Terminating `},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +86,7 @@ a:Pending b:Ready a:Terminating b:Ready x:Ready a:Terminating `},
 				t.Fatal(err)
 			}
 			var out strings.Builder
-			p := &watchPrinter{spec: watchSpec{sel: sel, sortBy: ".metadata.name", format: f, events: tt.events}, w: &out,
+			p := &watchPrinter{spec: watchSpec{name: tt.only, sel: sel, sortBy: ".metadata.name", format: f, events: tt.events}, w: &out,
 				now: func() time.Time { return printNow }, shown: map[string]bool{}}
 			for _, e := range events {
 				if err := p.event(e.typ, e.obj); err != nil {
