@@ -1,9 +1,10 @@
 // Package mcp is fleetd's north face: the HTTP listener that carries the REST
-// API (GET, POST and DELETE /members, a member's terminal tail at
-// /members/{ref}/logs — an event stream with follow=1 — the caller's mailbox
-// at /inbox, health and readiness, /metrics) and, at /mcp, the MCP gateway
-// with the eleven bridge_* tools of DESIGN §5.2. [Mailbox] is bridge_poll
-// and bridge_ack as a type that other packages can use.
+// API (GET, POST and DELETE /members, the member watch, GET /profiles and
+// /tenants, a member's terminal tail at /members/{ref}/logs — an event stream
+// with follow=1 — the caller's mailbox at /inbox, health and readiness,
+// /metrics) and, at /mcp, the MCP gateway with the eleven bridge_* tools of
+// DESIGN §5.2. [Mailbox] is bridge_poll and bridge_ack as a type that other
+// packages can use.
 //
 // Every request that reads or changes the fleet is authenticated by its
 // bearer token, resolved to an identity (the primary, or one worker) by a
@@ -41,6 +42,15 @@
 // flight for Options.SessionTimeout is closed, and a token holds at most
 // Options.MaxSessionsPerToken, a new one evicting that token's least
 // recently used idle session (429 when none is idle).
+//
+// The member watch (rest_watch.go, GET /members?watch=1) is a server-sent
+// event stream fed by one subscription to the controllers' status changes
+// (MemberWaiter), shared by every open stream and running only while one
+// is: a stream that falls behind is dropped rather than waited for, a token
+// holds at most Options.MaxWatchersPerToken, and a heartbeat comment keeps a
+// quiet one open. Members are named the same way everywhere — name, pane,
+// terminal or session id — by the one resolver, [ResolveMember]
+// (memberref.go).
 //
 // This package holds no fleet state of its own and never logs a token or a
 // message's content.

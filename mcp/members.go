@@ -374,19 +374,6 @@ func settled(m v1alpha1.Member, gen int64) bool {
 	return false
 }
 
-// resolve finds a member by name, session UUID, terminal id or pane id.
-func (ms *members) resolve(ref string) (v1alpha1.Member, bool) {
-	if m, ok := ms.source.Member(ref); ok {
-		return m, true
-	}
-	for _, m := range ms.source.Members() {
-		if s := m.Status; ref == s.SessionID || ref == s.TerminalID || ref == s.PaneID {
-			return m, true
-		}
-	}
-	return v1alpha1.Member{}, false
-}
-
 // resolveWorker resolves a sessionId argument; empty means the only member.
 func (ms *members) resolveWorker(ref string) (v1alpha1.Member, error) {
 	if ref != "" {

@@ -84,7 +84,8 @@ type Options struct {
 	// refused with 429 when none is idle. Default
 	// [DefaultMaxSessionsPerToken].
 	MaxSessionsPerToken int
-	// Clock times session expiry; nil is the wall clock.
+	// Clock times session expiry and watch heartbeats; nil is the wall
+	// clock.
 	Clock clock.Clock
 
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
@@ -92,6 +93,12 @@ type Options struct {
 	// default [DefaultMaxFollowers].
 	Terminals    Terminals
 	MaxFollowers int
+	// WatchHeartbeat is the interval of the comment lines that keep a
+	// quiet member watch stream open; default [DefaultWatchHeartbeat].
+	WatchHeartbeat time.Duration
+	// MaxWatchersPerToken caps the member watch streams one token holds
+	// open; default [DefaultMaxWatchersPerToken]. The watch needs Waiter.
+	MaxWatchersPerToken int
 }
 
 // Handler is the HTTP handler of fleetd's listener.
@@ -105,12 +112,22 @@ type Handler struct {
 // /members wait for it.
 func (h *Handler) PaneGone(paneID string) { h.s.members.gone.report(paneID) }
 
+// EndWatches ends every member watch stream and refuses new ones, so that
+// an HTTP server shutting down does not wait for them
+// (http.Server.RegisterOnShutdown).
+func (h *Handler) EndWatches() {
+	if h.s.watch != nil {
+		h.s.watch.end()
+	}
+}
+
 // Close ends every MCP session still open on the gateway, with the
 // goroutines that serve it. A session normally ends with its client's
 // DELETE; one whose client cannot send it (its token was revoked, it went
 // away) would otherwise outlive the listener. Call it after the HTTP
 // server has shut down.
 func (h *Handler) Close() error {
+	h.EndWatches()
 	if h.s.mcpServer == nil {
 		return nil
 	}
@@ -143,6 +160,9 @@ func NewHandler(opts Options) (*Handler, error) {
 	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
+	if opts.Waiter != nil {
+		s.watch = newWatchHub(opts.Members, opts.Waiter, opts.MaxWatchersPerToken)
+	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.toolCalls); err != nil {
 			return nil, fmt.Errorf("register fleetd_mcp_tool_calls_total: %w", err)
@@ -165,6 +185,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.Store != nil {
 		mux.Handle("POST /members", s.authenticated(s.createMember))
 		mux.Handle("DELETE /members/{name}", s.authenticated(s.deleteMember))
+		s.operatorObjectRoutes(mux)
 	}
 	if opts.Messages != nil {
 		s.mailbox = NewMailbox(opts.Messages)
@@ -193,6 +214,7 @@ type restServer struct {
 	followers  atomic.Int64       // GET /members/{ref}/logs?follow=1 streams open
 	streams    context.Context    // ends every event stream when cancelled
 	endStreams context.CancelFunc // by Handler.EndStreams
+	watch      *watchHub          // the member watch streams; nil without a Waiter
 }
 
 // serverSession returns the gateway's open session with an id, or nil.
@@ -217,7 +239,11 @@ func (s *restServer) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeText(w, http.StatusOK, "ok\n")
 }
 
-func (s *restServer) listMembers(w http.ResponseWriter, _ *http.Request, _ tokens.Identity) {
+func (s *restServer) listMembers(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
+	if isWatch(r) {
+		s.watchMembers(w, r, id)
+		return
+	}
 	items := s.opts.Members.Members()
 	for i := range items {
 		setMemberTypeMeta(&items[i])
@@ -226,10 +252,10 @@ func (s *restServer) listMembers(w http.ResponseWriter, _ *http.Request, _ token
 }
 
 func (s *restServer) getMember(w http.ResponseWriter, r *http.Request, _ tokens.Identity) {
-	name := r.PathValue("name")
-	m, ok := s.opts.Members.Member(name)
+	ref := r.PathValue("name")
+	m, ok := s.members.resolve(ref)
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "member "+quote(name)+" not found")
+		writeError(w, http.StatusNotFound, "not_found", memberNotFound(ref))
 		return
 	}
 	setMemberTypeMeta(&m)
@@ -237,12 +263,13 @@ func (s *restServer) getMember(w http.ResponseWriter, r *http.Request, _ tokens.
 }
 
 func (s *restServer) memberEvents(w http.ResponseWriter, r *http.Request, _ tokens.Identity) {
-	name := r.PathValue("name")
-	if _, ok := s.opts.Members.Member(name); !ok {
-		writeError(w, http.StatusNotFound, "not_found", "member "+quote(name)+" not found")
+	ref := r.PathValue("name")
+	m, ok := s.members.resolve(ref)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", memberNotFound(ref))
 		return
 	}
-	events := s.opts.Members.MemberEvents(name)
+	events := s.opts.Members.MemberEvents(m.Name)
 	if events == nil {
 		events = []v1alpha1.Event{}
 	}

@@ -81,7 +81,7 @@ func (s *restServer) deleteMember(w http.ResponseWriter, r *http.Request, id tok
 	ref := r.PathValue("name")
 	m, ok := s.members.resolve(ref)
 	if !ok {
-		writeError(w, http.StatusNotFound, codeNotFound, "member "+quote(ref)+" not found (by name, pane id, terminal id or sessionId)")
+		writeError(w, http.StatusNotFound, codeNotFound, memberNotFound(ref))
 		return
 	}
 	existed, err := s.members.stop(r.Context(), m.Name, r.URL.Query().Get("wait") == "true", 0)

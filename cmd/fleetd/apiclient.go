@@ -112,18 +112,23 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, ou
 		return 0, fmt.Errorf("read response from %s: %w", c.base, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var apiErr struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(data, &apiErr) == nil && apiErr.Error.Message != "" {
-			return 0, &httpError{status: resp.StatusCode, code: apiErr.Error.Code, msg: apiErr.Error.Message}
-		}
-		return 0, &httpError{status: resp.StatusCode, msg: strings.TrimSpace(string(data))}
+		return 0, responseError(resp.StatusCode, data)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return 0, fmt.Errorf("decode response from %s%s: %w", c.base, path, err)
 	}
 	return resp.StatusCode, nil
+}
+
+// responseError is the *httpError of a non-2xx answer with body data.
+func responseError(status int, data []byte) error {
+	var apiErr struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(data, &apiErr) == nil && apiErr.Error.Message != "" {
+		return &httpError{status: status, code: apiErr.Error.Code, msg: apiErr.Error.Message}
+	}
+	return &httpError{status: status, msg: strings.TrimSpace(string(data))}
 }
 
 type httpError struct {

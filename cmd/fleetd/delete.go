@@ -29,6 +29,7 @@ NAME may also be the member's pane id, terminal id or session id.`,
 			}
 			return nil
 		},
+		ValidArgsFunction: completeResourceNamesOf(&flags, memberResource),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[1]
 			c, err := flags.client()

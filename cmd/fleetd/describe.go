@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,27 +18,46 @@ import (
 func newDescribeCmd() *cobra.Command {
 	var flags clientFlags
 	cmd := &cobra.Command{
-		Use:     "describe member NAME",
-		Short:   "Show a member's spec, status, conditions and recent events",
-		Example: "  fleetd describe member reviewer",
-		Args:    cobra.ExactArgs(2),
+		Use:   "describe member|profile|tenant NAME",
+		Short: "Show a member's spec, status, conditions and recent events, or a profile or tenant",
+		Long: `describe shows one object of the running fleetd in full. A member's NAME may
+also be its pane id, terminal id or session id.`,
+		Example: `  fleetd describe member reviewer
+  fleetd describe member w1:p2
+  fleetd describe profile claude`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeResourceNames(&flags),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !isMembersResource(args[0]) {
-				return usageErrorf(cmd, "unknown resource type %q; fleetd serves: member", args[0])
+			r, ok := lookupResource(args[0])
+			if !ok {
+				return usageErrorf(cmd, "unknown resource type %q; fleetd serves: member, profile or tenant", args[0])
 			}
 			c, err := flags.client()
 			if err != nil {
 				return err
 			}
-			var m v1alpha1.Member
-			if err := c.get(cmd.Context(), "/members/"+args[1], &m); err != nil {
+			ctx, now := cmd.Context(), time.Now()
+			if r.kind != v1alpha1.KindMember {
+				objs, err := r.fetch(ctx, c, args[1])
+				if err != nil {
+					return err
+				}
+				switch o := objs[0].(type) {
+				case *v1alpha1.Profile:
+					return describeProfile(cmd.OutOrStdout(), o, now)
+				case *v1alpha1.Tenant:
+					return describeTenant(cmd.OutOrStdout(), o, now)
+				}
+			}
+			m, err := resolveMember(ctx, c, args[1])
+			if err != nil {
 				return err
 			}
 			var events []v1alpha1.Event
-			if err := c.get(cmd.Context(), "/members/"+args[1]+"/events", &events); err != nil {
+			if err := c.get(ctx, "/members/"+url.PathEscape(m.Name)+"/events", &events); err != nil {
 				return err
 			}
-			return describeMember(cmd.OutOrStdout(), &m, events, time.Now())
+			return describeMember(cmd.OutOrStdout(), &m, events, now)
 		},
 	}
 	flags.register(cmd)

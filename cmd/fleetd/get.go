@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
@@ -19,47 +17,29 @@ import (
 
 func newGetCmd() *cobra.Command {
 	var flags clientFlags
-	var output string
+	var opts getOptions
 	cmd := &cobra.Command{
-		Use:   "get members [NAME]",
-		Short: "List members and their status from a running fleetd",
+		Use:   "get members|profiles|tenants [NAME]",
+		Short: "List members, profiles or tenants from a running fleetd; watch members change",
+		Long: `get lists the members (with their status), profiles or tenants of the running
+fleetd, or shows one by NAME. A member's NAME may also be its pane id,
+terminal id or session id. -w (members only) keeps going: after the list it
+prints one line per change, streamed by fleetd as it happens.`,
 		Example: `  fleetd get members
   fleetd get members -o wide
-  fleetd get members reviewer -o yaml`,
-		Args: cobra.RangeArgs(1, 2),
+  fleetd get members reviewer -o yaml
+  fleetd get members -l 'team=support,tier in (a,b)' --sort-by .status.restarts
+  fleetd get members -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.status.phase}{"\n"}{end}'
+  fleetd get members -w
+  fleetd get profiles -o name`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeResourceNames(&flags),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !isMembersResource(args[0]) {
-				return usageErrorf(cmd, "unknown resource type %q; fleetd serves: members", args[0])
-			}
-			switch output {
-			case "", "wide", "yaml", "json":
-			default:
-				return usageErrorf(cmd, "unknown output format %q; want wide, yaml or json", output)
-			}
-			c, err := flags.client()
-			if err != nil {
-				return err
-			}
-			var members []v1alpha1.Member
-			var single bool
-			if len(args) == 2 {
-				var m v1alpha1.Member
-				if err := c.get(cmd.Context(), "/members/"+args[1], &m); err != nil {
-					return err
-				}
-				members, single = []v1alpha1.Member{m}, true
-			} else {
-				var list mcp.MemberList
-				if err := c.get(cmd.Context(), "/members", &list); err != nil {
-					return err
-				}
-				members = list.Items
-			}
-			return printMembers(cmd.OutOrStdout(), members, output, single, time.Now())
+			return runGet(cmd, &flags, opts, args)
 		},
 	}
 	flags.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml or json")
+	opts.register(cmd)
 	return cmd
 }
 
@@ -81,43 +61,37 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 		if single {
 			v = members[0]
 		}
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		// The same data, with what a terminal would obey escaped; the
-		// YAML writer escapes what is left but the bidi controls.
-		b = termtext.JSON(b)
-		if output == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-		} else {
-			b = append(b, '\n')
-		}
-		_, err = w.Write(b)
-		return err
+		return writeStructured(w, v, output)
 	}
 	if len(members) == 0 {
 		_, err := fmt.Fprintln(w, "No members found.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := []string{"NAME", "PHASE", "AGENT", "PANE", "RESTARTS", "AGE"}
-	if output == "wide" {
-		header = append(header, "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
-	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	fmt.Fprintln(tw, strings.Join(memberHeader(output == "wide"), "\t"))
 	for _, m := range members {
-		row := []string{m.Name, dash(m.Status.Phase), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
-			strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
-		if output == "wide" {
-			row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
-				dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID))
-		}
-		fmt.Fprintln(tw, cells(row))
+		fmt.Fprintln(tw, cells(memberRow(&m, output == "wide", now)))
 	}
 	return tw.Flush()
+}
+
+// memberHeader and memberRow are the columns of the member table.
+func memberHeader(wide bool) []string {
+	header := []string{"NAME", "PHASE", "AGENT", "PANE", "RESTARTS", "AGE"}
+	if wide {
+		header = append(header, "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
+	}
+	return header
+}
+
+func memberRow(m *v1alpha1.Member, wide bool, now time.Time) []string {
+	row := []string{m.Name, dash(m.Status.Phase), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
+		strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
+	if wide {
+		row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
+			dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID))
+	}
+	return row
 }
 
 // cells joins a table row for a tabwriter, each cell made safe for a

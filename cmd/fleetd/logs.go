@@ -186,28 +186,3 @@ func readEvents(r io.Reader, on func(event string, data []byte) (more bool, err 
 	return io.EOF
 }
 
-// openStream makes an authenticated GET whose answer is read as it
-// arrives (no overall timeout: the stream lasts as long as ctx). A non-2xx
-// answer is an *httpError, as from do.
-func (c *apiClient) openStream(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := (&http.Client{Transport: c.http.Transport}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach fleetd at %s (is `fleetd serve` running?): %w", c.base, errors.Unwrap(err))
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var apiErr mcp.APIError
-	if json.Unmarshal(data, &apiErr) == nil && apiErr.Error.Message != "" {
-		return nil, &httpError{status: resp.StatusCode, code: apiErr.Error.Code, msg: apiErr.Error.Message}
-	}
-	return nil, &httpError{status: resp.StatusCode, msg: strings.TrimSpace(string(data))}
-}

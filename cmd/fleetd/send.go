@@ -42,6 +42,7 @@ as the message is queued.`,
 		Example: `  fleetd send reviewer "review the open pull request"
   fleetd send reviewer --turn 01J9Z... "use config.yaml"
   fleetd send reviewer --no-wait "run the nightly checks"`,
+		ValidArgsFunction: completeMemberArg(&flags, 0),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageErrorf(cmd, "want a member name and a text, got %d arguments", len(args))

@@ -284,7 +284,8 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	srv, ln := boundedServer(handler, ln, limits, log)
-	srv.RegisterOnShutdown(handler.EndStreams)
+	srv.RegisterOnShutdown(handler.EndStreams) // log follow streams never go idle
+	srv.RegisterOnShutdown(handler.EndWatches) // nor do watch streams
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.

@@ -1,0 +1,369 @@
+package mcp
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+)
+
+// The member watch: GET /members?watch=1 answers with a server-sent event
+// stream (text/event-stream) instead of a list. It opens with one ADDED
+// event per member and a SYNCED event, then sends one ADDED, MODIFIED or
+// DELETED event per change of a member (its spec, labels or status), the
+// way a Kubernetes watch does:
+//
+//	event: MODIFIED
+//	data: {"type":"MODIFIED","object":{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member",…}}
+//
+// Nothing polls. One subscription to the controllers' status changes
+// ([MemberWaiter.WaitFor], whose condition runs after every change) feeds
+// every watcher: it runs while at least one watcher is connected, diffs the
+// members against the last state it saw and queues the changed members'
+// events on each watcher's buffer without ever waiting for one. A watcher
+// whose buffer is full — a client reading slower than the fleet changes —
+// is dropped with an ERROR event (code too_slow) rather than holding up
+// the others; a client that stops reading altogether is cut by the
+// listener's write deadline. A comment line (": heartbeat") every
+// [DefaultWatchHeartbeat] keeps proxies and idle timeouts from closing a
+// quiet stream. One token holds at most [DefaultMaxWatchersPerToken]
+// streams; one more is refused with 429.
+
+// Watch defaults.
+const (
+	DefaultWatchHeartbeat      = 15 * time.Second
+	DefaultMaxWatchersPerToken = 8
+	// watchBuffer is how many events one watcher may have queued before
+	// it is dropped as too slow: a change of every member of a large
+	// fleet at once still fits.
+	watchBuffer = 512
+)
+
+// Watch event types.
+const (
+	WatchAdded    = "ADDED"
+	WatchModified = "MODIFIED"
+	WatchDeleted  = "DELETED"
+	// WatchSynced follows the initial ADDED events: what comes after it
+	// is a change.
+	WatchSynced = "SYNCED"
+	// WatchError ends a stream the server gave up on; its object is an
+	// [APIError].
+	WatchError = "ERROR"
+)
+
+// WatchEvent is the data of one event of the member watch.
+type WatchEvent struct {
+	Type   string          `json:"type"`
+	Object json.RawMessage `json:"object,omitempty"`
+}
+
+// watchHub fans the controllers' member changes out to the open watch
+// streams.
+type watchHub struct {
+	source    MemberSource
+	waiter    MemberWaiter
+	maxPerTok int
+
+	mu       sync.Mutex
+	watchers map[*watcher]struct{}
+	perToken map[tokens.Identity]int
+	sub      *subscription         // the running subscription; nil with no watchers
+	last     map[string]watchEntry // member name → as last sent, for join
+	stop     context.CancelFunc    // stops sub
+	ended    bool                  // EndWatches was called
+	endAll   chan struct{}         // closed by EndWatches
+}
+
+// subscription is one run of the controllers' change feed. Only its own
+// goroutine reads and replaces prev; a replaced subscription (the watchers
+// left and came back) publishes nothing.
+type subscription struct {
+	prev map[string]watchEntry
+}
+
+// watchEntry is a member as last sent: the value, to tell cheaply whether
+// it changed (reflect.DeepEqual is a few times faster than encoding it
+// again), and its JSON.
+type watchEntry struct {
+	member v1alpha1.Member
+	json   []byte
+}
+
+// watcher is one open stream: the frames queued for it and the signal that
+// it was dropped.
+type watcher struct {
+	id      tokens.Identity
+	frames  chan []byte
+	dropped chan struct{}
+}
+
+func newWatchHub(source MemberSource, waiter MemberWaiter, maxPerToken int) *watchHub {
+	return &watchHub{source: source, waiter: waiter, maxPerTok: cmp.Or(maxPerToken, DefaultMaxWatchersPerToken),
+		watchers: map[*watcher]struct{}{}, perToken: map[tokens.Identity]int{}, endAll: make(chan struct{})}
+}
+
+// errWatchLimit and errWatchEnded are join's refusals.
+var (
+	errWatchLimit = errors.New("too many watch streams for this token")
+	errWatchEnded = errors.New("fleetd is shutting down")
+)
+
+// join registers a watcher for id and returns it with the frames of the
+// current state (ADDED for every member, then SYNCED): the state the
+// watcher's later events are changes of.
+func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return nil, nil, errWatchEnded
+	}
+	if h.perToken[id] >= h.maxPerTok {
+		return nil, nil, errWatchLimit
+	}
+	if h.sub == nil {
+		// The first watcher: the state now is what the subscription
+		// diffs its first change against.
+		h.last = map[string]watchEntry{}
+		for _, m := range h.source.Members() {
+			h.last[m.Name] = watchEntry{member: m, json: memberJSON(m)}
+		}
+		sub := &subscription{prev: h.last}
+		ctx, cancel := context.WithCancel(context.Background())
+		h.sub, h.stop = sub, cancel
+		go func() {
+			_ = h.waiter.WaitFor(ctx, func(all []v1alpha1.Member) bool {
+				h.publish(sub, all)
+				return false
+			})
+		}()
+	}
+	w := &watcher{id: id, frames: make(chan []byte, watchBuffer), dropped: make(chan struct{})}
+	h.watchers[w] = struct{}{}
+	h.perToken[id]++
+	var initial bytes.Buffer
+	for _, name := range sortedKeys(h.last) {
+		initial.Write(eventFrame(WatchAdded, h.last[name].json))
+	}
+	initial.Write(eventFrame(WatchSynced, nil))
+	return w, initial.Bytes(), nil
+}
+
+// leave unregisters w; the last watcher to leave stops the subscription.
+func (h *watchHub) leave(w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removeLocked(w)
+}
+
+func (h *watchHub) removeLocked(w *watcher) {
+	if _, ok := h.watchers[w]; !ok {
+		return
+	}
+	delete(h.watchers, w)
+	if h.perToken[w.id]--; h.perToken[w.id] <= 0 {
+		delete(h.perToken, w.id)
+	}
+	if len(h.watchers) == 0 && h.sub != nil {
+		h.stop()
+		h.sub, h.stop, h.last = nil, nil, nil
+	}
+}
+
+// publish diffs all against the subscription's last state and queues the
+// events on every watcher, dropping those with a full buffer. The diff is
+// made before the lock is taken: join and leave do not wait for it.
+func (h *watchHub) publish(sub *subscription, all []v1alpha1.Member) {
+	var frames [][]byte
+	next := make(map[string]watchEntry, len(all))
+	for _, m := range all {
+		old, ok := sub.prev[m.Name]
+		if ok && reflect.DeepEqual(old.member, m) {
+			next[m.Name] = old
+			continue
+		}
+		e := watchEntry{member: m, json: memberJSON(m)}
+		next[m.Name] = e
+		switch {
+		case !ok:
+			frames = append(frames, eventFrame(WatchAdded, e.json))
+		case !bytes.Equal(old.json, e.json):
+			frames = append(frames, eventFrame(WatchModified, e.json))
+		}
+	}
+	for _, name := range sortedKeys(sub.prev) {
+		if _, ok := next[name]; !ok {
+			frames = append(frames, eventFrame(WatchDeleted, sub.prev[name].json))
+		}
+	}
+	sub.prev = next
+	if len(frames) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sub != sub {
+		return
+	}
+	h.last = next
+	for w := range h.watchers {
+		for _, f := range frames {
+			select {
+			case w.frames <- f:
+				continue
+			default:
+			}
+			close(w.dropped)
+			h.removeLocked(w)
+			break
+		}
+	}
+}
+
+// end closes every stream and refuses new ones, for shutdown.
+func (h *watchHub) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended = true
+	close(h.endAll)
+	for w := range h.watchers {
+		h.removeLocked(w)
+	}
+}
+
+func memberJSON(m v1alpha1.Member) []byte {
+	setMemberTypeMeta(&m)
+	b, err := json.Marshal(m)
+	if err != nil { // a Member is plain data; this does not happen
+		b, _ = json.Marshal(map[string]any{"metadata": map[string]string{"name": m.Name}})
+	}
+	return b
+}
+
+// eventFrame encodes one server-sent event: its type as the event name and
+// a one-line [WatchEvent] as its data.
+func eventFrame(typ string, object []byte) []byte {
+	data, _ := json.Marshal(WatchEvent{Type: typ, Object: object})
+	return []byte("event: " + typ + "\ndata: " + string(data) + "\n\n")
+}
+
+func sortedKeys(m map[string]watchEntry) []string { return slices.Sorted(maps.Keys(m)) }
+
+// isWatch reports whether a GET /members asks for the watch stream:
+// ?watch=1 or ?watch=true.
+func isWatch(r *http.Request) bool {
+	switch strings.ToLower(r.URL.Query().Get("watch")) {
+	case "1", "true":
+		return true
+	}
+	return false
+}
+
+// watchMembers serves the member watch stream.
+func (s *restServer) watchMembers(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
+	if s.watch == nil {
+		writeError(w, http.StatusNotImplemented, codeUnavailable, "this fleetd has no member status stream to watch")
+		return
+	}
+	if accept := r.Header.Get("Accept"); accept != "" && !acceptsEventStream(accept) {
+		writeError(w, http.StatusNotAcceptable, "not_acceptable", "a watch answers with text/event-stream; send Accept: text/event-stream")
+		return
+	}
+	if _, ok := w.(http.Flusher); !ok {
+		writeError(w, http.StatusInternalServerError, codeInternal, "this connection cannot stream")
+		return
+	}
+	wt, initial, err := s.watch.join(id)
+	switch err {
+	case nil:
+	case errWatchLimit:
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, fmt.Sprintf("this token already holds %d watch streams; close one first", s.watch.maxPerTok))
+		return
+	default:
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, err.Error())
+		return
+	}
+	defer s.watch.leave(wt)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return http.NewResponseController(w).Flush() == nil
+	}
+	if !send(initial) {
+		return
+	}
+	beat := cmp.Or(s.opts.WatchHeartbeat, DefaultWatchHeartbeat)
+	clk := s.opts.Clock
+	for {
+		t := clk.NewTimer(beat)
+		if !s.watchStep(r.Context(), wt, t, send) {
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// watchStep writes what comes first — queued frames, a heartbeat when t
+// fires — and reports whether the stream goes on.
+func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, send func([]byte) bool) bool {
+	select {
+	case f := <-wt.frames:
+		// Send what else is queued with it in one write.
+		buf := append([]byte(nil), f...)
+		for more := true; more; {
+			select {
+			case f := <-wt.frames:
+				buf = append(buf, f...)
+			default:
+				more = false
+			}
+		}
+		return send(buf)
+	case <-wt.dropped:
+		var body APIError
+		body.Error.Code = "too_slow"
+		body.Error.Message = "this watch fell more than " + fmt.Sprint(watchBuffer) + " events behind and was dropped; watch again"
+		b, _ := json.Marshal(body)
+		send(eventFrame(WatchError, b))
+		return false
+	case <-t.C():
+		return send([]byte(": heartbeat\n\n"))
+	case <-s.watch.endAll:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func acceptsEventStream(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		switch strings.ToLower(strings.TrimSpace(mt)) {
+		case "text/event-stream", "text/*", "*/*":
+			return true
+		}
+	}
+	return false
+}
