@@ -85,6 +85,7 @@ type spawnRequest struct {
 	member  *v1alpha1.Member
 	wait    bool
 	timeout time.Duration
+	dryRun  bool // check and answer, but write nothing and wait for nothing
 }
 
 // spawnKeys are the bridge_spawn arguments; wait and timeoutMs are about the
@@ -290,7 +291,8 @@ type members struct {
 }
 
 // apply checks references, writes the Member and, with wait, returns once
-// it is Ready, has failed for good, or the timeout passed.
+// it is Ready, has failed for good, or the timeout passed. A dry run stops
+// before the write, with the result the write would have.
 func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, string, error) {
 	if ms.store == nil {
 		return MemberView{}, "", toolErr(codeUnavailable, "this gateway has no desired-state store")
@@ -313,6 +315,14 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 		if reflect.DeepEqual(old.Spec, m.Spec) && reflect.DeepEqual(old.Labels, m.Labels) && reflect.DeepEqual(old.Annotations, m.Annotations) {
 			result = resultUnchanged
 		}
+	}
+	if req.dryRun {
+		view := MemberView{Name: m.Name, Profile: m.Spec.Profile}
+		if cur, ok := ms.source.Member(m.Name); ok {
+			view = viewOf(cur)
+			view.Profile = m.Spec.Profile
+		}
+		return view, result, nil
 	}
 	if result != resultUnchanged {
 		if err := ms.store.Apply(ctx, m); err != nil {

@@ -10,6 +10,7 @@ const (
 	errgroup   = "golang.org/x/sync/errgroup"
 	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
 	cobra      = "github.com/spf13/cobra"
+	difflib    = "github.com/pmezard/go-difflib"
 	// jsonschemaGo is the MCP go-sdk's own tool-schema library (the SDK's
 	// tool definitions are built from it); it is not a validator of
 	// herdr's exchanges and stays in the binary.
@@ -97,7 +98,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
+		"internal/statedir", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, difflib, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 
 	// This package.
