@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -98,33 +99,33 @@ func Marshal(n *yaml.Node) ([]byte, error) {
 // exactly when their Canonical texts are equal. An obj that does not decode
 // is an error, a [decode.ErrorList] saying why (by field, without lines).
 func Canonical(obj v1alpha1.Object) ([]byte, error) {
-	_, target, err := normalize(obj)
+	_, _, target, err := normalize(obj)
 	return target, err
 }
 
-// normalize returns obj's [Node] and the [text] of the object it decodes
-// to.
-func normalize(obj v1alpha1.Object) (*yaml.Node, []byte, error) {
+// normalize returns obj's [Node], the object it decodes to and that
+// object's [text].
+func normalize(obj v1alpha1.Object) (*yaml.Node, v1alpha1.Object, []byte, error) {
 	n, err := Node(obj)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	data, err := Marshal(n)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	objs, errs := decode.File("", data)
 	for _, e := range errs {
 		e.Line = 0
 	}
 	if len(errs) > 0 {
-		return nil, nil, errs
+		return nil, nil, nil, errs
 	}
 	if len(objs) != 1 {
-		return nil, nil, fmt.Errorf("encode %s/%s: decodes to %d objects", obj.GetObjectKind(), obj.GetName(), len(objs))
+		return nil, nil, nil, fmt.Errorf("encode %s/%s: decodes to %d objects", obj.GetObjectKind(), obj.GetName(), len(objs))
 	}
 	target, err := text(objs[0])
-	return n, target, err
+	return n, objs[0], target, err
 }
 
 // text is a decoded object's [Node] as text.
@@ -143,7 +144,7 @@ func text(obj v1alpha1.Object) ([]byte, error) {
 // an existing field obj's [Node] lacks (a false or empty value) is kept
 // when it changes nothing. The result may share nodes with existing.
 func Minimal(obj v1alpha1.Object, existing *yaml.Node) (*yaml.Node, error) {
-	want, target, err := normalize(obj)
+	want, target, _, err := normalize(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func Minimal(obj v1alpha1.Object, existing *yaml.Node) (*yaml.Node, error) {
 // pruner trims a definition while it still decodes to the target object.
 type pruner struct {
 	root   *yaml.Node
-	target []byte // Canonical of the object
+	target v1alpha1.Object // obj as decoded
 }
 
 // same reports whether root decodes, strictly, to the target object.
@@ -168,11 +169,9 @@ func (p *pruner) same() bool {
 		return false
 	}
 	objs, errs := decode.File("", data)
-	if len(errs) > 0 || len(objs) != 1 {
-		return false
-	}
-	got, err := text(objs[0])
-	return err == nil && bytes.Equal(got, p.target)
+	// Both sides are decoded, so neither holds a field fleetd owns: the
+	// decoder drops them.
+	return len(errs) == 0 && len(objs) == 1 && reflect.DeepEqual(objs[0], p.target)
 }
 
 // prune works through mapping want against old (nil when old has no such

@@ -79,3 +79,21 @@ spec:
 		})
 	}
 }
+
+// BenchmarkMinimal is the cost of one applied Member's definition (a trial
+// decode per field it could leave out).
+func BenchmarkMinimal(b *testing.B) {
+	objs, errs := decode.File("b.yaml", []byte(`apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: reviewer, labels: {team: core, tier: two}}
+spec: {profile: claude, workspace: api, cwd: /srv/api, prompt: "Review the diff.\nBe kind.\n"}
+`))
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	for b.Loop() {
+		if _, err := Minimal(objs[0], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
