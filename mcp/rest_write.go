@@ -21,8 +21,9 @@ type WriteResult struct {
 // is a Member (YAML or JSON, as in a manifest file) or bridge_spawn's
 // arguments; ?wait=true waits for Ready (timeoutMs as in the tool).
 // ?dryRun=All, as in Kubernetes, checks everything a write checks (the
-// body, the subscription boundary, that the Profile and Tenant exist) and
-// answers with the result the write would have, writing nothing.
+// body, the subscription boundary, that the Profile and Tenant exist, and
+// the store's own checks when it has them: applyChecker) and answers with
+// the result the write would have, writing nothing.
 func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
 	if !isPrimary(id) {
 		writeToolError(w, toolErr(codeForbidden, "only the primary may create members"))

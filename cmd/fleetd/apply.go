@@ -37,7 +37,8 @@ FILE:LINE: field: message. Only Members can be applied; Profiles and Tenants
 are the operator's files and are edited in the manifests directory itself.
 
 --dry-run=server sends each Member to fleetd, which validates it and checks
-its Profile and Tenant as for a real apply but writes nothing; lines end in
+its Profile, its Tenant and the file it would write as for a real apply, but
+writes nothing; lines end in
 "(server dry run)". --dry-run=client only decodes the input here and reads the
 live members to say what would happen; lines end in "(dry run)".`,
 		Example: `  fleetd apply -f reviewer.yaml

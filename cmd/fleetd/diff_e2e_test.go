@@ -23,7 +23,8 @@ spec:
 // apply -f - round trip and delete -f against fleetd serve --herdr=sim,
 // checking output, exit codes and the manifests directory.
 func TestDiffDryRunDelete(t *testing.T) {
-	f := startFleetd(t, map[string]string{"profiles.yaml": fleetProfile, "team.yaml": handWrittenReviewer})
+	f := startFleetd(t, map[string]string{"profiles.yaml": fleetProfile, "team.yaml": handWrittenReviewer,
+		"stray.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: stray}\nspec: {harness: codex}\n"})
 	tester := writeFile(t, "tester.yaml", testerYAML)
 	check := func(t *testing.T, args []string, stdin string, wantCode int, wantOut, wantErr string) {
 		t.Helper()
@@ -66,6 +67,13 @@ func TestDiffDryRunDelete(t *testing.T) {
 	missing := writeFile(t, "ghost.yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: ghost}\nspec: {profile: nope}\n")
 	check(t, []string{"apply", "-f", missing, "--dry-run=server"}, "", 1, "",
 		"fleetd apply: member/ghost: invalid_spec: spec.profile: no Profile named \"nope\"; bridge_profiles lists the operator's profiles\n")
+	// The store's own checks run too: stray.yaml, the file a member named
+	// stray would get, holds something else.
+	stray := writeFile(t, "stray.yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: stray}\nspec: {profile: codex}\n")
+	if code, stdout, stderr := f.run(t, "", "apply", "-f", stray, "--dry-run=server"); code != 1 || stdout != "" ||
+		!strings.Contains(stderr, "fleetd apply: member/stray: unavailable: write member stray: ") || !strings.Contains(stderr, "stray.yaml exists but does not define it") {
+		t.Errorf("server dry run onto a taken file name: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
 	check(t, []string{"apply", "-f", tester, "--dry-run=maybe"}, "", 2, "",
 		"fleetd apply: --dry-run: unknown value \"maybe\"; want none, server or client\nUsage: fleetd apply -f FILE|DIR|- [--dry-run=server|client] [flags]\n")
 

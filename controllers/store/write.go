@@ -36,6 +36,18 @@ const manifestPerm = 0o644
 // in progress (or gives up when ctx ends); on return the snapshot already
 // reflects the write.
 func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
+	return d.apply(ctx, obj, true)
+}
+
+// CheckApply makes every check [Directory.Apply] makes — the object
+// decodes, its file can be edited to define exactly it, a new object's
+// file name is free, the size limit — and writes nothing: a dry run
+// (POST /members?dryRun=All).
+func (d *Directory) CheckApply(ctx context.Context, obj v1alpha1.Object) error {
+	return d.apply(ctx, obj, false)
+}
+
+func (d *Directory) apply(ctx context.Context, obj v1alpha1.Object, write bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -94,7 +106,7 @@ func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 	if int64(len(data)) > d.maxBytes {
 		return fmt.Errorf("apply %s: %s would be %d bytes, over the limit of %d bytes on a manifest file", key, path, len(data), d.maxBytes)
 	}
-	if exists && bytes.Equal(data, old) {
+	if !write || (exists && bytes.Equal(data, old)) {
 		return nil
 	}
 	if err := atomicfile.Write(path, data, manifestPerm); err != nil {
