@@ -151,6 +151,7 @@ func TestApply(t *testing.T) {
 		wantNoRequestAtAll bool
 		noFile             bool // leave -f out
 		dir                bool // -f names the directory holding members.yaml
+		noManifest         bool // the file is members.txt, which apply -f DIR skips
 	}{
 		{name: "created, configured and unchanged", file: threeMembers,
 			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
@@ -189,12 +190,18 @@ func TestApply(t *testing.T) {
 			wantErrContains: []string{"members.yaml:13: spec.transport: ", "fleetd apply: nothing was applied"}},
 		{name: "empty file", wantCode: 1, wantNoRequestAtAll: true, file: "# nothing\n",
 			wantErr: "members.yaml: no Members to apply\nfleetd apply: nothing was applied\n"},
+		{name: "a directory without manifests", wantCode: 1, wantNoRequestAtAll: true, dir: true, noManifest: true,
+			wantErr: "DIR: no Members to apply\nfleetd apply: nothing was applied\n"},
 		{name: "no -f is a usage error", wantCode: 2, wantNoRequestAtAll: true, noFile: true,
 			wantErrContains: []string{"fleetd apply: -f FILE is required"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newRESTFleetd(t)
-			dir := writeTree(t, map[string]string{"members.yaml": tt.file})
+			name := "members.yaml"
+			if tt.noManifest {
+				name = "members.txt"
+			}
+			dir := writeTree(t, map[string]string{name: tt.file})
 			args := []string{"apply", "--server", f.url, "--state-dir", f.stateDir}
 			stdin := ""
 			switch {
@@ -208,6 +215,7 @@ func TestApply(t *testing.T) {
 			}
 			code, stdout, stderr := runCLIIn(t, stdin, args...)
 			stderr = strings.ReplaceAll(stderr, dir+string(filepath.Separator), "")
+			stderr = strings.ReplaceAll(stderr, dir, "DIR")
 			if code != tt.wantCode {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
 			}

@@ -67,6 +67,9 @@ func readMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Memb
 		return nil, errors.Join(problems...)
 	}
 	if len(members) == 0 {
+		if len(names) == 0 {
+			names = files // directories without manifest files
+		}
 		return nil, fmt.Errorf("%s: no Members to %s", strings.Join(names, ", "), verb)
 	}
 	return members, nil
