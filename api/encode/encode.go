@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/yamledit"
 )
 
 // Node returns obj's definition as a YAML mapping: apiVersion, kind,
@@ -144,30 +145,54 @@ func text(obj v1alpha1.Object) ([]byte, error) {
 // an existing field obj's [Node] lacks (a false or empty value) is kept
 // when it changes nothing. The result may share nodes with existing.
 func Minimal(obj v1alpha1.Object, existing *yaml.Node) (*yaml.Node, error) {
-	want, target, _, err := normalize(obj)
+	want, _, err := minimal(obj, existing)
+	return want, err
+}
+
+// minimal is Minimal, also returning how many bytes its trial decodes read.
+func minimal(obj v1alpha1.Object, existing *yaml.Node) (*yaml.Node, int, error) {
+	want, target, text, err := normalize(obj)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	p := &pruner{root: want, target: target}
+	p := &pruner{root: want, target: target, size: len(text)}
 	if existing != nil && existing.Kind != yaml.MappingNode {
 		existing = nil
 	}
 	p.prune(want, existing)
-	return want, nil
+	return want, p.spent, nil
 }
+
+// maxTrialBytes bounds the bytes the trial decodes of one Minimal read: a
+// Member or Profile needs a few dozen trials of a few hundred bytes each;
+// past the bound, what is left is written as obj has it (still the same
+// object, perhaps with a default spelled out), so that a definition with
+// thousands of changed labels costs about as much as a few decodes of it.
+const maxTrialBytes = 1 << 20
 
 // pruner trims a definition while it still decodes to the target object.
 type pruner struct {
 	root   *yaml.Node
 	target v1alpha1.Object // obj as decoded
+	size   int             // bytes of the last trial (an estimate of the next)
+	spent  int             // bytes decoded in trials so far
 }
 
-// same reports whether root decodes, strictly, to the target object.
+// same reports whether root decodes, strictly, to the target object;
+// false once maxTrialBytes are spent.
 func (p *pruner) same() bool {
+	if p.spent+p.size > maxTrialBytes {
+		return false
+	}
 	data, err := Marshal(p.root)
 	if err != nil {
 		return false
 	}
+	p.size = len(data)
+	if p.spent+len(data) > maxTrialBytes {
+		return false
+	}
+	p.spent += len(data)
 	objs, errs := decode.File("", data)
 	// Both sides are decoded, so neither holds a field fleetd owns: the
 	// decoder drops them.
@@ -177,9 +202,10 @@ func (p *pruner) same() bool {
 // prune works through mapping want against old (nil when old has no such
 // mapping).
 func (p *pruner) prune(want, old *yaml.Node) {
+	oldIdx := index(old)
 	for i := 0; i+1 < len(want.Content); {
 		k, v := want.Content[i], want.Content[i+1]
-		ov := lookup(old, k.Value)
+		ov := oldIdx[k.Value]
 		if ov == nil {
 			// Not written today: leave it out if it is a default.
 			want.Content = slices.Delete(want.Content, i, i+2)
@@ -194,6 +220,11 @@ func (p *pruner) prune(want, old *yaml.Node) {
 			continue
 		}
 		// Written today: keep its spelling if it decodes the same.
+		if yamledit.Equal(ov, v) {
+			want.Content[i+1] = ov
+			i += 2
+			continue
+		}
 		want.Content[i+1] = ov
 		if !p.same() {
 			want.Content[i+1] = v
@@ -206,9 +237,10 @@ func (p *pruner) prune(want, old *yaml.Node) {
 	if old == nil {
 		return
 	}
+	wantIdx := index(want)
 	for i := 0; i+1 < len(old.Content); i += 2 {
 		k, v := old.Content[i], old.Content[i+1]
-		if lookup(want, k.Value) != nil || k.Kind != yaml.ScalarNode {
+		if wantIdx[k.Value] != nil || k.Kind != yaml.ScalarNode {
 			continue
 		}
 		want.Content = append(want.Content, k, v)
@@ -218,14 +250,17 @@ func (p *pruner) prune(want, old *yaml.Node) {
 	}
 }
 
-func lookup(m *yaml.Node, key string) *yaml.Node {
+// index maps a mapping's scalar keys to their first values; empty for
+// nil or a non-mapping.
+func index(m *yaml.Node) map[string]*yaml.Node {
+	ix := map[string]*yaml.Node{}
 	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
+		return ix
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == key {
-			return m.Content[i+1]
+		if k := m.Content[i]; k.Kind == yaml.ScalarNode && ix[k.Value] == nil {
+			ix[k.Value] = m.Content[i+1]
 		}
 	}
-	return nil
+	return ix
 }

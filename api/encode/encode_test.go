@@ -1,6 +1,8 @@
 package encode
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,5 +97,31 @@ spec: {profile: claude, workspace: api, cwd: /srv/api, prompt: "Review the diff.
 		if _, err := Minimal(objs[0], nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMinimal_TrialsAreBounded: a definition with thousands of new labels
+// costs at most maxTrialBytes of trial decodes, and is still exactly the
+// object.
+func TestMinimal_TrialsAreBounded(t *testing.T) {
+	var labels strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&labels, "l%d: v\n    ", i)
+	}
+	obj := decodeOne(t, "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata:\n  name: many\n  labels:\n    "+labels.String()+"\nspec: {profile: claude}\n")
+	n, spent, err := minimal(obj, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent > maxTrialBytes {
+		t.Errorf("trial decodes read %d bytes, want at most %d", spent, maxTrialBytes)
+	}
+	data, err := Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Canonical(obj)
+	if got, err := Canonical(decodeOne(t, string(data))); err != nil || string(got) != string(want) {
+		t.Errorf("the bounded definition is another object (%v)", err)
 	}
 }

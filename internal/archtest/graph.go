@@ -40,7 +40,7 @@ var allowed = Graph{
 	// The API: types at the bottom, the strict decoder on them.
 	"api/v1alpha1": {},
 	"api/decode":   {"api/v1alpha1", yaml},
-	"api/encode":   {"api/v1alpha1", "api/decode", yaml},
+	"api/encode":   {"api/v1alpha1", "api/decode", "internal/yamledit", yaml},
 
 	// Leaves: no fleetd imports beyond atomic files.
 	"internal/atomicfile": {},

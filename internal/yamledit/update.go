@@ -102,9 +102,10 @@ func (u *updater) mapping(old, want *yaml.Node) ([]Edit, error) {
 		}
 	}
 	var edits []Edit
+	wantIdx, oldIdx := index(want), index(old)
 	for i := 0; i+1 < len(old.Content); i += 2 {
 		k, v := old.Content[i], old.Content[i+1]
-		wk, wv := Lookup(want, k.Value)
+		wk, wv := wantIdx.lookup(k.Value)
 		switch {
 		case wk == nil:
 			start, end, err := u.extent(k, v, true)
@@ -158,7 +159,7 @@ func (u *updater) mapping(old, want *yaml.Node) ([]Edit, error) {
 	}
 	for i := 0; i+1 < len(want.Content); i += 2 {
 		wk, wv := want.Content[i], want.Content[i+1]
-		if k, v := Lookup(old, wk.Value); k != nil {
+		if k, v := oldIdx.lookup(wk.Value); k != nil {
 			flush()
 			_, end, err := u.extent(k, v, false)
 			if err != nil {
@@ -357,6 +358,34 @@ func Lookup(m *yaml.Node, key string) (k, v *yaml.Node) {
 	return nil, nil
 }
 
+// keyIndex finds a mapping's entries by key without a scan each time, so
+// that a mapping with many keys (labels, say) costs linear time, not
+// quadratic.
+type keyIndex struct {
+	m   *yaml.Node
+	pos map[string]int // key → index of its first entry in m.Content
+}
+
+func index(m *yaml.Node) keyIndex {
+	ix := keyIndex{m: m, pos: make(map[string]int, len(m.Content)/2)}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; k.Kind == yaml.ScalarNode {
+			if _, dup := ix.pos[k.Value]; !dup {
+				ix.pos[k.Value] = i
+			}
+		}
+	}
+	return ix
+}
+
+func (ix keyIndex) lookup(key string) (k, v *yaml.Node) {
+	i, ok := ix.pos[key]
+	if !ok {
+		return nil, nil
+	}
+	return ix.m.Content[i], ix.m.Content[i+1]
+}
+
 // Equal reports whether two node trees hold the same data: the same kinds,
 // scalar values and tags, sequences in the same order, and mappings with
 // the same keys, in any order, holding equal values. Positions, styles,
@@ -390,12 +419,13 @@ func Equal(a, b *yaml.Node) bool {
 		if len(a.Content) != len(b.Content) {
 			return false
 		}
+		bIdx := index(b)
 		for i := 0; i+1 < len(a.Content); i += 2 {
 			k, v := a.Content[i], a.Content[i+1]
 			if k.Kind != yaml.ScalarNode {
 				return false
 			}
-			bk, bv := Lookup(b, k.Value)
+			bk, bv := bIdx.lookup(k.Value)
 			if bk == nil || bk.ShortTag() != k.ShortTag() || !Equal(v, bv) {
 				return false
 			}
