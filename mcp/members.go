@@ -40,6 +40,13 @@ type DesiredState interface {
 	Delete(ctx context.Context, kind, name string) error
 }
 
+// applyChecker is a DesiredState that can make every check of an Apply
+// without writing (controllers/store's directory: CheckApply), for dry
+// runs; a store without it is checked only as far as this package can.
+type applyChecker interface {
+	CheckApply(ctx context.Context, obj v1alpha1.Object) error
+}
+
 // MemberWaiter wakes on every change of the members' status
 // (controllers.Manager).
 type MemberWaiter interface {
@@ -85,6 +92,7 @@ type spawnRequest struct {
 	member  *v1alpha1.Member
 	wait    bool
 	timeout time.Duration
+	dryRun  bool // check and answer, but write nothing and wait for nothing
 }
 
 // spawnKeys are the bridge_spawn arguments; wait and timeoutMs are about the
@@ -290,7 +298,8 @@ type members struct {
 }
 
 // apply checks references, writes the Member and, with wait, returns once
-// it is Ready, has failed for good, or the timeout passed.
+// it is Ready, has failed for good, or the timeout passed. A dry run stops
+// before the write, with the result the write would have.
 func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, string, error) {
 	if ms.store == nil {
 		return MemberView{}, "", toolErr(codeUnavailable, "this gateway has no desired-state store")
@@ -314,13 +323,22 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 			result = resultUnchanged
 		}
 	}
+	if req.dryRun {
+		if c, ok := ms.store.(applyChecker); ok && result != resultUnchanged {
+			if err := c.CheckApply(ctx, m); err != nil {
+				return MemberView{}, "", writeErr(m.Name, err)
+			}
+		}
+		view := MemberView{Name: m.Name, Profile: m.Spec.Profile}
+		if cur, ok := ms.source.Member(m.Name); ok {
+			view = viewOf(cur)
+			view.Profile = m.Spec.Profile
+		}
+		return view, result, nil
+	}
 	if result != resultUnchanged {
 		if err := ms.store.Apply(ctx, m); err != nil {
-			var errs decode.ErrorList
-			if errors.As(err, &errs) {
-				return MemberView{}, "", specErr(errs)
-			}
-			return MemberView{}, "", toolErr(codeUnavailable, "write member %s: %v", m.Name, err)
+			return MemberView{}, "", writeErr(m.Name, err)
 		}
 	}
 	cur, ok := ms.source.Member(m.Name)
@@ -352,6 +370,16 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 		}
 	}
 	return viewOf(cur), result, nil
+}
+
+// writeErr is a failed store write as a tool error: what in the Member is
+// invalid, or that the write could not be made.
+func writeErr(name string, err error) error {
+	var errs decode.ErrorList
+	if errors.As(err, &errs) {
+		return specErr(errs)
+	}
+	return toolErr(codeUnavailable, "write member %s: %v", name, err)
 }
 
 // settled: the member runs the given generation, or cannot without a change.

@@ -20,6 +20,10 @@ type WriteResult struct {
 // createMember is POST /members, bridge_spawn for non-MCP clients. The body
 // is a Member (YAML or JSON, as in a manifest file) or bridge_spawn's
 // arguments; ?wait=true waits for Ready (timeoutMs as in the tool).
+// ?dryRun=All, as in Kubernetes, checks everything a write checks (the
+// body, the subscription boundary, that the Profile and Tenant exist, and
+// the store's own checks when it has them: applyChecker) and answers with
+// the result the write would have, writing nothing.
 func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
 	if !isPrimary(id) {
 		writeToolError(w, toolErr(codeForbidden, "only the primary may create members"))
@@ -42,6 +46,14 @@ func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tok
 		return
 	}
 	q := r.URL.Query()
+	switch v := q.Get("dryRun"); v {
+	case "":
+	case "All":
+		req.dryRun = true
+	default:
+		writeToolError(w, toolErr(codeInvalidArgument, "dryRun: unknown value %s; want All (or leave it out)", quote(v)))
+		return
+	}
 	if v := q.Get("wait"); v != "" {
 		req.wait = v == "true"
 	}

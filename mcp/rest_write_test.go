@@ -65,3 +65,59 @@ func TestREST_CreateThatLosesToADeleteIsAConflict(t *testing.T) {
 		})
 	}
 }
+
+// recordingStore knows one Profile, claude, and counts the writes.
+type recordingStore struct{ applied *int }
+
+func (s recordingStore) Get(kind, name string) (v1alpha1.Object, bool) {
+	if kind == v1alpha1.KindProfile && name == "claude" {
+		return &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: name}}, true
+	}
+	return nil, false
+}
+func (recordingStore) List(string) []v1alpha1.Object { return nil }
+func (s recordingStore) Apply(context.Context, v1alpha1.Object) error {
+	*s.applied++
+	return nil
+}
+func (recordingStore) Delete(context.Context, string, string) error { return fs.ErrNotExist }
+
+// TestREST_DryRunChecksAndWritesNothing: POST /members?dryRun=All answers
+// as the write would — the result, or the same refusal — and never writes.
+func TestREST_DryRunChecksAndWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, query, body string
+		wantStatus        int
+		wantInBody        string
+		wantWrites        int
+	}{
+		{"a new member would be created", "?dryRun=All", `{"profile":"claude","name":"dry"}`, http.StatusCreated, `"result": "created"`, 0},
+		{"a missing profile is refused as by a write", "?dryRun=All", `{"profile":"nope","name":"dry"}`, http.StatusUnprocessableEntity, `no Profile named \"nope\"`, 0},
+		{"an invalid spec is refused", "?dryRun=All", `{"profile":"claude","name":"dry","transport":"http"}`, http.StatusUnprocessableEntity, "spec.transport", 0},
+		{"an unknown dryRun value is a bad request", "?dryRun=server", `{"profile":"claude","name":"dry"}`, http.StatusBadRequest, "dryRun", 0},
+		{"without dryRun the member is written", "", `{"profile":"claude","name":"dry"}`, http.StatusCreated, `"result": "created"`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writes := 0
+			members := fakeMembers{}
+			if tc.wantWrites > 0 {
+				members = fakeMembers{"dry": {ObjectMeta: v1alpha1.ObjectMeta{Name: "dry"}}}
+			}
+			h, err := NewHandler(Options{Members: members, Tokens: fakeTokens{"primary-secret": {Role: "primary"}},
+				Store: recordingStore{applied: &writes}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("POST", "/members"+tc.query, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer primary-secret")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantStatus || !strings.Contains(rec.Body.String(), tc.wantInBody) {
+				t.Errorf("POST /members%s = %d %s, want %d with %s", tc.query, rec.Code, rec.Body, tc.wantStatus, tc.wantInBody)
+			}
+			if writes != tc.wantWrites {
+				t.Errorf("%d writes, want %d", writes, tc.wantWrites)
+			}
+		})
+	}
+}

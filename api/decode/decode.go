@@ -25,11 +25,11 @@ const (
 	maxVisits = 100_000
 )
 
-// fleetdOwned reports whether field is one fleetd writes itself: status,
+// FleetdOwned reports whether field is one fleetd writes itself: status,
 // metadata.uid, metadata.generation and metadata.creationTimestamp. Such
 // fields are accepted in a file, so that `fleetd get -o yaml` output can be
 // applied again, and dropped unread: an operator's file never sets them.
-func fleetdOwned(field string) bool {
+func FleetdOwned(field string) bool {
 	switch field {
 	case "status", "metadata.uid", "metadata.generation", "metadata.creationTimestamp":
 		return true
@@ -519,7 +519,7 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 			}
 			p := joinField(path, k.Value)
 			d.lines[p] = d.line(k)
-			if fleetdOwned(p) {
+			if FleetdOwned(p) {
 				continue
 			}
 			ft, known := fields[k.Value]

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
+	"net/url"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -17,26 +18,48 @@ import (
 
 func newApplyCmd() *cobra.Command {
 	var flags clientFlags
-	var file string
+	var files []string
+	var dryRun string
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or update Members in a running fleetd from a manifest file",
-		Long: `apply reads FILE (or standard input with -f -), decodes every document the
-way fleetd serve reads manifests, and sends each Member to the running fleetd
-(POST /members), which writes it into its manifests directory. It prints one
-line per Member: member/NAME created, configured or unchanged.
+		Use:   "apply -f FILE|DIR|- [--dry-run=server|client]",
+		Short: "Create or update Members in a running fleetd from manifest files",
+		Long: `apply reads each FILE, the manifest files of each DIR (*.yaml, *.yml, not
+recursive) or standard input (-f -), decodes every document the way fleetd
+serve reads manifests — a document may also be a List, as fleetd get -o yaml
+prints several members, and status and the metadata fleetd owns are ignored —
+and sends each Member to the running fleetd (POST /members), which writes it
+into its manifests directory: a Member already defined in a file there is
+edited in place, only the fields that change, and defaults are never written.
+It prints one line per Member: member/NAME created, configured or unchanged.
 
-Nothing is sent unless the whole file is valid: problems are printed as
+Nothing is sent unless all input is valid: problems are printed as
 FILE:LINE: field: message. Only Members can be applied; Profiles and Tenants
-are the operator's files and are edited in the manifests directory itself.`,
+are the operator's files and are edited in the manifests directory itself.
+
+--dry-run=server sends each Member to fleetd, which validates it and checks
+its Profile, its Tenant and the file it would write as for a real apply, but
+writes nothing; lines end in
+"(server dry run)". --dry-run=client only decodes the input here and reads the
+live members to say what would happen; lines end in "(dry run)".`,
 		Example: `  fleetd apply -f reviewer.yaml
-  fleetd get members reviewer -o yaml | fleetd apply -f -`,
+  fleetd apply -f team/ --dry-run=server
+  fleetd get members -o yaml | fleetd apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
+			if len(files) == 0 {
 				return usageErrorf(cmd, "-f FILE is required (use -f - for standard input)")
 			}
-			members, err := readMembers(cmd.InOrStdin(), file)
+			suffix := ""
+			switch dryRun {
+			case "none":
+			case "server":
+				suffix = " (server dry run)"
+			case "client":
+				suffix = " (dry run)"
+			default:
+				return usageErrorf(cmd, "--dry-run: unknown value %q; want none, server or client", dryRun)
+			}
+			members, err := readMembers(cmd.InOrStdin(), files, "apply")
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), err)
 				fmt.Fprintf(cmd.ErrOrStderr(), "fleetd apply: nothing was applied\n")
@@ -46,20 +69,30 @@ are the operator's files and are edited in the manifests directory itself.`,
 			if err != nil {
 				return err
 			}
+			path := "/members"
+			if dryRun == "server" {
+				path += "?dryRun=All"
+			}
 			failed := false
 			for _, m := range members {
-				var res mcp.WriteResult
-				status, err := c.post(cmd.Context(), "/members", m, &res)
+				var result string
+				if dryRun == "client" {
+					result, err = clientDryRun(cmd.Context(), c, m)
+				} else {
+					var res mcp.WriteResult
+					var status int
+					status, err = c.post(cmd.Context(), path, m, &res)
+					result = res.Result
+					if err == nil && result == "" && status == http.StatusCreated {
+						result = "created"
+					}
+				}
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "fleetd apply: member/%s: %s\n", m.Name, describeHTTPError(err))
 					failed = true
 					continue
 				}
-				result := res.Result
-				if result == "" && status == http.StatusCreated {
-					result = "created"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "member/%s %s\n", m.Name, termtext.Line(result))
+				fmt.Fprintf(cmd.OutOrStdout(), "member/%s %s%s\n", m.Name, termtext.Line(result), suffix)
 			}
 			if failed {
 				return &exitError{code: 1}
@@ -67,50 +100,46 @@ are the operator's files and are edited in the manifests directory itself.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file with one or more Members, or - for standard input")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file, directory of manifest files, or - for standard input (repeatable)")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "none, server (fleetd validates and resolves, writes nothing) or client (decode here only)")
 	flags.register(cmd)
 	return cmd
 }
 
-// readMembers reads and strictly decodes file ("-": stdin). It returns
-// every problem, located by FILE:LINE, or the Members in file order. A
-// file that holds anything but Members, or nothing, is an error.
-func readMembers(stdin io.Reader, file string) ([]*v1alpha1.Member, error) {
-	name := file
-	var data []byte
-	var err error
-	if file == "-" {
-		name = "<stdin>"
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(file)
+// clientDryRun says what applying m would do without sending it: created
+// when fleetd has no such member, unchanged when the live definition is
+// the same (package api/encode), configured otherwise.
+func clientDryRun(ctx context.Context, c *apiClient, m *v1alpha1.Member) (string, error) {
+	live, found, err := getLiveMember(ctx, c, m.Name)
+	if err != nil || !found {
+		return "created", err
 	}
+	want, err := encode.Canonical(m)
 	if err != nil {
-		return nil, fmt.Errorf("fleetd apply: %w", err)
+		return "", err
 	}
-	objs, errs := decode.File(name, data)
-	if len(errs) > 0 {
-		return nil, errs
+	got, err := encode.Canonical(live)
+	if err != nil {
+		return "", err
 	}
-	var members []*v1alpha1.Member
-	var problems []error
-	for _, o := range objs {
-		m, ok := o.(*v1alpha1.Member)
-		if !ok {
-			problems = append(problems, fmt.Errorf("%s: %s %q: fleetd apply takes only Members; %ss are the operator's: edit them in the manifests directory fleetd serve watches (--manifests)",
-				name, o.GetObjectKind(), o.GetName(), o.GetObjectKind()))
-			continue
+	if bytes.Equal(want, got) {
+		return "unchanged", nil
+	}
+	return "configured", nil
+}
+
+// getLiveMember reads a member from the running fleetd; found is false
+// when fleetd has none by that name.
+func getLiveMember(ctx context.Context, c *apiClient, name string) (m *v1alpha1.Member, found bool, err error) {
+	m = &v1alpha1.Member{}
+	if err := c.get(ctx, "/members/"+url.PathEscape(name), m); err != nil {
+		var he *httpError
+		if errors.As(err, &he) && he.status == http.StatusNotFound {
+			return nil, false, nil
 		}
-		m.APIVersion, m.Kind = v1alpha1.GroupVersion, v1alpha1.KindMember
-		members = append(members, m)
+		return nil, false, err
 	}
-	if len(problems) > 0 {
-		return nil, errors.Join(problems...)
-	}
-	if len(members) == 0 {
-		return nil, fmt.Errorf("%s: no Members to apply", name)
-	}
-	return members, nil
+	return m, true, nil
 }
 
 // describeHTTPError is a REST failure as one line: "CODE: message" when

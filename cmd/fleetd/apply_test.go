@@ -150,8 +150,13 @@ func TestApply(t *testing.T) {
 		wantErrContains    []string // when wantErr is not exact
 		wantNoRequestAtAll bool
 		noFile             bool // leave -f out
+		dir                bool // -f names the directory holding members.yaml
+		noManifest         bool // the file is members.txt, which apply -f DIR skips
 	}{
 		{name: "created, configured and unchanged", file: threeMembers,
+			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
+			wantPosted: []string{"reviewer", "coder", "triage"}},
+		{name: "a directory", file: threeMembers, dir: true,
 			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
 			wantPosted: []string{"reviewer", "coder", "triage"}},
 		{name: "from stdin", file: threeMembers, stdin: true,
@@ -173,25 +178,44 @@ func TestApply(t *testing.T) {
 			file: threeMembers + "---\napiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n",
 			wantErr: "members.yaml: Profile \"claude\": fleetd apply takes only Members; Profiles are the operator's: edit them in the manifests directory fleetd serve watches (--manifests)\n" +
 				"fleetd apply: nothing was applied\n"},
+		{name: "a List, as get -o yaml prints several members, status ignored",
+			file: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: reviewer, uid: u-1}\n  spec: {profile: claude}\n  status: {phase: Ready}\n" +
+				"- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: coder}\n  spec: {profile: claude}\n---\n" +
+				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: triage}\nspec: {profile: codex}\n",
+			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
+			wantPosted: []string{"reviewer", "coder", "triage"}},
+		{name: "a problem in a List item is located at its line", wantCode: 1, wantNoRequestAtAll: true,
+			file: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: reviewer}\n  spec: {profile: claude}\n" +
+				"- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: coder}\n  spec:\n    profile: claude\n    transport: http\n",
+			wantErrContains: []string{"members.yaml:13: spec.transport: ", "fleetd apply: nothing was applied"}},
 		{name: "empty file", wantCode: 1, wantNoRequestAtAll: true, file: "# nothing\n",
 			wantErr: "members.yaml: no Members to apply\nfleetd apply: nothing was applied\n"},
+		{name: "a directory without manifests", wantCode: 1, wantNoRequestAtAll: true, dir: true, noManifest: true,
+			wantErr: "DIR: no Members to apply\nfleetd apply: nothing was applied\n"},
 		{name: "no -f is a usage error", wantCode: 2, wantNoRequestAtAll: true, noFile: true,
 			wantErrContains: []string{"fleetd apply: -f FILE is required"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newRESTFleetd(t)
-			dir := writeTree(t, map[string]string{"members.yaml": tt.file})
+			name := "members.yaml"
+			if tt.noManifest {
+				name = "members.txt"
+			}
+			dir := writeTree(t, map[string]string{name: tt.file})
 			args := []string{"apply", "--server", f.url, "--state-dir", f.stateDir}
 			stdin := ""
 			switch {
 			case tt.noFile:
 			case tt.stdin:
 				args, stdin = append(args, "-f", "-"), tt.file
+			case tt.dir:
+				args = append(args, "-f", dir)
 			default:
 				args = append(args, "-f", filepath.Join(dir, "members.yaml"))
 			}
 			code, stdout, stderr := runCLIIn(t, stdin, args...)
 			stderr = strings.ReplaceAll(stderr, dir+string(filepath.Separator), "")
+			stderr = strings.ReplaceAll(stderr, dir, "DIR")
 			if code != tt.wantCode {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
 			}

@@ -57,7 +57,8 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 	}
 	switch output {
 	case "json", "yaml":
-		var v any = mcp.MemberList{APIVersion: v1alpha1.GroupVersion, Kind: "MemberList", Items: members}
+		// Several objects print as kubectl's List, which apply -f takes back.
+		var v any = mcp.MemberList{APIVersion: "v1", Kind: "List", Items: members}
 		if single {
 			v = members[0]
 		}

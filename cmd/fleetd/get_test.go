@@ -72,6 +72,7 @@ func TestPrintMembers(t *testing.T) {
 		{"wide", "wide", sampleMembers(), false},
 		{"yaml", "yaml", sampleMembers()[1:], true},
 		{"json", "json", sampleMembers()[1:], false},
+		{"yaml-list", "yaml", sampleMembers(), false},
 		{"empty", "", nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -57,6 +57,7 @@ func newRootCmd() *cobra.Command {
 		newDescribeCmd(),
 		newApplyCmd(),
 		newDeleteCmd(),
+		newDiffCmd(),
 		newSendCmd(),
 		newLogsCmd(),
 		newInboxCmd(),

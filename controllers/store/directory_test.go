@@ -700,3 +700,50 @@ func TestDirectory_RescanOnNudgeInsteadOfWatching(t *testing.T) {
 		}
 	})
 }
+
+// TestDirectory_ApplyEditsInPlace: an applied object already defined in a
+// file is edited in place — only what changes, comments and order kept, a
+// duration spelled as written — an equal one leaves the file alone, and a
+// document yamledit cannot edit (a flow-style root) is written anew without
+// defaults.
+func TestDirectory_ApplyEditsInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		profile := "# the fast one\nkind: Profile\napiVersion: fleetd.dev/v1alpha1\nmetadata:\n  name: codex-fast\nspec:\n  harness: codex   # which agent\n  startupTimeout: 60s\n"
+		flow := "{apiVersion: fleetd.dev/v1alpha1, kind: Member, metadata: {name: alpha}, spec: {profile: codex-fast}}\n"
+		h := newHarness(t, map[string]string{"profile.yaml": profile, "alpha.yaml": flow})
+		ctx := context.Background()
+		read := func(name string) string {
+			data, err := os.ReadFile(filepath.Join(h.dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(data)
+		}
+
+		p := h.d.Snapshot().Profiles["codex-fast"].DeepCopy()
+		if err := h.d.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if got := read("profile.yaml"); got != profile {
+			t.Errorf("an equal apply changed the file:\n%s", got)
+		}
+		p.Spec.Resume = v1alpha1.ResumeNever
+		if err := h.d.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(profile+"  resume: Never\n", read("profile.yaml")); diff != "" {
+			t.Errorf("profile.yaml (-want +got):\n%s", diff)
+		}
+
+		a := h.d.Snapshot().Members["alpha"].DeepCopy()
+		a.Spec.Workspace = "api"
+		if err := h.d.Apply(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		// What did not change keeps its spelling, the flow-style metadata too.
+		want := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: alpha}\nspec:\n  profile: codex-fast\n  workspace: api\n"
+		if diff := cmp.Diff(want, read("alpha.yaml")); diff != "" {
+			t.Errorf("alpha.yaml (-want +got):\n%s", diff)
+		}
+	})
+}

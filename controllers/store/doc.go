@@ -58,5 +58,9 @@
 // Writes (Apply, Delete) are atomic file operations inside the directory —
 // temp file, fsync, rename — so tools and humans share one source of truth;
 // the watcher picks a write up like any edit. The store never talks to herdr
-// and never writes status into an operator's file.
+// and never writes status into an operator's file. Apply edits an object
+// already defined in a file in place (package internal/yamledit, with the
+// definition package api/encode makes): only what changes is rewritten, the
+// file's comments, key order and other documents stay byte for byte, an
+// equal definition writes nothing, and a default is never written.
 package store

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,11 +11,12 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/yamledit"
 )
 
 // manifestPerm is the mode of files the store writes: manifests hold no
@@ -24,19 +24,35 @@ import (
 const manifestPerm = 0o644
 
 // Apply writes obj's definition atomically. An object already defined in a
-// file is replaced in place (only its document, in a multi-document file);
-// a new Member goes to DIR/<name>.yaml, a new Profile or Tenant to
-// DIR/<kind>-<name>.yaml. The result is decoded strictly, and held to the
-// size limit the watcher reads within, before anything is written, so an
-// invalid object never reaches the directory. Apply waits for a scan in
-// progress (or gives up when ctx ends); on return the snapshot already
+// file is edited in place (package internal/yamledit): only the fields that
+// change are rewritten, and the file's comments, key order, blank lines and
+// other documents stay byte for byte; a definition that is already equal
+// leaves the file untouched. A new Member goes to DIR/<name>.yaml, a new
+// Profile or Tenant to DIR/<kind>-<name>.yaml. Defaults are never written
+// (package api/encode): a field is added only when it changes the object.
+// The result is decoded strictly, checked to define exactly obj, and held
+// to the size limit the watcher reads within, before anything is written,
+// so an invalid object never reaches the directory. Apply waits for a scan
+// in progress (or gives up when ctx ends); on return the snapshot already
 // reflects the write.
 func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
+	return d.apply(ctx, obj, true)
+}
+
+// CheckApply makes every check [Directory.Apply] makes — the object
+// decodes, its file can be edited to define exactly it, a new object's
+// file name is free, the size limit — and writes nothing: a dry run
+// (POST /members?dryRun=All).
+func (d *Directory) CheckApply(ctx context.Context, obj v1alpha1.Object) error {
+	return d.apply(ctx, obj, false)
+}
+
+func (d *Directory) apply(ctx context.Context, obj v1alpha1.Object, write bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	key := Key{obj.GetObjectKind(), obj.GetName()}
-	doc, err := renderObject(obj)
+	canonical, err := encode.Canonical(obj)
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", key, err)
 	}
@@ -48,13 +64,13 @@ func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 		return fmt.Errorf("apply %s: %w", key, d.snap.DirErr)
 	}
 	path, exists := d.snap.Sources[key]
-	var data []byte
+	var old, data []byte
 	if exists {
-		old, err := d.read(path, d.maxBytes)
+		old, err = d.read(path, d.maxBytes)
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", key, err)
 		}
-		data, err = replaceDocument(old, key, doc)
+		data, err = updateDocument(old, key, obj)
 		if err != nil {
 			return fmt.Errorf("apply %s: %s: %w", key, path, err)
 		}
@@ -65,7 +81,13 @@ func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("apply %s: %w", key, err)
 		}
-		data = doc
+		want, err := encode.Minimal(obj, nil)
+		if err == nil {
+			data, err = encode.Marshal(want)
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", key, err)
+		}
 	}
 	objs, errs := decode.File(path, data)
 	if len(errs) > 0 {
@@ -73,13 +95,19 @@ func (d *Directory) Apply(ctx context.Context, obj v1alpha1.Object) error {
 	}
 	found := false
 	for _, o := range objs {
-		found = found || (o.GetObjectKind() == key.Kind && o.GetName() == key.Name)
+		if o.GetObjectKind() == key.Kind && o.GetName() == key.Name {
+			got, err := encode.Canonical(o)
+			found = err == nil && bytes.Equal(got, canonical)
+		}
 	}
 	if !found {
-		return fmt.Errorf("apply %s: internal error: rendered file does not define it", key)
+		return fmt.Errorf("apply %s: internal error: the edited file does not define it as given; %s left untouched", key, path)
 	}
 	if int64(len(data)) > d.maxBytes {
 		return fmt.Errorf("apply %s: %s would be %d bytes, over the limit of %d bytes on a manifest file", key, path, len(data), d.maxBytes)
+	}
+	if !write || (exists && bytes.Equal(data, old)) {
+		return nil
 	}
 	if err := atomicfile.Write(path, data, manifestPerm); err != nil {
 		return fmt.Errorf("apply %s: %w", key, err)
@@ -141,32 +169,6 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 	return nil
 }
 
-// renderObject writes obj as one YAML document without the fields the
-// store or the reconciler own (status, uid, generation, creationTimestamp).
-func renderObject(obj v1alpha1.Object) ([]byte, error) {
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
-	delete(m, "status")
-	m["apiVersion"] = v1alpha1.GroupVersion
-	m["kind"] = obj.GetObjectKind()
-	if meta, ok := m["metadata"].(map[string]any); ok {
-		delete(meta, "uid")
-		delete(meta, "generation")
-		delete(meta, "creationTimestamp")
-	}
-	raw, err = json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
-	return sigsyaml.JSONToYAML(raw)
-}
-
 func fileName(key Key) string {
 	if key.Kind == v1alpha1.KindMember {
 		return key.Name + ".yaml"
@@ -174,16 +176,33 @@ func fileName(key Key) string {
 	return strings.ToLower(key.Kind) + "-" + key.Name + ".yaml"
 }
 
-// replaceDocument swaps key's document in a file for doc, keeping the other
-// documents byte for byte.
-func replaceDocument(file []byte, key Key, doc []byte) ([]byte, error) {
+// updateDocument edits key's document in a file so that it defines obj,
+// keeping the other documents byte for byte. The document is edited in
+// place (yamledit.Update) with the minimal definition that keeps what it
+// spells out; one yamledit cannot edit faithfully (a flow-style root,
+// say) is written anew from that definition, still without defaults.
+func updateDocument(file []byte, key Key, obj v1alpha1.Object) ([]byte, error) {
 	docs := splitDocuments(file)
 	idx := findDocument(docs, key)
 	if idx < 0 {
 		return nil, fmt.Errorf("file no longer defines it")
 	}
-	if bytes.HasPrefix(docs[idx], []byte("---")) {
-		doc = append([]byte("---\n"), doc...)
+	var existing *yaml.Node
+	if parsed, err := yamledit.ParseDocuments(docs[idx]); err == nil && len(parsed) == 1 && len(parsed[0].Content) == 1 {
+		existing = parsed[0].Content[0]
+	}
+	want, err := encode.Minimal(obj, existing)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := yamledit.Update(docs[idx], want)
+	if err != nil {
+		if doc, err = encode.Marshal(want); err != nil {
+			return nil, err
+		}
+		if bytes.HasPrefix(docs[idx], []byte("---")) {
+			doc = append([]byte("---\n"), doc...)
+		}
 	}
 	docs[idx] = doc
 	return bytes.Join(docs, nil), nil

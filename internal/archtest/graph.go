@@ -10,6 +10,7 @@ const (
 	errgroup   = "golang.org/x/sync/errgroup"
 	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
 	cobra      = "github.com/spf13/cobra"
+	difflib    = "github.com/pmezard/go-difflib"
 	// jsonschemaGo is the MCP go-sdk's own tool-schema library (the SDK's
 	// tool definitions are built from it); it is not a validator of
 	// herdr's exchanges and stays in the binary.
@@ -39,6 +40,7 @@ var allowed = Graph{
 	// The API: types at the bottom, the strict decoder on them.
 	"api/v1alpha1": {},
 	"api/decode":   {"api/v1alpha1", yaml},
+	"api/encode":   {"api/v1alpha1", "api/decode", "internal/yamledit", yaml},
 
 	// Leaves: no fleetd imports beyond atomic files.
 	"internal/atomicfile": {},
@@ -51,6 +53,7 @@ var allowed = Graph{
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
 	"internal/termtext":   {},
 	"internal/tail":       {"api/v1alpha1", "internal/clock"},
+	"internal/yamledit":   {yaml},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
@@ -70,7 +73,7 @@ var allowed = Graph{
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":     {"api/v1alpha1"},
-	"controllers/store":      {"api/v1alpha1", "api/decode", "internal/atomicfile", "internal/clock", "internal/statedir", fsnotify, yaml, sigsyaml},
+	"controllers/store":      {"api/v1alpha1", "api/decode", "api/encode", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
 	"controllers/workqueue":  {"internal/clock", prometheus, rate},
 	"controllers/herdrcache": {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "controllers/store", "controllers/workqueue",
@@ -85,7 +88,7 @@ var allowed = Graph{
 	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
-	"internal/migrate":   {"api/decode", "internal/atomicfile", yaml},
+	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
@@ -95,8 +98,8 @@ var allowed = Graph{
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
-	fleetdBinary: {"api/v1alpha1", "api/decode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, yaml, sigsyaml},
+	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
+		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, difflib, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 
 	// This package.

@@ -16,13 +16,11 @@
 //
 // # How files are rewritten
 //
-// yaml.v3 can parse a file into a [yaml.Node] tree with comments and
-// positions, but re-encoding that tree drops blank lines and re-indents and
-// re-quotes the whole file. So the package uses the tree only to find and
-// check what to change, and then edits the original bytes at the recorded
-// positions: it renames tokens in place (padding them so that a trailing
-// comment keeps its column), inserts one line, or deletes the lines of the
-// legacy entry. Everything else — comments, key order, blank lines,
+// Files are edited in place with package internal/yamledit: the parsed
+// tree only says what to change, and the original bytes are edited at the
+// recorded positions — legacy tokens renamed (padded so that a trailing
+// comment keeps its column), one line inserted, or the lines of the legacy
+// entry deleted. Everything else — comments, key order, blank lines,
 // quoting, other documents — stays byte for byte. Before anything is
 // written, the edited text is parsed again and compared with the expected
 // tree (the original tree with the migration applied to it); any

@@ -1,15 +1,14 @@
 package migrate
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/internal/yamledit"
 )
 
 // The legacy vocabulary. These spellings exist only in this package.
@@ -57,11 +56,11 @@ func (c Change) String() string {
 // empty. When any legacy entry cannot be rewritten, out is nil and errs
 // says why, one error per problem.
 func File(name string, data []byte) (out []byte, changes []Change, errs decode.ErrorList) {
-	docs, err := parseDocuments(data)
+	docs, err := yamledit.ParseDocuments(data)
 	if err != nil {
 		return nil, nil, decode.ErrorList{decode.SyntaxError(name, data, err)}
 	}
-	f := &fileRewrite{name: name, src: newSource(data)}
+	f := &fileRewrite{name: name, src: yamledit.NewSource(data)}
 	for _, doc := range docs {
 		f.document(doc)
 	}
@@ -71,7 +70,7 @@ func File(name string, data []byte) (out []byte, changes []Change, errs decode.E
 	if len(f.changes) == 0 {
 		return data, nil, nil
 	}
-	out, err = f.src.apply(f.edits)
+	out, err = f.src.Apply(f.edits)
 	if err == nil {
 		for _, op := range f.treeOps {
 			op()
@@ -86,39 +85,22 @@ func File(name string, data []byte) (out []byte, changes []Change, errs decode.E
 	return out, f.changes, nil
 }
 
-// parseDocuments reads every YAML document in data.
-func parseDocuments(data []byte) ([]*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var docs []*yaml.Node
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, &doc)
-	}
-}
-
 // fileRewrite collects the edits, changes and errors for one file.
 type fileRewrite struct {
 	name    string
-	src     *source
-	edits   []edit
+	src     *yamledit.Source
+	edits   []yamledit.Edit
 	treeOps []func() // the same rewrite applied to the parsed tree, for verify
 	changes []Change
 	errs    decode.ErrorList
 }
 
 // failAt records err, at the line of the node it names if it is a
-// *nodeError, else at n's line.
+// *yamledit.NodeError, else at n's line.
 func (f *fileRewrite) failAt(n *yaml.Node, field string, err error) {
-	var ne *nodeError
+	var ne *yamledit.NodeError
 	if errors.As(err, &ne) {
-		n = ne.node
+		n = ne.Node
 	}
 	f.fail(n, field, "%v; migrate this member by hand", err)
 }
@@ -253,20 +235,20 @@ func (f *fileRewrite) toTenant(spec *yaml.Node, le legacyEntry, member string) {
 		transportNote = " (spec." + transportField + " already " + transportStreaming + ")"
 	}
 
-	var edits []edit
+	var edits []yamledit.Edit
 	for _, r := range []struct {
 		node *yaml.Node
 		to   string
 	}{{le.key, targetField}, {le.modeKey, targetKind}, {le.mode, targetTenant}} {
-		start, end, err := f.src.scalarSpan(r.node)
+		start, end, err := f.src.ScalarSpan(r.node)
 		if err != nil {
 			f.failAt(r.node, field, err)
 			return
 		}
-		edits = append(edits, f.src.replaceToken(start, end, r.to))
+		edits = append(edits, f.src.ReplaceToken(start, end, r.to))
 	}
 	if insertTransport {
-		e, err := f.src.insertAfter(spec, le.key, le.value, transportField+": "+transportStreaming)
+		e, err := f.src.InsertAfter(spec, le.key, le.value, transportField+": "+transportStreaming)
 		if err != nil {
 			f.failAt(le.key, field, err)
 			return
@@ -310,7 +292,7 @@ func (f *fileRewrite) toResident(spec *yaml.Node, le legacyEntry, member, mode s
 		f.fail(le.key, field, "is the only field of spec, which needs at least a profile; add one, then rerun fleetd migrate")
 		return
 	}
-	e, err := f.src.deleteEntry(spec, le.key, le.value)
+	e, err := f.src.DeleteEntry(spec, le.key, le.value)
 	if err != nil {
 		f.failAt(le.key, field, err)
 		return
@@ -362,7 +344,7 @@ func memberName(root *yaml.Node) string {
 // original documents with the migration applied to their trees: same
 // documents, keys, values and tags, whatever the positions and comments.
 func verify(out []byte, want []*yaml.Node) error {
-	got, err := parseDocuments(out)
+	got, err := yamledit.ParseDocuments(out)
 	if err != nil {
 		return fmt.Errorf("result does not parse: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/internal/yamledit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/rewrite")
@@ -377,7 +378,7 @@ func TestDir_MissingDirectoryIsAnError(t *testing.T) {
 
 func TestVerify_CatchesARewriteThatChangesMore(t *testing.T) {
 	orig := "kind: Member\nspec:\n  profile: p\n  workspace: w\n"
-	docs, err := parseDocuments([]byte(orig))
+	docs, err := yamledit.ParseDocuments([]byte(orig))
 	if err != nil {
 		t.Fatal(err)
 	}

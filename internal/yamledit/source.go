@@ -1,7 +1,8 @@
-package migrate
+package yamledit
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,16 +11,17 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// source is a file's original bytes with an index of line starts, so that
+// Source is a file's original bytes with an index of line starts, so that
 // yaml.v3 positions (1-based line, 1-based column counted in characters)
 // can be turned into byte offsets.
-type source struct {
+type Source struct {
 	data       []byte
 	lineStarts []int
 }
 
-func newSource(data []byte) *source {
-	s := &source{data: data, lineStarts: []int{0}}
+// NewSource indexes data for editing.
+func NewSource(data []byte) *Source {
+	s := &Source{data: data, lineStarts: []int{0}}
 	for i, b := range data {
 		if b == '\n' {
 			s.lineStarts = append(s.lineStarts, i+1)
@@ -28,26 +30,27 @@ func newSource(data []byte) *source {
 	return s
 }
 
-// nodeError is a problem with how one node is written in the source.
-type nodeError struct {
-	node *yaml.Node
-	msg  string
+// NodeError is a problem with how one node is written in the source.
+type NodeError struct {
+	Node *yaml.Node
+	Msg  string
 }
 
-func (e *nodeError) Error() string { return e.msg }
+func (e *NodeError) Error() string { return e.Msg }
 
 func errAt(n *yaml.Node, format string, args ...any) error {
-	return &nodeError{node: n, msg: fmt.Sprintf(format, args...)}
+	return &NodeError{Node: n, Msg: fmt.Sprintf(format, args...)}
 }
 
-// edit replaces data[start:end] with text.
-type edit struct {
+// Edit replaces data[start:end] with text; [Source] methods make them and
+// [Source.Apply] carries them out.
+type Edit struct {
 	start, end int
 	text       string
 }
 
-// offset returns the byte offset of node n's position.
-func (s *source) offset(n *yaml.Node) (int, error) {
+// Offset returns the byte offset of node n's position.
+func (s *Source) Offset(n *yaml.Node) (int, error) {
 	if n.Line < 1 || n.Line > len(s.lineStarts) {
 		return 0, errAt(n, "position %d:%d is outside the file", n.Line, n.Column)
 	}
@@ -63,7 +66,7 @@ func (s *source) offset(n *yaml.Node) (int, error) {
 }
 
 // lineStart returns the offset of the first byte of the line holding off.
-func (s *source) lineStart(off int) int {
+func (s *Source) lineStart(off int) int {
 	i, found := slices.BinarySearch(s.lineStarts, off)
 	if found {
 		return s.lineStarts[i]
@@ -71,13 +74,13 @@ func (s *source) lineStart(off int) int {
 	return s.lineStarts[i-1]
 }
 
-// scalarSpan returns the byte range of a single-line scalar's token as
+// ScalarSpan returns the byte range of a single-line scalar's token as
 // written: plain, 'single' or "double" quoted without escapes.
-func (s *source) scalarSpan(n *yaml.Node) (start, end int, err error) {
+func (s *Source) ScalarSpan(n *yaml.Node) (start, end int, err error) {
 	if n.Kind != yaml.ScalarNode {
 		return 0, 0, errAt(n, "want a scalar")
 	}
-	start, err = s.offset(n)
+	start, err = s.Offset(n)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -96,12 +99,12 @@ func (s *source) scalarSpan(n *yaml.Node) (start, end int, err error) {
 	return start, start + len(token), nil
 }
 
-// replaceToken returns an edit that replaces the token data[start:end]
+// ReplaceToken returns an edit that replaces the token data[start:end]
 // with text and, when a comment follows on the same line (after the
 // token, or after the token and its key colon), keeps that comment in its
 // column.
-func (s *source) replaceToken(start, end int, text string) edit {
-	e := edit{start: start, end: end, text: text}
+func (s *Source) ReplaceToken(start, end int, text string) Edit {
+	e := Edit{start: start, end: end, text: text}
 	pos := end
 	if pos < len(s.data) && s.data[pos] == ':' {
 		pos++
@@ -115,28 +118,31 @@ func (s *source) replaceToken(start, end int, text string) edit {
 	}
 	e.text += string(s.data[end:pos]) // the colon, if any
 	e.end = pos
-	// The migration only ever shortens tokens (mcpTransport → mcpTarget,
-	// the legacy mode → tenant), so padding is all it takes.
-	if shrink := utf8.RuneCount(s.data[start:end]) - utf8.RuneCountInString(text); shrink > 0 {
-		e.text += strings.Repeat(" ", shrink)
+	// A shorter token is padded; a longer one takes spaces before the
+	// comment, leaving at least one.
+	switch grow := utf8.RuneCountInString(text) - utf8.RuneCount(s.data[start:end]); {
+	case grow < 0:
+		e.text += strings.Repeat(" ", -grow)
+	case grow > 0:
+		e.end += min(grow, spaces-1)
 	}
 	return e
 }
 
 // valueEnd returns the offset just past the value of a key/value entry.
-func (s *source) valueEnd(key, value *yaml.Node) (int, error) {
+func (s *Source) valueEnd(key, value *yaml.Node) (int, error) {
 	switch {
 	case value.Kind == yaml.ScalarNode && value.Value == "" && value.Style == 0:
 		// An empty value ("mcpTransport:") ends with its key.
-		_, end, err := s.scalarSpan(key)
+		_, end, err := s.ScalarSpan(key)
 		return end, err
 	case value.Kind == yaml.ScalarNode:
-		_, end, err := s.scalarSpan(value)
+		_, end, err := s.ScalarSpan(value)
 		return end, err
 	case value.Kind != yaml.MappingNode:
 		return 0, errAt(value, "unexpected value")
 	}
-	end, err := s.offset(value)
+	end, err := s.Offset(value)
 	if err != nil {
 		return 0, err
 	}
@@ -173,8 +179,8 @@ func (s *source) valueEnd(key, value *yaml.Node) (int, error) {
 
 // indentOf returns the whitespace before key on its line, and an error
 // when the key does not start its line.
-func (s *source) indentOf(key *yaml.Node) (lineStart int, indent string, err error) {
-	off, err := s.offset(key)
+func (s *Source) indentOf(key *yaml.Node) (lineStart int, indent string, err error) {
+	off, err := s.Offset(key)
 	if err != nil {
 		return 0, "", err
 	}
@@ -188,7 +194,7 @@ func (s *source) indentOf(key *yaml.Node) (lineStart int, indent string, err err
 
 // lineEnd returns the offset just past the newline ending the line that
 // holds off (len(data) on the last line without one) and that newline.
-func (s *source) lineEnd(off int) (int, string) {
+func (s *Source) lineEnd(off int) (int, string) {
 	i := bytes.IndexByte(s.data[off:], '\n')
 	if i < 0 {
 		return len(s.data), ""
@@ -200,46 +206,46 @@ func (s *source) lineEnd(off int) (int, string) {
 	return nl + 1, "\n"
 }
 
-// insertAfter returns an edit that adds the entry "k: v" to mapping parent
+// InsertAfter returns an edit that adds the entry "k: v" to mapping parent
 // right after the entry key/value.
-func (s *source) insertAfter(parent, key, value *yaml.Node, entry string) (edit, error) {
+func (s *Source) InsertAfter(parent, key, value *yaml.Node, entry string) (Edit, error) {
 	end, err := s.valueEnd(key, value)
 	if err != nil {
-		return edit{}, err
+		return Edit{}, err
 	}
 	if parent.Style&yaml.FlowStyle != 0 {
-		return edit{start: end, end: end, text: ", " + entry}, nil
+		return Edit{start: end, end: end, text: ", " + entry}, nil
 	}
 	_, indent, err := s.indentOf(key)
 	if err != nil {
-		return edit{}, err
+		return Edit{}, err
 	}
 	at, nl := s.lineEnd(end)
 	if nl == "" {
-		return edit{start: at, end: at, text: "\n" + indent + entry + "\n"}, nil
+		return Edit{start: at, end: at, text: "\n" + indent + entry + "\n"}, nil
 	}
-	return edit{start: at, end: at, text: indent + entry + nl}, nil
+	return Edit{start: at, end: at, text: indent + entry + nl}, nil
 }
 
-// deleteEntry returns an edit that removes the entry key/value from
+// DeleteEntry returns an edit that removes the entry key/value from
 // mapping parent: its whole lines in block style, the entry and one comma
 // in flow style.
-func (s *source) deleteEntry(parent, key, value *yaml.Node) (edit, error) {
+func (s *Source) DeleteEntry(parent, key, value *yaml.Node) (Edit, error) {
 	end, err := s.valueEnd(key, value)
 	if err != nil {
-		return edit{}, err
+		return Edit{}, err
 	}
 	if parent.Style&yaml.FlowStyle == 0 {
 		start, _, err := s.indentOf(key)
 		if err != nil {
-			return edit{}, err
+			return Edit{}, err
 		}
 		stop, _ := s.lineEnd(end)
-		return edit{start: start, end: stop}, nil
+		return Edit{start: start, end: stop}, nil
 	}
-	start, err := s.offset(key)
+	start, err := s.Offset(key)
 	if err != nil {
-		return edit{}, err
+		return Edit{}, err
 	}
 	// Take the comma after the entry, or else the one before it.
 	i := end
@@ -251,23 +257,24 @@ func (s *source) deleteEntry(parent, key, value *yaml.Node) (edit, error) {
 		for i < len(s.data) && (s.data[i] == ' ' || s.data[i] == '\t') {
 			i++
 		}
-		return edit{start: start, end: i}, nil
+		return Edit{start: start, end: i}, nil
 	}
 	j := start
 	for j > 0 && bytes.IndexByte([]byte(" \t\r\n"), s.data[j-1]) >= 0 {
 		j--
 	}
 	if j > 0 && s.data[j-1] == ',' {
-		return edit{start: j - 1, end: end}, nil
+		return Edit{start: j - 1, end: end}, nil
 	}
-	return edit{start: start, end: end}, nil
+	return Edit{start: start, end: end}, nil
 }
 
-// apply returns the data with every edit made, or an error when two edits
-// overlap.
-func (s *source) apply(edits []edit) ([]byte, error) {
+// Apply returns the data with every edit made, or an error when two edits
+// overlap. Edits at the same offset are made in the order given, an
+// insertion (an empty range) before a replacement starting there.
+func (s *Source) Apply(edits []Edit) ([]byte, error) {
 	sorted := slices.Clone(edits)
-	slices.SortFunc(sorted, func(a, b edit) int { return a.start - b.start })
+	slices.SortStableFunc(sorted, func(a, b Edit) int { return cmp.Or(a.start-b.start, a.end-b.end) })
 	var out bytes.Buffer
 	pos := 0
 	for _, e := range sorted {

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+)
+
+// maxInputBytes bounds what apply, diff and delete read from one file or
+// from standard input: a List of many members is bigger than one manifest,
+// but not by this much.
+const maxInputBytes = 4 * decode.DefaultMaxManifestBytes
+
+// readMembers reads and strictly decodes every -f argument: a file, a
+// directory (its manifest files, as fleetd serve lists them: *.yaml and
+// *.yml, not recursive) or "-" for stdin. A file may hold several
+// documents, and a document may be a List (what `fleetd get -o yaml`
+// prints for several members: kind List or MemberList, with items); status
+// and the metadata fleetd owns are ignored. It returns every problem,
+// located by FILE:LINE, or the Members in argument and file order. Input
+// that holds anything but Members, or nothing, is an error; verb names the
+// command in that message.
+func readMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Member, error) {
+	var members []*v1alpha1.Member
+	var problems []error
+	var names []string
+	for _, arg := range files {
+		paths := []string{arg}
+		if arg != "-" {
+			if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+				if paths, err = decode.ManifestPaths(arg); err != nil {
+					return nil, fmt.Errorf("fleetd %s: %s: %w", verb, arg, err)
+				}
+			}
+		}
+		for _, path := range paths {
+			name, data, err := readInput(stdin, path)
+			if err != nil {
+				return nil, fmt.Errorf("fleetd %s: %w", verb, err)
+			}
+			names = append(names, name)
+			objs, errs := decodeInput(name, data)
+			if len(errs) > 0 {
+				problems = append(problems, errs)
+				continue
+			}
+			for _, o := range objs {
+				m, ok := o.(*v1alpha1.Member)
+				if !ok {
+					problems = append(problems, fmt.Errorf("%s: %s %q: fleetd %s takes only Members; %ss are the operator's: edit them in the manifests directory fleetd serve watches (--manifests)",
+						name, o.GetObjectKind(), o.GetName(), verb, o.GetObjectKind()))
+					continue
+				}
+				m.APIVersion, m.Kind = v1alpha1.GroupVersion, v1alpha1.KindMember
+				members = append(members, m)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	if len(members) == 0 {
+		if len(names) == 0 {
+			names = files // directories without manifest files
+		}
+		return nil, fmt.Errorf("%s: no Members to %s", strings.Join(names, ", "), verb)
+	}
+	return members, nil
+}
+
+// readInput reads one file ("-": stdin) within maxInputBytes, by the
+// rules fleetd serve reads manifests with (regular files only, never
+// blocking).
+func readInput(stdin io.Reader, path string) (name string, data []byte, err error) {
+	if path != "-" {
+		data, err = decode.ReadManifest(path, maxInputBytes)
+		return path, data, err
+	}
+	data, err = io.ReadAll(io.LimitReader(stdin, maxInputBytes+1))
+	if err != nil {
+		return "<stdin>", nil, fmt.Errorf("read standard input: %w", err)
+	}
+	if len(data) > maxInputBytes {
+		return "<stdin>", nil, fmt.Errorf("standard input is larger than %d bytes", maxInputBytes)
+	}
+	return "<stdin>", data, nil
+}
+
+// decodeInput decodes one file like decode.File, and also takes List
+// documents: each item is decoded as a document of its own, and its
+// problems are located at the item's lines in the file.
+func decodeInput(name string, data []byte) ([]v1alpha1.Object, decode.ErrorList) {
+	var docs []*yaml.Node
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return decode.File(name, data) // the decoder says where
+		}
+		docs = append(docs, &doc)
+	}
+	hasList := false
+	for _, d := range docs {
+		hasList = hasList || listItems(d) != nil
+	}
+	if !hasList {
+		return decode.File(name, data)
+	}
+	var objs []v1alpha1.Object
+	var errs decode.ErrorList
+	one := func(n *yaml.Node) {
+		b, err := yaml.Marshal(n)
+		if err != nil {
+			errs = append(errs, &decode.Error{File: name, Line: n.Line, Msg: err.Error()})
+			return
+		}
+		got, problems := decode.File(name, b)
+		for _, p := range problems {
+			p.Line = lineOf(n, p.Field)
+		}
+		objs, errs = append(objs, got...), append(errs, problems...)
+	}
+	for _, d := range docs {
+		if items := listItems(d); items != nil {
+			for _, item := range items.Content {
+				one(item)
+			}
+		} else if len(d.Content) > 0 {
+			one(d.Content[0])
+		}
+	}
+	errs.Sort()
+	return objs, errs
+}
+
+// listItems returns the items sequence of a document that is a List (kind
+// List, or MemberList as GET /members answers), or nil.
+func listItems(doc *yaml.Node) *yaml.Node {
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	root := doc.Content[0]
+	kind, items := mappingValue(root, "kind"), mappingValue(root, "items")
+	if kind == nil || (kind.Value != "List" && kind.Value != "MemberList") {
+		return nil
+	}
+	if items == nil || items.Kind != yaml.SequenceNode {
+		return &yaml.Node{Kind: yaml.SequenceNode}
+	}
+	return items
+}
+
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// lineOf finds a decoder field path (spec.transport, metadata.labels[a])
+// in n and returns the line of the deepest part of it that is there.
+func lineOf(n *yaml.Node, field string) int {
+	line := n.Line
+	for _, part := range strings.FieldsFunc(field, func(r rune) bool { return r == '.' || r == '[' || r == ']' }) {
+		if n.Kind != yaml.MappingNode {
+			break
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				line, n, found = n.Content[i].Line, n.Content[i+1], true
+				break
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	return line
+}
