@@ -109,7 +109,7 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, m := range members {
-		row := []string{m.Name, dash(m.Status.Phase), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
+		row := []string{m.Name, phaseCell(m), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
 			strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
 		if output == "wide" {
 			row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),

@@ -51,22 +51,7 @@ them. Only one fleetd may use a state directory at a time.`,
 			cfg.Messaging = &mopts
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			out := cmd.OutOrStdout()
-			cfg.Ready = func(info daemon.Info) {
-				fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
-					cfg.ManifestsDir, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
-				stateFlag := ""
-				if info.StateDir != fleetdStateDir() {
-					stateFlag = " --state-dir " + info.StateDir
-				}
-				server := ""
-				if info.URL != defaultServer {
-					server = " --server " + info.URL
-				}
-				fmt.Fprintf(out, "In a second terminal, try:\n  fleetd get members%[1]s%[2]s\n  fleetd describe member <name>%[1]s%[2]s\n  fleetd send <name> hello%[1]s%[2]s\n", server, stateFlag)
-				if cfg.Sim {
-					fmt.Fprintln(out, "(simulated agents answer every prompt with \"echo: <prompt>\" through the gateway)")
-				}
-			}
+			cfg.Ready = func(info daemon.Info) { printBanner(out, cfg.ManifestsDir, info, cfg.Sim) }
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			err := daemon.Run(ctx, cfg)

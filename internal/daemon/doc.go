@@ -6,7 +6,10 @@
 // on one loopback listener until its context ends.
 //
 // It owns start-up order and shutdown, nothing else: every behaviour lives
-// in the packages it wires together.
+// in the packages it wires together. It refuses to start on a manifests
+// directory that is missing or unreadable (the store would serve an empty
+// fleet), and logs every herdr call at debug level through the client's
+// observer, which sees methods and outcomes, never parameters or tokens.
 //
 //   - Before the controllers run, every worker token that no ownership
 //     record holds is revoked (tokens of panes whose record was lost, of
