@@ -239,10 +239,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	// handler is built after the manager; the hooks only fire once the
 	// manager runs, which is after both exist.
 	var handler *mcp.Handler
+	var prompts *messaging.FirstPrompts
 	mgr, err := controllers.New(&controllers.Options{
 		OnAgentStatus: prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
 		OnPaneGone: func(member, paneID, reason string) {
-			core.WorkerGone(member, reason)
+			prompts.WorkerGone(member, paneID, reason) // the core's WorkerGone, keeping an untyped first prompt owed
 			handler.PaneGone(paneID)
 		},
 		Store:        desired,
@@ -280,7 +281,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	prompts, err := messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
+	prompts, err = messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,9 @@
 //     each recorded pane's token when that pane ends.
 //   - The controllers feed the messaging core every agent status they
 //     observe (ObserveStatus) and every pane gone for good (WorkerGone,
-//     which also lets bridge_stop's wait end).
+//     which also lets bridge_stop's wait end), through the first-prompt
+//     controller (FirstPrompts.WorkerGone), so that a first prompt dropped
+//     untyped with a replaced pane is owed to the next one.
 //   - The desired state feeds the core's admit and gone policies
 //     (messaging.AdmitMembers, messaging.ReportGoneMembers) through
 //     [Roster], a thin adapter over the store; the members with their
