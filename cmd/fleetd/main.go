@@ -21,10 +21,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runRoot executes root's tree with args: a usage error of any command
 // (enforceUsageErrors) exits 2, another failure 1.
 func runRoot(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
-	enforceUsageErrors(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	enforceUsageErrors(root) // after SetOut: cobra's completion command keeps the writer it finds
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
