@@ -32,6 +32,11 @@ func runRoot(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	if cmd != nil && flagRuleError.MatchString(err.Error()) {
 		err = usageErrorf(cmd, "%v", err)
 	}
+	if cmd == root {
+		if uerr := unknownCommand(root, err); uerr != nil {
+			err = uerr
+		}
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

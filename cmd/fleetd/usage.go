@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -52,24 +53,12 @@ var pathFlags = []string{"manifests", "filename"}
 // one-line problem and a one-line hint, whatever validator a command uses:
 // cobra's own argument checks (cobra.NoArgs, cobra.ExactArgs, ...) return
 // plain errors that would otherwise exit 1 with cobra's wording. It also
-// covers what cobra adds itself (help, completion) and an unknown command,
-// so it must run on the finished tree, before Execute.
+// covers what cobra adds itself (help, completion), so it must run on the
+// finished tree, before Execute. An unknown command fails in cobra's lookup,
+// before any check: runRoot turns that error into unknownCommand's.
 func enforceUsageErrors(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
-	// The root runs (printing its help) so that an unknown command reaches
-	// its argument check instead of failing inside cobra's lookup.
-	root.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) == 0 {
-			return nil
-		}
-		hint := "Run 'fleetd --help' for the commands."
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			hint = "Did you mean: fleetd " + strings.Join(s, ", fleetd ") + "?"
-		}
-		return usageHint(cmd, fmt.Sprintf("unknown command %q", args[0]), hint)
-	}
-	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	root.SuggestionsMinimumDistance = 2
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -86,6 +75,21 @@ func enforceUsageErrors(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// unknownCommand is the usage error for `fleetd NAME` when NAME is no
+// command, or nil when err (from executing root) is not that error.
+func unknownCommand(root *cobra.Command, err error) error {
+	m := cobraUnknownRoot.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil
+	}
+	name, _ := strconv.Unquote(m[1])
+	hint := "Run 'fleetd --help' for the commands."
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		hint = "Did you mean: fleetd " + strings.Join(s, ", fleetd ") + "?"
+	}
+	return usageHint(root, fmt.Sprintf("unknown command %s", m[1]), hint)
 }
 
 // wrapArgs makes c's argument check a usage error (exit 2) in fleetd's
@@ -113,7 +117,9 @@ var (
 	// flag groups, which it checks after the arguments.
 	flagRuleError   = regexp.MustCompile(`^(required flag\(s\) |if any flags in the group |at least one of the flags in the group |none of the others can be)`)
 	cobraUnexpected = regexp.MustCompile(`^unknown command (".*") for `)
-	cobraArgCount   = regexp.MustCompile(`^(?:accepts (\d+)|accepts between (\d+) and (\d+)|requires at least (\d+)|accepts at most (\d+)) arg\(s\), (?:only )?received (\d+)$`)
+	// cobraUnknownRoot is cobra's lookup error for an unknown command.
+	cobraUnknownRoot = regexp.MustCompile(`^unknown command (".*") for "fleetd"`)
+	cobraArgCount    = regexp.MustCompile(`^(?:accepts (\d+)|accepts between (\d+) and (\d+)|requires at least (\d+)|accepts at most (\d+)) arg\(s\), (?:only )?received (\d+)$`)
 )
 
 // argsError rewrites one of cobra's argument errors as a usage error.
