@@ -145,15 +145,10 @@ metadata: {name: alpha}
 spec: {profile: claude}
 `})
 	state := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	out, logs := startServe(t, "--herdr-socket", filepath.Join(t.TempDir(), "no-herdr.sock"), "--manifests", manifests,
-		"--state-dir", state, "--listen", addr, "--log-level", "debug")
-	waitLine(t, out, "fleetd is serving")
+		"--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "debug")
+	_, rest, _ := strings.Cut(waitLine(t, out, "fleetd is serving"), " on ")
+	url, _, _ := strings.Cut(rest, " ")
 	waitLine(t, logs, `level=DEBUG msg="herdr call" method=ping result=unavailable`)
 	warn := waitLine(t, logs, "herdr is not reachable")
 	if !strings.Contains(warn, "level=WARN") || !strings.Contains(warn, "no-herdr.sock") {
@@ -162,7 +157,7 @@ spec: {profile: claude}
 	// --log-level debug shows the reconcile's decision, after the status
 	// it wrote.
 	waitLine(t, logs, `level=DEBUG msg=reconciled member=alpha phase="" ready=Unknown reason=HerdrUnavailable`)
-	client := []string{"--server", "http://" + addr, "--state-dir", state}
+	client := []string{"--server", url, "--state-dir", state}
 	code, stdout, stderr := runCLI(t, append([]string{"get", "members"}, client...)...)
 	if code != 0 || !strings.Contains(stdout, "alpha   Unknown (HerdrUnavailable)") {
 		t.Errorf("get members: exit %d, stdout %q, stderr %q; want alpha Unknown (HerdrUnavailable)", code, stdout, stderr)
