@@ -73,7 +73,11 @@
 // herdr has given another member's pane since. Tabs labelled "fleetd/…" that no record
 // claims are closed; tabs without that label are never touched. A failed or
 // partial herdr read never counts as a vanished pane: while herdr is
-// unreachable the cache is unsynced and nothing is recreated. One daemon per
+// unreachable the cache is unsynced and nothing is recreated. The Manager
+// says so: a warning 3 s after Run started if herdr has not been listed
+// yet (every member is then reconciled to Ready=Unknown, HerdrUnavailable),
+// and every minute while herdr stays away; at debug level each reconcile
+// logs what it decided. One daemon per
 // state directory is enforced by the caller, which holds the directory's
 // lock (package statedir) while a Manager runs on it.
 //

@@ -26,6 +26,7 @@ type Manager struct {
 	log      *slog.Logger
 	store    store.Store
 	herdr    herdrWriter
+	pinger   pinger // the same client: watchHerdr's ping while herdr is away
 	cache    *herdrcache.Cache
 	launcher launch.Launcher
 	metrics  *Metrics
@@ -45,7 +46,10 @@ type Manager struct {
 	transient map[string]int // reconciles in a row herdr did not answer
 	changed   chan struct{}  // closed and replaced whenever status or desired state changes
 	herdrUp   bool
-	lastSnap  *store.Snapshot
+	// herdrDownAt is when herdr was last seen going away (Run's start
+	// until its first listing), for watchHerdr's warnings.
+	herdrDownAt time.Time
+	lastSnap    *store.Snapshot
 
 	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
@@ -100,7 +104,7 @@ func New(opts *Options) (*Manager, error) {
 	if client == nil {
 		client = herdr.New(&herdr.Options{SocketPath: o.HerdrSocket, Observer: m.metrics.HerdrObserver()})
 	}
-	m.herdr = client
+	m.herdr, m.pinger = client, client
 	m.cache = herdrcache.New(herdrcache.FromClient(client), &herdrcache.Options{
 		Logger: o.Logger, Clock: o.Clock, ResyncPeriod: o.ResyncPeriod, CallTimeout: o.CallTimeout,
 		ReconnectBackoff: o.ReconnectBackoff, MaxReconnect: o.MaxReconnect, ResubscribeDelay: o.ResubscribeDelay,
@@ -161,10 +165,17 @@ func (m *Manager) run(ctx context.Context) error {
 		}()
 	}
 	changes := m.store.Watch(ctx)
-	wg.Add(3)
+	m.mu.Lock()
+	m.herdrDownAt = m.o.Clock.Now()
+	m.mu.Unlock()
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		m.watchStore(ctx, changes)
+	}()
+	go func() {
+		defer wg.Done()
+		m.watchHerdr(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -315,7 +326,9 @@ func (m *Manager) worker(ctx context.Context) {
 func (m *Manager) processOne(ctx context.Context, name string) {
 	start := m.o.Clock.Now()
 	res, err := m.reconcile(ctx, name)
-	m.metrics.reconcileTime.WithLabelValues(controllerName).Observe(m.o.Clock.Now().Sub(start).Seconds())
+	took := m.o.Clock.Now().Sub(start)
+	m.metrics.reconcileTime.WithLabelValues(controllerName).Observe(took.Seconds())
+	m.logDecision(ctx, name, res, err, took)
 	transient := err != nil && herdrcache.Unreachable(err)
 	tries := m.transientTries(name, transient)
 	switch {

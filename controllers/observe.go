@@ -189,6 +189,9 @@ func (m *Manager) setHerdrUp(up bool) bool {
 	m.mu.Lock()
 	changed := m.herdrUp != up
 	m.herdrUp = up
+	if changed && !up {
+		m.herdrDownAt = m.o.Clock.Now()
+	}
 	m.mu.Unlock()
 	if up {
 		m.metrics.herdrUp.Set(1)

@@ -202,6 +202,7 @@ type docDecoder struct {
 	lines   map[string]int      // field path → file line of its key
 	bad     map[string]bool     // field paths that already have a structural error
 	skip    map[*yaml.Node]bool // mapping keys already reported (duplicates, closed-shape)
+	zeros   []string            // paths of durations written as zero ("0s"), which defaulting must not hide
 	visits  int
 	stopped bool // a limit was hit; the document is abandoned
 }
@@ -324,6 +325,11 @@ func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
 		return nil
 	}
 	obj.SetDefaults()
+	// A duration written as 0s is validated as written: defaulting treats
+	// it as absent, and "toolTimeout: 0s" would quietly mean 15m.
+	for _, path := range d.zeros {
+		zeroDuration(reflect.ValueOf(obj).Elem(), path)
+	}
 	for _, fe := range obj.Validate() {
 		if !d.isBad(fe.Field) {
 			d.errs = append(d.errs, &Error{File: d.file, Line: d.lineFor(fe.Field), Field: fe.Field, Msg: fe.Msg})
@@ -425,9 +431,13 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 			d.errorf(path, line, "want a duration such as \"60s\" or \"15m\", got %s", describe(n))
 			return nil, false
 		}
-		if _, err := time.ParseDuration(n.Value); err != nil {
+		v, err := time.ParseDuration(n.Value)
+		if err != nil {
 			d.errorf(path, line, "invalid duration %q; want a form such as \"60s\" or \"15m\"", n.Value)
 			return nil, false
+		}
+		if v == 0 {
+			d.zeros = append(d.zeros, path)
 		}
 		return n.Value, true
 	case t == reflect.TypeFor[time.Time]():
@@ -540,6 +550,55 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 	}
 	d.errorf(path, line, "internal error: no decoder for Go type %s", t)
 	return nil, false
+}
+
+// zeroDuration sets the v1alpha1.Duration at path (JSON field names joined
+// by dots, as the walk builds them) inside struct v back to zero.
+func zeroDuration(v reflect.Value, path string) {
+	for _, name := range strings.Split(path, ".") {
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return
+		}
+		v = fieldByJSONName(v, name)
+		if !v.IsValid() {
+			return
+		}
+	}
+	if dur, ok := v.Addr().Interface().(*v1alpha1.Duration); ok {
+		dur.Duration = 0
+	}
+}
+
+// fieldByJSONName returns the field of struct v that encoding/json names
+// name (embedded untagged structs flattened), or the zero Value.
+func fieldByJSONName(v reflect.Value, name string) reflect.Value {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			if fv := fieldByJSONName(v.Field(i), name); fv.IsValid() {
+				return fv
+			}
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
 }
 
 // jsonFields lists the JSON fields of struct type t as encoding/json sees

@@ -164,6 +164,15 @@ func TestFile_ErrorClasses(t *testing.T) {
 			},
 		},
 		{
+			// 0s is not "the default": only a field left out is defaulted.
+			name: "durations written as zero",
+			in:   profile("harness: codex", "startupTimeout: 0s", "toolTimeout: 0m"),
+			want: []string{
+				`m.yaml:7: spec.startupTimeout: 0s out of range; want more than 3s and at most 5m0s (0s is not the default: leave the field out for 1m0s)`,
+				`m.yaml:8: spec.toolTimeout: 0s out of range; want more than 0s (0s is not the default: leave the field out for 15m0s)`,
+			},
+		},
+		{
 			name: "tenant validation",
 			in:   tenant("url: fleet.acme.example/mcp", "credentialEnv: ACME-TOKEN") + "---\n" + tenant("url: https://u:p@acme.example/mcp"),
 			want: []string{

@@ -173,7 +173,7 @@ func (p *Profile) Validate() FieldErrors {
 	}
 	validateCwd(&errs, s.Cwd)
 	if d := s.StartupTimeout.Duration; d <= MinStartupTimeout || d > MaxStartupTimeout {
-		errs.add("spec.startupTimeout", "%s out of range; want more than %s and at most %s", d, MinStartupTimeout, MaxStartupTimeout)
+		errs.add("spec.startupTimeout", "%s out of range; want more than %s and at most %s%s", d, MinStartupTimeout, MaxStartupTimeout, zeroHint(d, DefaultStartupTimeout))
 	}
 	switch s.RestartPolicy {
 	case RestartAlways, RestartOnFailure, RestartNever:
@@ -181,7 +181,7 @@ func (p *Profile) Validate() FieldErrors {
 		errs.add("spec.restartPolicy", "unknown value %q; want Always, OnFailure or Never", s.RestartPolicy)
 	}
 	if d := s.ToolTimeout.Duration; d <= 0 {
-		errs.add("spec.toolTimeout", "%s out of range; want more than 0s", d)
+		errs.add("spec.toolTimeout", "%s out of range; want more than 0s%s", d, zeroHint(d, DefaultToolTimeout))
 	}
 	switch s.Resume {
 	case ResumeAuto, ResumeNever:
@@ -189,6 +189,16 @@ func (p *Profile) Validate() FieldErrors {
 		errs.add("spec.resume", "unknown value %q; want Auto or Never", s.Resume)
 	}
 	return errs
+}
+
+// zeroHint is what a duration written as 0s is told: 0 never means "the
+// default" in a manifest (only a field left out does), so that a zero is
+// not taken for a typo fleetd quietly corrected.
+func zeroHint(d, def time.Duration) string {
+	if d != 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (0s is not the default: leave the field out for %s)", def)
 }
 
 // Validate checks a Tenant: spec.url must be an absolute http(s) URL

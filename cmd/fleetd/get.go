@@ -86,7 +86,7 @@ func memberHeader(wide bool) []string {
 }
 
 func memberRow(m *v1alpha1.Member, wide bool, now time.Time) []string {
-	row := []string{m.Name, dash(m.Status.Phase), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
+	row := []string{m.Name, phaseCell(*m), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
 		strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
 	if wide {
 		row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),

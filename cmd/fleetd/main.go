@@ -9,25 +9,33 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// exitError carries a process exit code out of a command without printing
-// anything more (the command already said what was wrong).
-type exitError struct{ code int }
-
-func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run executes the CLI with args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd()
+	return runRoot(newRootCmd(), args, stdout, stderr)
+}
+
+// runRoot executes root's tree with args: a usage error of any command
+// (enforceUsageErrors) exits 2, another failure 1.
+func runRoot(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	enforceUsageErrors(root) // after SetOut: cobra's completion command keeps the writer it finds
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
+	}
+	if cmd != nil && flagRuleError.MatchString(err.Error()) {
+		err = usageErrorf(cmd, "%v", err)
+	}
+	if cmd == root {
+		if uerr := unknownCommand(root, err); uerr != nil {
+			err = uerr
+		}
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -63,25 +71,4 @@ func newRootCmd() *cobra.Command {
 		newInboxCmd(),
 	)
 	return root
-}
-
-// requireDirArg accepts exactly one argument, the manifests directory; any
-// other count is a usage error (exit 2).
-func requireDirArg(cmd *cobra.Command, args []string) error {
-	if len(args) == 1 {
-		return nil
-	}
-	return usageErrorf(cmd, "want exactly one directory, got %d arguments", len(args))
-}
-
-// flagErrorExit2 turns a bad flag into a usage error (exit 2).
-func flagErrorExit2(cmd *cobra.Command, err error) error {
-	return usageErrorf(cmd, "%v", err)
-}
-
-// usageErrorf prints a usage problem with the command's usage line and makes
-// the process exit 2.
-func usageErrorf(cmd *cobra.Command, format string, args ...any) error {
-	fmt.Fprintf(cmd.ErrOrStderr(), "fleetd %s: %s\nUsage: %s\n", cmd.Name(), fmt.Sprintf(format, args...), cmd.UseLine())
-	return &exitError{code: 2}
 }

@@ -38,8 +38,12 @@ token in STATE_DIR/primary.token (created, mode 0600, if it does not exist).
                    runs "fleetd mcp-bridge", with the token in its env block.
                    Keep that file private.
 
+Run the shell lines with eval in the shell the harness starts from, so that
+the exports stay (piped into sh they would vanish with the child shell), and
+keep the exports in your shell profile.
+
 Nothing printed changes which model account the primary uses.`,
-		Example: `  fleetd mcp-config --harness claude | sh
+		Example: `  eval "$(fleetd mcp-config --harness claude)"
   fleetd mcp-config --harness codex --url http://127.0.0.1:9090/mcp
   fleetd mcp-config --harness claude-desktop`,
 		Args: cobra.NoArgs,

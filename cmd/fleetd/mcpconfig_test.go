@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -186,5 +187,38 @@ func TestMCPConfig_BadURL(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "mcp-config", "--harness", "claude", "--state-dir", t.TempDir(), "--url", "localhost:8080")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "want an absolute http:// or https:// URL") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the URL problem", code, stdout, stderr)
+	}
+}
+
+// TestMCPConfig_ExampleKeepsTheExports runs the command line mcp-config's
+// help suggests, as printed, in a POSIX shell (fleetd and claude are
+// stubs): the exports must still be set in that shell afterwards, where
+// claude will start — `fleetd mcp-config … | sh` lost them.
+func TestMCPConfig_ExampleKeepsTheExports(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	code, out, stderr := runCLI(t, "mcp-config", "--harness", "claude", "--state-dir", state)
+	if code != 0 {
+		t.Fatalf("mcp-config: exit %d, stderr %q", code, stderr)
+	}
+	printed := filepath.Join(t.TempDir(), "printed")
+	if err := os.WriteFile(printed, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	example := strings.TrimSpace(strings.Split(newMCPConfigCmd().Example, "\n")[0])
+	script := `fleetd() { cat "$PRINTED"; }
+claude() { CLAUDE_RAN=1; }
+` + example + `
+test "$CLAUDE_RAN" = 1 || { echo "claude mcp add did not run"; exit 1; }
+test "$FLEETD_TOKEN" = "$(cat "$TOKEN_FILE")" || { echo "FLEETD_TOKEN is not the primary token"; exit 1; }
+test "$MCP_TOOL_TIMEOUT" = 660000 || { echo "MCP_TOOL_TIMEOUT=$MCP_TOOL_TIMEOUT"; exit 1; }
+`
+	cmd := exec.Command(sh, "-e", "-c", script)
+	cmd.Env = append(os.Environ(), "PRINTED="+printed, "TOKEN_FILE="+filepath.Join(state, "primary.token"), "FLEETD_TOKEN=", "MCP_TOOL_TIMEOUT=")
+	if res, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: %v\n%s", example, err, res)
 	}
 }

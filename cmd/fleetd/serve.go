@@ -43,6 +43,9 @@ them. Only one fleetd may use a state directory at a time.`,
 			default:
 				return usageErrorf(cmd, "unknown --herdr %q; want socket or sim", herdrMode)
 			}
+			if err := checkDurationFlags(cmd); err != nil {
+				return err
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageErrorf(cmd, "unknown --log-level %q; want debug, info, warn or error", logLevel)
@@ -51,22 +54,7 @@ them. Only one fleetd may use a state directory at a time.`,
 			cfg.Messaging = &mopts
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			out := cmd.OutOrStdout()
-			cfg.Ready = func(info daemon.Info) {
-				fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
-					cfg.ManifestsDir, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
-				stateFlag := ""
-				if info.StateDir != fleetdStateDir() {
-					stateFlag = " --state-dir " + info.StateDir
-				}
-				server := ""
-				if info.URL != defaultServer {
-					server = " --server " + info.URL
-				}
-				fmt.Fprintf(out, "In a second terminal, try:\n  fleetd get members%[1]s%[2]s\n  fleetd describe member <name>%[1]s%[2]s\n  fleetd send <name> hello%[1]s%[2]s\n", server, stateFlag)
-				if cfg.Sim {
-					fmt.Fprintln(out, "(simulated agents answer every prompt with \"echo: <prompt>\" through the gateway)")
-				}
-			}
+			cfg.Ready = func(info daemon.Info) { printBanner(out, cfg.ManifestsDir, info, cfg.Sim) }
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			err := daemon.Run(ctx, cfg)
@@ -100,6 +88,28 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", mcp.DefaultSessionTimeout, "close an MCP session with no request in flight (its event stream counts) for this long")
 	f.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", mcp.DefaultMaxSessionsPerToken, "MCP sessions one token may hold; a new one evicts its least recently used idle session")
 	return cmd
+}
+
+// checkDurationFlags refuses a duration flag given a value that would not
+// mean what it says: zero or negative timeouts and periods (the Go options
+// read 0 as "the default", which a user who typed --resync 0 did not ask
+// for), and a negative --sim-ready-delay (0 there is meaningful: ready at
+// once).
+func checkDurationFlags(cmd *cobra.Command) error {
+	for _, name := range []string{"resync", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "session-timeout", "sim-ready-delay"} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		d, _ := time.ParseDuration(f.Value.String())
+		switch {
+		case name == "sim-ready-delay" && d < 0:
+			return usageErrorf(cmd, "--%s %s: want 0 or more", name, d)
+		case name != "sim-ready-delay" && d <= 0:
+			return usageErrorf(cmd, "--%s %s: want a positive duration (leave the flag out for its default, %s)", name, d, f.DefValue)
+		}
+	}
+	return nil
 }
 
 // sizeFlag is a byte count given as a number, optionally with KiB, MiB or

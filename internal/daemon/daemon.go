@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,6 +99,8 @@ type Info struct {
 	// WaitFor blocks until cond holds for the members (with status) or ctx
 	// ends; it wakes on every status change, never polls.
 	WaitFor func(ctx context.Context, cond func([]v1alpha1.Member) bool) error
+	// Members are the Members declared when the daemon started, by name.
+	Members []v1alpha1.Member
 	// Sim is the embedded simulated herdr (nil unless Config.Sim), for
 	// tests and the simulation to script its agents.
 	Sim *herdrtest.Server
@@ -117,6 +121,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.ManifestsDir == "" {
 		return errors.New("no manifests directory (--manifests)")
+	}
+	if err := checkManifestsDir(cfg.ManifestsDir); err != nil {
+		return err
 	}
 	if _, err := cfg.Listener.withDefaults(); err != nil {
 		return err
@@ -198,7 +205,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: metrics.HerdrObserver()})
+	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(log, metrics.HerdrObserver())})
 	desired, err := store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
 	if err != nil {
 		return err
@@ -233,10 +240,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	// handler is built after the manager; the hooks only fire once the
 	// manager runs, which is after both exist.
 	var handler *mcp.Handler
+	var prompts *messaging.FirstPrompts
 	mgr, err := controllers.New(&controllers.Options{
 		OnAgentStatus: prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
 		OnPaneGone: func(member, paneID, reason string) {
-			core.WorkerGone(member, reason)
+			prompts.WorkerGone(member, paneID, reason) // the core's WorkerGone, keeping an untyped first prompt owed
 			handler.PaneGone(paneID)
 		},
 		Store:        desired,
@@ -275,7 +283,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	prompts, err := messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
+	prompts, err = messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -335,9 +343,20 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	base := "http://" + ln.Addr().String()
 	log.Info("fleetd serving", "url", base, "manifests", cfg.ManifestsDir, "state_dir", state.Root(), "herdr_socket", socket)
 	if cfg.Ready != nil {
-		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), WaitFor: mgr.WaitFor, Sim: sim})
+		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), WaitFor: mgr.WaitFor, Sim: sim, Members: declared(desired)})
 	}
 	return g.Wait()
+}
+
+// declared returns the Members of st's desired state, sorted by name.
+func declared(st store.Store) []v1alpha1.Member {
+	snap := st.Snapshot()
+	out := make([]v1alpha1.Member, 0, len(snap.Members))
+	for _, m := range snap.Members {
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Roster is the desired state in st as the messaging core's admit and gone

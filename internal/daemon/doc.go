@@ -6,7 +6,10 @@
 // on one loopback listener until its context ends.
 //
 // It owns start-up order and shutdown, nothing else: every behaviour lives
-// in the packages it wires together.
+// in the packages it wires together. It refuses to start on a manifests
+// directory that is missing or unreadable (the store would serve an empty
+// fleet), and logs every herdr call at debug level through the client's
+// observer, which sees methods and outcomes, never parameters or tokens.
 //
 //   - Before the controllers run, every worker token that no ownership
 //     record holds is revoked (tokens of panes whose record was lost, of
@@ -14,7 +17,9 @@
 //     each recorded pane's token when that pane ends.
 //   - The controllers feed the messaging core every agent status they
 //     observe (ObserveStatus) and every pane gone for good (WorkerGone,
-//     which also lets bridge_stop's wait end).
+//     which also lets bridge_stop's wait end), through the first-prompt
+//     controller (FirstPrompts.WorkerGone), so that a first prompt dropped
+//     untyped with a replaced pane is owed to the next one.
 //   - The desired state feeds the core's admit and gone policies
 //     (messaging.AdmitMembers, messaging.ReportGoneMembers) through
 //     [Roster], a thin adapter over the store; the members with their

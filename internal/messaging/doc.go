@@ -120,10 +120,12 @@
 // (worker_gone); [ReportGoneMembers] reports every busy worker that is not
 // a running member gone, after each change of the desired state and on the
 // first pass after a restart. Both read a [Roster]. [FirstPrompts] owes each
-// member its spec.prompt until it was queued: once per member uid, when the
-// member is first Ready, as a detached send from the primary, recorded in a
-// file of the state directory; it reads the members with their status from
-// a [Fleet].
+// member its spec.prompt until it was typed into one of its panes: once per
+// member uid, when the member is first Ready, as a detached send from the
+// primary, recorded in a file of the state directory; a prompt the core
+// dropped untyped with a pane that went away ([FirstPrompts.WorkerGone],
+// which the daemon calls instead of [Core.WorkerGone]) is owed to the next
+// pane. It reads the members with their status from a [Fleet].
 //
 // # Concurrency
 //

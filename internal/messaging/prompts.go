@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
@@ -24,9 +25,12 @@ type Fleet interface {
 	Changed() <-chan struct{}
 }
 
-// Sender queues a message; *Core is one.
+// Sender queues a message, reports a worker's turns and is told when a
+// worker is gone; *Core is one.
 type Sender interface {
 	Send(ctx context.Context, req SendRequest) (SendResult, error)
+	Status(name string) WorkerStatus
+	WorkerGone(name, reason string)
 }
 
 // FirstPromptsOptions tune [NewFirstPrompts]. nil means defaults.
@@ -40,10 +44,17 @@ type FirstPromptsOptions struct {
 
 // FirstPrompts delivers each member's spec.prompt once, when the member is
 // first Ready, as a detached send from the primary (the reply lands in the
-// primary's mailbox): a member's first task is owed until it was handed to
-// the core. A member is identified by its uid, so a member deleted and
-// created again under the same name gets its prompt again, and a spec
+// primary's mailbox): a member's first task is owed until it was typed into
+// one of its panes. A member is identified by its uid, so a member deleted
+// and created again under the same name gets its prompt again, and a spec
 // change does not.
+//
+// A prompt queued but not yet typed when the member's pane goes away (a
+// spec change replaced it right after it became Ready, it was paused) is
+// dropped by the core with the rest of the worker's queue. The daemon
+// reports panes gone through [FirstPrompts.WorkerGone], which tells the
+// core and, when the drop took the first prompt untyped, owes it again:
+// it is sent once the member is Ready in another pane.
 //
 // Which members got theirs is kept in a file (member uid → turn id; the
 // daemon's is statedir's Layout.Prompts). The record is written after the
@@ -52,6 +63,9 @@ type FirstPromptsOptions struct {
 // resends that one prompt after a restart; recording first would lose it
 // instead, and a lost first task is the worse failure.
 type FirstPrompts struct {
+	// mu serialises deliveries with WorkerGone, so that a prompt is never
+	// queued between WorkerGone's look at the core and the drop.
+	mu      sync.Mutex
 	path    string
 	from    string
 	members Fleet
@@ -60,7 +74,11 @@ type FirstPrompts struct {
 	// records of members that no longer exist get dropped.
 	roster Roster
 	log    *slog.Logger
-	done   map[string]string
+	done   map[string]string // member uid → turn of its queued prompt (the file)
+	// lostIn holds, by member uid, the pane a member's first prompt was
+	// dropped with, untyped: it is owed again once the member is Ready in
+	// another pane (not the stale Ready of the pane that went away).
+	lostIn map[string]string
 }
 
 // NewFirstPrompts reads the record at path (none yet is an empty one) and
@@ -78,7 +96,7 @@ func NewFirstPrompts(path string, fleet Fleet, roster Roster, sender Sender, opt
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	fp := &FirstPrompts{path: path, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]string{}}
+	fp := &FirstPrompts{path: path, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]string{}, lostIn: map[string]string{}}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -106,6 +124,8 @@ func (fp *FirstPrompts) Run(ctx context.Context) {
 }
 
 func (fp *FirstPrompts) deliver(ctx context.Context) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
 	changed := false
 	live := map[string]bool{}
 	for _, m := range fp.members.Members() {
@@ -116,12 +136,16 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 		if _, ok := fp.done[m.UID]; ok {
 			continue
 		}
+		if pane, ok := fp.lostIn[m.UID]; ok && m.Status.PaneID == pane {
+			continue
+		}
 		res, err := fp.sender.Send(ctx, SendRequest{From: fp.from, To: m.Name, Content: m.Spec.Prompt})
 		if err != nil {
 			fp.log.Error("could not queue a member's first prompt; will retry on the next change", "member", m.Name, "err", err)
 			continue
 		}
 		fp.done[m.UID] = res.TurnID
+		delete(fp.lostIn, m.UID)
 		changed = true
 		fp.log.Info("first prompt queued", "member", m.Name, "turn", res.TurnID)
 	}
@@ -132,12 +156,50 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 				changed = true
 			}
 		}
+		for uid := range fp.lostIn {
+			if !live[uid] {
+				delete(fp.lostIn, uid)
+			}
+		}
 	}
 	if changed {
 		if err := fp.save(); err != nil {
 			fp.log.Error("could not record delivered first prompts", "err", err)
 		}
 	}
+}
+
+// WorkerGone reports that member name's pane paneID is gone for good
+// (reason in a few words) to the core, which ends the member's turns and
+// drops its queue. If that queue held the member's first prompt, not yet
+// typed, the prompt is owed again: it is sent once the member is Ready in
+// a pane other than paneID. It suits controllers.Options.OnPaneGone.
+func (fp *FirstPrompts) WorkerGone(name, paneID, reason string) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	uid, turn := "", ""
+	for _, m := range fp.members.Members() {
+		if m.Name == name {
+			uid, turn = m.UID, fp.done[m.UID]
+			break
+		}
+	}
+	untyped := false
+	if turn != "" {
+		for _, t := range fp.sender.Status(name).OpenTurns {
+			untyped = untyped || (t.ID == turn && !t.Delivered)
+		}
+	}
+	fp.sender.WorkerGone(name, reason)
+	if !untyped {
+		return
+	}
+	delete(fp.done, uid)
+	fp.lostIn[uid] = paneID
+	if err := fp.save(); err != nil {
+		fp.log.Error("could not record a first prompt owed again", "member", name, "err", err)
+	}
+	fp.log.Info("first prompt dropped with the member's pane before it was typed; owed to its next pane", "member", name, "pane", paneID, "turn", turn)
 }
 
 func (fp *FirstPrompts) save() error {

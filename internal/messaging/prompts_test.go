@@ -26,12 +26,30 @@ func (s syncedRoster) Synced() bool                        { return bool(s) }
 func (syncedRoster) Member(string) *v1alpha1.Member        { return nil }
 func (syncedRoster) Watch(context.Context) <-chan struct{} { return nil }
 
-type recordingSender struct{ sent []SendRequest }
+// recordingSender records what it is asked; every turn it opened stays
+// open and untyped (a worker never idle) until typed[turn] says otherwise.
+type recordingSender struct {
+	sent  []SendRequest
+	typed map[string]bool
+	gone  []string
+}
 
 func (r *recordingSender) Send(_ context.Context, req SendRequest) (SendResult, error) {
 	r.sent = append(r.sent, req)
 	return SendResult{Outcome: OutcomeDispatched, TurnID: "t-" + req.To}, nil
 }
+
+func (r *recordingSender) Status(name string) WorkerStatus {
+	s := WorkerStatus{Worker: name}
+	for _, req := range r.sent {
+		if req.To == name {
+			s.OpenTurns = []TurnStatus{{ID: "t-" + name, Delivered: r.typed["t-"+name]}}
+		}
+	}
+	return s
+}
+
+func (r *recordingSender) WorkerGone(name, _ string) { r.gone = append(r.gone, name) }
 
 func member(name, uid, phase, prompt string) v1alpha1.Member {
 	return v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name, UID: uid},
@@ -111,5 +129,53 @@ func TestFirstPrompts_DefaultsAndUnreadableRecord(t *testing.T) {
 	}
 	if _, err := NewFirstPrompts(path, &fakeMembers{}, syncedRoster(true), s, nil); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("NewFirstPrompts on a corrupt record = %v, want an error naming %s", err, path)
+	}
+}
+
+// TestFirstPrompts_OwedUntilTyped: a first prompt the core dropped with the
+// member's pane before typing it (the member was replaced right after it
+// became Ready) is sent again once the member is Ready in its next pane —
+// not while the status still shows the old pane — and only once; a prompt
+// that was typed is not sent again when its pane goes.
+func TestFirstPrompts_OwedUntilTyped(t *testing.T) {
+	path := statedir.At(t.TempDir()).Prompts()
+	ready := func(pane string) []v1alpha1.Member {
+		m := member("a", "uid-a", v1alpha1.PhaseReady, "task a")
+		m.Status.PaneID = pane
+		return []v1alpha1.Member{m}
+	}
+	ms := &fakeMembers{list: ready("w1:p1")}
+	s := &recordingSender{typed: map[string]bool{}}
+	fp, err := NewFirstPrompts(path, ms, syncedRoster(true), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fp.deliver(ctx)
+	fp.WorkerGone("a", "w1:p1", "replaced")
+	if !cmp.Equal(s.gone, []string{"a"}) {
+		t.Fatalf("the core was told %q gone, want a", s.gone)
+	}
+	fp.deliver(ctx) // the status still shows the pane that went away
+	if len(s.sent) != 1 {
+		t.Fatalf("sent %d prompts before the member was Ready in a new pane, want 1", len(s.sent))
+	}
+	// A restart now must not forget that the prompt is owed.
+	fp, err = NewFirstPrompts(path, ms, syncedRoster(true), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms.list = ready("w2:p1")
+	fp.deliver(ctx)
+	fp.deliver(ctx)
+	if len(s.sent) != 2 || s.sent[1].Content != "task a" {
+		t.Fatalf("sent %+v, want the prompt again, once, in the new pane", s.sent)
+	}
+	s.typed["t-a"] = true
+	fp.WorkerGone("a", "w2:p1", "replaced")
+	ms.list = ready("w3:p1")
+	fp.deliver(ctx)
+	if len(s.sent) != 2 {
+		t.Errorf("a typed prompt was sent again after its pane went: %+v", s.sent)
 	}
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/daemon"
+)
+
+// printBanner is what `fleetd serve` prints once it listens: where it
+// serves, and commands to try in a second terminal that run exactly as
+// printed — this binary by the name the shell finds it under (its absolute
+// path when `fleetd` on $PATH is another one, as under `make run`), a
+// member that exists, and --server and --state-dir when they differ from
+// the client commands' defaults.
+func printBanner(out io.Writer, manifests string, info daemon.Info, sim bool) {
+	fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
+		manifests, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
+	var flags []string
+	if info.URL != defaultServer {
+		flags = append(flags, "--server", info.URL)
+	}
+	if info.StateDir != fleetdStateDir() {
+		flags = append(flags, "--state-dir", info.StateDir)
+	}
+	self := selfCommand()
+	try := [][]string{{"get", "members"}}
+	if name := residentMember(info.Members); name != "" {
+		try = append(try, []string{"describe", "member", name}, []string{"send", name, "hello"})
+	} else {
+		try = append(try, []string{"validate", manifests})
+	}
+	fmt.Fprintln(out, "In a second terminal, try:")
+	for _, args := range try {
+		fmt.Fprintln(out, "  "+shellLine(self, append(args, flags...)))
+	}
+	if sim {
+		fmt.Fprintln(out, "(simulated agents answer every prompt with \"echo: <prompt>\" through the gateway)")
+	}
+}
+
+// residentMember is the first member, by name, that talks to this fleetd's
+// own gateway (a simulated agent of a tenant's member cannot answer), or "".
+func residentMember(members []v1alpha1.Member) string {
+	for _, m := range members {
+		if (m.Spec.MCPTarget == nil || m.Spec.MCPTarget.Kind != v1alpha1.TargetTenant) && !m.Spec.Paused {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// selfCommand is how a shell runs this binary: "fleetd" when that is what
+// $PATH finds, else its absolute path.
+func selfCommand() string {
+	exe, err := fleetdExecutable()
+	if err != nil {
+		return "fleetd"
+	}
+	if found, err := exec.LookPath("fleetd"); err == nil {
+		if abs, err := filepath.Abs(found); err == nil {
+			if resolved, err := filepath.EvalSymlinks(abs); err == nil && resolved == exe {
+				return "fleetd"
+			}
+		}
+	}
+	return exe
+}
+
+// shellLine joins a command line for a POSIX shell, quoting what needs it.
+func shellLine(name string, args []string) string {
+	words := []string{shellWord(name)}
+	for _, a := range args {
+		words = append(words, shellWord(a))
+	}
+	return strings.Join(words, " ")
+}
+
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%=,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
