@@ -58,6 +58,7 @@ func newRootCmd() *cobra.Command {
 		newApplyCmd(),
 		newDeleteCmd(),
 		newSendCmd(),
+		newUICmd(),
 	)
 	return root
 }

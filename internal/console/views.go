@@ -1,0 +1,361 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+// Kinds of what needs a person, in the order Needs you lists them.
+const (
+	needDialog   = "dialog"   // an agent waits at a dialog (AwaitingInput)
+	needBlocked  = "blocked"  // an agent is blocked at a prompt while running
+	needQuestion = "question" // a worker's bridge_ask waits for the primary
+	needHerdr    = "herdr"    // herdr is unreachable
+	needDegraded = "degraded" // a member is Degraded, crash-looping or Failed
+)
+
+// need is one entry of Needs you.
+type need struct {
+	// Key names the entry across updates (the page notifies on new keys).
+	Key, Kind, Member, Text string
+	// TurnID is the question's turn, answered with POST /ui/answer.
+	TurnID string
+	Since  time.Time
+}
+
+type memberRow struct {
+	Name, Phase, AgentStatus, Node string
+	Restarts                       int32
+	Created                        time.Time
+	Needs                          bool
+}
+
+type overviewView struct {
+	Needs   []need
+	Members []memberRow
+	Inbox   []messaging.Message
+	More    int
+	Now     time.Time
+}
+
+type memberView struct {
+	Member   v1alpha1.Member
+	Spec     string
+	Events   []v1alpha1.Event
+	Worker   messaging.WorkerStatus
+	Needs    []need
+	Messages []messaging.Message // its mail in the primary's mailbox
+	Tail     string
+	TailErr  string
+	Now      time.Time
+}
+
+type pageView struct {
+	Title string
+	CSRF  string
+	// Stream is the event stream's query: "" for the overview, the
+	// member's name for a member page; nil-like "-" for none.
+	Stream string
+	Live   bool
+	Body   any
+	Member string
+}
+
+// overview builds the fleet overview from the controllers and the core.
+func (c *Console) overview(ctx context.Context) overviewView {
+	v := overviewView{Now: c.o.Clock.Now()}
+	members := c.o.Members.Members()
+	inbox := c.inbox(ctx)
+	v.Inbox, v.More = inbox.Messages, inbox.More
+	if c.o.Herdr != nil {
+		if err := c.o.Herdr(); err != nil {
+			v.Needs = append(v.Needs, need{Key: "herdr", Kind: needHerdr, Text: "herdr is unreachable: " + err.Error()})
+		}
+	}
+	needy := map[string]bool{}
+	for _, m := range members {
+		ns := memberNeeds(m)
+		for _, n := range ns {
+			needy[n.Member] = true
+		}
+		v.Needs = append(v.Needs, ns...)
+	}
+	for _, n := range c.questions(inbox.Messages) {
+		needy[n.Member] = true
+		v.Needs = append(v.Needs, n)
+	}
+	sortNeeds(v.Needs)
+	for _, m := range members {
+		row := memberRow{Name: m.Name, Phase: m.Status.Phase, AgentStatus: m.Status.AgentStatus, Restarts: m.Status.Restarts,
+			Node: m.Annotations[NodeAnnotation], Needs: needy[m.Name]}
+		if m.CreationTimestamp != nil {
+			row.Created = *m.CreationTimestamp
+		}
+		v.Members = append(v.Members, row)
+	}
+	return v
+}
+
+// NodeAnnotation is where a member's node is shown from; on one machine
+// nothing sets it and the column stays blank.
+const NodeAnnotation = "fleetd.dev/node"
+
+func (c *Console) inbox(ctx context.Context) messaging.PollPage {
+	p, err := c.o.Messages.PollPage(ctx, c.o.PrimaryName, messaging.PollRequest{Limit: inboxLimit})
+	if err != nil {
+		c.o.Logger.Warn("console: read the primary's mailbox", "err", err)
+	}
+	return p
+}
+
+// memberNeeds lists what a member needs of a person, from its status.
+func memberNeeds(m v1alpha1.Member) []need {
+	var out []need
+	ready := condition(m.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case ready != nil && ready.Reason == v1alpha1.ReasonAwaitingInput:
+		out = append(out, need{Key: "dialog/" + m.Name, Kind: needDialog, Member: m.Name, Text: ready.Message, Since: ready.LastTransitionTime})
+	case m.Status.AgentStatus == "blocked":
+		out = append(out, need{Key: "blocked/" + m.Name, Kind: needBlocked, Member: m.Name,
+			Text: "the agent is blocked at a prompt; its terminal shows what it asks"})
+	}
+	deg := condition(m.Status.Conditions, v1alpha1.ConditionDegraded)
+	switch {
+	case m.Status.Phase == v1alpha1.PhaseFailed:
+		out = append(out, need{Key: "degraded/" + m.Name, Kind: needDegraded, Member: m.Name, Text: "Failed: " + cmpOr(m.Status.LastError, reasonText(ready))})
+	case m.Status.Phase == v1alpha1.PhaseDegraded || (deg != nil && deg.Status == v1alpha1.ConditionTrue) ||
+		(ready != nil && ready.Reason == v1alpha1.ReasonCrashLoop):
+		text := reasonText(deg)
+		if deg == nil || deg.Status != v1alpha1.ConditionTrue {
+			text = reasonText(ready)
+		}
+		out = append(out, need{Key: "degraded/" + m.Name, Kind: needDegraded, Member: m.Name,
+			Text: fmt.Sprintf("%s (%d restarts): %s", cmpOr(m.Status.Phase, "Degraded"), m.Status.Restarts, cmpOr(text, m.Status.LastError))})
+	}
+	return out
+}
+
+// questions lists the workers' questions that wait for the primary: open
+// turns of the primary's whose worker asks. The question's age is that of
+// its mail when the mailbox holds it, else the turn's.
+func (c *Console) questions(inbox []messaging.Message) []need {
+	asked := map[string]time.Time{}
+	for _, m := range inbox {
+		if m.Kind == messaging.KindQuestion {
+			asked[m.TurnID] = m.CreatedAt
+		}
+	}
+	var out []need
+	for _, w := range c.o.Messages.Busy() {
+		for _, t := range c.o.Messages.Status(w).OpenTurns {
+			if !t.Asking || t.Caller != c.o.PrimaryName {
+				continue
+			}
+			since, ok := asked[t.ID]
+			if !ok {
+				since = t.CreatedAt
+			}
+			out = append(out, need{Key: "question/" + t.ID, Kind: needQuestion, Member: w, Text: t.Question, TurnID: t.ID, Since: since})
+		}
+	}
+	return out
+}
+
+var needOrder = []string{needDialog, needBlocked, needQuestion, needHerdr, needDegraded}
+
+func sortNeeds(ns []need) {
+	sort.SliceStable(ns, func(i, j int) bool {
+		a, b := slices.Index(needOrder, ns[i].Kind), slices.Index(needOrder, ns[j].Kind)
+		if a != b {
+			return a < b
+		}
+		return ns[i].Member < ns[j].Member
+	})
+}
+
+func condition(cs []v1alpha1.Condition, typ string) *v1alpha1.Condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func reasonText(c *v1alpha1.Condition) string {
+	if c == nil {
+		return ""
+	}
+	if c.Message == "" {
+		return c.Reason
+	}
+	return c.Reason + ": " + c.Message
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// member builds a member page; ok is false for an unknown member.
+func (c *Console) member(ctx context.Context, name string) (memberView, bool) {
+	m, ok := c.o.Members.Member(name)
+	if !ok {
+		return memberView{}, false
+	}
+	v := memberView{Member: m, Events: c.o.Members.MemberEvents(name), Worker: c.o.Messages.Status(name), Now: c.o.Clock.Now()}
+	v.Spec = specYAML(m)
+	v.Needs = memberNeeds(m)
+	inbox := c.inbox(ctx)
+	for _, q := range c.questions(inbox.Messages) {
+		if q.Member == name {
+			v.Needs = append(v.Needs, q)
+		}
+	}
+	for _, msg := range inbox.Messages {
+		if msg.From == name {
+			v.Messages = append(v.Messages, msg)
+		}
+	}
+	if c.o.Tails != nil && m.Status.PaneID != "" {
+		tctx, cancel := context.WithTimeout(ctx, tailTimeout)
+		tail, err := c.o.Tails.ReadTail(tctx, m.Status.PaneID, tailLines)
+		cancel()
+		if err != nil {
+			v.TailErr = err.Error()
+		}
+		v.Tail = tail
+	}
+	return v, true
+}
+
+// specYAML shows a member as its manifest would say it: kind, metadata
+// the user writes, spec.
+func specYAML(m v1alpha1.Member) string {
+	doc := map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": v1alpha1.KindMember, "spec": m.Spec}
+	meta := map[string]any{"name": m.Name}
+	if len(m.Labels) > 0 {
+		meta["labels"] = m.Labels
+	}
+	if len(m.Annotations) > 0 {
+		meta["annotations"] = m.Annotations
+	}
+	doc["metadata"] = meta
+	b, err := sigsyaml.Marshal(doc)
+	if err != nil {
+		return "# " + err.Error()
+	}
+	return string(b)
+}
+
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request, s session) {
+	c.render(w, http.StatusOK, "layout", pageView{Title: "fleet", CSRF: s.csrf, Live: true, Body: c.overview(r.Context())})
+}
+
+func (c *Console) memberPage(w http.ResponseWriter, r *http.Request, s session) {
+	name := r.PathValue("name")
+	v, found := c.member(r.Context(), name)
+	if !found {
+		c.render(w, http.StatusNotFound, "layout", pageView{Title: "not found", CSRF: s.csrf, Body: notFound{Name: name}})
+		return
+	}
+	c.render(w, http.StatusOK, "layout", pageView{Title: name, CSRF: s.csrf, Live: true, Stream: name, Member: name, Body: v})
+}
+
+type notFound struct{ Name string }
+
+type applyView struct{}
+
+func (c *Console) applyPage(w http.ResponseWriter, _ *http.Request, s session) {
+	c.render(w, http.StatusOK, "layout", pageView{Title: "apply", CSRF: s.csrf, Body: applyView{}})
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := c.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		c.o.Logger.Error("console: render", "template", name, "err", err)
+		http.Error(w, "render page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fragment renders the live part of a page: the overview, or a member.
+func (c *Console) fragment(ctx context.Context, member string) (string, bool) {
+	var buf bytes.Buffer
+	var err error
+	if member == "" {
+		err = c.pages.ExecuteTemplate(&buf, "overview", c.overview(ctx))
+	} else {
+		v, found := c.member(ctx, member)
+		if !found {
+			return "", false
+		}
+		err = c.pages.ExecuteTemplate(&buf, "member", v)
+	}
+	if err != nil {
+		c.o.Logger.Error("console: render", "err", err)
+		return "", false
+	}
+	return buf.String(), true
+}
+
+var funcs = template.FuncMap{
+	"age": func(now, t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return shortDuration(now.Sub(t))
+	},
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"lower": strings.ToLower,
+	"kindOf": func(t any) string {
+		switch t.(type) {
+		case overviewView:
+			return "overview"
+		case memberView:
+			return "member"
+		case applyView:
+			return "apply"
+		case notFound:
+			return "notfound"
+		}
+		return ""
+	},
+}
+
+// shortDuration is a duration as `fleetd get` shows an age: 45s, 12m, 3h, 2d.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
