@@ -502,3 +502,46 @@ func member(name, phase string) v1alpha1.Member {
 		Spec:       v1alpha1.MemberSpec{Profile: "claude"},
 		Status:     v1alpha1.MemberStatus{Phase: phase, AgentStatus: "idle"}}
 }
+
+// TestEvents_MemberPageReadsTheTailOncePerAgentState: a member page's
+// stream reads the terminal again when the member's agent changed, not on
+// every change in the fleet.
+func TestEvents_MemberPageReadsTheTailOncePerAgentState(t *testing.T) {
+	tails := &fakeTails{}
+	a := member("a", v1alpha1.PhaseReady)
+	a.Status.PaneID = "w1:p1"
+	e := newEnv(t, &Options{Tails: tails}, a, member("b", v1alpha1.PhaseReady))
+	c, _ := e.login()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events?member=a", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	if first := <-events; !strings.Contains(first, "w1:p1: read 1 of 40 lines") {
+		t.Fatalf("first update has no tail:\n%s", first)
+	}
+	setAgent := func(name, status string) {
+		e.fleet.change(func(f *fleet) {
+			m := f.members[name]
+			m.Status.AgentStatus = status
+			f.members[name] = m
+		})
+	}
+	setAgent("b", "working") // another member: nothing to render, nothing to read
+	setAgent("a", "working")
+	select {
+	case next := <-events:
+		if !strings.Contains(next, "read 2 of 40") || !strings.Contains(next, `id="agent">working<`) {
+			t.Errorf("update after a's agent changed:\n%s", next)
+		}
+	case <-ctx.Done():
+		t.Fatal("no update after a's agent changed")
+	}
+	if n := tails.count(); n != 2 {
+		t.Errorf("%d tail reads, want 2 (one per state of a's agent)", n)
+	}
+}

@@ -33,11 +33,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ session) {
 	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
 	last := ""
+	var tails tailCache
 	for {
 		// The channels are taken before the state is read, so that a
 		// change made while rendering wakes the next round.
 		members, messages := c.o.Members.Changed(), c.o.Messages.Changed()
-		html, found := c.fragment(ctx, member)
+		html, found := c.fragment(ctx, member, &tails)
 		if !found {
 			_, _ = fmt.Fprint(w, "event: gone\ndata: \n\n")
 			_ = rc.Flush()

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -161,3 +162,22 @@ func (fakeTokens) Resolve(token string) (tokens.Identity, bool) {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// fakeTails answers ReadTail with a text that counts the reads.
+type fakeTails struct {
+	mu    sync.Mutex
+	reads int
+}
+
+func (f *fakeTails) ReadTail(_ context.Context, target string, lines int) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	return fmt.Sprintf("%s: read %d of %d lines", target, f.reads, lines), nil
+}
+
+func (f *fakeTails) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}

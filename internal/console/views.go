@@ -211,8 +211,10 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// member builds a member page; ok is false for an unknown member.
-func (c *Console) member(ctx context.Context, name string) (memberView, bool) {
+// member builds a member page; ok is false for an unknown member. tails,
+// when not nil, keeps the last tail read for the stream that renders the
+// page again and again.
+func (c *Console) member(ctx context.Context, name string, tails *tailCache) (memberView, bool) {
 	m, ok := c.o.Members.Member(name)
 	if !ok {
 		return memberView{}, false
@@ -231,16 +233,42 @@ func (c *Console) member(ctx context.Context, name string) (memberView, bool) {
 			v.Messages = append(v.Messages, msg)
 		}
 	}
-	if c.o.Tails != nil && m.Status.PaneID != "" {
-		tctx, cancel := context.WithTimeout(ctx, tailTimeout)
-		tail, err := c.o.Tails.ReadTail(tctx, m.Status.PaneID, tailLines)
-		cancel()
-		if err != nil {
-			v.TailErr = err.Error()
-		}
-		v.Tail = tail
-	}
+	v.Tail, v.TailErr = c.tail(ctx, m, v.Worker, tails)
 	return v, true
+}
+
+// tailCache is the last terminal tail a member page's stream read, and the
+// state of the agent it was read in.
+type tailCache struct {
+	key, text, err string
+}
+
+// tail reads the member's terminal tail, once per state of its agent
+// (pane, status, state-change sequence, last delivery) when a cache is
+// given: a stream renders on every change in the fleet, and reading herdr
+// for each would be one read per change of any member.
+func (c *Console) tail(ctx context.Context, m v1alpha1.Member, w messaging.WorkerStatus, cache *tailCache) (string, string) {
+	if c.o.Tails == nil || m.Status.PaneID == "" {
+		return "", ""
+	}
+	key := fmt.Sprintf("%s/%s/%d", m.Status.PaneID, m.Status.AgentStatus, w.StateChangeSeq)
+	if w.LastDelivery != nil {
+		key += "/" + w.LastDelivery.MessageID
+	}
+	if cache != nil && cache.key == key {
+		return cache.text, cache.err
+	}
+	tctx, cancel := context.WithTimeout(ctx, tailTimeout)
+	defer cancel()
+	text, err := c.o.Tails.ReadTail(tctx, m.Status.PaneID, tailLines)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if cache != nil {
+		*cache = tailCache{key: key, text: text, err: msg}
+	}
+	return text, msg
 }
 
 // specYAML shows a member as its manifest would say it: kind, metadata
@@ -268,7 +296,7 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request, s session
 
 func (c *Console) memberPage(w http.ResponseWriter, r *http.Request, s session) {
 	name := r.PathValue("name")
-	v, found := c.member(r.Context(), name)
+	v, found := c.member(r.Context(), name, nil)
 	if !found {
 		c.render(w, http.StatusNotFound, "layout", pageView{Title: "not found", CSRF: s.csrf, Body: notFound{Name: name}})
 		return
@@ -297,13 +325,13 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, data an
 }
 
 // fragment renders the live part of a page: the overview, or a member.
-func (c *Console) fragment(ctx context.Context, member string) (string, bool) {
+func (c *Console) fragment(ctx context.Context, member string, tails *tailCache) (string, bool) {
 	var buf bytes.Buffer
 	var err error
 	if member == "" {
 		err = c.pages.ExecuteTemplate(&buf, "overview", c.overview(ctx))
 	} else {
-		v, found := c.member(ctx, member)
+		v, found := c.member(ctx, member, tails)
 		if !found {
 			return "", false
 		}
@@ -328,6 +356,13 @@ var funcs = template.FuncMap{
 			return ""
 		}
 		return t.UTC().Format(time.RFC3339)
+	},
+	// clock is a short time for a person: month, day, time of day, UTC.
+	"clock": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("Jan 2 15:04:05 UTC")
 	},
 	"lower": strings.ToLower,
 	"kindOf": func(t any) string {

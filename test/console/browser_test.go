@@ -124,11 +124,28 @@ func TestBlockedAgentIsUnderNeedsYou(t *testing.T) {
 }
 
 // TestQuestionAnsweredFromThePageResolvesBridgeAsk: a worker's bridge_ask
-// shows under Needs you; the answer typed there is what the worker's call
-// returns.
+// shows under Needs you, and a browser notification for it once the user
+// opted in; the answer typed there is what the worker's call returns.
 func TestQuestionAnsweredFromThePageResolvesBridgeAsk(t *testing.T) {
 	ctx := tab(t)
 	login(t, ctx)
+	// The browser's Notification, stubbed to record what the page shows
+	// and to grant the permission it asks for; the user opts in with the
+	// page's button.
+	eval[bool](t, ctx, `(() => {
+		window.shown = [];
+		let permission = "default";
+		window.Notification = class {
+			static get permission() { return permission; }
+			static requestPermission() { permission = "granted"; return Promise.resolve(permission); }
+			constructor(title, opts) { window.shown.push(opts.body); }
+		};
+		return true;
+	})()`)
+	do(t, ctx, chromedp.Click(chromedp.CSS("#notify")))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#notify").textContent === "Notifications on"`)); err != nil {
+		t.Fatalf("opting in to notifications: %v", err)
+	}
 	worker := connectWorker(t, ctx, "asker")
 	const question, answer = "which config file should I use?", "use config.yaml"
 	asked := make(chan *sdk.CallToolResult, 1)
@@ -143,6 +160,9 @@ func TestQuestionAnsweredFromThePageResolvesBridgeAsk(t *testing.T) {
 	do(t, ctx, chromedp.WaitVisible(sel))
 	if text, _ := chromedp.Run(ctx, chromedp.Text(sel)); !strings.Contains(text, question) {
 		t.Errorf("Needs you shows %q, want the question", text)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.shown.some(b => b.includes(`+jsString(question)+`))`)); err != nil {
+		t.Errorf("no notification for the question: %v", err)
 	}
 	do(t, ctx,
 		chromedp.SendKeys(chromedp.CSS("#live li.need-question textarea"), answer),
@@ -252,7 +272,11 @@ func TestScreenshots(t *testing.T) {
 		if s.dark {
 			scheme = "dark"
 		}
-		do(t, ctx, chromedp.EmulateViewport(s.width, 800), colorScheme(scheme),
+		viewport := chromedp.EmulateViewport(s.width, 800)
+		if s.width < 500 {
+			viewport = chromedp.EmulateViewport(s.width, 800, chromedp.EmulateMobile)
+		}
+		do(t, ctx, viewport, colorScheme(scheme),
 			chromedp.Navigate(fleet.info.URL+s.path), chromedp.WaitVisible(chromedp.CSS(s.wait)))
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 		if err != nil {
