@@ -108,6 +108,9 @@ type session struct {
 	csrf     string
 	created  time.Time
 	lastSeen time.Time
+	// done is closed when the session ends (logout, expiry, eviction), so
+	// that its open event streams end with it.
+	done chan struct{}
 }
 
 // sessions holds the logged-in browsers, bounded in number: a new login
@@ -137,10 +140,10 @@ func (s *sessions) start() (id string, sess session) {
 				oldest, at, first = k, v.lastSeen, false
 			}
 		}
-		delete(s.byID, oldest)
+		s.dropLocked(oldest)
 	}
 	id = newSecret()
-	ns := &session{csrf: newSecret(), created: now, lastSeen: now}
+	ns := &session{csrf: newSecret(), created: now, lastSeen: now, done: make(chan struct{})}
 	s.byID[digest(id)] = ns
 	return id, *ns
 }
@@ -162,17 +165,41 @@ func (s *sessions) lookup(id string) (session, bool) {
 	return *ss, true
 }
 
+// expiry returns when the session with this id ends unless it is used
+// again, and false when it has ended already. It does not count as a use.
+func (s *sessions) expiry(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropExpiredLocked(s.clock.Now())
+	ss, ok := s.byID[digest(id)]
+	if !ok {
+		return time.Time{}, false
+	}
+	idle, end := ss.lastSeen.Add(s.idle), ss.created.Add(s.lifetime)
+	if idle.Before(end) {
+		return idle, true
+	}
+	return end, true
+}
+
 // end logs a session out.
 func (s *sessions) end(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.byID, digest(id))
+	s.dropLocked(digest(id))
+}
+
+func (s *sessions) dropLocked(key [sha256.Size]byte) {
+	if ss, ok := s.byID[key]; ok {
+		close(ss.done)
+		delete(s.byID, key)
+	}
 }
 
 func (s *sessions) dropExpiredLocked(now time.Time) {
 	for k, v := range s.byID {
 		if now.Sub(v.lastSeen) >= s.idle || now.Sub(v.created) >= s.lifetime {
-			delete(s.byID, k)
+			s.dropLocked(k)
 		}
 	}
 }

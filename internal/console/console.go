@@ -253,6 +253,16 @@ func (c *Console) current(r *http.Request) (session, bool) {
 	return c.sessions.lookup(ck.Value)
 }
 
+// sessionID is the request's session cookie, for a handler that already
+// checked it names a live session.
+func sessionID(r *http.Request) string {
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return ""
+	}
+	return ck.Value
+}
+
 // page wraps a GET page: without a session the browser goes to the login
 // page.
 func (c *Console) page(f func(w http.ResponseWriter, r *http.Request, s session)) http.HandlerFunc {

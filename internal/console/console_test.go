@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -543,5 +544,42 @@ func TestEvents_MemberPageReadsTheTailOncePerAgentState(t *testing.T) {
 	}
 	if n := tails.count(); n != 2 {
 		t.Errorf("%d tail reads, want 2 (one per state of a's agent)", n)
+	}
+}
+
+// TestEvents_StreamEndsWithItsSession: an open stream does not outlive its
+// session: it ends with an "ended" event at logout and at expiry.
+func TestEvents_StreamEndsWithItsSession(t *testing.T) {
+	tests := map[string]func(e *env, c *http.Client, csrf string){
+		"logout": func(e *env, c *http.Client, csrf string) {
+			e.post(c, "/ui/logout", nil, map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf})
+		},
+		"idle": func(e *env, _ *http.Client, _ string) { e.clock.Step(DefaultSessionIdle) },
+	}
+	for name, end := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+			c, csrf := e.login()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() && sc.Text() != "" { // the first update
+			}
+			end(e, c, csrf)
+			var rest []string
+			for sc.Scan() {
+				rest = append(rest, sc.Text())
+			}
+			if ctx.Err() != nil || !slices.Contains(rest, "event: ended") {
+				t.Errorf("after the session ended the stream sent %q and ended: %v; want an ended event, then the end", rest, ctx.Err() == nil)
+			}
+		})
 	}
 }

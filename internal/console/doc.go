@@ -35,8 +35,11 @@
 // controllers report a change of any member's status or of the desired
 // state ([Members.Changed]) or the messaging core reports one
 // ([Messenger.Changed]: a question, a reply, an answer, an ack), and sends
-// only a rendering that differs from the last. Nothing polls and no timer
-// runs. At most [DefaultMaxStreams] streams are open at once.
+// only a rendering that differs from the last. Nothing polls; the one
+// timer is the session's expiry. At most [DefaultMaxStreams] streams are
+// open at once. A stream does not keep its session alive (only requests
+// do) and ends with it: at logout or expiry it sends "ended" and closes, so
+// a page left open after logging out elsewhere stops showing the fleet.
 //
 // # Acting
 //

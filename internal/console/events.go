@@ -12,7 +12,10 @@ import (
 // the messaging core (a question, a reply, an ack) report a change, and
 // sends an "update" event only when the rendering differs from the last
 // one sent. Nothing polls: the stream sleeps on the two change channels.
-func (c *Console) events(w http.ResponseWriter, r *http.Request, _ session) {
+//
+// A stream does not keep its session alive, and ends with it: at logout,
+// and when the session expires (an "ended" event tells the page).
+func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 	select {
 	case c.streams <- struct{}{}:
 		defer func() { <-c.streams }()
@@ -32,9 +35,16 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ session) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
+	id := sessionID(r)
 	last := ""
 	var tails tailCache
 	for {
+		until, live := c.sessions.expiry(id)
+		if !live {
+			_, _ = fmt.Fprint(w, "event: ended\ndata: \n\n")
+			_ = rc.Flush()
+			return
+		}
 		// The channels are taken before the state is read, so that a
 		// change made while rendering wakes the next round.
 		members, messages := c.o.Members.Changed(), c.o.Messages.Changed()
@@ -53,11 +63,17 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ session) {
 			}
 			last = html
 		}
+		expires := c.o.Clock.NewTimer(until.Sub(c.o.Clock.Now()))
 		select {
 		case <-ctx.Done():
-			return
 		case <-members:
 		case <-messages:
+		case <-s.done:
+		case <-expires.C():
+		}
+		expires.Stop()
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
