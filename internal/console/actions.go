@@ -8,8 +8,11 @@ import (
 	"reflect"
 	"strings"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/guard"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -118,13 +121,25 @@ func storeFail(name string, err error) (result, int) {
 	return fail(http.StatusServiceUnavailable, fmt.Sprintf("write member %s: %v", name, err))
 }
 
-// apply is POST /ui/apply: a Member's YAML (form field yaml) is decoded and
-// checked exactly as `fleetd validate`, the store and POST /members check
-// it (package decode; the Profile and Tenant it names must exist), and
-// compared with the stored definition. With dryRun=1 nothing is written and
-// the diff is returned; otherwise the Member is written.
+// apply is POST /ui/apply: a Member's YAML (form field yaml) is checked as
+// POST /members (and so `fleetd apply`) checks it — the subscription guard
+// on every key and value as written, duplicate keys refused; then strict
+// decoding and validation with package decode, as `fleetd validate` and the
+// store do; the Profile and Tenant it names must exist — and compared with
+// the stored definition. With dryRun=1 nothing is written and the diff is
+// returned; otherwise the Member is written.
 func (c *Console) apply(_ http.ResponseWriter, r *http.Request) (result, int) {
 	data := []byte(r.PostFormValue("yaml"))
+	asJSON, err := sigsyaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
+	}
+	if err := guard.CheckSpawnJSON(asJSON); err != nil {
+		if errors.Is(err, guard.ErrSubscriptionBoundary) {
+			return fail(http.StatusForbidden, err.Error())
+		}
+		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
+	}
 	objs, errs := decode.File("member.yaml", data)
 	if len(errs) > 0 {
 		return fail(http.StatusUnprocessableEntity, errs.Error())

@@ -423,12 +423,18 @@ func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
 		{"unknown field", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, colour: red}\n", "member.yaml:4"},
 		{"unknown profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: nope}\n", `spec.profile: no Profile named "nope"`},
 		{"a profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec: {harness: claude}\n", "want Member"},
+		{"a duplicate key", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, profile: other}\n", `line 4: key "profile" already set`},
+		{"a credential", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, env: {ANTHROPIC_API_KEY: sk-x}}\n", "subscription_boundary: spec.env"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			status, r := e.post(c, "/ui/apply", url.Values{"yaml": {tt.yaml}, "dryRun": {"1"}}, h)
-			if status != http.StatusUnprocessableEntity || !strings.Contains(r.Error, tt.want) {
-				t.Errorf("apply: %d %+v, want 422 with %q", status, r, tt.want)
+			want := http.StatusUnprocessableEntity
+			if strings.HasPrefix(tt.want, "subscription_boundary") {
+				want = http.StatusForbidden
+			}
+			if status != want || !strings.Contains(r.Error, tt.want) || strings.Contains(r.Error, "sk-x") {
+				t.Errorf("apply: %d %+v, want %d with %q (and never the value)", status, r, want, tt.want)
 			}
 		})
 	}
