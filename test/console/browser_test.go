@@ -203,6 +203,50 @@ func TestSendFromTheMemberPageShowsTheReply(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#tail").textContent.includes(`+jsString(reply)+`)`)); err != nil {
 		t.Errorf("the terminal tail never showed the agent's output: %v", err)
 	}
+	// Acknowledged, the reply leaves the primary's mailbox and the page.
+	replyMail := `[...document.querySelectorAll("#live .mail")].find(m => m.querySelector("pre").textContent === ` + jsString(reply) + `)`
+	eval[bool](t, ctx, `(`+replyMail+`).querySelector("button").click() === undefined`)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(`+replyMail+`) === undefined`)); err != nil {
+		t.Errorf("the acknowledged reply stayed on the page: %v", err)
+	}
+}
+
+// TestApplyPreviewsTheDiffThenWrites: the apply page shows fleetd's
+// dry-run diff of a Member without writing it, then writes it and opens
+// the new member's page.
+func TestApplyPreviewsTheDiffThenWrites(t *testing.T) {
+	ctx := tab(t)
+	login(t, ctx)
+	yaml := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata:\n  name: applied\nspec:\n  profile: claude\n  prompt: read the README\n"
+	do(t, ctx,
+		chromedp.Navigate(fleet.info.URL+"/ui/apply"),
+		chromedp.SetValue(chromedp.CSS("#yaml"), yaml),
+		chromedp.Click(chromedp.CSS("#preview")))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#diff").textContent.includes("+   prompt: read the README")`)); err != nil {
+		diff, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#diff")))
+		t.Fatalf("no dry-run diff on the page (it shows %q): %v", diff, err)
+	}
+	if flash, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#flash"))); !strings.Contains(flash, "would be created") {
+		t.Errorf("the page says %q, want that the member would be created", flash)
+	}
+	if _, ok := member(members(t, ctx), "applied"); ok {
+		t.Fatal("the preview wrote the member")
+	}
+	do(t, ctx, chromedp.Click(chromedp.CSS("#apply")), chromedp.WaitVisible(chromedp.CSS("#task")))
+	if loc := eval[string](t, ctx, "location.pathname"); loc != "/ui/members/applied" {
+		t.Errorf("after apply the page is %q, want the member's", loc)
+	}
+	waitMember(t, ctx, "applied", func(m v1alpha1.Member) bool { return m.Spec.Prompt == "read the README" })
+}
+
+// members returns the members as fleetd has them now.
+func members(t *testing.T, ctx context.Context) []v1alpha1.Member {
+	t.Helper()
+	var all []v1alpha1.Member
+	if err := fleet.info.WaitFor(ctx, func(ms []v1alpha1.Member) bool { all = ms; return true }); err != nil {
+		t.Fatal(err)
+	}
+	return all
 }
 
 // TestPostWithoutCSRFTokenIsRefused: a same-origin POST from a logged-in
