@@ -74,10 +74,11 @@ func TestMemberChangeAppearsLive(t *testing.T) {
 	ctx := tab(t)
 	login(t, ctx)
 	eval[bool](t, ctx, "window.notReloaded = true")
-	restPost(t, "/members", "application/yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: beta}\nspec: {profile: claude}\n")
-	waitMember(t, ctx, "beta", func(m v1alpha1.Member) bool { return m.Status.Phase == v1alpha1.PhaseReady })
+	beta := unique("beta")
+	applyMember(t, beta)
+	waitMember(t, ctx, beta, func(m v1alpha1.Member) bool { return m.Status.Phase == v1alpha1.PhaseReady })
 	readyAt := time.Now()
-	do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#member-beta .phase-ready")))
+	do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#member-"+beta+" .phase-ready")))
 	// The issue asks for a second; the bound leaves room for a loaded CI
 	// machine (about 0.1 s measured on an idle one).
 	if took := time.Since(readyAt); took > 2*time.Second {
@@ -98,8 +99,9 @@ func TestBlockedAgentIsUnderNeedsYou(t *testing.T) {
 	login(t, ctx)
 	const dialog = "Do you trust the files in this folder? [y/n]"
 	prev := fleet.info.Sim.SetDefaultBehavior(herdrtest.Behavior{Launch: herdrtest.LaunchBlocked, Dialog: dialog})
-	restPost(t, "/members", "application/yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: gated}\nspec: {profile: claude}\n")
-	m := waitMember(t, ctx, "gated", func(m v1alpha1.Member) bool {
+	gated := unique("gated")
+	applyMember(t, gated)
+	m := waitMember(t, ctx, gated, func(m v1alpha1.Member) bool {
 		for _, c := range m.Status.Conditions {
 			if c.Type == v1alpha1.ConditionReady && c.Reason == v1alpha1.ReasonAwaitingInput {
 				return true
@@ -108,7 +110,7 @@ func TestBlockedAgentIsUnderNeedsYou(t *testing.T) {
 		return false
 	})
 	fleet.info.Sim.SetDefaultBehavior(prev)
-	sel := chromedp.CSS(`#live li[data-key="dialog/gated"]`)
+	sel := chromedp.CSS(`#live li[data-key="dialog/` + gated + `"]`)
 	do(t, ctx, chromedp.WaitVisible(sel))
 	text, err := chromedp.Run(ctx, chromedp.Text(sel))
 	if err != nil {
@@ -217,7 +219,8 @@ func TestSendFromTheMemberPageShowsTheReply(t *testing.T) {
 func TestApplyPreviewsTheDiffThenWrites(t *testing.T) {
 	ctx := tab(t)
 	login(t, ctx)
-	yaml := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata:\n  name: applied\nspec:\n  profile: claude\n  prompt: read the README\n"
+	name := unique("applied")
+	yaml := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata:\n  name: " + name + "\nspec:\n  profile: claude\n  prompt: read the README\n"
 	do(t, ctx,
 		chromedp.Navigate(fleet.info.URL+"/ui/apply"),
 		chromedp.SetValue(chromedp.CSS("#yaml"), yaml),
@@ -229,14 +232,14 @@ func TestApplyPreviewsTheDiffThenWrites(t *testing.T) {
 	if flash, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#flash"))); !strings.Contains(flash, "would be created") {
 		t.Errorf("the page says %q, want that the member would be created", flash)
 	}
-	if _, ok := member(members(t, ctx), "applied"); ok {
+	if _, ok := member(members(t, ctx), name); ok {
 		t.Fatal("the preview wrote the member")
 	}
 	do(t, ctx, chromedp.Click(chromedp.CSS("#apply")), chromedp.WaitVisible(chromedp.CSS("#task")))
-	if loc := eval[string](t, ctx, "location.pathname"); loc != "/ui/members/applied" {
+	if loc := eval[string](t, ctx, "location.pathname"); loc != "/ui/members/"+name {
 		t.Errorf("after apply the page is %q, want the member's", loc)
 	}
-	waitMember(t, ctx, "applied", func(m v1alpha1.Member) bool { return m.Spec.Prompt == "read the README" })
+	waitMember(t, ctx, name, func(m v1alpha1.Member) bool { return m.Spec.Prompt == "read the README" })
 }
 
 // members returns the members as fleetd has them now.
@@ -292,8 +295,9 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	prev := fleet.info.Sim.SetDefaultBehavior(herdrtest.Behavior{Launch: herdrtest.LaunchBlocked, Dialog: "Do you trust the files in this folder? [y/n]"})
-	restPost(t, "/members", "application/yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: reviewer}\nspec: {profile: claude}\n")
-	waitMember(t, ctx, "reviewer", func(m v1alpha1.Member) bool { return m.Status.AgentStatus == "blocked" })
+	reviewer := unique("reviewer")
+	applyMember(t, reviewer)
+	waitMember(t, ctx, reviewer, func(m v1alpha1.Member) bool { return m.Status.AgentStatus == "blocked" })
 	fleet.info.Sim.SetDefaultBehavior(prev)
 	worker := connectWorker(t, ctx, "asker")
 	askCtx, stopAsking := context.WithCancel(ctx)

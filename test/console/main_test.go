@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,6 +262,19 @@ func waitMember(t *testing.T, ctx context.Context, name string, cond func(v1alph
 		t.Fatalf("member %s never reached the state the test waits for (last %+v): %v", name, got.Status, err)
 	}
 	return got
+}
+
+// names counts the members the tests create, so that each run of a test
+// (go test -count=N runs them in one fleetd) makes new ones.
+var names atomic.Int64
+
+// unique returns base with a number no other call got.
+func unique(base string) string { return fmt.Sprintf("%s-%d", base, names.Add(1)) }
+
+// applyMember creates a Member of profile claude through the REST API.
+func applyMember(t *testing.T, name string) {
+	t.Helper()
+	restPost(t, "/members", "application/yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: "+name+"}\nspec: {profile: claude}\n")
 }
 
 // restPost writes to fleetd's REST API as the primary.
