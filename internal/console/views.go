@@ -59,17 +59,15 @@ type memberView struct {
 	Messages []messaging.Message // its mail in the primary's mailbox
 	Tail     string
 	TailErr  string
-	Now      time.Time
 }
 
+// pageView is a whole page: the layout around Body (an overviewView,
+// memberView, applyView or notFound).
 type pageView struct {
 	Title string
 	CSRF  string
-	// Stream is the event stream's query: "" for the overview, the
-	// member's name for a member page; nil-like "-" for none.
-	Stream string
-	Live   bool
-	Body   any
+	Body  any
+	// Member is the member a member page shows.
 	Member string
 }
 
@@ -219,7 +217,7 @@ func (c *Console) member(ctx context.Context, name string, tails *tailCache) (me
 	if !ok {
 		return memberView{}, false
 	}
-	v := memberView{Member: m, Events: c.o.Members.MemberEvents(name), Worker: c.o.Messages.Status(name), Now: c.o.Clock.Now()}
+	v := memberView{Member: m, Events: c.o.Members.MemberEvents(name), Worker: c.o.Messages.Status(name)}
 	v.Spec = specYAML(m)
 	v.Needs = memberNeeds(m)
 	inbox := c.inbox(ctx)
@@ -291,7 +289,7 @@ func specYAML(m v1alpha1.Member) string {
 }
 
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request, s session) {
-	c.render(w, http.StatusOK, "layout", pageView{Title: "fleet", CSRF: s.csrf, Live: true, Body: c.overview(r.Context())})
+	c.render(w, http.StatusOK, "layout", pageView{Title: "fleet", CSRF: s.csrf, Body: c.overview(r.Context())})
 }
 
 func (c *Console) memberPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -301,7 +299,7 @@ func (c *Console) memberPage(w http.ResponseWriter, r *http.Request, s session) 
 		c.render(w, http.StatusNotFound, "layout", pageView{Title: "not found", CSRF: s.csrf, Body: notFound{Name: name}})
 		return
 	}
-	c.render(w, http.StatusOK, "layout", pageView{Title: name, CSRF: s.csrf, Live: true, Stream: name, Member: name, Body: v})
+	c.render(w, http.StatusOK, "layout", pageView{Title: name, CSRF: s.csrf, Member: name, Body: v})
 }
 
 type notFound struct{ Name string }
