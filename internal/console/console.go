@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -122,7 +123,15 @@ type Console struct {
 	pages    *template.Template
 	streams  chan struct{} // a slot per open event stream
 	mux      *http.ServeMux
+	// ending is closed by EndStreams: every event stream ends.
+	ending  chan struct{}
+	endOnce sync.Once
 }
+
+// EndStreams ends every open event stream, and those opened later at once:
+// an event stream never goes idle, so an HTTP server's Shutdown would wait
+// for it (register it with http.Server.RegisterOnShutdown).
+func (c *Console) EndStreams() { c.endOnce.Do(func() { close(c.ending) }) }
 
 // New returns the console. It fails when a required part is missing or a
 // bound is negative.
@@ -152,6 +161,7 @@ func New(o Options) (*Console, error) {
 			byID: map[[32]byte]*session{}},
 		pages:   pages,
 		streams: make(chan struct{}, cmp.Or(o.MaxStreams, DefaultMaxStreams)),
+		ending:  make(chan struct{}),
 	}
 	assets, _ := fs.Sub(assetFS, "assets")
 	mux := http.NewServeMux()

@@ -589,3 +589,32 @@ func TestEvents_StreamEndsWithItsSession(t *testing.T) {
 		})
 	}
 }
+
+// TestEvents_EndStreamsEndsOpenStreams: at shutdown the open streams end
+// (an HTTP server's Shutdown waits for them otherwise), and a stream opened
+// later ends at once.
+func TestEvents_EndStreamsEndsOpenStreams(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+	c, _ := e.login()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func() <-chan string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return readEvents(resp.Body)
+	}
+	first := open()
+	<-first
+	e.con.EndStreams()
+	for range first { // drains until the stream ends
+	}
+	for range open() {
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a stream did not end after EndStreams")
+	}
+}

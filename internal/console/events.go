@@ -70,10 +70,16 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 		case <-messages:
 		case <-s.done:
 		case <-expires.C():
+		case <-c.ending:
 		}
 		expires.Stop()
 		if ctx.Err() != nil {
 			return
+		}
+		select {
+		case <-c.ending:
+			return // fleetd is stopping; the page's EventSource reconnects to the next one
+		default:
 		}
 	}
 }

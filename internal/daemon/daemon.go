@@ -289,6 +289,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	srv, ln := boundedServer(withConsole(handler, ui, loopback), ln, limits, log)
+	srv.RegisterOnShutdown(ui.EndStreams) // the console's event streams never go idle
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.
