@@ -314,17 +314,21 @@ func TestNeedsYou_ListsDialogsQuestionsCrashLoopsAndHerdr(t *testing.T) {
 	loop := member("looping", v1alpha1.PhaseDegraded)
 	loop.Status.Restarts = 4
 	loop.Status.Conditions = []v1alpha1.Condition{{Type: v1alpha1.ConditionDegraded, Status: v1alpha1.ConditionTrue, Reason: v1alpha1.ReasonCrashLoop, Message: "restarted 4 times"}}
-	e := newEnv(t, o, member("fine", v1alpha1.PhaseReady), blocked, loop)
+	prompting := member("prompting", v1alpha1.PhaseReady)
+	prompting.Status.AgentStatus, prompting.Status.PaneID = "blocked", "w1:p2"
+	o.Tails = &fakeTails{}
+	e := newEnv(t, o, member("fine", v1alpha1.PhaseReady), blocked, loop, prompting)
 	e.fleet.turns["asker"] = []messaging.TurnStatus{{ID: "t-9", Caller: messaging.DefaultPrimaryName, Asking: true, Question: "which config?", CreatedAt: epoch}}
 	herdrDown = true
 
-	v := e.con.overview(context.Background())
+	v := e.con.overview(context.Background(), nil)
 	var got []string
 	for _, n := range v.Needs {
 		got = append(got, n.Kind+" "+n.Member+": "+n.Text)
 	}
 	want := []string{
 		"dialog blocked: the claude agent in pane p1 waits for input at a dialog; answer it in herdr: Trust this folder? <y/n>",
+		"blocked prompting: the agent is blocked at a prompt: w1:p2: read 1 of 40 lines",
 		"question asker: which config?",
 		"herdr : herdr is unreachable: connection refused",
 		"degraded looping: Degraded (4 restarts): CrashLoop: restarted 4 times",
@@ -486,6 +490,13 @@ func TestPages_CarryACSPWithoutInlineScript(t *testing.T) {
 		if strings.Contains(body, "<script>") || strings.Contains(body, " onclick=") {
 			t.Errorf("%s has an inline script", path)
 		}
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	screen := "old output\n\nEdit main.go?\n  1. Yes\n  2. No   \n\n\n"
+	if got, want := lastLines(screen, 3), "Edit main.go?\n  1. Yes\n  2. No"; got != want {
+		t.Errorf("lastLines = %q, want %q", got, want)
 	}
 }
 

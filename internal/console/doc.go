@@ -53,9 +53,11 @@
 // Tenant it names, shows a diff against the stored definition (dry run),
 // and writes it through the store.
 //
-// The member page's terminal tail is read from herdr's visible screen
-// ([Tails], herdrprompt's reader: reading changes nothing) each time the
-// page renders, which is on every change of the member.
+// The member page's terminal tail, and the end of the screen of an agent
+// blocked at a prompt under Needs you, are read from herdr's visible
+// screen ([Tails], herdrprompt's reader: reading changes nothing), once per
+// state of the agent (pane, status, state-change sequence, last delivery)
+// for each stream, at most [maxPromptReads] blocked agents per overview.
 //
 // The package never imports mcp, the controllers or herdr: it declares the
 // small interfaces it needs (Members, Messenger, DesiredState, Tails,

@@ -37,7 +37,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 	ctx := r.Context()
 	id := sessionID(r)
 	last := ""
-	var tails tailCache
+	tails := tailCaches{}
 	for {
 		until, live := c.sessions.expiry(id)
 		if !live {
@@ -48,7 +48,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 		// The channels are taken before the state is read, so that a
 		// change made while rendering wakes the next round.
 		members, messages := c.o.Members.Changed(), c.o.Messages.Changed()
-		html, found := c.fragment(ctx, member, &tails)
+		html, found := c.fragment(ctx, member, tails)
 		if !found {
 			_, _ = fmt.Fprint(w, "event: gone\ndata: \n\n")
 			_ = rc.Flush()

@@ -71,8 +71,14 @@ type pageView struct {
 	Member string
 }
 
-// overview builds the fleet overview from the controllers and the core.
-func (c *Console) overview(ctx context.Context) overviewView {
+// maxPromptReads bounds the terminal reads of one overview: the screens of
+// at most this many blocked agents are shown.
+const maxPromptReads = 8
+
+// overview builds the fleet overview from the controllers and the core. A
+// blocked agent's entry shows the end of its screen (what it asks), read
+// once per state of the agent when tails caches the reads.
+func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 	v := overviewView{Now: c.o.Clock.Now()}
 	members := c.o.Members.Members()
 	inbox := c.inbox(ctx)
@@ -83,13 +89,21 @@ func (c *Console) overview(ctx context.Context) overviewView {
 		}
 	}
 	needy := map[string]bool{}
+	reads := 0
 	for _, m := range members {
 		ns := memberNeeds(m)
-		for _, n := range ns {
+		for i, n := range ns {
 			needy[n.Member] = true
+			if n.Kind == needBlocked && reads < maxPromptReads {
+				reads++
+				if screen, _ := c.tail(ctx, m, c.o.Messages.Status(m.Name), tails.of(m.Name)); screen != "" {
+					ns[i].Text = "the agent is blocked at a prompt: " + lastLines(screen, promptLines)
+				}
+			}
 		}
 		v.Needs = append(v.Needs, ns...)
 	}
+	tails.keep(members)
 	for _, n := range c.questions(inbox.Messages) {
 		needy[n.Member] = true
 		v.Needs = append(v.Needs, n)
@@ -212,7 +226,7 @@ func cmpOr(a, b string) string {
 // member builds a member page; ok is false for an unknown member. tails,
 // when not nil, keeps the last tail read for the stream that renders the
 // page again and again.
-func (c *Console) member(ctx context.Context, name string, tails *tailCache) (memberView, bool) {
+func (c *Console) member(ctx context.Context, name string, tails tailCaches) (memberView, bool) {
 	m, ok := c.o.Members.Member(name)
 	if !ok {
 		return memberView{}, false
@@ -231,14 +245,56 @@ func (c *Console) member(ctx context.Context, name string, tails *tailCache) (me
 			v.Messages = append(v.Messages, msg)
 		}
 	}
-	v.Tail, v.TailErr = c.tail(ctx, m, v.Worker, tails)
+	v.Tail, v.TailErr = c.tail(ctx, m, v.Worker, tails.of(name))
 	return v, true
 }
 
-// tailCache is the last terminal tail a member page's stream read, and the
+// tailCache is the last terminal tail a stream read for a member, and the
 // state of the agent it was read in.
 type tailCache struct {
 	key, text, err string
+}
+
+// tailCaches are a stream's tail reads by member name; nil caches nothing.
+type tailCaches map[string]*tailCache
+
+func (tc tailCaches) of(name string) *tailCache {
+	if tc == nil {
+		return nil
+	}
+	if tc[name] == nil {
+		tc[name] = &tailCache{}
+	}
+	return tc[name]
+}
+
+// keep forgets the reads of members that are gone.
+func (tc tailCaches) keep(members []v1alpha1.Member) {
+	names := map[string]bool{}
+	for _, m := range members {
+		names[m.Name] = true
+	}
+	for name := range tc {
+		if !names[name] {
+			delete(tc, name)
+		}
+	}
+}
+
+// promptLines is how much of a blocked agent's screen Needs you shows.
+const promptLines = 4
+
+// lastLines returns the last n non-blank lines of text.
+func lastLines(text string, n int) string {
+	var out []string
+	lines := strings.Split(text, "\n")
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		if l := strings.TrimRight(lines[i], " \t"); strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	slices.Reverse(out)
+	return strings.Join(out, "\n")
 }
 
 // tail reads the member's terminal tail, once per state of its agent
@@ -289,7 +345,7 @@ func specYAML(m v1alpha1.Member) string {
 }
 
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request, s session) {
-	c.render(w, http.StatusOK, "layout", pageView{Title: "fleet", CSRF: s.csrf, Body: c.overview(r.Context())})
+	c.render(w, http.StatusOK, "layout", pageView{Title: "fleet", CSRF: s.csrf, Body: c.overview(r.Context(), nil)})
 }
 
 func (c *Console) memberPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -323,11 +379,11 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, data an
 }
 
 // fragment renders the live part of a page: the overview, or a member.
-func (c *Console) fragment(ctx context.Context, member string, tails *tailCache) (string, bool) {
+func (c *Console) fragment(ctx context.Context, member string, tails tailCaches) (string, bool) {
 	var buf bytes.Buffer
 	var err error
 	if member == "" {
-		err = c.pages.ExecuteTemplate(&buf, "overview", c.overview(ctx))
+		err = c.pages.ExecuteTemplate(&buf, "overview", c.overview(ctx, tails))
 	} else {
 		v, found := c.member(ctx, member, tails)
 		if !found {

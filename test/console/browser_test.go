@@ -93,7 +93,8 @@ func TestMemberChangeAppearsLive(t *testing.T) {
 
 // TestBlockedAgentIsUnderNeedsYou: an agent that comes up waiting at a
 // dialog appears under Needs you with the dialog's text, and goes once the
-// dialog is answered.
+// dialog is answered; so does a running agent blocked at a prompt, with
+// the end of its screen.
 func TestBlockedAgentIsUnderNeedsYou(t *testing.T) {
 	ctx := tab(t)
 	login(t, ctx)
@@ -123,6 +124,25 @@ func TestBlockedAgentIsUnderNeedsYou(t *testing.T) {
 		t.Fatal(err)
 	}
 	do(t, ctx, chromedp.WaitNotPresent(sel))
+
+	// Later the running agent stops at an approval prompt: Needs you shows
+	// what its screen asks.
+	const prompt = "Allow edits to main.go? [y/n]"
+	if err := fleet.info.Sim.WriteOutput(m.Status.PaneID, prompt); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.info.Sim.SetAgentStatus(m.Status.PaneID, "blocked"); err != nil {
+		t.Fatal(err)
+	}
+	blocked := chromedp.CSS(`#live li[data-key="blocked/` + gated + `"]`)
+	do(t, ctx, chromedp.WaitVisible(blocked))
+	if text, _ := chromedp.Run(ctx, chromedp.Text(blocked)); !strings.Contains(text, prompt) {
+		t.Errorf("Needs you shows %q, want the prompt on the agent's screen %q", text, prompt)
+	}
+	if err := fleet.info.Sim.SetAgentStatus(m.Status.PaneID, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, chromedp.WaitNotPresent(blocked))
 }
 
 // TestQuestionAnsweredFromThePageResolvesBridgeAsk: a worker's bridge_ask
