@@ -185,4 +185,3 @@ func readEvents(r io.Reader, on func(event string, data []byte) (more bool, err 
 	}
 	return io.EOF
 }
-

@@ -69,6 +69,7 @@ func newRootCmd() *cobra.Command {
 		newSendCmd(),
 		newLogsCmd(),
 		newInboxCmd(),
+		newUICmd(),
 	)
 	return root
 }

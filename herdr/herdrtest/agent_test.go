@@ -381,3 +381,20 @@ func kinds(events []herdrtest.Event, only ...string) []string {
 	}
 	return out
 }
+
+// TestSetDefaultBehaviorAppliesToAgentsStartedLater: an agent started after
+// the default changed comes up blocked; one started before keeps its own.
+func TestSetDefaultBehaviorAppliesToAgentsStartedLater(t *testing.T) {
+	h := newHarness(t, nil)
+	_, first := h.workspace(nil)
+	h.agent("w1", first)
+	if prev := h.srv.SetDefaultBehavior(herdrtest.Behavior{Launch: herdrtest.LaunchBlocked}); prev.Launch != herdrtest.LaunchReady {
+		t.Errorf("previous default = %+v, want the zero behaviour", prev)
+	}
+	_, second := h.workspace(nil)
+	h.agent("w2", second)
+	if code, _ := h.fail("agent.prompt", map[string]any{"target": "w2", "text": "do it"}); code != "agent_blocked" {
+		t.Errorf("prompt to the agent started after the change = %s, want agent_blocked", code)
+	}
+	h.ok("agent.prompt", map[string]any{"target": "w1", "text": "do it"})
+}

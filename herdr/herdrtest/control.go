@@ -125,6 +125,18 @@ func (s *Server) SetBehavior(paneID string, b Behavior) {
 	}
 }
 
+// SetDefaultBehavior replaces Options.Behavior for the agents started from
+// now on in panes without their own ([Server.SetBehavior]) and returns the
+// one it replaced. Agents already started keep theirs. A test that needs a
+// pane it does not know yet to launch differently (a member's agent to come
+// up blocked at a dialog) sets it before the pane is made.
+func (s *Server) SetDefaultBehavior(b Behavior) (previous Behavior) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	previous, s.opts.Behavior = s.opts.Behavior, b
+	return previous
+}
+
 // withPane runs f on a live pane with the lock held, then wakes waiters.
 func (s *Server) withPane(paneID string, f func(p *pane) error) error {
 	s.mu.Lock()

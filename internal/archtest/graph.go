@@ -89,12 +89,16 @@ var allowed = Graph{
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
+	// The browser console: the controllers, the messaging core and the
+	// desired state through interfaces it declares itself, never mcp,
+	// controllers or herdr.
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", sigsyaml},
 
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
 		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "mcp", prometheus, errgroup},
+		"internal/version", "internal/console", "mcp", prometheus, errgroup},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

@@ -79,6 +79,9 @@ type Config struct {
 	// sessions (mcp.Options); 0 means mcp's defaults.
 	SessionTimeout      time.Duration
 	MaxSessionsPerToken int
+	// Console tunes the browser console at /ui (login codes, sessions);
+	// nil means its defaults.
+	Console *ConsoleOptions
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Ready, if set, is called once the listener is accepting, with its
@@ -291,9 +294,14 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	srv, ln := boundedServer(handler, ln, limits, log)
-	srv.RegisterOnShutdown(handler.EndStreams) // log follow streams never go idle
-	srv.RegisterOnShutdown(handler.EndWatches) // nor do watch streams
+	ui, err := newConsole(mgr, core, toks, prompter, cfg, log)
+	if err != nil {
+		return err
+	}
+	srv, ln := boundedServer(withConsole(handler, ui, loopback), ln, limits, log)
+	srv.RegisterOnShutdown(ui.EndStreams)      // the console's event streams never go idle
+	srv.RegisterOnShutdown(handler.EndStreams) // nor do log follow streams
+	srv.RegisterOnShutdown(handler.EndWatches) // nor watch streams
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.

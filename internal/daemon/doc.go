@@ -2,8 +2,9 @@
 // directory is safe to trust and takes its lock (package statedir), opens the token registry, the harness launcher,
 // the desired-state store and the messaging core (its journal in the state
 // directory), starts the member controller against herdr (or the embedded
-// simulated herdr), and serves the REST API, the MCP gateway and /metrics
-// on one loopback listener until its context ends.
+// simulated herdr), and serves the REST API, the MCP gateway, /metrics and
+// the browser console (/ui, package console, behind the same loopback Host
+// check) on one loopback listener until its context ends.
 //
 // It owns start-up order and shutdown, nothing else: every behaviour lives
 // in the packages it wires together. It refuses to start on a manifests

@@ -230,6 +230,9 @@ type Core struct {
 	depth     int            // messages queued in all injectors
 	mailSeq   uint64         // the last Message.Seq handed out
 	inflate   float64        // liveBytes' correction, from the last compaction
+	// changed, once [Core.Changed] handed it out, is closed by the next
+	// unlockW and forgotten; nil while nobody watches.
+	changed chan struct{}
 }
 
 // turn is one exchange between a caller (the primary) and a worker: the
@@ -366,8 +369,26 @@ func (c *Core) lockW() {
 }
 
 func (c *Core) unlockW() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 	c.mu.Unlock()
 	c.wmu.Unlock()
+}
+
+// Changed returns a channel that is closed after the next call that may
+// have changed the state (a send, reply, question, answer, ack, status
+// observation, a turn's end), for a watcher that shows the state (the
+// browser console) to wake on instead of polling. It may close for a call
+// that changed nothing; a watcher reads the state again and compares.
+func (c *Core) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
 }
 
 // commit makes recs durable (one write, one fsync) and then applies them to

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// uiCode is the body of the running fleetd's POST /ui/codes.
+type uiCode struct {
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+func newUICmd() *cobra.Command {
+	var flags clientFlags
+	var noOpen bool
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Open the fleet console in the browser, logged in",
+		Long: `ui asks the running fleetd, with the primary's token, for a one-time login
+code (valid for a minute, usable once) and opens the console's login link
+in the browser (xdg-open, or open on macOS). The browser trades the code for
+a session cookie and lands on the console without it; the primary's token
+never leaves this command. With --no-open, or when no browser can be opened,
+the link is printed instead: open it yourself within the minute.`,
+		Example: `  fleetd ui
+  fleetd ui --no-open`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := flags.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			var code uiCode
+			if _, err := c.post(ctx, "/ui/codes", struct{}{}, &code); err != nil {
+				return fmt.Errorf("get a login code: %w", err)
+			}
+			link := c.base + code.Path
+			out := cmd.OutOrStdout()
+			left := time.Until(code.ExpiresAt).Round(time.Second)
+			if !noOpen {
+				err := openBrowser(link)
+				if err == nil {
+					fmt.Fprintf(out, "opened the fleetd console in your browser (the login link works once, for %s)\n", left)
+					return nil
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "fleetd ui: cannot open a browser (%v); open the link yourself\n", err)
+			}
+			fmt.Fprintf(out, "%s\n", link)
+			fmt.Fprintf(cmd.ErrOrStderr(), "the link logs in once, within %s\n", left)
+			return nil
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().BoolVar(&noOpen, "no-open", false, "print the login link instead of opening a browser")
+	return cmd
+}
+
+// openBrowser starts the desktop's opener on link and does not wait for it.
+func openBrowser(link string) error {
+	opener := "xdg-open"
+	if runtime.GOOS == "darwin" {
+		opener = "open"
+	}
+	path, err := exec.LookPath(opener)
+	if err != nil {
+		return fmt.Errorf("no %s", opener)
+	}
+	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" && runtime.GOOS != "darwin" {
+		return fmt.Errorf("no display (DISPLAY and WAYLAND_DISPLAY are unset)")
+	}
+	p := exec.Command(path, link)
+	if err := p.Start(); err != nil {
+		return err
+	}
+	go func() { _ = p.Wait() }()
+	return nil
+}

@@ -1,0 +1,177 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"reflect"
+	"strings"
+
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/guard"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+// send is POST /ui/members/{name}/send: the primary's bridge_send without
+// waiting. The reply lands in the primary's mailbox, which the page shows
+// as it arrives.
+func (c *Console) send(_ http.ResponseWriter, r *http.Request) (result, int) {
+	name := r.PathValue("name")
+	if _, found := c.o.Members.Member(name); !found {
+		return fail(http.StatusNotFound, fmt.Sprintf("member %q not found", name))
+	}
+	text := r.PostFormValue("content")
+	if strings.TrimSpace(text) == "" {
+		return fail(http.StatusBadRequest, "the task is empty")
+	}
+	res, err := c.o.Messages.Send(r.Context(), messaging.SendRequest{From: c.o.PrimaryName, To: name, Content: text})
+	if err != nil {
+		return coreFail(err)
+	}
+	return result{OK: true, Message: fmt.Sprintf("sent to %s (turn %s); its reply will show here", name, res.TurnID), TurnID: res.TurnID}, http.StatusOK
+}
+
+// answer is POST /ui/answer: the primary answers a worker's pending
+// question; the core hands it to the worker's held bridge_ask (bridge_send
+// with turnId, never through the pane).
+func (c *Console) answer(_ http.ResponseWriter, r *http.Request) (result, int) {
+	turn, text := r.PostFormValue("turn"), r.PostFormValue("content")
+	if turn == "" {
+		return fail(http.StatusBadRequest, "no turn named")
+	}
+	if strings.TrimSpace(text) == "" {
+		return fail(http.StatusBadRequest, "the answer is empty")
+	}
+	res, err := c.o.Messages.Send(r.Context(), messaging.SendRequest{From: c.o.PrimaryName, TurnID: turn, Content: text})
+	if err != nil {
+		return coreFail(err)
+	}
+	return ok(fmt.Sprintf("answered %s (turn %s)", res.Worker, res.TurnID))
+}
+
+// ack is POST /ui/ack: messages (form field id, repeated) leave the
+// primary's mailbox.
+func (c *Console) ack(_ http.ResponseWriter, r *http.Request) (result, int) {
+	ids := r.PostForm["id"]
+	if len(ids) == 0 {
+		return fail(http.StatusBadRequest, "no message named")
+	}
+	n, err := c.o.Messages.Ack(c.o.PrimaryName, ids)
+	if err != nil {
+		return coreFail(err)
+	}
+	return ok(fmt.Sprintf("acknowledged %d message(s)", n))
+}
+
+func coreFail(err error) (result, int) {
+	status := http.StatusBadRequest
+	switch messaging.CodeOf(err) {
+	case messaging.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	case messaging.CodeNotFound:
+		status = http.StatusNotFound
+	case "":
+		status = http.StatusInternalServerError
+	}
+	return fail(status, err.Error())
+}
+
+// pause is POST /ui/members/{name}/pause and /resume: spec.paused set
+// through the store, as an edited manifest would.
+func (c *Console) pause(paused bool) func(http.ResponseWriter, *http.Request) (result, int) {
+	return func(_ http.ResponseWriter, r *http.Request) (result, int) {
+		name := r.PathValue("name")
+		obj, found := c.o.Store.Get(v1alpha1.KindMember, name)
+		if !found {
+			return fail(http.StatusNotFound, fmt.Sprintf("member %q not found", name))
+		}
+		m := obj.(*v1alpha1.Member).DeepCopy()
+		word := map[bool]string{true: "paused", false: "resumed"}[paused]
+		if m.Spec.Paused == paused {
+			return ok(fmt.Sprintf("%s was already %s", name, word))
+		}
+		m.Spec.Paused = paused
+		if err := c.o.Store.Apply(r.Context(), m); err != nil {
+			return storeFail(name, err)
+		}
+		return ok(name + " " + word)
+	}
+}
+
+func (c *Console) deleteMember(_ http.ResponseWriter, r *http.Request) (result, int) {
+	name := r.PathValue("name")
+	if err := c.o.Store.Delete(r.Context(), v1alpha1.KindMember, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail(http.StatusNotFound, fmt.Sprintf("member %q not found", name))
+		}
+		return storeFail(name, err)
+	}
+	return result{OK: true, Message: name + " deleted", Redirect: "/ui/"}, http.StatusOK
+}
+
+func storeFail(name string, err error) (result, int) {
+	var errs decode.ErrorList
+	if errors.As(err, &errs) {
+		return fail(http.StatusUnprocessableEntity, errs.Error())
+	}
+	return fail(http.StatusServiceUnavailable, fmt.Sprintf("write member %s: %v", name, err))
+}
+
+// apply is POST /ui/apply: a Member's YAML (form field yaml) is checked as
+// POST /members (and so `fleetd apply`) checks it — the subscription guard
+// on every key and value as written, duplicate keys refused; then strict
+// decoding and validation with package decode, as `fleetd validate` and the
+// store do; the Profile and Tenant it names must exist — and compared with
+// the stored definition. With dryRun=1 nothing is written and the diff is
+// returned; otherwise the Member is written.
+func (c *Console) apply(_ http.ResponseWriter, r *http.Request) (result, int) {
+	data := []byte(r.PostFormValue("yaml"))
+	asJSON, err := sigsyaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
+	}
+	if err := guard.CheckSpawnJSON(asJSON); err != nil {
+		if errors.Is(err, guard.ErrSubscriptionBoundary) {
+			return fail(http.StatusForbidden, err.Error())
+		}
+		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
+	}
+	objs, errs := decode.File("member.yaml", data)
+	if len(errs) > 0 {
+		return fail(http.StatusUnprocessableEntity, errs.Error())
+	}
+	if len(objs) != 1 {
+		return fail(http.StatusUnprocessableEntity, fmt.Sprintf("want exactly one Member, got %d objects", len(objs)))
+	}
+	m, isMember := objs[0].(*v1alpha1.Member)
+	if !isMember {
+		return fail(http.StatusUnprocessableEntity, fmt.Sprintf("kind: want Member, got %s; Profiles and Tenants are operator files", objs[0].GetObjectKind()))
+	}
+	for _, ref := range m.References() {
+		if _, found := c.o.Store.Get(ref.Kind, ref.Name); !found {
+			return fail(http.StatusUnprocessableEntity, fmt.Sprintf("%s: no %s named %q", ref.Field, ref.Kind, ref.Name))
+		}
+	}
+	before, verb := "", "created"
+	if obj, found := c.o.Store.Get(v1alpha1.KindMember, m.Name); found {
+		old := obj.(*v1alpha1.Member)
+		before, verb = specYAML(*old), "configured"
+		if reflect.DeepEqual(old.Spec, m.Spec) && reflect.DeepEqual(old.Labels, m.Labels) && reflect.DeepEqual(old.Annotations, m.Annotations) {
+			verb = "unchanged"
+		}
+	}
+	diff := lineDiff(before, specYAML(*m))
+	if r.PostFormValue("dryRun") == "1" {
+		return result{OK: true, Message: fmt.Sprintf("member %s would be %s (dry run: nothing written)", m.Name, verb), Diff: diff}, http.StatusOK
+	}
+	if verb != "unchanged" {
+		if err := c.o.Store.Apply(r.Context(), m); err != nil {
+			return storeFail(m.Name, err)
+		}
+	}
+	return result{OK: true, Message: fmt.Sprintf("member %s %s", m.Name, verb), Diff: diff, Redirect: "/ui/members/" + m.Name}, http.StatusOK
+}

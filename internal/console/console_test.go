@@ -1,0 +1,631 @@
+package console
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	t     *testing.T
+	fleet *fleet
+	clock *clock.Fake
+	srv   *httptest.Server
+	con   *Console
+}
+
+func newEnv(t *testing.T, o *Options, members ...v1alpha1.Member) *env {
+	t.Helper()
+	f := newFleet(members...)
+	clk := clock.NewFake(epoch)
+	opts := Options{}
+	if o != nil {
+		opts = *o
+	}
+	opts.Members, opts.Messages, opts.Store, opts.Tokens, opts.Clock = f, messages{f}, store{f}, fakeTokens{}, clk
+	con, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	t.Cleanup(srv.Close)
+	return &env{t: t, fleet: f, clock: clk, srv: srv, con: con}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+func (e *env) browser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (e *env) mint(token string) (*http.Response, CodeResponse) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/ui/codes", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var code CodeResponse
+	if resp.StatusCode == http.StatusOK {
+		decodeJSON(e.t, resp.Body, &code)
+	}
+	return resp, code
+}
+
+func (e *env) get(c *http.Client, path string) (*http.Response, string) {
+	e.t.Helper()
+	resp, err := c.Get(e.srv.URL + path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// login returns a logged-in browser and its CSRF token.
+func (e *env) login() (*http.Client, string) {
+	e.t.Helper()
+	_, code := e.mint(primaryToken)
+	c := e.browser()
+	if resp, _ := e.get(c, code.Path); resp.StatusCode != http.StatusSeeOther {
+		e.t.Fatalf("login: %s", resp.Status)
+	}
+	_, page := e.get(c, "/ui/")
+	i := strings.Index(page, `<meta name="csrf" content="`)
+	if i < 0 {
+		e.t.Fatalf("overview has no CSRF meta tag:\n%s", page)
+	}
+	rest := page[i+len(`<meta name="csrf" content="`):]
+	return c, rest[:strings.IndexByte(rest, '"')]
+}
+
+func (e *env) post(c *http.Client, path string, form url.Values, header map[string]string) (int, result) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r result
+	decodeJSON(e.t, resp.Body, &r)
+	return resp.StatusCode, r
+}
+
+func decodeJSON(t *testing.T, r io.Reader, v any) {
+	t.Helper()
+	if err := jsonDecode(r, v); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+}
+
+func TestLogin_CodeIsExchangedOnceForAStrictHttpOnlyCookie(t *testing.T) {
+	e := newEnv(t, nil)
+	if resp, _ := e.mint(""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("mint without a token: %s, want 401", resp.Status)
+	}
+	if resp, _ := e.mint(workerToken); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("mint with a worker's token: %s, want 401", resp.Status)
+	}
+	resp, code := e.mint(primaryToken)
+	if resp.StatusCode != http.StatusOK || len(code.Code) < 40 || !code.ExpiresAt.Equal(epoch.Add(DefaultCodeTTL)) {
+		t.Fatalf("mint = %s %+v, want a long code valid for %s", resp.Status, code, DefaultCodeTTL)
+	}
+	if strings.Contains(code.Path, primaryToken) {
+		t.Fatal("the login path holds the primary token")
+	}
+
+	c := e.browser()
+	resp, _ = e.get(c, code.Path)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("login: %s to %q, want 303 to /ui/ (no code in it)", resp.Status, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("login set %d cookies, want 1", len(cookies))
+	}
+	ck := cookies[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui" || ck.Value == code.Code {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui and a value that is not the code", ck)
+	}
+	if resp, body := e.get(c, "/ui/"); resp.StatusCode != http.StatusOK || strings.Contains(body, code.Code) || strings.Contains(body, primaryToken) {
+		t.Errorf("overview after login: %s; holds the code or token: %v", resp.Status, strings.Contains(body, code.Code))
+	}
+
+	again := e.browser()
+	if resp, body := e.get(again, code.Path); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "expired or was already used") {
+		t.Errorf("reused code: %s, want 401 saying it was used", resp.Status)
+	}
+	if resp, _ := e.get(again, "/ui/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the reused code's browser reached the overview: %s", resp.Status)
+	}
+}
+
+func TestLogin_ExpiredCodeIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	_, code := e.mint(primaryToken)
+	e.clock.Step(DefaultCodeTTL)
+	if resp, _ := e.get(e.browser(), code.Path); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("code after its TTL: %s, want 401", resp.Status)
+	}
+}
+
+func TestLogin_CodesAreBounded(t *testing.T) {
+	e := newEnv(t, &Options{MaxCodes: 2})
+	for range 2 {
+		if resp, _ := e.mint(primaryToken); resp.StatusCode != http.StatusOK {
+			t.Fatalf("mint: %s", resp.Status)
+		}
+	}
+	if resp, _ := e.mint(primaryToken); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("third unused code: %s, want 429", resp.Status)
+	}
+	e.clock.Step(DefaultCodeTTL)
+	if resp, _ := e.mint(primaryToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("after the others expired: %s, want 200", resp.Status)
+	}
+}
+
+func TestSession_ExpiresWhenIdleOrTooOldAndOnLogout(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(e *env, c *http.Client, csrf string)
+	}{
+		{"idle", func(e *env, _ *http.Client, _ string) { e.clock.Step(DefaultSessionIdle) }},
+		{"absolute", func(e *env, c *http.Client, _ string) {
+			for range DefaultSessionLifetime / (DefaultSessionIdle / 2) {
+				e.clock.Step(DefaultSessionIdle / 2)
+				if resp, _ := e.get(c, "/ui/"); resp.StatusCode != http.StatusOK && e.clock.Now().Sub(epoch) < DefaultSessionLifetime {
+					e.t.Fatalf("session ended early, at %s", e.clock.Now().Sub(epoch))
+				}
+			}
+		}},
+		{"logout", func(e *env, c *http.Client, csrf string) {
+			if status, r := e.post(c, "/ui/logout", nil, map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf}); status != http.StatusOK || r.Redirect != "/ui/login" {
+				e.t.Fatalf("logout: %d %+v", status, r)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			c, csrf := e.login()
+			tt.run(e, c, csrf)
+			if resp, _ := e.get(c, "/ui/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+				t.Errorf("overview after the session ended: %s to %q, want 303 to /ui/login", resp.Status, resp.Header.Get("Location"))
+			}
+		})
+	}
+}
+
+func TestSession_NewLoginOverTheBoundEndsTheLeastRecentlyUsed(t *testing.T) {
+	e := newEnv(t, &Options{MaxSessions: 2})
+	first, _ := e.login()
+	e.clock.Step(time.Second)
+	second, _ := e.login()
+	e.clock.Step(time.Second)
+	e.get(first, "/ui/") // first is now the more recent
+	e.clock.Step(time.Second)
+	third, _ := e.login()
+	for name, want := range map[*http.Client]int{first: 200, second: 303, third: 200} {
+		if resp, _ := e.get(name, "/ui/"); resp.StatusCode != want {
+			t.Errorf("session: %s, want %d", resp.Status, want)
+		}
+	}
+}
+
+func TestUnauthenticated_PagesRedirectToLoginAndTheRestIsRefused(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+	c := e.browser()
+	for _, path := range []string{"/ui/", "/ui/members/a", "/ui/apply", "/ui"} {
+		resp, _ := e.get(c, path)
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || (loc != "/ui/login" && path != "/ui") {
+			t.Errorf("GET %s: %s to %q, want 303 to /ui/login", path, resp.Status, loc)
+		}
+	}
+	if resp, body := e.get(c, "/ui/login"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "fleetd ui") {
+		t.Errorf("login page: %s, want one that says to run `fleetd ui`", resp.Status)
+	}
+	if resp, _ := e.get(c, "/ui/events"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("events: %s, want 401", resp.Status)
+	}
+	if status, _ := e.post(c, "/ui/members/a/delete", nil, map[string]string{"Origin": e.srv.URL}); status != http.StatusUnauthorized {
+		t.Errorf("delete: %d, want 401", status)
+	}
+	if _, ok := e.fleet.Member("a"); !ok {
+		t.Error("an unauthenticated POST deleted the member")
+	}
+}
+
+func TestActions_RequireSameOriginAndTheSessionsCSRFToken(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+	c, csrf := e.login()
+	other, otherCSRF := e.login()
+	_ = other
+	form := url.Values{"content": {"do it"}}
+	tests := []struct {
+		name   string
+		form   url.Values
+		header map[string]string
+		want   int
+	}{
+		{"no token", form, map[string]string{"Origin": e.srv.URL}, http.StatusForbidden},
+		{"another session's token", form, map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": otherCSRF}, http.StatusForbidden},
+		{"no Origin", form, map[string]string{"X-CSRF-Token": csrf}, http.StatusForbidden},
+		{"another Origin", form, map[string]string{"Origin": "http://evil.example", "X-CSRF-Token": csrf}, http.StatusForbidden},
+		{"header token", form, map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf}, http.StatusOK},
+		{"form token", url.Values{"content": {"do it"}, "csrf": {csrf}}, map[string]string{"Origin": e.srv.URL}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(e.fleet.sends)
+			status, r := e.post(c, "/ui/members/a/send", tt.form, tt.header)
+			if status != tt.want {
+				t.Fatalf("send: %d %+v, want %d", status, r, tt.want)
+			}
+			if sent := len(e.fleet.sends) - before; (sent == 1) != (tt.want == http.StatusOK) {
+				t.Errorf("%d sends made, want one only when accepted", sent)
+			}
+		})
+	}
+	want := messaging.SendRequest{From: messaging.DefaultPrimaryName, To: "a", Content: "do it"}
+	if diff := cmp.Diff(want, e.fleet.sends[0]); diff != "" {
+		t.Errorf("send request (-want +got):\n%s", diff)
+	}
+}
+
+func TestNeedsYou_ListsDialogsQuestionsCrashLoopsAndHerdr(t *testing.T) {
+	herdrDown := false
+	o := &Options{Herdr: func() error {
+		if herdrDown {
+			return errTest("connection refused")
+		}
+		return nil
+	}}
+	blocked := member("blocked", v1alpha1.PhaseStarting)
+	blocked.Status.AgentStatus = "blocked"
+	blocked.Status.Conditions = []v1alpha1.Condition{{Type: v1alpha1.ConditionReady, Status: v1alpha1.ConditionFalse,
+		Reason: v1alpha1.ReasonAwaitingInput, Message: "the claude agent in pane p1 waits for input at a dialog; answer it in herdr: Trust this folder? <y/n>"}}
+	loop := member("looping", v1alpha1.PhaseDegraded)
+	loop.Status.Restarts = 4
+	loop.Status.Conditions = []v1alpha1.Condition{{Type: v1alpha1.ConditionDegraded, Status: v1alpha1.ConditionTrue, Reason: v1alpha1.ReasonCrashLoop, Message: "restarted 4 times"}}
+	prompting := member("prompting", v1alpha1.PhaseReady)
+	prompting.Status.AgentStatus, prompting.Status.PaneID = "blocked", "w1:p2"
+	o.Tails = &fakeTails{}
+	e := newEnv(t, o, member("fine", v1alpha1.PhaseReady), blocked, loop, prompting)
+	e.fleet.turns["asker"] = []messaging.TurnStatus{{ID: "t-9", Caller: messaging.DefaultPrimaryName, Asking: true, Question: "which config?", CreatedAt: epoch}}
+	herdrDown = true
+
+	v := e.con.overview(context.Background(), nil)
+	var got []string
+	for _, n := range v.Needs {
+		got = append(got, n.Kind+" "+n.Member+": "+n.Text)
+	}
+	want := []string{
+		"dialog blocked: the claude agent in pane p1 waits for input at a dialog; answer it in herdr: Trust this folder? <y/n>",
+		"blocked prompting: the agent is blocked at a prompt: w1:p2: read 1 of 40 lines",
+		"question asker: which config?",
+		"herdr : herdr is unreachable: connection refused",
+		"degraded looping: Degraded (4 restarts): CrashLoop: restarted 4 times",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Needs you (-want +got):\n%s", diff)
+	}
+	c, _ := e.login()
+	_, page := e.get(c, "/ui/")
+	if !strings.Contains(page, "Trust this folder? &lt;y/n&gt;") {
+		t.Errorf("the overview does not show the dialog's text, escaped:\n%s", page)
+	}
+}
+
+type errTest string
+
+func (e errTest) Error() string { return string(e) }
+
+func TestEvents_AChangeIsPushedWithoutPolling(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseStarting))
+	c, _ := e.login()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	events := readEvents(resp.Body)
+	first := <-events
+	if !strings.Contains(first, `phase-starting">Starting<`) {
+		t.Fatalf("first update does not show a Starting:\n%s", first)
+	}
+	e.fleet.change(func(f *fleet) {
+		m := f.members["a"]
+		m.Status.Phase = v1alpha1.PhaseReady
+		f.members["a"] = m
+	})
+	select {
+	case next := <-events:
+		if !strings.Contains(next, `phase-ready">Ready<`) {
+			t.Errorf("update after the change does not show Ready:\n%s", next)
+		}
+	case <-ctx.Done():
+		t.Fatal("no update after a member changed")
+	}
+}
+
+// readEvents returns the data of each "update" event of an event stream.
+func readEvents(r io.Reader) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var data []string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			case line == "":
+				if data != nil {
+					ch <- strings.Join(data, "\n")
+				}
+				data = nil
+			}
+		}
+	}()
+	return ch
+}
+
+func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
+	old := member("a", v1alpha1.PhaseReady)
+	e := newEnv(t, nil, old)
+	c, csrf := e.login()
+	h := map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf}
+	yaml := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: a}\nspec: {profile: claude, prompt: review}\n"
+
+	status, r := e.post(c, "/ui/apply", url.Values{"yaml": {yaml}, "dryRun": {"1"}}, h)
+	if status != http.StatusOK || !strings.Contains(r.Diff, "+   prompt: review") || !strings.Contains(r.Message, "would be configured") {
+		t.Fatalf("dry run: %d %+v, want a diff adding the prompt", status, r)
+	}
+	if len(e.fleet.applied) != 0 {
+		t.Fatal("a dry run wrote the member")
+	}
+	if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {yaml}}, h); status != http.StatusOK || len(e.fleet.applied) != 1 || e.fleet.applied[0].Spec.Prompt != "review" {
+		t.Fatalf("apply: %d %+v, applied %v", status, r, e.fleet.applied)
+	}
+
+	bad := []struct{ name, yaml, want string }{
+		{"unknown field", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, colour: red}\n", "member.yaml:4"},
+		{"unknown profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: nope}\n", `spec.profile: no Profile named "nope"`},
+		{"a profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec: {harness: claude}\n", "want Member"},
+		{"a duplicate key", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, profile: other}\n", `line 4: key "profile" already set`},
+		{"a credential", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, env: {ANTHROPIC_API_KEY: sk-x}}\n", "subscription_boundary: spec.env"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			status, r := e.post(c, "/ui/apply", url.Values{"yaml": {tt.yaml}, "dryRun": {"1"}}, h)
+			want := http.StatusUnprocessableEntity
+			if strings.HasPrefix(tt.want, "subscription_boundary") {
+				want = http.StatusForbidden
+			}
+			if status != want || !strings.Contains(r.Error, tt.want) || strings.Contains(r.Error, "sk-x") {
+				t.Errorf("apply: %d %+v, want %d with %q (and never the value)", status, r, want, tt.want)
+			}
+		})
+	}
+}
+
+func TestActions_PauseResumeDeleteAnswerAck(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+	c, csrf := e.login()
+	h := map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf}
+	if status, r := e.post(c, "/ui/members/a/pause", nil, h); status != 200 || !e.mustMember("a").Spec.Paused {
+		t.Errorf("pause: %d %+v", status, r)
+	}
+	if status, r := e.post(c, "/ui/members/a/resume", nil, h); status != 200 || e.mustMember("a").Spec.Paused {
+		t.Errorf("resume: %d %+v", status, r)
+	}
+	if status, r := e.post(c, "/ui/answer", url.Values{"turn": {"t-9"}, "content": {"config.yaml"}}, h); status != 200 {
+		t.Errorf("answer: %d %+v", status, r)
+	}
+	if got := e.fleet.sends[len(e.fleet.sends)-1]; got.TurnID != "t-9" || got.To != "" || got.Content != "config.yaml" || got.Wait {
+		t.Errorf("answer sent %+v, want the turn continued without waiting", got)
+	}
+	if status, _ := e.post(c, "/ui/ack", url.Values{"id": {"m-1", "m-2"}}, h); status != 200 || !cmp.Equal(e.fleet.acks, []string{"m-1", "m-2"}) {
+		t.Errorf("ack: %d, acked %v", status, e.fleet.acks)
+	}
+	if status, r := e.post(c, "/ui/members/a/delete", nil, h); status != 200 || r.Redirect != "/ui/" {
+		t.Errorf("delete: %d %+v", status, r)
+	}
+	if status, _ := e.post(c, "/ui/members/a/delete", nil, h); status != http.StatusNotFound {
+		t.Errorf("second delete: %d, want 404", status)
+	}
+}
+
+func (e *env) mustMember(name string) v1alpha1.Member {
+	m, ok := e.fleet.Member(name)
+	if !ok {
+		e.t.Fatalf("no member %s", name)
+	}
+	return m
+}
+
+func TestPages_CarryACSPWithoutInlineScript(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+	c, _ := e.login()
+	for _, path := range []string{"/ui/", "/ui/members/a", "/ui/apply", "/ui/login"} {
+		resp, body := e.get(c, path)
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+		if strings.Contains(body, "<script>") || strings.Contains(body, " onclick=") {
+			t.Errorf("%s has an inline script", path)
+		}
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	screen := "old output\n\nEdit main.go?\n  1. Yes\n  2. No   \n\n\n"
+	if got, want := lastLines(screen, 3), "Edit main.go?\n  1. Yes\n  2. No"; got != want {
+		t.Errorf("lastLines = %q, want %q", got, want)
+	}
+}
+
+func TestLineDiff(t *testing.T) {
+	tests := []struct{ a, b, want string }{
+		{"x\n", "x\n", ""},
+		{"", "a\nb\n", "+ a\n+ b\n"},
+		{"a\nb\nc\n", "a\nc\nd\n", "  a\n- b\n  c\n+ d\n"},
+	}
+	for _, tt := range tests {
+		if got := lineDiff(tt.a, tt.b); got != tt.want {
+			t.Errorf("lineDiff(%q, %q) = %q, want %q", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func member(name, phase string) v1alpha1.Member {
+	created := epoch.Add(-time.Hour)
+	return v1alpha1.Member{TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},
+		ObjectMeta: v1alpha1.ObjectMeta{Name: name, CreationTimestamp: &created},
+		Spec:       v1alpha1.MemberSpec{Profile: "claude"},
+		Status:     v1alpha1.MemberStatus{Phase: phase, AgentStatus: "idle"}}
+}
+
+// TestEvents_MemberPageReadsTheTailOncePerAgentState: a member page's
+// stream reads the terminal again when the member's agent changed, not on
+// every change in the fleet.
+func TestEvents_MemberPageReadsTheTailOncePerAgentState(t *testing.T) {
+	tails := &fakeTails{}
+	a := member("a", v1alpha1.PhaseReady)
+	a.Status.PaneID = "w1:p1"
+	e := newEnv(t, &Options{Tails: tails}, a, member("b", v1alpha1.PhaseReady))
+	c, _ := e.login()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events?member=a", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	if first := <-events; !strings.Contains(first, "w1:p1: read 1 of 40 lines") {
+		t.Fatalf("first update has no tail:\n%s", first)
+	}
+	setAgent := func(name, status string) {
+		e.fleet.change(func(f *fleet) {
+			m := f.members[name]
+			m.Status.AgentStatus = status
+			f.members[name] = m
+		})
+	}
+	setAgent("b", "working") // another member: nothing to render, nothing to read
+	setAgent("a", "working")
+	select {
+	case next := <-events:
+		if !strings.Contains(next, "read 2 of 40") || !strings.Contains(next, `id="agent">working<`) {
+			t.Errorf("update after a's agent changed:\n%s", next)
+		}
+	case <-ctx.Done():
+		t.Fatal("no update after a's agent changed")
+	}
+	if n := tails.count(); n != 2 {
+		t.Errorf("%d tail reads, want 2 (one per state of a's agent)", n)
+	}
+}
+
+// TestEvents_StreamEndsWithItsSession: an open stream does not outlive its
+// session: it ends with an "ended" event at logout and at expiry.
+func TestEvents_StreamEndsWithItsSession(t *testing.T) {
+	tests := map[string]func(e *env, c *http.Client, csrf string){
+		"logout": func(e *env, c *http.Client, csrf string) {
+			e.post(c, "/ui/logout", nil, map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf})
+		},
+		"idle": func(e *env, _ *http.Client, _ string) { e.clock.Step(DefaultSessionIdle) },
+	}
+	for name, end := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+			c, csrf := e.login()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() && sc.Text() != "" { // the first update
+			}
+			end(e, c, csrf)
+			var rest []string
+			for sc.Scan() {
+				rest = append(rest, sc.Text())
+			}
+			if ctx.Err() != nil || !slices.Contains(rest, "event: ended") {
+				t.Errorf("after the session ended the stream sent %q and ended: %v; want an ended event, then the end", rest, ctx.Err() == nil)
+			}
+		})
+	}
+}
+
+// TestEvents_EndStreamsEndsOpenStreams: at shutdown the open streams end
+// (an HTTP server's Shutdown waits for them otherwise), and a stream opened
+// later ends at once.
+func TestEvents_EndStreamsEndsOpenStreams(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
+	c, _ := e.login()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func() <-chan string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return readEvents(resp.Body)
+	}
+	first := open()
+	<-first
+	e.con.EndStreams()
+	for range first { // drains until the stream ends
+	}
+	for range open() {
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a stream did not end after EndStreams")
+	}
+}
