@@ -75,6 +75,7 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	}
 	m := obj.GetMeta()
 	m.UID, m.Generation = rec.UID, rec.Generation
+	m.ResourceVersion = "" // files have no versions: a written one means nothing here
 	created := rec.Created
 	m.CreationTimestamp = &created
 }

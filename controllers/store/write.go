@@ -142,7 +142,8 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 }
 
 // renderObject writes obj as one YAML document without the fields the
-// store or the reconciler own (status, uid, generation, creationTimestamp).
+// store or the reconciler own (status, uid, generation, creationTimestamp)
+// and without a resourceVersion, which a file does not keep.
 func renderObject(obj v1alpha1.Object) ([]byte, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -159,6 +160,7 @@ func renderObject(obj v1alpha1.Object) ([]byte, error) {
 		delete(meta, "uid")
 		delete(meta, "generation")
 		delete(meta, "creationTimestamp")
+		delete(meta, "resourceVersion")
 	}
 	raw, err = json.Marshal(m)
 	if err != nil {
