@@ -23,6 +23,7 @@ func newServeCmd() *cobra.Command {
 	mopts := messaging.Options{}
 	mailboxBytes := sizeFlag(messaging.DefaultMaxMailboxBytes)
 	var herdrMode, logLevel string
+	var stores *storeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the fleetd daemon: reconcile members into herdr and serve the REST API and MCP gateway",
@@ -47,13 +48,16 @@ them. Only one fleetd may use a state directory at a time.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageErrorf(cmd, "unknown --log-level %q; want debug, info, warn or error", logLevel)
 			}
+			if err := stores.apply(cmd, &cfg); err != nil {
+				return err
+			}
 			mopts.MaxMailboxBytes = int64(mailboxBytes)
 			cfg.Messaging = &mopts
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			out := cmd.OutOrStdout()
 			cfg.Ready = func(info daemon.Info) {
 				fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
-					cfg.ManifestsDir, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
+					info.DesiredState, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
 				stateFlag := ""
 				if info.StateDir != fleetdStateDir() {
 					stateFlag = " --state-dir " + info.StateDir
@@ -77,6 +81,7 @@ them. Only one fleetd may use a state directory at a time.`,
 		},
 	}
 	f := cmd.Flags()
+	stores = addStoreFlags(cmd)
 	f.StringVar(&cfg.ManifestsDir, "manifests", "manifests", "directory of Member, Profile and Tenant manifests to watch")
 	addMaxManifestBytesFlag(cmd, &cfg.MaxManifestBytes)
 	f.StringVar(&cfg.StateDir, "state-dir", fleetdStateDir(), "directory for the lock, tokens, ownership records and journals")

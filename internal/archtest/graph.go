@@ -105,7 +105,7 @@ var allowed = Graph{
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
 		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tokens",
-		"internal/version", "mcp", prometheus, errgroup},
+		"internal/version", "mcp", prometheus, errgroup, "internal/etcdstore", etcdClient, zap},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

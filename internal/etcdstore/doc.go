@@ -8,8 +8,8 @@
 // PREFIX/members/NAME, PREFIX/profiles/NAME, PREFIX/tenants/NAME, each
 // holding the object as JSON, with the metadata the store owns (uid,
 // generation, creationTimestamp) and without status, which each node keeps
-// for itself. Other keys under the prefix (nodes, later) are not objects
-// and are ignored here.
+// for itself. Other keys under the prefix (nodes) are not objects and are
+// ignored by the store.
 //
 // Versions. An object's metadata.resourceVersion is its key's mod
 // revision, as in Kubernetes. Apply is a compare-and-swap on that
@@ -48,6 +48,20 @@
 // its key, or exceeds Options.MaxObjectBytes is reported in
 // Snapshot.Errors at its key while the object keeps its last good
 // definition, as a manifest file that stops parsing does.
+//
+// A value may also be put by hand, as YAML or JSON — the document of a
+// manifest file (etcdctl put PREFIX/profiles/claude "$(cat claude.yaml)");
+// it has generation 1 and no uid until the store writes it.
+//
+// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]) and
+// PREFIX/node (the prefix's serving node) in one transaction under one
+// lease (DefaultNodeTTL), which [Node.Run] keeps alive and revokes on a
+// clean stop. Until placement exists every node would reconcile every
+// Member, so the transaction refuses a second live node on a prefix
+// (ErrPrefixTaken); the same name may register again at once.
+//
+// [Store.Sync] lists once before Run, so that a daemon serves the fleet
+// from its first request rather than an empty one.
 //
 // Nothing secret is written to etcd: a Profile whose spec.env has a key
 // that reads as a credential (v1alpha1.ClassifyKey) is refused; such a

@@ -239,6 +239,14 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
+// Sync lists the prefix once, so that the snapshot is Synced before
+// anything reads it (fleetd calls it before it serves requests). It must
+// not be called once Run runs.
+func (s *Store) Sync(ctx context.Context) error {
+	_, err := s.relist(ctx)
+	return err
+}
+
 // Run lists the prefix and watches it from the listed revision until ctx
 // ends, listing again after a compaction or a failure. It returns nil on
 // cancellation. While etcd cannot be listed the snapshot keeps every
@@ -399,9 +407,14 @@ func (s *Store) decodeValue(key, kind, name string, value []byte) (v1alpha1.Obje
 	if obj.GetObjectKind() != kind || obj.GetName() != name {
 		return nil, fail("holds %s/%s; the key names %s/%s", obj.GetObjectKind(), obj.GetName(), kind, name)
 	}
+	// A value put by hand (etcdctl put KEY "$(cat member.yaml)") may be
+	// YAML and has none of the store's metadata: it gets generation 1 and
+	// no uid until the store writes it.
 	var owned storedMeta
-	if err := json.Unmarshal(value, &owned); err != nil {
-		return nil, fail("metadata: %v", err)
+	if json.Valid(value) {
+		if err := json.Unmarshal(value, &owned); err != nil {
+			return nil, fail("metadata: %v", err)
+		}
 	}
 	m := obj.GetMeta()
 	m.UID, m.Generation, m.CreationTimestamp = owned.Metadata.UID, max(owned.Metadata.Generation, 1), owned.Metadata.CreationTimestamp

@@ -3,10 +3,13 @@ package etcdstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,9 +49,22 @@ func newClient(t *testing.T, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
-// prefix is the test's own key prefix on the shared cluster.
+// prefixes are the tests' key prefixes, each used once per process (with
+// -count, a test runs again under a new one).
+var prefixes sync.Map // test name → prefix
+
+var prefixSeq atomic.Int64
+
+// prefix is the test's own key prefix on the shared cluster, empty when the
+// test starts.
 func prefix(t *testing.T) string {
-	return "/test/" + strings.ReplaceAll(t.Name(), "/", "_")
+	if p, ok := prefixes.Load(t); ok {
+		return p.(string)
+	}
+	p := fmt.Sprintf("/test/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), prefixSeq.Add(1))
+	prefixes.Store(t, p)
+	t.Cleanup(func() { prefixes.Delete(t) })
+	return p
 }
 
 // startNode runs a Store under the test's prefix until the test ends and
@@ -305,4 +321,36 @@ func TestStore_WatchSeesOtherNodesAndBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.until("alpha gone on the first node", func(s *store.Snapshot) bool { return s.Members["alpha"] == nil })
+}
+
+// Sync reads the prefix once, before Run, so that a daemon serves the
+// fleet from its first request; a value put by hand as YAML (etcdctl put
+// KEY "$(cat file.yaml)") is read like a manifest file.
+func TestStore_SyncReadsBeforeRun(t *testing.T) {
+	cli := newClient(t)
+	if _, err := cli.Put(context.Background(), prefix(t)+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := New(cli, &Options{Prefix: prefix(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Snapshot().Synced {
+		t.Fatal("synced before reading anything")
+	}
+	if err := st.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := st.Snapshot()
+	if p := s.Profiles["claude"]; !s.Synced || p == nil || p.Spec.Harness != "claude" || p.Generation != 1 {
+		t.Errorf("after Sync: synced %v, profile %+v, errors %v", s.Synced, p, s.Errors)
+	}
+}
+
+func TestNew_RefusesABadPrefix(t *testing.T) {
+	for _, p := range []string{"fleetd", "/fleetd/"} {
+		if _, err := New(nil, &Options{Prefix: p}); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
 }

@@ -28,6 +28,10 @@ type Options struct {
 	// StartTimeout bounds how long Start waits for the cluster to be
 	// ready; default 30 s.
 	StartTimeout time.Duration
+	// TLS serves clients on https only, with a server certificate for
+	// 127.0.0.1, and requires a client certificate signed by the cluster's
+	// CA (Cluster.TLS has the files). Peers talk plain http on loopback.
+	TLS bool
 }
 
 // Cluster is a real etcd cluster running in this process on loopback.
@@ -37,6 +41,7 @@ type Cluster struct {
 	opts    Options
 	members []*member
 	initial string // the initial-cluster flag every member starts with
+	tls     *TLSFiles
 }
 
 type member struct {
@@ -73,6 +78,18 @@ func Start(n int, opts *Options) (*Cluster, error) {
 		}
 		c.dir, c.tempDir = d, true
 	}
+	if o.TLS {
+		files, err := writeTLS(filepath.Join(c.dir, "tls"))
+		if err != nil {
+			c.removeDir()
+			return nil, err
+		}
+		c.tls = files
+	}
+	scheme := "http"
+	if o.TLS {
+		scheme = "https"
+	}
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		c.removeDir()
@@ -83,7 +100,7 @@ func Start(n int, opts *Options) (*Cluster, error) {
 		m := &member{
 			name:    fmt.Sprintf("m%d", i),
 			peerURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
-			client:  url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
+			client:  url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
 		}
 		m.dir = filepath.Join(c.dir, m.name)
 		c.members = append(c.members, m)
@@ -141,6 +158,10 @@ func (c *Cluster) start(m *member, state string) error {
 	cfg.UnsafeNoFsync = true // a test's data need not survive a power cut
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.EnableGRPCGateway = false
+	if c.tls != nil {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = c.tls.ServerCert, c.tls.ServerKey
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = c.tls.CA, true
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("etcdtest: start member %s: %w", m.name, err)
@@ -178,6 +199,10 @@ func (c *Cluster) Endpoints() []string {
 	}
 	return out
 }
+
+// TLS returns the certificate files of a cluster started with
+// Options.TLS; nil otherwise.
+func (c *Cluster) TLS() *TLSFiles { return c.tls }
 
 // Endpoint returns member i's client URL.
 func (c *Cluster) Endpoint(i int) string { return c.members[i].client.String() }
