@@ -12,23 +12,19 @@
 //     record holds is revoked (tokens of panes whose record was lost, of
 //     launches that never got their pane recorded); the controllers release
 //     each recorded pane's token when that pane ends.
-//
 //   - The controllers feed the messaging core every agent status they
 //     observe (ObserveStatus) and every pane gone for good (WorkerGone,
 //     which also lets bridge_stop's wait end).
-//
 //   - The desired state feeds the core's admit and gone policies
 //     (messaging.AdmitMembers, messaging.ReportGoneMembers) through
 //     [Roster], a thin adapter over the store; the members with their
 //     status feed the first-prompt controller (messaging.FirstPrompts).
-//
 //   - With Config.PrimaryPane (`fleetd serve --primary-pane`) the
 //     primary-pane follower (controllers.FollowPrimaryPane, reading the
 //     controllers' shared herdr cache) feeds the primary pane's agent status
 //     to the core under the primary's name, so that replies nobody waits for
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
-//
 //   - The desired state is the manifests directory (controllers/store), or
 //     with Config.Etcd (`fleetd serve --store etcd`) etcd (internal/etcdstore):
 //     the node is registered under a lease before anything reconciles — a
