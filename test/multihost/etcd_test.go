@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -165,6 +166,21 @@ func TestEtcdStore_OneNodeServesTheFleet(t *testing.T) {
 	}
 	if again, _ := cli.Get(ctx, prefix+"/members/coder"); again.Kvs[0].ModRevision != resp.Kvs[0].ModRevision {
 		t.Error("the refused write changed coder's key")
+	}
+
+	// GET shows the version, and a write at that version goes through
+	// (the `get -o yaml`, edit, `apply` round trip).
+	code, body := n.do(t, "GET", "/members/coder", "")
+	var shown v1alpha1.Member
+	if err := json.Unmarshal([]byte(body), &shown); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /members/coder = %d %s", code, body)
+	}
+	if want := strconv.FormatInt(resp.Kvs[0].ModRevision, 10); shown.ResourceVersion != want {
+		t.Errorf("GET shows resourceVersion %q, want the key's mod revision %s", shown.ResourceVersion, want)
+	}
+	current := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder, resourceVersion: \"" + shown.ResourceVersion + "\", labels: {team: red}}\nspec: {profile: claude}\n"
+	if code, body := n.do(t, "POST", "/members", current); code != http.StatusOK || !strings.Contains(body, `"configured"`) {
+		t.Errorf("POST at the current resourceVersion = %d %s, want 200 configured", code, body)
 	}
 
 	// A Member written into etcd by someone else (another node's apply)
