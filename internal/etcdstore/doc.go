@@ -51,7 +51,8 @@
 //
 // A value may also be put by hand, as YAML or JSON — the document of a
 // manifest file (etcdctl put PREFIX/profiles/claude "$(cat claude.yaml)");
-// it has generation 1 and no uid until the store writes it.
+// it has generation 1 and a uid derived from the key's create revision,
+// which the store keeps when it first writes the object.
 //
 // Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]) and
 // PREFIX/node (the prefix's serving node) in one transaction under one

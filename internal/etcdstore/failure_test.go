@@ -169,7 +169,9 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 	if _, err := other.Put(context.Background(), prefix(t)+"/members/gamma", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"gamma"},"spec":{"profile":"one"}}`); err != nil {
 		t.Fatal(err)
 	}
-	n.apply(member("beta", "one"))
+	// And by another node (with the default request timeout: right after
+	// an election, under load, a write may take longer than 300 ms).
+	startNode(t, nil).apply(member("beta", "one"))
 	n.until("converged", func(s *store.Snapshot) bool { return s.Members["gamma"] != nil && s.Members["beta"] != nil })
 	if got := n.member("alpha"); got != alpha {
 		t.Errorf("alpha was replaced across the outage: %+v", got)

@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -312,7 +311,7 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
-			if e := s.decode(k, kv.Value, kv.ModRevision, s.entries[k]); e != nil {
+			if e := s.decode(k, kv.Value, kv.ModRevision, kv.CreateRevision, s.entries[k]); e != nil {
 				next[k] = e
 			}
 		}
@@ -346,7 +345,7 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 					changed = true
 				}
 			case clientv3.EventTypePut:
-				if e := s.decode(k, ev.Kv.Value, ev.Kv.ModRevision, s.entries[k]); e != nil {
+				if e := s.decode(k, ev.Kv.Value, ev.Kv.ModRevision, ev.Kv.CreateRevision, s.entries[k]); e != nil {
 					s.entries[k] = e
 					changed = true
 				}
@@ -363,7 +362,7 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 // decode turns one key's value into an entry; nil for a key that holds no
 // object. A value that does not decode keeps prev's good object, like a
 // manifest file that stops parsing.
-func (s *Store) decode(key string, value []byte, modRev int64, prev *entry) *entry {
+func (s *Store) decode(key string, value []byte, modRev, createRev int64, prev *entry) *entry {
 	kind, name, ok := s.parseKey(key)
 	if !ok {
 		return nil
@@ -375,7 +374,7 @@ func (s *Store) decode(key string, value []byte, modRev int64, prev *entry) *ent
 	if prev != nil {
 		e.good = prev.good
 	}
-	obj, errs := s.decodeValue(key, kind, name, value)
+	obj, errs := s.decodeValue(key, kind, name, value, createRev)
 	if len(errs) > 0 {
 		e.errs = errs
 		s.log.Error("etcd holds an object that does not decode; its last good definition stays in effect", "key", key, "err", errs.Error())
@@ -389,7 +388,7 @@ func (s *Store) decode(key string, value []byte, modRev int64, prev *entry) *ent
 // decodeValue decodes a stored object strictly, as a manifest file is
 // decoded, and restores the metadata the store owns (which the decoder
 // drops from files).
-func (s *Store) decodeValue(key, kind, name string, value []byte) (v1alpha1.Object, decode.ErrorList) {
+func (s *Store) decodeValue(key, kind, name string, value []byte, createRev int64) (v1alpha1.Object, decode.ErrorList) {
 	fail := func(format string, args ...any) decode.ErrorList {
 		return decode.ErrorList{&decode.Error{File: key, Msg: fmt.Sprintf(format, args...)}}
 	}
@@ -407,18 +406,26 @@ func (s *Store) decodeValue(key, kind, name string, value []byte) (v1alpha1.Obje
 	if obj.GetObjectKind() != kind || obj.GetName() != name {
 		return nil, fail("holds %s/%s; the key names %s/%s", obj.GetObjectKind(), obj.GetName(), kind, name)
 	}
-	// A value put by hand (etcdctl put KEY "$(cat member.yaml)") may be
-	// YAML and has none of the store's metadata: it gets generation 1 and
-	// no uid until the store writes it.
+	m := obj.GetMeta()
+	m.UID, m.Generation, m.CreationTimestamp = ownedMeta(value, createRev)
+	return obj, nil
+}
+
+// ownedMeta returns the metadata the store keeps in a value. A value put
+// by hand (etcdctl put KEY "$(cat member.yaml)", YAML or JSON) has none:
+// its uid is derived from the key's create revision, so that it is stable
+// for the life of the key and kept when the store first writes the object,
+// and its generation is 1.
+func ownedMeta(value []byte, createRev int64) (uid string, gen int64, created *time.Time) {
 	var owned storedMeta
 	if json.Valid(value) {
-		if err := json.Unmarshal(value, &owned); err != nil {
-			return nil, fail("metadata: %v", err)
-		}
+		_ = json.Unmarshal(value, &owned) // a wrong type is as good as absent
 	}
-	m := obj.GetMeta()
-	m.UID, m.Generation, m.CreationTimestamp = owned.Metadata.UID, max(owned.Metadata.Generation, 1), owned.Metadata.CreationTimestamp
-	return obj, nil
+	uid = owned.Metadata.UID
+	if uid == "" {
+		uid = fmt.Sprintf("00000000-0000-4000-8000-%012x", createRev)
+	}
+	return uid, max(owned.Metadata.Generation, 1), owned.Metadata.CreationTimestamp
 }
 
 // storedMeta is the metadata the store writes with every object.
@@ -555,6 +562,3 @@ func (s *Store) waitRev(ctx context.Context, rev int64) error {
 		}
 	}
 }
-
-// sameBytes reports whether two stored values are equal.
-func sameBytes(a, b []byte) bool { return bytes.Equal(a, b) }

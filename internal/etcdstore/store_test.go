@@ -354,3 +354,30 @@ func TestNew_RefusesABadPrefix(t *testing.T) {
 		}
 	}
 }
+
+// An object put by hand (no uid or generation in it) has a uid that lasts
+// as long as its key, kept when the store first writes it, and a spec
+// change through the store bumps its generation as for any other.
+func TestStore_HandWrittenObjectKeepsItsUIDAcrossWrites(t *testing.T) {
+	n := startNode(t, nil)
+	key := prefix(t) + "/members/alpha"
+	if _, err := n.cli.Put(context.Background(), key, "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: alpha}\nspec: {profile: one}\n"); err != nil {
+		t.Fatal(err)
+	}
+	a := n.until("alpha seen", func(s *store.Snapshot) bool { return s.Members["alpha"] != nil }).Members["alpha"]
+	if a.UID == "" || a.Generation != 1 {
+		t.Fatalf("hand-written alpha: uid %q generation %d", a.UID, a.Generation)
+	}
+	same := a.DeepCopy()
+	same.ResourceVersion = ""
+	n.apply(same)
+	if b := n.member("alpha"); b.UID != a.UID || b.Generation != 1 {
+		t.Errorf("rewritten by the store with the same spec: uid %q generation %d, want %q and 1", b.UID, b.Generation, a.UID)
+	}
+	changed := a.DeepCopy()
+	changed.ResourceVersion, changed.Spec.Paused = "", true
+	n.apply(changed)
+	if c := n.member("alpha"); c.UID != a.UID || c.Generation != 2 {
+		t.Errorf("after a spec change: uid %q generation %d, want %q and 2", c.UID, c.Generation, a.UID)
+	}
+}

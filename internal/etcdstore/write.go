@@ -1,12 +1,13 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,7 +65,7 @@ func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", skey, err)
 		}
-		if cur != nil && sameBytes(value, cur.value) {
+		if cur != nil && bytes.Equal(value, cur.value) {
 			return s.waitRev(ctx, curRev)
 		}
 		if len(value) > s.maxBytes {
@@ -121,9 +122,11 @@ func (s *Store) Delete(ctx context.Context, kind, name string) error {
 
 // current is the stored object a write replaces.
 type current struct {
-	value []byte
-	meta  storedMeta
-	spec  []byte // the spec as JSON, to tell whether it changes
+	value   []byte
+	uid     string
+	gen     int64
+	created *time.Time
+	spec    []byte // the spec as JSON, to tell whether it changes
 }
 
 // read returns the stored object at key and its revision (0 for none), by
@@ -140,14 +143,14 @@ func (s *Store) read(ctx context.Context, key string) (*current, int64, error) {
 	}
 	kv := resp.Kvs[0]
 	cur := &current{value: kv.Value}
-	var raw struct {
-		Spec json.RawMessage `json:"spec"`
+	cur.uid, cur.gen, cur.created = ownedMeta(kv.Value, kv.CreateRevision)
+	// The spec as the decoder reads it (a value put by hand may be YAML);
+	// one that does not decode counts as changed by any write.
+	if f := decode.Manifest(key, kv.Value); len(f.Errors) == 0 && len(f.Objects) == 1 {
+		if m, err := toMap(f.Objects[0]); err == nil {
+			cur.spec, _ = json.Marshal(m["spec"])
+		}
 	}
-	// A value that does not decode (written by hand) is replaced like any
-	// other; it only keeps no uid or generation.
-	_ = json.Unmarshal(kv.Value, &cur.meta)
-	_ = json.Unmarshal(kv.Value, &raw)
-	cur.spec = compactJSON(raw.Spec)
 	return cur, kv.ModRevision, nil
 }
 
@@ -173,7 +176,7 @@ func (s *Store) validated(key string, obj v1alpha1.Object) (map[string]any, erro
 	}
 	if p, ok := f.Objects[0].(*v1alpha1.Profile); ok {
 		var errs decode.ErrorList
-		for _, k := range sortedKeys(p.Spec.Env) {
+		for _, k := range slices.Sorted(maps.Keys(p.Spec.Env)) {
 			if v1alpha1.ClassifyKey(k) == v1alpha1.KeyCredential {
 				errs = append(errs, &decode.Error{File: key, Field: "spec.env." + k,
 					Msg: "looks like a credential, and the etcd store writes nothing secret to etcd; set it in the environment of each node's fleetd instead"})
@@ -193,17 +196,15 @@ func (s *Store) render(desired map[string]any, cur *current) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
-	uid, gen, created := "", int64(1), s.clock.Now().UTC().Truncate(time.Second)
-	if cur != nil && cur.meta.Metadata.UID != "" {
-		uid, gen = cur.meta.Metadata.UID, max(cur.meta.Metadata.Generation, 1)
-		if cur.meta.Metadata.CreationTimestamp != nil {
-			created = *cur.meta.Metadata.CreationTimestamp
+	uid, gen, created := store.NewUID(), int64(1), s.clock.Now().UTC().Truncate(time.Second)
+	if cur != nil {
+		uid, gen = cur.uid, cur.gen
+		if cur.created != nil {
+			created = *cur.created
 		}
-		if string(compactJSON(spec)) != string(cur.spec) {
+		if !bytes.Equal(spec, cur.spec) {
 			gen++
 		}
-	} else {
-		uid = newUUID()
 	}
 	meta, _ := desired["metadata"].(map[string]any)
 	out := make(map[string]any, len(desired))
@@ -239,34 +240,4 @@ func toMap(obj v1alpha1.Object) (map[string]any, error) {
 		}
 	}
 	return m, nil
-}
-
-func compactJSON(data []byte) []byte {
-	if len(data) == 0 {
-		return nil
-	}
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		return data
-	}
-	out, _ := json.Marshal(v) // sorted keys: equal content, equal bytes
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails on supported platforms
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
