@@ -33,7 +33,9 @@ type DesiredState interface {
 	// List returns every object of one kind.
 	List(kind string) []v1alpha1.Object
 	// Apply creates or replaces obj's definition; a decode.ErrorList in
-	// its error says what in obj is invalid.
+	// its error says what in obj is invalid, and an error with a
+	// Conflict() bool method returning true that obj's
+	// metadata.resourceVersion is stale (controllers/store.ErrConflict).
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; for an object that has none
 	// it returns an error matching fs.ErrNotExist.
@@ -373,13 +375,24 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 }
 
 // writeErr is a failed store write as a tool error: what in the Member is
-// invalid, or that the write could not be made.
+// invalid, that it was written against a stale resourceVersion, or that the
+// write could not be made.
 func writeErr(name string, err error) error {
 	var errs decode.ErrorList
 	if errors.As(err, &errs) {
 		return specErr(errs)
 	}
+	if isConflict(err) {
+		return toolErr(codeConflict, "write member %s: %v; read it again and reapply", name, err)
+	}
 	return toolErr(codeUnavailable, "write member %s: %v", name, err)
+}
+
+// isConflict reports whether a store write failed its resourceVersion
+// precondition (see DesiredState.Apply).
+func isConflict(err error) bool {
+	var c interface{ Conflict() bool }
+	return errors.As(err, &c) && c.Conflict()
 }
 
 // settled: the member runs the given generation, or cannot without a change.

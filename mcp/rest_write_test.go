@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -119,5 +120,58 @@ func TestREST_DryRunChecksAndWritesNothing(t *testing.T) {
 				t.Errorf("%d writes, want %d", writes, tc.wantWrites)
 			}
 		})
+	}
+}
+
+// versionedStore holds one member at resourceVersion "5" and, like the etcd
+// store, refuses a write that names another version.
+type versionedStore struct {
+	racedStore
+	gotVersion *string
+}
+
+type staleVersion struct{}
+
+func (staleVersion) Error() string  { return "stale resourceVersion" }
+func (staleVersion) Conflict() bool { return true }
+
+func (s versionedStore) Get(kind, name string) (v1alpha1.Object, bool) {
+	if kind == v1alpha1.KindMember {
+		return &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name, ResourceVersion: "5"}, Spec: v1alpha1.MemberSpec{Profile: "old"}}, true
+	}
+	return s.racedStore.Get(kind, name)
+}
+
+func (s versionedStore) Apply(_ context.Context, obj v1alpha1.Object) error {
+	*s.gotVersion = obj.GetMeta().ResourceVersion
+	if v := obj.GetMeta().ResourceVersion; v != "" && v != "5" {
+		return fmt.Errorf("apply Member/%s: %w", obj.GetName(), staleVersion{})
+	}
+	return nil
+}
+
+// TestREST_StaleResourceVersionIsAConflict: a Member whose
+// metadata.resourceVersion is not the stored one (someone changed it since
+// it was read) is refused with 409 conflict, like kubectl against a
+// Kubernetes API server; the version reaches the store as written.
+func TestREST_StaleResourceVersionIsAConflict(t *testing.T) {
+	var got string
+	h, err := NewHandler(Options{Members: fakeMembers{"racer": {ObjectMeta: v1alpha1.ObjectMeta{Name: "racer"}}},
+		Tokens: fakeTokens{"primary-secret": {Role: "primary"}}, Store: versionedStore{gotVersion: &got}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: racer, resourceVersion: \"4\"}\nspec: {profile: claude}\n"
+	req := httptest.NewRequest("POST", "/members", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer primary-secret")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var resp APIError
+	json.Unmarshal(rec.Body.Bytes(), &resp)
+	if rec.Code != http.StatusConflict || resp.Error.Code != "conflict" || !strings.Contains(resp.Error.Message, "stale") {
+		t.Fatalf("POST /members with a stale resourceVersion = %d %s, want 409 conflict", rec.Code, rec.Body)
+	}
+	if got != "4" {
+		t.Errorf("the store got resourceVersion %q, want the body's \"4\"", got)
 	}
 }

@@ -93,7 +93,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 			name: "unknown top-level and metadata fields",
 			in:   "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata:\n  name: acme\n  namespace: x\nspec:\n  url: https://a.example\n  credentialEnv: A\nextra: 1\n",
 			want: []string{
-				`m.yaml:5: metadata.namespace: unknown field; want one of name, labels, annotations, uid, generation, creationTimestamp`,
+				`m.yaml:5: metadata.namespace: unknown field; want one of name, labels, annotations, uid, generation, creationTimestamp, resourceVersion`,
 				`m.yaml:9: extra: unknown field; want one of apiVersion, kind, metadata, spec`,
 			},
 		},

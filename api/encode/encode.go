@@ -35,8 +35,9 @@ func Node(obj v1alpha1.Object) (*yaml.Node, error) {
 	return root, nil
 }
 
-// drop deletes the fleetd-owned fields and the nulls under the mapping at
-// path.
+// drop deletes the fleetd-owned fields, the resourceVersion (a store's
+// version of the object, a write's precondition, never part of what a file
+// or a diff says) and the nulls under the mapping at path.
 func drop(m *yaml.Node, path string) {
 	for i := 0; i+1 < len(m.Content); {
 		k, v := m.Content[i], m.Content[i+1]
@@ -44,7 +45,7 @@ func drop(m *yaml.Node, path string) {
 		if path != "" {
 			field = path + "." + k.Value
 		}
-		if decode.FleetdOwned(field) || v.ShortTag() == "!!null" {
+		if decode.FleetdOwned(field) || field == "metadata.resourceVersion" || v.ShortTag() == "!!null" {
 			m.Content = slices.Delete(m.Content, i, i+2)
 			continue
 		}

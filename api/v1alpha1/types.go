@@ -27,6 +27,12 @@ type ObjectMeta struct {
 	UID               string            `json:"uid,omitempty"`
 	Generation        int64             `json:"generation,omitempty"`
 	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
+	// ResourceVersion is the version of the stored object, as Kubernetes
+	// has it: the etcd store sets it to the object's mod revision; the
+	// directory store leaves it empty. Set on a write, it is a
+	// precondition: the write fails with a conflict unless the stored
+	// object still has this version.
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 // Object is implemented by Member, Profile and Tenant.

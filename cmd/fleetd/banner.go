@@ -19,7 +19,7 @@ import (
 // the client commands' defaults.
 func printBanner(out io.Writer, manifests string, info daemon.Info, sim bool) {
 	fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
-		manifests, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
+		info.DesiredState, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
 	var flags []string
 	if info.URL != defaultServer {
 		flags = append(flags, "--server", info.URL)
@@ -31,7 +31,7 @@ func printBanner(out io.Writer, manifests string, info daemon.Info, sim bool) {
 	try := [][]string{{"get", "members"}}
 	if name := residentMember(info.Members); name != "" {
 		try = append(try, []string{"describe", "member", name}, []string{"send", name, "hello"})
-	} else {
+	} else if manifests != "" { // the directory store
 		try = append(try, []string{"validate", manifests})
 	}
 	fmt.Fprintln(out, "In a second terminal, try:")

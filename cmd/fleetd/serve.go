@@ -23,6 +23,7 @@ func newServeCmd() *cobra.Command {
 	mopts := messaging.Options{}
 	mailboxBytes := sizeFlag(messaging.DefaultMaxMailboxBytes)
 	var herdrMode, logLevel string
+	var stores *storeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the fleetd daemon: reconcile members into herdr and serve the REST API and MCP gateway",
@@ -50,6 +51,9 @@ them. Only one fleetd may use a state directory at a time.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageErrorf(cmd, "unknown --log-level %q; want debug, info, warn or error", logLevel)
 			}
+			if err := stores.apply(cmd, &cfg); err != nil {
+				return err
+			}
 			mopts.MaxMailboxBytes = int64(mailboxBytes)
 			cfg.Messaging = &mopts
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
@@ -65,6 +69,7 @@ them. Only one fleetd may use a state directory at a time.`,
 		},
 	}
 	f := cmd.Flags()
+	stores = addStoreFlags(cmd)
 	f.StringVar(&cfg.ManifestsDir, "manifests", "manifests", "directory of Member, Profile and Tenant manifests to watch")
 	addMaxManifestBytesFlag(cmd, &cfg.MaxManifestBytes)
 	f.StringVar(&cfg.StateDir, "state-dir", fleetdStateDir(), "directory for the lock, tokens, ownership records and journals")

@@ -747,3 +747,29 @@ func TestDirectory_ApplyEditsInPlace(t *testing.T) {
 		}
 	})
 }
+
+// A file keeps no versions: a metadata.resourceVersion written in a
+// manifest (as `fleetd get -o yaml` of an etcd-backed fleetd shows it) or
+// passed to Apply is accepted, never shown and never written.
+func TestDirectory_IgnoresResourceVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		doc := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: alpha, resourceVersion: \"41\"}\nspec:\n  profile: codex-fast\n"
+		h := newHarness(t, map[string]string{"alpha.yaml": doc, "profile.yaml": profileDoc})
+		a := h.d.Snapshot().Members["alpha"]
+		if a == nil || a.ResourceVersion != "" {
+			t.Fatalf("alpha read from a file with a resourceVersion: %+v, want it with none", a)
+		}
+		if err := h.d.Apply(context.Background(), &v1alpha1.Member{
+			ObjectMeta: v1alpha1.ObjectMeta{Name: "beta", ResourceVersion: "7"},
+			Spec:       v1alpha1.MemberSpec{Profile: "codex-fast"}}); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(filepath.Join(h.dir, "beta.yaml"))
+		if strings.Contains(string(data), "resourceVersion") {
+			t.Errorf("written file carries a resourceVersion:\n%s", data)
+		}
+		if b := h.d.Snapshot().Members["beta"]; b == nil || b.ResourceVersion != "" {
+			t.Errorf("beta after apply: %+v", b)
+		}
+	})
+}

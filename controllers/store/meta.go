@@ -66,7 +66,7 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	rec, ok := b.recs[key]
 	switch {
 	case !ok:
-		rec = metaRecord{UID: newUUID(), Generation: 1, SpecHash: h, Created: now.UTC().Truncate(time.Second)}
+		rec = metaRecord{UID: NewUID(), Generation: 1, SpecHash: h, Created: now.UTC().Truncate(time.Second)}
 		b.recs[key], b.dirty = rec, true
 	case rec.SpecHash != h:
 		rec.Generation++
@@ -75,6 +75,7 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	}
 	m := obj.GetMeta()
 	m.UID, m.Generation = rec.UID, rec.Generation
+	m.ResourceVersion = "" // files have no versions: a written one means nothing here
 	created := rec.Created
 	m.CreationTimestamp = &created
 }
@@ -133,8 +134,9 @@ func sameObject(a, b v1alpha1.Object) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
+// NewUID returns a new metadata.uid: a random (version 4) UUID. Every store
+// mints its uids with it.
+func NewUID() string {
 	var u [16]byte
 	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails on supported platforms
 	u[6] = u[6]&0x0f | 0x40

@@ -23,7 +23,10 @@ type Store interface {
 	// snapshot changes, until ctx ends.
 	Watch(ctx context.Context) <-chan struct{}
 	// Apply creates or replaces obj's definition. status, uid, generation and
-	// creationTimestamp in obj are ignored: the store owns them.
+	// creationTimestamp in obj are ignored: the store owns them. A
+	// metadata.resourceVersion is a precondition for a store that keeps
+	// versions (an error matching ErrConflict when the stored object has
+	// another one); the directory store, which keeps none, ignores it.
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; ErrNotFound if there is none.
 	Delete(ctx context.Context, kind, name string) error
@@ -39,6 +42,21 @@ type notFoundError struct{}
 
 func (notFoundError) Error() string        { return "object not found" }
 func (notFoundError) Is(target error) bool { return target == fs.ErrNotExist }
+
+// ErrConflict is returned (wrapped) by a write whose precondition failed:
+// the object's metadata.resourceVersion is not the stored object's, because
+// someone else changed, created or deleted it since it was read. Read it
+// again and write again. It has a Conflict method, so that a consumer that
+// declares its own interface over the store (package mcp) recognises it
+// without importing this package.
+var ErrConflict error = conflictError{}
+
+type conflictError struct{}
+
+func (conflictError) Error() string {
+	return "the object changed since it was read (stale resourceVersion)"
+}
+func (conflictError) Conflict() bool { return true }
 
 // Key names one object.
 type Key struct {

@@ -81,6 +81,6 @@ func TestFleetdBinaryLinksNoSchemaValidator(t *testing.T) {
 		t.Fatalf("go list -deps ./%s does not list the binary itself: %q", fleetdBinary, deps)
 	}
 	for _, p := range Linked(deps, notInFleetd) {
-		t.Errorf("the fleetd binary links %s (schema checks are test-only: use herdr/herdrtest's Options.Validator from tests)", p)
+		t.Errorf("the fleetd binary links %s, which graph.go's notInFleetd keeps out of it (schema checks and etcd's server are test-only)", p)
 	}
 }

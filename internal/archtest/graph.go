@@ -17,6 +17,13 @@ const (
 	jsonschemaGo = "github.com/google/jsonschema-go"
 	// schemaValidator is herdr's JSON Schema validator: tests only.
 	schemaValidator = "github.com/santhosh-tekuri/jsonschema"
+	// etcd's client (and the API types it speaks) are in the binary, for
+	// the etcd store; etcd's server is for tests and the demo helper only.
+	etcdClient = "go.etcd.io/etcd/client/v3"
+	etcdAPI    = "go.etcd.io/etcd/api/v3"
+	etcdServer = "go.etcd.io/etcd/server/v3"
+	zap        = "go.uber.org/zap"
+	goleak     = "go.uber.org/goleak"
 )
 
 // fleetdBinary is the main package whose links [notInFleetd] restricts.
@@ -24,11 +31,14 @@ const fleetdBinary = "cmd/fleetd"
 
 // notInFleetd lists what the fleetd binary must not link (import paths;
 // a path covers the packages inside it): the schema validator and the two
-// packages of ours that use it.
+// packages of ours that use it, and etcd's server with the package of ours
+// that embeds it for tests.
 var notInFleetd = []string{
 	schemaValidator,
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck",
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated",
+	"go.etcd.io/etcd/server",
+	"github.com/fleetd-dev/fleetd/internal/etcdtest",
 }
 
 // allowed is fleetd's package graph, the one place it is written down:
@@ -94,11 +104,16 @@ var allowed = Graph{
 	// controllers or herdr.
 	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", sigsyaml},
 
+	// The etcd store implements controllers/store's interface on etcd's
+	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
+	"internal/etcdstore": {"api/v1alpha1", "api/decode", "controllers/store", "internal/clock", etcdClient, etcdAPI},
+	"internal/etcdtest":  {etcdServer, zap, goleak},
+
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
 		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "internal/console", "mcp", prometheus, errgroup},
+		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/etcdstore", etcdClient, zap},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
@@ -35,8 +37,13 @@ import (
 
 // Config is what `fleetd serve` was asked to run.
 type Config struct {
-	// ManifestsDir is the watched directory of Members, Profiles, Tenants.
+	// ManifestsDir is the watched directory of Members, Profiles, Tenants
+	// (the directory store, the default).
 	ManifestsDir string
+	// Etcd, if set, keeps the desired state in etcd instead (the etcd
+	// store; ManifestsDir is then not used) and registers this fleetd as
+	// the prefix's node.
+	Etcd *EtcdConfig
 	// MaxManifestBytes is the size limit on one manifest file; 0 means
 	// decode.DefaultMaxManifestBytes.
 	MaxManifestBytes int64
@@ -99,6 +106,9 @@ type Info struct {
 	HerdrSocket string
 	// StateDir is the state directory in use.
 	StateDir string
+	// DesiredState says where the desired state is kept: the manifests
+	// directory, or the etcd prefix, endpoints and node name.
+	DesiredState string
 	// WaitFor blocks until cond holds for the members (with status) or ctx
 	// ends; it wakes on every status change, never polls.
 	WaitFor func(ctx context.Context, cond func([]v1alpha1.Member) bool) error
@@ -122,11 +132,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ManifestsDir == "" {
+	if cfg.Etcd != nil {
+		if err := cfg.Etcd.Check(); err != nil {
+			return err
+		}
+	} else if cfg.ManifestsDir == "" {
 		return errors.New("no manifests directory (--manifests)")
 	}
-	if err := checkManifestsDir(cfg.ManifestsDir); err != nil {
-		return err
+	if cfg.Etcd == nil {
+		if err := checkManifestsDir(cfg.ManifestsDir); err != nil {
+			return err
+		}
 	}
 	if _, err := cfg.Listener.withDefaults(); err != nil {
 		return err
@@ -209,9 +225,41 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(log, metrics.HerdrObserver())})
-	desired, err := store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
-	if err != nil {
-		return err
+	var desired store.Store
+	var node *etcdstore.Node // with the etcd store
+	if cfg.Etcd != nil {
+		cli, err := dialEtcd(cfg.Etcd, log)
+		if err != nil {
+			return err
+		}
+		defer cli.Close() // after every part has stopped
+		st, err := etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Etcd.Prefix, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
+		if err != nil {
+			return err
+		}
+		// Registered before anything reconciles: a second node on the
+		// prefix is refused before it touches herdr.
+		node, err = etcdstore.RegisterNode(ctx, cli, etcdstore.NodeInfo{Name: cfg.Etcd.Node, GatewayURL: gateway.URL, Version: version.Version},
+			&etcdstore.NodeOptions{Prefix: cfg.Etcd.Prefix, TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
+		if errors.Is(err, etcdstore.ErrUnavailable) {
+			if why := explainTLS(cfg.Etcd); why != nil {
+				err = fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		// Read once before serving, as the directory store does, so that
+		// the first requests see the fleet rather than an empty one.
+		if err := st.Sync(ctx); err != nil {
+			return fmt.Errorf("read the desired state from etcd: %w", err)
+		}
+		desired = st
+	} else {
+		desired, err = store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
+		if err != nil {
+			return err
+		}
 	}
 	roster := Roster(desired)
 
@@ -313,6 +361,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 			core.ObserveStatus(mcp.PrimaryName, status, seq)
 		})
 	}
+	if node != nil {
+		g.Go(func() error { return node.Run(ctx) })
+	}
 	g.Go(func() error { prompts.Run(ctx); return nil })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })
 	g.Go(func() error {
@@ -349,9 +400,13 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	})
 
 	base := "http://" + ln.Addr().String()
-	log.Info("fleetd serving", "url", base, "manifests", cfg.ManifestsDir, "state_dir", state.Root(), "herdr_socket", socket)
+	source := cfg.ManifestsDir
+	if cfg.Etcd != nil {
+		source = fmt.Sprintf("etcd %s on %s as node %s", cmp.Or(cfg.Etcd.Prefix, etcdstore.DefaultPrefix), strings.Join(cfg.Etcd.Endpoints, ","), cfg.Etcd.Node)
+	}
+	log.Info("fleetd serving", "url", base, "desired_state", source, "state_dir", state.Root(), "herdr_socket", socket)
 	if cfg.Ready != nil {
-		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), WaitFor: mgr.WaitFor, Sim: sim, Members: declared(desired)})
+		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), DesiredState: source, WaitFor: mgr.WaitFor, Sim: sim, Members: declared(desired)})
 	}
 	return g.Wait()
 }

@@ -31,6 +31,14 @@
 //     to the core under the primary's name, so that replies nobody waits for
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
+//   - The desired state is the manifests directory (controllers/store), or
+//     with Config.Etcd (`fleetd serve --store etcd`) etcd (internal/etcdstore):
+//     the node is registered under a lease before anything reconciles — a
+//     second live node on the prefix is refused, since until placement every
+//     node would run every member — and the store reads the prefix once
+//     before the listener serves. A refused TLS handshake, which etcd's
+//     client reports only as a timeout, is explained by a probe of the
+//     endpoints.
 //
 // The listener is bounded ([ListenerLimits], Config.Listener): a cap on
 // open connections (at the cap the connection idle longest is closed to

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetd-dev/fleetd/internal/daemon"
+)
+
+// storeFlags are serve's choice of desired-state store and, for the etcd
+// store, where etcd is and which node this fleetd is. Every flag has an
+// environment variable, for a unit file or a container.
+type storeFlags struct {
+	store     string
+	endpoints string
+	prefix    string
+	node      string
+	caCert    string
+	cert      string
+	key       string
+}
+
+func addStoreFlags(cmd *cobra.Command) *storeFlags {
+	s := &storeFlags{}
+	f := cmd.Flags()
+	f.StringVar(&s.store, "store", envOr("FLEETD_STORE", "directory"), "where the desired state is kept: directory (--manifests) or etcd (--etcd-endpoints, --node) (env FLEETD_STORE)")
+	f.StringVar(&s.endpoints, "etcd-endpoints", envOr("FLEETD_ETCD_ENDPOINTS", ""), "with --store etcd: etcd's client URLs, comma-separated (env FLEETD_ETCD_ENDPOINTS)")
+	f.StringVar(&s.prefix, "etcd-prefix", envOr("FLEETD_ETCD_PREFIX", daemon.DefaultEtcdPrefix), "with --store etcd: the key prefix the fleet lives under (env FLEETD_ETCD_PREFIX)")
+	f.StringVar(&s.node, "node", envOr("FLEETD_NODE", ""), "with --store etcd: this fleetd's node name, unique in the fleet (env FLEETD_NODE)")
+	f.StringVar(&s.caCert, "etcd-cacert", envOr("FLEETD_ETCD_CACERT", ""), "with --store etcd: PEM file of the CA that signed etcd's server certificate (env FLEETD_ETCD_CACERT)")
+	f.StringVar(&s.cert, "etcd-cert", envOr("FLEETD_ETCD_CERT", ""), "with --store etcd: PEM file of this node's client certificate (env FLEETD_ETCD_CERT)")
+	f.StringVar(&s.key, "etcd-key", envOr("FLEETD_ETCD_KEY", ""), "with --store etcd: PEM file of the client certificate's key (env FLEETD_ETCD_KEY)")
+	return s
+}
+
+// apply sets cfg's store from the flags, or returns a usage error.
+func (s *storeFlags) apply(cmd *cobra.Command, cfg *daemon.Config) error {
+	switch s.store {
+	case "directory":
+		for _, name := range []string{"etcd-endpoints", "etcd-prefix", "node", "etcd-cacert", "etcd-cert", "etcd-key"} {
+			if cmd.Flags().Changed(name) {
+				return usageErrorf(cmd, "--%s is for --store etcd; the directory store reads --manifests", name)
+			}
+		}
+		return nil
+	case "etcd":
+	default:
+		return usageErrorf(cmd, "unknown --store %q; want directory or etcd", s.store)
+	}
+	if cmd.Flags().Changed("manifests") {
+		return usageErrorf(cmd, "--manifests is for --store directory; with --store etcd the desired state is in etcd (apply it with `fleetd apply`)")
+	}
+	var endpoints []string
+	for _, e := range strings.Split(s.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
+	cfg.ManifestsDir = "" // no directory: the desired state is in etcd
+	cfg.Etcd = &daemon.EtcdConfig{Endpoints: endpoints, Prefix: s.prefix, Node: s.node, CACert: s.caCert, Cert: s.cert, Key: s.key}
+	if err := cfg.Etcd.Check(); err != nil {
+		return usageErrorf(cmd, "%v", err)
+	}
+	return nil
+}

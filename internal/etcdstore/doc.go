@@ -1,0 +1,70 @@
+// Package etcdstore is fleetd's desired state kept in etcd: the
+// [store.Store] the controllers read and the gateway writes, for a fleet
+// whose machines each run a fleetd next to their own herdr and share one
+// desired state. The directory store (controllers/store) stays the default;
+// `fleetd serve --store etcd` selects this one.
+//
+// Layout. Every object is one key under a prefix (default /fleetd):
+// PREFIX/members/NAME, PREFIX/profiles/NAME, PREFIX/tenants/NAME, each
+// holding the object as JSON, with the metadata the store owns (uid,
+// generation, creationTimestamp) and without status, which each node keeps
+// for itself. Other keys under the prefix (nodes) are not objects and are
+// ignored by the store.
+//
+// Versions. An object's metadata.resourceVersion is its key's mod
+// revision, as in Kubernetes. Apply is a compare-and-swap on that
+// revision: with a resourceVersion, only over it (a stale one is an error
+// matching store.ErrConflict, which the REST API answers with 409); without
+// one, over the revision it has just read, reading again when another
+// writer came in between (a bounded number of times). uid and
+// creationTimestamp are kept from the stored object, and the generation is
+// bumped only when the spec changes — what the directory store does with
+// its state directory, here in the value itself. A write that would change
+// nothing writes nothing.
+//
+// Reads never wait on etcd. Run lists the prefix at one revision (in
+// pages), then watches it from the next revision; Snapshot, Get, List and
+// Watch serve that watched state from memory, so a stuck or unreachable
+// etcd never blocks a request handler. A watch that fails because etcd
+// compacted past it (ErrCompacted) is followed by a full list, which sees
+// what was created, changed and deleted meanwhile; any other failure
+// (including the member losing its leader: the watch requires one) also
+// lists again. While etcd cannot be listed the snapshot keeps every object
+// as last seen and says why in DirErr — the controllers then keep every
+// agent running and recreate nothing from a view they cannot refresh, and
+// /readyz reports it — until a list succeeds again.
+//
+// Writes are bounded and read their own result. Every request has a
+// timeout (Options.RequestTimeout); a write etcd does not answer fails
+// with an error matching ErrUnavailable and nothing is known to be written.
+// On a successful return the store's own snapshot already reflects the
+// write (Apply and Delete wait for the watch to reach the write's
+// revision, within the caller's context), so Run must be running.
+//
+// Input is held to the rules of manifest files. A written object is decoded
+// strictly, defaulted and validated by api/decode before anything is sent;
+// a value read from etcd (which anyone with access can write) is decoded
+// the same way, and one that does not decode, names another object than
+// its key, or exceeds Options.MaxObjectBytes is reported in
+// Snapshot.Errors at its key while the object keeps its last good
+// definition, as a manifest file that stops parsing does.
+//
+// A value may also be put by hand, as YAML or JSON — the document of a
+// manifest file (etcdctl put PREFIX/profiles/claude "$(cat claude.yaml)");
+// it has generation 1 and a uid derived from the key's create revision,
+// which the store keeps when it first writes the object.
+//
+// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]) and
+// PREFIX/node (the prefix's serving node) in one transaction under one
+// lease (DefaultNodeTTL), which [Node.Run] keeps alive and revokes on a
+// clean stop. Until placement exists every node would reconcile every
+// Member, so the transaction refuses a second live node on a prefix
+// (ErrPrefixTaken); the same name may register again at once.
+//
+// [Store.Sync] lists once before Run, so that a daemon serves the fleet
+// from its first request rather than an empty one.
+//
+// Nothing secret is written to etcd: a Profile whose spec.env has a key
+// that reads as a credential (v1alpha1.ClassifyKey) is refused; such a
+// value belongs in the environment of each node's fleetd.
+package etcdstore

@@ -1,0 +1,179 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+)
+
+// A watch that starts from a compacted revision fails with ErrCompacted;
+// the store lists again and misses nothing: what was created, changed and
+// deleted meanwhile is all in the next snapshot.
+func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
+	writer := startNode(t, nil)
+	writer.apply(member("kept", "one"))
+	writer.apply(member("changed", "one"))
+	writer.apply(member("deleted", "one"))
+
+	lists := make(chan int64, 10)
+	st, err := New(newClient(t), &Options{Prefix: prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := true
+	st.listed = func(rev int64) {
+		lists <- rev
+		if !first {
+			return
+		}
+		first = false
+		// Between the first list and its watch: change everything, then
+		// compact past the listed revision.
+		ctx := context.Background()
+		c := writer.member("changed").DeepCopy()
+		c.ResourceVersion, c.Spec.Paused = "", true
+		writer.apply(c)
+		if err := writer.st.Delete(ctx, v1alpha1.KindMember, "deleted"); err != nil {
+			t.Error(err)
+		}
+		writer.apply(member("created", "one"))
+		resp, err := writer.cli.Get(ctx, "compact-marker")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := writer.cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+			t.Error(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{t: t, st: st, cli: writer.cli, change: st.Watch(ctx)}
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	s := n.until("the compacted changes seen", func(s *store.Snapshot) bool { return s.Members["created"] != nil })
+	if s.Members["deleted"] != nil || !s.Members["changed"].Spec.Paused || s.Members["kept"] == nil {
+		t.Errorf("after the relist: members %v, changed paused %v", memberNames(s), s.Members["changed"].Spec.Paused)
+	}
+	// The hook runs after a list has published its snapshot: wait for
+	// the second one's call rather than count at once.
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for i := range 2 {
+		select {
+		case <-lists:
+		case <-deadline.C:
+			t.Fatalf("%d lists, want 2 (the first, and one after ErrCompacted)", i)
+		}
+	}
+	// And it watches again from the new list.
+	writer.apply(member("later", "one"))
+	n.until("a change after the relist seen", func(s *store.Snapshot) bool { return s.Members["later"] != nil })
+	if len(lists) != 0 {
+		t.Errorf("%d more lists, want none: the watch after the relist follows changes", len(lists))
+	}
+}
+
+func memberNames(s *store.Snapshot) []string {
+	var out []string
+	for n := range s.Members {
+		out = append(out, n)
+	}
+	return out
+}
+
+// One etcd member of three down: the store, whose client knows every
+// member, keeps reading, watching and writing.
+func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
+	a := startNode(t, &Options{RequestTimeout: 2 * time.Second})
+	b := startNode(t, &Options{RequestTimeout: 2 * time.Second})
+	a.apply(member("before", "one"))
+	b.until("before seen", func(s *store.Snapshot) bool { return s.Members["before"] != nil })
+
+	for i := range cluster.Size() {
+		cluster.Stop(i)
+		a.apply(member("while-"+string(rune('a'+i)), "one"))
+		b.until("the write seen while a member is down", func(s *store.Snapshot) bool { return s.Members["while-"+string(rune('a'+i))] != nil })
+		if s := b.st.Snapshot(); s.DirErr != nil {
+			t.Errorf("member %d down: DirErr %v", i, s.DirErr)
+		}
+		if err := cluster.Restart(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Quorum lost: reads serve the last state at once, writes fail within the
+// request timeout saying etcd is unavailable, and the snapshot says so;
+// with the quorum back the store converges, missing nothing written
+// elsewhere meanwhile.
+func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
+	opts := &Options{RequestTimeout: 300 * time.Millisecond, RetryInterval: 50 * time.Millisecond}
+	n := startNode(t, opts, cluster.Endpoint(0))
+	n.apply(member("alpha", "one"))
+	alpha := n.member("alpha")
+
+	cluster.Stop(1)
+	cluster.Stop(2)
+	restarted := false
+	defer func() {
+		if !restarted {
+			if err := cluster.RestartAll(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+
+	s := n.until("etcd reported unavailable", func(s *store.Snapshot) bool { return s.DirErr != nil })
+	if s.Members["alpha"] != alpha || !s.Synced {
+		t.Errorf("without quorum: alpha %+v synced %v, want the last state", s.Members["alpha"], s.Synced)
+	}
+	if !strings.Contains(s.DirErr.Error(), "etcd unavailable") {
+		t.Errorf("DirErr %q", s.DirErr)
+	}
+	start := time.Now()
+	if _, ok := n.st.Get(v1alpha1.KindMember, "alpha"); !ok {
+		t.Error("Get without quorum lost alpha")
+	}
+	err := n.st.Apply(context.Background(), member("beta", "one"))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Apply without quorum: %v, want ErrUnavailable", err)
+	}
+	err = n.st.Delete(context.Background(), v1alpha1.KindMember, "alpha")
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Delete without quorum: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the failed writes took %s; each is bounded by the 300ms request timeout", d)
+	}
+
+	if err := cluster.RestartAll(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	n.until("etcd available again", func(s *store.Snapshot) bool { return s.DirErr == nil })
+	// Written through another member once the quorum is back.
+	other := newClient(t, cluster.Endpoint(2))
+	if _, err := other.Put(context.Background(), prefix(t)+"/members/gamma", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"gamma"},"spec":{"profile":"one"}}`); err != nil {
+		t.Fatal(err)
+	}
+	// And by another node (with the default request timeout: right after
+	// an election, under load, a write may take longer than 300 ms).
+	startNode(t, nil).apply(member("beta", "one"))
+	n.until("converged", func(s *store.Snapshot) bool { return s.Members["gamma"] != nil && s.Members["beta"] != nil })
+	if got := n.member("alpha"); got != alpha {
+		t.Errorf("alpha was replaced across the outage: %+v", got)
+	}
+}

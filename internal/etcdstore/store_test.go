@@ -1,0 +1,383 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+)
+
+// waitLimit bounds every wait of these tests for something etcd does; none
+// takes more than a fraction of a second when things work.
+const waitLimit = 20 * time.Second
+
+// node is one Store on the shared cluster, running, as one fleetd node
+// would run it.
+type node struct {
+	t      *testing.T
+	st     *Store
+	cli    *clientv3.Client
+	change <-chan struct{}
+}
+
+// newClient returns a client of the shared cluster on endpoints (default
+// all of them), closed when the test ends.
+func newClient(t *testing.T, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	if len(endpoints) == 0 {
+		endpoints = cluster.Endpoints()
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// prefixes are the tests' key prefixes, each used once per process (with
+// -count, a test runs again under a new one).
+var prefixes sync.Map // test name → prefix
+
+var prefixSeq atomic.Int64
+
+// prefix is the test's own key prefix on the shared cluster, empty when the
+// test starts.
+func prefix(t *testing.T) string {
+	if p, ok := prefixes.Load(t); ok {
+		return p.(string)
+	}
+	p := fmt.Sprintf("/test/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), prefixSeq.Add(1))
+	prefixes.Store(t, p)
+	t.Cleanup(func() { prefixes.Delete(t) })
+	return p
+}
+
+// startNode runs a Store under the test's prefix until the test ends and
+// waits for its first list.
+func startNode(t *testing.T, opts *Options, endpoints ...string) *node {
+	t.Helper()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Prefix = prefix(t)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	cli := newClient(t, endpoints...)
+	st, err := New(cli, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{t: t, st: st, cli: cli, change: st.Watch(ctx)}
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	n.until("synced", func(s *store.Snapshot) bool { return s.Synced })
+	return n
+}
+
+// until returns once cond holds for the node's snapshot, checked after
+// every change the store signals.
+func (n *node) until(what string, cond func(*store.Snapshot) bool) *store.Snapshot {
+	n.t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for {
+		if s := n.st.Snapshot(); cond(s) {
+			return s
+		}
+		select {
+		case <-n.change:
+		case <-deadline.C:
+			n.t.Fatalf("not %s within %s; snapshot %+v", what, waitLimit, n.st.Snapshot())
+		}
+	}
+}
+
+func member(name, profile string) *v1alpha1.Member {
+	m := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name}, Spec: v1alpha1.MemberSpec{Profile: profile}}
+	m.SetDefaults()
+	return m
+}
+
+func profile(name string) *v1alpha1.Profile {
+	return &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: name}, Spec: v1alpha1.ProfileSpec{Harness: "claude"}}
+}
+
+func (n *node) apply(obj v1alpha1.Object) {
+	n.t.Helper()
+	if err := n.st.Apply(context.Background(), obj); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *node) member(name string) *v1alpha1.Member {
+	n.t.Helper()
+	m := n.st.Snapshot().Members[name]
+	if m == nil {
+		n.t.Fatalf("no member %s", name)
+	}
+	return m
+}
+
+func TestStore_CreateUpdateDeleteWithVersions(t *testing.T) {
+	n := startNode(t, nil)
+	n.apply(profile("claude"))
+	n.apply(member("alpha", "claude"))
+
+	// Visible on return, with the metadata the store owns.
+	a := n.member("alpha")
+	if a.UID == "" || a.Generation != 1 || a.CreationTimestamp == nil {
+		t.Errorf("created member: uid %q generation %d creationTimestamp %v", a.UID, a.Generation, a.CreationTimestamp)
+	}
+	resp, err := n.cli.Get(context.Background(), prefix(t)+"/members/alpha")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the member's key: %v %v", resp, err)
+	}
+	if want := strconv.FormatInt(resp.Kvs[0].ModRevision, 10); a.ResourceVersion != want {
+		t.Errorf("resourceVersion %q, want the key's mod revision %s", a.ResourceVersion, want)
+	}
+	if got := n.st.Snapshot().Sources[store.Key{Kind: v1alpha1.KindMember, Name: "alpha"}]; got != prefix(t)+"/members/alpha" {
+		t.Errorf("source %q, want the etcd key", got)
+	}
+	if strings.Contains(string(resp.Kvs[0].Value), "status") || strings.Contains(string(resp.Kvs[0].Value), "resourceVersion") {
+		t.Errorf("stored value carries status or a resourceVersion: %s", resp.Kvs[0].Value)
+	}
+
+	// A spec change bumps the generation; a label change does not; both
+	// get a new resourceVersion; the uid stays.
+	b := a.DeepCopy()
+	b.ResourceVersion = ""
+	b.Spec.Paused = true
+	n.apply(b)
+	b2 := n.member("alpha")
+	c := b2.DeepCopy()
+	c.ResourceVersion = ""
+	c.Labels = map[string]string{"team": "red"}
+	n.apply(c)
+	c2 := n.member("alpha")
+	type version struct {
+		UID  string
+		Gen  int64
+		Rev  string
+		Lbls map[string]string
+	}
+	rev := func(m *v1alpha1.Member) int64 { r, _ := strconv.ParseInt(m.ResourceVersion, 10, 64); return r }
+	if diff := cmp.Diff(version{a.UID, 2, b2.ResourceVersion, nil}, version{b2.UID, b2.Generation, b2.ResourceVersion, b2.Labels}); diff != "" || rev(b2) <= rev(a) {
+		t.Errorf("after a spec change (-want +got):\n%s(revision %d after %d)", diff, rev(b2), rev(a))
+	}
+	if diff := cmp.Diff(version{a.UID, 2, c2.ResourceVersion, map[string]string{"team": "red"}}, version{c2.UID, c2.Generation, c2.ResourceVersion, c2.Labels}); diff != "" || rev(c2) <= rev(b2) {
+		t.Errorf("after a label change (-want +got):\n%s", diff)
+	}
+
+	// Writing the same object again writes nothing: same version, same
+	// pointer (controllers compare pointers).
+	same := c2.DeepCopy()
+	same.ResourceVersion = ""
+	n.apply(same)
+	if got := n.member("alpha"); got != c2 {
+		t.Errorf("an unchanged apply replaced the object: %+v", got)
+	}
+
+	if err := n.st.Delete(context.Background(), v1alpha1.KindMember, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.st.Get(v1alpha1.KindMember, "alpha"); ok {
+		t.Error("deleted member still in the snapshot on return")
+	}
+	if err := n.st.Delete(context.Background(), v1alpha1.KindMember, "alpha"); !errors.Is(err, store.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("deleting a missing member: %v, want ErrNotFound", err)
+	}
+	if got := n.st.List(v1alpha1.KindProfile); len(got) != 1 || got[0].GetName() != "claude" {
+		t.Errorf("profiles: %v", got)
+	}
+}
+
+func TestStore_RefusesInvalidOversizedAndSecretObjects(t *testing.T) {
+	n := startNode(t, &Options{MaxObjectBytes: 2048})
+	big := member("big", "claude")
+	big.Annotations = map[string]string{"note": strings.Repeat("x", 4096)}
+	secret := profile("keyed")
+	secret.Spec.Env = map[string]string{"ANTHROPIC_API_KEY": "sk-secret"}
+	for _, tc := range []struct {
+		name string
+		obj  v1alpha1.Object
+		want string
+	}{
+		{"invalid name", member("Bad Name", "claude"), "metadata.name"},
+		{"over the size limit", big, "over the limit of 2048 bytes"},
+		{"a credential in a profile's env", secret, "spec.env.ANTHROPIC_API_KEY"},
+		{"a resourceVersion the store never wrote", &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "x", ResourceVersion: "abc"}, Spec: v1alpha1.MemberSpec{Profile: "p"}}, "metadata.resourceVersion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := n.st.Apply(context.Background(), tc.obj)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Apply = %v, want an error about %s", err, tc.want)
+			}
+		})
+	}
+	resp, err := n.cli.Get(context.Background(), prefix(t)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("keys written: %v %v, want none", resp.Count, err)
+	}
+}
+
+func TestStore_StaleResourceVersionIsAConflict(t *testing.T) {
+	n := startNode(t, nil)
+	n.apply(member("alpha", "one"))
+	read := n.member("alpha").DeepCopy()
+
+	// Someone else writes in between.
+	other := read.DeepCopy()
+	other.Spec.Paused = true
+	n.apply(other)
+	winner := n.member("alpha")
+
+	stale := read.DeepCopy()
+	stale.Spec.Profile = "two"
+	err := n.st.Apply(context.Background(), stale)
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("apply over a stale resourceVersion: %v, want ErrConflict", err)
+	}
+	if got := n.member("alpha"); got != winner {
+		t.Errorf("the conflicting write changed the object: %+v", got)
+	}
+
+	// The current version wins.
+	fresh := winner.DeepCopy()
+	fresh.Spec.Profile = "two"
+	n.apply(fresh)
+	if got := n.member("alpha"); got.Spec.Profile != "two" || got.Generation != 3 {
+		t.Errorf("after a write at the current version: profile %q generation %d", got.Spec.Profile, got.Generation)
+	}
+
+	// A version for an object that no longer exists, or never did.
+	if err := n.st.Delete(context.Background(), v1alpha1.KindMember, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.st.Apply(context.Background(), fresh); !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("apply with a version over a deleted object: %v, want ErrConflict", err)
+	}
+}
+
+func TestStore_WatchSeesOtherNodesAndBadValues(t *testing.T) {
+	a := startNode(t, nil, cluster.Endpoint(0))
+	b := startNode(t, nil, cluster.Endpoint(1))
+
+	a.apply(member("alpha", "one"))
+	got := b.until("alpha seen by the other node", func(s *store.Snapshot) bool { return s.Members["alpha"] != nil })
+	if want := a.member("alpha"); got.Members["alpha"].UID != want.UID || got.Members["alpha"].ResourceVersion != want.ResourceVersion {
+		t.Errorf("the other node sees %+v, want %+v", got.Members["alpha"].ObjectMeta, want.ObjectMeta)
+	}
+	// It references a Profile nobody defined: unresolved, located at the key.
+	if len(got.Unresolved) != 1 || !strings.Contains(got.Unresolved[0].Error(), prefix(t)+"/members/alpha") {
+		t.Errorf("unresolved: %v", got.Unresolved)
+	}
+
+	// A value written behind the store's back that does not decode: an
+	// error at its key, and the last good object stays.
+	good := b.member("alpha")
+	key := prefix(t) + "/members/alpha"
+	if _, err := a.cli.Put(context.Background(), key, `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"alpha"},"spec":{"profile":"one","command":"rm -rf /"}}`); err != nil {
+		t.Fatal(err)
+	}
+	s := b.until("the bad value reported", func(s *store.Snapshot) bool { return len(s.Errors) > 0 })
+	if s.Members["alpha"] != good || s.Errors[0].File != key {
+		t.Errorf("after a bad value: member %+v, errors %v", s.Members["alpha"], s.Errors)
+	}
+	// A key naming another object than it holds.
+	if _, err := a.cli.Put(context.Background(), prefix(t)+"/members/beta", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"gamma"},"spec":{"profile":"one"}}`); err != nil {
+		t.Fatal(err)
+	}
+	s = b.until("the misnamed value reported", func(s *store.Snapshot) bool { return len(s.Errors) > 1 })
+	if s.Members["beta"] != nil || s.Members["gamma"] != nil || !strings.Contains(s.Errors.Error(), "the key names Member/beta") {
+		t.Errorf("after a misnamed value: members %v, errors %v", s.Members, s.Errors)
+	}
+
+	// Deleted by the other node.
+	if err := b.st.Delete(context.Background(), v1alpha1.KindMember, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	a.until("alpha gone on the first node", func(s *store.Snapshot) bool { return s.Members["alpha"] == nil })
+}
+
+// Sync reads the prefix once, before Run, so that a daemon serves the
+// fleet from its first request; a value put by hand as YAML (etcdctl put
+// KEY "$(cat file.yaml)") is read like a manifest file.
+func TestStore_SyncReadsBeforeRun(t *testing.T) {
+	cli := newClient(t)
+	if _, err := cli.Put(context.Background(), prefix(t)+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := New(cli, &Options{Prefix: prefix(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Snapshot().Synced {
+		t.Fatal("synced before reading anything")
+	}
+	if err := st.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := st.Snapshot()
+	if p := s.Profiles["claude"]; !s.Synced || p == nil || p.Spec.Harness != "claude" || p.Generation != 1 {
+		t.Errorf("after Sync: synced %v, profile %+v, errors %v", s.Synced, p, s.Errors)
+	}
+}
+
+func TestNew_RefusesABadPrefix(t *testing.T) {
+	for _, p := range []string{"fleetd", "/fleetd/"} {
+		if _, err := New(nil, &Options{Prefix: p}); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
+}
+
+// An object put by hand (no uid or generation in it) has a uid that lasts
+// as long as its key, kept when the store first writes it, and a spec
+// change through the store bumps its generation as for any other.
+func TestStore_HandWrittenObjectKeepsItsUIDAcrossWrites(t *testing.T) {
+	n := startNode(t, nil)
+	key := prefix(t) + "/members/alpha"
+	if _, err := n.cli.Put(context.Background(), key, "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: alpha}\nspec: {profile: one}\n"); err != nil {
+		t.Fatal(err)
+	}
+	a := n.until("alpha seen", func(s *store.Snapshot) bool { return s.Members["alpha"] != nil }).Members["alpha"]
+	if a.UID == "" || a.Generation != 1 {
+		t.Fatalf("hand-written alpha: uid %q generation %d", a.UID, a.Generation)
+	}
+	same := a.DeepCopy()
+	same.ResourceVersion = ""
+	n.apply(same)
+	if b := n.member("alpha"); b.UID != a.UID || b.Generation != 1 {
+		t.Errorf("rewritten by the store with the same spec: uid %q generation %d, want %q and 1", b.UID, b.Generation, a.UID)
+	}
+	changed := a.DeepCopy()
+	changed.ResourceVersion, changed.Spec.Paused = "", true
+	n.apply(changed)
+	if c := n.member("alpha"); c.UID != a.UID || c.Generation != 2 {
+		t.Errorf("after a spec change: uid %q generation %d, want %q and 2", c.UID, c.Generation, a.UID)
+	}
+}

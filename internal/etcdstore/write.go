@@ -1,0 +1,243 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+)
+
+// ErrUnavailable is wrapped by a write that etcd did not answer (no quorum,
+// no member reachable, the request timed out): nothing is known to be
+// written.
+var ErrUnavailable = errors.New("etcd unavailable")
+
+// Apply writes obj's definition with a compare-and-swap on the key's
+// revision: with metadata.resourceVersion set, only over that revision
+// (else an error matching store.ErrConflict); without, over the revision
+// it just read, reading again if another writer came in between. uid,
+// generation and creationTimestamp are the store's: kept from the stored
+// object, the generation bumped when the spec changes. The object is
+// decoded strictly, as a manifest file is, and held to the size limit
+// before anything is written; a write that would change nothing writes
+// nothing. On return the snapshot reflects the write.
+func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
+	kind, name := obj.GetObjectKind(), obj.GetName()
+	skey := store.Key{Kind: kind, Name: name}
+	key, err := s.Key(kind, name)
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", skey, err)
+	}
+	var want int64 // the precondition; 0 for none
+	if v := obj.GetMeta().ResourceVersion; v != "" {
+		want, err = strconv.ParseInt(v, 10, 64)
+		if err != nil || want <= 0 {
+			return fmt.Errorf("apply %s: %w", skey, decode.ErrorList{&decode.Error{Field: "metadata.resourceVersion",
+				Msg: fmt.Sprintf("%q is not a resourceVersion this store wrote (a positive revision number); leave it out to write unconditionally", v)}})
+		}
+	}
+	// The object as it will be stored, owned metadata aside: decoded,
+	// defaulted and validated like a manifest file.
+	desired, err := s.validated(key, obj)
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", skey, err)
+	}
+	for attempt := 1; ; attempt++ {
+		cur, curRev, err := s.read(ctx, key)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", skey, err)
+		}
+		if want != 0 && want != curRev {
+			return fmt.Errorf("apply %s: resourceVersion %d, but %s: %w", skey, want, describeRev(curRev), store.ErrConflict)
+		}
+		value, err := s.render(desired, cur)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", skey, err)
+		}
+		if cur != nil && bytes.Equal(value, cur.value) {
+			return s.waitRev(ctx, curRev)
+		}
+		if len(value) > s.maxBytes {
+			return fmt.Errorf("apply %s: %w", skey, decode.ErrorList{&decode.Error{File: key,
+				Msg: fmt.Sprintf("the object would be %d bytes, over the limit of %d bytes on one object", len(value), s.maxBytes)}})
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Txn(rctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", curRev)).
+			Then(clientv3.OpPut(key, string(value))).
+			Commit()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("apply %s: %w: %w", skey, ErrUnavailable, err)
+		}
+		if resp.Succeeded {
+			return s.waitRev(ctx, resp.Header.Revision)
+		}
+		if want != 0 {
+			return fmt.Errorf("apply %s: resourceVersion %d, but another write came first: %w", skey, want, store.ErrConflict)
+		}
+		if attempt == maxWriteAttempts {
+			return fmt.Errorf("apply %s: changed by other writers %d times while this write was made; write again: %w", skey, attempt, store.ErrConflict)
+		}
+	}
+}
+
+func describeRev(rev int64) string {
+	if rev == 0 {
+		return "the object does not exist"
+	}
+	return "it is at " + strconv.FormatInt(rev, 10)
+}
+
+// Delete removes the object's key; ErrNotFound if there is none. On return
+// the snapshot reflects the removal.
+func (s *Store) Delete(ctx context.Context, kind, name string) error {
+	skey := store.Key{Kind: kind, Name: name}
+	key, err := s.Key(kind, name)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", skey, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	resp, err := s.cli.Delete(rctx, key)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("delete %s: %w: %w", skey, ErrUnavailable, err)
+	}
+	if resp.Deleted == 0 {
+		return fmt.Errorf("delete %s: %w", skey, store.ErrNotFound)
+	}
+	return s.waitRev(ctx, resp.Header.Revision)
+}
+
+// current is the stored object a write replaces.
+type current struct {
+	value   []byte
+	uid     string
+	gen     int64
+	created *time.Time
+	spec    []byte // the spec as JSON, to tell whether it changes
+}
+
+// read returns the stored object at key and its revision (0 for none), by
+// a linearizable read: a write never builds on a stale view.
+func (s *Store) read(ctx context.Context, key string) (*current, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	resp, err := s.cli.Get(rctx, key)
+	cancel()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	kv := resp.Kvs[0]
+	cur := &current{value: kv.Value}
+	cur.uid, cur.gen, cur.created = ownedMeta(kv.Value, kv.CreateRevision)
+	// The spec as the decoder reads it (a value put by hand may be YAML);
+	// one that does not decode counts as changed by any write.
+	if f := decode.Manifest(key, kv.Value); len(f.Errors) == 0 && len(f.Objects) == 1 {
+		if m, err := toMap(f.Objects[0]); err == nil {
+			cur.spec, _ = json.Marshal(m["spec"])
+		}
+	}
+	return cur, kv.ModRevision, nil
+}
+
+// validated renders obj without the fields the store owns and decodes it
+// strictly, with defaults; a problem is a decode.ErrorList. It refuses a
+// Profile env entry that looks like a credential: nothing secret goes to
+// etcd.
+func (s *Store) validated(key string, obj v1alpha1.Object) (map[string]any, error) {
+	m, err := toMap(obj)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	f := decode.Manifest(key, data)
+	if len(f.Errors) > 0 {
+		return nil, f.Errors
+	}
+	if len(f.Objects) != 1 {
+		return nil, fmt.Errorf("internal error: the rendered object decodes to %d objects", len(f.Objects))
+	}
+	if p, ok := f.Objects[0].(*v1alpha1.Profile); ok {
+		var errs decode.ErrorList
+		for _, k := range slices.Sorted(maps.Keys(p.Spec.Env)) {
+			if v1alpha1.ClassifyKey(k) == v1alpha1.KeyCredential {
+				errs = append(errs, &decode.Error{File: key, Field: "spec.env." + k,
+					Msg: "looks like a credential, and the etcd store writes nothing secret to etcd; set it in the environment of each node's fleetd instead"})
+			}
+		}
+		if len(errs) > 0 {
+			return nil, errs
+		}
+	}
+	return toMap(f.Objects[0])
+}
+
+// render is the value to store: desired with the owned metadata of cur
+// (or new ones), the generation bumped when the spec changes.
+func (s *Store) render(desired map[string]any, cur *current) ([]byte, error) {
+	spec, err := json.Marshal(desired["spec"])
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	uid, gen, created := store.NewUID(), int64(1), s.clock.Now().UTC().Truncate(time.Second)
+	if cur != nil {
+		uid, gen = cur.uid, cur.gen
+		if cur.created != nil {
+			created = *cur.created
+		}
+		if !bytes.Equal(spec, cur.spec) {
+			gen++
+		}
+	}
+	meta, _ := desired["metadata"].(map[string]any)
+	out := make(map[string]any, len(desired))
+	for k, v := range desired {
+		out[k] = v
+	}
+	md := make(map[string]any, len(meta)+3)
+	for k, v := range meta {
+		md[k] = v
+	}
+	md["uid"], md["generation"], md["creationTimestamp"] = uid, gen, created.Format(time.RFC3339)
+	out["metadata"] = md
+	return json.Marshal(out)
+}
+
+// toMap renders obj as JSON fields without status and without the
+// metadata the store owns.
+func toMap(obj v1alpha1.Object) (map[string]any, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	delete(m, "status")
+	m["apiVersion"] = v1alpha1.GroupVersion
+	m["kind"] = obj.GetObjectKind()
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		for _, k := range []string{"uid", "generation", "creationTimestamp", "resourceVersion"} {
+			delete(meta, k)
+		}
+	}
+	return m, nil
+}

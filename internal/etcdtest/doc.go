@@ -1,0 +1,17 @@
+// Package etcdtest runs a real etcd cluster inside a test process: n
+// members of go.etcd.io/etcd/server/v3/embed on loopback ports chosen free,
+// each with its own data directory, so that tests of fleetd's etcd store
+// and nodes meet etcd's real revisions, watches, leases, compaction and
+// quorum instead of a fake.
+//
+// A Cluster is cheap enough to start once per test package (TestMain) and
+// share: members start together (no member is ready without a quorum) with
+// a 10 ms heartbeat and a 100 ms election timeout, so that losing a leader
+// or a quorum, and getting it back, takes a fraction of a second. Stop and
+// Restart take single members down and up on their data and ports;
+// RestartAll brings a lost quorum back.
+//
+// This package links etcd's server. It is for tests and the demo helper
+// command only: the fleetd binary never imports it (internal/archtest
+// checks that the binary links nothing of go.etcd.io/etcd/server).
+package etcdtest

@@ -1,0 +1,292 @@
+package etcdtest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+// Options configure a Cluster. nil means defaults.
+type Options struct {
+	// Dir is where the members keep their data (one directory each); ""
+	// makes a temporary directory that Close removes.
+	Dir string
+	// TickMs and ElectionMs are raft's heartbeat interval and election
+	// timeout; default 10 ms and 100 ms, so that a lost leader is noticed
+	// and a new one elected within a fraction of a second.
+	TickMs, ElectionMs uint
+	// StartTimeout bounds how long Start waits for the cluster to be
+	// ready; default 30 s.
+	StartTimeout time.Duration
+	// TLS serves clients on https only, with a server certificate for
+	// 127.0.0.1, and requires a client certificate signed by the cluster's
+	// CA (Cluster.TLS has the files). Peers talk plain http on loopback.
+	TLS bool
+}
+
+// Cluster is a real etcd cluster running in this process on loopback.
+type Cluster struct {
+	dir     string
+	tempDir bool
+	opts    Options
+	members []*member
+	initial string // the initial-cluster flag every member starts with
+	tls     *TLSFiles
+}
+
+type member struct {
+	name            string
+	dir             string
+	peerURL, client url.URL
+	mu              sync.Mutex
+	etcd            *embed.Etcd // nil while stopped
+}
+
+// Start starts an n-member cluster and waits until every member is ready.
+func Start(n int, opts *Options) (*Cluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("etcdtest: a cluster needs at least one member, got %d", n)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.TickMs == 0 {
+		o.TickMs = 10
+	}
+	if o.ElectionMs == 0 {
+		o.ElectionMs = 100
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	c := &Cluster{dir: o.Dir, opts: o}
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "etcdtest-")
+		if err != nil {
+			return nil, fmt.Errorf("etcdtest: %w", err)
+		}
+		c.dir, c.tempDir = d, true
+	}
+	if o.TLS {
+		files, err := writeTLS(filepath.Join(c.dir, "tls"))
+		if err != nil {
+			c.removeDir()
+			return nil, err
+		}
+		c.tls = files
+	}
+	scheme := "http"
+	if o.TLS {
+		scheme = "https"
+	}
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		c.removeDir()
+		return nil, err
+	}
+	var initial []string
+	for i := range n {
+		m := &member{
+			name:    fmt.Sprintf("m%d", i),
+			peerURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
+			client:  url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
+		}
+		m.dir = filepath.Join(c.dir, m.name)
+		c.members = append(c.members, m)
+		initial = append(initial, m.name+"="+m.peerURL.String())
+	}
+	c.initial = strings.Join(initial, ",")
+	// The members start together: none is ready before a quorum is up.
+	for _, m := range c.members {
+		if err := c.start(m, embed.ClusterStateFlagNew); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for i := range c.members {
+		if err := c.waitReady(i); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var out []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("etcdtest: find a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+func (c *Cluster) start(m *member, state string) error {
+	cfg := embed.NewConfig()
+	cfg.Name = m.name
+	cfg.Dir = m.dir
+	cfg.ListenPeerUrls = []url.URL{m.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
+	cfg.ListenClientUrls = []url.URL{m.client}
+	cfg.AdvertiseClientUrls = []url.URL{m.client}
+	cfg.InitialCluster = c.initial
+	cfg.InitialClusterToken = "etcdtest"
+	cfg.ClusterState = state
+	cfg.TickMs, cfg.ElectionMs = c.opts.TickMs, c.opts.ElectionMs
+	cfg.UnsafeNoFsync = true // a test's data need not survive a power cut
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.EnableGRPCGateway = false
+	if c.tls != nil {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = c.tls.ServerCert, c.tls.ServerKey
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = c.tls.CA, true
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("etcdtest: start member %s: %w", m.name, err)
+	}
+	m.mu.Lock()
+	m.etcd = e
+	m.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) waitReady(i int) error {
+	m := c.members[i]
+	m.mu.Lock()
+	e := m.etcd
+	m.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("etcdtest: member %s is stopped", m.name)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return nil
+	case err := <-e.Err():
+		return fmt.Errorf("etcdtest: member %s: %w", m.name, err)
+	case <-time.After(c.opts.StartTimeout):
+		return fmt.Errorf("etcdtest: member %s not ready within %s", m.name, c.opts.StartTimeout)
+	}
+}
+
+// Endpoints returns every member's client URL, stopped members included
+// (a client fails over between them).
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.client.String()
+	}
+	return out
+}
+
+// TLS returns the certificate files of a cluster started with
+// Options.TLS; nil otherwise.
+func (c *Cluster) TLS() *TLSFiles { return c.tls }
+
+// Endpoint returns member i's client URL.
+func (c *Cluster) Endpoint(i int) string { return c.members[i].client.String() }
+
+// Size is the number of members.
+func (c *Cluster) Size() int { return len(c.members) }
+
+// Stop stops member i; its data stays for Restart.
+func (c *Cluster) Stop(i int) {
+	m := c.members[i]
+	m.mu.Lock()
+	e := m.etcd
+	m.etcd = nil
+	m.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Restart starts a stopped member i again on its data and ports and waits
+// until it is ready, which needs a quorum of the cluster to be running.
+func (c *Cluster) Restart(i int) error {
+	m := c.members[i]
+	m.mu.Lock()
+	running := m.etcd != nil
+	m.mu.Unlock()
+	if running {
+		return nil
+	}
+	if err := c.start(m, embed.ClusterStateFlagExisting); err != nil {
+		return err
+	}
+	return c.waitReady(i)
+}
+
+// RestartAll restarts every stopped member, then waits for each; with a
+// quorum stopped no single member can become ready alone.
+func (c *Cluster) RestartAll() error {
+	var stopped []int
+	for i, m := range c.members {
+		m.mu.Lock()
+		if m.etcd == nil {
+			stopped = append(stopped, i)
+		}
+		m.mu.Unlock()
+	}
+	for _, i := range stopped {
+		if err := c.start(c.members[i], embed.ClusterStateFlagExisting); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, i := range stopped {
+		errs = append(errs, c.waitReady(i))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every member and removes a temporary data directory.
+func (c *Cluster) Close() {
+	for i := range c.members {
+		c.Stop(i)
+	}
+	c.removeDir()
+}
+
+func (c *Cluster) removeDir() {
+	if c.tempDir {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// LeakOptions are the goleak options for a package whose tests run an
+// embedded etcd. Members talk to each other over HTTP (raft's peer
+// transport), and those connections outlive embed.Etcd.Close: the server
+// side reads on through etcd's connection multiplexer and the client side
+// keeps its keep-alive loops. They are etcd's, not the tests'; a package
+// that uses these options should have no HTTP client or server of its own
+// whose leak they would hide.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*MuxConn).Read"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).abortPendingRead"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	}
+}
