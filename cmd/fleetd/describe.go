@@ -91,7 +91,7 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 	p(1, "Paused", fmt.Sprint(m.Spec.Paused))
 	st := m.Status
 	fmt.Fprintln(tw, "Status:")
-	p(1, "Phase", dash(st.Phase))
+	p(1, "Phase", phaseCell(*m))
 	p(1, "Agent Status", dash(st.AgentStatus))
 	p(1, "Observed Generation", fmt.Sprint(st.ObservedGeneration))
 	p(1, "Session ID", dash(st.SessionID))

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,7 +164,7 @@ spec: {profile: claude}
 		t.Errorf("get members: exit %d, stdout %q, stderr %q; want alpha Unknown (HerdrUnavailable)", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, append([]string{"describe", "member", "alpha"}, client...)...)
-	if code != 0 || !strings.Contains(stdout, "Ready           Unknown   HerdrUnavailable") {
-		t.Errorf("describe member: exit %d, stdout %q, stderr %q; want Ready Unknown HerdrUnavailable", code, stdout, stderr)
+	if code != 0 || !strings.Contains(stdout, "Ready           Unknown   HerdrUnavailable") || !regexp.MustCompile(`Phase: +Unknown \(HerdrUnavailable\)`).MatchString(stdout) {
+		t.Errorf("describe member: exit %d, stdout %q, stderr %q; want Phase Unknown (HerdrUnavailable) and Ready Unknown HerdrUnavailable", code, stdout, stderr)
 	}
 }
