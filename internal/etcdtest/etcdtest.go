@@ -22,8 +22,12 @@ type Options struct {
 	// makes a temporary directory that Close removes.
 	Dir string
 	// TickMs and ElectionMs are raft's heartbeat interval and election
-	// timeout; default 10 ms and 100 ms, so that a lost leader is noticed
-	// and a new one elected within a fraction of a second.
+	// timeout; default 50 ms and 500 ms, so that a lost leader is noticed
+	// and a new one elected within a second, while a test process that
+	// the race detector and a loaded machine slow down does not miss
+	// heartbeats and hold elections it never asked for (at 10 ms and
+	// 100 ms, a full -race run on two busy cores lost its leader often
+	// enough for a plain Put to time out).
 	TickMs, ElectionMs uint
 	// StartTimeout bounds how long Start waits for the cluster to be
 	// ready; default 30 s.
@@ -62,10 +66,10 @@ func Start(n int, opts *Options) (*Cluster, error) {
 		o = *opts
 	}
 	if o.TickMs == 0 {
-		o.TickMs = 10
+		o.TickMs = 50
 	}
 	if o.ElectionMs == 0 {
-		o.ElectionMs = 100
+		o.ElectionMs = 500
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second
