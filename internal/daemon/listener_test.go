@@ -32,6 +32,14 @@ const closedWithin = 10 * time.Second
 // until the test ends, and returns its address.
 func serveBounded(t *testing.T, handler http.Handler, limits ListenerLimits) string {
 	t.Helper()
+	return serveWatched(t, handler, limits, nil)
+}
+
+// serveWatched is serveBounded that also tells seen (if not nil) of every
+// connection state the server reports, after the listener's own ConnState
+// hook has seen it: once seen has it, so has the cap.
+func serveWatched(t *testing.T, handler http.Handler, limits ListenerLimits, seen func(net.Conn, http.ConnState)) string {
+	t.Helper()
 	limits, err := (&limits).withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +49,13 @@ func serveBounded(t *testing.T, handler http.Handler, limits ListenerLimits) str
 		t.Fatal(err)
 	}
 	srv, ln := boundedServer(handler, raw, limits, slog.New(slog.DiscardHandler))
+	if seen != nil {
+		track := srv.ConnState
+		srv.ConnState = func(c net.Conn, s http.ConnState) {
+			track(c, s)
+			seen(c, s)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -73,6 +88,23 @@ func waitClosed(t *testing.T, c net.Conn) string {
 		t.Fatalf("connection still open after %v (read %q)", closedWithin, b)
 	}
 	return string(b) // EOF, or a reset: closed by the server either way
+}
+
+// wentIdle waits until the server has reported c idle on idle, the client
+// addresses of connections gone idle in the order the server saw them.
+func wentIdle(t *testing.T, idle <-chan string, c net.Conn) {
+	t.Helper()
+	timeout := time.After(closedWithin)
+	for {
+		select {
+		case a := <-idle:
+			if a == c.LocalAddr().String() {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the server never reported %s idle", c.LocalAddr())
+		}
+	}
 }
 
 // get sends a GET on c and reads its response.
@@ -159,14 +191,26 @@ func TestListener_CutsAClientThatStopsReading(t *testing.T) {
 }
 
 func TestListener_AtTheCapTheLongestIdleConnectionMakesRoom(t *testing.T) {
+	idle := make(chan string, 16) // the client addresses of connections gone idle
 	// Headers may take a minute and idle connections stay for one: only
 	// the cap decides here.
-	addr := serveBounded(t, okHandler, ListenerLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
+	addr := serveWatched(t, okHandler, ListenerLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute},
+		func(c net.Conn, s http.ConnState) {
+			if s == http.StateIdle {
+				idle <- c.RemoteAddr().String()
+			}
+		})
 	silent := dial(t, addr)
 	keptAlive := dial(t, addr)
 	if resp := get(t, keptAlive, "/healthz"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET = %s, want 200", resp.Status)
 	}
+	// net/http reports a connection idle only after it has flushed the
+	// response, so the client can read it first. Until then the cap
+	// rightly counts keptAlive busy, and, with the server's goroutine
+	// descheduled long enough, would close the third connection (idle
+	// sooner by its count) for the fourth.
+	wentIdle(t, idle, keptAlive)
 	// A third connection is served at once: the one idle longest (silent
 	// since it connected) is closed to make room, then the next.
 	if resp := get(t, dial(t, addr), "/healthz"); resp.StatusCode != http.StatusOK {
