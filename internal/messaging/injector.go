@@ -195,6 +195,12 @@ func (c *Core) advanceTurn(t *turn, status string) {
 			c.opts.Logger.Error("messaging: record turn start", "turn", t.id, "err", err)
 		}
 	}
+	// While the turn's own prompt is being typed, herdr may still refuse
+	// it untyped (the status seen meanwhile was the agent's before the
+	// prompt): the end waits for the outcome (delivered re-checks).
+	if w := c.workers[t.worker]; w != nil && w.inflight != nil && !w.inflight.sent && w.inflight.msg.TurnID == t.id {
+		return
+	}
 	if t.started && deliverable(status) && t.ask == nil && !t.closing {
 		c.beginTurnDone(t)
 	}
@@ -274,7 +280,13 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 		// answer), retry after a backoff, since a status change may not
 		// come before the next resync.
 		if pe, ok := errors.AsType[*PromptError](err); ok && pe.Status != "" {
-			w.status = pe.Status
+			if w.seq == d.baseline {
+				w.status = pe.Status
+				return
+			}
+			// A status observed while the prompt was out may be newer
+			// than the refusal (a dialog answered meanwhile): go by it.
+			c.pump(w)
 			return
 		}
 		delay := min(notSentRetry<<min(w.notSent, 8), notSentRetryMax)
@@ -296,6 +308,9 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 		}
 		c.pump(w)
 	default:
+		if t := c.turns[w.current]; t != nil && t.delivered && w.seq > t.baseline {
+			c.advanceTurn(t, w.status)
+		}
 		if w.seq > d.baseline || w.status == StatusWorking {
 			c.pickedUp(w)
 			c.pump(w)

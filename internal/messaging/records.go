@@ -140,8 +140,12 @@ func (c *Core) apply(r record) {
 			return
 		}
 		w.inflight = nil
-		if t := c.turns[d.msg.TurnID]; t != nil && w.current == t.id && d.msg.Kind == KindPrompt {
-			w.current = d.prevCurrent
+		if t := c.turns[d.msg.TurnID]; t != nil && d.msg.Kind == KindPrompt {
+			// Nothing was typed: what was seen meanwhile was not this turn.
+			t.delivered, t.started = false, false
+			if w.current == t.id {
+				w.current = d.prevCurrent
+			}
 		}
 	case opMail:
 		m := *r.Msg
