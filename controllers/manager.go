@@ -39,13 +39,17 @@ type Manager struct {
 	wsMu    sync.Mutex                  // serialises workspace lookup-or-create, and closing
 	created map[string]CreatedWorkspace // by workspace id: the workspaces fleetd created; wsMu
 
-	mu        sync.Mutex
-	states    map[string]*memberState
-	runtimes  map[string]*runtime
-	transient map[string]int // reconciles in a row herdr did not answer
-	changed   chan struct{}  // closed and replaced whenever status or desired state changes
-	herdrUp   bool
-	lastSnap  *store.Snapshot
+	mu       sync.Mutex
+	states   map[string]*memberState
+	runtimes map[string]*runtime
+	// relaunches: per pane id, the terminal id of the last agent relaunch
+	// reported for it (Options.OnAgentRelaunched), so that the cache and
+	// the adoption do not report the same one twice.
+	relaunches map[string]string
+	transient  map[string]int // reconciles in a row herdr did not answer
+	changed    chan struct{}  // closed and replaced whenever status or desired state changes
+	herdrUp    bool
+	lastSnap   *store.Snapshot
 
 	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
@@ -58,15 +62,16 @@ type Manager struct {
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
-		o:         o,
-		log:       o.Logger,
-		launcher:  o.Launcher,
-		metrics:   o.Metrics,
-		states:    map[string]*memberState{},
-		runtimes:  map[string]*runtime{},
-		transient: map[string]int{},
-		changed:   make(chan struct{}),
-		sweep:     make(chan struct{}, 1),
+		o:          o,
+		log:        o.Logger,
+		launcher:   o.Launcher,
+		metrics:    o.Metrics,
+		states:     map[string]*memberState{},
+		runtimes:   map[string]*runtime{},
+		relaunches: map[string]string{},
+		transient:  map[string]int{},
+		changed:    make(chan struct{}),
+		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
 		m.launcher = profileLauncher{}
@@ -107,7 +112,8 @@ func New(opts *Options) (*Manager, error) {
 		Metrics: m.metrics.cache,
 	})
 	m.cache.AddHandler(herdrcache.Handler{
-		OnEvent: m.onEvent, OnAgentStatus: m.onAgentStatus, OnSynced: m.onSynced, OnUnsynced: m.onUnsynced,
+		OnEvent: m.onEvent, OnAgentStatus: m.onAgentStatus, OnAgentRelaunched: m.onAgentRelaunched,
+		OnSynced: m.onSynced, OnUnsynced: m.onUnsynced,
 	})
 	m.cache.Watch(m.ownedPanes)
 	m.queue = workqueue.New(&workqueue.Options{

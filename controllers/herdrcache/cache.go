@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
@@ -98,6 +99,14 @@ type Handler struct {
 	// agent's state, per pane, from 1 (see the package documentation).
 	// Empty statuses are not passed on.
 	OnAgentStatus func(paneID, status string, seq uint64)
+	// OnAgentRelaunched is called with a pane whose agent herdr relaunched
+	// — a new process in the same pane, as after herdr restarted with
+	// session restore — when the first full listing that shows it is
+	// installed, before any status of the new agent is passed on. A live
+	// handoff, which changes terminal ids too but keeps the agents running,
+	// is not a relaunch. The evidence is what a handoff keeps (see the
+	// package documentation).
+	OnAgentRelaunched func(paneID string)
 	// OnSynced is called after every full listing is installed: when herdr
 	// (re)appears and at every resync.
 	OnSynced func()
@@ -322,6 +331,9 @@ func (c *Cache) Invalidate(err error) { c.lost(err) }
 // lost marks herdr unreachable: unsynced until the next full listing, and
 // Run reconnects.
 func (c *Cache) lost(err error) {
+	if refused(err) {
+		c.view.markRefused()
+	}
 	if c.view.unsync() {
 		for _, h := range c.handlersNow() {
 			if h.OnUnsynced != nil {
@@ -333,6 +345,15 @@ func (c *Cache) lost(err error) {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// refused reports whether err is herdr's socket refusing a connection
+// (missing, or nobody listening): herdr's process is gone. A live handoff
+// never refuses one (the new binary takes the listening socket over); a
+// full backlog (EAGAIN) is herdr busy, not gone.
+func refused(err error) bool {
+	te, ok := errors.AsType[*herdr.TransportError](err)
+	return ok && te.Reason == herdr.ReasonUnavailable && !errors.Is(te.Err, syscall.EAGAIN)
 }
 
 // observe numbers one agent status of a pane and passes it on. The

@@ -66,6 +66,19 @@
 //     and done count as one state, and a status seen again does not move
 //     the number. The member status feed and the primary-pane follower get
 //     the same numbering.
+//   - Relaunched agents: herdr gives every pane a new terminal id both when
+//     it restarts with session restore (its agents are relaunched: new
+//     processes) and when it hands off live to a new binary (its agents
+//     keep running, with their state). When a listing shows a
+//     pane under a new terminal id, its agent counts as relaunched if
+//     herdr's socket refused a connection since the last listing (its
+//     process went away; a handoff never refuses one), or if the pane has
+//     no agent, or its agent is launch_pending where the last one was not,
+//     or herdr's state_change_seq or completion_seq went back (a new
+//     agent counts from zero; between listings the view keeps a lower
+//     bound of state_change_seq by counting a ready agent's status
+//     changes). [Handler.OnAgentRelaunched] hears of each such pane before
+//     any status of its new agent is passed on.
 //
 // Readers use the lookups (Pane by terminal or pane id, WorkspaceByLabel,
 // TabsWithLabelPrefix, Synced) and register [Handler] funcs, called

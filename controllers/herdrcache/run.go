@@ -343,7 +343,8 @@ func subscriptionsFor(panes []string) []herdr.Subscription {
 
 // resync reads herdr in full (session.snapshot, or a fixed number of
 // listings: workspaces, the tabs of each workspace, panes, agents),
-// installs the read, passes the watched panes' statuses on and tells the
+// installs the read, tells the OnAgentRelaunched handlers of the panes whose
+// agent herdr relaunched, passes the watched panes' statuses on and tells the
 // OnSynced handlers. A failed or partial read changes nothing.
 func (c *Cache) resync(ctx context.Context) error {
 	start := c.view.begin()
@@ -353,8 +354,17 @@ func (c *Cache) resync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.view.install(start, l)
+	again := c.view.install(start, l)
 	clear(c.confirmed) // the read shows what exists
+	// Before any status of the relaunched agents is passed on: a status
+	// handler must not take the new agent for the one it knew.
+	for _, p := range again {
+		for _, h := range c.handlersNow() {
+			if h.OnAgentRelaunched != nil {
+				h.OnAgentRelaunched(p)
+			}
+		}
+	}
 	watched := c.watched()
 	c.pruneStatuses(watched)
 	for _, p := range sortedKeys(watched) {

@@ -238,6 +238,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 			core.WorkerGone(member, reason)
 			handler.PaneGone(paneID)
 		},
+		// A prompt typed into an agent herdr relaunched is lost with it:
+		// its turn ends now, not at its deadline.
+		OnAgentRelaunched: func(member, paneID string) {
+			core.AgentRelaunched(member, fmt.Sprintf("herdr restarted with session restore and relaunched it in pane %s", paneID))
+		},
 		Store:        desired,
 		StateDir:     state.Root(),
 		Herdr:        client,

@@ -50,6 +50,7 @@ metadata: {name: sim}
 spec:
   harness: codex
   args: ["-m", "sim"]
+  startupTimeout: 10s
 `
 
 // spec is what the schedule last wrote for a member; a member without one
@@ -231,7 +232,10 @@ func (w *world) startFleetd() {
 		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log,
 		OnPaneGone:    func(member, _, reason string) { core.WorkerGone(member, reason) },
 		OnAgentStatus: core.ObserveStatus,
-		Workers:       4, PollInterval: 2 * time.Millisecond, CallTimeout: 2 * time.Second,
+		OnAgentRelaunched: func(member, paneID string) {
+			core.AgentRelaunched(member, "herdr restarted with session restore and relaunched it in pane "+paneID)
+		},
+		Workers: 4, PollInterval: 2 * time.Millisecond, CallTimeout: 2 * time.Second,
 		ReconnectBackoff: 5 * time.Millisecond, MaxReconnect: 50 * time.Millisecond,
 		ResubscribeDelay: 5 * time.Millisecond, RestartBackoff: 5 * time.Millisecond,
 		MaxRestartDelay: 50 * time.Millisecond, StableAfter: 50 * time.Millisecond,
