@@ -146,6 +146,11 @@ type Cache struct {
 	// confirmed are watched panes herdr accepted in a subscription though
 	// no listing has shown them yet. Only Run's goroutine uses it.
 	confirmed map[string]bool
+	// passed are the watched panes whose status was last passed on: by a
+	// full read, a catch-up listing, or from the view when a pane the
+	// stream already covered joined the watched set (passWatched). Only
+	// Run's goroutine uses it.
+	passed map[string]bool
 	// noSnapshot: herdr answered session.snapshot as a method it does not
 	// know; list instead until herdr is lost. Only Run's goroutine uses it.
 	noSnapshot bool
@@ -171,6 +176,7 @@ func New(src Source, opts *Options) *Cache {
 		watchers:  map[uint64]func() []string{},
 		statuses:  map[string]agentSeq{},
 		confirmed: map[string]bool{},
+		passed:    map[string]bool{},
 		rewatch:   make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
 	}

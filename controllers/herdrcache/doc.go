@@ -43,7 +43,11 @@
 //     nothing because of it, and the read after the new subscription drops
 //     only what herdr no longer has. Every watched pane's status in that
 //     read is passed on, so a change no event reported is numbered and
-//     delivered like one that was.
+//     delivered like one that was. A pane that joins the watched set after
+//     a read (a watcher that adopts a restored pane under its new terminal
+//     id once the read is installed) has its status passed on then: from a
+//     catch-up listing when the stream is replaced to cover it, from the
+//     view when the stream already covered it.
 //   - Reachability: while herdr is unreachable, or its stream dropped with
 //     the connection, the cache reconnects with exponential backoff and is
 //     not [Cache.Synced] until its next complete read. A failed or partial
