@@ -190,8 +190,15 @@ func (s *Server) SetAgentState(paneID, state string) error {
 }
 
 // detectLocked ends a pending launch successfully, without changing state.
+// herdr detects an agent only once its program runs: a restored agent whose
+// relaunch is still queued is relaunched first (before, a status a test set
+// then cancelled the relaunch, and the agent showed its status while its
+// pane ran a bare shell: agent_not_ready to every prompt, for good).
 func (s *Server) detectLocked(a *agent) {
 	a.dialog = ""
+	if a.relaunch {
+		s.typeRelaunchLocked(a)
+	}
 	if a.launchPending {
 		a.launchPending, a.ready = false, true
 		a.endLaunchLocked()

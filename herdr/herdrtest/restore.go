@@ -58,7 +58,7 @@ func (s *Server) RestartRestored(o *RestoreOptions) error {
 			continue
 		}
 		a := &agent{pane: p, name: old.name, kind: old.kind, argv: resumeArgv(old, p.session),
-			launchPending: true, state: stateUnknown, seen: true, behavior: s.behaviorLocked(p)}
+			launchPending: true, state: stateUnknown, seen: true, behavior: s.behaviorLocked(p), relaunch: true}
 		p.agent = a
 		relaunch = append(relaunch, a)
 	}
@@ -76,9 +76,16 @@ func (s *Server) relaunchLocked(a *agent) {
 	if a.gone || a.pane.agent != a {
 		return
 	}
+	s.typeRelaunchLocked(a)
+	s.armLaunchLocked(a, 30*time.Second)
+}
+
+// typeRelaunchLocked types a restored agent's command into its pane: from
+// now on its program is the pane's foreground.
+func (s *Server) typeRelaunchLocked(a *agent) {
+	a.relaunch = false
 	s.typeCommandLocked(a.pane, a.argv)
 	a.pane.foreground = a.argv[0]
-	s.armLaunchLocked(a, 30*time.Second)
 }
 
 // resumeArgv is the command herdr relaunches a restored agent with: its
