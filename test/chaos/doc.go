@@ -44,10 +44,13 @@
 //     finishes while fleetd sees neither status never ends, since turn_done
 //     needs an observed working status.
 //   - -chaos.restore: herdr restarts with session restore (its agents
-//     relaunched) instead of with its agents dead. 2 of 60 seeds (18, 60)
-//     then end with a worker's queue stalled behind a prompt that was in
-//     flight when herdr stopped, and a fleetd that first sees a relaunched
-//     agent already ready cannot tell it is a new process.
+//     relaunched) instead of with its agents dead. Seeds 1–60 pass with it
+//     (the queue that stalled on seeds 18 and 60 was the fake's: a status
+//     set on an agent whose relaunch was still queued left its pane a bare
+//     shell). It stays off by default for one gap left: a fleetd that was
+//     down while herdr restarted, and first sees a relaunched agent
+//     already ready, has no evidence that it is a new process, so a turn
+//     delivered but not yet seen started stays open until its deadline.
 //
 // Messages go to any listed member, running or not (-chaos.runningonly
 // narrows that): one for a member paused or deleted while it has no pane

@@ -180,9 +180,9 @@ func (w *world) actHerdrBlip(rng *rand.Rand) string {
 // was on. fleetd must adopt the panes without duplicating one and end each
 // turn whose prompt the old agent took (turn_done naming the restart),
 // while queued messages go to the relaunched agents. It is not the default
-// yet: a fleetd that starts while herdr restarts, and first sees a
+// yet: a fleetd that was down while herdr restarted, and first sees a
 // relaunched agent already ready, has no evidence that it is a new process
-// (seed 28 of -chaos.first=21 showed it, by timing).
+// (see the package doc).
 func (w *world) actHerdrRestart(rng *rand.Rand) string {
 	if w.herdrDown {
 		return w.actHerdr(rng)
