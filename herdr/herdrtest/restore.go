@@ -25,8 +25,10 @@ type RestoreOptions struct {
 // relaunched one every [RelaunchInterval] on the clock (with their native
 // resume command when herdr knows their session: claude --resume <id>,
 // codex resume <id>), ready after Options.ReadyDelay as their Behavior
-// says. Other agents do not come back. The event history starts empty (a new
-// process); no creation events are emitted. Call it after [Server.Stop].
+// says. A status a test sets (SetAgentStatus, SetAgentState) on an agent
+// still waiting for its relaunch relaunches it at once. Other agents do not
+// come back. The event history starts empty (a new process); no creation
+// events are emitted. Call it after [Server.Stop].
 func (s *Server) RestartRestored(o *RestoreOptions) error {
 	if o == nil {
 		o = &RestoreOptions{}
