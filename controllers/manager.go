@@ -39,17 +39,18 @@ type Manager struct {
 	wsMu    sync.Mutex                  // serialises workspace lookup-or-create, and closing
 	created map[string]CreatedWorkspace // by workspace id: the workspaces fleetd created; wsMu
 
-	mu       sync.Mutex
-	states   map[string]*memberState
-	runtimes map[string]*runtime
-	// relaunches: per pane id, the terminal id of the last agent relaunch
-	// reported for it (Options.OnAgentRelaunched), so that the cache and
-	// the adoption do not report the same one twice.
+	mu        sync.Mutex
+	states    map[string]*memberState
+	runtimes  map[string]*runtime
+	transient map[string]int // reconciles in a row herdr did not answer
+	changed   chan struct{}  // closed and replaced whenever status or desired state changes
+	herdrUp   bool
+	lastSnap  *store.Snapshot
+
+	// relaunches (mu): per pane id, the terminal id of the last agent
+	// relaunch reported for it (Options.OnAgentRelaunched), so that the
+	// cache and the adoption do not report the same one twice.
 	relaunches map[string]string
-	transient  map[string]int // reconciles in a row herdr did not answer
-	changed    chan struct{}  // closed and replaced whenever status or desired state changes
-	herdrUp    bool
-	lastSnap   *store.Snapshot
 
 	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
