@@ -115,6 +115,17 @@ func (m *Manager) onSynced() {
 	m.enqueueAll()
 }
 
+// HerdrSynced reports whether fleetd's view of herdr is in sync: herdr
+// answered and the read after it (re)appeared was installed, with its
+// relaunched agents reported (Options.OnAgentRelaunched) and its agents'
+// statuses passed on (Options.OnAgentStatus). It is false while herdr is
+// away, and from Run's start until that first read.
+func (m *Manager) HerdrSynced() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.herdrUp
+}
+
 // onUnsynced: herdr became unreachable; nothing is recreated until the
 // cache lists it again.
 func (m *Manager) onUnsynced(err error) {

@@ -255,6 +255,10 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	defer mgr.Close() // on a failed start; after Run it changes nothing
+	// No prompt reaches an agent herdr relaunched before the core heard of
+	// the relaunch: prompts wait while the controllers' view of herdr is
+	// not in sync.
+	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
 	dropUnownedTokens(toks, mgr.Owned(), log)
 
 	handler, err = mcp.NewHandler(mcp.Options{

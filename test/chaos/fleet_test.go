@@ -214,7 +214,8 @@ func (w *world) startFleetd() {
 	if err != nil {
 		w.t.Fatalf("store: %v", err)
 	}
-	core, err := messaging.New(statedir.At(w.state).Messages(), herdrprompt.New(hc), &messaging.Options{
+	prompter := herdrprompt.New(hc)
+	core, err := messaging.New(statedir.At(w.state).Messages(), prompter, &messaging.Options{
 		// PickupGrace must outlast the way of a status event from herdr
 		// through the controller on a loaded machine: a shorter one lets a
 		// second prompt into a turn (and a reply to the wrong turn) before
@@ -245,6 +246,7 @@ func (w *world) startFleetd() {
 		core.Close()
 		w.t.Fatalf("controllers: %v", err)
 	}
+	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() }) // as the daemon wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
 	fd.gw = w.startGateway(mgr, core)
