@@ -65,11 +65,14 @@ fuzz:
 # 30 steps, a few seconds).
 # A failure prints its seed; rerun it with
 # `go test -race -run TestChaos ./test/chaos/ -chaos.seed=N -chaos.steps=80`.
+# CHAOS_FLAGS adds the faults kept out of the default schedule, e.g.
+# CHAOS_FLAGS=-chaos.restore (herdr restarts with session restore).
 CHAOS_SEEDS ?= 20
 CHAOS_FIRST ?= 1
 CHAOS_STEPS ?= 80
+CHAOS_FLAGS ?=
 chaos:
-	$(GO) test -race -count=1 -run TestChaos ./test/chaos/ -chaos.seeds=$(CHAOS_SEEDS) -chaos.first=$(CHAOS_FIRST) -chaos.steps=$(CHAOS_STEPS)
+	$(GO) test -race -count=1 -run TestChaos ./test/chaos/ -chaos.seeds=$(CHAOS_SEEDS) -chaos.first=$(CHAOS_FIRST) -chaos.steps=$(CHAOS_STEPS) $(CHAOS_FLAGS)
 
 clean:
 	rm -rf bin

@@ -68,7 +68,11 @@
 // written atomically right after tab.create and before agent.start, let a
 // restarted fleetd adopt its panes instead of creating duplicates — by
 // terminal id, or, after herdr restarted or handed off (new terminal ids,
-// same pane ids), by pane id confirmed by the agent's name and session. A
+// same pane ids), by pane id confirmed by the agent's name and session.
+// After a restart herdr relaunches every agent (a new process in the same
+// pane); the cache tells it from a handoff, which keeps the agents running,
+// and [Options.OnAgentRelaunched] hears of it, so that the messaging core
+// ends the turns the lost process had been given. A
 // pane's credential is released with exactly its pane, never by a pane id
 // herdr has given another member's pane since. Tabs labelled "fleetd/…" that no record
 // claims are closed; tabs without that label are never touched. A failed or

@@ -51,6 +51,11 @@ type Manager struct {
 	herdrDownAt time.Time
 	lastSnap    *store.Snapshot
 
+	// relaunches (mu): per pane id, the terminal id of the last agent
+	// relaunch reported for it (Options.OnAgentRelaunched), so that the
+	// cache and the adoption do not report the same one twice.
+	relaunches map[string]string
+
 	sweep chan struct{} // herdr was listed or the manifests were read: sweep orphans now
 
 	runOnce sync.Once
@@ -62,15 +67,16 @@ type Manager struct {
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
-		o:         o,
-		log:       o.Logger,
-		launcher:  o.Launcher,
-		metrics:   o.Metrics,
-		states:    map[string]*memberState{},
-		runtimes:  map[string]*runtime{},
-		transient: map[string]int{},
-		changed:   make(chan struct{}),
-		sweep:     make(chan struct{}, 1),
+		o:          o,
+		log:        o.Logger,
+		launcher:   o.Launcher,
+		metrics:    o.Metrics,
+		states:     map[string]*memberState{},
+		runtimes:   map[string]*runtime{},
+		relaunches: map[string]string{},
+		transient:  map[string]int{},
+		changed:    make(chan struct{}),
+		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
 		m.launcher = profileLauncher{}
@@ -111,7 +117,8 @@ func New(opts *Options) (*Manager, error) {
 		Metrics: m.metrics.cache,
 	})
 	m.cache.AddHandler(herdrcache.Handler{
-		OnEvent: m.onEvent, OnAgentStatus: m.onAgentStatus, OnSynced: m.onSynced, OnUnsynced: m.onUnsynced,
+		OnEvent: m.onEvent, OnAgentStatus: m.onAgentStatus, OnAgentRelaunched: m.onAgentRelaunched,
+		OnSynced: m.onSynced, OnUnsynced: m.onUnsynced,
 	})
 	m.cache.Watch(m.ownedPanes)
 	m.queue = workqueue.New(&workqueue.Options{

@@ -65,6 +65,38 @@ func (m *Manager) onAgentStatus(paneID, status string, seq uint64) {
 	}
 }
 
+// onAgentRelaunched: herdr relaunched the agent of a pane (a restart with
+// session restore: a new process in the same pane, see
+// herdrcache.Handler.OnAgentRelaunched). If the pane is a member's, the
+// relaunch is reported and the member queued to adopt the pane.
+func (m *Manager) onAgentRelaunched(paneID string) {
+	name, ok := m.own.ownerOf(paneID, "")
+	if !ok {
+		return
+	}
+	p, _ := m.cache.Pane("", paneID)
+	m.relaunched(name, paneID, p.TerminalID)
+	m.queue.Add(name)
+}
+
+// relaunched reports that herdr relaunched member name's agent in pane
+// paneID, now on terminal: what the old process was given is gone with it.
+// Options.OnAgentRelaunched hears of it once per pane and terminal.
+func (m *Manager) relaunched(name, paneID, terminal string) {
+	m.mu.Lock()
+	seen := m.relaunches[paneID] == terminal && terminal != ""
+	m.relaunches[paneID] = terminal
+	m.mu.Unlock()
+	if seen {
+		return
+	}
+	m.event(name, v1alpha1.EventNormal, reasonRelaunched,
+		fmt.Sprintf("herdr relaunched the agent in pane %s (herdr restarted with session restore); what it was working on is lost", paneID))
+	if m.o.OnAgentRelaunched != nil {
+		m.o.OnAgentRelaunched(name, paneID)
+	}
+}
+
 // showsOtherAgentStatus reports whether a Ready member's status shows an
 // agent status other than status. Starting members are left to their start,
 // which reads the agent itself.
@@ -81,6 +113,17 @@ func (m *Manager) onSynced() {
 	m.setHerdrUp(true)
 	m.requestSweep()
 	m.enqueueAll()
+}
+
+// HerdrSynced reports whether fleetd's view of herdr is in sync: herdr
+// answered and the read after it (re)appeared was installed, with its
+// relaunched agents reported (Options.OnAgentRelaunched) and its agents'
+// statuses passed on (Options.OnAgentStatus). It is false while herdr is
+// away, and from Run's start until that first read.
+func (m *Manager) HerdrSynced() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.herdrUp
 }
 
 // onUnsynced: herdr became unreachable; nothing is recreated until the

@@ -101,6 +101,14 @@ type Options struct {
 	// failed to start. reason says which, in a few words. It suits
 	// messaging.Core.WorkerGone (fail the member's waiters with worker_gone).
 	OnPaneGone func(member, paneID, reason string)
+	// OnAgentRelaunched, if set, is called (it must not block) when herdr
+	// relaunched the agent of a member's pane: a new process in the same
+	// pane, as herdr does for every agent when it restarts with session
+	// restore (its default), so whatever the old process was given is lost.
+	// It comes before any status of the new agent reaches OnAgentStatus. A
+	// live handoff (new terminal ids, the agents kept running) is not a
+	// relaunch. It suits messaging.Core.AgentRelaunched.
+	OnAgentRelaunched func(member, paneID string)
 	// OnAgentStatus, if set, is called (it must not block) with an owned
 	// agent's status (idle, working, blocked, done, unknown) for every
 	// pane.agent_status_changed event, after every listing of herdr and when

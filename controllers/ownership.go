@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,14 +51,31 @@ type CreatedWorkspace struct {
 	RootTabID string `json:"rootTabId"`
 }
 
-// ownBook is the set of ownership records, mirrored on disk.
+// ownBook is the set of ownership records, mirrored on disk: one file per
+// member in the state directory's owned/, replaced atomically (written
+// elsewhere, fsynced, renamed over the record, the directory fsynced) so
+// that a crash leaves the old record or the new one, never a torn one.
+//
+// Creating a file is the dearest part of such a write (on ext4 a new inode,
+// and a freed one where the old record goes), and a mass repair writes one
+// record per replacement right after dropping the member's last one. So a
+// dropped record's file is not deleted but renamed to a spare (a dot-file,
+// which loading never takes for a record), and a write reuses a spare when
+// there is one: it overwrites the spare in place and truncates it, fsyncs
+// it, renames it over the record and fsyncs the directory — the same
+// guarantees, no file created or freed. At most maxSpares are kept; spares
+// left by an earlier fleetd are taken up again at load.
 type ownBook struct {
 	state statedir.Layout
 	disk  bool // false keeps records in memory only
 
-	mu   sync.Mutex
-	recs map[string]Ownership
+	mu     sync.Mutex
+	recs   map[string]Ownership
+	spares []string // paths of spare files, none being written
 }
+
+// maxSpares bounds the spare files kept for reuse.
+const maxSpares = 1024
 
 func loadOwnership(stateDir string) (*ownBook, error) {
 	b := &ownBook{recs: map[string]Ownership{}}
@@ -74,6 +92,10 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 		return nil, fmt.Errorf("ownership records: %w", err)
 	}
 	for _, e := range entries {
+		if !e.IsDir() && statedir.IsOwnedSpare(e.Name()) && len(b.spares) < maxSpares {
+			b.spares = append(b.spares, filepath.Join(dir, e.Name()))
+			continue
+		}
 		if e.IsDir() || !statedir.IsOwnedRecord(e.Name()) {
 			continue
 		}
@@ -126,7 +148,7 @@ func (b *ownBook) put(r Ownership) error {
 		if err != nil {
 			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
 		}
-		if err := atomicfile.Write(b.state.Owned(r.Member), append(data, '\n'), statedir.FileMode); err != nil {
+		if err := b.write(b.state.Owned(r.Member), append(data, '\n')); err != nil {
 			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
 		}
 	}
@@ -136,15 +158,87 @@ func (b *ownBook) put(r Ownership) error {
 	return nil
 }
 
+// write replaces the record file path with data, durably: through a spare
+// file if there is one, else with a new file (atomicfile.Write).
+func (b *ownBook) write(path string, data []byte) error {
+	spare, ok := b.takeSpare()
+	if !ok {
+		return atomicfile.Write(path, data, statedir.FileMode)
+	}
+	if err := overwrite(spare, data); err != nil {
+		os.Remove(spare) // not reused: what it holds is unknown
+		return err
+	}
+	if err := os.Rename(spare, path); err != nil {
+		os.Remove(spare)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// overwrite makes the file path hold exactly data, durably.
+func overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	return f.Close()
+}
+
+func (b *ownBook) takeSpare() (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.spares)
+	if n == 0 {
+		return "", false
+	}
+	p := b.spares[n-1]
+	b.spares = b.spares[:n-1]
+	return p, true
+}
+
+// drop deletes member name's record. Its file becomes a spare (renamed, so
+// that loading never takes it for a record) unless maxSpares are kept.
 func (b *ownBook) drop(name string) error {
 	if b.disk {
-		err := os.Remove(b.state.Owned(name))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := b.retire(b.state.Owned(name)); err != nil {
 			return fmt.Errorf("drop ownership of %q: %w", name, err)
 		}
 	}
 	b.mu.Lock()
 	delete(b.recs, name)
 	b.mu.Unlock()
+	return nil
+}
+
+// retire takes the record file path out of the records: renamed to a
+// spare, or deleted when maxSpares are kept already.
+func (b *ownBook) retire(path string) error {
+	spare := b.state.OwnedSpare(rand.Text())
+	if err := os.Rename(path, spare); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	b.mu.Lock()
+	keep := len(b.spares) < maxSpares
+	if keep {
+		b.spares = append(b.spares, spare)
+	}
+	b.mu.Unlock()
+	if !keep {
+		return os.Remove(spare)
+	}
 	return nil
 }

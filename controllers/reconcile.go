@@ -18,6 +18,7 @@ import (
 const (
 	reasonAdopted          = "Adopted"
 	reasonDeleted          = "Deleted"
+	reasonRelaunched       = "Relaunched"
 	reasonReplacing        = "Replacing"
 	reasonStarted          = "Started"
 	reasonWorkspaceCreated = "WorkspaceCreated"
@@ -123,6 +124,17 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	if owned {
 		p, alive, rekeyed := m.ownedPane(name, rec)
 		if rekeyed {
+			// A pane adopted under a new terminal id whose agent is not
+			// back yet, or is launching though fleetd started nothing, is
+			// a relaunch (a handoff keeps a running agent running): the
+			// evidence a fleetd that was not running to see herdr go away
+			// still has. Nothing can have been typed into the new agent.
+			// It is reported before the rekey: the cache watches the pane,
+			// and passes the new agent's statuses on, only once the record
+			// names its new terminal.
+			if !p.HasAgent || (p.Agent.LaunchPending && rt.start == nil) {
+				m.relaunched(name, p.PaneID, p.TerminalID)
+			}
 			var err error
 			if rec, err = m.rekey(name, b, rt, rec, p); err != nil {
 				return Result{}, err
@@ -562,6 +574,9 @@ func (m *Manager) dropOwned(rec Ownership, reason string) error {
 	if err := m.own.drop(rec.Member); err != nil {
 		return err
 	}
+	m.mu.Lock()
+	delete(m.relaunches, rec.PaneID) // the pane is not the member's any more
+	m.mu.Unlock()
 	m.signalOwned()
 	if m.o.OnPaneGone != nil {
 		m.o.OnPaneGone(rec.Member, rec.PaneID, reason)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
@@ -98,6 +99,14 @@ type Handler struct {
 	// agent's state, per pane, from 1 (see the package documentation).
 	// Empty statuses are not passed on.
 	OnAgentStatus func(paneID, status string, seq uint64)
+	// OnAgentRelaunched is called with a pane whose agent herdr relaunched
+	// — a new process in the same pane, as after herdr restarted with
+	// session restore — when the first full listing that shows it is
+	// installed, before any status of the new agent is passed on. A live
+	// handoff, which changes terminal ids too but keeps the agents running,
+	// is not a relaunch. The evidence is what a handoff keeps (see the
+	// package documentation).
+	OnAgentRelaunched func(paneID string)
 	// OnSynced is called after every full listing is installed: when herdr
 	// (re)appears and at every resync.
 	OnSynced func()
@@ -137,6 +146,11 @@ type Cache struct {
 	// confirmed are watched panes herdr accepted in a subscription though
 	// no listing has shown them yet. Only Run's goroutine uses it.
 	confirmed map[string]bool
+	// passed are the watched panes whose status was last passed on: by a
+	// full read, a catch-up listing, or from the view when a pane the
+	// stream already covered joined the watched set (passWatched). Only
+	// Run's goroutine uses it.
+	passed map[string]bool
 	// noSnapshot: herdr answered session.snapshot as a method it does not
 	// know; list instead until herdr is lost. Only Run's goroutine uses it.
 	noSnapshot bool
@@ -162,6 +176,7 @@ func New(src Source, opts *Options) *Cache {
 		watchers:  map[uint64]func() []string{},
 		statuses:  map[string]agentSeq{},
 		confirmed: map[string]bool{},
+		passed:    map[string]bool{},
 		rewatch:   make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
 	}
@@ -322,6 +337,9 @@ func (c *Cache) Invalidate(err error) { c.lost(err) }
 // lost marks herdr unreachable: unsynced until the next full listing, and
 // Run reconnects.
 func (c *Cache) lost(err error) {
+	if refused(err) {
+		c.view.markRefused()
+	}
 	if c.view.unsync() {
 		for _, h := range c.handlersNow() {
 			if h.OnUnsynced != nil {
@@ -333,6 +351,15 @@ func (c *Cache) lost(err error) {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// refused reports whether err is herdr's socket refusing a connection
+// (missing, or nobody listening): herdr's process is gone. A live handoff
+// never refuses one (the new binary takes the listening socket over); a
+// full backlog (EAGAIN) is herdr busy, not gone.
+func refused(err error) bool {
+	te, ok := errors.AsType[*herdr.TransportError](err)
+	return ok && te.Reason == herdr.ReasonUnavailable && !errors.Is(te.Err, syscall.EAGAIN)
 }
 
 // observe numbers one agent status of a pane and passes it on. The

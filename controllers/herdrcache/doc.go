@@ -43,7 +43,11 @@
 //     nothing because of it, and the read after the new subscription drops
 //     only what herdr no longer has. Every watched pane's status in that
 //     read is passed on, so a change no event reported is numbered and
-//     delivered like one that was.
+//     delivered like one that was. A pane that joins the watched set after
+//     a read (a watcher that adopts a restored pane under its new terminal
+//     id once the read is installed) has its status passed on then: from a
+//     catch-up listing when the stream is replaced to cover it, from the
+//     view when the stream already covered it.
 //   - Reachability: while herdr is unreachable, or its stream dropped with
 //     the connection, the cache reconnects with exponential backoff and is
 //     not [Cache.Synced] until its next complete read. A failed or partial
@@ -66,6 +70,19 @@
 //     and done count as one state, and a status seen again does not move
 //     the number. The member status feed and the primary-pane follower get
 //     the same numbering.
+//   - Relaunched agents: herdr gives every pane a new terminal id both when
+//     it restarts with session restore (its agents are relaunched: new
+//     processes) and when it hands off live to a new binary (its agents
+//     keep running, with their state). When a listing shows a
+//     pane under a new terminal id, its agent counts as relaunched if
+//     herdr's socket refused a connection since the last listing (its
+//     process went away; a handoff never refuses one), or if the pane has
+//     no agent, or its agent is launch_pending where the last one was not,
+//     or herdr's state_change_seq or completion_seq went back (a new
+//     agent counts from zero; between listings the view keeps a lower
+//     bound of state_change_seq by counting a ready agent's status
+//     changes). [Handler.OnAgentRelaunched] hears of each such pane before
+//     any status of its new agent is passed on.
 //
 // Readers use the lookups (Pane by terminal or pane id, WorkspaceByLabel,
 // TabsWithLabelPrefix, Synced) and register [Handler] funcs, called

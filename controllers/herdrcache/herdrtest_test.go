@@ -2,6 +2,7 @@ package herdrcache_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -176,6 +177,234 @@ func TestCache_OnFakeHerdr_TabGoesWithItsLastPane(t *testing.T) {
 			t.Errorf("tabs after each tab lost a pane (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// relaunchLog records, in order, the relaunches and statuses handlers see.
+type relaunchLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *relaunchLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, s)
+}
+
+func (l *relaunchLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.got
+	l.got = nil
+	return out
+}
+
+// herdr gives every pane a new terminal id when it hands off live and when
+// it restarts with session restore; only the restart relaunches the agents.
+// The cache reports the relaunched pane — after a restart whose downtime it
+// saw (the socket refused it), and after one whose agent was still
+// launching — before the new agent's status. In the first the old agent
+// never moved, so herdr's counters cannot tell: only the refused socket
+// does. It reports nothing after a handoff of an agent that worked.
+func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		work    bool // the agent works before: herdr's counters move past a new agent's
+		disrupt func(t *testing.T, srv *herdrtest.Server, pane string)
+		want    bool
+	}{
+		{"live handoff", true, func(t *testing.T, srv *herdrtest.Server, _ string) {
+			if err := srv.Handoff(); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"restart, seen down", false, func(t *testing.T, srv *herdrtest.Server, _ string) {
+			if err := srv.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // the bubble's clock: the cache pings a stopped herdr
+			if err := srv.RestartRestored(nil); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"restart, agent launching", false, func(t *testing.T, srv *herdrtest.Server, pane string) {
+			srv.SetBehavior(pane, herdrtest.Behavior{Launch: herdrtest.LaunchBlocked}) // relaunched, it waits at a dialog
+			if err := srv.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.RestartRestored(nil); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, Protocol: 22,
+					Validator: validated.Schema()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { srv.Close() })
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				hc := herdr.New(&herdr.Options{Dial: srv.Dial})
+				ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pane := ws.RootPane.PaneID
+				if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: pane}, time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
+					ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
+				var log relaunchLog
+				cache.AddHandler(herdrcache.Handler{
+					OnAgentRelaunched: func(p string) {
+						if p == pane {
+							log.add("relaunched")
+						}
+					},
+					OnAgentStatus: func(p, status string, _ uint64) { log.add(status) },
+				})
+				cache.Watch(func() []string { return []string{pane} })
+				runCache(t, ctx, cache)
+				synctest.Wait()
+				// The agent is prompted and works on it, as a worker does.
+				moves := []string{"working", "idle", "working"}
+				if !tc.work {
+					moves = nil
+				}
+				for _, st := range moves {
+					if err := srv.SetAgentStatus(pane, st); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+				}
+				log.take()
+
+				tc.disrupt(t, srv, pane)
+				time.Sleep(2 * time.Second) // the bubble's clock: the cache reconnects and reads herdr
+				synctest.Wait()
+				if !cache.Synced() {
+					t.Fatal("cache not synced again")
+				}
+				got := log.take()
+				if tc.want && (len(got) == 0 || got[0] != "relaunched") {
+					t.Errorf("seen after the restart: %v; want the relaunch first, before any status", got)
+				}
+				if !tc.want && slices.Contains(got, "relaunched") {
+					t.Errorf("seen after the handoff: %v; want no relaunch", got)
+				}
+			})
+		})
+	}
+}
+
+// A watcher that, like the controllers, watches a pane by the terminal id
+// its record names stops watching it when herdr restarts with session
+// restore (new terminal ids) until it adopts the pane under its new one.
+// The relaunched agent came up before the cache read herdr again, so no
+// event will bring its status: once the pane is watched again the cache
+// passes the status it read on — whether the record was rekeyed while the
+// cache still settled the read (the controllers' OnSynced queues the
+// adoption at once) or later — after the relaunch, in both protocols.
+// (It did not in the first case: the stream already covered the pane, and
+// the read had skipped it as not watched, so the worker's queue waited for
+// the next resync.)
+func TestCache_OnFakeHerdr_StatusOfAPaneWatchedAgainAfterARestart(t *testing.T) {
+	for _, protocol := range []int{herdrtest.DefaultProtocol, herdrtest.Protocol20} {
+		for _, later := range []bool{false, true} {
+			t.Run(fmt.Sprintf("protocol%d/rekeyed_later=%v", protocol, later), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, Protocol: protocol,
+						Validator: validated.Schema()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { srv.Close() })
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					hc := herdr.New(&herdr.Options{Dial: srv.Dial})
+					ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					pane := ws.RootPane.PaneID
+					if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: pane}, time.Millisecond); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+					cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
+						ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
+					// record is the terminal id the watcher's record names.
+					var mu sync.Mutex
+					record := ws.RootPane.TerminalID
+					rekey := func() {
+						mu.Lock()
+						defer mu.Unlock()
+						if p, ok := cache.Pane("", pane); ok {
+							record = p.TerminalID
+						}
+					}
+					var log relaunchLog
+					cache.AddHandler(herdrcache.Handler{
+						OnAgentRelaunched: func(string) { log.add("relaunched") },
+						OnAgentStatus:     func(_, status string, _ uint64) { log.add(status) },
+						OnSynced: func() {
+							if !later {
+								rekey()
+							}
+						},
+					})
+					cache.Watch(func() []string {
+						mu.Lock()
+						defer mu.Unlock()
+						if _, ok := cache.Pane(record, pane); ok {
+							return []string{pane}
+						}
+						return nil
+					})
+					runCache(t, ctx, cache)
+					synctest.Wait()
+					if err := srv.SetAgentStatus(pane, "working"); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+					if got := log.take(); !slices.Contains(got, "working") {
+						t.Fatalf("before the restart the cache passed on %v; want working", got)
+					}
+
+					if err := srv.Stop(); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(2 * time.Second) // the bubble's clock: the cache finds herdr gone
+					if err := srv.RestartRestored(nil); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait() // the relaunched agent is up before the cache reconnects
+					if p, ok := srv.Pane(pane); !ok || p.Status != "idle" {
+						t.Fatalf("relaunched agent: %+v, %v; want it idle", p, ok)
+					}
+					time.Sleep(5 * time.Second) // the cache reconnects and reads herdr
+					synctest.Wait()
+					if !cache.Synced() {
+						t.Fatal("cache not synced again")
+					}
+					if later {
+						rekey()
+						cache.Rewatch()
+						time.Sleep(time.Second) // the resubscribe delay
+						synctest.Wait()
+					}
+					if diff := cmp.Diff([]string{"relaunched", "idle"}, log.take()); diff != "" {
+						t.Errorf("passed on after the restart (-want +got):\n%s", diff)
+					}
+				})
+			})
+		}
+	}
 }
 
 // runCache runs cache until the test ends, and fails the test if Run

@@ -192,6 +192,10 @@ func (c *Cache) follow(ctx context.Context) error {
 				return err
 			}
 		}
+	} else {
+		// A pane may have joined the watched set since the read passed
+		// the statuses on (a watcher adopting it at OnSynced).
+		c.passWatched(panes)
 	}
 	armProbe(missing)
 	for {
@@ -215,6 +219,7 @@ func (c *Cache) follow(ctx context.Context) error {
 			settle, settleC = nil, nil
 			nsubs, npanes, nmissing := c.subscriptions()
 			if slices.Equal(npanes, panes) {
+				c.passWatched(panes)
 				armProbe(nmissing)
 				continue
 			}
@@ -343,7 +348,8 @@ func subscriptionsFor(panes []string) []herdr.Subscription {
 
 // resync reads herdr in full (session.snapshot, or a fixed number of
 // listings: workspaces, the tabs of each workspace, panes, agents),
-// installs the read, passes the watched panes' statuses on and tells the
+// installs the read, tells the OnAgentRelaunched handlers of the panes whose
+// agent herdr relaunched, passes the watched panes' statuses on and tells the
 // OnSynced handlers. A failed or partial read changes nothing.
 func (c *Cache) resync(ctx context.Context) error {
 	start := c.view.begin()
@@ -353,8 +359,17 @@ func (c *Cache) resync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.view.install(start, l)
+	again := c.view.install(start, l)
 	clear(c.confirmed) // the read shows what exists
+	// Before any status of the relaunched agents is passed on: a status
+	// handler must not take the new agent for the one it knew.
+	for _, p := range again {
+		for _, h := range c.handlersNow() {
+			if h.OnAgentRelaunched != nil {
+				h.OnAgentRelaunched(p)
+			}
+		}
+	}
 	watched := c.watched()
 	c.pruneStatuses(watched)
 	for _, p := range sortedKeys(watched) {
@@ -365,6 +380,7 @@ func (c *Cache) resync(ctx context.Context) error {
 			c.observe(pn.PaneID, string(pn.Agent.AgentStatus))
 		}
 	}
+	c.passed = watched
 	for _, h := range c.handlersNow() {
 		if h.OnSynced != nil {
 			h.OnSynced()
@@ -438,7 +454,35 @@ func (c *Cache) catchUp(ctx context.Context) error {
 		c.view.setAgentStatus(a.PaneID, a.AgentStatus)
 		c.observe(a.PaneID, string(a.AgentStatus))
 	}
+	c.passed = watched
 	return nil
+}
+
+// passWatched passes on, from the view, the agent status of each pane of
+// covered (those the current stream covers) that is watched now but was
+// not when statuses were last passed on. No event brings the status of
+// such a pane: it may not change for a long while (a relaunched agent
+// that came up idle before the cache read herdr, in a pane a watcher
+// adopts under its new terminal id only after the read), and the stream,
+// which already covered the pane, is not replaced, so no catch-up listing
+// is taken either. The view is current for a covered pane: the read plus
+// the stream's events. A status seen again does not move the numbering.
+func (c *Cache) passWatched(covered []string) {
+	watched := c.watched()
+	next := make(map[string]bool, len(covered))
+	for _, p := range covered {
+		if !watched[p] {
+			continue
+		}
+		next[p] = true
+		if c.passed[p] {
+			continue
+		}
+		if pn, ok := c.Pane("", p); ok && pn.HasAgent && pn.Agent.AgentStatus != "" {
+			c.observe(p, string(pn.Agent.AgentStatus))
+		}
+	}
+	c.passed = next
 }
 
 // apply applies one herdr event to the cache and passes it on.

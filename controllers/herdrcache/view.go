@@ -1,6 +1,7 @@
 package herdrcache
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -26,6 +27,10 @@ type view struct {
 	tabs       map[string]herdr.TabInfo
 	panes      map[string]herdr.PaneInfo
 	agents     map[string]herdr.AgentInfo // by pane id
+	// refused: herdr's socket refused a connection since the last listing
+	// was installed — its process went away, and every agent in a pane
+	// that comes back under a new terminal id is a new one.
+	refused bool
 }
 
 func newView() *view {
@@ -54,8 +59,12 @@ func (v *view) begin() uint64 {
 }
 
 // install replaces the view with l, except for ids changed locally after
-// start, and marks the view synced.
-func (v *view) install(start uint64, l listing) {
+// start, and marks the view synced. It returns, sorted, the panes whose
+// agent herdr relaunched since the view last showed them: panes with a new
+// terminal id after herdr's socket refused a connection (herdr's process
+// went away: a restart relaunches every agent), or with the evidence of
+// relaunched.
+func (v *view) install(start uint64, l listing) []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	ws := map[string]herdr.WorkspaceInfo{}
@@ -84,8 +93,48 @@ func (v *view) install(start uint64, l listing) {
 		keepLocal(panes, v.panes, id)
 		keepLocal(agents, v.agents, id)
 	}
+	restarted := v.refused
+	v.refused = false
+	var again []string
+	for id, p := range panes {
+		old, ok := v.panes[id]
+		prev, had := v.agents[id]
+		if !ok || !had || old.TerminalID == p.TerminalID {
+			continue
+		}
+		if a, has := agents[id]; restarted || relaunched(prev, a, has) {
+			again = append(again, id)
+		}
+	}
+	slices.Sort(again)
 	v.workspaces, v.tabs, v.panes, v.agents = ws, tabs, panes, agents
 	v.synced = true
+	return again
+}
+
+// relaunched reports whether the agent a listing shows in a pane (has: it
+// shows one), after herdr gave the pane a new terminal id, is a new process
+// rather than prev, the one the view last showed there. A new terminal id
+// alone does not say: herdr changes them when it restarts (restoring its
+// panes and relaunching their agents, each first launch_pending) and when it
+// hands off live to a new binary (everything kept, agents and their
+// counters included). A new process shows by what a handoff keeps: the
+// pane has no agent yet or its agent is launch_pending where prev was not,
+// or herdr's state_change_seq or completion_seq went back (a new agent's
+// count from zero; the view's state_change_seq is a lower bound of herdr's,
+// see setAgentStatus).
+func relaunched(prev, a herdr.AgentInfo, has bool) bool {
+	switch {
+	case !has:
+		return true
+	case a.LaunchPending && !prev.LaunchPending:
+		return true
+	case a.StateChangeSeq < prev.StateChangeSeq:
+		return true
+	case a.CompletionSeq != nil && prev.CompletionSeq != nil && *a.CompletionSeq < *prev.CompletionSeq:
+		return true
+	}
+	return false
 }
 
 func keepLocal[T any](fresh, local map[string]T, id string) {
@@ -100,6 +149,13 @@ func (v *view) isSynced() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.synced
+}
+
+// markRefused records that herdr's socket refused a connection.
+func (v *view) markRefused() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.refused = true
 }
 
 // unsync marks the view unsynced and reports whether it was synced.
@@ -170,6 +226,13 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 		v.panes[paneID] = p
 	}
 	if a, ok := v.agents[paneID]; ok {
+		if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
+			// A ready agent's status changed, so herdr's state_change_seq
+			// moved at least once: the view keeps a lower bound of it
+			// between listings. (A launching agent's status can change
+			// with no state change, at a dialog.)
+			a.StateChangeSeq++
+		}
 		a.AgentStatus = s
 		v.agents[paneID] = a
 	}

@@ -202,8 +202,15 @@ func (s *Server) SetAgentState(paneID, state string) error {
 }
 
 // detectLocked ends a pending launch successfully, without changing state.
+// herdr detects an agent only once its program runs, so a restored agent
+// whose relaunch is still queued is relaunched first: ending its launch
+// cancels the queued relaunch, which would leave the agent detected in a
+// pane that runs a bare shell, refusing every prompt.
 func (s *Server) detectLocked(a *agent) {
 	a.dialog = ""
+	if a.relaunch {
+		s.typeRelaunchLocked(a)
+	}
 	if a.launchPending {
 		a.launchPending, a.ready = false, true
 		a.endLaunchLocked()

@@ -2,6 +2,7 @@ package herdrtest_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,6 +321,47 @@ func TestP22_RestartWithSessionRestore(t *testing.T) {
 		if a := h.ok("agent.get", map[string]any{"target": name})["agent"].(map[string]any); a["interactive_ready"] != true {
 			t.Errorf("%s after ReadyDelay = %v, want ready", name, a)
 		}
+	}
+}
+
+// A status a test sets on a restored agent whose relaunch is still queued
+// (herdr relaunches them RelaunchInterval apart) relaunches it first: the
+// agent shows the status with its program in the foreground and takes a
+// prompt. (Before, the status cancelled the queued relaunch and the agent
+// refused every prompt with agent_not_ready, its pane a bare shell.)
+func TestP22_StatusOfAnAgentNotRelaunchedYet(t *testing.T) {
+	for _, set := range []string{"SetAgentState", "SetAgentStatus"} {
+		t.Run(set, func(t *testing.T) {
+			h := newHarness(t, nil)
+			_, p1 := h.workspace(nil)
+			p2 := str(h.ok("pane.split", map[string]any{"target_pane_id": p1, "direction": "down"}), "pane", "pane_id")
+			h.agent("alpha", p1)
+			h.agent("beta", p2)
+			h.srv.Stop()
+			if err := h.srv.RestartRestored(nil); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := h.srv.Pane(p2); st.Screen != "" {
+				t.Fatalf("beta relaunched at once (%q), want RelaunchInterval after alpha", st.Screen)
+			}
+			var err error
+			if set == "SetAgentState" {
+				err = h.srv.SetAgentState(p2, "idle")
+			} else {
+				err = h.srv.SetAgentStatus(p2, "idle")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := h.srv.Pane(p2); st.Screen != "claude" || st.Status != "idle" {
+				t.Errorf("beta after its status was set: screen %q status %q; want its command typed, idle", st.Screen, st.Status)
+			}
+			h.ok("agent.prompt", map[string]any{"target": "beta", "text": "go on"})
+			h.clock.Step(herdrtest.RelaunchInterval) // the queued relaunch finds nothing left to do
+			if st, _ := h.srv.Pane(p2); !slices.Equal(st.Prompts, []string{"go on"}) || strings.Count(st.Screen, "claude") != 1 {
+				t.Errorf("beta: prompts %q, screen %q; want the prompt taken and the command typed once", st.Prompts, st.Screen)
+			}
+		})
 	}
 }
 

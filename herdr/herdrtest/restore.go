@@ -25,8 +25,10 @@ type RestoreOptions struct {
 // relaunched one every [RelaunchInterval] on the clock (with their native
 // resume command when herdr knows their session: claude --resume <id>,
 // codex resume <id>), ready after Options.ReadyDelay as their Behavior
-// says. Other agents do not come back. The event history starts empty (a new
-// process); no creation events are emitted. Call it after [Server.Stop].
+// says. A status a test sets (SetAgentStatus, SetAgentState) on an agent
+// still waiting for its relaunch relaunches it at once. Other agents do not
+// come back. The event history starts empty (a new process); no creation
+// events are emitted. Call it after [Server.Stop].
 func (s *Server) RestartRestored(o *RestoreOptions) error {
 	if o == nil {
 		o = &RestoreOptions{}
@@ -58,7 +60,7 @@ func (s *Server) RestartRestored(o *RestoreOptions) error {
 			continue
 		}
 		a := &agent{pane: p, name: old.name, kind: old.kind, argv: resumeArgv(old, p.session),
-			launchPending: true, state: stateUnknown, seen: true, behavior: s.behaviorLocked(p)}
+			launchPending: true, state: stateUnknown, seen: true, behavior: s.behaviorLocked(p), relaunch: true}
 		p.agent = a
 		relaunch = append(relaunch, a)
 	}
@@ -76,9 +78,16 @@ func (s *Server) relaunchLocked(a *agent) {
 	if a.gone || a.pane.agent != a {
 		return
 	}
+	s.typeRelaunchLocked(a)
+	s.armLaunchLocked(a, 30*time.Second)
+}
+
+// typeRelaunchLocked types a restored agent's command into its pane: from
+// now on its program is the pane's foreground.
+func (s *Server) typeRelaunchLocked(a *agent) {
+	a.relaunch = false
 	s.typeCommandLocked(a.pane, a.argv)
 	a.pane.foreground = a.argv[0]
-	s.armLaunchLocked(a, 30*time.Second)
 }
 
 // resumeArgv is the command herdr relaunches a restored agent with: its

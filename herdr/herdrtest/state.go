@@ -77,6 +77,7 @@ type agent struct {
 	finalStatus   string
 	gone          bool // pane closed or exited, or agent replaced
 	stopLaunch    []func()
+	relaunch      bool   // restored by RestartRestored; its command is not typed yet
 	dialog        string // text of the dialog a launching agent waits at; "" when none
 	worked        bool   // worked since its last completion
 	completions   uint64 // completion_seq

@@ -298,6 +298,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 			prompts.WorkerGone(member, paneID, reason) // the core's WorkerGone, keeping an untyped first prompt owed
 			handler.PaneGone(paneID)
 		},
+		// A prompt typed into an agent herdr relaunched is lost with it:
+		// its turn ends now, not at its deadline.
+		OnAgentRelaunched: func(member, paneID string) {
+			core.AgentRelaunched(member, fmt.Sprintf("herdr restarted with session restore and relaunched it in pane %s", paneID))
+		},
 		Store:        desired,
 		StateDir:     state.Root(),
 		Herdr:        client,
@@ -310,6 +315,10 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return err
 	}
 	defer mgr.Close() // on a failed start; after Run it changes nothing
+	// No prompt reaches an agent herdr relaunched before the core heard of
+	// the relaunch: prompts wait while the controllers' view of herdr is
+	// not in sync.
+	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
 	dropUnownedTokens(toks, mgr.Owned(), log)
 
 	handler, err = mcp.NewHandler(mcp.Options{

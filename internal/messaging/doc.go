@@ -105,7 +105,11 @@
 // [Core.ObserveStatus] for every agent status change of a member's pane (and
 // after each resync), and [Core.WorkerGone] when a member is deleted or
 // paused or its pane is closed; a recreated pane's first observation brings
-// the worker back. The gateway resolves the caller from its token and calls
+// the worker back. [Core.AgentRelaunched] is for a worker whose agent was
+// started again in the same pane (herdr restarted with session restore):
+// the turns whose prompt the old process was given end with turn_done and
+// a text saying so — the prompt is never typed again — while its queue
+// waits for the new agent. The gateway resolves the caller from its token and calls
 // Send/Await (primary), Reply/Ask (worker), Poll/Ack/Status/Pending (either),
 // mapping [Error.Code] to its own error words. The process must hold the
 // state directory's lock (package statedir) from before [New] until after

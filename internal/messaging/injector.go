@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
@@ -389,4 +390,55 @@ func (c *Core) WorkerGone(name, reason string) {
 		c.opts.Logger.Error("messaging: record worker gone", "worker", name, "err", err)
 	}
 	c.opts.Logger.Info("messaging: worker gone", "worker", name, "reason", reason, "turns_closed", closed)
+}
+
+// AgentRelaunched tells the core that the worker's agent was relaunched: a
+// new process in the same pane (herdr restarted with session restore and
+// started every agent again, resumed in its own session), so what the old
+// process was given is gone with it. Each open turn whose prompt was typed
+// into the old agent ends with [OutcomeTurnDone] and a text that says so —
+// the prompt is never typed again, since the old agent may have acted on
+// part of it — and its caller's held call returns, or, with nobody waiting,
+// the notice goes to the caller's mailbox. A question the old agent was
+// waiting on is released. Messages still queued stay queued and go to the
+// new agent as the injector's status gating allows; a prompt being typed
+// right now is left to its outcome. reason says what happened, in a few
+// words.
+//
+// A live handoff of the multiplexer, where the agent keeps running, is not
+// a relaunch: its turns must stay open.
+func (c *Core) AgentRelaunched(name, reason string) {
+	c.lockW()
+	defer c.unlockW()
+	if c.closed {
+		return
+	}
+	w := c.worker(name)
+	if d := w.inflight; d != nil && d.sent {
+		c.pickedUp(w) // the old agent can no longer pick it up
+	}
+	ended := 0
+	for _, t := range c.sortedTurns() {
+		if t.worker != name || !t.delivered {
+			continue
+		}
+		if d := w.inflight; d != nil && !d.sent && d.msg.TurnID == t.id {
+			continue // being typed now: its outcome decides
+		}
+		if slices.ContainsFunc(w.queue, func(m *Message) bool { return m.TurnID == t.id }) {
+			continue // its prompt (herdr refused it untyped) or a follow-up is still queued: the new agent gets it
+		}
+		msg := fmt.Sprintf("(%s's agent was relaunched before it replied: %s. The prompt had been typed into the agent "+
+			"that is gone, and is not typed again; the agent may have acted on part of it. Check %s's work and send it again if it is still wanted.)",
+			name, reason, name)
+		if err := c.endTurn(t, string(OutcomeTurnDone), result{outcome: OutcomeTurnDone, text: msg},
+			c.newMail(name, t.caller, KindTurnDone, msg, t.id)); err == nil {
+			ended++
+		}
+	}
+	c.opts.Logger.Info("messaging: worker's agent relaunched", "worker", name, "reason", reason, "turns_ended", ended)
+	// The queue goes on as the last status allows: a new agent that is
+	// not ready yet refuses untyped (herdr's agent_not_ready), and its
+	// status may have been observed before this call.
+	c.pump(w)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -228,4 +229,92 @@ func TestDefaultClassify(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
+}
+
+// A worker's agent relaunched (herdr restarted with session restore): the
+// turn whose prompt the old agent was given ends with turn_done saying why
+// — the held call returns, or with nobody waiting the caller's mailbox gets
+// the notice — the prompt is never typed again, and the message still
+// queued (waiting for a's pickup, which the old agent can no longer show)
+// goes to the new agent.
+func TestAgentRelaunchedEndsDeliveredTurnsKeepsQueued(t *testing.T) {
+	for _, wait := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := &fakeHerdr{}
+				c := newCore(t, t.TempDir(), h, nil)
+				c.ObserveStatus("w", StatusIdle, 1)
+				first := call(func() (SendResult, error) {
+					return c.Send(bg, SendRequest{From: "primary", To: "w", Content: "a", Wait: wait})
+				})
+				if wait {
+					pending(t, first)
+				} else if r, err := got(t, first); err != nil || r.Outcome != OutcomeDispatched {
+					t.Fatalf("detached Send = %+v, %v", r, err)
+				}
+				synctest.Wait()
+				if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "b"}); err != nil {
+					t.Fatal(err)
+				}
+				if s := c.Status("w"); len(s.OpenTurns) != 2 || s.QueueDepth != 1 {
+					t.Fatalf("before the relaunch: %+v", s)
+				}
+
+				c.AgentRelaunched("w", "herdr restarted with session restore")
+				synctest.Wait()
+				var text string
+				if wait {
+					r, err := got(t, first)
+					if err != nil || r.Outcome != OutcomeTurnDone {
+						t.Fatalf("held Send after the relaunch = %+v, %v; want turn_done", r, err)
+					}
+					text = r.Text
+				} else {
+					msgs, _ := c.Poll(bg, "primary", false, 0)
+					if len(msgs) != 1 || msgs[0].Kind != KindTurnDone {
+						t.Fatalf("mailbox after the relaunch = %+v; want one turn_done notice", msgs)
+					}
+					text = msgs[0].Content
+				}
+				if !strings.Contains(text, "herdr restarted with session restore") || !strings.Contains(text, "not typed again") {
+					t.Errorf("the turn's end says %q; want the reason and that the prompt is not typed again", text)
+				}
+				// The new agent was observed idle already (a fleetd that adopts
+				// the pane learns of the relaunch after its statuses): b goes
+				// to it, a is never typed again.
+				if diff := cmp.Diff([]prompted{{"w", "a"}, {"w", "b"}}, h.sent()); diff != "" {
+					t.Errorf("typed after the relaunch (-want +got):\n%s", diff)
+				}
+				s := c.Status("w")
+				if len(s.OpenTurns) != 1 || !s.OpenTurns[0].Delivered || s.QueueDepth != 0 {
+					t.Errorf("after the relaunch: %+v; want b's turn open and delivered", s)
+				}
+			})
+		})
+	}
+}
+
+// A prompt herdr refused untyped (agent_blocked) is still queued when the
+// agent is relaunched: its turn stays open and the new agent gets it.
+func TestAgentRelaunchedKeepsARefusedPromptQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		c := newCore(t, t.TempDir(), h, nil)
+		c.ObserveStatus("w", StatusIdle, 1)
+		h.failNext(&PromptError{Verdict: NotSent, Status: StatusBlocked, Err: errors.New("agent_blocked")})
+		if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		c.AgentRelaunched("w", "herdr restarted with session restore")
+		synctest.Wait()
+		if s := c.Status("w"); len(s.OpenTurns) != 1 || s.QueueDepth != 1 {
+			t.Fatalf("after the relaunch: %+v; want x's turn open and x queued", s)
+		}
+		c.ObserveStatus("w", StatusIdle, 2)
+		synctest.Wait()
+		if diff := cmp.Diff([]prompted{{"w", "x"}, {"w", "x"}}, h.sent()); diff != "" {
+			t.Errorf("prompts (-want +got):\n%s", diff)
+		}
+	})
 }

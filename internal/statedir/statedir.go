@@ -29,6 +29,7 @@ const (
 	simDir       = "sim"
 	simSocket    = "herdr.sock"
 	recordSuffix = ".json"
+	sparePrefix  = ".spare-"
 )
 
 // Layout names the paths of one state directory. It is a value: copy it
@@ -85,10 +86,20 @@ func (l Layout) OwnedDir() string { return l.path(ownedDir) }
 func (l Layout) Owned(name string) string { return l.path(ownedDir, name+recordSuffix) }
 
 // IsOwnedRecord reports whether a file name in [Layout.OwnedDir] is an
-// ownership record (not a temporary file of an interrupted write).
+// ownership record (not a temporary file of an interrupted write, nor a
+// spare).
 func IsOwnedRecord(name string) bool {
 	return strings.HasSuffix(name, recordSuffix) && !strings.HasPrefix(name, ".")
 }
+
+// OwnedSpare is spare file id in [Layout.OwnedDir]: the file of a dropped
+// ownership record, kept for a later record's write to reuse. A spare is
+// never a record, whatever it holds.
+func (l Layout) OwnedSpare(id string) string { return l.path(ownedDir, sparePrefix+id) }
+
+// IsOwnedSpare reports whether a file name in [Layout.OwnedDir] is a spare
+// ([Layout.OwnedSpare]).
+func IsOwnedSpare(name string) bool { return strings.HasPrefix(name, sparePrefix) }
 
 // Harness is the directory of member name's harness config files.
 func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }

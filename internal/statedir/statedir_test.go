@@ -25,6 +25,7 @@ func TestLayout_Paths(t *testing.T) {
 		"objects":       l.Objects(),
 		"owned dir":     l.OwnedDir(),
 		"owned":         l.Owned("alpha"),
+		"owned spare":   l.OwnedSpare("X1"),
 		"harness":       l.Harness("alpha"),
 		"messages":      l.Messages(),
 		"prompts":       l.Prompts(),
@@ -37,6 +38,7 @@ func TestLayout_Paths(t *testing.T) {
 		"objects":       "/s/objects.json",
 		"owned dir":     "/s/owned",
 		"owned":         "/s/owned/alpha.json",
+		"owned spare":   "/s/owned/.spare-X1",
 		"harness":       "/s/harness/alpha",
 		"messages":      "/s/messages",
 		"prompts":       "/s/prompts-delivered.json",
@@ -61,6 +63,14 @@ func TestIsOwnedRecord(t *testing.T) {
 	}
 	if !statedir.IsOwnedRecord(filepath.Base(statedir.At("/s").Owned("m"))) {
 		t.Error("the record Owned names is not an ownership record")
+	}
+	spare := filepath.Base(statedir.At("/s").OwnedSpare("ABC"))
+	if statedir.IsOwnedRecord(spare) || !statedir.IsOwnedSpare(spare) {
+		t.Errorf("%s: IsOwnedRecord %v, IsOwnedSpare %v; want a spare, never a record", spare,
+			statedir.IsOwnedRecord(spare), statedir.IsOwnedSpare(spare))
+	}
+	if statedir.IsOwnedSpare("alpha.json") || statedir.IsOwnedSpare(".alpha.json.tmp-1") {
+		t.Error("a record or an interrupted write's temporary file counts as a spare")
 	}
 }
 
@@ -166,7 +176,7 @@ func TestLayout_DocumentedForOperators(t *testing.T) {
 	}
 	l := statedir.At("STATE_DIR")
 	for _, path := range []string{
-		l.LockFile(), l.PrimaryToken(), l.Tokens(), l.Objects(), l.Owned("NAME"),
+		l.LockFile(), l.PrimaryToken(), l.Tokens(), l.Objects(), l.Owned("NAME"), l.OwnedSpare("ID"),
 		l.Harness("NAME") + "/", l.Messages() + "/", l.Prompts(), l.SimSocket(),
 	} {
 		if !strings.Contains(string(doc), "| `"+path) {

@@ -24,6 +24,7 @@ var (
 	// Off by default: each exposes a known gap (see the package doc).
 	flagRunningOnly = flag.Bool("chaos.runningonly", false, "send only to members that are running (by default any listed member)")
 	flagUnobserved  = flag.Bool("chaos.unobserved", false, "let workers finish silently before fleetd saw them working")
+	flagRestore     = flag.Bool("chaos.restore", false, "herdr restarts with session restore (its agents relaunched) instead of with its agents dead")
 )
 
 // pool is every member name the schedule may create.

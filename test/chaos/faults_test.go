@@ -167,25 +167,44 @@ func (w *world) actHerdrBlip(rng *rand.Rand) string {
 	return fmt.Sprintf("herdr refuses connections for %s", d)
 }
 
-// actHerdrRestart restarts herdr at once, its agents dying with it: each
+// actHerdrRestart restarts herdr, its agents dying with it. By default each
 // pane comes back (same pane id) with its shell and without its agent,
 // whose worker forgets the prompt it was on; fleetd must start the agents
-// again without duplicating a pane.
+// again without duplicating a pane. The agents' deaths are modelled by
+// exiting them while herdr is down and restarting it with its model kept.
 //
-// The agents' deaths are modelled by exiting them while herdr is down and
-// restarting it with its model kept. A restart *with restore*
-// (herdrtest's RestartRestored, herdr 0.9's default) is not played here
-// yet: with it, a turn delivered just before the restart, whose relaunched
-// agent lost the prompt, stays open until its deadline, because fleetd
-// does not tell the messaging core that herdr relaunched the agent (seeds
-// 28 and 34 of -chaos.first=21 showed it). The controllers' and daemon's
-// restore scenarios cover adoption, tokens and later sends.
+// With -chaos.restore herdr restarts with session restore instead
+// (herdrtest's RestartRestored, herdr 0.9's default): herdr is gone for a
+// moment, then every pane comes back under its pane id with a new terminal
+// id and its agent relaunched — a new process that forgot the prompt it
+// was on. fleetd must adopt the panes without duplicating one and end each
+// turn whose prompt the old agent took (turn_done naming the restart),
+// while queued messages go to the relaunched agents. It is not the default
+// yet: a fleetd that was down while herdr restarted, and first sees a
+// relaunched agent already ready, has no evidence that it is a new process
+// (see the package doc).
 func (w *world) actHerdrRestart(rng *rand.Rand) string {
 	if w.herdrDown {
 		return w.actHerdr(rng)
 	}
 	if err := w.fake.Stop(); err != nil {
 		w.t.Fatalf("herdr stop: %v", err)
+	}
+	if *flagRestore {
+		forgot := 0
+		for _, p := range w.pendingSorted() {
+			w.finish(p)
+			forgot++
+		}
+		// herdr's process is gone for a moment (fleetd reconnects every 5
+		// to 50 ms, so it finds the socket refusing), as a real restart is.
+		d := time.Duration(100+rng.IntN(200)) * time.Millisecond
+		tm := time.NewTimer(d) // the moment herdr is gone; it paces, decides nothing
+		<-tm.C
+		if err := w.fake.RestartRestored(nil); err != nil {
+			w.t.Fatalf("herdr restart with restore: %v", err)
+		}
+		return fmt.Sprintf("herdr restarts with session restore after %s: %d prompts forgotten by the relaunched agents", d, forgot)
 	}
 	died := 0
 	for _, p := range w.fake.Panes() {

@@ -50,6 +50,7 @@ metadata: {name: sim}
 spec:
   harness: codex
   args: ["-m", "sim"]
+  startupTimeout: 10s
 `
 
 // spec is what the schedule last wrote for a member; a member without one
@@ -213,7 +214,8 @@ func (w *world) startFleetd() {
 	if err != nil {
 		w.t.Fatalf("store: %v", err)
 	}
-	core, err := messaging.New(statedir.At(w.state).Messages(), herdrprompt.New(hc), &messaging.Options{
+	prompter := herdrprompt.New(hc)
+	core, err := messaging.New(statedir.At(w.state).Messages(), prompter, &messaging.Options{
 		// PickupGrace must outlast the way of a status event from herdr
 		// through the controller on a loaded machine: a shorter one lets a
 		// second prompt into a turn (and a reply to the wrong turn) before
@@ -231,7 +233,10 @@ func (w *world) startFleetd() {
 		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log,
 		OnPaneGone:    func(member, _, reason string) { core.WorkerGone(member, reason) },
 		OnAgentStatus: core.ObserveStatus,
-		Workers:       4, PollInterval: 2 * time.Millisecond, CallTimeout: 2 * time.Second,
+		OnAgentRelaunched: func(member, paneID string) {
+			core.AgentRelaunched(member, "herdr restarted with session restore and relaunched it in pane "+paneID)
+		},
+		Workers: 4, PollInterval: 2 * time.Millisecond, CallTimeout: 2 * time.Second,
 		ReconnectBackoff: 5 * time.Millisecond, MaxReconnect: 50 * time.Millisecond,
 		ResubscribeDelay: 5 * time.Millisecond, RestartBackoff: 5 * time.Millisecond,
 		MaxRestartDelay: 50 * time.Millisecond, StableAfter: 50 * time.Millisecond,
@@ -241,6 +246,7 @@ func (w *world) startFleetd() {
 		core.Close()
 		w.t.Fatalf("controllers: %v", err)
 	}
+	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() }) // as the daemon wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
 	fd.gw = w.startGateway(mgr, core)

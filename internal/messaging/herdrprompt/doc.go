@@ -15,7 +15,10 @@
 // error, so that herdr.IsCode keeps working on it. The core's status words
 // (messaging.StatusIdle, …) are herdr's agent statuses; this package's
 // tests pin that. It never retries: whether to try again is the core's
-// decision.
+// decision. [Prompter.HoldWhile] makes Prompt refuse untyped (NotSent)
+// while its caller says so: fleetd holds prompts while its view of herdr is
+// not in sync, so that none reaches an agent a herdr restart relaunched
+// before the core has heard of the relaunch.
 //
 // Turns end on evidence: [Prompter.Feed] wraps the core's ObserveStatus.
 // The core ends a turn when it sees the worker working and then idle; a

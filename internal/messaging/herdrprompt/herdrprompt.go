@@ -35,6 +35,7 @@ type Prompter struct {
 	mu      sync.Mutex
 	observe func(name, status string, seq uint64)
 	workers map[string]*worker
+	held    func() bool // see HoldWhile; nil: never
 }
 
 // worker is what the feed knows of one agent target.
@@ -75,12 +76,36 @@ func (p *Prompter) worker(target string) *worker {
 	return w
 }
 
+// errHeld is why a prompt was held (see [Prompter.HoldWhile]).
+var errHeld = errors.New("held until fleetd's view of herdr is in sync again")
+
+// HoldWhile makes Prompt refuse every prompt, before herdr sees it, while
+// held reports true, as a refused connect is refused (NotSent: the core
+// retries it). fleetd holds prompts while its view of herdr is not in sync
+// — herdr away, or back but not read yet — because a herdr that restarted
+// with session restore relaunched its agents: a prompt typed into a
+// relaunched agent before the read that reports the relaunch would be
+// taken by the core for one the old agent lost, and its turn ended.
+func (p *Prompter) HoldWhile(held func() bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = held
+}
+
 // Prompt types text into the agent target (a pane id or live agent name) and
 // returns as soon as herdr has typed it. A failure is a
 // *messaging.PromptError classified by [Classify] that wraps herdr's error
 // unchanged. The completion_seq in herdr's answer is the baseline of the
 // turn's completion evidence (see [Prompter.Feed]).
 func (p *Prompter) Prompt(ctx context.Context, target, text string) error {
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
+	if held != nil && held() {
+		err := fmt.Errorf("prompt agent %s: %w", target,
+			&herdr.TransportError{Method: "agent.prompt", Reason: herdr.ReasonUnavailable, Err: errHeld})
+		return &messaging.PromptError{Verdict: Classify(err), Err: err}
+	}
 	d := &delivery{}
 	p.mu.Lock()
 	p.worker(target).pending = d // a start observed from now on belongs to this prompt

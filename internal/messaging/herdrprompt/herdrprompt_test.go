@@ -2,6 +2,7 @@ package herdrprompt_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,33 @@ func TestPrompter_ErrorsKeepHerdrCodes(t *testing.T) {
 		})
 	}
 }
+
+// While held (fleetd's view of herdr not in sync: herdr away, or back and
+// not read yet), Prompt types nothing and refuses as a refused connect is
+// refused — NotSent, so the core keeps the message queued and retries —
+// and once released it types again.
+func TestPrompter_HoldWhileRefusesUntyped(t *testing.T) {
+	f := newFixture(t, herdrtest.Behavior{})
+	p := herdrprompt.New(f.hc)
+	held := true
+	p.HoldWhile(func() bool { return held })
+	err := p.Prompt(f.ctx, "w", "held")
+	if err == nil || messaging.DefaultClassify(err) != messaging.NotSent || !unavailable(err) {
+		t.Fatalf("held Prompt = %v (%v); want NotSent, herdr unavailable", err, messaging.DefaultClassify(err))
+	}
+	if got := f.srv.Prompts(f.pane); len(got) != 0 {
+		t.Fatalf("typed %q while held", got)
+	}
+	held = false
+	if err := p.Prompt(f.ctx, "w", "released"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"released"}, f.srv.Prompts(f.pane)); diff != "" {
+		t.Errorf("typed (-want +got):\n%s", diff)
+	}
+}
+
+func unavailable(err error) bool { return errors.Is(err, herdr.ErrUnavailable) }
 
 // feed plays the reconciler's part: herdr's per-pane status events go to
 // ObserveStatus, numbered by a counter that advances with every change (the
