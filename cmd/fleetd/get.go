@@ -19,7 +19,7 @@ func newGetCmd() *cobra.Command {
 	var flags clientFlags
 	var opts getOptions
 	cmd := &cobra.Command{
-		Use:   "get members|profiles|tenants [NAME]",
+		Use:   "get members|profiles|tenants|nodes [NAME]",
 		Short: "List members, profiles or tenants from a running fleetd; watch members change",
 		Long: `get lists the members (with their status), profiles or tenants of the running
 fleetd, or shows one by NAME. A member's NAME may also be its pane id,

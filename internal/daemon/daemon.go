@@ -23,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -227,6 +228,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(log, metrics.HerdrObserver())})
 	var desired store.Store
 	var node *etcdstore.Node // with the etcd store
+	var nodes mcp.NodeSource // GET /nodes; nil with the directory store
 	if cfg.Etcd != nil {
 		cli, err := dialEtcd(cfg.Etcd, log)
 		if err != nil {
@@ -239,7 +241,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		}
 		// Registered before anything reconciles: a second node on the
 		// prefix is refused before it touches herdr.
-		node, err = etcdstore.RegisterNode(ctx, cli, etcdstore.NodeInfo{Name: cfg.Etcd.Node, GatewayURL: gateway.URL, Version: version.Version},
+		node, err = etcdstore.RegisterNode(ctx, cli, etcdstore.NodeInfo{Name: cfg.Etcd.Node, Labels: cfg.Etcd.NodeLabels, MaxMembers: cfg.Etcd.MaxMembers, GatewayURL: gateway.URL, Version: version.Version},
 			&etcdstore.NodeOptions{Prefix: cfg.Etcd.Prefix, TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
 		if errors.Is(err, etcdstore.ErrUnavailable) {
 			if why := explainTLS(cfg.Etcd); why != nil {
@@ -254,7 +256,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		if err := st.Sync(ctx); err != nil {
 			return fmt.Errorf("read the desired state from etcd: %w", err)
 		}
-		desired = st
+		desired, nodes = st, st
 	} else {
 		desired, err = store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
 		if err != nil {
@@ -324,6 +326,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Messages:   core,
 		Registerer: reg,
 		Version:    version.Version,
+		Nodes:      nodes,
 
 		ToolCallRate:        cfg.ToolCallRate,
 		ToolCallBurst:       cfg.ToolCallBurst,
@@ -363,6 +366,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 	if node != nil {
 		g.Go(func() error { return node.Run(ctx) })
+		g.Go(func() error { publishNode(ctx, node, reg, desired, mgr.Changed, clock.Real{}, log); return nil })
 	}
 	g.Go(func() error { prompts.Run(ctx); return nil })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })

@@ -38,7 +38,11 @@
 //     node would run every member — and the store reads the prefix once
 //     before the listener serves. A refused TLS handshake, which etcd's
 //     client reports only as a timeout, is explained by a probe of the
-//     endpoints.
+//     endpoints. The registration carries the node's labels and capacity,
+//     and is kept current with its herdr (version, protocol and
+//     reachability, read from the daemon's own fleetd_herdr_info and
+//     fleetd_herdr_up) and member count, written only when they change;
+//     GET /nodes serves every registration from the store's watch.
 //
 // The listener is bounded ([ListenerLimits], Config.Listener): a cap on
 // open connections (at the cap the connection idle longest is closed to

@@ -54,10 +54,13 @@
 // it has generation 1 and a uid derived from the key's create revision,
 // which the store keeps when it first writes the object.
 //
-// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]) and
-// PREFIX/node (the prefix's serving node) in one transaction under one
-// lease (DefaultNodeTTL), which [Node.Run] keeps alive and revokes on a
-// clean stop. Until placement exists every node would reconcile every
+// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]: labels,
+// capacity, gateway, herdr, member count) and PREFIX/node (the prefix's
+// serving node) in one transaction under one lease (DefaultNodeTTL), which
+// [Node.Run] keeps alive and revokes on a clean stop; [Node.Update]
+// rewrites the registration under the lease when what it says changed. The
+// Store reads every registration from its list and watch of the prefix and
+// serves them from memory ([Store.Nodes], with a Ready condition). Until placement exists every node would reconcile every
 // Member, so the transaction refuses a second live node on a prefix
 // (ErrPrefixTaken); the same name may register again at once.
 //

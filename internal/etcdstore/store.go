@@ -77,7 +77,8 @@ type Store struct {
 	clock    clock.Clock
 	log      *slog.Logger
 
-	entries map[string]*entry // by etcd key; owned by Run
+	entries map[string]*entry     // by etcd key; owned by Run
+	nodeKVs map[string]*nodeEntry // PREFIX/nodes/NAME by key; owned by Run
 	// listed, if set, is called by Run between a list and the watch from
 	// its revision (tests: make changes and compact etcd there).
 	listed func(rev int64)
@@ -87,6 +88,7 @@ type Store struct {
 	rev      int64         // the etcd revision snap reflects; 0 before the first list
 	advanced chan struct{} // closed (and replaced) whenever rev grows
 	watchers map[chan struct{}]struct{}
+	nodes    []NodeInfo // the registered nodes, sorted by name
 }
 
 // entry is what the store knows about one key.
@@ -136,6 +138,7 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 		clock:    o.Clock,
 		log:      o.Logger,
 		entries:  map[string]*entry{},
+		nodeKVs:  map[string]*nodeEntry{},
 		snap:     emptySnapshot(),
 		advanced: make(chan struct{}),
 		watchers: map[chan struct{}]struct{}{},
@@ -293,6 +296,7 @@ func (s *Store) sleep(ctx context.Context, d time.Duration) bool {
 // publishes the result; it returns that revision.
 func (s *Store) relist(ctx context.Context) (int64, error) {
 	next := map[string]*entry{}
+	nextNodes := map[string]*nodeEntry{}
 	var rev int64
 	key, end := s.prefix, clientv3.GetPrefixRangeEnd(s.prefix)
 	for {
@@ -311,7 +315,9 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
-			if e := s.decode(k, kv.Value, kv.ModRevision, kv.CreateRevision, s.entries[k]); e != nil {
+			if e := s.decodeNode(k, kv.Value, kv.ModRevision, s.nodeKVs[k]); e != nil {
+				nextNodes[k] = e
+			} else if e := s.decode(k, kv.Value, kv.ModRevision, kv.CreateRevision, s.entries[k]); e != nil {
 				next[k] = e
 			}
 		}
@@ -320,7 +326,8 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	s.entries = next
+	s.entries, s.nodeKVs = next, nextNodes
+	s.publishNodes()
 	s.publish(rev, true)
 	return rev, nil
 }
@@ -335,9 +342,18 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 		if err := resp.Err(); err != nil {
 			return err
 		}
-		changed := false
+		changed, nodesChanged := false, false
 		for _, ev := range resp.Events {
 			k := string(ev.Kv.Key)
+			if _, ok := s.nodeName(k); ok {
+				nodesChanged = true
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(s.nodeKVs, k)
+				} else {
+					s.nodeKVs[k] = s.decodeNode(k, ev.Kv.Value, ev.Kv.ModRevision, s.nodeKVs[k])
+				}
+				continue
+			}
 			switch ev.Type {
 			case clientv3.EventTypeDelete:
 				if _, ok := s.entries[k]; ok {
@@ -350,6 +366,9 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 					changed = true
 				}
 			}
+		}
+		if nodesChanged {
+			s.publishNodes()
 		}
 		s.publish(resp.Header.Revision, changed)
 	}

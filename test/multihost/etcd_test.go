@@ -42,12 +42,18 @@ type fleetNode struct {
 // prefix, as node name; it stops when the test ends.
 func startNode(t *testing.T, prefix, name string) *fleetNode {
 	t.Helper()
+	return startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: name})
+}
+
+// startNodeWith is startNode with the whole etcd configuration.
+func startNodeWith(t *testing.T, etcd *daemon.EtcdConfig) *fleetNode {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Info, 1)
 	done := make(chan error, 1)
 	state := t.TempDir()
 	cfg := daemon.Config{
-		Etcd:         &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: name},
+		Etcd:         etcd,
 		StateDir:     state,
 		Listen:       "127.0.0.1:0",
 		Sim:          true,
