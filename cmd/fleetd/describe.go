@@ -91,9 +91,14 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 	p(1, "Cwd", dash(m.Spec.Cwd))
 	p(1, "Prompt", dash(m.Spec.Prompt))
 	p(1, "Paused", fmt.Sprint(m.Spec.Paused))
+	if m.Spec.NodeName != "" || len(m.Spec.NodeSelector) > 0 {
+		p(1, "Node Name", dash(m.Spec.NodeName))
+		p(1, "Node Selector", mapString(m.Spec.NodeSelector))
+	}
 	st := m.Status
 	fmt.Fprintln(tw, "Status:")
 	p(1, "Phase", dash(st.Phase))
+	p(1, "Node", dash(st.NodeName))
 	p(1, "Agent Status", dash(st.AgentStatus))
 	p(1, "Observed Generation", fmt.Sprint(st.ObservedGeneration))
 	p(1, "Session ID", dash(st.SessionID))

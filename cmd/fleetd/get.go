@@ -80,7 +80,7 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 func memberHeader(wide bool) []string {
 	header := []string{"NAME", "PHASE", "AGENT", "PANE", "RESTARTS", "AGE"}
 	if wide {
-		header = append(header, "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
+		header = append(header, "NODE", "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
 	}
 	return header
 }
@@ -89,7 +89,7 @@ func memberRow(m *v1alpha1.Member, wide bool, now time.Time) []string {
 	row := []string{m.Name, phaseCell(*m), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
 		strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
 	if wide {
-		row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
+		row = append(row, dash(m.Status.NodeName), m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
 			dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID))
 	}
 	return row

@@ -21,12 +21,6 @@ import (
 // after.
 const DefaultNodeTTL = 10 * time.Second
 
-// ErrPrefixTaken is returned (wrapped) by RegisterNode and Node.Run when
-// another live node serves the prefix. Until placement exists, every node
-// would reconcile every Member into its own herdr, so one prefix has one
-// node at a time.
-var ErrPrefixTaken = errors.New("another fleetd node serves this etcd prefix")
-
 // NodeInfo is what a node publishes about itself at PREFIX/nodes/NAME.
 type NodeInfo struct {
 	Name   string            `json:"name"`
@@ -91,13 +85,11 @@ func CheckNodeName(name string) error {
 }
 
 // Node is a node's registration in etcd: PREFIX/nodes/NAME with its
-// NodeInfo, and PREFIX/node, the prefix's one serving node, both under one
-// lease that Run keeps alive.
+// NodeInfo, under a lease that Run keeps alive.
 type Node struct {
 	cli     *clientv3.Client
 	name    string
 	key     string // PREFIX/nodes/NAME
-	sole    string // PREFIX/node
 	ttl     time.Duration
 	timeout time.Duration
 	clock   clock.Clock
@@ -109,10 +101,9 @@ type Node struct {
 	lease clientv3.LeaseID
 }
 
-// RegisterNode registers info.Name as the prefix's serving node, in one
-// transaction that fails with ErrPrefixTaken while another node's lease is
-// alive. The same name may register again at once (a restarted node does
-// not wait for its old lease to expire).
+// RegisterNode registers info.Name as a node of the fleet. The same name
+// may register again at once (a restarted node does not wait for its old
+// lease to expire): the newest registration wins.
 func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts *NodeOptions) (*Node, error) {
 	var o NodeOptions
 	if opts != nil {
@@ -143,7 +134,7 @@ func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts
 		since := info.StartedAt
 		info.Herdr.Since = &since
 	}
-	n := &Node{cli: cli, info: info, name: info.Name, key: o.Prefix + "/nodes/" + info.Name, sole: o.Prefix + "/node",
+	n := &Node{cli: cli, info: info, name: info.Name, key: o.Prefix + "/nodes/" + info.Name,
 		ttl: o.TTL, timeout: o.RequestTimeout, clock: o.Clock, log: o.Logger}
 	if err := n.register(ctx); err != nil {
 		return nil, err
@@ -151,8 +142,7 @@ func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts
 	return n, nil
 }
 
-// register grants a lease and puts both keys under it, unless another
-// node's name is at PREFIX/node.
+// register grants a lease and puts the node's key under it.
 func (n *Node) register(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -167,29 +157,9 @@ func (n *Node) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register node %s: %w: %w", n.name, ErrUnavailable, err)
 	}
-	resp, err := n.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(n.sole), "=", 0)).
-		Then(clientv3.OpPut(n.sole, n.name, clientv3.WithLease(lease.ID)), clientv3.OpPut(n.key, info, clientv3.WithLease(lease.ID))).
-		Else(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(n.sole), "=", n.name)},
-			[]clientv3.Op{clientv3.OpPut(n.sole, n.name, clientv3.WithLease(lease.ID)), clientv3.OpPut(n.key, info, clientv3.WithLease(lease.ID))},
-			[]clientv3.Op{clientv3.OpGet(n.sole)})).
-		Commit()
-	if err != nil {
+	if _, err := n.cli.Put(rctx, n.key, info, clientv3.WithLease(lease.ID)); err != nil {
 		n.revoke(lease.ID)
 		return fmt.Errorf("register node %s: %w: %w", n.name, ErrUnavailable, err)
-	}
-	if !resp.Succeeded {
-		inner := resp.Responses[0].GetResponseTxn()
-		if !inner.Succeeded {
-			n.revoke(lease.ID)
-			holder := "?"
-			if kvs := inner.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-				holder = string(kvs[0].Value)
-			}
-			return fmt.Errorf("register node %s: node %s is alive at %s: %w; until placement is built, run one fleetd per etcd prefix (another --etcd-prefix, or stop %s)",
-				n.name, holder, n.sole, ErrPrefixTaken, holder)
-		}
 	}
 	n.lease, n.sent = lease.ID, info
 	return nil
@@ -249,8 +219,7 @@ func (n *Node) revoke(id clientv3.LeaseID) {
 
 // Run keeps the registration alive until ctx ends, then revokes it so the
 // keys go at once. A lease lost while etcd was out of reach is registered
-// again when etcd answers; Run returns an error matching ErrPrefixTaken if
-// another node took the prefix meanwhile.
+// again when etcd answers.
 func (n *Node) Run(ctx context.Context) error {
 	defer func() { n.revoke(n.lease) }()
 	for {
@@ -267,9 +236,6 @@ func (n *Node) Run(ctx context.Context) error {
 			err := n.register(ctx)
 			if ctx.Err() != nil {
 				return nil
-			}
-			if errors.Is(err, ErrPrefixTaken) {
-				return err
 			}
 			if err == nil {
 				n.log.Info("node registered again", "node", n.name, "key", n.key)

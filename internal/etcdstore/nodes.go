@@ -74,6 +74,7 @@ func (s *Store) publishNodes() {
 	}
 	s.mu.Lock()
 	s.nodes = nodes
+	s.fleetChangedLocked()
 	s.mu.Unlock()
 }
 
