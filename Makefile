@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/fleetd-dev/fleetd/internal/version.Version=$(VERSION)
 FUZZTIME  ?= 50000x
 
-.PHONY: all build run test lint fmt bench fuzz chaos clean
+.PHONY: all build run run-cluster test lint fmt bench fuzz chaos clean
 
 all: lint test build
 
@@ -21,6 +21,13 @@ ACME_FLEETD_TOKEN ?= sim-demo-credential
 run: build
 	./$(BIN) validate manifests/
 	ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests manifests/
+
+# A fleet of two nodes on one machine (docs/multi-host.md): an embedded
+# single-member etcd on loopback (cmd/etcd-demo; etcd's server is never in
+# $(BIN)) and two `fleetd serve --store etcd --herdr=sim` nodes with the
+# members of manifests/cluster placed on both. Ctrl-C stops it all.
+run-cluster: build
+	$(GO) run ./cmd/etcd-demo -fleetd $(BIN)
 
 test:
 	$(GO) test -race -count=1 $(PKGS)

@@ -88,6 +88,10 @@ type Options struct {
 	// clock.
 	Clock clock.Clock
 
+	// Nodes serves GET /nodes and /nodes/{name} (rest_nodes.go); nil
+	// (the directory store) answers them 404.
+	Nodes NodeSource
+
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
 	// the route out. MaxFollowers caps its follow streams open at once;
 	// default [DefaultMaxFollowers].
@@ -179,6 +183,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	mux.Handle("GET /members", s.authenticated(s.listMembers))
 	mux.Handle("GET /members/{name}", s.authenticated(s.getMember))
 	mux.Handle("GET /members/{name}/events", s.authenticated(s.memberEvents))
+	s.nodeRoutes(mux) // rest_nodes.go
 	if opts.Terminals != nil {
 		mux.Handle("GET /members/{name}/logs", s.authenticated(s.memberLogs))
 	}

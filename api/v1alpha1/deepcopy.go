@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "maps"
+
 // Hand-written deep copies, shaped like controller-gen's output so the types
 // can become CRDs unchanged. Every map, slice and pointer is copied; a copy
 // shares no memory with its original.
@@ -45,6 +47,9 @@ func (t *MCPTarget) DeepCopy() *MCPTarget {
 func (s *MemberSpec) DeepCopyInto(out *MemberSpec) {
 	*out = *s
 	out.MCPTarget = s.MCPTarget.DeepCopy()
+	if s.NodeSelector != nil {
+		out.NodeSelector = maps.Clone(s.NodeSelector)
+	}
 }
 
 // DeepCopyInto copies c into out.

@@ -94,6 +94,13 @@ type MemberSpec struct {
 	Prompt string `json:"prompt,omitempty"`
 	// Paused keeps the object but closes the pane.
 	Paused bool `json:"paused,omitempty"`
+	// NodeName pins the member to one node of a fleet on etcd (`fleetd
+	// serve --store etcd`), as in Kubernetes: the scheduler places it there
+	// only. Unused by the directory store, whose one machine is the fleet.
+	NodeName string `json:"nodeName,omitempty"`
+	// NodeSelector places the member only on a node whose labels hold
+	// every pair, as in Kubernetes. Unused by the directory store.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
 // Member phases.
@@ -137,18 +144,20 @@ const (
 
 // MemberStatus is written by fleetd, never into the operator's file.
 type MemberStatus struct {
-	Phase              string      `json:"phase,omitempty"`
-	Conditions         []Condition `json:"conditions,omitempty"`
-	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
-	SessionID          string      `json:"sessionId,omitempty"`
-	PaneID             string      `json:"paneId,omitempty"`
-	TerminalID         string      `json:"terminalId,omitempty"`
-	WorkspaceID        string      `json:"workspaceId,omitempty"`
-	TabID              string      `json:"tabId,omitempty"`
-	AgentStatus        string      `json:"agentStatus,omitempty"`
-	Restarts           int32       `json:"restarts,omitempty"`
-	LastError          string      `json:"lastError,omitempty"`
-	Plan               []PlanRow   `json:"plan,omitempty"`
+	Phase      string      `json:"phase,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+	// NodeName is the node the member is placed on (fleets on etcd).
+	NodeName           string    `json:"nodeName,omitempty"`
+	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
+	SessionID          string    `json:"sessionId,omitempty"`
+	PaneID             string    `json:"paneId,omitempty"`
+	TerminalID         string    `json:"terminalId,omitempty"`
+	WorkspaceID        string    `json:"workspaceId,omitempty"`
+	TabID              string    `json:"tabId,omitempty"`
+	AgentStatus        string    `json:"agentStatus,omitempty"`
+	Restarts           int32     `json:"restarts,omitempty"`
+	LastError          string    `json:"lastError,omitempty"`
+	Plan               []PlanRow `json:"plan,omitempty"`
 	// ResumedSession is the agent's own session the current pane was
 	// launched to resume (the harness's resume command); nil for a fresh
 	// start.

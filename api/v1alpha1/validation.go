@@ -147,6 +147,22 @@ func (m *Member) Validate() FieldErrors {
 		errs.add("spec.prompt", "%d bytes, over the limit of %d bytes on a message's content; it could never be delivered: shorten it", n, MaxContentBytes)
 	}
 	validateCwd(&errs, s.Cwd)
+	if s.NodeName != "" && !IsObjectName(s.NodeName) {
+		errs.add("spec.nodeName", "invalid node name %q; want %s", s.NodeName, ObjectNamePattern)
+	}
+	if len(s.NodeSelector) > MaxNodeLabels {
+		errs.add("spec.nodeSelector", "%d pairs; a node carries at most %d labels", len(s.NodeSelector), MaxNodeLabels)
+	}
+	for _, k := range sortedKeys(s.NodeSelector) {
+		switch why := labelProblem(k); {
+		case k == "":
+			errs.add("spec.nodeSelector", "empty label key")
+		case why != "":
+			errs.add("spec.nodeSelector", "invalid label key: %s", why)
+		default:
+			validateLabel(&errs, "spec.nodeSelector["+k+"]", s.NodeSelector[k])
+		}
+	}
 	return errs
 }
 

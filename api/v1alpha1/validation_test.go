@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,38 @@ func TestValidate_Labels(t *testing.T) {
 		if diff := cmp.Diff(want, fieldErrs(errs)); diff != "" {
 			t.Errorf("%s: errors (-want +got):\n%s", kind, diff)
 		}
+	}
+}
+
+func TestValidate_Placement(t *testing.T) {
+	m := validMember()
+	m.Spec.NodeName = "buildbox"
+	m.Spec.NodeSelector = map[string]string{"gpu": "a100", "zone": ""}
+	if errs := m.Validate(); len(errs) != 0 {
+		t.Errorf("a valid nodeName and nodeSelector: %v", errs)
+	}
+	m.Spec.NodeName = "Build Box"
+	m.Spec.NodeSelector = map[string]string{"": "x", "ctl": "a\x00b"}
+	want := []string{
+		`spec.nodeName: invalid node name "Build Box"; want ^[a-z][a-z0-9_-]{0,62}$`,
+		`spec.nodeSelector: empty label key`,
+		`spec.nodeSelector[ctl]: invalid label: "a\x00b" holds the control character U+0000; want plain text`,
+	}
+	if diff := cmp.Diff(want, fieldErrs(m.Validate())); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	big := map[string]string{}
+	for i := range MaxNodeLabels + 1 {
+		big[fmt.Sprint("k", i)] = "v"
+	}
+	m.Spec.NodeName, m.Spec.NodeSelector = "", big
+	if errs := fieldErrs(m.Validate()); len(errs) != 1 || !strings.Contains(errs[0], "65 pairs") {
+		t.Errorf("65 pairs: %v", errs)
+	}
+	// A deep copy shares no selector.
+	cp := m.DeepCopy()
+	cp.Spec.NodeSelector["k0"] = "changed"
+	if m.Spec.NodeSelector["k0"] != "v" {
+		t.Error("DeepCopy shares spec.nodeSelector")
 	}
 }

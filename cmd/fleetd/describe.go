@@ -18,7 +18,7 @@ import (
 func newDescribeCmd() *cobra.Command {
 	var flags clientFlags
 	cmd := &cobra.Command{
-		Use:   "describe member|profile|tenant NAME",
+		Use:   "describe member|profile|tenant|node NAME",
 		Short: "Show a member's spec, status, conditions and recent events, or a profile or tenant",
 		Long: `describe shows one object of the running fleetd in full. A member's NAME may
 also be its pane id, terminal id or session id.`,
@@ -30,7 +30,7 @@ also be its pane id, terminal id or session id.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, ok := lookupResource(args[0])
 			if !ok {
-				return usageErrorf(cmd, "unknown resource type %q; fleetd serves: member, profile or tenant", args[0])
+				return usageErrorf(cmd, "unknown resource type %q; fleetd serves: member, profile, tenant or node", args[0])
 			}
 			c, err := flags.client()
 			if err != nil {
@@ -47,6 +47,8 @@ also be its pane id, terminal id or session id.`,
 					return describeProfile(cmd.OutOrStdout(), o, now)
 				case *v1alpha1.Tenant:
 					return describeTenant(cmd.OutOrStdout(), o, now)
+				case *v1alpha1.Node:
+					return describeNode(cmd.OutOrStdout(), o, now)
 				}
 			}
 			m, err := resolveMember(ctx, c, args[1])
@@ -89,9 +91,14 @@ func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 	p(1, "Cwd", dash(m.Spec.Cwd))
 	p(1, "Prompt", dash(m.Spec.Prompt))
 	p(1, "Paused", fmt.Sprint(m.Spec.Paused))
+	if m.Spec.NodeName != "" || len(m.Spec.NodeSelector) > 0 {
+		p(1, "Node Name", dash(m.Spec.NodeName))
+		p(1, "Node Selector", mapString(m.Spec.NodeSelector))
+	}
 	st := m.Status
 	fmt.Fprintln(tw, "Status:")
 	p(1, "Phase", phaseCell(*m))
+	p(1, "Node", dash(st.NodeName))
 	p(1, "Agent Status", dash(st.AgentStatus))
 	p(1, "Observed Generation", fmt.Sprint(st.ObservedGeneration))
 	p(1, "Session ID", dash(st.SessionID))

@@ -19,7 +19,7 @@ func newGetCmd() *cobra.Command {
 	var flags clientFlags
 	var opts getOptions
 	cmd := &cobra.Command{
-		Use:   "get members|profiles|tenants [NAME]",
+		Use:   "get members|profiles|tenants|nodes [NAME]",
 		Short: "List members, profiles or tenants from a running fleetd; watch members change",
 		Long: `get lists the members (with their status), profiles or tenants of the running
 fleetd, or shows one by NAME. A member's NAME may also be its pane id,
@@ -80,7 +80,7 @@ func printMembers(w io.Writer, members []v1alpha1.Member, output string, single 
 func memberHeader(wide bool) []string {
 	header := []string{"NAME", "PHASE", "AGENT", "PANE", "RESTARTS", "AGE"}
 	if wide {
-		header = append(header, "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
+		header = append(header, "NODE", "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
 	}
 	return header
 }
@@ -89,7 +89,7 @@ func memberRow(m *v1alpha1.Member, wide bool, now time.Time) []string {
 	row := []string{m.Name, phaseCell(*m), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
 		strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
 	if wide {
-		row = append(row, m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
+		row = append(row, dash(m.Status.NodeName), m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
 			dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID))
 	}
 	return row

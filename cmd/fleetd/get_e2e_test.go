@@ -133,7 +133,7 @@ func TestGet_SelectorsOutputsAndSortThroughTheCLI(t *testing.T) {
 		{"sort by label", []string{"get", "members", "--sort-by", ".metadata.labels.team", "-o", "name"}, 0, "member/tester\nmember/reviewer\n", ""},
 		{"sort by braces", []string{"get", "members", "--sort-by", "{.spec.profile}", "-o", "name"}, 0, "member/reviewer\nmember/tester\n", ""},
 		{"bad sort", []string{"get", "members", "--sort-by", "..x"}, 2, "", `--sort-by "..x": path "..x": recursive descent`},
-		{"unknown resource", []string{"get", "pods"}, 2, "", `unknown resource type "pods"; fleetd serves: members, profiles or tenants`},
+		{"unknown resource", []string{"get", "pods"}, 2, "", `unknown resource type "pods"; fleetd serves: members, profiles, tenants or nodes`},
 		{"unknown member", []string{"get", "members", "nobody"}, 1, "", `member "nobody" not found (by name, pane id, terminal id or session id)`},
 		{"watch a profile", []string{"get", "profiles", "-w"}, 2, "", "only members can be watched"},
 		{"watch events without watch", []string{"get", "members", "--output-watch-events"}, 2, "", "--output-watch-events needs --watch"},
@@ -195,6 +195,9 @@ func TestGet_ProfilesAndTenantsThroughTheCLI(t *testing.T) {
 		{[]string{"describe", "tenant", "acme"}, 0, "Name: acme\nLabels: <none>\nAnnotations: <none>\nSpec:\n URL: https://fleet.acme.example/mcp\n Credential Env: ACME_FLEETD_TOKEN\n", ""},
 		{[]string{"get", "profiles", "gpt"}, 1, "", "fleetd: Profile \"gpt\" not found (not_found)\n"},
 		{[]string{"describe", "tenant", "globex"}, 1, "", "fleetd: Tenant \"globex\" not found (not_found)\n"},
+		// The directory store has no nodes, and says so.
+		{[]string{"get", "nodes"}, 1, "", "fleetd: nodes exist only with --store etcd: this fleetd keeps its desired state in a directory and runs every member on its own machine (not_found)\n"},
+		{[]string{"describe", "node", "laptop"}, 1, "", "fleetd: nodes exist only with --store etcd: this fleetd keeps its desired state in a directory and runs every member on its own machine (not_found)\n"},
 	} {
 		code, stdout, stderr := f.run(t, tt.args...)
 		if code != tt.wantCode || squeeze(stdout) != tt.wantStdout || stderr != tt.wantStderr {
@@ -310,7 +313,7 @@ func TestCompletion_NamesFromTheRunningFleetd(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"get", ""}, []string{"members", "profiles", "tenants"}},
+		{[]string{"get", ""}, []string{"members", "profiles", "tenants", "nodes"}},
 		{[]string{"get", "p"}, []string{"profiles"}},
 		{[]string{"get", "members", ""}, []string{"reviewer", "tester"}},
 		{[]string{"get", "members", "t"}, []string{"tester"}},

@@ -57,7 +57,7 @@ func sampleMembers() []v1alpha1.Member {
 			ObjectMeta: v1alpha1.ObjectMeta{Name: "reviewer", CreationTimestamp: &printCreated},
 			Spec:       v1alpha1.MemberSpec{Profile: "claude", Transport: v1alpha1.TransportStdio, Workspace: "api"},
 			Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, AgentStatus: "idle", PaneID: "w1:p2", TerminalID: "term_1a2b",
-				SessionID: "0d8f-.."},
+				SessionID: "0d8f-..", NodeName: "laptop"},
 		},
 	}
 }

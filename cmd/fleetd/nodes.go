@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,13 +15,15 @@ import (
 // store, where etcd is and which node this fleetd is. Every flag has an
 // environment variable, for a unit file or a container.
 type storeFlags struct {
-	store     string
-	endpoints string
-	prefix    string
-	node      string
-	caCert    string
-	cert      string
-	key       string
+	store      string
+	endpoints  string
+	prefix     string
+	node       string
+	nodeLabels string
+	maxMembers int
+	caCert     string
+	cert       string
+	key        string
 }
 
 func addStoreFlags(cmd *cobra.Command) *storeFlags {
@@ -28,6 +33,8 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 	f.StringVar(&s.endpoints, "etcd-endpoints", envOr("FLEETD_ETCD_ENDPOINTS", ""), "with --store etcd: etcd's client URLs, comma-separated (env FLEETD_ETCD_ENDPOINTS)")
 	f.StringVar(&s.prefix, "etcd-prefix", envOr("FLEETD_ETCD_PREFIX", daemon.DefaultEtcdPrefix), "with --store etcd: the key prefix the fleet lives under (env FLEETD_ETCD_PREFIX)")
 	f.StringVar(&s.node, "node", envOr("FLEETD_NODE", ""), "with --store etcd: this fleetd's node name, unique in the fleet (env FLEETD_NODE)")
+	f.StringVar(&s.nodeLabels, "node-labels", envOr("FLEETD_NODE_LABELS", ""), "with --store etcd: this node's labels, k=v,k2=v2 (env FLEETD_NODE_LABELS)")
+	f.IntVar(&s.maxMembers, "max-members", 0, "with --store etcd: how many members this node runs at most; 0 is no limit (env FLEETD_MAX_MEMBERS)")
 	f.StringVar(&s.caCert, "etcd-cacert", envOr("FLEETD_ETCD_CACERT", ""), "with --store etcd: PEM file of the CA that signed etcd's server certificate (env FLEETD_ETCD_CACERT)")
 	f.StringVar(&s.cert, "etcd-cert", envOr("FLEETD_ETCD_CERT", ""), "with --store etcd: PEM file of this node's client certificate (env FLEETD_ETCD_CERT)")
 	f.StringVar(&s.key, "etcd-key", envOr("FLEETD_ETCD_KEY", ""), "with --store etcd: PEM file of the client certificate's key (env FLEETD_ETCD_KEY)")
@@ -38,7 +45,7 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 func (s *storeFlags) apply(cmd *cobra.Command, cfg *daemon.Config) error {
 	switch s.store {
 	case "directory":
-		for _, name := range []string{"etcd-endpoints", "etcd-prefix", "node", "etcd-cacert", "etcd-cert", "etcd-key"} {
+		for _, name := range []string{"etcd-endpoints", "etcd-prefix", "node", "node-labels", "max-members", "etcd-cacert", "etcd-cert", "etcd-key"} {
 			if cmd.Flags().Changed(name) {
 				return usageErrorf(cmd, "--%s is for --store etcd; the directory store reads --manifests", name)
 			}
@@ -57,10 +64,47 @@ func (s *storeFlags) apply(cmd *cobra.Command, cfg *daemon.Config) error {
 			endpoints = append(endpoints, e)
 		}
 	}
+	labels, err := parseNodeLabels(s.nodeLabels)
+	if err != nil {
+		return usageErrorf(cmd, "--node-labels: %v", err)
+	}
+	maxMembers := s.maxMembers
+	if !cmd.Flags().Changed("max-members") {
+		if v := os.Getenv("FLEETD_MAX_MEMBERS"); v != "" {
+			if maxMembers, err = strconv.Atoi(v); err != nil {
+				return usageErrorf(cmd, "FLEETD_MAX_MEMBERS=%q: want a whole number (0 is no limit)", v)
+			}
+		}
+	}
 	cfg.ManifestsDir = "" // no directory: the desired state is in etcd
-	cfg.Etcd = &daemon.EtcdConfig{Endpoints: endpoints, Prefix: s.prefix, Node: s.node, CACert: s.caCert, Cert: s.cert, Key: s.key}
+	cfg.Etcd = &daemon.EtcdConfig{Endpoints: endpoints, Prefix: s.prefix, Node: s.node, NodeLabels: labels, MaxMembers: maxMembers,
+		CACert: s.caCert, Cert: s.cert, Key: s.key}
 	if err := cfg.Etcd.Check(); err != nil {
 		return usageErrorf(cmd, "%v", err)
 	}
 	return nil
+}
+
+// parseNodeLabels reads --node-labels: k=v pairs separated by commas, each
+// key once. The labels are then checked as a Member's are
+// (daemon.EtcdConfig.Check).
+func parseNodeLabels(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q: want key=value", pair)
+		case k == "":
+			return nil, fmt.Errorf("%q: empty key", pair)
+		}
+		if _, dup := labels[k]; dup {
+			return nil, fmt.Errorf("key %q given twice", k)
+		}
+		labels[k] = v
+	}
+	return labels, nil
 }

@@ -14,6 +14,13 @@ func TestServe_StoreFlagUsageErrors(t *testing.T) {
 		{"a bad endpoint", serve("--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379", "--node", "a"), 2, `fleetd serve: etcd endpoint "127.0.0.1:2379": want a URL like http://127.0.0.1:2379`},
 		{"no node", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379"), 2, "fleetd serve: --node: a node needs a name"},
 		{"a bad node name", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "Big Box"), 2, `fleetd serve: --node: node name "Big Box"`},
+		{"node labels with the directory store", serve("--node-labels", "a=b"), 2, "fleetd serve: --node-labels is for --store etcd"},
+		{"max members with the directory store", serve("--max-members", "3"), 2, "fleetd serve: --max-members is for --store etcd"},
+		{"a node label without =", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--node-labels", "gpu"), 2, `fleetd serve: --node-labels: "gpu": want key=value`},
+		{"a node label with an empty key", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--node-labels", "=x"), 2, `fleetd serve: --node-labels: "=x": empty key`},
+		{"a node label twice", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--node-labels", "a=1,a=2"), 2, `fleetd serve: --node-labels: key "a" given twice`},
+		{"a node label with a control character", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--node-labels", "a=x\x07"), 2, "fleetd serve: --node-labels: metadata.labels[a]: invalid label"},
+		{"negative max members", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--max-members", "-1"), 2, "fleetd serve: --max-members -1: want 0 (no limit) or more"},
 		{"a certificate without its key", serve("--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--node", "a", "--etcd-cert", "c.pem"), 2, "fleetd serve: --etcd-cert and --etcd-key go together"},
 	})
 }
@@ -25,6 +32,17 @@ func TestServe_StoreFlagsFromTheEnvironment(t *testing.T) {
 	checkUsageErrors(t, []usageCase{
 		{"FLEETD_STORE and FLEETD_ETCD_ENDPOINTS without a node", []string{"serve", "--state-dir", t.TempDir()}, 2, "fleetd serve: --node: a node needs a name"},
 	})
+	t.Setenv("FLEETD_NODE", "a")
+	t.Setenv("FLEETD_NODE_LABELS", "gpu")
+	checkUsageErrors(t, []usageCase{
+		{"FLEETD_NODE_LABELS", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: --node-labels: "gpu": want key=value`},
+	})
+	t.Setenv("FLEETD_NODE_LABELS", "gpu=a100")
+	t.Setenv("FLEETD_MAX_MEMBERS", "many")
+	checkUsageErrors(t, []usageCase{
+		{"FLEETD_MAX_MEMBERS", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: FLEETD_MAX_MEMBERS="many": want a whole number`},
+	})
+	t.Setenv("FLEETD_MAX_MEMBERS", "")
 	t.Setenv("FLEETD_NODE", "Not Valid")
 	checkUsageErrors(t, []usageCase{
 		{"FLEETD_NODE", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: --node: node name "Not Valid"`},

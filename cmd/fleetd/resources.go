@@ -27,9 +27,10 @@ var resources = []resource{
 	{kind: v1alpha1.KindMember, plural: "members", aliases: []string{"member", "mem", "m"}},
 	{kind: v1alpha1.KindProfile, plural: "profiles", aliases: []string{"profile", "prof"}},
 	{kind: v1alpha1.KindTenant, plural: "tenants", aliases: []string{"tenant"}},
+	nodeResource, // getnodes.go
 }
 
-const resourceNames = "members, profiles or tenants"
+const resourceNames = "members, profiles, tenants or nodes"
 
 // lookupResource finds a resource by its plural, singular or short name.
 func lookupResource(s string) (resource, bool) {
@@ -70,6 +71,8 @@ func (r resource) fetch(ctx context.Context, c *apiClient, name string) ([]objec
 		return fetchAs[v1alpha1.Profile](ctx, c, path, name != "")
 	case v1alpha1.KindTenant:
 		return fetchAs[v1alpha1.Tenant](ctx, c, path, name != "")
+	case v1alpha1.KindNode:
+		return fetchAs[v1alpha1.Node](ctx, c, path, name != "")
 	}
 	return fetchAs[v1alpha1.Member](ctx, c, path, name != "")
 }
@@ -169,6 +172,8 @@ func (r resource) printObjects(w io.Writer, objs []object, f outputFormat, singl
 			t := o.(*v1alpha1.Tenant)
 			fmt.Fprintln(tw, cells([]string{t.Name, t.Spec.URL, t.Spec.CredentialEnv, age(t.CreationTimestamp, now)}))
 		}
+	case v1alpha1.KindNode:
+		printNodes(tw, objs, wide, now)
 	}
 	return tw.Flush()
 }

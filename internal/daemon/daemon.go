@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -23,6 +24,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -226,20 +228,24 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(log, metrics.HerdrObserver())})
 	var desired store.Store
-	var node *etcdstore.Node // with the etcd store
+	var node *etcdstore.Node   // with the etcd store
+	var nodes mcp.NodeSource   // GET /nodes; nil with the directory store
+	var fleet *etcdstore.Store // the whole fleet, for the scheduler and REST
+	var etcdCli *clientv3.Client
 	if cfg.Etcd != nil {
 		cli, err := dialEtcd(cfg.Etcd, log)
 		if err != nil {
 			return err
 		}
 		defer cli.Close() // after every part has stopped
-		st, err := etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Etcd.Prefix, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
+		// The node's snapshot holds only the members bound to it: its
+		// controllers reconcile those alone.
+		st, err := etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Etcd.Prefix, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log, Node: cfg.Etcd.Node})
 		if err != nil {
 			return err
 		}
-		// Registered before anything reconciles: a second node on the
-		// prefix is refused before it touches herdr.
-		node, err = etcdstore.RegisterNode(ctx, cli, etcdstore.NodeInfo{Name: cfg.Etcd.Node, GatewayURL: gateway.URL, Version: version.Version},
+		// Registered before anything reconciles.
+		node, err = etcdstore.RegisterNode(ctx, cli, etcdstore.NodeInfo{Name: cfg.Etcd.Node, Labels: cfg.Etcd.NodeLabels, MaxMembers: cfg.Etcd.MaxMembers, GatewayURL: gateway.URL, Version: version.Version},
 			&etcdstore.NodeOptions{Prefix: cfg.Etcd.Prefix, TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
 		if errors.Is(err, etcdstore.ErrUnavailable) {
 			if why := explainTLS(cfg.Etcd); why != nil {
@@ -254,7 +260,8 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		if err := st.Sync(ctx); err != nil {
 			return fmt.Errorf("read the desired state from etcd: %w", err)
 		}
-		desired = st
+		desired, nodes, fleet = st, st, st
+		etcdCli = cli
 	} else {
 		desired, err = store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
 		if err != nil {
@@ -321,18 +328,25 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
 	dropUnownedTokens(toks, mgr.Owned(), log)
 
+	var members mcp.MemberSource = mgr
+	var waiter mcp.MemberWaiter = mgr
+	if fleet != nil {
+		view := fleetView{local: mgr, store: fleet, node: cfg.Etcd.Node}
+		members, waiter = view, view
+	}
 	handler, err = mcp.NewHandler(mcp.Options{
-		Members:    mgr,
+		Members:    members,
 		Tokens:     toks,
 		Metrics:    promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:      mgr.Ready,
 		Loopback:   loopback,
 		Logger:     log,
 		Store:      mgr.Store(),
-		Waiter:     mgr,
+		Waiter:     waiter,
 		Messages:   core,
 		Registerer: reg,
 		Version:    version.Version,
+		Nodes:      nodes,
 
 		ToolCallRate:        cfg.ToolCallRate,
 		ToolCallBurst:       cfg.ToolCallBurst,
@@ -372,6 +386,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 	if node != nil {
 		g.Go(func() error { return node.Run(ctx) })
+		g.Go(func() error { publishNode(ctx, node, reg, desired, mgr.Changed, clock.Real{}, log); return nil })
+		g.Go(func() error {
+			return etcdstore.RunScheduler(ctx, etcdCli, fleet, &etcdstore.SchedulerOptions{Prefix: cfg.Etcd.Prefix, Candidate: cfg.Etcd.Node,
+				TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
+		})
 	}
 	g.Go(func() error { prompts.Run(ctx); return nil })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })

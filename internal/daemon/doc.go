@@ -33,12 +33,20 @@
 //     landing in the durable mailbox.
 //   - The desired state is the manifests directory (controllers/store), or
 //     with Config.Etcd (`fleetd serve --store etcd`) etcd (internal/etcdstore):
-//     the node is registered under a lease before anything reconciles — a
-//     second live node on the prefix is refused, since until placement every
-//     node would run every member — and the store reads the prefix once
+//     the node is registered under a lease before anything reconciles, its
+//     store shows the controllers only the members bound to it, every node
+//     campaigns to be the fleet's scheduler (etcdstore.RunScheduler), and
+//     the store reads the prefix once
 //     before the listener serves. A refused TLS handshake, which etcd's
 //     client reports only as a timeout, is explained by a probe of the
-//     endpoints.
+//     endpoints. The registration carries the node's labels and capacity,
+//     and is kept current with its herdr (version, protocol and
+//     reachability, read from the daemon's own fleetd_herdr_info and
+//     fleetd_herdr_up) and member count, written only when they change;
+//     GET /nodes serves every registration from the store's watch. The
+//     REST API's members are the whole fleet (fleetView): this node's with
+//     their status, the others with their node (OnAnotherNode) or why none
+//     takes them (Unschedulable).
 //
 // The listener is bounded ([ListenerLimits], Config.Listener): a cap on
 // open connections (at the cap the connection idle longest is closed to

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 )
 
@@ -30,6 +31,11 @@ type EtcdConfig struct {
 	Prefix string
 	// Node is this fleetd's node name, unique in the fleet.
 	Node string
+	// NodeLabels are the node's labels (--node-labels), checked as a
+	// Member's labels are.
+	NodeLabels map[string]string
+	// MaxMembers is the node's capacity (--max-members); 0 is no limit.
+	MaxMembers int
 	// CACert verifies etcd's server certificate; Cert and Key are this
 	// node's client certificate, for an etcd that requires one. Files in
 	// PEM; all empty for plain http.
@@ -55,6 +61,12 @@ func (c *EtcdConfig) Check() error {
 	}
 	if err := etcdstore.CheckNodeName(c.Node); err != nil {
 		return fmt.Errorf("--node: %w", err)
+	}
+	if errs := v1alpha1.ValidateNodeLabels(c.NodeLabels); len(errs) > 0 {
+		return fmt.Errorf("--node-labels: %w", errs)
+	}
+	if c.MaxMembers < 0 {
+		return fmt.Errorf("--max-members %d: want 0 (no limit) or more", c.MaxMembers)
 	}
 	if (c.Cert == "") != (c.Key == "") {
 		return errors.New("--etcd-cert and --etcd-key go together: the client certificate and its key")

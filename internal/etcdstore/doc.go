@@ -8,8 +8,8 @@
 // PREFIX/members/NAME, PREFIX/profiles/NAME, PREFIX/tenants/NAME, each
 // holding the object as JSON, with the metadata the store owns (uid,
 // generation, creationTimestamp) and without status, which each node keeps
-// for itself. Other keys under the prefix (nodes) are not objects and are
-// ignored by the store.
+// for itself. Other keys under the prefix (nodes, bindings, the scheduler
+// election) are not objects.
 //
 // Versions. An object's metadata.resourceVersion is its key's mod
 // revision, as in Kubernetes. Apply is a compare-and-swap on that
@@ -54,13 +54,20 @@
 // it has generation 1 and a uid derived from the key's create revision,
 // which the store keeps when it first writes the object.
 //
-// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]) and
-// PREFIX/node (the prefix's serving node) in one transaction under one
-// lease (DefaultNodeTTL), which [Node.Run] keeps alive and revokes on a
-// clean stop. Until placement exists every node would reconcile every
-// Member, so the transaction refuses a second live node on a prefix
-// (ErrPrefixTaken); the same name may register again at once.
+// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]: labels,
+// capacity, gateway, herdr, member count) under a lease (DefaultNodeTTL),
+// which [Node.Run] keeps alive and revokes on a clean stop; [Node.Update]
+// rewrites the registration under the lease when what it says changed. The
+// Store reads every registration from its list and watch of the prefix and
+// serves them from memory ([Store.Nodes], with a Ready condition).
 //
+// Placement. [RunScheduler] campaigns in an etcd election; the leader
+// binds each unbound Member to the node [Place] picks, writing
+// PREFIX/bindings/MEMBER = {node, memberUID} in a transaction fenced on
+// the member's revision, the binding's and the leader's key. A Store with
+// Options.Node shows in its snapshot only the members bound to that node
+// with the bound uid; [Store.Fleet] shows every member, binding and node.
+
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.
 //

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,19 +21,38 @@ import (
 // after.
 const DefaultNodeTTL = 10 * time.Second
 
-// ErrPrefixTaken is returned (wrapped) by RegisterNode and Node.Run when
-// another live node serves the prefix. Until placement exists, every node
-// would reconcile every Member into its own herdr, so one prefix has one
-// node at a time.
-var ErrPrefixTaken = errors.New("another fleetd node serves this etcd prefix")
-
 // NodeInfo is what a node publishes about itself at PREFIX/nodes/NAME.
 type NodeInfo struct {
-	Name       string            `json:"name"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	GatewayURL string            `json:"gatewayURL,omitempty"`
-	Version    string            `json:"version,omitempty"`
-	StartedAt  time.Time         `json:"startedAt"`
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// MaxMembers is the node's capacity (--max-members); 0 is no limit.
+	MaxMembers int    `json:"maxMembers,omitempty"`
+	GatewayURL string `json:"gatewayURL,omitempty"`
+	// Version is the node's fleetd version.
+	Version   string    `json:"version,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	// Herdr is the node's herdr as the node last saw it; Members how many
+	// members it reconciles. The node updates both when they change
+	// ([Node.Update]).
+	Herdr   v1alpha1.NodeHerdr `json:"herdr"`
+	Members int                `json:"members"`
+}
+
+// check reports what makes info unfit to publish or to show.
+func (info *NodeInfo) check() error {
+	if err := CheckNodeName(info.Name); err != nil {
+		return err
+	}
+	if errs := v1alpha1.ValidateNodeLabels(info.Labels); len(errs) > 0 {
+		return fmt.Errorf("node %s: %w", info.Name, errs)
+	}
+	if info.MaxMembers < 0 {
+		return fmt.Errorf("node %s: maxMembers %d: want 0 (no limit) or more", info.Name, info.MaxMembers)
+	}
+	if info.Members < 0 {
+		return fmt.Errorf("node %s: members %d: want 0 or more", info.Name, info.Members)
+	}
+	return nil
 }
 
 // NodeOptions configure a node's registration. nil means defaults.
@@ -64,25 +85,25 @@ func CheckNodeName(name string) error {
 }
 
 // Node is a node's registration in etcd: PREFIX/nodes/NAME with its
-// NodeInfo, and PREFIX/node, the prefix's one serving node, both under one
-// lease that Run keeps alive.
+// NodeInfo, under a lease that Run keeps alive.
 type Node struct {
 	cli     *clientv3.Client
-	info    []byte
 	name    string
 	key     string // PREFIX/nodes/NAME
-	sole    string // PREFIX/node
 	ttl     time.Duration
 	timeout time.Duration
 	clock   clock.Clock
 	log     *slog.Logger
-	lease   clientv3.LeaseID
+
+	mu    sync.Mutex // serialises Update and register; held over their etcd requests, never by a request handler
+	info  NodeInfo
+	sent  string // the registration as last written to etcd
+	lease clientv3.LeaseID
 }
 
-// RegisterNode registers info.Name as the prefix's serving node, in one
-// transaction that fails with ErrPrefixTaken while another node's lease is
-// alive. The same name may register again at once (a restarted node does
-// not wait for its old lease to expire).
+// RegisterNode registers info.Name as a node of the fleet. The same name
+// may register again at once (a restarted node does not wait for its old
+// lease to expire): the newest registration wins.
 func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts *NodeOptions) (*Node, error) {
 	var o NodeOptions
 	if opts != nil {
@@ -103,17 +124,17 @@ func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if err := CheckNodeName(info.Name); err != nil {
+	if err := info.check(); err != nil {
 		return nil, err
 	}
 	if info.StartedAt.IsZero() {
 		info.StartedAt = o.Clock.Now().UTC().Truncate(time.Second)
 	}
-	data, err := json.Marshal(info)
-	if err != nil {
-		return nil, fmt.Errorf("encode node %s: %w", info.Name, err)
+	if info.Herdr.Since == nil {
+		since := info.StartedAt
+		info.Herdr.Since = &since
 	}
-	n := &Node{cli: cli, info: data, name: info.Name, key: o.Prefix + "/nodes/" + info.Name, sole: o.Prefix + "/node",
+	n := &Node{cli: cli, info: info, name: info.Name, key: o.Prefix + "/nodes/" + info.Name,
 		ttl: o.TTL, timeout: o.RequestTimeout, clock: o.Clock, log: o.Logger}
 	if err := n.register(ctx); err != nil {
 		return nil, err
@@ -121,40 +142,72 @@ func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts
 	return n, nil
 }
 
-// register grants a lease and puts both keys under it, unless another
-// node's name is at PREFIX/node.
+// register grants a lease and puts the node's key under it.
 func (n *Node) register(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	data, err := json.Marshal(n.info)
+	if err != nil {
+		return fmt.Errorf("encode node %s: %w", n.name, err)
+	}
+	info := string(data)
 	rctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	lease, err := n.cli.Grant(rctx, int64((n.ttl+time.Second-1)/time.Second))
 	if err != nil {
 		return fmt.Errorf("register node %s: %w: %w", n.name, ErrUnavailable, err)
 	}
-	resp, err := n.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(n.sole), "=", 0)).
-		Then(clientv3.OpPut(n.sole, n.name, clientv3.WithLease(lease.ID)), clientv3.OpPut(n.key, string(n.info), clientv3.WithLease(lease.ID))).
-		Else(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(n.sole), "=", n.name)},
-			[]clientv3.Op{clientv3.OpPut(n.sole, n.name, clientv3.WithLease(lease.ID)), clientv3.OpPut(n.key, string(n.info), clientv3.WithLease(lease.ID))},
-			[]clientv3.Op{clientv3.OpGet(n.sole)})).
-		Commit()
-	if err != nil {
+	if _, err := n.cli.Put(rctx, n.key, info, clientv3.WithLease(lease.ID)); err != nil {
 		n.revoke(lease.ID)
 		return fmt.Errorf("register node %s: %w: %w", n.name, ErrUnavailable, err)
 	}
-	if !resp.Succeeded {
-		inner := resp.Responses[0].GetResponseTxn()
-		if !inner.Succeeded {
-			n.revoke(lease.ID)
-			holder := "?"
-			if kvs := inner.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-				holder = string(kvs[0].Value)
-			}
-			return fmt.Errorf("register node %s: node %s is alive at %s: %w; until placement is built, run one fleetd per etcd prefix (another --etcd-prefix, or stop %s)",
-				n.name, holder, n.sole, ErrPrefixTaken, holder)
-		}
+	n.lease, n.sent = lease.ID, info
+	return nil
+}
+
+// Info returns what the node publishes now.
+func (n *Node) Info() NodeInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info := n.info
+	info.Labels = maps.Clone(info.Labels)
+	return info
+}
+
+// Update changes what the node publishes: change edits a copy of the
+// current NodeInfo (its name stays), and the key is written again under
+// the node's lease if anything changed. Herdr.Since moves when
+// Herdr.Reachable changes. A write etcd does not take fails with an error
+// matching ErrUnavailable; the new info is kept either way, so the next
+// registration (after a lost lease) publishes it.
+func (n *Node) Update(ctx context.Context, change func(*NodeInfo)) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	next := n.info
+	next.Labels = maps.Clone(next.Labels)
+	change(&next)
+	next.Name = n.name
+	if next.Herdr.Reachable != n.info.Herdr.Reachable {
+		now := n.clock.Now().UTC().Truncate(time.Second)
+		next.Herdr.Since = &now
 	}
-	n.lease = lease.ID
+	if err := next.check(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("encode node %s: %w", n.name, err)
+	}
+	n.info = next
+	if string(data) == n.sent {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	if _, err := n.cli.Put(rctx, n.key, string(data), clientv3.WithLease(n.lease)); err != nil {
+		return fmt.Errorf("update node %s: %w: %w", n.name, ErrUnavailable, err)
+	}
+	n.sent = string(data)
 	return nil
 }
 
@@ -166,8 +219,7 @@ func (n *Node) revoke(id clientv3.LeaseID) {
 
 // Run keeps the registration alive until ctx ends, then revokes it so the
 // keys go at once. A lease lost while etcd was out of reach is registered
-// again when etcd answers; Run returns an error matching ErrPrefixTaken if
-// another node took the prefix meanwhile.
+// again when etcd answers.
 func (n *Node) Run(ctx context.Context) error {
 	defer func() { n.revoke(n.lease) }()
 	for {
@@ -184,9 +236,6 @@ func (n *Node) Run(ctx context.Context) error {
 			err := n.register(ctx)
 			if ctx.Err() != nil {
 				return nil
-			}
-			if errors.Is(err, ErrPrefixTaken) {
-				return err
 			}
 			if err == nil {
 				n.log.Info("node registered again", "node", n.name, "key", n.key)

@@ -65,6 +65,10 @@ type Options struct {
 	// Logger receives a line per change of etcd's availability and per
 	// object etcd holds that does not decode; default slog.Default().
 	Logger *slog.Logger
+	// Node, if set, makes the snapshot show only the Members bound to this
+	// node (placement.go); Fleet still shows them all. Empty: every
+	// Member, as with one node per prefix.
+	Node string
 }
 
 // Store is the desired state kept in etcd. See the package documentation.
@@ -77,7 +81,10 @@ type Store struct {
 	clock    clock.Clock
 	log      *slog.Logger
 
-	entries map[string]*entry // by etcd key; owned by Run
+	entries map[string]*entry        // by etcd key; owned by Run
+	nodeKVs map[string]*nodeEntry    // PREFIX/nodes/NAME by key; owned by Run
+	bindKVs map[string]*bindingEntry // PREFIX/bindings/MEMBER by key; owned by Run
+	node    string                   // Options.Node
 	// listed, if set, is called by Run between a list and the watch from
 	// its revision (tests: make changes and compact etcd there).
 	listed func(rev int64)
@@ -87,6 +94,11 @@ type Store struct {
 	rev      int64         // the etcd revision snap reflects; 0 before the first list
 	advanced chan struct{} // closed (and replaced) whenever rev grows
 	watchers map[chan struct{}]struct{}
+	nodes    []NodeInfo               // the registered nodes, sorted by name
+	full     *store.Snapshot          // every Member, whatever node; snap is it filtered by node
+	binds    map[string]Binding       // by member name
+	bindSeen map[string]*bindingEntry // bindKVs as of the last publish, for the scheduler
+	fleetCh  chan struct{}            // closed (and replaced) whenever full, binds or nodes change
 }
 
 // entry is what the store knows about one key.
@@ -136,6 +148,11 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 		clock:    o.Clock,
 		log:      o.Logger,
 		entries:  map[string]*entry{},
+		nodeKVs:  map[string]*nodeEntry{},
+		bindKVs:  map[string]*bindingEntry{},
+		node:     o.Node,
+		full:     emptySnapshot(),
+		fleetCh:  make(chan struct{}),
 		snap:     emptySnapshot(),
 		advanced: make(chan struct{}),
 		watchers: map[chan struct{}]struct{}{},
@@ -293,6 +310,8 @@ func (s *Store) sleep(ctx context.Context, d time.Duration) bool {
 // publishes the result; it returns that revision.
 func (s *Store) relist(ctx context.Context) (int64, error) {
 	next := map[string]*entry{}
+	nextNodes := map[string]*nodeEntry{}
+	nextBinds := map[string]*bindingEntry{}
 	var rev int64
 	key, end := s.prefix, clientv3.GetPrefixRangeEnd(s.prefix)
 	for {
@@ -311,7 +330,11 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
-			if e := s.decode(k, kv.Value, kv.ModRevision, kv.CreateRevision, s.entries[k]); e != nil {
+			if e := s.decodeNode(k, kv.Value, kv.ModRevision, s.nodeKVs[k]); e != nil {
+				nextNodes[k] = e
+			} else if b := s.decodeBinding(k, kv.Value, kv.ModRevision, s.bindKVs[k]); b != nil {
+				nextBinds[k] = b
+			} else if e := s.decode(k, kv.Value, kv.ModRevision, kv.CreateRevision, s.entries[k]); e != nil {
 				next[k] = e
 			}
 		}
@@ -320,7 +343,8 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	s.entries = next
+	s.entries, s.nodeKVs, s.bindKVs = next, nextNodes, nextBinds
+	s.publishNodes()
 	s.publish(rev, true)
 	return rev, nil
 }
@@ -335,9 +359,27 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 		if err := resp.Err(); err != nil {
 			return err
 		}
-		changed := false
+		changed, nodesChanged := false, false
 		for _, ev := range resp.Events {
 			k := string(ev.Kv.Key)
+			if _, ok := s.nodeName(k); ok {
+				nodesChanged = true
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(s.nodeKVs, k)
+				} else {
+					s.nodeKVs[k] = s.decodeNode(k, ev.Kv.Value, ev.Kv.ModRevision, s.nodeKVs[k])
+				}
+				continue
+			}
+			if _, ok := s.bindingMember(k); ok {
+				changed = true
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(s.bindKVs, k)
+				} else {
+					s.bindKVs[k] = s.decodeBinding(k, ev.Kv.Value, ev.Kv.ModRevision, s.bindKVs[k])
+				}
+				continue
+			}
 			switch ev.Type {
 			case clientv3.EventTypeDelete:
 				if _, ok := s.entries[k]; ok {
@@ -350,6 +392,9 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 					changed = true
 				}
 			}
+		}
+		if nodesChanged {
+			s.publishNodes()
 		}
 		s.publish(resp.Header.Revision, changed)
 	}
@@ -468,7 +513,35 @@ func (s *Store) publish(rev int64, changed bool) {
 	if prev.DirErr != nil {
 		s.log.Info("etcd available again", "prefix", s.prefix, "revision", rev)
 	}
-	s.install(s.build(), rev)
+	full := s.build()
+	binds := map[string]Binding{}
+	for k, e := range s.bindKVs {
+		if name, _ := s.bindingMember(k); e.binding != nil {
+			binds[name] = *e.binding
+		}
+	}
+	snap := full
+	if s.node != "" {
+		snap = visible(full, s.bindKVs, s.prefix, s.node)
+	}
+	s.mu.Lock()
+	s.full, s.binds, s.bindSeen = full, binds, maps.Clone(s.bindKVs)
+	s.mu.Unlock()
+	s.install(snap, rev)
+}
+
+// FleetChanged returns a channel closed at the next change of the fleet
+// (Fleet: any Member, binding or node).
+func (s *Store) FleetChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fleetCh
+}
+
+// fleetChangedLocked wakes whoever waits on FleetChanged.
+func (s *Store) fleetChangedLocked() {
+	close(s.fleetCh)
+	s.fleetCh = make(chan struct{})
 }
 
 // install swaps in next (unless nil) and advances the revision (unless
@@ -478,6 +551,7 @@ func (s *Store) install(next *store.Snapshot, rev int64) {
 	defer s.mu.Unlock()
 	if next != nil {
 		s.snap = next
+		s.fleetChangedLocked()
 		for ch := range s.watchers {
 			select {
 			case ch <- struct{}{}:

@@ -3,6 +3,8 @@ package multihost
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 )
 
 var (
@@ -50,9 +54,13 @@ func TestServe_EtcdStoreFromFlagsAndEnvironment(t *testing.T) {
 	for _, tc := range []struct {
 		name, prefix, node string
 		args, env          []string
+		labels             map[string]string
+		maxMembers         int
 	}{
-		{"flags", flagPrefix, "flagged", []string{"--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", flagPrefix, "--node", "flagged"}, nil},
-		{"environment", envPrefix, "from-env", nil, []string{"FLEETD_STORE=etcd", "FLEETD_ETCD_ENDPOINTS=" + endpoints, "FLEETD_ETCD_PREFIX=" + envPrefix, "FLEETD_NODE=from-env"}},
+		{"flags", flagPrefix, "flagged", []string{"--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", flagPrefix, "--node", "flagged",
+			"--node-labels", "zone=a,gpu=yes", "--max-members", "3"}, nil, map[string]string{"zone": "a", "gpu": "yes"}, 3},
+		{"environment", envPrefix, "from-env", nil, []string{"FLEETD_STORE=etcd", "FLEETD_ETCD_ENDPOINTS=" + endpoints, "FLEETD_ETCD_PREFIX=" + envPrefix, "FLEETD_NODE=from-env",
+			"FLEETD_NODE_LABELS=zone=b", "FLEETD_MAX_MEMBERS=2"}, map[string]string{"zone": "b"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix, node := tc.prefix, tc.node
@@ -81,7 +89,11 @@ func TestServe_EtcdStoreFromFlagsAndEnvironment(t *testing.T) {
 			}
 			resp, err := cli.Get(ctx, prefix+"/nodes/"+node)
 			if err != nil || len(resp.Kvs) != 1 {
-				t.Errorf("node key while serving: %v %v", resp, err)
+				t.Fatalf("node key while serving: %v %v", resp, err)
+			}
+			var info etcdstore.NodeInfo
+			if err := json.Unmarshal(resp.Kvs[0].Value, &info); err != nil || !maps.Equal(info.Labels, tc.labels) || info.MaxMembers != tc.maxMembers {
+				t.Errorf("registered %s (%v), want labels %v and maxMembers %d", resp.Kvs[0].Value, err, tc.labels, tc.maxMembers)
 			}
 			cmd.Process.Signal(syscall.SIGTERM)
 			for lines.Scan() {

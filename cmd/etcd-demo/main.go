@@ -1,0 +1,304 @@
+// Command etcd-demo is `make run-cluster`: a fleet of two fleetd nodes on
+// one machine. It starts a single-member etcd on loopback inside this
+// process (etcd's server is linked here, never into fleetd), puts the
+// example Profiles into it, starts two `fleetd serve --store etcd
+// --herdr=sim` nodes (laptop, labelled kind=laptop, and buildbox, labelled
+// gpu=a100) with their own state directories and ports, applies
+// manifests/cluster through the first, waits until every placeable member
+// is Ready on its node, and prints `fleetd get nodes` and `fleetd get
+// members -o wide`. Then it runs until interrupted (or, with -once, stops
+// everything and exits).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.fleetd, "fleetd", "bin/fleetd", "the fleetd binary")
+	flag.StringVar(&o.dir, "dir", "", "where etcd and the nodes keep their state (default: a temporary directory, removed at the end)")
+	flag.StringVar(&o.profiles, "profiles", "manifests/profiles.yaml", "the Profiles to put into etcd")
+	flag.StringVar(&o.members, "members", "manifests/cluster", "the Members to apply")
+	flag.BoolVar(&o.once, "once", false, "print the fleet once it is placed, then stop everything and exit")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "etcd-demo:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	fleetd, dir, profiles, members string
+	once                           bool
+}
+
+// demoNode is one fleetd node of the demo.
+type demoNode struct {
+	name, labels, state, url string
+	cmd                      *exec.Cmd
+	done                     chan error
+}
+
+const prefix = "/fleetd"
+
+func run(ctx context.Context, o options, out io.Writer) (err error) {
+	if o.dir == "" {
+		dir, err := os.MkdirTemp("", "fleetd-cluster-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.dir = dir
+	}
+	cluster, err := etcdtest.Start(1, &etcdtest.Options{Dir: filepath.Join(o.dir, "etcd"), TickMs: 100, ElectionMs: 1000})
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	endpoint := cluster.Endpoint(0)
+	fmt.Fprintf(out, "etcd (embedded, single member) on %s\n", endpoint)
+	if err := putProfiles(ctx, endpoint, o.profiles); err != nil {
+		return err
+	}
+
+	nodes := []*demoNode{{name: "laptop", labels: "kind=laptop"}, {name: "buildbox", labels: "gpu=a100"}}
+	defer func() {
+		for _, n := range nodes {
+			if n.cmd != nil {
+				n.cmd.Process.Signal(syscall.SIGTERM)
+				if werr := <-n.done; werr != nil && err == nil {
+					err = fmt.Errorf("node %s: %w", n.name, werr)
+				}
+			}
+		}
+	}()
+	for _, n := range nodes {
+		if err := n.start(ctx, o, endpoint); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "node %s (%s) on %s, state %s\n", n.name, n.labels, n.url, n.state)
+	}
+	first := nodes[0]
+	if msg, err := first.fleetctl(ctx, o, "apply", "-f", o.members); err != nil {
+		return fmt.Errorf("apply %s: %w\n%s", o.members, err, msg)
+	}
+	if err := waitPlaced(ctx, nodes); err != nil {
+		return err
+	}
+	for _, args := range [][]string{{"get", "nodes"}, {"get", "members", "-o", "wide"}} {
+		fmt.Fprintf(out, "\n$ fleetd %s   (asking node %s)\n", strings.Join(args, " "), first.name)
+		text, err := first.fleetctl(ctx, o, args...)
+		if err != nil {
+			return fmt.Errorf("fleetd %s: %w\n%s", strings.Join(args, " "), err, text)
+		}
+		fmt.Fprint(out, text)
+	}
+	if o.once {
+		return nil
+	}
+	fmt.Fprintf(out, "\nTry: %s get members -o wide --server %s --state-dir %s\nCtrl-C stops the nodes and etcd.\n", o.fleetd, first.url, first.state)
+	<-ctx.Done()
+	return nil
+}
+
+// putProfiles puts each Profile of a manifest file into etcd as JSON, as
+// an operator would with etcdctl.
+func putProfiles(ctx context.Context, endpoint, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	f := decode.Manifest(path, data)
+	if len(f.Errors) > 0 {
+		return f.Errors
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	for _, obj := range f.Objects {
+		p, ok := obj.(*v1alpha1.Profile)
+		if !ok {
+			continue
+		}
+		p.APIVersion, p.Kind = v1alpha1.GroupVersion, v1alpha1.KindProfile
+		value, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = cli.Put(pctx, prefix+"/profiles/"+p.Name, string(value))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("put profile %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// start runs `fleetd serve` for the node and reads its URL from the banner.
+func (n *demoNode) start(ctx context.Context, o options, endpoint string) error {
+	n.state = filepath.Join(o.dir, n.name)
+	if err := os.MkdirAll(n.state, 0o700); err != nil {
+		return err
+	}
+	n.cmd = exec.Command(o.fleetd, "serve", "--store", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
+		"--node", n.name, "--node-labels", n.labels, "--herdr", "sim", "--listen", "127.0.0.1:0", "--state-dir", n.state, "--log-level", "error")
+	n.cmd.Env = append(os.Environ(), "ACME_FLEETD_TOKEN=sim-demo-credential")
+	stdout, err := n.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	n.cmd.Stderr = os.Stderr
+	if err := n.cmd.Start(); err != nil {
+		n.cmd = nil
+		return fmt.Errorf("start node %s: %w", n.name, err)
+	}
+	n.done = make(chan error, 1)
+	lines := bufio.NewScanner(stdout)
+	banner := make(chan string, 1)
+	go func() {
+		if lines.Scan() {
+			banner <- lines.Text()
+		}
+		close(banner)
+		for lines.Scan() {
+		}
+		n.done <- n.cmd.Wait()
+	}()
+	select {
+	case line, ok := <-banner:
+		i := strings.LastIndex(line, " on http://") // the banner names etcd's endpoint first
+		if !ok || i < 0 {
+			return fmt.Errorf("node %s printed no banner (%q)", n.name, line)
+		}
+		n.url = strings.Fields(line[i+len(" on "):])[0]
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("node %s did not start within 30 s", n.name)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// fleetctl runs a fleetd client command against the node.
+func (n *demoNode) fleetctl(ctx context.Context, o options, args ...string) (string, error) {
+	args = append(args, "--server", n.url, "--state-dir", n.state)
+	out, err := exec.CommandContext(ctx, o.fleetd, args...).CombinedOutput()
+	return string(out), err
+}
+
+// waitPlaced waits (up to a minute, reading each node's members every
+// 200 ms) until every member is either Ready on the node that runs it or
+// Unschedulable.
+func waitPlaced(ctx context.Context, nodes []*demoNode) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		settled, total, err := placed(ctx, nodes)
+		if err == nil && total > 0 && settled == total {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after a minute %d of %d members are placed and Ready (%v)", settled, total, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// placed counts the members that are Ready on their node or
+// Unschedulable; a node whose published member count is not yet what it
+// runs counts none of its own.
+func placed(ctx context.Context, nodes []*demoNode) (settled, total int, err error) {
+	var registered struct{ Items []v1alpha1.Node }
+	if err := nodes[0].read(ctx, "/nodes", &registered); err != nil {
+		return 0, 0, err
+	}
+	published := map[string]int{}
+	for _, n := range registered.Items {
+		published[n.Name] = n.Status.Members
+	}
+	for i, n := range nodes {
+		var list struct{ Items []v1alpha1.Member }
+		if err := n.read(ctx, "/members", &list); err != nil {
+			return 0, 0, err
+		}
+		own := 0
+		for _, m := range list.Items {
+			if m.Status.NodeName == n.name {
+				own++
+			}
+		}
+		if own != published[n.name] {
+			list.Items = nil // its registration lags: not settled yet
+		}
+		if i == 0 {
+			total = len(list.Items)
+		}
+		for _, m := range list.Items {
+			switch {
+			case m.Status.NodeName == n.name && m.Status.Phase == v1alpha1.PhaseReady:
+				settled++
+			case i == 0 && m.Status.NodeName == "" && readyReason(m) == "Unschedulable":
+				settled++
+			}
+		}
+	}
+	return settled, total, nil
+}
+
+// read GETs path from the node's REST API with its primary token.
+func (n *demoNode) read(ctx context.Context, path string, v any) error {
+	token, err := os.ReadFile(statedir.At(n.state).PrimaryToken())
+	if err != nil {
+		return err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func readyReason(m v1alpha1.Member) string {
+	for _, c := range m.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}

@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+)
+
+// nodeRefresh is how often a node looks again at what it publishes about
+// its herdr (and its member count, which also wakes it on change). It
+// reads the daemon's own metrics — nothing is asked of herdr or etcd — and
+// writes its registration only when something changed.
+const nodeRefresh = 2 * time.Second
+
+// herdrSeen is what the daemon's metrics say about herdr:
+// fleetd_herdr_info's labels (herdr's last ping) and fleetd_herdr_up.
+func herdrSeen(g prometheus.Gatherer) v1alpha1.NodeHerdr {
+	var h v1alpha1.NodeHerdr
+	families, _ := g.Gather() // a failed collector leaves its family out; what is there still counts
+	for _, f := range families {
+		switch f.GetName() {
+		case "fleetd_herdr_info":
+			for _, m := range f.GetMetric() {
+				if m.GetGauge().GetValue() != 1 {
+					continue
+				}
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "version":
+						h.Version = l.GetValue()
+					case "protocol":
+						h.Protocol, _ = strconv.Atoi(l.GetValue())
+					}
+				}
+			}
+		case "fleetd_herdr_up":
+			for _, m := range f.GetMetric() {
+				h.Reachable = m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	return h
+}
+
+// publishNode keeps the node's registration current with its herdr and its
+// member count until ctx ends: woken by every change of the desired state
+// and every nodeRefresh, it writes only what changed.
+func publishNode(ctx context.Context, node *etcdstore.Node, g prometheus.Gatherer, desired store.Store, changed func() <-chan struct{}, clk clock.Clock, log *slog.Logger) {
+	failing := false
+	for {
+		ch := changed()
+		h := herdrSeen(g)
+		members := len(desired.Snapshot().Members)
+		err := node.Update(ctx, func(info *etcdstore.NodeInfo) {
+			since := info.Herdr.Since
+			info.Herdr, info.Members = h, members
+			info.Herdr.Since = since // Update moves it when Reachable changes
+		})
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			log.Warn("update the node's registration in etcd; retrying", "err", err)
+			failing = true
+		case err == nil && failing:
+			log.Info("node registration updated again")
+			failing = false
+		}
+		t := clk.NewTimer(nodeRefresh)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-ch:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}

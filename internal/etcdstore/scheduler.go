@@ -1,0 +1,209 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/fleetd-dev/fleetd/internal/clock"
+)
+
+// SchedulerOptions configure RunScheduler. nil means defaults.
+type SchedulerOptions struct {
+	// Prefix is the fleet's key prefix; default DefaultPrefix.
+	Prefix string
+	// Candidate names this scheduler in the election (the node's name).
+	Candidate string
+	// TTL is the election session's lease: a scheduler that dies is
+	// replaced this long after; default DefaultNodeTTL.
+	TTL time.Duration
+	// RequestTimeout bounds each binding write; default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Clock drives the retry after a lost session; default the wall clock.
+	Clock clock.Clock
+	// Logger receives a line per election won or lost and per member
+	// bound; default slog.Default().
+	Logger *slog.Logger
+}
+
+// RunScheduler takes part in the fleet's scheduler election (an etcd
+// election at PREFIX/scheduler, under a session lease) until ctx ends; one
+// fleetd at a time is the scheduler. While it leads it binds every
+// unbound Member of st's Fleet (or one whose binding names an older uid)
+// to the node [Place] picks, each in a transaction that holds only if the
+// member's key is still at the revision it placed, its binding is still
+// as it read it, and its leadership key is still there: a scheduler that
+// lost the election, or placed a member that changed meanwhile, writes
+// nothing. Bindings of deleted members are removed the same way. Members
+// no node can take stay unbound (Place says why). It returns nil on
+// cancellation.
+func RunScheduler(ctx context.Context, cli *clientv3.Client, st *Store, opts *SchedulerOptions) error {
+	var o SchedulerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultNodeTTL
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	for ctx.Err() == nil {
+		err := lead(ctx, cli, st, &o)
+		if ctx.Err() != nil {
+			return nil
+		}
+		o.Logger.Warn("scheduler election lost or failed; campaigning again", "candidate", o.Candidate, "err", err)
+		t := o.Clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+	return nil
+}
+
+// lead campaigns, then schedules on every change of the fleet until the
+// session ends or ctx does.
+func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOptions) error {
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(max((o.TTL+time.Second-1)/time.Second, 1))), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("scheduler session: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), o.RequestTimeout)
+		defer cancel()
+		_, _ = cli.Revoke(rctx, sess.Lease()) // resign at once; an unrevoked lease expires on its own
+		sess.Close()
+	}()
+	e := concurrency.NewElection(sess, o.Prefix+"/scheduler")
+	if err := e.Campaign(ctx, o.Candidate); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	o.Logger.Info("scheduling the fleet", "candidate", o.Candidate)
+	s := &scheduler{cli: cli, st: st, o: o, leaderKey: e.Key(), leaderRev: e.Rev()}
+	for {
+		changed := st.FleetChanged()
+		if err := s.pass(ctx); err != nil && ctx.Err() == nil {
+			o.Logger.Warn("scheduling pass failed; trying again at the next change", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+			return fmt.Errorf("session lease lost")
+		case <-changed:
+		}
+	}
+}
+
+type scheduler struct {
+	cli       *clientv3.Client
+	st        *Store
+	o         *SchedulerOptions
+	leaderKey string
+	leaderRev int64
+}
+
+// pass binds what is unbound and unbinds what is gone, once.
+func (s *scheduler) pass(ctx context.Context) error {
+	f := s.st.Fleet()
+	counts := f.Counts()
+	var firstErr error
+	present := map[string]bool{}
+	for _, m := range f.Members {
+		present[m.Name] = true
+		if _, bound := f.Bindings[m.Name]; bound {
+			continue
+		}
+		node, _ := Place(m, f.Nodes, counts)
+		if node == "" {
+			continue
+		}
+		rev, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
+		if err != nil {
+			continue // not read from etcd: nothing to fence on
+		}
+		memberKey, _ := s.st.Key("Member", m.Name)
+		value, _ := json.Marshal(Binding{Node: node, MemberUID: m.UID})
+		ok, err := s.write(ctx, s.st.bindingKey(m.Name), []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(memberKey), "=", rev)},
+			clientv3.OpPut(s.st.bindingKey(m.Name), string(value)))
+		if err != nil {
+			firstErr = cmpOr(firstErr, err)
+			continue
+		}
+		if ok {
+			counts[node]++
+			s.o.Logger.Info("member bound", "member", m.Name, "node", node)
+		}
+	}
+	// Bindings whose member is gone. (One whose member was made again, with
+	// a new uid, is overwritten above.)
+	s.st.mu.Lock()
+	var stale []string
+	for name := range s.st.binds {
+		if !present[name] {
+			stale = append(stale, name)
+		}
+	}
+	s.st.mu.Unlock()
+	for _, name := range stale {
+		memberKey, _ := s.st.Key("Member", name)
+		if _, err := s.write(ctx, s.st.bindingKey(name), []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0)},
+			clientv3.OpDelete(s.st.bindingKey(name))); err != nil {
+			firstErr = cmpOr(firstErr, err)
+		}
+	}
+	return firstErr
+}
+
+// write commits op on a binding key if cmps hold, the binding key is as
+// this store last saw it, and this scheduler still leads.
+func (s *scheduler) write(ctx context.Context, key string, cmps []clientv3.Cmp, op clientv3.Op) (bool, error) {
+	var seen int64
+	if e := s.bindingSeen(key); e != nil {
+		seen = e.modRev
+	}
+	cmps = append(cmps,
+		clientv3.Compare(clientv3.ModRevision(key), "=", seen),
+		clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev))
+	rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(rctx).If(cmps...).Then(op).Commit()
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w: %w", key, ErrUnavailable, err)
+	}
+	return resp.Succeeded, nil
+}
+
+// bindingSeen returns the binding key's entry as the store last read it.
+func (s *scheduler) bindingSeen(key string) *bindingEntry {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	return s.st.bindSeen[key]
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

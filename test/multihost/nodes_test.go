@@ -1,0 +1,92 @@
+package multihost
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// untilNode reads GET /nodes until cond holds for the named node. The
+// registration reaches etcd and comes back through the node's watch
+// asynchronously, so the read is repeated (every 20 ms, for at most 30 s).
+func (n *fleetNode) untilNode(t *testing.T, name, what string, cond func(v1alpha1.Node) bool) v1alpha1.Node {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		code, body := n.do(t, "GET", "/nodes", "")
+		last = body
+		var list mcp.NodeList
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil {
+			for _, node := range list.Items {
+				if node.Name == name && cond(node) {
+					return node
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s not %s within 30 s; GET /nodes: %s", name, what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A node registers its labels, capacity and gateway, and keeps its herdr
+// (version, reachability) and member count current; GET /nodes serves it
+// from the watch, Ready while its herdr answers.
+func TestNodes_RegistrationShowsLabelsCapacityHerdrAndMembers(t *testing.T) {
+	prefix := uniquePrefix("/fleet-nodes")
+	cli := etcdClient(t)
+	ctx := context.Background()
+	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "laptop",
+		NodeLabels: map[string]string{"os": "linux", "zone": "home"}, MaxMembers: 5})
+
+	got := n.untilNode(t, "laptop", "Ready", func(node v1alpha1.Node) bool {
+		return node.ReadyCondition().Status == v1alpha1.ConditionTrue
+	})
+	if got.Labels["os"] != "linux" || got.Labels["zone"] != "home" || got.Spec.MaxMembers != 5 || got.Spec.GatewayURL != n.info.MCPURL {
+		t.Errorf("node %+v, want labels os=linux,zone=home, maxMembers 5, gateway %s", got, n.info.MCPURL)
+	}
+	if !got.Status.Herdr.Reachable || got.Status.Herdr.Version == "" || got.Status.Herdr.Protocol == 0 {
+		t.Errorf("node herdr %+v, want the simulated herdr's version and protocol, reachable", got.Status.Herdr)
+	}
+
+	if code, body := n.do(t, "POST", "/members?wait=true", `{"profile":"claude","name":"coder"}`); code != http.StatusCreated {
+		t.Fatalf("POST /members = %d %s", code, body)
+	}
+	n.untilNode(t, "laptop", "running 1 member", func(node v1alpha1.Node) bool { return node.Status.Members == 1 })
+
+	// The simulated herdr goes away: the node is NotReady (HerdrUnavailable);
+	// it comes back: Ready again.
+	if err := n.info.Sim.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	down := n.untilNode(t, "laptop", "NotReady", func(node v1alpha1.Node) bool {
+		return node.ReadyCondition().Status == v1alpha1.ConditionFalse
+	})
+	if c := down.ReadyCondition(); c.Reason != v1alpha1.ReasonHerdrUnavailable || down.Status.Herdr.Reachable {
+		t.Errorf("after herdr stopped: %+v, want Ready=False HerdrUnavailable", c)
+	}
+
+	if err := n.info.Sim.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	n.untilNode(t, "laptop", "Ready again", func(node v1alpha1.Node) bool {
+		return node.ReadyCondition().Status == v1alpha1.ConditionTrue && node.Status.Herdr.Reachable
+	})
+
+	code, body := n.do(t, "GET", "/nodes/laptop", "")
+	var one v1alpha1.Node
+	if err := json.Unmarshal([]byte(body), &one); code != http.StatusOK || err != nil || one.Name != "laptop" || one.Kind != v1alpha1.KindNode {
+		t.Errorf("GET /nodes/laptop = %d %s", code, body)
+	}
+}
