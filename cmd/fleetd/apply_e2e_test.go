@@ -1,55 +1,12 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
-	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
-
-// liveFleetd is `fleetd serve --herdr=sim` run in process on a manifests
-// directory, for tests that drive the CLI against it.
-type liveFleetd struct {
-	manifests string
-	info      daemon.Info
-	client    []string // --server and --state-dir flags for the CLI
-}
-
-// startFleetd serves the files (name → contents) as the manifests
-// directory until the test ends.
-func startFleetd(t *testing.T, files map[string]string) *liveFleetd {
-	t.Helper()
-	manifests := writeTree(t, files)
-	stateDir := t.TempDir()
-	t.Setenv("FLEETD_TOKEN", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	ready := make(chan daemon.Info, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true, SimValidator: validated.Schema(),
-			Ready: func(i daemon.Info) { ready <- i }})
-	}()
-	var info daemon.Info
-	select {
-	case info = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("fleetd serve ended before listening: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fleetd serve: %v", err)
-		}
-	})
-	return &liveFleetd{manifests: manifests, info: info, client: []string{"--server", info.URL, "--state-dir", stateDir}}
-}
 
 // run runs the CLI with stdin against the fleetd.
 func (f *liveFleetd) run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {

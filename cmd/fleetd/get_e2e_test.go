@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,10 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
-	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
 const getFleet = `apiVersion: fleetd.dev/v1alpha1
@@ -43,63 +38,17 @@ metadata: {name: tester, labels: {team: qa, tier: b}}
 spec: {profile: codex}
 `
 
-// getFleetd is `fleetd serve --herdr=sim` running in process on getFleet,
-// with the flags a client command needs to reach it.
-type getFleetd struct {
-	info   daemon.Info
-	client []string // --server URL --state-dir DIR
-	stop   func()   // shuts fleetd down and checks it stopped cleanly
-}
-
-func startGetFleetd(t *testing.T, members ...string) *getFleetd {
+// startGetFleetd serves getFleet and waits until the named members are
+// Ready.
+func startGetFleetd(t *testing.T, members ...string) *liveFleetd {
 	t.Helper()
-	manifests := writeTree(t, map[string]string{"fleet.yaml": getFleet})
-	stateDir := t.TempDir()
-	t.Setenv("FLEETD_TOKEN", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	ready := make(chan daemon.Info, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true,
-			SimValidator: validated.Schema(), Ready: func(i daemon.Info) { ready <- i }})
-	}()
-	f := &getFleetd{}
-	select {
-	case f.info = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("fleetd serve ended before listening: %v", err)
-	}
-	stopped := false
-	f.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fleetd serve: %v", err)
-		}
-	}
-	t.Cleanup(f.stop)
-	f.client = []string{"--server", f.info.URL, "--state-dir", stateDir}
-	for _, name := range members {
-		if err := f.info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
-			for _, m := range ms {
-				if m.Name == name {
-					return m.Status.Phase == v1alpha1.PhaseReady
-				}
-			}
-			return false
-		}); err != nil {
-			t.Fatalf("%s never became Ready: %v", name, err)
-		}
-	}
+	f := startFleetd(t, map[string]string{"fleet.yaml": getFleet})
+	f.waitReady(t, members...)
 	return f
 }
 
 // run runs a client command against this fleetd.
-func (f *getFleetd) run(t *testing.T, args ...string) (int, string, string) {
+func (f *liveFleetd) runArgs(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	return runCLI(t, append(args, f.client...)...)
 }
@@ -139,7 +88,7 @@ func TestGet_SelectorsOutputsAndSortThroughTheCLI(t *testing.T) {
 		{"watch events without watch", []string{"get", "members", "--output-watch-events"}, 2, "", "--output-watch-events needs --watch"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := f.run(t, tt.args...)
+			code, stdout, stderr := f.runArgs(t, tt.args...)
 			if code != tt.wantCode || stdout != tt.wantStdout || !strings.Contains(stderr, tt.wantStderr) {
 				t.Errorf("fleetd %s: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr with %q",
 					strings.Join(tt.args, " "), code, stdout, stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)
@@ -152,24 +101,24 @@ func TestGet_SelectorsOutputsAndSortThroughTheCLI(t *testing.T) {
 // a member's pane id, terminal id or session id as well as its name.
 func TestGet_MemberReferencesWorkInEveryCommand(t *testing.T) {
 	f := startGetFleetd(t, "reviewer", "tester")
-	code, ids, stderr := f.run(t, "get", "members", "reviewer", "-o", "jsonpath={.status.paneId} {.status.terminalId} {.status.sessionId}")
+	code, ids, stderr := f.runArgs(t, "get", "members", "reviewer", "-o", "jsonpath={.status.paneId} {.status.terminalId} {.status.sessionId}")
 	refs := strings.Fields(ids)
 	if code != 0 || len(refs) != 3 {
 		t.Fatalf("reviewer's ids: exit %d, %q, stderr %s", code, ids, stderr)
 	}
 	for _, ref := range append(refs, "reviewer") {
-		if code, stdout, stderr := f.run(t, "get", "members", ref, "-o", "name"); code != 0 || stdout != "member/reviewer\n" {
+		if code, stdout, stderr := f.runArgs(t, "get", "members", ref, "-o", "name"); code != 0 || stdout != "member/reviewer\n" {
 			t.Errorf("get members %s: exit %d, stdout %q, stderr %s", ref, code, stdout, stderr)
 		}
-		code, stdout, stderr := f.run(t, "describe", "member", ref)
+		code, stdout, stderr := f.runArgs(t, "describe", "member", ref)
 		if code != 0 || !strings.HasPrefix(stdout, "Name:") || !strings.Contains(strings.SplitN(stdout, "\n", 2)[0], "reviewer") || !strings.Contains(stdout, "Events:") {
 			t.Errorf("describe member %s: exit %d, stderr %s, stdout:\n%s", ref, code, stderr, stdout)
 		}
-		if code, stdout, stderr := f.run(t, "send", ref, "hello"); code != 0 || stdout != "echo: hello\n" {
+		if code, stdout, stderr := f.runArgs(t, "send", ref, "hello"); code != 0 || stdout != "echo: hello\n" {
 			t.Errorf("send %s hello: exit %d, stdout %q, stderr %s", ref, code, stdout, stderr)
 		}
 	}
-	if code, _, stderr := f.run(t, "describe", "member", "w9:p9"); code != 1 || !strings.Contains(stderr, `no member with name, pane id, terminal id or session id "w9:p9"`) {
+	if code, _, stderr := f.runArgs(t, "describe", "member", "w9:p9"); code != 1 || !strings.Contains(stderr, `no member with name, pane id, terminal id or session id "w9:p9"`) {
 		t.Errorf("describe member w9:p9: exit %d, stderr %q", code, stderr)
 	}
 }
@@ -199,13 +148,13 @@ func TestGet_ProfilesAndTenantsThroughTheCLI(t *testing.T) {
 		{[]string{"get", "nodes"}, 1, "", "fleetd: nodes exist only with --store etcd: this fleetd keeps its desired state in a directory and runs every member on its own machine (not_found)\n"},
 		{[]string{"describe", "node", "laptop"}, 1, "", "fleetd: nodes exist only with --store etcd: this fleetd keeps its desired state in a directory and runs every member on its own machine (not_found)\n"},
 	} {
-		code, stdout, stderr := f.run(t, tt.args...)
+		code, stdout, stderr := f.runArgs(t, tt.args...)
 		if code != tt.wantCode || squeeze(stdout) != tt.wantStdout || stderr != tt.wantStderr {
 			t.Errorf("fleetd %s: exit %d, stderr %q, stdout:\n%s\nwant exit %d, stderr %q, stdout:\n%s",
 				strings.Join(tt.args, " "), code, stderr, stdout, tt.wantCode, tt.wantStderr, tt.wantStdout)
 		}
 	}
-	code, stdout, _ := f.run(t, "describe", "profile", "claude")
+	code, stdout, _ := f.runArgs(t, "describe", "profile", "claude")
 	for _, want := range []string{"Harness: claude", "Description: reviews code", "Env: REVIEW_MODE (values: -o yaml)", "Restart Policy: Always"} {
 		if code != 0 || !strings.Contains(squeeze(stdout), want) {
 			t.Errorf("describe profile claude: exit %d, want %q in:\n%s", code, want, stdout)
@@ -278,7 +227,7 @@ func TestGet_WatchPrintsTheTableThenEveryChange(t *testing.T) {
 	if err := os.WriteFile(coder, []byte("apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder, labels: {team: core}}\nspec: {profile: claude}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, stderr := f.run(t, "apply", "-f", coder); code != 0 {
+	if code, stdout, stderr := f.runArgs(t, "apply", "-f", coder); code != 0 {
 		t.Fatalf("apply: exit %d, %s%s", code, stdout, stderr)
 	}
 	added, _ := out.waitLine(t, deadline, `^ADDED +coder `)
@@ -286,7 +235,7 @@ func TestGet_WatchPrintsTheTableThenEveryChange(t *testing.T) {
 		t.Errorf("change line %q does not line up with header %q", added, header)
 	}
 	out.waitLine(t, deadline, `^MODIFIED +coder +Ready `)
-	if code, _, stderr := f.run(t, "delete", "member", "coder"); code != 0 {
+	if code, _, stderr := f.runArgs(t, "delete", "member", "coder"); code != 0 {
 		t.Fatalf("delete: exit %d, %s", code, stderr)
 	}
 	_, before := out.waitLine(t, deadline, `^DELETED +coder `)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -134,20 +132,7 @@ func inbox(ctx context.Context, c *apiClient, opts inboxOptions, out, errOut io.
 func printInbox(w io.Writer, page mcp.PollOutput, output string, now time.Time) error {
 	switch output {
 	case "json", "yaml":
-		b, err := json.MarshalIndent(page, "", "  ")
-		if err != nil {
-			return err
-		}
-		b = termtext.JSON(b)
-		if output == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-		} else {
-			b = append(b, '\n')
-		}
-		_, err = w.Write(b)
-		return err
+		return writeStructured(w, page, output)
 	}
 	if len(page.Messages) == 0 {
 		_, err := fmt.Fprintln(w, "No messages.")

@@ -2,28 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
-	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
-// simFleet is a running `fleetd serve --herdr=sim` (in process) on a
-// manifests directory with a claude Profile and one Member, reviewer, which
-// is Ready.
-type simFleet struct {
-	info   daemon.Info
-	client []string // --server and --state-dir of the CLI
-}
-
-func startSimFleet(t *testing.T) *simFleet {
+// startSimFleet serves a claude Profile and one Member, reviewer, and
+// waits until reviewer is Ready.
+func startSimFleet(t *testing.T) *liveFleetd {
 	t.Helper()
-	manifests := writeTree(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
+	f := startFleetd(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
 kind: Profile
 metadata: {name: claude}
 spec: {harness: claude}
@@ -33,44 +22,12 @@ kind: Member
 metadata: {name: reviewer}
 spec: {profile: claude}
 `})
-	stateDir := t.TempDir()
-	t.Setenv("FLEETD_TOKEN", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	ready := make(chan daemon.Info, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true, SimValidator: validated.Schema(),
-			Ready: func(i daemon.Info) { ready <- i }})
-	}()
-	var info daemon.Info
-	select {
-	case info = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("fleetd serve ended before listening: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fleetd serve: %v", err)
-		}
-	})
-	if err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
-		return len(ms) == 1 && ms[0].Status.Phase == v1alpha1.PhaseReady
-	}); err != nil {
-		t.Fatalf("reviewer never became Ready: %v", err)
-	}
-	return &simFleet{info: info, client: []string{"--server", info.URL, "--state-dir", stateDir}}
-}
-
-// run runs the CLI against the fleet.
-func (f *simFleet) run(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	return runCLI(t, append(args, f.client...)...)
+	f.waitReady(t, "reviewer")
+	return f
 }
 
 // pane is reviewer's pane id.
-func (f *simFleet) pane(t *testing.T) string {
+func (f *liveFleetd) pane(t *testing.T) string {
 	t.Helper()
 	for _, p := range f.info.Sim.Panes() {
 		if p.AgentName == "reviewer" {
@@ -136,21 +93,21 @@ func TestLogs_ReadsAndFollowsTheTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, stdout, stderr := f.run(t, "logs", "reviewer", "--lines", "2")
+	code, stdout, stderr := f.runArgs(t, "logs", "reviewer", "--lines", "2")
 	if code != 0 || stdout != "ok 12 tests\nbuild done\n" {
 		t.Fatalf("fleetd logs reviewer --lines 2: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
-	if code, stdout, stderr := f.run(t, "logs", "reviewer", "--tail", "1"); code != 0 || stdout != "build done\n" {
+	if code, stdout, stderr := f.runArgs(t, "logs", "reviewer", "--tail", "1"); code != 0 || stdout != "build done\n" {
 		t.Fatalf("fleetd logs reviewer --tail 1: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
-	code, stdout, stderr = f.run(t, "logs", pane, "--tail=-1")
+	code, stdout, stderr = f.runArgs(t, "logs", pane, "--tail=-1")
 	if code != 0 || !strings.HasSuffix(stdout, "build started\nok 12 tests\nbuild done\n") || strings.Contains(stdout, "\x1b") {
 		t.Fatalf("fleetd logs %s: exit %d, stdout %q; stderr:\n%s", pane, code, stdout, stderr)
 	}
-	if code, _, stderr := f.run(t, "logs", "nobody"); code != 1 || stderr != "fleetd logs: member \"nobody\" not found\n" {
+	if code, _, stderr := f.runArgs(t, "logs", "nobody"); code != 1 || stderr != "fleetd logs: member \"nobody\" not found\n" {
 		t.Errorf("fleetd logs nobody: exit %d, stderr %q", code, stderr)
 	}
-	if code, _, stderr := f.run(t, "logs", "reviewer", "--lines", "1001"); code != 2 || !strings.Contains(stderr, "--lines 1001") {
+	if code, _, stderr := f.runArgs(t, "logs", "reviewer", "--lines", "1001"); code != 2 || !strings.Contains(stderr, "--lines 1001") {
 		t.Errorf("fleetd logs --lines 1001: exit %d, stderr %q", code, stderr)
 	}
 
@@ -160,7 +117,7 @@ func TestLogs_ReadsAndFollowsTheTerminal(t *testing.T) {
 		exited <- run(append([]string{"logs", "reviewer", "-f", "--lines", "1"}, f.client...), out, errOut)
 	}()
 	out.waitFor(t, "build done\n", 10*time.Second)
-	if code, stdout, stderr := f.run(t, "send", "reviewer", "hello"); code != 0 || stdout != "echo: hello\n" {
+	if code, stdout, stderr := f.runArgs(t, "send", "reviewer", "hello"); code != 0 || stdout != "echo: hello\n" {
 		t.Fatalf("fleetd send: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
 	out.waitFor(t, "echo: hello\n", 10*time.Second)
@@ -172,7 +129,7 @@ func TestLogs_ReadsAndFollowsTheTerminal(t *testing.T) {
 	if st, _ := f.info.Sim.Pane(pane); st.HistoryScrolls != 0 {
 		t.Errorf("reading the terminal scrolled the agent's history %d times", st.HistoryScrolls)
 	}
-	if code, _, stderr := f.run(t, "delete", "member", "reviewer"); code != 0 {
+	if code, _, stderr := f.runArgs(t, "delete", "member", "reviewer"); code != 0 {
 		t.Fatalf("fleetd delete: exit %d; stderr:\n%s", code, stderr)
 	}
 	select {

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
-	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
 // TestSend_EndToEndWithSimulatedHerdr runs `fleetd serve --herdr=sim` in
@@ -18,7 +14,7 @@ import (
 // answers through bridge_reply, so `fleetd send reviewer hello` prints the
 // echo; apply and delete go through the REST write endpoints.
 func TestSend_EndToEndWithSimulatedHerdr(t *testing.T) {
-	manifests := writeTree(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
+	f := startFleetd(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
 kind: Profile
 metadata: {name: claude}
 spec: {harness: claude}
@@ -28,28 +24,7 @@ kind: Member
 metadata: {name: reviewer}
 spec: {profile: claude}
 `})
-	stateDir := t.TempDir()
-	t.Setenv("FLEETD_TOKEN", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ready := make(chan daemon.Info, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{ManifestsDir: manifests, StateDir: stateDir, Listen: "127.0.0.1:0", Sim: true, SimValidator: validated.Schema(),
-			Ready: func(i daemon.Info) { ready <- i }})
-	}()
-	var info daemon.Info
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatalf("fleetd serve ended before listening: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fleetd serve: %v", err)
-		}
-	}()
+	info, ctx, client := f.info, f.ctx, f.client
 	readyMember := func(name string) func([]v1alpha1.Member) bool {
 		return func(ms []v1alpha1.Member) bool {
 			for _, m := range ms {
@@ -63,7 +38,6 @@ spec: {profile: claude}
 	if err := info.WaitFor(ctx, readyMember("reviewer")); err != nil {
 		t.Fatalf("reviewer never became Ready: %v", err)
 	}
-	client := []string{"--server", info.URL, "--state-dir", stateDir}
 
 	code, stdout, stderr := runCLI(t, append([]string{"send", "reviewer", "hello"}, client...)...)
 	if code != 0 || stdout != "echo: hello\n" {
