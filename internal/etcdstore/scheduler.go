@@ -112,8 +112,19 @@ func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOpti
 		sess.Close()
 	}()
 	e := concurrency.NewElection(sess, o.Prefix+"/scheduler")
-	if err := e.Campaign(ctx, o.Candidate); err != nil {
-		return fmt.Errorf("campaign: %w", err)
+	// Campaign, cancelled, resigns on the client's own context, which
+	// blocks while etcd is unreachable: a node stopped while cut off from
+	// etcd would never stop. So it runs aside; cancelled, lead returns at
+	// once and the campaign ends when etcd answers or the client closes.
+	campaigned := make(chan error, 1)
+	go func() { campaigned <- e.Campaign(ctx, o.Candidate) }()
+	select {
+	case err := <-campaigned:
+		if err != nil {
+			return fmt.Errorf("campaign: %w", err)
+		}
+	case <-ctx.Done():
+		return nil
 	}
 	o.Logger.Info("scheduling the fleet", "candidate", o.Candidate)
 	s := &scheduler{cli: cli, st: st, o: o, leaderKey: e.Key(), leaderRev: e.Rev()}
