@@ -18,6 +18,9 @@ const (
 	// ReasonEtcdUnavailable: the node that answers cannot read etcd, so it
 	// shows every node as last seen.
 	ReasonEtcdUnavailable = "EtcdUnavailable"
+	// ReasonNodeLost: the node's lease expired (killed, or cut off from
+	// etcd) while members are still bound to it.
+	ReasonNodeLost = "NodeLost"
 )
 
 // Node is one machine's fleetd in a fleet on etcd: its name and labels

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +25,8 @@ type storeFlags struct {
 	caCert     string
 	cert       string
 	key        string
+
+	rescheduleAfter time.Duration
 }
 
 func addStoreFlags(cmd *cobra.Command) *storeFlags {
@@ -35,6 +38,7 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 	f.StringVar(&s.node, "node", envOr("FLEETD_NODE", ""), "with --store etcd: this fleetd's node name, unique in the fleet (env FLEETD_NODE)")
 	f.StringVar(&s.nodeLabels, "node-labels", envOr("FLEETD_NODE_LABELS", ""), "with --store etcd: this node's labels, k=v,k2=v2 (env FLEETD_NODE_LABELS)")
 	f.IntVar(&s.maxMembers, "max-members", 0, "with --store etcd: how many members this node runs at most; 0 is no limit (env FLEETD_MAX_MEMBERS)")
+	f.DurationVar(&s.rescheduleAfter, "reschedule-after", daemon.DefaultRescheduleAfter, "with --store etcd: how long the members of a lost node (lease expired) wait for it before they are placed elsewhere; members with spec.nodeName wait for ever (env FLEETD_RESCHEDULE_AFTER)")
 	f.StringVar(&s.caCert, "etcd-cacert", envOr("FLEETD_ETCD_CACERT", ""), "with --store etcd: PEM file of the CA that signed etcd's server certificate (env FLEETD_ETCD_CACERT)")
 	f.StringVar(&s.cert, "etcd-cert", envOr("FLEETD_ETCD_CERT", ""), "with --store etcd: PEM file of this node's client certificate (env FLEETD_ETCD_CERT)")
 	f.StringVar(&s.key, "etcd-key", envOr("FLEETD_ETCD_KEY", ""), "with --store etcd: PEM file of the client certificate's key (env FLEETD_ETCD_KEY)")
@@ -45,7 +49,7 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 func (s *storeFlags) apply(cmd *cobra.Command, cfg *daemon.Config) error {
 	switch s.store {
 	case "directory":
-		for _, name := range []string{"etcd-endpoints", "etcd-prefix", "node", "node-labels", "max-members", "etcd-cacert", "etcd-cert", "etcd-key"} {
+		for _, name := range []string{"etcd-endpoints", "etcd-prefix", "node", "node-labels", "max-members", "reschedule-after", "etcd-cacert", "etcd-cert", "etcd-key"} {
 			if cmd.Flags().Changed(name) {
 				return usageErrorf(cmd, "--%s is for --store etcd; the directory store reads --manifests", name)
 			}
@@ -76,9 +80,20 @@ func (s *storeFlags) apply(cmd *cobra.Command, cfg *daemon.Config) error {
 			}
 		}
 	}
+	rescheduleAfter := s.rescheduleAfter
+	if !cmd.Flags().Changed("reschedule-after") {
+		if v := os.Getenv("FLEETD_RESCHEDULE_AFTER"); v != "" {
+			if rescheduleAfter, err = time.ParseDuration(v); err != nil || rescheduleAfter <= 0 {
+				return usageErrorf(cmd, "FLEETD_RESCHEDULE_AFTER=%q: want a positive duration, e.g. 5m", v)
+			}
+		}
+	}
+	if rescheduleAfter <= 0 {
+		return usageErrorf(cmd, "--reschedule-after %s: want a positive duration, e.g. 5m", rescheduleAfter)
+	}
 	cfg.ManifestsDir = "" // no directory: the desired state is in etcd
 	cfg.Etcd = &daemon.EtcdConfig{Endpoints: endpoints, Prefix: s.prefix, Node: s.node, NodeLabels: labels, MaxMembers: maxMembers,
-		CACert: s.caCert, Cert: s.cert, Key: s.key}
+		RescheduleAfter: rescheduleAfter, CACert: s.caCert, Cert: s.cert, Key: s.key}
 	if err := cfg.Etcd.Check(); err != nil {
 		return usageErrorf(cmd, "%v", err)
 	}

@@ -21,6 +21,8 @@ func TestServe_StoreFlagUsageErrors(t *testing.T) {
 		{"a node label twice", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--node-labels", "a=1,a=2"), 2, `fleetd serve: --node-labels: key "a" given twice`},
 		{"a node label with a control character", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--node-labels", "a=x\x07"), 2, "fleetd serve: --node-labels: metadata.labels[a]: invalid label"},
 		{"negative max members", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--max-members", "-1"), 2, "fleetd serve: --max-members -1: want 0 (no limit) or more"},
+		{"reschedule-after with the directory store", serve("--reschedule-after", "1m"), 2, "fleetd serve: --reschedule-after is for --store etcd"},
+		{"a zero reschedule-after", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--reschedule-after", "0s"), 2, "fleetd serve: --reschedule-after 0s: want a positive duration, e.g. 5m"},
 		{"a certificate without its key", serve("--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--node", "a", "--etcd-cert", "c.pem"), 2, "fleetd serve: --etcd-cert and --etcd-key go together"},
 	})
 }
@@ -43,6 +45,11 @@ func TestServe_StoreFlagsFromTheEnvironment(t *testing.T) {
 		{"FLEETD_MAX_MEMBERS", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: FLEETD_MAX_MEMBERS="many": want a whole number`},
 	})
 	t.Setenv("FLEETD_MAX_MEMBERS", "")
+	t.Setenv("FLEETD_RESCHEDULE_AFTER", "soon")
+	checkUsageErrors(t, []usageCase{
+		{"FLEETD_RESCHEDULE_AFTER", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: FLEETD_RESCHEDULE_AFTER="soon": want a positive duration, e.g. 5m`},
+	})
+	t.Setenv("FLEETD_RESCHEDULE_AFTER", "")
 	t.Setenv("FLEETD_NODE", "Not Valid")
 	checkUsageErrors(t, []usageCase{
 		{"FLEETD_NODE", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: --node: node name "Not Valid"`},

@@ -23,6 +23,10 @@ import (
 // is empty.
 const DefaultEtcdPrefix = etcdstore.DefaultPrefix
 
+// DefaultRescheduleAfter is the grace of a lost node's members when
+// EtcdConfig.RescheduleAfter is 0.
+const DefaultRescheduleAfter = etcdstore.DefaultRescheduleAfter
+
 // EtcdConfig selects the etcd store (`fleetd serve --store etcd`).
 type EtcdConfig struct {
 	// Endpoints are etcd's client URLs (http:// or https://).
@@ -43,6 +47,10 @@ type EtcdConfig struct {
 	// RequestTimeout bounds each request to etcd; 0 means
 	// etcdstore.DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// RescheduleAfter is how long the members of a lost node stay bound
+	// to it before the scheduler binds them elsewhere
+	// (--reschedule-after); 0 means etcdstore.DefaultRescheduleAfter.
+	RescheduleAfter time.Duration
 	// NodeTTL is the lease of the node's registration; 0 means
 	// etcdstore.DefaultNodeTTL.
 	NodeTTL time.Duration
@@ -67,6 +75,9 @@ func (c *EtcdConfig) Check() error {
 	}
 	if c.MaxMembers < 0 {
 		return fmt.Errorf("--max-members %d: want 0 (no limit) or more", c.MaxMembers)
+	}
+	if c.RescheduleAfter < 0 {
+		return fmt.Errorf("--reschedule-after %s: want a positive duration, e.g. 5m", c.RescheduleAfter)
 	}
 	if (c.Cert == "") != (c.Key == "") {
 		return errors.New("--etcd-cert and --etcd-key go together: the client certificate and its key")

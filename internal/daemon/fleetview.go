@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
@@ -17,6 +18,10 @@ const (
 	// ReasonOnAnotherNode: the member is bound to another node, which
 	// keeps its status.
 	ReasonOnAnotherNode = "OnAnotherNode"
+	// ReasonNodeLost: the member is bound to a node whose lease expired;
+	// it is rescheduled after --reschedule-after unless spec.nodeName
+	// pins it there.
+	ReasonNodeLost = v1alpha1.ReasonNodeLost
 )
 
 // localMembers is what the fleet view reads of this node's own members:
@@ -32,7 +37,8 @@ type localMembers interface {
 // every member of the fleet, not only this node's. A member this node runs
 // comes from the controllers with its full status and status.nodeName; one
 // bound to another node shows that node and Ready=Unknown (OnAnotherNode:
-// its status is kept there, and crossing nodes for it is not built); an
+// its status is kept there, and crossing nodes for it is not built; or
+// NodeLost when that node's lease expired); an
 // unbound one shows Pending and Ready=False (Unschedulable) with why.
 type fleetView struct {
 	local localMembers
@@ -105,6 +111,18 @@ func (v fleetView) remote(f *etcdstore.Fleet, m *v1alpha1.Member) v1alpha1.Membe
 	st := v1alpha1.MemberStatus{ObservedGeneration: m.Generation}
 	if m.CreationTimestamp != nil {
 		ready.LastTransitionTime = *m.CreationTimestamp
+	}
+	if since, lost := f.Lost[node]; node != "" && lost {
+		ready.Status, ready.Reason, ready.LastTransitionTime = v1alpha1.ConditionUnknown, ReasonNodeLost, since.UTC().Truncate(time.Second)
+		ready.Message = "bound to node " + node + ", whose lease expired at " + since.UTC().Format(time.RFC3339)
+		if m.Spec.NodeName == node {
+			ready.Message += "; spec.nodeName pins it there, so it waits for the node"
+		} else {
+			ready.Message += "; it is rescheduled once the node has been lost for --reschedule-after"
+		}
+		st.NodeName, st.Conditions = node, []v1alpha1.Condition{ready}
+		out.Status = st
+		return out
 	}
 	if node != "" {
 		ready.Status, ready.Reason = v1alpha1.ConditionUnknown, ReasonOnAnotherNode

@@ -67,6 +67,15 @@
 // the member's revision, the binding's and the leader's key. A Store with
 // Options.Node shows in its snapshot only the members bound to that node
 // with the bound uid; [Store.Fleet] shows every member, binding and node.
+//
+// Node loss. A node members are bound to whose registration is gone (its
+// lease expired) is lost: the Store keeps a tombstone of it, dated by its
+// clock when it first saw it so, in [Fleet.Lost] and in [Store.Nodes]
+// (NotReady, NodeLost, as last registered). The scheduler rebinds the
+// members of a node lost for SchedulerOptions.RescheduleAfter to another
+// node, fenced on the old binding's revision, except those whose
+// spec.nodeName pins them there; the lost node, back, no longer finds them
+// in its snapshot and closes their panes.
 
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.

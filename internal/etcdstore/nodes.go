@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -73,24 +74,84 @@ func (s *Store) publishNodes() {
 		}
 	}
 	s.mu.Lock()
+	prev := s.nodes
 	s.nodes = nodes
+	s.markLostLocked(prev)
 	s.fleetChangedLocked()
 	s.mu.Unlock()
 }
 
-// Nodes returns the registered nodes, sorted by name, as last listed or
-// watched: a node is there while its lease is alive. It never waits on
-// etcd. Each has a Ready condition: True while its herdr answers, False
-// (HerdrUnavailable) while it does not, Unknown (EtcdUnavailable) while
-// this store cannot read etcd and shows the nodes as last seen.
+// lostNode is a node with bindings but no registration: a tombstone.
+type lostNode struct {
+	since time.Time // when this store first saw it gone
+	last  NodeInfo  // its last registration this store read; only Name if none
+}
+
+// markLostLocked brings s.lost up to date with s.nodes and s.binds: a
+// bound node that is not registered is lost since the moment this store
+// first saw it so (prev: the registrations before this change, whose
+// last info the tombstone keeps); a node registered again, or with no
+// bindings left, is no longer lost.
+func (s *Store) markLostLocked(prev []NodeInfo) {
+	registered := map[string]bool{}
+	for _, n := range s.nodes {
+		registered[n.Name] = true
+	}
+	bound := map[string]bool{}
+	for _, b := range s.binds {
+		bound[b.Node] = true
+	}
+	for name := range s.lost {
+		if registered[name] || !bound[name] {
+			delete(s.lost, name)
+		}
+	}
+	now := s.clock.Now()
+	for _, n := range prev {
+		if !registered[n.Name] && bound[n.Name] {
+			if _, ok := s.lost[n.Name]; !ok {
+				s.lost[n.Name] = lostNode{since: now, last: n}
+			}
+		}
+	}
+	for name := range bound {
+		if _, ok := s.lost[name]; !ok && !registered[name] {
+			s.lost[name] = lostNode{since: now, last: NodeInfo{Name: name}}
+		}
+	}
+}
+
+// Nodes returns the registered nodes and the lost ones, sorted by name, as
+// last listed or watched. It never waits on etcd. Each has a Ready
+// condition: True while its herdr answers, False (HerdrUnavailable) while
+// it does not, False (NodeLost) for a node whose lease expired while
+// members are still bound to it (shown as last registered), Unknown
+// (EtcdUnavailable) while this store cannot read etcd and shows the nodes
+// as last seen.
 func (s *Store) Nodes() []v1alpha1.Node {
 	s.mu.Lock()
 	infos, etcdErr := s.nodes, s.snap.DirErr
+	lost := maps.Clone(s.lost)
+	counts := map[string]int{}
+	for _, b := range s.binds {
+		counts[b.Node]++
+	}
 	s.mu.Unlock()
-	out := make([]v1alpha1.Node, 0, len(infos))
+	out := make([]v1alpha1.Node, 0, len(infos)+len(lost))
 	for i := range infos {
 		out = append(out, nodeOf(&infos[i], etcdErr))
 	}
+	for name, l := range lost {
+		n := nodeOf(&l.last, etcdErr)
+		n.Status.Members = counts[name]
+		if etcdErr == nil {
+			n.Status.Conditions[0] = v1alpha1.Condition{Type: v1alpha1.ConditionReady, Status: v1alpha1.ConditionFalse,
+				Reason: v1alpha1.ReasonNodeLost, LastTransitionTime: l.since.UTC().Truncate(time.Second),
+				Message: fmt.Sprintf("not registered since %s (its lease expired); %d members still bound to it", l.since.UTC().Format(time.RFC3339), counts[name])}
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

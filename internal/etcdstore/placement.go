@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/store"
@@ -110,6 +111,9 @@ type Fleet struct {
 	Members  []*v1alpha1.Member // sorted by name
 	Bindings map[string]Binding
 	Nodes    []NodeInfo // sorted by name
+	// Lost are the nodes members are bound to that are not registered
+	// (their lease expired), each with when this store first saw it gone.
+	Lost map[string]time.Time
 	// Revision is the etcd revision the fleet reflects.
 	Revision int64
 }
@@ -119,7 +123,10 @@ type Fleet struct {
 func (s *Store) Fleet() Fleet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := Fleet{Bindings: map[string]Binding{}, Nodes: s.nodes, Revision: s.rev}
+	f := Fleet{Bindings: map[string]Binding{}, Nodes: s.nodes, Lost: map[string]time.Time{}, Revision: s.rev}
+	for name, l := range s.lost {
+		f.Lost[name] = l.since
+	}
 	for _, name := range slices.Sorted(maps.Keys(s.full.Members)) {
 		m := s.full.Members[name]
 		f.Members = append(f.Members, m)

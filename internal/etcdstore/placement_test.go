@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
 func TestPlace(t *testing.T) {
@@ -163,9 +164,9 @@ func TestScheduler_WritesOnlyWhileItLeads(t *testing.T) {
 	a.apply(profile("claude"))
 	a.apply(member("m", "claude"))
 	a.caughtUp()
-	s := &scheduler{cli: a.cli, st: a.st, o: &SchedulerOptions{RequestTimeout: DefaultRequestTimeout, Logger: slog.New(slog.DiscardHandler)},
+	s := &scheduler{cli: a.cli, st: a.st, o: &SchedulerOptions{RequestTimeout: DefaultRequestTimeout, RescheduleAfter: DefaultRescheduleAfter, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)},
 		leaderKey: prefix(t) + "/scheduler/gone", leaderRev: 1}
-	if err := s.pass(ctx); err != nil {
+	if _, err := s.pass(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := a.cli.Get(ctx, prefix(t)+"/bindings/m"); err != nil || len(resp.Kvs) != 0 {

@@ -26,12 +26,23 @@ type SchedulerOptions struct {
 	// RequestTimeout bounds each binding write; default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// Clock drives the retry after a lost session; default the wall clock.
+	// RescheduleAfter is how long a member stays bound to a lost node (its
+	// lease expired) before it is bound to another; default
+	// DefaultRescheduleAfter. Members whose spec.nodeName names the lost
+	// node wait for it.
+	RescheduleAfter time.Duration
+	// Clock drives the retry after a lost session and the reschedule
+	// grace (against the store's clock, which dates a node's loss);
+	// default the wall clock.
 	Clock clock.Clock
 	// Logger receives a line per election won or lost and per member
 	// bound; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultRescheduleAfter is SchedulerOptions.RescheduleAfter's default,
+// Kubernetes' pod eviction timeout.
+const DefaultRescheduleAfter = 5 * time.Minute
 
 // RunScheduler takes part in the fleet's scheduler election (an etcd
 // election at PREFIX/scheduler, under a session lease) until ctx ends; one
@@ -42,8 +53,11 @@ type SchedulerOptions struct {
 // as it read it, and its leadership key is still there: a scheduler that
 // lost the election, or placed a member that changed meanwhile, writes
 // nothing. Bindings of deleted members are removed the same way. Members
-// no node can take stay unbound (Place says why). It returns nil on
-// cancellation.
+// no node can take stay unbound (Place says why). A member bound to a
+// lost node (Fleet.Lost) is bound again, the same way and also only if
+// its binding is still at the revision the scheduler read, once the node
+// has been lost for RescheduleAfter — unless its spec.nodeName pins it
+// there. It returns nil on cancellation.
 func RunScheduler(ctx context.Context, cli *clientv3.Client, st *Store, opts *SchedulerOptions) error {
 	var o SchedulerOptions
 	if opts != nil {
@@ -57,6 +71,9 @@ func RunScheduler(ctx context.Context, cli *clientv3.Client, st *Store, opts *Sc
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.RescheduleAfter <= 0 {
+		o.RescheduleAfter = DefaultRescheduleAfter
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -95,23 +112,45 @@ func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOpti
 		sess.Close()
 	}()
 	e := concurrency.NewElection(sess, o.Prefix+"/scheduler")
-	if err := e.Campaign(ctx, o.Candidate); err != nil {
-		return fmt.Errorf("campaign: %w", err)
+	// Campaign, cancelled, resigns on the client's own context, which
+	// blocks while etcd is unreachable: a node stopped while cut off from
+	// etcd would never stop. So it runs aside; cancelled, lead returns at
+	// once and the campaign ends when etcd answers or the client closes.
+	campaigned := make(chan error, 1)
+	go func() { campaigned <- e.Campaign(ctx, o.Candidate) }()
+	select {
+	case err := <-campaigned:
+		if err != nil {
+			return fmt.Errorf("campaign: %w", err)
+		}
+	case <-ctx.Done():
+		return nil
 	}
 	o.Logger.Info("scheduling the fleet", "candidate", o.Candidate)
 	s := &scheduler{cli: cli, st: st, o: o, leaderKey: e.Key(), leaderRev: e.Rev()}
 	for {
 		changed := st.FleetChanged()
-		if err := s.pass(ctx); err != nil && ctx.Err() == nil {
+		wake, err := s.pass(ctx)
+		if err != nil && ctx.Err() == nil {
 			o.Logger.Warn("scheduling pass failed; trying again at the next change", "err", err)
+		}
+		var timer <-chan time.Time
+		stop := func() {}
+		if wake > 0 {
+			t := o.Clock.NewTimer(wake)
+			timer, stop = t.C(), func() { t.Stop() }
 		}
 		select {
 		case <-ctx.Done():
+			stop()
 			return nil
 		case <-sess.Done():
+			stop()
 			return fmt.Errorf("session lease lost")
 		case <-changed:
+		case <-timer:
 		}
+		stop()
 	}
 }
 
@@ -123,16 +162,28 @@ type scheduler struct {
 	leaderRev int64
 }
 
-// pass binds what is unbound and unbinds what is gone, once.
-func (s *scheduler) pass(ctx context.Context) error {
+// pass binds what is unbound, rebinds what waited its grace on a lost
+// node, and unbinds what is gone, once. wake, if positive, is when the
+// next member's grace ends.
+func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 	f := s.st.Fleet()
 	counts := f.Counts()
+	now := s.o.Clock.Now()
 	var firstErr error
 	present := map[string]bool{}
 	for _, m := range f.Members {
 		present[m.Name] = true
-		if _, bound := f.Bindings[m.Name]; bound {
-			continue
+		if b, bound := f.Bindings[m.Name]; bound {
+			since, lost := f.Lost[b.Node]
+			if !lost || m.Spec.NodeName == b.Node {
+				continue
+			}
+			if left := since.Add(s.o.RescheduleAfter).Sub(now); left > 0 {
+				if wake == 0 || left < wake {
+					wake = left
+				}
+				continue
+			}
 		}
 		node, _ := Place(m, f.Nodes, counts)
 		if node == "" {
@@ -152,7 +203,12 @@ func (s *scheduler) pass(ctx context.Context) error {
 		}
 		if ok {
 			counts[node]++
-			s.o.Logger.Info("member bound", "member", m.Name, "node", node)
+			if old, bound := f.Bindings[m.Name]; bound {
+				counts[old.Node]--
+				s.o.Logger.Info("member rescheduled from a lost node", "member", m.Name, "lost", old.Node, "node", node)
+			} else {
+				s.o.Logger.Info("member bound", "member", m.Name, "node", node)
+			}
 		}
 	}
 	// Bindings whose member is gone. (One whose member was made again, with
@@ -172,7 +228,7 @@ func (s *scheduler) pass(ctx context.Context) error {
 			firstErr = cmpOr(firstErr, err)
 		}
 	}
-	return firstErr
+	return wake, firstErr
 }
 
 // write commits op on a binding key if cmps hold, the binding key is as

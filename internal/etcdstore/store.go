@@ -99,6 +99,10 @@ type Store struct {
 	binds    map[string]Binding       // by member name
 	bindSeen map[string]*bindingEntry // bindKVs as of the last publish, for the scheduler
 	fleetCh  chan struct{}            // closed (and replaced) whenever full, binds or nodes change
+	// lost holds the nodes that have bindings but no registration (their
+	// lease expired): when this store first saw them gone, and their last
+	// registration if it saw one (nodes.go).
+	lost map[string]lostNode
 }
 
 // entry is what the store knows about one key.
@@ -153,6 +157,7 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 		node:     o.Node,
 		full:     emptySnapshot(),
 		fleetCh:  make(chan struct{}),
+		lost:     map[string]lostNode{},
 		snap:     emptySnapshot(),
 		advanced: make(chan struct{}),
 		watchers: map[chan struct{}]struct{}{},
@@ -526,6 +531,7 @@ func (s *Store) publish(rev int64, changed bool) {
 	}
 	s.mu.Lock()
 	s.full, s.binds, s.bindSeen = full, binds, maps.Clone(s.bindKVs)
+	s.markLostLocked(nil)
 	s.mu.Unlock()
 	s.install(snap, rev)
 }

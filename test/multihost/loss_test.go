@@ -1,0 +1,256 @@
+package multihost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// etcdProxy forwards TCP to one etcd member until cut: then every
+// connection through it drops and no new one is taken, as when a machine
+// dies. A node on it whose fleetd is stopped after the cut cannot revoke
+// its lease, which expires.
+type etcdProxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startProxy(t *testing.T, endpoint string) *etcdProxy {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &etcdProxy{l: l}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(up, c); up.Close() }()
+			go func() { defer p.wg.Done(); io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *etcdProxy) URL() string { return "http://" + p.l.Addr().String() }
+
+// cut drops every connection and takes no new one.
+func (p *etcdProxy) cut() {
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// runDaemon runs a daemon with cfg (its herdr given by the caller) until
+// the returned stop is called (or the test ends).
+func runDaemon(t *testing.T, cfg daemon.Config) (*fleetNode, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan daemon.Info, 1)
+	done := make(chan error, 1)
+	cfg.Listen, cfg.Logger = "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	cfg.Ready = func(i daemon.Info) { ready <- i }
+	go func() { done <- daemon.Run(ctx, cfg) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case info := <-ready:
+		token, err := os.ReadFile(statedir.At(cfg.StateDir).PrimaryToken())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &fleetNode{info: info, token: strings.TrimSpace(string(token))}, stop
+	case err := <-done:
+		t.Fatalf("Run ended before listening: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not start listening")
+	}
+	return nil, nil
+}
+
+// untilMember reads GET /members on n until cond holds for the named
+// member (every 20 ms, for at most 30 s), as untilNode does.
+func (n *fleetNode) untilMember(t *testing.T, name, what string, cond func(v1alpha1.Member) bool) v1alpha1.Member {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		code, body := n.do(t, "GET", "/members", "")
+		last = body
+		var list mcp.MemberList
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil {
+			for _, m := range list.Items {
+				if m.Name == name && cond(m) {
+					return m
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member %s not %s within 30 s; GET /members: %s", name, what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agentPanes are the panes of srv that run the named agent.
+func agentPanes(srv *herdrtest.Server, name string) []string {
+	var ids []string
+	for _, p := range srv.Panes() {
+		if p.AgentName == name {
+			ids = append(ids, p.ID)
+		}
+	}
+	return ids
+}
+
+// Node a is killed (its etcd connection cut, then its fleetd stopped: the
+// lease is not revoked and expires); b sees a NotReady (NodeLost) and a's
+// members Ready=Unknown NodeLost; after --reschedule-after the free member
+// runs on b while the one pinned to a waits. a restarts on its herdr,
+// which still holds the free member's old pane: a closes that pane in its
+// first reconcile (the member is no longer in its snapshot) and creates
+// nothing; the pinned member's pane is adopted.
+func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
+	prefix := uniquePrefix("/fleet-loss")
+	cli := etcdClient(t)
+	ctx := context.Background()
+	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	b, _ := runDaemon(t, daemon.Config{Sim: true, SimValidator: validated.Schema(), StateDir: t.TempDir(),
+		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "b", NodeTTL: ttl, RescheduleAfter: 2 * time.Second}})
+	herdrA, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { herdrA.Close() })
+	stateA := t.TempDir()
+	proxy := startProxy(t, cluster.Endpoints()[0])
+	a, stopA := runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA,
+		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", NodeTTL: ttl, RequestTimeout: time.Second}})
+	for _, name := range []string{"a", "b"} {
+		b.untilNode(t, name, "Ready", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+	}
+	for _, body := range []string{
+		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: keep}\nspec: {profile: claude, nodeName: a}\n",
+		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: other}\nspec: {profile: claude, nodeName: b}\n",
+	} {
+		if code, resp := b.do(t, "POST", "/members", body); code != http.StatusCreated {
+			t.Fatalf("POST /members = %d %s", code, resp)
+		}
+	}
+	a.waitFor(t, "keep ready on a", readyOn("keep"))
+	b.waitFor(t, "other ready on b", readyOn("other"))
+	// One member each: the free one goes to a (by name on the tie).
+	if code, resp := b.do(t, "POST", "/members", `{"profile":"claude","name":"free"}`); code != http.StatusCreated {
+		t.Fatalf("POST /members = %d %s", code, resp)
+	}
+	a.waitFor(t, "free ready on a", readyOn("free"))
+	oldFree, oldKeep := agentPanes(herdrA, "free"), agentPanes(herdrA, "keep")
+	if len(oldFree) != 1 || len(oldKeep) != 1 {
+		t.Fatalf("a's herdr runs free %v, keep %v; want one pane each", oldFree, oldKeep)
+	}
+
+	// Kill a: cut from etcd, then stopped; its lease expires.
+	proxy.cut()
+	stopA()
+	lost := b.untilNode(t, "a", "NotReady (NodeLost)", func(n v1alpha1.Node) bool { return n.ReadyCondition().Reason == v1alpha1.ReasonNodeLost })
+	if lost.ReadyCondition().Status != v1alpha1.ConditionFalse || lost.Status.Members != 2 {
+		t.Errorf("lost node a: %+v, members %d; want NotReady with its 2 members", lost.ReadyCondition(), lost.Status.Members)
+	}
+	m := b.untilMember(t, "keep", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == daemon.ReasonNodeLost })
+	if c := readyOf(m); c.Status != v1alpha1.ConditionUnknown || m.Status.NodeName != "a" || !strings.Contains(c.Message, "spec.nodeName pins it there") {
+		t.Errorf("keep while a is lost: node %q, Ready %+v", m.Status.NodeName, c)
+	}
+
+	// After the grace free runs on b; keep still waits for a.
+	b.waitFor(t, "free ready on b", readyOn("free"))
+	if m := b.untilMember(t, "keep", "still on a", func(v1alpha1.Member) bool { return true }); m.Status.NodeName != "a" || readyOf(m).Reason != daemon.ReasonNodeLost {
+		t.Errorf("keep after the grace: node %q, Ready %+v; want it to wait for a", m.Status.NodeName, readyOf(m))
+	}
+	if got := agentPanes(herdrA, "free"); len(got) != 1 || got[0] != oldFree[0] {
+		t.Fatalf("a's herdr, a down: free panes %v, want the old one %v still there", got, oldFree)
+	}
+
+	// a comes back on the same herdr and state.
+	since := uint64(0)
+	if evs := herdrA.Events(); len(evs) > 0 {
+		since = evs[len(evs)-1].Seq
+	}
+	restarted := time.Now()
+	a, _ = runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA,
+		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "a", NodeTTL: ttl, RequestTimeout: time.Second}})
+	for len(agentPanes(herdrA, "free")) != 0 {
+		if time.Since(restarted) > 10*time.Second {
+			t.Fatalf("a, restarted, still runs free in %v after 10 s: two live panes for free", agentPanes(herdrA, "free"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("a closed free's old pane %s after its restart", time.Since(restarted).Round(time.Millisecond))
+	a.waitFor(t, "keep ready on a again", readyOn("keep"))
+	if got := agentPanes(herdrA, "keep"); len(got) != 1 || got[0] != oldKeep[0] {
+		t.Errorf("keep's panes on a after the restart: %v, want the adopted %v", got, oldKeep)
+	}
+	for _, ev := range herdrA.Events() {
+		if ev.Seq > since && (ev.Kind == "pane_created" || ev.Kind == "tab_created") {
+			t.Errorf("a created something after its restart: %s %s", ev.Kind, ev.Line)
+		}
+	}
+	b.untilNode(t, "a", "Ready again", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+	if got := agentPanes(b.info.Sim, "free"); len(got) != 1 {
+		t.Errorf("b's herdr runs free in %v, want one pane", got)
+	}
+}
