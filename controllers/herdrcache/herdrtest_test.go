@@ -239,26 +239,8 @@ func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, Protocol: 22,
-					Validator: validated.Schema()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { srv.Close() })
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				hc := herdr.New(&herdr.Options{Dial: srv.Dial})
-				ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
-				if err != nil {
-					t.Fatal(err)
-				}
+				ctx, srv, ws, cache := startAgentW(t, 22)
 				pane := ws.RootPane.PaneID
-				if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: pane}, time.Millisecond); err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait()
-				cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
-					ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
 				var log relaunchLog
 				cache.AddHandler(herdrcache.Handler{
 					OnAgentRelaunched: func(p string) {
@@ -318,26 +300,8 @@ func TestCache_OnFakeHerdr_StatusOfAPaneWatchedAgainAfterARestart(t *testing.T) 
 		for _, later := range []bool{false, true} {
 			t.Run(fmt.Sprintf("protocol%d/rekeyed_later=%v", protocol, later), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, Protocol: protocol,
-						Validator: validated.Schema()})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { srv.Close() })
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					hc := herdr.New(&herdr.Options{Dial: srv.Dial})
-					ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
-					if err != nil {
-						t.Fatal(err)
-					}
+					ctx, srv, ws, cache := startAgentW(t, protocol)
 					pane := ws.RootPane.PaneID
-					if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: pane}, time.Millisecond); err != nil {
-						t.Fatal(err)
-					}
-					synctest.Wait()
-					cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
-						ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
 					// record is the terminal id the watcher's record names.
 					var mu sync.Mutex
 					record := ws.RootPane.TerminalID
@@ -420,4 +384,31 @@ func runCache(t *testing.T, ctx context.Context, cache *herdrcache.Cache) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// startAgentW starts, inside a synctest bubble, a fake herdr speaking
+// protocol with the fleetd workspace and agent w in its root pane, and a
+// cache on it (not yet run); ctx is bound to the test and lasts a minute.
+func startAgentW(t *testing.T, protocol int) (context.Context, *herdrtest.Server, *herdr.WorkspaceCreated, *herdrcache.Cache) {
+	t.Helper()
+	srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, Protocol: protocol,
+		Validator: validated.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	hc := herdr.New(&herdr.Options{Dial: srv.Dial})
+	ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "fleetd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.StartAgent(ctx, herdr.AgentStartParams{Name: "w", Kind: "claude", PaneID: ws.RootPane.PaneID}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
+		ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
+	return ctx, srv, ws, cache
 }

@@ -151,21 +151,7 @@ func TestCore_ReadsDoNotWaitForAJournalFsync(t *testing.T) {
 // record, those committed during the compaction included.
 func TestCore_StalledCompactionBlocksNoCall(t *testing.T) {
 	dir := t.TempDir()
-	const compactAt = 64 << 10
-	g := newGate()
-	c := newCore(t, dir, &fakeHerdr{}, &Options{CompactBytes: compactAt, wrapJournal: func(f journal.File) journal.File {
-		if isCompactFile(f) {
-			return &writeGated{File: f, g: g}
-		}
-		return f
-	}})
-	t.Cleanup(g.open) // before Close
-	content := strings.Repeat("x", 4<<10)
-	for range 100 {
-		if _, err := c.Reply(bg, "w", content, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, g := newGatedCompactionCore(t, dir)
 	if _, err := c.Reply(bg, "w", "keep me", false); err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +206,8 @@ func TestCore_StalledCompactionBlocksNoCall(t *testing.T) {
 
 	g.open()
 	compacted(c)
-	if after := journalSize(t, dir); after >= compactAt {
-		t.Fatalf("journal is %d bytes after the compaction; want it below %d", after, compactAt)
+	if after := journalSize(t, dir); after >= gatedCompactAt {
+		t.Fatalf("journal is %d bytes after the compaction; want it below %d", after, gatedCompactAt)
 	}
 	crash(c)
 	check(t, newCore(t, dir, &fakeHerdr{}, &Options{NewID: idsWithPrefix("c")}))
@@ -277,21 +263,7 @@ func TestCore_PollOnADroppedMailboxGetsTheNextMail(t *testing.T) {
 // (its snapshot still holds that mail) start another once it ends.
 func TestCore_AcksDuringACompactionCompactAgain(t *testing.T) {
 	dir := t.TempDir()
-	const compactAt = 64 << 10
-	g := newGate()
-	c := newCore(t, dir, &fakeHerdr{}, &Options{CompactBytes: compactAt, wrapJournal: func(f journal.File) journal.File {
-		if isCompactFile(f) {
-			return &writeGated{File: f, g: g}
-		}
-		return f
-	}})
-	t.Cleanup(g.open) // before Close
-	content := strings.Repeat("x", 4<<10)
-	for range 100 {
-		if _, err := c.Reply(bg, "w", content, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, g := newGatedCompactionCore(t, dir)
 	msgs, _ := c.Poll(bg, "primary", false, 0)
 	var ids []string
 	for _, m := range msgs {
@@ -308,11 +280,37 @@ func TestCore_AcksDuringACompactionCompactAgain(t *testing.T) {
 	}
 	g.open()
 	compacted(c)
-	if after := journalSize(t, dir); after >= compactAt {
-		t.Fatalf("journal is %d bytes once every message was acknowledged during a compaction; want it compacted again below %d", after, compactAt)
+	if after := journalSize(t, dir); after >= gatedCompactAt {
+		t.Fatalf("journal is %d bytes once every message was acknowledged during a compaction; want it compacted again below %d", after, gatedCompactAt)
 	}
 	crash(c)
 	if n := newCore(t, dir, &fakeHerdr{}, &Options{NewID: idsWithPrefix("b")}).Pending("primary"); n != 0 {
 		t.Fatalf("after a restart the mailbox holds %d messages, want 0", n)
 	}
+}
+
+// gatedCompactAt is the CompactBytes of newGatedCompactionCore's Core.
+const gatedCompactAt = 64 << 10
+
+// newGatedCompactionCore opens a Core in dir that compacts past gatedCompactAt
+// and whose compaction writes wait on the returned gate once it is armed,
+// and fills w's replies to the primary with 100 replies of 4 KiB, enough
+// to start a compaction.
+func newGatedCompactionCore(t *testing.T, dir string) (*Core, *gate) {
+	t.Helper()
+	g := newGate()
+	c := newCore(t, dir, &fakeHerdr{}, &Options{CompactBytes: gatedCompactAt, wrapJournal: func(f journal.File) journal.File {
+		if isCompactFile(f) {
+			return &writeGated{File: f, g: g}
+		}
+		return f
+	}})
+	t.Cleanup(g.open) // before Close
+	content := strings.Repeat("x", 4<<10)
+	for range 100 {
+		if _, err := c.Reply(bg, "w", content, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, g
 }

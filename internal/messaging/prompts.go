@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -184,12 +185,9 @@ func (fp *FirstPrompts) WorkerGone(name, paneID, reason string) {
 			break
 		}
 	}
-	untyped := false
-	if turn != "" {
-		for _, t := range fp.sender.Status(name).OpenTurns {
-			untyped = untyped || (t.ID == turn && !t.Delivered)
-		}
-	}
+	untyped := turn != "" && slices.ContainsFunc(fp.sender.Status(name).OpenTurns, func(t TurnStatus) bool {
+		return t.ID == turn && !t.Delivered
+	})
 	fp.sender.WorkerGone(name, reason)
 	if !untyped {
 		return
