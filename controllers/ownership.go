@@ -165,34 +165,7 @@ func (b *ownBook) write(path string, data []byte) error {
 	if !ok {
 		return atomicfile.Write(path, data, statedir.FileMode)
 	}
-	if err := overwrite(spare, data); err != nil {
-		os.Remove(spare) // not reused: what it holds is unknown
-		return err
-	}
-	if err := os.Rename(spare, path); err != nil {
-		os.Remove(spare)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return atomicfile.SyncDir(filepath.Dir(path))
-}
-
-// overwrite makes the file path hold exactly data, durably.
-func overwrite(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(data, 0); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Truncate(int64(len(data))); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync: %w", path, err)
-	}
-	return f.Close()
+	return atomicfile.WriteThrough(spare, path, data)
 }
 
 func (b *ownBook) takeSpare() (string, bool) {

@@ -55,3 +55,41 @@ func SyncDir(dir string) error {
 	}
 	return nil
 }
+
+// WriteThrough replaces path with data as Write does, but through spare,
+// an existing file in path's directory that is no longer needed, instead
+// of a new one: spare is overwritten in place and truncated, synced,
+// renamed over path, and the directory synced. A crash leaves path's old
+// content or the new one, as with Write, and no file is created (on most
+// file systems creating one is the dearest part of a small write). spare
+// keeps its mode. On failure spare is removed: what it holds is unknown.
+func WriteThrough(spare, path string, data []byte) error {
+	if err := overwrite(spare, data); err != nil {
+		os.Remove(spare)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(spare, path); err != nil {
+		os.Remove(spare)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// overwrite makes the file path hold exactly data, durably.
+func overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return f.Close()
+}
