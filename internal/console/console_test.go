@@ -84,6 +84,22 @@ func (e *env) get(c *http.Client, path string) (*http.Response, string) {
 }
 
 // login returns a logged-in browser and its CSRF token.
+// events opens the event stream at path with c. The stream's context
+// (returned) ends after 10 s, so that a stream that never ends fails the
+// test instead of hanging it; the body is closed when the test ends.
+func (e *env) events(c *http.Client, path string) (*http.Response, context.Context) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	e.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+path, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { resp.Body.Close() })
+	return resp, ctx
+}
+
 func (e *env) login() (*http.Client, string) {
 	e.t.Helper()
 	_, code := e.mint(primaryToken)
@@ -350,14 +366,7 @@ func (e errTest) Error() string { return string(e) }
 func TestEvents_AChangeIsPushedWithoutPolling(t *testing.T) {
 	e := newEnv(t, nil, member("a", v1alpha1.PhaseStarting))
 	c, _ := e.login()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, ctx := e.events(c, "/ui/events")
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
@@ -530,14 +539,7 @@ func TestEvents_MemberPageReadsTheTailOncePerAgentState(t *testing.T) {
 	a.Status.PaneID = "w1:p1"
 	e := newEnv(t, &Options{Tails: tails}, a, member("b", v1alpha1.PhaseReady))
 	c, _ := e.login()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events?member=a", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, ctx := e.events(c, "/ui/events?member=a")
 	events := readEvents(resp.Body)
 	if first := <-events; !strings.Contains(first, "w1:p1: read 1 of 40 lines") {
 		t.Fatalf("first update has no tail:\n%s", first)
@@ -577,14 +579,7 @@ func TestEvents_StreamEndsWithItsSession(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
 			c, csrf := e.login()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp, ctx := e.events(c, "/ui/events")
 			sc := bufio.NewScanner(resp.Body)
 			sc.Buffer(make([]byte, 1<<20), 1<<20)
 			for sc.Scan() && sc.Text() != "" { // the first update
@@ -607,25 +602,19 @@ func TestEvents_StreamEndsWithItsSession(t *testing.T) {
 func TestEvents_EndStreamsEndsOpenStreams(t *testing.T) {
 	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
 	c, _ := e.login()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	open := func() <-chan string {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return readEvents(resp.Body)
-	}
-	first := open()
+	resp, ctx := e.events(c, "/ui/events")
+	first := readEvents(resp.Body)
 	<-first
 	e.con.EndStreams()
 	for range first { // drains until the stream ends
 	}
-	for range open() {
+	if ctx.Err() != nil {
+		t.Fatal("an open stream did not end after EndStreams")
+	}
+	resp, ctx = e.events(c, "/ui/events")
+	for range readEvents(resp.Body) {
 	}
 	if ctx.Err() != nil {
-		t.Fatal("a stream did not end after EndStreams")
+		t.Fatal("a stream opened after EndStreams did not end at once")
 	}
 }
