@@ -431,6 +431,9 @@ func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
 	if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {yaml}}, h); status != http.StatusOK || len(e.fleet.applied) != 1 || e.fleet.applied[0].Spec.Prompt != "review" {
 		t.Fatalf("apply: %d %+v, applied %v", status, r, e.fleet.applied)
 	}
+	if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {yaml}}, h); status != http.StatusOK || r.Diff != "" || !strings.Contains(r.Message, "member a unchanged") || len(e.fleet.applied) != 1 {
+		t.Fatalf("apply of the stored definition again: %d %+v, applied %d times; want unchanged, no diff, no second write", status, r, len(e.fleet.applied))
+	}
 
 	bad := []struct{ name, yaml, want string }{
 		{"unknown field", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, colour: red}\n", "member.yaml:4"},
