@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -517,11 +518,30 @@ func TestLineDiff(t *testing.T) {
 		{"x\n", "x\n", ""},
 		{"", "a\nb\n", "+ a\n+ b\n"},
 		{"a\nb\nc\n", "a\nc\nd\n", "  a\n- b\n  c\n+ d\n"},
+		{"a\nb\n", "a\n", "  a\n- b\n"},
+		{"a\n", "b\na\n", "+ b\n  a\n"},
+	}
+	// A long definition with one line changed is diffed line by line:
+	// the lines around the change are set aside before the bound applies.
+	var long, edited, want strings.Builder
+	for i := range 3 * maxDiffLines {
+		line := fmt.Sprintf("line %d", i)
+		long.WriteString(line + "\n")
+		if i == maxDiffLines {
+			edited.WriteString("changed\n")
+			want.WriteString("+ changed\n- " + line + "\n")
+			continue
+		}
+		edited.WriteString(line + "\n")
+		want.WriteString("  " + line + "\n")
 	}
 	for _, tt := range tests {
 		if got := lineDiff(tt.a, tt.b); got != tt.want {
 			t.Errorf("lineDiff(%q, %q) = %q, want %q", tt.a, tt.b, got, tt.want)
 		}
+	}
+	if diff := cmp.Diff(want.String(), lineDiff(long.String(), edited.String())); diff != "" {
+		t.Errorf("lineDiff of %d lines with one changed (-want +got):\n%s", 3*maxDiffLines, diff)
 	}
 }
 
