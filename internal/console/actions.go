@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"reflect"
 	"strings"
 
 	sigsyaml "sigs.k8s.io/yaml"
@@ -156,15 +155,16 @@ func (c *Console) apply(_ http.ResponseWriter, r *http.Request) (result, int) {
 			return fail(http.StatusUnprocessableEntity, fmt.Sprintf("%s: no %s named %q", ref.Field, ref.Kind, ref.Name))
 		}
 	}
+	// The diff compares what a user writes (name, labels, annotations,
+	// spec) as YAML; no diff against a stored definition is "unchanged".
 	before, verb := "", "created"
 	if obj, found := c.o.Store.Get(v1alpha1.KindMember, m.Name); found {
-		old := obj.(*v1alpha1.Member)
-		before, verb = specYAML(*old), "configured"
-		if reflect.DeepEqual(old.Spec, m.Spec) && reflect.DeepEqual(old.Labels, m.Labels) && reflect.DeepEqual(old.Annotations, m.Annotations) {
-			verb = "unchanged"
-		}
+		before, verb = specYAML(*obj.(*v1alpha1.Member)), "configured"
 	}
 	diff := lineDiff(before, specYAML(*m))
+	if before != "" && diff == "" {
+		verb = "unchanged"
+	}
 	if r.PostFormValue("dryRun") == "1" {
 		return result{OK: true, Message: fmt.Sprintf("member %s would be %s (dry run: nothing written)", m.Name, verb), Diff: diff}, http.StatusOK
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -84,6 +85,22 @@ func (e *env) get(c *http.Client, path string) (*http.Response, string) {
 }
 
 // login returns a logged-in browser and its CSRF token.
+// events opens the event stream at path with c. The stream's context
+// (returned) ends after 10 s, so that a stream that never ends fails the
+// test instead of hanging it; the body is closed when the test ends.
+func (e *env) events(c *http.Client, path string) (*http.Response, context.Context) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	e.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+path, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { resp.Body.Close() })
+	return resp, ctx
+}
+
 func (e *env) login() (*http.Client, string) {
 	e.t.Helper()
 	_, code := e.mint(primaryToken)
@@ -350,14 +367,7 @@ func (e errTest) Error() string { return string(e) }
 func TestEvents_AChangeIsPushedWithoutPolling(t *testing.T) {
 	e := newEnv(t, nil, member("a", v1alpha1.PhaseStarting))
 	c, _ := e.login()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, ctx := e.events(c, "/ui/events")
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
@@ -421,6 +431,9 @@ func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
 	}
 	if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {yaml}}, h); status != http.StatusOK || len(e.fleet.applied) != 1 || e.fleet.applied[0].Spec.Prompt != "review" {
 		t.Fatalf("apply: %d %+v, applied %v", status, r, e.fleet.applied)
+	}
+	if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {yaml}}, h); status != http.StatusOK || r.Diff != "" || !strings.Contains(r.Message, "member a unchanged") || len(e.fleet.applied) != 1 {
+		t.Fatalf("apply of the stored definition again: %d %+v, applied %d times; want unchanged, no diff, no second write", status, r, len(e.fleet.applied))
 	}
 
 	bad := []struct{ name, yaml, want string }{
@@ -505,11 +518,30 @@ func TestLineDiff(t *testing.T) {
 		{"x\n", "x\n", ""},
 		{"", "a\nb\n", "+ a\n+ b\n"},
 		{"a\nb\nc\n", "a\nc\nd\n", "  a\n- b\n  c\n+ d\n"},
+		{"a\nb\n", "a\n", "  a\n- b\n"},
+		{"a\n", "b\na\n", "+ b\n  a\n"},
+	}
+	// A long definition with one line changed is diffed line by line:
+	// the lines around the change are set aside before the bound applies.
+	var long, edited, want strings.Builder
+	for i := range 3 * maxDiffLines {
+		line := fmt.Sprintf("line %d", i)
+		long.WriteString(line + "\n")
+		if i == maxDiffLines {
+			edited.WriteString("changed\n")
+			want.WriteString("+ changed\n- " + line + "\n")
+			continue
+		}
+		edited.WriteString(line + "\n")
+		want.WriteString("  " + line + "\n")
 	}
 	for _, tt := range tests {
 		if got := lineDiff(tt.a, tt.b); got != tt.want {
 			t.Errorf("lineDiff(%q, %q) = %q, want %q", tt.a, tt.b, got, tt.want)
 		}
+	}
+	if diff := cmp.Diff(want.String(), lineDiff(long.String(), edited.String())); diff != "" {
+		t.Errorf("lineDiff of %d lines with one changed (-want +got):\n%s", 3*maxDiffLines, diff)
 	}
 }
 
@@ -530,14 +562,7 @@ func TestEvents_MemberPageReadsTheTailOncePerAgentState(t *testing.T) {
 	a.Status.PaneID = "w1:p1"
 	e := newEnv(t, &Options{Tails: tails}, a, member("b", v1alpha1.PhaseReady))
 	c, _ := e.login()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events?member=a", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, ctx := e.events(c, "/ui/events?member=a")
 	events := readEvents(resp.Body)
 	if first := <-events; !strings.Contains(first, "w1:p1: read 1 of 40 lines") {
 		t.Fatalf("first update has no tail:\n%s", first)
@@ -577,14 +602,7 @@ func TestEvents_StreamEndsWithItsSession(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
 			c, csrf := e.login()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp, ctx := e.events(c, "/ui/events")
 			sc := bufio.NewScanner(resp.Body)
 			sc.Buffer(make([]byte, 1<<20), 1<<20)
 			for sc.Scan() && sc.Text() != "" { // the first update
@@ -607,25 +625,19 @@ func TestEvents_StreamEndsWithItsSession(t *testing.T) {
 func TestEvents_EndStreamsEndsOpenStreams(t *testing.T) {
 	e := newEnv(t, nil, member("a", v1alpha1.PhaseReady))
 	c, _ := e.login()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	open := func() <-chan string {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events", nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return readEvents(resp.Body)
-	}
-	first := open()
+	resp, ctx := e.events(c, "/ui/events")
+	first := readEvents(resp.Body)
 	<-first
 	e.con.EndStreams()
 	for range first { // drains until the stream ends
 	}
-	for range open() {
+	if ctx.Err() != nil {
+		t.Fatal("an open stream did not end after EndStreams")
+	}
+	resp, ctx = e.events(c, "/ui/events")
+	for range readEvents(resp.Body) {
 	}
 	if ctx.Err() != nil {
-		t.Fatal("a stream did not end after EndStreams")
+		t.Fatal("a stream opened after EndStreams did not end at once")
 	}
 }

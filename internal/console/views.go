@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"html/template"
@@ -146,7 +147,7 @@ func memberNeeds(m v1alpha1.Member) []need {
 	deg := condition(m.Status.Conditions, v1alpha1.ConditionDegraded)
 	switch {
 	case m.Status.Phase == v1alpha1.PhaseFailed:
-		out = append(out, need{Key: "degraded/" + m.Name, Kind: needDegraded, Member: m.Name, Text: "Failed: " + cmpOr(m.Status.LastError, reasonText(ready))})
+		out = append(out, need{Key: "degraded/" + m.Name, Kind: needDegraded, Member: m.Name, Text: "Failed: " + cmp.Or(m.Status.LastError, reasonText(ready))})
 	case m.Status.Phase == v1alpha1.PhaseDegraded || (deg != nil && deg.Status == v1alpha1.ConditionTrue) ||
 		(ready != nil && ready.Reason == v1alpha1.ReasonCrashLoop):
 		text := reasonText(deg)
@@ -154,7 +155,7 @@ func memberNeeds(m v1alpha1.Member) []need {
 			text = reasonText(ready)
 		}
 		out = append(out, need{Key: "degraded/" + m.Name, Kind: needDegraded, Member: m.Name,
-			Text: fmt.Sprintf("%s (%d restarts): %s", cmpOr(m.Status.Phase, "Degraded"), m.Status.Restarts, cmpOr(text, m.Status.LastError))})
+			Text: fmt.Sprintf("%s (%d restarts): %s", cmp.Or(m.Status.Phase, "Degraded"), m.Status.Restarts, cmp.Or(text, m.Status.LastError))})
 	}
 	return out
 }
@@ -214,13 +215,6 @@ func reasonText(c *v1alpha1.Condition) string {
 		return c.Reason
 	}
 	return c.Reason + ": " + c.Message
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // member builds a member page; ok is false for an unknown member. tails,

@@ -39,7 +39,7 @@ func newConsole(mgr *controllers.Manager, core *messaging.Core, toks *tokens.Reg
 		PrimaryName: mcp.PrimaryName,
 		Logger:      log,
 		Herdr: func() error {
-			if !mgr.Cache().Synced() {
+			if !mgr.HerdrSynced() {
 				return errors.New("fleetd's view of herdr is not in sync; is herdr running?")
 			}
 			return nil
