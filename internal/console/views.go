@@ -111,8 +111,8 @@ func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 	}
 	sortNeeds(v.Needs)
 	for _, m := range members {
-		row := memberRow{Name: m.Name, Phase: m.Status.Phase, AgentStatus: m.Status.AgentStatus, Restarts: m.Status.Restarts,
-			Node: m.Annotations[NodeAnnotation], Needs: needy[m.Name]}
+		row := memberRow{Name: m.Name, Phase: m.DisplayPhase(), AgentStatus: m.Status.AgentStatus, Restarts: m.Status.Restarts,
+			Node: m.Status.NodeName, Needs: needy[m.Name]}
 		if m.CreationTimestamp != nil {
 			row.Created = *m.CreationTimestamp
 		}
@@ -120,10 +120,6 @@ func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 	}
 	return v
 }
-
-// NodeAnnotation is where a member's node is shown from; on one machine
-// nothing sets it and the column stays blank.
-const NodeAnnotation = "fleetd.dev/node"
 
 func (c *Console) inbox(ctx context.Context) messaging.PollPage {
 	p, err := c.o.Messages.PollPage(ctx, c.o.PrimaryName, messaging.PollRequest{Limit: inboxLimit})
