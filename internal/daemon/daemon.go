@@ -386,7 +386,10 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 	if node != nil {
 		g.Go(func() error { return node.Run(ctx) })
-		g.Go(func() error { publishNode(ctx, node, reg, desired, mgr.Changed, clock.Real{}, log); return nil })
+		g.Go(func() error {
+			publishNode(ctx, node, reg, mgr.HerdrSynced, desired, mgr.Changed, clock.Real{}, log)
+			return nil
+		})
 		g.Go(func() error {
 			return etcdstore.RunScheduler(ctx, etcdCli, fleet, &etcdstore.SchedulerOptions{Prefix: cfg.Etcd.Prefix, Candidate: cfg.Etcd.Node,
 				TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, RescheduleAfter: cfg.Etcd.RescheduleAfter, Logger: log})

@@ -41,8 +41,9 @@
 //     client reports only as a timeout, is explained by a probe of the
 //     endpoints. The registration carries the node's labels and capacity,
 //     and is kept current with its herdr (version, protocol and
-//     reachability, read from the daemon's own fleetd_herdr_info and
-//     fleetd_herdr_up) and member count, written only when they change;
+//     reachability: the controllers' HerdrSynced, and herdr's last ping as
+//     the daemon's own fleetd_herdr_info shows it) and member count, written
+//     only when they change;
 //     GET /nodes serves every registration from the store's watch. The
 //     REST API's members are the whole fleet (fleetView): this node's with
 //     their status, the others with their node (OnAnotherNode) or why none

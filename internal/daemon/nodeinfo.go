@@ -16,34 +16,33 @@ import (
 
 // nodeRefresh is how often a node looks again at what it publishes about
 // its herdr (and its member count, which also wakes it on change). It
-// reads the daemon's own metrics — nothing is asked of herdr or etcd — and
-// writes its registration only when something changed.
+// asks the controllers whether herdr is reachable and reads herdr's
+// version from the daemon's own metrics — nothing is asked of herdr or
+// etcd — and writes its registration only when something changed.
 const nodeRefresh = 2 * time.Second
 
-// herdrSeen is what the daemon's metrics say about herdr:
-// fleetd_herdr_info's labels (herdr's last ping) and fleetd_herdr_up.
-func herdrSeen(g prometheus.Gatherer) v1alpha1.NodeHerdr {
-	var h v1alpha1.NodeHerdr
+// herdrSeen is what the daemon knows of herdr: reachable as synced says
+// (the controllers' own view, the one fleetd_herdr_up exports), version and
+// protocol from fleetd_herdr_info's labels (herdr's last ping), which the
+// cache exports and nothing else gives.
+func herdrSeen(g prometheus.Gatherer, synced func() bool) v1alpha1.NodeHerdr {
+	h := v1alpha1.NodeHerdr{Reachable: synced()}
 	families, _ := g.Gather() // a failed collector leaves its family out; what is there still counts
 	for _, f := range families {
-		switch f.GetName() {
-		case "fleetd_herdr_info":
-			for _, m := range f.GetMetric() {
-				if m.GetGauge().GetValue() != 1 {
-					continue
-				}
-				for _, l := range m.GetLabel() {
-					switch l.GetName() {
-					case "version":
-						h.Version = l.GetValue()
-					case "protocol":
-						h.Protocol, _ = strconv.Atoi(l.GetValue())
-					}
-				}
+		if f.GetName() != "fleetd_herdr_info" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetGauge().GetValue() != 1 {
+				continue
 			}
-		case "fleetd_herdr_up":
-			for _, m := range f.GetMetric() {
-				h.Reachable = m.GetGauge().GetValue() == 1
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "version":
+					h.Version = l.GetValue()
+				case "protocol":
+					h.Protocol, _ = strconv.Atoi(l.GetValue())
+				}
 			}
 		}
 	}
@@ -53,11 +52,11 @@ func herdrSeen(g prometheus.Gatherer) v1alpha1.NodeHerdr {
 // publishNode keeps the node's registration current with its herdr and its
 // member count until ctx ends: woken by every change of the desired state
 // and every nodeRefresh, it writes only what changed.
-func publishNode(ctx context.Context, node *etcdstore.Node, g prometheus.Gatherer, desired store.Store, changed func() <-chan struct{}, clk clock.Clock, log *slog.Logger) {
+func publishNode(ctx context.Context, node *etcdstore.Node, g prometheus.Gatherer, herdrSynced func() bool, desired store.Store, changed func() <-chan struct{}, clk clock.Clock, log *slog.Logger) {
 	failing := false
 	for {
 		ch := changed()
-		h := herdrSeen(g)
+		h := herdrSeen(g, herdrSynced)
 		members := len(desired.Snapshot().Members)
 		err := node.Update(ctx, func(info *etcdstore.NodeInfo) {
 			since := info.Herdr.Since

@@ -1,11 +1,8 @@
 package etcdstore
 
 import (
-	"fmt"
 	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 )
@@ -16,19 +13,5 @@ import (
 var cluster *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
-	c, err := etcdtest.Start(3, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	c.Close()
-	if code == 0 {
-		if err := goleak.Find(etcdtest.LeakOptions()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(etcdtest.Main(m, 3, func(c *etcdtest.Cluster) { cluster = c }, nil))
 }

@@ -4,10 +4,12 @@
 // and nodes meet etcd's real revisions, watches, leases, compaction and
 // quorum instead of a fake.
 //
-// A Cluster is cheap enough to start once per test package (TestMain) and
-// share: members start together (no member is ready without a quorum) with
-// a 10 ms heartbeat and a 100 ms election timeout, so that losing a leader
-// or a quorum, and getting it back, takes a fraction of a second. Stop and
+// A Cluster is cheap enough to start once per test package and share:
+// [Main] is that package's TestMain (start, run, close, then a goroutine
+// leak check that ignores only etcd's own peer connections). Members start
+// together (no member is ready without a quorum) with a 50 ms heartbeat
+// and a 500 ms election timeout, so that losing a leader or a quorum, and
+// getting it back, takes about a second. Stop and
 // Restart take single members down and up on their data and ports;
 // RestartAll brings a lost quorum back.
 //

@@ -279,14 +279,42 @@ func (c *Cluster) removeDir() {
 	}
 }
 
-// LeakOptions are the goleak options for a package whose tests run an
+// Main is a TestMain for a package whose tests share one embedded etcd of
+// members members: it starts the cluster and hands it to use, runs the
+// tests, closes the cluster, calls after (nil: nothing), and — only when
+// every test passed — fails on any goroutine left behind other than
+// etcd's own (see leakOptions). It returns the code to pass to os.Exit.
+// m is the package's *testing.M (an interface here, so that the binaries
+// that start a cluster, such as cmd/etcd-demo, do not link package testing).
+func Main(m interface{ Run() int }, members int, use func(*Cluster), after func()) int {
+	c, err := Start(members, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	use(c)
+	code := m.Run()
+	c.Close()
+	if after != nil {
+		after()
+	}
+	if code == 0 {
+		if err := goleak.Find(leakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// leakOptions are the goleak options for a package whose tests run an
 // embedded etcd. Members talk to each other over HTTP (raft's peer
 // transport), and those connections outlive embed.Etcd.Close: the server
 // side reads on through etcd's connection multiplexer and the client side
 // keeps its keep-alive loops. They are etcd's, not the tests'; a package
 // that uses these options should have no HTTP client or server of its own
 // whose leak they would hide.
-func LeakOptions() []goleak.Option {
+func leakOptions() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*MuxConn).Read"),
 		goleak.IgnoreAnyFunction("net/http.(*connReader).abortPendingRead"),
