@@ -116,14 +116,9 @@ type Handler struct {
 // /members wait for it.
 func (h *Handler) PaneGone(paneID string) { h.s.members.gone.report(paneID) }
 
-// EndWatches ends every member watch stream and refuses new ones, so that
-// an HTTP server shutting down does not wait for them
-// (http.Server.RegisterOnShutdown).
-func (h *Handler) EndWatches() {
-	if h.s.watch != nil {
-		h.s.watch.end()
-	}
-}
+// EndWatches is EndStreams, which ends the watch streams too; it stays
+// for callers that still register both.
+func (h *Handler) EndWatches() { h.EndStreams() }
 
 // Close ends every MCP session still open on the gateway, with the
 // goroutines that serve it. A session normally ends with its client's
@@ -131,7 +126,7 @@ func (h *Handler) EndWatches() {
 // away) would otherwise outlive the listener. Call it after the HTTP
 // server has shut down.
 func (h *Handler) Close() error {
-	h.EndWatches()
+	h.EndStreams()
 	if h.s.mcpServer == nil {
 		return nil
 	}
@@ -165,7 +160,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
 	if opts.Waiter != nil {
-		s.watch = newWatchHub(opts.Members, opts.Waiter, opts.MaxWatchersPerToken)
+		s.watch = newWatchHub(s.streams, opts.Members, opts.Waiter, opts.MaxWatchersPerToken)
 	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.toolCalls); err != nil {

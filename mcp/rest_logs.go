@@ -171,9 +171,9 @@ func terminalErr(name string, err error) *ToolError {
 }
 
 // EndStreams ends every event stream the handler serves (GET
-// /members/{ref}/logs?follow=1); http.Server.RegisterOnShutdown takes it,
-// so that a shutdown does not wait for followers that never end on their
-// own.
+// /members/{ref}/logs?follow=1 and GET /members?watch=1) and refuses new
+// watches; http.Server.RegisterOnShutdown takes it, so that a shutdown
+// does not wait for streams that never end on their own.
 func (h *Handler) EndStreams() { h.s.endStreams() }
 
 // intParam parses a whole-number query parameter; "" is 0.

@@ -84,8 +84,7 @@ type watchHub struct {
 	sub      *subscription         // the running subscription; nil with no watchers
 	last     map[string]watchEntry // member name → as last sent, for join
 	stop     context.CancelFunc    // stops sub
-	ended    bool                  // EndWatches was called
-	endAll   chan struct{}         // closed by EndWatches
+	done     context.Context       // the handler's streams: ended by Handler.EndStreams
 }
 
 // subscription is one run of the controllers' change feed. Only its own
@@ -111,9 +110,13 @@ type watcher struct {
 	dropped chan struct{}
 }
 
-func newWatchHub(source MemberSource, waiter MemberWaiter, maxPerToken int) *watchHub {
-	return &watchHub{source: source, waiter: waiter, maxPerTok: cmp.Or(maxPerToken, DefaultMaxWatchersPerToken),
-		watchers: map[*watcher]struct{}{}, perToken: map[tokens.Identity]int{}, endAll: make(chan struct{})}
+// newWatchHub returns a hub whose streams end, and which refuses new ones,
+// once done does.
+func newWatchHub(done context.Context, source MemberSource, waiter MemberWaiter, maxPerToken int) *watchHub {
+	h := &watchHub{source: source, waiter: waiter, maxPerTok: cmp.Or(maxPerToken, DefaultMaxWatchersPerToken),
+		watchers: map[*watcher]struct{}{}, perToken: map[tokens.Identity]int{}, done: done}
+	context.AfterFunc(done, h.end)
+	return h
 }
 
 // errWatchLimit and errWatchEnded are join's refusals.
@@ -128,7 +131,7 @@ var (
 func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ended {
+	if h.done.Err() != nil {
 		return nil, nil, errWatchEnded
 	}
 	if h.perToken[id] >= h.maxPerTok {
@@ -233,15 +236,11 @@ func (h *watchHub) publish(sub *subscription, all []v1alpha1.Member) {
 	}
 }
 
-// end closes every stream and refuses new ones, for shutdown.
+// end drops every watcher (and so the subscription) once done has ended;
+// join refuses new ones from then on.
 func (h *watchHub) end() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ended {
-		return
-	}
-	h.ended = true
-	close(h.endAll)
 	for w := range h.watchers {
 		h.removeLocked(w)
 	}
@@ -350,7 +349,7 @@ func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, 
 		return false
 	case <-t.C():
 		return send([]byte(": heartbeat\n\n"))
-	case <-s.watch.endAll:
+	case <-s.watch.done.Done():
 		return false
 	case <-ctx.Done():
 		return false

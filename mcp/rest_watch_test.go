@@ -165,7 +165,7 @@ func newWatchServer(t *testing.T, fleet *liveFleet, opts Options) (*httptest.Ser
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
-		h.EndWatches()
+		h.EndStreams()
 		srv.Close()
 	})
 	return srv, h
@@ -193,18 +193,20 @@ func TestWatch_StreamsTheStateThenOneEventPerChange(t *testing.T) {
 	r2.expect("ADDED a Ready", "ADDED c Starting", "SYNCED")
 }
 
-func TestWatch_EndWatchesClosesStreamsAndRefusesNewOnes(t *testing.T) {
+// TestWatch_EndStreamsClosesStreamsAndRefusesNewOnes: the one shutdown
+// hook, EndStreams, ends the watch streams as it does the log followers.
+func TestWatch_EndStreamsClosesStreamsAndRefusesNewOnes(t *testing.T) {
 	fleet := newLiveFleet(member("a", "Ready"))
 	srv, h := newWatchServer(t, fleet, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := openWatch(ctx, t, srv.URL, "primary-secret")
 	r.expect("ADDED a Ready", "SYNCED")
-	h.EndWatches()
+	h.EndStreams()
 	r.expect("EOF")
 	r2 := openWatch(ctx, t, srv.URL, "primary-secret")
 	if r2.resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("watch after EndWatches: %d, want 503", r2.resp.StatusCode)
+		t.Errorf("watch after EndStreams: %d, want 503", r2.resp.StatusCode)
 	}
 }
 
@@ -267,7 +269,7 @@ func TestWatch_Refusals(t *testing.T) {
 func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	fleet := newLiveFleet()
 	feed := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(fleet, feed, 0)
+	hub := newWatchHub(context.Background(), fleet, feed, 0)
 	slow, _, err := hub.join(tokens.Identity{Role: "primary"})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +326,7 @@ func BenchmarkWatchHub_Publish(b *testing.B) {
 	}
 	fleet := newLiveFleet(all...)
 	feed := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(fleet, feed, 0)
+	hub := newWatchHub(context.Background(), fleet, feed, 0)
 	var ws []*watcher
 	for i := range 8 {
 		w, _, err := hub.join(tokens.Identity{Role: "worker", Member: fmt.Sprint(i)})

@@ -103,7 +103,7 @@ func logs(ctx context.Context, c *apiClient, opts logsOptions, out, errOut io.Wr
 		return fail("%s", memberErr(opts.member, err))
 	}
 	defer resp.Body.Close()
-	err = readEvents(resp.Body, func(event string, data []byte) (bool, error) {
+	err = readEvents(resp.Body, maxEventBytes, func(event string, data []byte) (bool, error) {
 		switch event {
 		case "lines":
 			var f mcp.LogFrame
@@ -149,10 +149,12 @@ func printLines(w io.Writer, lines []string) {
 }
 
 // readEvents reads a server-sent event stream and calls on for each event
-// until on says stop (nil, or its error) or the stream ends (io.EOF).
-func readEvents(r io.Reader, on func(event string, data []byte) (more bool, err error)) error {
+// until on says stop (nil, or its error) or the stream ends (io.EOF). A line
+// longer than limit bytes is an error. Both `logs -f` and `get -w` read
+// their streams with it.
+func readEvents(r io.Reader, limit int, on func(event string, data []byte) (more bool, err error)) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), limit)
 	var event string
 	var data []byte
 	for sc.Scan() {
@@ -179,7 +181,7 @@ func readEvents(r io.Reader, on func(event string, data []byte) (more bool, err 
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("an event longer than %d bytes", maxEventBytes)
+			return fmt.Errorf("an event longer than %d bytes", limit)
 		}
 		return fmt.Errorf("read the stream: %w", err)
 	}

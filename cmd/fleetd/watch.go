@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,28 +81,32 @@ func watchMembers(ctx context.Context, c *apiClient, spec watchSpec, w io.Writer
 	defer idle.Stop()
 
 	p := &watchPrinter{spec: spec, w: w, now: now, shown: map[string]bool{}}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxWatchEvent)
-	var data string
-	for sc.Scan() {
-		idle.Reset(watchIdle)
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "data:"):
-			data = strings.TrimSpace(strings.TrimPrefix(line, "data:"))
-		case line == "" && data != "":
-			var ev struct {
-				Type   string          `json:"type"`
-				Object json.RawMessage `json:"object"`
-			}
-			if err := json.Unmarshal([]byte(data), &ev); err != nil {
-				return fmt.Errorf("watch stream from %s: bad event: %w", c.base, err)
-			}
-			data = ""
-			if err := p.event(ev.Type, ev.Object); err != nil {
-				return err
-			}
+	// Any bytes, a heartbeat comment included, prove the stream alive.
+	body := readFunc(func(b []byte) (int, error) {
+		n, err := resp.Body.Read(b)
+		if n > 0 {
+			idle.Reset(watchIdle)
 		}
+		return n, err
+	})
+	var eventErr error // from the stream's content or the printer, not the connection
+	err = readEvents(body, maxWatchEvent, func(_ string, data []byte) (bool, error) {
+		if data == nil {
+			return true, nil
+		}
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			eventErr = fmt.Errorf("watch stream from %s: bad event: %w", c.base, err)
+		} else {
+			eventErr = p.event(ev.Type, ev.Object)
+		}
+		return eventErr == nil, eventErr
+	})
+	if eventErr != nil {
+		return eventErr
 	}
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause
@@ -111,11 +114,16 @@ func watchMembers(ctx context.Context, c *apiClient, spec watchSpec, w io.Writer
 	if ctx.Err() != nil {
 		return nil
 	}
-	if err := sc.Err(); err != nil {
+	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("watch stream from %s: %w", c.base, err)
 	}
 	return fmt.Errorf("fleetd at %s ended the watch stream (it is shutting down?)", c.base)
 }
+
+// readFunc is an io.Reader made of a function.
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(b []byte) (int, error) { return f(b) }
 
 // watchPrinter turns stream events into lines.
 type watchPrinter struct {

@@ -1,6 +1,8 @@
 package yamledit
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,6 +40,16 @@ spec:
 # trailing comment of the document
 `
 
+// replaceOnce is s with its one occurrence of old replaced by new: an
+// expected output that differs from handWritten in one line says only that
+// line. It panics unless old occurs exactly once.
+func replaceOnce(s, old, new string) string {
+	if n := strings.Count(s, old); n != 1 {
+		panic(fmt.Sprintf("%q occurs %d times, want once", old, n))
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
 func TestUpdate(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -52,51 +64,11 @@ func TestUpdate(t *testing.T) {
 		{name: "a scalar is replaced as a token, its comment kept in its column", doc: handWritten,
 			want: `{kind: Member, apiVersion: fleetd.dev/v1alpha1, metadata: {labels: {team: core}, name: reviewer},
 				spec: {workspace: api, profile: codex, prompt: "Review the diff.\nBe kind.\n", env: [{name: A, value: "1"}]}}`,
-			out: `---
-# The reviewer: reads every change before it lands.
-apiVersion: fleetd.dev/v1alpha1
-kind: Member
-metadata:
-  name: reviewer   # also its herdr agent name
-  labels:
-    team: core
-spec:
-  # which agent runs
-  profile: codex       # the default profile
-  workspace: api
-  prompt: |
-    Review the diff.
-    Be kind.
-
-  env:
-    - name: A
-      value: "1"
-# trailing comment of the document
-`},
+			out: replaceOnce(handWritten, "  profile: claude      #", "  profile: codex       #")},
 		{name: "a longer token takes spaces before the comment", doc: handWritten,
 			want: `{kind: Member, apiVersion: fleetd.dev/v1alpha1, metadata: {labels: {team: core}, name: reviewer-of-everything},
 				spec: {workspace: api, profile: claude, prompt: "Review the diff.\nBe kind.\n", env: [{name: A, value: "1"}]}}`,
-			out: `---
-# The reviewer: reads every change before it lands.
-apiVersion: fleetd.dev/v1alpha1
-kind: Member
-metadata:
-  name: reviewer-of-everything # also its herdr agent name
-  labels:
-    team: core
-spec:
-  # which agent runs
-  profile: claude      # the default profile
-  workspace: api
-  prompt: |
-    Review the diff.
-    Be kind.
-
-  env:
-    - name: A
-      value: "1"
-# trailing comment of the document
-`},
+			out: replaceOnce(handWritten, "  name: reviewer   #", "  name: reviewer-of-everything #")},
 		{name: "a block scalar is written anew, a new entry goes after its predecessor, a deleted one takes its comment",
 			doc: handWritten,
 			want: `{kind: Member, apiVersion: fleetd.dev/v1alpha1, metadata: {labels: {team: core, tier: two}, name: reviewer},
