@@ -116,10 +116,6 @@ type Handler struct {
 // /members wait for it.
 func (h *Handler) PaneGone(paneID string) { h.s.members.gone.report(paneID) }
 
-// EndWatches is EndStreams, which ends the watch streams too; it stays
-// for callers that still register both.
-func (h *Handler) EndWatches() { h.EndStreams() }
-
 // Close ends every MCP session still open on the gateway, with the
 // goroutines that serve it. A session normally ends with its client's
 // DELETE; one whose client cannot send it (its token was revoked, it went

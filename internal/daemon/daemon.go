@@ -371,8 +371,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 	srv, ln := boundedServer(withConsole(handler, ui, loopback), ln, limits, log)
 	srv.RegisterOnShutdown(ui.EndStreams)      // the console's event streams never go idle
-	srv.RegisterOnShutdown(handler.EndStreams) // nor do log follow streams
-	srv.RegisterOnShutdown(handler.EndWatches) // nor watch streams
+	srv.RegisterOnShutdown(handler.EndStreams) // nor do log follow and watch streams
 
 	// The parts. The first to fail cancels the others; the controllers
 	// stopping for any reason stops everything.
