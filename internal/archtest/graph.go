@@ -102,7 +102,7 @@ var allowed = Graph{
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself, never mcp,
 	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", sigsyaml},
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", difflib, sigsyaml},
 
 	// The etcd store implements controllers/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).

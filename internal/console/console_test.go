@@ -521,15 +521,16 @@ func TestLineDiff(t *testing.T) {
 		{"a\nb\n", "a\n", "  a\n- b\n"},
 		{"a\n", "b\na\n", "+ b\n  a\n"},
 	}
-	// A long definition with one line changed is diffed line by line:
-	// the lines around the change are set aside before the bound applies.
+	// A long definition with one line changed is diffed line by line,
+	// not as everything removed and everything added.
+	const lines, at = 6000, 2000
 	var long, edited, want strings.Builder
-	for i := range 3 * maxDiffLines {
+	for i := range lines {
 		line := fmt.Sprintf("line %d", i)
 		long.WriteString(line + "\n")
-		if i == maxDiffLines {
+		if i == at {
 			edited.WriteString("changed\n")
-			want.WriteString("+ changed\n- " + line + "\n")
+			want.WriteString("- " + line + "\n+ changed\n")
 			continue
 		}
 		edited.WriteString(line + "\n")
@@ -541,7 +542,7 @@ func TestLineDiff(t *testing.T) {
 		}
 	}
 	if diff := cmp.Diff(want.String(), lineDiff(long.String(), edited.String())); diff != "" {
-		t.Errorf("lineDiff of %d lines with one changed (-want +got):\n%s", 3*maxDiffLines, diff)
+		t.Errorf("lineDiff of %d lines with one changed (-want +got):\n%s", lines, diff)
 	}
 }
 
