@@ -34,6 +34,20 @@ type pinger interface {
 func (m *Manager) watchHerdr(ctx context.Context) {
 	wait, first := herdrWarnAfter, true
 	for {
+		m.mu.Lock()
+		up := m.herdrUp
+		m.mu.Unlock()
+		if up {
+			// No timer while herdr answers: wait for it to go away
+			// (onUnsynced warns at once; the next warning is a period on).
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.herdrDown:
+			}
+			wait = herdrWarnEvery
+			continue
+		}
 		t := m.o.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():

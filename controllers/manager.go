@@ -49,7 +49,10 @@ type Manager struct {
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
 	herdrDownAt time.Time
-	lastSnap    *store.Snapshot
+	// herdrDown receives (coalesced) when herdr goes away, so that
+	// watchHerdr holds no timer while herdr answers.
+	herdrDown chan struct{}
+	lastSnap  *store.Snapshot
 
 	// relaunches (mu): per pane id, the terminal id of the last agent
 	// relaunch reported for it (Options.OnAgentRelaunched), so that the
@@ -67,6 +70,7 @@ type Manager struct {
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
+		herdrDown:  make(chan struct{}, 1),
 		o:          o,
 		log:        o.Logger,
 		launcher:   o.Launcher,

@@ -234,6 +234,10 @@ func (m *Manager) setHerdrUp(up bool) bool {
 	m.herdrUp = up
 	if changed && !up {
 		m.herdrDownAt = m.o.Clock.Now()
+		select {
+		case m.herdrDown <- struct{}{}:
+		default: // one is pending already
+		}
 	}
 	m.mu.Unlock()
 	if up {
