@@ -209,7 +209,7 @@ func (r *Relay) txnWithLease(ctx context.Context, t time.Time, build func(ctx co
 // hands every event to apply, until ctx ends; it lists again after a
 // compaction (ErrCompacted) or any failure, after Options.RetryInterval
 // when etcd failed the list.
-func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvccpb.KeyValue), apply func(*clientv3.Event)) {
+func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvccpb.KeyValue), apply func(*clientv3.Event), advanced func(rev int64)) {
 	for ctx.Err() == nil {
 		kvs, rev, err := r.list(ctx, prefix)
 		if err != nil {
@@ -220,6 +220,9 @@ func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvcc
 			continue
 		}
 		reset(kvs)
+		if advanced != nil {
+			advanced(rev)
+		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for resp := range r.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 			if err := resp.Err(); err != nil {
@@ -230,6 +233,9 @@ func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvcc
 			}
 			for _, ev := range resp.Events {
 				apply(ev)
+			}
+			if advanced != nil {
+				advanced(resp.Header.Revision)
 			}
 		}
 		cancel()
@@ -284,14 +290,10 @@ func (r *Relay) keepSession(ctx context.Context) {
 			continue
 		}
 		last = lease.ID
-		r.mu.Lock()
-		r.session = lease.ID
-		r.mu.Unlock()
+		r.setSession(lease.ID)
 		for range ch {
 		}
-		r.mu.Lock()
-		r.session = 0
-		r.mu.Unlock()
+		r.setSession(0)
 	}
 	// Revoke on a clean stop: the node's waiting keys go at once.
 	if last != 0 {

@@ -36,6 +36,7 @@ func (r *Relay) mirrorMailbox(ctx context.Context) {
 		r.mail, r.bytes = next, size
 		r.changedLocked()
 		r.mu.Unlock()
+		r.syncOnce.Do(func() { close(r.synced) })
 	}, func(ev *clientv3.Event) {
 		id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
 		var m *fleetMail
@@ -53,7 +54,37 @@ func (r *Relay) mirrorMailbox(ctx context.Context) {
 			r.bytes += int64(len(m.msg.Content))
 		}
 		r.changedLocked()
+	}, func(rev int64) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if rev > r.mailRev {
+			r.mailRev = rev
+			r.changedLocked()
+		}
 	})
+}
+
+// waitMirrored waits, at most Options.RequestTimeout, until the mirror of
+// the fleet mailbox has seen revision rev: the forwarder's own writes
+// count against the bound before it writes the next.
+func (r *Relay) waitMirrored(ctx context.Context, rev int64) {
+	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		cur, ch := r.mailRev, r.changed
+		r.mu.Unlock()
+		if cur >= rev {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // decodeMail decodes a fleet message; nil (logged) for one that does not.
@@ -93,7 +124,7 @@ func (r *Relay) mirrorWaiting(ctx context.Context) {
 			delete(r.waited, turn)
 		}
 		r.changedLocked()
-	})
+	}, nil)
 }
 
 func (r *Relay) changedLocked() {
@@ -140,6 +171,7 @@ func (r *Relay) PollPage(ctx context.Context, recipient string, req messaging.Po
 	if limit < 0 {
 		return messaging.PollPage{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "a poll limit must not be negative"}
 	}
+	r.waitSynced(ctx)
 	r.mu.Lock()
 	p, ch := r.pageLocked(after, limit), r.changed
 	r.mu.Unlock()
@@ -252,6 +284,9 @@ func (r *Relay) take(ctx context.Context, id string, rev int64) (bool, error) {
 	if err != nil {
 		return false, unavailable("acknowledge "+id, err)
 	}
+	if resp.Succeeded {
+		r.waitMirrored(ctx, resp.Header.Revision) // a poll after the ack does not show it
+	}
 	return resp.Succeeded, nil
 }
 
@@ -356,7 +391,7 @@ func (r *Relay) forwardOne(ctx context.Context, m messaging.Message) (bool, erro
 	}
 	key, tomb := r.keys.mail(id), r.keys.acked(id)
 	now := r.o.Clock.Now()
-	_, err = r.txnWithLease(ctx, now.Add(r.o.TurnGrace), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
+	resp, err := r.txnWithLease(ctx, now.Add(r.o.TurnGrace), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
 		ops := []clientv3.Op{clientv3.OpPut(key, value)}
 		if m.TurnID != "" && checkSegment(m.TurnID) == nil {
 			tk := r.keys.turn(m.TurnID)
@@ -373,5 +408,6 @@ func (r *Relay) forwardOne(ctx context.Context, m messaging.Message) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	r.waitMirrored(ctx, resp.Header.Revision)
 	return true, nil
 }

@@ -161,10 +161,16 @@ type Relay struct {
 	mu      sync.Mutex
 	mail    map[string]*fleetMail // fleet mailbox by message id
 	bytes   int64                 // content size of mail
+	mailRev int64                 // the etcd revision the mail mirror reflects
 	waited  map[string]bool       // turns some node holds a call on
 	changed chan struct{}         // closed (and replaced) when mail or waited change
 	waiters int
 	session clientv3.LeaseID // the waiting keys' lease; 0 while none
+	// sessionCh is closed (and replaced) when session changes; synced is
+	// closed once the fleet mailbox was first listed.
+	sessionCh chan struct{}
+	synced    chan struct{}
+	syncOnce  sync.Once
 
 	leases leaseCache
 }
@@ -177,7 +183,8 @@ func New(core Core, opts *Options) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{o: o, core: core, cli: o.Client, keys: keys{base: o.Prefix + "/msg/"},
-		mail: map[string]*fleetMail{}, waited: map[string]bool{}, changed: make(chan struct{})}
+		mail: map[string]*fleetMail{}, waited: map[string]bool{}, changed: make(chan struct{}),
+		sessionCh: make(chan struct{}), synced: make(chan struct{})}
 	r.leases = leaseCache{cli: o.Client, clock: o.Clock, timeout: o.RequestTimeout, leases: map[time.Time]clientv3.LeaseID{}}
 	return r, nil
 }
@@ -282,6 +289,50 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// waitSession returns the waiting keys' lease, waiting for Run to have
+// one for at most Options.RequestTimeout.
+func (r *Relay) waitSession(ctx context.Context) (clientv3.LeaseID, error) {
+	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		id, ch := r.session, r.sessionCh
+		r.mu.Unlock()
+		if id != 0 {
+			return id, nil
+		}
+		select {
+		case <-ch:
+		case <-t.C():
+			return 0, &messaging.Error{Code: messaging.CodeUnavailable, Msg: "this node holds no lease in etcd (etcd unreachable?); nothing was sent"}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// waitSynced waits, at most Options.RequestTimeout, for the first list of
+// the fleet mailbox, so that a poll right after a start does not show an
+// empty mailbox that is not.
+func (r *Relay) waitSynced(ctx context.Context) {
+	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
+	defer t.Stop()
+	select {
+	case <-r.synced:
+	case <-t.C():
+	case <-ctx.Done():
+	}
+}
+
+// setSession records the waiting keys' lease (0: none).
+func (r *Relay) setSession(id clientv3.LeaseID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.session = id
+	close(r.sessionCh)
+	r.sessionCh = make(chan struct{})
 }
 
 // sleep waits d or until ctx ends (false).

@@ -55,11 +55,9 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 			return messaging.SendResult{}, err
 		}
 		defer r.release()
-		r.mu.Lock()
-		session = r.session
-		r.mu.Unlock()
-		if session == 0 {
-			return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeUnavailable, Msg: "this node holds no lease in etcd yet (etcd unreachable?); nothing was sent"}
+		var err error
+		if session, err = r.waitSession(ctx); err != nil {
+			return messaging.SendResult{}, err
 		}
 	}
 	// The node's queue is bounded: count what waits for it.
@@ -222,7 +220,7 @@ func (r *Relay) takeRequests(ctx context.Context) {
 			}
 			mu.Unlock()
 			signal()
-		})
+		}, nil)
 	})
 	for {
 		select {

@@ -282,8 +282,12 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 	now := c.now()
 	id := cmp.Or(req.ID, c.opts.NewID("t-"))
 	m := &Message{ID: c.opts.NewID("m-"), From: req.From, To: req.To, Kind: KindPrompt, Content: req.Content, TurnID: id, CreatedAt: now}
+	due := now.Add(timeout)
+	if !req.Deadline.IsZero() {
+		due = req.Deadline
+	}
 	recs := []record{
-		{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: now.Add(timeout)}},
+		{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: due}},
 		{Op: opEnqueue, Msg: m}}
 	if req.ID != "" {
 		recs = append(recs, record{Op: opRequest, IDs: []string{req.ID}})
@@ -310,7 +314,11 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 	t.closing = false
 	var recs []record
 	if req.Wait || !req.Deadline.IsZero() {
-		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: c.now().Add(timeout)})
+		due := c.now().Add(timeout)
+		if !req.Deadline.IsZero() {
+			due = req.Deadline
+		}
+		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: due})
 	}
 	if req.ID != "" {
 		recs = append(recs, record{Op: opRequest, IDs: []string{req.ID}})
