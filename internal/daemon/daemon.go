@@ -329,7 +329,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
 	dropUnownedTokens(toks, mgr.Owned(), log)
 
-	var messages mcp.Messenger = core
+	var messages messenger = core
 	var relay *fleetmsg.Relay // messaging across nodes, with the etcd store
 	if fleet != nil {
 		if relay, err = newRelay(core, etcdCli, fleet, cfg.Etcd, mopts, log); err != nil {
@@ -374,7 +374,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	ui, err := newConsole(mgr, core, toks, prompter, cfg, log)
+	ui, err := newConsole(mgr, messages, toks, prompter, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,19 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fleetd-dev/fleetd/internal/console"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
+
+// messenger is the messaging the gateway and the console use: the core,
+// or with the etcd store the relay over it.
+type messenger interface {
+	mcp.Messenger
+	console.Messenger
+}
 
 // newRelay is the gateway's messaging on a fleet in etcd: the node's core
 // for its own members, etcd for the others' (package fleetmsg). A member's

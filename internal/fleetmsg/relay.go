@@ -30,6 +30,8 @@ type Core interface {
 	Pending(recipient string) int
 	Status(name string) messaging.WorkerStatus
 	TurnWorker(id string) (string, bool)
+	Busy() []string
+	Changed() <-chan struct{}
 }
 
 // Defaults of [Options].
@@ -197,6 +199,28 @@ func (r *Relay) Reply(ctx context.Context, worker, content string, final bool) (
 // Ask is the local core's: a worker always talks to its own node.
 func (r *Relay) Ask(ctx context.Context, worker, content string, timeout time.Duration) (messaging.AskResult, error) {
 	return r.core.Ask(ctx, worker, content, timeout)
+}
+
+// Busy is the local core's: the workers of this node something waits on.
+func (r *Relay) Busy() []string { return r.core.Busy() }
+
+// Changed returns a channel closed at the next change of the local core's
+// state or of the fleet mailbox, for a watcher that shows them (the
+// browser console). A goroutine waits for either and ends with it.
+func (r *Relay) Changed() <-chan struct{} {
+	core := r.core.Changed()
+	r.mu.Lock()
+	fleet := r.changed
+	r.mu.Unlock()
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		select {
+		case <-core:
+		case <-fleet:
+		}
+	}()
+	return ch
 }
 
 // Status reports a worker: this node's from its core, another node's from

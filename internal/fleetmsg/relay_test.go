@@ -330,3 +330,28 @@ func TestRelay_DetachedReplyPolledAndAcked(t *testing.T) {
 		t.Errorf("a foreign cursor: %v, want invalid_argument", err)
 	}
 }
+
+// Changed wakes a watcher (the console) at a change of the fleet mailbox
+// as well as of the local core.
+func TestRelay_ChangedWakesOnFleetMail(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	a.relay.waitSynced(ctx)
+	ch := a.relay.Changed()
+	if _, err := b.relay.forwardOne(ctx, messaging.Message{ID: "m-9", From: "w", Kind: messaging.KindReply, Content: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		t.Fatal("Changed did not wake for fleet mail forwarded on another node")
+	}
+	ch = a.relay.Changed()
+	a.core.ObserveStatus("x", messaging.StatusIdle, 1)
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		t.Fatal("Changed did not wake for a change of the local core")
+	}
+}
