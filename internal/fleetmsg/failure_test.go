@@ -316,3 +316,30 @@ func TestRelay_FullFleetMailboxKeepsMailInTheCore(t *testing.T) {
 		t.Errorf("after the ack: %q, want the second note and the worker_gone notice (over the bound)", got)
 	}
 }
+
+// Requests for a node that does not take them are bounded: over
+// Options.MaxRequests a Send is refused with mailbox_full and writes
+// nothing; they wait in etcd, and the node takes them when it starts.
+func TestRelay_RequestsForADownNodeAreBounded(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, &Options{MaxRequests: 2})
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	for i := range 2 {
+		if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "task"}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "one too many"}); messaging.CodeOf(err) != messaging.CodeMailboxFull {
+		t.Fatalf("third send for a node that takes nothing: %v, want mailbox_full", err)
+	}
+	if k := f.keys("requests/b/"); len(k) != 2 {
+		t.Errorf("requests for b: %v, want the two taken", k)
+	}
+	b := f.start("b", t.TempDir())
+	for _, k := range f.keys("requests/b/") {
+		waitGone(t, ctx, f.cli, f.prefix+"/msg/"+k)
+	}
+	if s := b.core.Status("w"); s.QueueDepth != 2 {
+		t.Errorf("b queued %d prompts, want 2", s.QueueDepth)
+	}
+}

@@ -258,36 +258,35 @@ func (r *Relay) Ack(recipient string, ids []string) (int, error) {
 		if m != nil {
 			rev = int64(m.msg.Seq)
 		}
-		ok, err := r.take(ctx, id, rev)
+		ok, at, err := r.take(ctx, id, rev)
 		if err != nil {
 			return n, err
 		}
 		if ok {
 			n++
+			r.waitMirrored(ctx, at) // a poll after the ack does not show it
 		}
 	}
 	return n, nil
 }
 
 // take deletes fleet message id (created at rev, when known; else
-// whatever holds the key) and leaves its tombstone, in one transaction;
-// false when the message was not there (taken already).
-func (r *Relay) take(ctx context.Context, id string, rev int64) (bool, error) {
+// whatever holds the key) and leaves its tombstone, with extra, in one
+// transaction; false when the message was not there (taken already).
+func (r *Relay) take(ctx context.Context, id string, rev int64, extra ...clientv3.Op) (bool, int64, error) {
 	key := r.keys.mail(id)
 	cond := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
 	if rev > 0 {
 		cond = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
 	}
 	resp, err := r.txnWithLease(ctx, r.o.Clock.Now().Add(r.o.TombstoneTTL), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
-		return r.cli.Txn(ctx).If(cond).Then(clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), "", clientv3.WithLease(lease)))
+		ops := append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), "", clientv3.WithLease(lease))}, extra...)
+		return r.cli.Txn(ctx).If(cond).Then(ops...)
 	})
 	if err != nil {
-		return false, unavailable("acknowledge "+id, err)
+		return false, 0, unavailable("acknowledge "+id, err)
 	}
-	if resp.Succeeded {
-		r.waitMirrored(ctx, resp.Header.Revision) // a poll after the ack does not show it
-	}
-	return resp.Succeeded, nil
+	return resp.Succeeded, resp.Header.Revision, nil
 }
 
 // forwardBatch is how many of its core's messages for the primary the

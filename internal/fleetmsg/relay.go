@@ -167,6 +167,7 @@ type Relay struct {
 	waited  map[string]bool       // turns some node holds a call on
 	changed chan struct{}         // closed (and replaced) when mail or waited change
 	waiters int
+	counts  map[string]requestCount // by node: see roomAt
 	session clientv3.LeaseID // the waiting keys' lease; 0 while none
 	// sessionCh is closed (and replaced) when session changes; synced is
 	// closed once the fleet mailbox was first listed.
@@ -185,7 +186,7 @@ func New(core Core, opts *Options) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{o: o, core: core, cli: o.Client, keys: keys{base: o.Prefix + "/msg/"},
-		mail: map[string]*fleetMail{}, waited: map[string]bool{}, changed: make(chan struct{}),
+		mail: map[string]*fleetMail{}, waited: map[string]bool{}, counts: map[string]requestCount{}, changed: make(chan struct{}),
 		sessionCh: make(chan struct{}), synced: make(chan struct{})}
 	r.leases = leaseCache{cli: o.Client, clock: o.Clock, timeout: o.RequestTimeout, leases: map[time.Time]clientv3.LeaseID{}}
 	return r, nil

@@ -60,16 +60,8 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 			return messaging.SendResult{}, err
 		}
 	}
-	// The node's queue is bounded: count what waits for it.
-	cctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
-	count, err := r.cli.Get(cctx, r.keys.requests(node), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	cancel()
-	if err != nil {
-		return messaging.SendResult{}, unavailable("count the requests for node "+node+"; nothing was sent", err)
-	}
-	if count.Count >= int64(r.o.MaxRequests) {
-		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeMailboxFull,
-			Msg: fmt.Sprintf("node %s has %d requests it has not taken yet (the limit); nothing was sent: is it running?", node, count.Count)}
+	if err := r.roomAt(ctx, node); err != nil {
+		return messaging.SendResult{}, err
 	}
 	loc, err := jsonString(location{Node: node, Worker: worker, Caller: req.From, Deadline: deadline})
 	if err != nil {
@@ -95,8 +87,51 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 	if !req.Wait {
 		return res, nil
 	}
-	defer r.unwait(wk)
-	return r.await(ctx, h.Turn, worker, deadline)
+	res, took, err := r.await(ctx, h.Turn, worker, deadline, wk)
+	if !took {
+		r.unwait(wk)
+	}
+	return res, err
+}
+
+// roomAt refuses, with mailbox_full, a request for a node that has
+// Options.MaxRequests requests it has not taken. It counts them with a
+// serializable read (answered by the etcd member at hand, without a raft
+// round), and not again for a second while the last count and the
+// requests this node wrote since stay under half the bound: the bound
+// holds within the requests the fleet's nodes write in that second.
+func (r *Relay) roomAt(ctx context.Context, node string) error {
+	now := r.o.Clock.Now()
+	r.mu.Lock()
+	c, ok := r.counts[node]
+	if ok && now.Sub(c.at) < time.Second && c.n < int64(r.o.MaxRequests)/2 {
+		c.n++
+		r.counts[node] = c
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	count, err := r.cli.Get(cctx, r.keys.requests(node), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+	cancel()
+	if err != nil {
+		return unavailable("count the requests for node "+node+"; nothing was sent", err)
+	}
+	if count.Count >= int64(r.o.MaxRequests) {
+		return &messaging.Error{Code: messaging.CodeMailboxFull,
+			Msg: fmt.Sprintf("node %s has %d requests it has not taken yet (the limit); nothing was sent: is it running?", node, count.Count)}
+	}
+	r.mu.Lock()
+	r.counts[node] = requestCount{n: count.Count + 1, at: now}
+	r.mu.Unlock()
+	return nil
+}
+
+// requestCount is the requests a node had not taken when last counted,
+// plus those this node wrote for it since.
+type requestCount struct {
+	n  int64
+	at time.Time
 }
 
 // unwait deletes a waiting key once its call returned; a key etcd did not
@@ -111,9 +146,10 @@ func (r *Relay) unwait(key string) {
 
 // await holds the call until the fleet mailbox has mail of turn that ends
 // or pauses it (reply, question, turn_done, worker_gone, delivery_failed),
-// which it takes, or until deadline (timeout: the turn stays open, its
-// mail shows in polls) or ctx's end.
-func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Time) (messaging.SendResult, error) {
+// which it takes (deleting the waiting key wk in the same transaction:
+// took), or until deadline (timeout: the turn stays open, its mail shows in
+// polls) or ctx's end.
+func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Time, wk string) (res messaging.SendResult, took bool, err error) {
 	fired := make(chan struct{})
 	tm := r.o.Clock.AfterFunc(max(deadline.Sub(r.o.Clock.Now()), 0), func() { close(fired) })
 	defer tm.Stop()
@@ -122,9 +158,10 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 		m, ch := r.answerLocked(turn), r.changed
 		r.mu.Unlock()
 		if m != nil {
-			took, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq))
+			took, _, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq), clientv3.OpDelete(wk))
 			if err == nil && took {
-				return outcomeOf(m, turn, worker)
+				res, err := outcomeOf(m, turn, worker)
+				return res, true, err
 			}
 			if err != nil {
 				// etcd failed the take: the message stays; try again
@@ -134,10 +171,10 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return messaging.SendResult{}, fmt.Errorf("wait released: %w", ctx.Err())
+					return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
 				case <-fired:
 					t.Stop()
-					return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, nil
+					return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
 				case <-t.C():
 				}
 				continue
@@ -146,9 +183,9 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 		}
 		select {
 		case <-ctx.Done():
-			return messaging.SendResult{}, fmt.Errorf("wait released: %w", ctx.Err())
+			return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
 		case <-fired:
-			return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, nil
+			return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
 		case <-ch:
 		}
 	}
