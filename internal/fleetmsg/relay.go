@@ -168,7 +168,7 @@ type Relay struct {
 	changed chan struct{}         // closed (and replaced) when mail or waited change
 	waiters int
 	counts  map[string]requestCount // by node: see roomAt
-	session clientv3.LeaseID // the waiting keys' lease; 0 while none
+	session clientv3.LeaseID        // the waiting keys' lease; 0 while none
 	// sessionCh is closed (and replaced) when session changes; synced is
 	// closed once the fleet mailbox was first listed.
 	sessionCh chan struct{}
