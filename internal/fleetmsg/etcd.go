@@ -223,6 +223,9 @@ func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvcc
 		if advanced != nil {
 			advanced(rev)
 		}
+		if r.listed != nil {
+			r.listed(prefix, rev)
+		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for resp := range r.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 			if err := resp.Err(); err != nil {

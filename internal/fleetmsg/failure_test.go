@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,5 +342,40 @@ func TestRelay_RequestsForADownNodeAreBounded(t *testing.T) {
 	}
 	if s := b.core.Status("w"); s.QueueDepth != 2 {
 		t.Errorf("b queued %d prompts, want 2", s.QueueDepth)
+	}
+}
+
+// A request written while the node's watch was being set up, with etcd
+// compacted past the listed revision, is not missed: the watch fails with
+// ErrCompacted and the node lists again.
+func TestRelay_CompactionBetweenListAndWatchMissesNothing(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	var once sync.Once
+	f.hook = func(r *Relay) {
+		r.listed = func(prefix string, rev int64) {
+			if !strings.HasSuffix(prefix, "/requests/b/") {
+				return
+			}
+			once.Do(func() {
+				if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "between"}); err != nil {
+					t.Error(err)
+				}
+				resp, err := f.cli.Put(ctx, f.prefix+"/unrelated", "x")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := f.cli.Compact(ctx, resp.Header.Revision); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	b := f.start("b", t.TempDir())
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	if got := b.prompted(t, ctx); got != "w: between" {
+		t.Fatalf("b typed %q", got)
 	}
 }

@@ -176,6 +176,9 @@ type Relay struct {
 	syncOnce  sync.Once
 
 	leases leaseCache
+	// listed, if set, is called between a list and the watch from its
+	// revision (tests: write and compact etcd there).
+	listed func(prefix string, rev int64)
 }
 
 // New returns a Relay over core. It reads nothing yet: Run mirrors the

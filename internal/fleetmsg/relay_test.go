@@ -67,6 +67,8 @@ type fleet struct {
 	members map[string]string
 	nodes   map[string]*node
 	opts    Options // applied to every relay
+	// hook, if set, sees each relay before it runs.
+	hook func(*Relay)
 }
 
 func newFleet(t *testing.T, members map[string]string, opts *Options) *fleet {
@@ -102,6 +104,9 @@ func (f *fleet) start(name, dir string) *node {
 	r, err := New(core, &o)
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	if f.hook != nil {
+		f.hook(r)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
