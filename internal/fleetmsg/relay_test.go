@@ -360,3 +360,43 @@ func TestRelay_ChangedWakesOnFleetMail(t *testing.T) {
 		t.Fatal("Changed did not wake for a change of the local core")
 	}
 }
+
+// A question polled from the fleet mailbox (nobody held a call) is
+// answered with a held Send from another node: the call waits for the
+// reply and does not return the old question again.
+func TestRelay_AnswerToAPolledQuestion(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "task"}); err != nil {
+		t.Fatal(err)
+	}
+	b.prompted(t, ctx)
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	asked := make(chan messaging.AskResult, 1)
+	go func() {
+		res, _ := b.relay.Ask(ctx, "w", "which?", time.Minute)
+		asked <- res
+	}()
+	p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Minute})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Kind != messaging.KindQuestion {
+		t.Fatalf("poll = %+v, %v; want the question", p, err)
+	}
+	held := sendAsync(ctx, a.relay, messaging.SendRequest{From: primary, TurnID: p.Messages[0].TurnID, Content: "this one", Wait: true, Timeout: time.Minute})
+	select {
+	case res := <-asked:
+		if res.Answer != "this one" {
+			t.Fatalf("Ask = %+v", res)
+		}
+	case <-ctx.Done():
+		t.Fatal("the answer never arrived")
+	}
+	if _, err := b.relay.Reply(ctx, "w", "done", true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := wait(t, ctx, held)
+	if err != nil || res.Outcome != messaging.OutcomeReply || res.Text != "done" {
+		t.Fatalf("held answer = %+v, %v; want the reply, not the old question", res, err)
+	}
+}

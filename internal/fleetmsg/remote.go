@@ -87,7 +87,9 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 	if !req.Wait {
 		return res, nil
 	}
-	res, took, err := r.await(ctx, h.Turn, worker, deadline, wk)
+	// Only mail written after the request answers it: a question the
+	// primary polled and is answering now may still be in the mailbox.
+	res, took, err := r.await(ctx, h.Turn, worker, deadline, wk, resp.Header.Revision)
 	if !took {
 		r.unwait(wk)
 	}
@@ -149,13 +151,13 @@ func (r *Relay) unwait(key string) {
 // which it takes (deleting the waiting key wk in the same transaction:
 // took), or until deadline (timeout: the turn stays open, its mail shows in
 // polls) or ctx's end.
-func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Time, wk string) (res messaging.SendResult, took bool, err error) {
+func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Time, wk string, after int64) (res messaging.SendResult, took bool, err error) {
 	fired := make(chan struct{})
 	tm := r.o.Clock.AfterFunc(max(deadline.Sub(r.o.Clock.Now()), 0), func() { close(fired) })
 	defer tm.Stop()
 	for {
 		r.mu.Lock()
-		m, ch := r.answerLocked(turn), r.changed
+		m, ch := r.answerLocked(turn, after), r.changed
 		r.mu.Unlock()
 		if m != nil {
 			took, _, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq), clientv3.OpDelete(wk))
@@ -191,12 +193,12 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 	}
 }
 
-// answerLocked returns the oldest fleet mail of turn that ends or pauses
-// a held call.
-func (r *Relay) answerLocked(turn string) *fleetMail {
+// answerLocked returns the oldest fleet mail of turn written after
+// revision after that ends or pauses a held call.
+func (r *Relay) answerLocked(turn string, after int64) *fleetMail {
 	var best *fleetMail
 	for _, m := range r.mail {
-		if m.msg.TurnID == turn && (ends(m.msg.Kind) || m.msg.Kind == messaging.KindQuestion) && (best == nil || m.msg.Seq < best.msg.Seq) {
+		if m.msg.TurnID == turn && m.msg.Seq > uint64(after) && (ends(m.msg.Kind) || m.msg.Kind == messaging.KindQuestion) && (best == nil || m.msg.Seq < best.msg.Seq) {
 			best = m
 		}
 	}
