@@ -32,5 +32,6 @@ func newRelay(core *messaging.Core, cli *clientv3.Client, fleet *etcdstore.Store
 		},
 		PrimaryName: mcp.PrimaryName, Logger: log, RequestTimeout: cfg.RequestTimeout,
 		DefaultTimeout: mopts.DefaultTimeout, MaxContentBytes: mopts.MaxContentBytes, MaxPollBytes: mopts.MaxPollBytes,
+		MaxMailboxMessages: mopts.MaxMailboxMessages, // the fleet mailbox's bytes stay fleetmsg's (etcd holds them)
 	})
 }

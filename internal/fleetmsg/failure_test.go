@@ -266,6 +266,7 @@ func TestRelay_EtcdDownFailsFast(t *testing.T) {
 // notice that ends a turn goes over the bound.
 func TestRelay_FullFleetMailboxKeepsMailInTheCore(t *testing.T) {
 	f := newFleet(t, map[string]string{"w": "b"}, &Options{MaxMailboxMessages: 1})
+	f.hook = func(r *Relay) { r.batch = 1 } // the notice is on a page after the note that waits
 	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
 	ctx := f.ctx()
 	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
@@ -297,10 +298,15 @@ func TestRelay_FullFleetMailboxKeepsMailInTheCore(t *testing.T) {
 		}
 	}
 	b.core.WorkerGone("w", "deleted")
-	if _, err := a.relay.Ack(primary, []string{p.Messages[0].ID}); err != nil {
+	// The notice goes over the bound while the note waits.
+	gone, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Cursor: p.Next, Wait: true, Timeout: time.Hour})
+	if err != nil || len(gone.Messages) != 1 || gone.Messages[0].Kind != messaging.KindWorkerGone {
+		t.Fatalf("poll after the worker went = %+v, %v; want its notice", gone, err)
+	}
+	if _, err := a.relay.Ack(primary, []string{p.Messages[0].ID, gone.Messages[0].ID}); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	got := []string{"worker_gone: " + gone.Messages[0].Content}
 	cursor := ""
 	for len(got) < 2 {
 		p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Cursor: cursor, Wait: true, Timeout: time.Hour})

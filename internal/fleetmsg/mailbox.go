@@ -264,8 +264,9 @@ func (r *Relay) Ack(recipient string, ids []string) (int, error) {
 		}
 		if ok {
 			n++
-			r.waitMirrored(ctx, at) // a poll after the ack does not show it
 		}
+		// A poll after the ack does not show the message, whoever took it.
+		r.waitMirrored(ctx, at)
 	}
 	return n, nil
 }
@@ -303,22 +304,57 @@ const forwardBatch = 64
 // the bound, as in the core.
 func (r *Relay) forward(ctx context.Context) {
 	for ctx.Err() == nil {
-		page, err := r.core.PollPage(ctx, r.o.PrimaryName, messaging.PollRequest{Limit: forwardBatch, Wait: true, Timeout: time.Hour})
+		// Taken before the pass looks at the fleet mailbox: a change after
+		// it (an ack making room) wakes the wait below.
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		local := r.core.Changed()
+		if !r.forwardPass(ctx) {
+			continue
+		}
+		// Wait for room in the fleet mailbox, new mail in the core (which
+		// may go over the bound), or etcd back.
+		t := r.o.Clock.NewTimer(r.o.RetryInterval)
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		case <-local:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// forwardPass forwards what the core holds for the primary, waiting for
+// some when it holds none, and acknowledges in the core what it forwarded.
+// held reports mail left in the core (the fleet mailbox full, etcd
+// failing): then it read every page, so that mail which goes over the
+// bound is not stuck behind mail which does not.
+func (r *Relay) forwardPass(ctx context.Context) (held bool) {
+	cursor := ""
+	for {
+		page, err := r.core.PollPage(ctx, r.o.PrimaryName, messaging.PollRequest{Cursor: cursor, Limit: r.batch, Wait: cursor == "", Timeout: time.Hour})
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if err != nil {
 			r.o.Logger.Warn("fleet messaging: read the core's mail for the primary", "err", err)
+			return true
+		}
+		if cursor == "" && len(page.Messages) == 0 {
+			// The wait timed out, or the core is closing: look again in a
+			// moment rather than at once.
 			r.sleep(ctx, r.o.RetryInterval)
-			continue
+			return false
 		}
 		var done []string
-		held := false
+		failed := false
 		for _, m := range page.Messages {
 			ok, err := r.forwardOne(ctx, m)
 			if err != nil {
 				r.o.Logger.Warn("fleet messaging: forward to the fleet mailbox; retrying", "message", m.ID, "err", err)
-				held = true
+				held, failed = true, true
 				break
 			}
 			if !ok {
@@ -332,19 +368,10 @@ func (r *Relay) forward(ctx context.Context) {
 				r.o.Logger.Warn("fleet messaging: acknowledge forwarded mail in the core", "err", err)
 			}
 		}
-		if held {
-			// Wait for room in the fleet mailbox (or etcd back).
-			r.mu.Lock()
-			ch := r.changed
-			r.mu.Unlock()
-			t := r.o.Clock.NewTimer(r.o.RetryInterval)
-			select {
-			case <-ctx.Done():
-			case <-ch:
-			case <-t.C():
-			}
-			t.Stop()
+		if failed || !held || page.More == 0 {
+			return held
 		}
+		cursor = page.Next
 	}
 }
 

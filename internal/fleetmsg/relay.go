@@ -179,6 +179,9 @@ type Relay struct {
 	// listed, if set, is called between a list and the watch from its
 	// revision (tests: write and compact etcd there).
 	listed func(prefix string, rev int64)
+	// batch is how many messages the forwarder reads from the core at once
+	// (forwardBatch; tests make it small).
+	batch int
 }
 
 // New returns a Relay over core. It reads nothing yet: Run mirrors the
@@ -190,7 +193,7 @@ func New(core Core, opts *Options) (*Relay, error) {
 	}
 	r := &Relay{o: o, core: core, cli: o.Client, keys: keys{base: o.Prefix + "/msg/"},
 		mail: map[string]*fleetMail{}, waited: map[string]bool{}, counts: map[string]requestCount{}, changed: make(chan struct{}),
-		sessionCh: make(chan struct{}), synced: make(chan struct{})}
+		sessionCh: make(chan struct{}), synced: make(chan struct{}), batch: forwardBatch}
 	r.leases = leaseCache{cli: o.Client, clock: o.Clock, timeout: o.RequestTimeout, leases: map[time.Time]clientv3.LeaseID{}}
 	return r, nil
 }

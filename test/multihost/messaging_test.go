@@ -212,6 +212,11 @@ func TestMessaging_AcrossNodes(t *testing.T) {
 		poll.Messages[0].Kind != "reply" || poll.Messages[0].TurnID != d.TurnID {
 		t.Fatalf("bridge_poll on c = %+v, want coder's reply to turn %s", poll, d.TurnID)
 	}
+	// Every node shows the fleet mailbox (each from its own mirror: b's
+	// waiting poll returns once b has seen it too).
+	if p := mustCall[mcp.PollOutput](t, ctx, pb, "bridge_poll", map[string]any{"wait": true, "timeoutMs": 30000}); len(p.Messages) != 1 || p.Messages[0].ID != poll.Messages[0].ID {
+		t.Errorf("bridge_poll on b = %+v, want the same message", p)
+	}
 	if st := mustCall[mcp.StatusOutput](t, ctx, pb, "bridge_status", map[string]any{"sessionId": "coder"}); st.Pending != 1 {
 		t.Errorf("pending on b = %d, want the one fleet message", st.Pending)
 	}
