@@ -313,6 +313,9 @@ func (r *Relay) handle(ctx context.Context, prefix string, kv *mvccpb.KeyValue) 
 	if err == nil && (checkSegment(h.Turn) != nil || (!h.Continue && h.Turn != id)) {
 		err = fmt.Errorf("turn %q does not match the request %q", h.Turn, id)
 	}
+	if err == nil && h.From != r.o.PrimaryName {
+		err = fmt.Errorf("from %q: only the primary sends across nodes", h.From)
+	}
 	if err != nil {
 		r.o.Logger.Error("etcd holds a request that does not decode; deleted", "key", key, "err", err)
 		return r.deleteRequest(ctx, kv, nil)
