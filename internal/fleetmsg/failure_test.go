@@ -385,3 +385,34 @@ func TestRelay_CompactionBetweenListAndWatchMissesNothing(t *testing.T) {
 		t.Fatalf("b typed %q", got)
 	}
 }
+
+// The node holding a call stops: its waiting key goes with its lease, and
+// the turn's reply, which nobody waits for any more, shows in a poll on
+// another node.
+func TestRelay_OriginStopsWhileHoldingACall(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a, b, c := f.start("a", t.TempDir()), f.start("b", t.TempDir()), f.start("c", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	hctx, cancel := context.WithCancel(ctx)
+	held := sendAsync(hctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "task", Wait: true, Timeout: time.Hour})
+	b.prompted(t, ctx)
+	waiting := f.keys("waiting/")
+	if len(waiting) != 1 {
+		t.Fatalf("waiting keys %v, want a's", waiting)
+	}
+	// a stops: its lease, revoked, takes the waiting key (the call itself
+	// ends with the daemon's handlers).
+	a.stop()
+	waitGone(t, ctx, f.cli, f.prefix+"/msg/"+waiting[0])
+	cancel()
+	wait(t, ctx, held)
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	if _, err := b.relay.Reply(ctx, "w", "nobody waits", true); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Hour})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "nobody waits" {
+		t.Fatalf("poll on c = %+v, %v; want the reply", p, err)
+	}
+}
