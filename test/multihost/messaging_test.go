@@ -3,14 +3,9 @@ package multihost
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +16,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -257,42 +251,6 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// runNodeAt runs a daemon with cfg on addr (so that a restart keeps the
-// gateway URL its agents were given) until stop is called or the test
-// ends.
-func runNodeAt(t *testing.T, cfg daemon.Config, addr string) (*fleetNode, func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan daemon.Info, 1)
-	done := make(chan error, 1)
-	cfg.Listen, cfg.Logger = addr, slog.New(slog.DiscardHandler)
-	cfg.Ready = func(i daemon.Info) { ready <- i }
-	go func() { done <- daemon.Run(ctx, cfg) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	select {
-	case info := <-ready:
-		token, err := os.ReadFile(statedir.At(cfg.StateDir).PrimaryToken())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &fleetNode{info: info, token: strings.TrimSpace(string(token))}, stop
-	case err := <-done:
-		t.Fatalf("Run ended before listening: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon did not start listening")
-	}
-	return nil, nil
-}
-
 // The worker's node restarts while a turn is open and the primary on
 // another node holds a call on it: the turn and its deadline survive, the
 // prompt is not typed again, and the reply arrives in the held call.
@@ -310,10 +268,9 @@ func TestMessaging_WorkerNodeRestartsWithATurnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { herdrB.Close() })
-	stateB, addrB := t.TempDir(), freeAddr(t)
-	cfgB := daemon.Config{HerdrSocket: herdrB.SocketPath(), StateDir: stateB,
+	cfgB := daemon.Config{HerdrSocket: herdrB.SocketPath(), StateDir: t.TempDir(), Listen: freeAddr(t),
 		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "b"}}
-	b, stopB := runNodeAt(t, cfgB, addrB)
+	b, stopB := runDaemon(t, cfgB)
 	a.untilNode(t, "b", "Ready", nodeReady)
 	if code, resp := a.do(t, "POST", "/members", pinned("coder", "b")); code != http.StatusCreated {
 		t.Fatalf("POST /members = %d %s", code, resp)
@@ -338,7 +295,7 @@ func TestMessaging_WorkerNodeRestartsWithATurnOpen(t *testing.T) {
 	}
 
 	stopB()
-	b, _ = runNodeAt(t, cfgB, addrB)
+	b, _ = runDaemon(t, cfgB)
 	b.waitFor(t, "coder ready on b again", readyOn("coder"))
 	after := turnsOn(b)
 	if len(after) != 1 || after[0].TurnID != before[0].TurnID || after[0].Deadline != before[0].Deadline {
