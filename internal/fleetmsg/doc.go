@@ -52,8 +52,16 @@
 // delivers nothing twice. The fleet mailbox is bounded in count and bytes
 // like the core's; while it is full the forwarder stops and mail stays in
 // the core (whose own bound then refuses more): nothing is lost. Mail a
-// call waits for, and the notices that end a turn, go over the bound. A
-// worker's own mailbox stays in its core.
+// call waits for, and the notices that end a turn, go over the bound.
+// Each forwarder counts from its own mirror, after its own last write:
+// nodes forwarding at the same moment may take the mailbox over by a
+// message each. A worker's own mailbox stays in its core.
+//
+// Each node shows the fleet mailbox from its mirror: a message forwarded
+// on one node shows on another once that node's watch delivered it (a
+// waiting poll wakes then); an acknowledgement returns once the acking
+// node's own mirror reflects it. A remote Send has no DispatchID (the
+// prompt's id is the worker's core's).
 //
 // # Held calls
 //
