@@ -244,14 +244,16 @@ func TestRelay_EtcdDownFailsFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	for _, wait := range []bool{false, true} {
+		start := time.Now()
 		if _, err := r.Send(context.Background(), messaging.SendRequest{From: primary, To: "far", Content: "x", Wait: wait}); messaging.CodeOf(err) != messaging.CodeUnavailable {
 			t.Errorf("Send (wait %v) with etcd down: %v, want unavailable", wait, err)
 		}
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the failed sends took %s", d)
+		// One request timeout, whatever it tried (lease, count, write);
+		// the margin is for a loaded machine.
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("the failed send (wait %v) took %s, over its 200 ms request timeout", wait, d)
+		}
 	}
 	if res, err := r.Send(context.Background(), messaging.SendRequest{From: primary, To: "near", Content: "x"}); err != nil || res.Outcome != messaging.OutcomeDispatched {
 		t.Errorf("Send to this node's member with etcd down = %+v, %v", res, err)

@@ -49,6 +49,10 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 	if err != nil {
 		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "encode the request", Err: err}
 	}
+	// Everything up to the transaction is bounded by one request
+	// timeout, however many requests it takes (lease, count, write).
+	wctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
 	var session clientv3.LeaseID
 	if req.Wait {
 		if err := r.acquire(); err != nil {
@@ -56,11 +60,11 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 		}
 		defer r.release()
 		var err error
-		if session, err = r.waitSession(ctx); err != nil {
+		if session, err = r.waitSession(wctx); err != nil {
 			return messaging.SendResult{}, err
 		}
 	}
-	if err := r.roomAt(ctx, node); err != nil {
+	if err := r.roomAt(wctx, node); err != nil {
 		return messaging.SendResult{}, err
 	}
 	loc, err := jsonString(location{Node: node, Worker: worker, Caller: req.From, Deadline: deadline})
@@ -68,7 +72,7 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "encode the turn's location", Err: err}
 	}
 	rk, tk, wk := r.keys.request(node, reqID), r.keys.turn(h.Turn), r.keys.waiting(h.Turn)
-	resp, err := r.txnWithLease(ctx, deadline.Add(r.o.TurnGrace), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
+	resp, err := r.txnWithLease(wctx, deadline.Add(r.o.TurnGrace), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
 		conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
 		ops := []clientv3.Op{clientv3.OpPut(rk, value), clientv3.OpPut(tk, loc, clientv3.WithLease(lease))}
 		if req.Wait {
