@@ -400,3 +400,24 @@ func TestRelay_AnswerToAPolledQuestion(t *testing.T) {
 		t.Fatalf("held answer = %+v, %v; want the reply, not the old question", res, err)
 	}
 }
+
+// Status reports this node's workers from its core and another node's
+// from Options.RemoteStatus, or as unknown without it: never this node's
+// empty view of a worker it does not run.
+func TestRelay_StatusOfAnotherNodesWorker(t *testing.T) {
+	f := newFleet(t, map[string]string{"near": "a", "far": "b"}, nil)
+	a := f.start("a", t.TempDir())
+	a.core.ObserveStatus("near", messaging.StatusIdle, 7)
+	if s := a.relay.Status("near"); s.AgentStatus != messaging.StatusIdle || s.StateChangeSeq != 7 {
+		t.Errorf("Status(near) = %+v, want the core's", s)
+	}
+	if s := a.relay.Status("far"); s.AgentStatus != messaging.StatusUnknown || s.Worker != "far" {
+		t.Errorf("Status(far) without RemoteStatus = %+v, want unknown", s)
+	}
+	a.relay.o.RemoteStatus = func(member, node string) (messaging.WorkerStatus, bool) {
+		return messaging.WorkerStatus{Worker: member, AgentStatus: "working", GoneReason: "on " + node}, true
+	}
+	if s := a.relay.Status("far"); s.AgentStatus != "working" || s.GoneReason != "on b" {
+		t.Errorf("Status(far) = %+v, want RemoteStatus's answer", s)
+	}
+}
