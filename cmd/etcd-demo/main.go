@@ -5,8 +5,9 @@
 // --herdr=sim` nodes (laptop, labelled kind=laptop, and buildbox, labelled
 // gpu=a100) with their own state directories and ports, applies
 // manifests/cluster through the first, waits until every placeable member
-// is Ready on its node, and prints `fleetd get nodes` and `fleetd get
-// members -o wide`. Then it runs until interrupted (or, with -once, stops
+// is Ready on its node, prints `fleetd get nodes` and `fleetd get
+// members -o wide`, and sends a message through laptop to a member on
+// buildbox (`fleetd send`, answered by the simulated agent). Then it runs until interrupted (or, with -once, stops
 // everything and exits).
 package main
 
@@ -117,6 +118,14 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		}
 		fmt.Fprint(out, text)
 	}
+	// A send that crosses machines: trainer runs on buildbox, the primary
+	// asks laptop; the simulated agent's reply comes back in the call.
+	fmt.Fprintf(out, "\n$ fleetd send trainer \"hello from laptop\"   (asking node %s; trainer runs on buildbox)\n", first.name)
+	text, err := first.fleetctl(ctx, o, "send", "trainer", "hello from laptop", "--timeout", "30s")
+	if err != nil {
+		return fmt.Errorf("fleetd send trainer: %w\n%s", err, text)
+	}
+	fmt.Fprint(out, text)
 	if o.once {
 		return nil
 	}

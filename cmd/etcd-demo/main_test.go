@@ -13,7 +13,8 @@ import (
 
 // The demo starts etcd and two nodes, places the example members on both
 // (by name, by selector, spread) and shows the one no node can take as
-// Pending, then stops everything.
+// Pending, sends through one node to a member on the other and gets its
+// reply, then stops everything.
 func TestRun_PlacesMembersOnBothNodes(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "fleetd")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetd-dev/fleetd/cmd/fleetd").CombinedOutput(); err != nil {
@@ -34,6 +35,7 @@ func TestRun_PlacesMembersOnBothNodes(t *testing.T) {
 		`(?m)^reviewer\s+Ready\s.*\slaptop\s`,
 		`(?m)^trainer\s+Unknown \(OnAnotherNode\)\s.*\sbuildbox\s`,
 		`(?m)^tpu-job\s+Pending\s.*\s-\s+codex\s`,
+		`(?m)^echo: hello from laptop$`, // the send through laptop to trainer on buildbox
 	} {
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("output has no line matching %s:\n%s", want, text)

@@ -108,12 +108,15 @@ var allowed = Graph{
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
 	"internal/etcdstore": {"api/v1alpha1", "api/decode", "controllers/store", "internal/clock", etcdClient, etcdAPI},
 	"internal/etcdtest":  {etcdServer, zap, goleak},
+	// Messaging across nodes: the messaging core and etcd's client,
+	// neither mcp nor the controllers nor herdr.
+	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},
 
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
 		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/etcdstore", etcdClient, zap},
+		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/etcdstore", "internal/fleetmsg", etcdClient, zap},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

@@ -10,7 +10,6 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/console"
-	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -28,8 +27,9 @@ type ConsoleOptions struct {
 }
 
 // newConsole builds the browser console on the controllers, the messaging
-// core and the token registry the gateway uses.
-func newConsole(mgr *controllers.Manager, core *messaging.Core, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
+// the gateway uses (the core, or the relay across nodes) and its token
+// registry.
+func newConsole(mgr *controllers.Manager, core console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
 	o := console.Options{
 		Members:     mgr,
 		Messages:    core,

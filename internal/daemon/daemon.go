@@ -26,6 +26,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
@@ -328,6 +329,14 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
 	dropUnownedTokens(toks, mgr.Owned(), log)
 
+	var messages messenger = core
+	var relay *fleetmsg.Relay // messaging across nodes, with the etcd store
+	if fleet != nil {
+		if relay, err = newRelay(core, etcdCli, fleet, cfg.Etcd, mopts, log); err != nil {
+			return err
+		}
+		messages = relay
+	}
 	var members mcp.MemberSource = mgr
 	var waiter mcp.MemberWaiter = mgr
 	if fleet != nil {
@@ -343,7 +352,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Logger:     log,
 		Store:      mgr.Store(),
 		Waiter:     waiter,
-		Messages:   core,
+		Messages:   messages,
 		Registerer: reg,
 		Version:    version.Version,
 		Nodes:      nodes,
@@ -365,7 +374,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	ui, err := newConsole(mgr, core, toks, prompter, cfg, log)
+	ui, err := newConsole(mgr, messages, toks, prompter, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -384,6 +393,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		})
 	}
 	if node != nil {
+		g.Go(func() error { return relay.Run(ctx) })
 		g.Go(func() error { return node.Run(ctx) })
 		g.Go(func() error {
 			publishNode(ctx, node, reg, mgr.HerdrSynced, desired, mgr.Changed, clock.Real{}, log)

@@ -113,6 +113,10 @@ type Options struct {
 	Classify func(error) Verdict
 	// wrapJournal, if set, wraps the journal's file (tests inject faults).
 	wrapJournal func(journal.File) journal.File
+	// MaxRequestIDs is how many callers' request ids ([SendRequest.ID]) the
+	// core remembers, journalled, after their turn ended: a request made
+	// again within that many later ones changes nothing. Default 4096.
+	MaxRequestIDs int
 	// NewID returns a fresh unique id with the given prefix ("t-" turns,
 	// "m-" messages). Default: prefix + 16 random hex digits.
 	NewID func(prefix string) string
@@ -170,6 +174,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.NewID == nil {
 		r.NewID = randomID
+	}
+	if r.MaxRequestIDs <= 0 {
+		r.MaxRequestIDs = 4096
 	}
 	return r
 }
@@ -229,7 +236,11 @@ type Core struct {
 	waiting   map[string]int // caller → blocking calls held
 	depth     int            // messages queued in all injectors
 	mailSeq   uint64         // the last Message.Seq handed out
-	inflate   float64        // liveBytes' correction, from the last compaction
+	// requests holds the callers' request ids taken (SendRequest.ID);
+	// requestIDs is the same, oldest first, at most Options.MaxRequestIDs.
+	requests   map[string]struct{}
+	requestIDs []string
+	inflate    float64 // liveBytes' correction, from the last compaction
 	// changed, once [Core.Changed] handed it out, is closed by the next
 	// unlockW and forgotten; nil while nobody watches.
 	changed chan struct{}
@@ -277,7 +288,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	c := &Core{
 		opts: o, prompt: p, metrics: newMetrics(), ctx: ctx, cancel: cancel, j: j,
 		turns: map[string]*turn{}, workers: map[string]*worker{},
-		mail: map[string]*mailbox{}, waiting: map[string]int{}, inflate: 1,
+		mail: map[string]*mailbox{}, waiting: map[string]int{}, inflate: 1, requests: map[string]struct{}{},
 	}
 	if dropped > 0 {
 		o.Logger.Warn("messaging journal had a torn last record; dropped it", "path", path, "bytes", dropped)

@@ -95,6 +95,14 @@
 // only live state (temporary file, fsync, rename), in the background: the
 // journal on disk holds every acknowledged record at every instant of it.
 //
+// A caller that may make the same request twice — fleetd's relay across
+// nodes (package fleetmsg) hands the core requests it keeps in etcd and
+// deletes only after the core took them — names it: [SendRequest.ID] is
+// journalled with the change it causes (for a new turn it is the turn's
+// id), and a request whose id the core holds (an open turn, or one of the
+// last [Options.MaxRequestIDs] ids, kept through compaction) changes
+// nothing, so a prompt is never queued twice for one request.
+//
 // Blocking calls (the caller's held Send, a worker's Ask, a waiting Poll) are
 // not journalled: they die with the process, and their turns stay open for
 // Await, Poll and late replies.

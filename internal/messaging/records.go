@@ -24,12 +24,13 @@ const (
 	opAck         = "ack"          // Who, IDs: mailbox messages retired
 	opDrop        = "drop"         // Who: a worker is gone; its queue, mailbox and notes go
 	opNotes       = "notes"        // Who, ID (current turn), Last, Uncertain: compaction only
+	opRequest     = "request"      // IDs: callers' request ids taken (SendRequest.ID), oldest first
 )
 
 // knownOps is every operation a journal may hold.
 var knownOps = map[string]struct{}{
 	opTurnOpen: {}, opTurnDue: {}, opTurnStarted: {}, opTurnClose: {}, opEnqueue: {}, opDelivering: {}, opDelivered: {},
-	opNotSent: {}, opUncertain: {}, opFailed: {}, opMail: {}, opAck: {}, opDrop: {}, opNotes: {},
+	opNotSent: {}, opUncertain: {}, opFailed: {}, opMail: {}, opAck: {}, opDrop: {}, opNotes: {}, opRequest: {},
 }
 
 type record struct {
@@ -179,6 +180,20 @@ func (c *Core) apply(r record) {
 	case opNotes:
 		w := c.worker(r.Who)
 		w.current, w.last, w.uncertain = r.ID, r.Last, r.Uncertain
+	case opRequest:
+		for _, id := range r.IDs {
+			if _, ok := c.requests[id]; ok {
+				continue
+			}
+			c.requests[id] = struct{}{}
+			c.requestIDs = append(c.requestIDs, id)
+		}
+		if n := len(c.requestIDs) - c.opts.MaxRequestIDs; n > 0 {
+			for _, id := range c.requestIDs[:n] {
+				delete(c.requests, id)
+			}
+			c.requestIDs = slices.Clone(c.requestIDs[n:])
+		}
 	}
 }
 
@@ -222,6 +237,9 @@ func (c *Core) snapshot() []record {
 			// close edits the live slice in place.
 			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: slices.Clone(w.uncertain)})
 		}
+	}
+	if len(c.requestIDs) > 0 {
+		recs = append(recs, record{Op: opRequest, IDs: slices.Clone(c.requestIDs)})
 	}
 	names := make([]string, 0, len(c.mail))
 	for n := range c.mail {

@@ -67,6 +67,37 @@ type SendRequest struct {
 	TurnID  string
 	Wait    bool          // hold the call until the turn's outcome
 	Timeout time.Duration // for Wait; 0 means Options.DefaultTimeout
+	// ID, when set, is the caller's own id for this request, for a caller
+	// that may make the same request again after a crash (fleetd's relay
+	// across nodes hands the core requests it keeps in etcd until the core
+	// took them). For a new turn it is the turn's id. It is journalled with
+	// the change it causes, and a request whose id the core holds — an
+	// open turn of that id, or one of the last [Options.MaxRequestIDs]
+	// ids it took — changes nothing: it returns the turn, dispatched (with
+	// Wait: held on it while it is open, else not_found). At most
+	// [MaxRequestIDBytes] of letters, digits, '-', '_' and '.'.
+	ID string
+	// Deadline, when set, is the turn's absolute deadline instead of now +
+	// Timeout (a request that waited somewhere keeps the deadline it was
+	// given); on a continuation it moves the turn's deadline even without
+	// Wait.
+	Deadline time.Time
+}
+
+// MaxRequestIDBytes bounds [SendRequest.ID].
+const MaxRequestIDBytes = 64
+
+// checkRequestID reports what makes id unfit to be a request's id.
+func checkRequestID(id string) error {
+	if len(id) > MaxRequestIDBytes {
+		return errorf(CodeInvalid, "request id is %d bytes; the limit is %d", len(id), MaxRequestIDBytes)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return errorf(CodeInvalid, "request id %q: want letters, digits, '-', '_' or '.'", id)
+		}
+	}
+	return nil
 }
 
 // SendResult is the outcome of Send or Await.
@@ -179,7 +210,13 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if req.From == "" {
 		return SendResult{}, errorf(CodeInvalid, "no caller")
 	}
+	if err := checkRequestID(req.ID); err != nil {
+		return SendResult{}, err
+	}
 	timeout := cmp.Or(req.Timeout, c.opts.DefaultTimeout)
+	if !req.Deadline.IsZero() {
+		timeout = req.Deadline.Sub(c.now())
+	}
 	c.lockW()
 	if req.Wait {
 		if err := c.acquire(req.From); err != nil {
@@ -193,7 +230,9 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		res SendResult
 		err error
 	)
-	if req.TurnID != "" {
+	if req.ID != "" && c.holds(req) {
+		t, res, err = c.replayed(req)
+	} else if req.TurnID != "" {
 		t, res, err = c.continueTurn(req, timeout)
 	} else {
 		t, res, err = c.openTurn(req, timeout)
@@ -241,11 +280,19 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 		}
 	}
 	now := c.now()
-	id := c.opts.NewID("t-")
+	id := cmp.Or(req.ID, c.opts.NewID("t-"))
 	m := &Message{ID: c.opts.NewID("m-"), From: req.From, To: req.To, Kind: KindPrompt, Content: req.Content, TurnID: id, CreatedAt: now}
-	err := c.commit(
-		record{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: now.Add(timeout)}},
-		record{Op: opEnqueue, Msg: m})
+	due := now.Add(timeout)
+	if !req.Deadline.IsZero() {
+		due = req.Deadline
+	}
+	recs := []record{
+		{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: due}},
+		{Op: opEnqueue, Msg: m}}
+	if req.ID != "" {
+		recs = append(recs, record{Op: opRequest, IDs: []string{req.ID}})
+	}
+	err := c.commit(recs...)
 	if err != nil {
 		return nil, SendResult{}, err
 	}
@@ -266,8 +313,15 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 	// longer ends it.
 	t.closing = false
 	var recs []record
-	if req.Wait {
-		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: c.now().Add(timeout)})
+	if req.Wait || !req.Deadline.IsZero() {
+		due := c.now().Add(timeout)
+		if !req.Deadline.IsZero() {
+			due = req.Deadline
+		}
+		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: due})
+	}
+	if req.ID != "" {
+		recs = append(recs, record{Op: opRequest, IDs: []string{req.ID}})
 	}
 	var m *Message
 	if t.ask == nil {
@@ -285,6 +339,50 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 		c.pump(c.worker(t.worker))
 	}
 	return t, res, nil
+}
+
+// holds reports whether the core has taken req (which has an ID) before:
+// an open turn of that id, or an id it remembers.
+func (c *Core) holds(req SendRequest) bool {
+	if _, ok := c.requests[req.ID]; ok {
+		return true
+	}
+	return req.TurnID == "" && c.turns[req.ID] != nil
+}
+
+// replayed answers a request the core has taken before: it changes
+// nothing. Without Wait it returns the turn as dispatched; with Wait the
+// turn must still be open and free to hold a call on.
+func (c *Core) replayed(req SendRequest) (*turn, SendResult, error) {
+	id := cmp.Or(req.TurnID, req.ID)
+	t := c.turns[id]
+	if t != nil && (t.caller != req.From || (req.To != "" && req.To != t.worker)) {
+		return nil, SendResult{}, errorf(CodeInvalid, "request id %q names turn %s of another caller or worker", req.ID, id)
+	}
+	res := SendResult{TurnID: id, Worker: cmp.Or(req.To, "")}
+	if t != nil {
+		res.Worker = t.worker
+	}
+	if !req.Wait {
+		return t, res, nil
+	}
+	if t == nil {
+		return nil, SendResult{}, errorf(CodeNotFound, "request %s was taken already and its turn %s has ended", req.ID, id)
+	}
+	if t.waiter != nil {
+		return nil, SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
+	}
+	return t, res, nil
+}
+
+// TurnWorker returns the worker of open turn id, if the core holds one.
+func (c *Core) TurnWorker(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.turns[id]; t != nil {
+		return t.worker, true
+	}
+	return "", false
 }
 
 // Await holds a call on an open turn of caller's until the turn's recorded

@@ -1,6 +1,7 @@
 package multihost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,14 +86,15 @@ func (p *etcdProxy) cut() {
 	p.wg.Wait()
 }
 
-// runDaemon runs a daemon with cfg (its herdr given by the caller) until
-// the returned stop is called (or the test ends).
+// runDaemon runs a daemon with cfg (its herdr given by the caller; on
+// cfg.Listen if set, so that a restart keeps the gateway URL its agents
+// were given) until the returned stop is called (or the test ends).
 func runDaemon(t *testing.T, cfg daemon.Config) (*fleetNode, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Info, 1)
 	done := make(chan error, 1)
-	cfg.Listen, cfg.Logger = "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	cfg.Listen, cfg.Logger = cmp.Or(cfg.Listen, "127.0.0.1:0"), slog.New(slog.DiscardHandler)
 	cfg.Ready = func(i daemon.Info) { ready <- i }
 	go func() { done <- daemon.Run(ctx, cfg) }()
 	var once sync.Once

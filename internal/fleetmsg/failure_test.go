@@ -1,0 +1,420 @@
+package fleetmsg
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+// A request etcd still holds after its node's core took it (the node died
+// between the two) is handed again after a restart: the core knows its id
+// and types nothing twice; the request goes.
+func TestRelay_RequestTakenTwiceTypesOnce(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	dirB := t.TempDir()
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	// b is down: the request waits in etcd.
+	res, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "once", Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := f.keys("requests/b/"); len(k) != 1 {
+		t.Fatalf("requests for b: %v", k)
+	}
+	// b's core took it, and b died before etcd was told.
+	h := &herdr{prompts: make(chan string, 8)}
+	core, err := messaging.New(dirB, h, &messaging.Options{PrimaryName: primary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.cli.Get(ctx, f.prefix+"/msg/requests/b/"+res.TurnID)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatal(resp, err)
+	}
+	hd, content, err := decode(resp.Kvs[0].Value, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.Send(ctx, messaging.SendRequest{From: hd.From, To: hd.To, Content: content, ID: res.TurnID, Deadline: hd.Deadline}); err != nil {
+		t.Fatal(err)
+	}
+	core.ObserveStatus("w", messaging.StatusIdle, 1)
+	<-h.prompts
+	core.Close()
+
+	b := f.start("b", dirB)
+	b.core.ObserveStatus("w", messaging.StatusIdle, 3)
+	// The request goes; wait for it with a watch, not a sleep.
+	waitGone(t, ctx, f.cli, f.prefix+"/msg/requests/b/"+res.TurnID)
+	if s := b.core.Status("w"); s.QueueDepth != 0 || len(s.OpenTurns) != 1 || !s.OpenTurns[0].Deadline.Equal(hd.Deadline) {
+		t.Errorf("b after the replay: queue %d, turns %+v; want the one turn with the request's deadline, nothing queued", s.QueueDepth, s.OpenTurns)
+	}
+	select {
+	case p := <-b.herdr.prompts:
+		t.Errorf("typed again after the restart: %q", p)
+	default:
+	}
+}
+
+// waitGone returns once key is absent from etcd.
+func waitGone(t *testing.T, ctx context.Context, cli *clientv3.Client, key string) {
+	t.Helper()
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return
+	}
+	for wr := range cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s still in etcd", key)
+}
+
+// A forward made again (forwarded, not yet acknowledged in the core, then
+// a crash) delivers nothing twice, before and after the primary
+// acknowledged the first copy.
+func TestRelay_ForwardMadeAgainDeliversOnce(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	m := messaging.Message{ID: "m-1", From: "w", To: primary, Kind: messaging.KindReply, Content: "hi", CreatedAt: time.Now()}
+	for range 2 {
+		if ok, err := a.relay.forwardOne(ctx, m); !ok || err != nil {
+			t.Fatalf("forwardOne = %v, %v", ok, err)
+		}
+	}
+	p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Minute})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].ID != "a-m-1" {
+		t.Fatalf("poll = %+v, %v; want the one copy a-m-1", p, err)
+	}
+	if n, err := a.relay.Ack(primary, []string{"a-m-1"}); n != 1 || err != nil {
+		t.Fatalf("Ack = %d, %v", n, err)
+	}
+	if ok, err := a.relay.forwardOne(ctx, m); !ok || err != nil {
+		t.Fatalf("forwardOne after the ack = %v, %v", ok, err)
+	}
+	if k := f.keys("mailbox/"); len(k) != 0 {
+		t.Errorf("the acknowledged message is back: %v", k)
+	}
+}
+
+// A request for a member its node does not run is refused there with a
+// notice: a held call ends with the core's code, and nothing waits in
+// etcd.
+func TestRelay_RefusedRequestEndsTheCall(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	f.members["w"] = "b" // a still routes w to b ...
+	b.relay.o.Locate = func(string) (string, bool) { return "b", true }
+	delete(f.members, "w") // ... which no longer runs it (its core refuses)
+	a.relay.o.Locate = func(string) (string, bool) { return "b", true }
+	_, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "x", Wait: true, Timeout: time.Minute})
+	if messaging.CodeOf(err) != messaging.CodeNotFound {
+		t.Fatalf("held Send for a member b does not run: %v, want not_found", err)
+	}
+	for _, dir := range []string{"requests/", "turns/", "mailbox/"} {
+		if k := f.keys(dir); len(k) != 0 {
+			t.Errorf("%s left in etcd: %v", dir, k)
+		}
+	}
+	// Detached, the notice waits in the fleet mailbox.
+	if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Minute})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Kind != messaging.KindDeliveryFailed {
+		t.Fatalf("poll = %+v, %v; want the refusal notice", p, err)
+	}
+}
+
+// A held call times out (the turn stays open); its mail, hidden from
+// polls while the call waited, shows afterwards, and so does the reply
+// that comes later. A cancelled call is released and leaves no waiting
+// key.
+func TestRelay_TimeoutLeavesTheTurnOpen(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	fake := clock.NewFake(time.Now())
+	f.opts.Clock = fake
+	a := f.start("a", t.TempDir())
+	f.opts.Clock = nil
+	b := f.start("b", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	held := sendAsync(ctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "slow", Wait: true, Timeout: time.Minute})
+	b.prompted(t, ctx)
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	if _, err := b.relay.Reply(ctx, "w", "step 1", false); err != nil {
+		t.Fatal(err)
+	}
+	// The progress note reaches the fleet mailbox but not the polls.
+	waitMailbox(t, ctx, f, 1)
+	if p, _ := a.relay.PollPage(ctx, primary, messaging.PollRequest{}); len(p.Messages) != 0 {
+		t.Errorf("poll while a call waits on the turn = %+v, want nothing", p)
+	}
+	if err := fake.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	fake.Step(time.Minute)
+	res, err := wait(t, ctx, held)
+	if err != nil || res.Outcome != messaging.OutcomeTimeout || res.Worker != "w" {
+		t.Fatalf("held Send at its deadline = %+v, %v; want timeout", res, err)
+	}
+	waitGone(t, ctx, f.cli, f.prefix+"/msg/waiting/"+res.TurnID)
+	p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Hour})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "step 1" {
+		t.Fatalf("poll after the timeout = %+v, %v; want the progress note", p, err)
+	}
+	if s := b.core.Status("w"); len(s.OpenTurns) != 1 || s.OpenTurns[0].ID != res.TurnID {
+		t.Errorf("turns on b after the timeout: %+v, want %s open", s.OpenTurns, res.TurnID)
+	}
+	if _, err := b.relay.Reply(ctx, "w", "finally", true); err != nil {
+		t.Fatal(err)
+	}
+	p, err = a.relay.PollPage(ctx, primary, messaging.PollRequest{Cursor: p.Next, Wait: true, Timeout: time.Hour})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "finally" || p.Messages[0].Kind != messaging.KindReply {
+		t.Fatalf("poll after the late reply = %+v, %v", p, err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	released := sendAsync(cctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "other", Wait: true, Timeout: time.Hour})
+	if err := fake.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := wait(t, ctx, released); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v", err)
+	}
+	for _, k := range f.keys("waiting/") {
+		waitGone(t, ctx, f.cli, f.prefix+"/msg/"+k)
+	}
+}
+
+func waitMailbox(t *testing.T, ctx context.Context, f *fleet, n int) {
+	t.Helper()
+	resp, err := f.cli.Get(ctx, f.prefix+"/msg/mailbox/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count >= int64(n) {
+		return
+	}
+	for wr := range f.cli.Watch(ctx, f.prefix+"/msg/mailbox/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+		_ = wr
+		resp, err := f.cli.Get(ctx, f.prefix+"/msg/mailbox/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count >= int64(n) {
+			return
+		}
+	}
+	t.Fatalf("the fleet mailbox never held %d messages", n)
+}
+
+// etcd unreachable: a Send for another node fails fast with unavailable
+// and writes nothing; one for this node's member goes to its core.
+func TestRelay_EtcdDownFailsFast(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	core, err := messaging.New(t.TempDir(), &herdr{prompts: make(chan string, 8)}, &messaging.Options{PrimaryName: primary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer core.Close()
+	r, err := New(core, &Options{Client: cli, Node: "a", PrimaryName: primary, RequestTimeout: 200 * time.Millisecond,
+		Locate: func(m string) (string, bool) { return map[string]string{"far": "b", "near": "a"}[m], true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []bool{false, true} {
+		start := time.Now()
+		if _, err := r.Send(context.Background(), messaging.SendRequest{From: primary, To: "far", Content: "x", Wait: wait}); messaging.CodeOf(err) != messaging.CodeUnavailable {
+			t.Errorf("Send (wait %v) with etcd down: %v, want unavailable", wait, err)
+		}
+		// One request timeout, whatever it tried (lease, count, write);
+		// the margin is for a loaded machine.
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("the failed send (wait %v) took %s, over its 200 ms request timeout", wait, d)
+		}
+	}
+	if res, err := r.Send(context.Background(), messaging.SendRequest{From: primary, To: "near", Content: "x"}); err != nil || res.Outcome != messaging.OutcomeDispatched {
+		t.Errorf("Send to this node's member with etcd down = %+v, %v", res, err)
+	}
+	if _, err := r.Send(context.Background(), messaging.SendRequest{From: primary, To: "far", Content: string(make([]byte, 300<<10))}); messaging.CodeOf(err) != messaging.CodeTooLarge {
+		t.Errorf("oversized content: %v, want too_large before any etcd request", err)
+	}
+}
+
+// The fleet mailbox is bounded: over it mail stays in the worker node's
+// core (nothing lost) and moves once the primary acknowledged some; a
+// notice that ends a turn goes over the bound.
+func TestRelay_FullFleetMailboxKeepsMailInTheCore(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, &Options{MaxMailboxMessages: 1})
+	f.hook = func(r *Relay) { r.batch = 1 } // the notice is on a page after the note that waits
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "go", Timeout: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	b.prompted(t, ctx)
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	for _, text := range []string{"one", "two"} {
+		if _, err := b.relay.Reply(ctx, "w", text, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Hour})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "one" {
+		t.Fatalf("poll = %+v, %v; want the first note only", p, err)
+	}
+	// b's core keeps the second note: wait until it acknowledged the
+	// first one it forwarded.
+	for {
+		ch := b.core.Changed()
+		if b.core.Pending(primary) == 1 {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("b's core holds %d messages for the primary, want the second note", b.core.Pending(primary))
+		}
+	}
+	b.core.WorkerGone("w", "deleted")
+	// The notice goes over the bound while the note waits.
+	gone, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Cursor: p.Next, Wait: true, Timeout: time.Hour})
+	if err != nil || len(gone.Messages) != 1 || gone.Messages[0].Kind != messaging.KindWorkerGone {
+		t.Fatalf("poll after the worker went = %+v, %v; want its notice", gone, err)
+	}
+	if _, err := a.relay.Ack(primary, []string{p.Messages[0].ID, gone.Messages[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{"worker_gone: " + gone.Messages[0].Content}
+	cursor := ""
+	for len(got) < 2 {
+		p, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{Cursor: cursor, Wait: true, Timeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range p.Messages {
+			got = append(got, string(m.Kind)+": "+m.Content)
+		}
+		cursor = p.Next
+	}
+	slices.Sort(got)
+	if got[0] != "progress: two" || !strings.HasPrefix(got[1], "worker_gone: ") {
+		t.Errorf("after the ack: %q, want the second note and the worker_gone notice (over the bound)", got)
+	}
+}
+
+// Requests for a node that does not take them are bounded: over
+// Options.MaxRequests a Send is refused with mailbox_full and writes
+// nothing; they wait in etcd, and the node takes them when it starts.
+func TestRelay_RequestsForADownNodeAreBounded(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, &Options{MaxRequests: 2})
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	for i := range 2 {
+		if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "task"}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "one too many"}); messaging.CodeOf(err) != messaging.CodeMailboxFull {
+		t.Fatalf("third send for a node that takes nothing: %v, want mailbox_full", err)
+	}
+	if k := f.keys("requests/b/"); len(k) != 2 {
+		t.Errorf("requests for b: %v, want the two taken", k)
+	}
+	b := f.start("b", t.TempDir())
+	for _, k := range f.keys("requests/b/") {
+		waitGone(t, ctx, f.cli, f.prefix+"/msg/"+k)
+	}
+	if s := b.core.Status("w"); s.QueueDepth != 2 {
+		t.Errorf("b queued %d prompts, want 2", s.QueueDepth)
+	}
+}
+
+// A request written while the node's watch was being set up, with etcd
+// compacted past the listed revision, is not missed: the watch fails with
+// ErrCompacted and the node lists again.
+func TestRelay_CompactionBetweenListAndWatchMissesNothing(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	var once sync.Once
+	f.hook = func(r *Relay) {
+		r.listed = func(prefix string, rev int64) {
+			if !strings.HasSuffix(prefix, "/requests/b/") {
+				return
+			}
+			once.Do(func() {
+				if _, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "between"}); err != nil {
+					t.Error(err)
+				}
+				resp, err := f.cli.Put(ctx, f.prefix+"/unrelated", "x")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := f.cli.Compact(ctx, resp.Header.Revision); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	b := f.start("b", t.TempDir())
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	if got := b.prompted(t, ctx); got != "w: between" {
+		t.Fatalf("b typed %q", got)
+	}
+}
+
+// The node holding a call stops: its waiting key goes with its lease, and
+// the turn's reply, which nobody waits for any more, shows in a poll on
+// another node.
+func TestRelay_OriginStopsWhileHoldingACall(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a, b, c := f.start("a", t.TempDir()), f.start("b", t.TempDir()), f.start("c", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	hctx, cancel := context.WithCancel(ctx)
+	held := sendAsync(hctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "task", Wait: true, Timeout: time.Hour})
+	b.prompted(t, ctx)
+	waiting := f.keys("waiting/")
+	if len(waiting) != 1 {
+		t.Fatalf("waiting keys %v, want a's", waiting)
+	}
+	// a stops: its lease, revoked, takes the waiting key (the call itself
+	// ends with the daemon's handlers).
+	a.stop()
+	waitGone(t, ctx, f.cli, f.prefix+"/msg/"+waiting[0])
+	cancel()
+	wait(t, ctx, held)
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	if _, err := b.relay.Reply(ctx, "w", "nobody waits", true); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Hour})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "nobody waits" {
+		t.Fatalf("poll on c = %+v, %v; want the reply", p, err)
+	}
+}

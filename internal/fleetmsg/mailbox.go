@@ -1,0 +1,439 @@
+package fleetmsg
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+// fleetMail is one message of the fleet mailbox as mirrored.
+type fleetMail struct {
+	msg  messaging.Message // ID is the key's last segment, Seq its create revision
+	code messaging.Code    // a refused request's error code
+}
+
+// mirrorMailbox keeps r.mail equal to PREFIX/msg/mailbox/.
+func (r *Relay) mirrorMailbox(ctx context.Context) {
+	prefix := r.keys.mailbox()
+	r.listWatch(ctx, prefix, func(kvs []*mvccpb.KeyValue) {
+		next := map[string]*fleetMail{}
+		var size int64
+		for _, kv := range kvs {
+			if m := r.decodeMail(prefix, kv); m != nil {
+				next[m.msg.ID] = m
+				size += int64(len(m.msg.Content))
+			}
+		}
+		r.mu.Lock()
+		r.mail, r.bytes = next, size
+		r.changedLocked()
+		r.mu.Unlock()
+		r.syncOnce.Do(func() { close(r.synced) })
+	}, func(ev *clientv3.Event) {
+		id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+		var m *fleetMail
+		if ev.Type == clientv3.EventTypePut {
+			m = r.decodeMail(prefix, ev.Kv)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if old := r.mail[id]; old != nil {
+			r.bytes -= int64(len(old.msg.Content))
+			delete(r.mail, id)
+		}
+		if m != nil {
+			r.mail[id] = m
+			r.bytes += int64(len(m.msg.Content))
+		}
+		r.changedLocked()
+	}, func(rev int64) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if rev > r.mailRev {
+			r.mailRev = rev
+			r.changedLocked()
+		}
+	})
+}
+
+// waitMirrored waits, at most Options.RequestTimeout, until the mirror of
+// the fleet mailbox has seen revision rev: the forwarder's own writes
+// count against the bound before it writes the next.
+func (r *Relay) waitMirrored(ctx context.Context, rev int64) {
+	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		cur, ch := r.mailRev, r.changed
+		r.mu.Unlock()
+		if cur >= rev {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// decodeMail decodes a fleet message; nil (logged) for one that does not.
+func (r *Relay) decodeMail(prefix string, kv *mvccpb.KeyValue) *fleetMail {
+	id := strings.TrimPrefix(string(kv.Key), prefix)
+	h, content, err := decode(kv.Value, r.o.MaxContentBytes)
+	if err == nil {
+		err = checkSegment(id)
+	}
+	if err != nil {
+		r.o.Logger.Error("etcd holds a fleet message that does not decode; it is not shown", "key", string(kv.Key), "err", err)
+		return nil
+	}
+	return &fleetMail{code: h.Code, msg: messaging.Message{ID: id, From: h.From, To: h.To, Kind: h.Kind, Content: content,
+		TurnID: h.Turn, CreatedAt: h.CreatedAt, Seq: uint64(kv.CreateRevision)}}
+}
+
+// mirrorWaiting keeps r.waited equal to the turns of PREFIX/msg/waiting/.
+func (r *Relay) mirrorWaiting(ctx context.Context) {
+	prefix := r.keys.waitingDir()
+	r.listWatch(ctx, prefix, func(kvs []*mvccpb.KeyValue) {
+		next := map[string]bool{}
+		for _, kv := range kvs {
+			next[strings.TrimPrefix(string(kv.Key), prefix)] = true
+		}
+		r.mu.Lock()
+		r.waited = next
+		r.changedLocked()
+		r.mu.Unlock()
+	}, func(ev *clientv3.Event) {
+		turn := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ev.Type == clientv3.EventTypePut {
+			r.waited[turn] = true
+		} else {
+			delete(r.waited, turn)
+		}
+		r.changedLocked()
+	}, nil)
+}
+
+func (r *Relay) changedLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// visibleLocked returns the fleet mail a poll shows, oldest first: all of
+// it but the mail of turns a call is held on.
+func (r *Relay) visibleLocked() []*fleetMail {
+	out := make([]*fleetMail, 0, len(r.mail))
+	for _, m := range r.mail {
+		if m.msg.TurnID == "" || !r.waited[m.msg.TurnID] {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *fleetMail) int { return cmp.Compare(a.msg.Seq, b.msg.Seq) })
+	return out
+}
+
+// Pending is the number of unacknowledged messages for recipient: the
+// fleet mailbox's for the primary, the core's for a worker.
+func (r *Relay) Pending(recipient string) int {
+	if recipient != r.o.PrimaryName {
+		return r.core.Pending(recipient)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.visibleLocked())
+}
+
+// PollPage returns a page of the fleet mailbox for the primary, as the
+// core does for its own mailbox (the cursor is a create revision); a
+// worker's mailbox is its core's.
+func (r *Relay) PollPage(ctx context.Context, recipient string, req messaging.PollRequest) (messaging.PollPage, error) {
+	if recipient != r.o.PrimaryName {
+		return r.core.PollPage(ctx, recipient, req)
+	}
+	after, err := parseCursor(req.Cursor)
+	if err != nil {
+		return messaging.PollPage{}, err
+	}
+	limit := cmp.Or(req.Limit, messaging.DefaultPollLimit)
+	if limit < 0 {
+		return messaging.PollPage{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "a poll limit must not be negative"}
+	}
+	r.waitSynced(ctx)
+	r.mu.Lock()
+	p, ch := r.pageLocked(after, limit), r.changed
+	r.mu.Unlock()
+	if len(p.Messages) > 0 || !req.Wait {
+		return p, nil
+	}
+	if err := r.acquire(); err != nil {
+		return messaging.PollPage{}, err
+	}
+	defer r.release()
+	fired := make(chan struct{})
+	tm := r.o.Clock.AfterFunc(cmp.Or(req.Timeout, r.o.DefaultTimeout), func() { close(fired) })
+	defer tm.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return messaging.PollPage{}, ctx.Err()
+		case <-fired:
+			return p, nil
+		case <-ch:
+		}
+		r.mu.Lock()
+		p, ch = r.pageLocked(after, limit), r.changed
+		r.mu.Unlock()
+		if len(p.Messages) > 0 {
+			return p, nil
+		}
+	}
+}
+
+func (r *Relay) pageLocked(after uint64, limit int) messaging.PollPage {
+	vis := r.visibleLocked()
+	i, _ := slices.BinarySearchFunc(vis, after+1, func(m *fleetMail, seq uint64) int { return cmp.Compare(m.msg.Seq, seq) })
+	p := messaging.PollPage{Messages: []messaging.Message{}, Next: formatCursor(after)}
+	var size int64
+	for ; i < len(vis) && len(p.Messages) < limit; i++ {
+		size += int64(len(vis[i].msg.Content))
+		if size > int64(r.o.MaxPollBytes) && len(p.Messages) > 0 {
+			break
+		}
+		p.Messages = append(p.Messages, vis[i].msg)
+		p.Next = formatCursor(vis[i].msg.Seq)
+	}
+	p.More = len(vis) - i
+	return p
+}
+
+func formatCursor(rev uint64) string {
+	if rev == 0 {
+		return ""
+	}
+	return "c" + strconv.FormatUint(rev, 10)
+}
+
+func parseCursor(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	rev, err := strconv.ParseUint(strings.TrimPrefix(s, "c"), 10, 64)
+	if err != nil || !strings.HasPrefix(s, "c") {
+		return 0, &messaging.Error{Code: messaging.CodeInvalid, Msg: "cursor " + strconv.Quote(s) +
+			" is not one a poll returned (pass its next value unchanged, or none to start from the oldest message)"}
+	}
+	return rev, nil
+}
+
+// Ack retires fleet messages (the primary's) or the core's (a worker's).
+// A fleet message is deleted and leaves a tombstone for
+// Options.TombstoneTTL. Unknown or already acknowledged ids count zero.
+func (r *Relay) Ack(recipient string, ids []string) (int, error) {
+	if recipient != r.o.PrimaryName {
+		return r.core.Ack(recipient, ids)
+	}
+	ctx := context.Background()
+	n := 0
+	for _, id := range ids {
+		if checkSegment(id) != nil {
+			continue
+		}
+		r.mu.Lock()
+		m := r.mail[id]
+		r.mu.Unlock()
+		var rev int64
+		if m != nil {
+			rev = int64(m.msg.Seq)
+		}
+		ok, at, err := r.take(ctx, id, rev)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+		// A poll after the ack does not show the message, whoever took it.
+		r.waitMirrored(ctx, at)
+	}
+	return n, nil
+}
+
+// take deletes fleet message id (created at rev, when known; else
+// whatever holds the key) and leaves its tombstone, with extra, in one
+// transaction; false when the message was not there (taken already).
+func (r *Relay) take(ctx context.Context, id string, rev int64, extra ...clientv3.Op) (bool, int64, error) {
+	key := r.keys.mail(id)
+	cond := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if rev > 0 {
+		cond = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
+	}
+	resp, err := r.txnWithLease(ctx, r.o.Clock.Now().Add(r.o.TombstoneTTL), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
+		ops := append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), "", clientv3.WithLease(lease))}, extra...)
+		return r.cli.Txn(ctx).If(cond).Then(ops...)
+	})
+	if err != nil {
+		return false, 0, unavailable("acknowledge "+id, err)
+	}
+	return resp.Succeeded, resp.Header.Revision, nil
+}
+
+// forwardBatch is how many of its core's messages for the primary the
+// forwarder reads at once.
+const forwardBatch = 64
+
+// forward moves what this node's core holds for the primary into the
+// fleet mailbox, then acknowledges it in the core: create-if-absent under
+// a key named after this node and the core's message id, and not over a
+// tombstone, so that a forward made again after a crash (forwarded, not
+// yet acknowledged in the core) delivers nothing twice. While the fleet
+// mailbox is full mail stays in the core (whose own bound then refuses
+// more); mail a call waits for and the notices that end a turn go over
+// the bound, as in the core.
+func (r *Relay) forward(ctx context.Context) {
+	for ctx.Err() == nil {
+		// Taken before the pass looks at the fleet mailbox: a change after
+		// it (an ack making room) wakes the wait below.
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		local := r.core.Changed()
+		if !r.forwardPass(ctx) {
+			continue
+		}
+		// Wait for room in the fleet mailbox, new mail in the core (which
+		// may go over the bound), or etcd back.
+		t := r.o.Clock.NewTimer(r.o.RetryInterval)
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		case <-local:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// forwardPass forwards what the core holds for the primary, waiting for
+// some when it holds none, and acknowledges in the core what it forwarded.
+// held reports mail left in the core (the fleet mailbox full, etcd
+// failing): then it read every page, so that mail which goes over the
+// bound is not stuck behind mail which does not.
+func (r *Relay) forwardPass(ctx context.Context) (held bool) {
+	cursor := ""
+	for {
+		page, err := r.core.PollPage(ctx, r.o.PrimaryName, messaging.PollRequest{Cursor: cursor, Limit: r.batch, Wait: cursor == "", Timeout: time.Hour})
+		if ctx.Err() != nil {
+			return false
+		}
+		if err != nil {
+			r.o.Logger.Warn("fleet messaging: read the core's mail for the primary", "err", err)
+			return true
+		}
+		if cursor == "" && len(page.Messages) == 0 {
+			// The wait timed out, or the core is closing: look again in a
+			// moment rather than at once.
+			r.sleep(ctx, r.o.RetryInterval)
+			return false
+		}
+		var done []string
+		failed := false
+		for _, m := range page.Messages {
+			ok, err := r.forwardOne(ctx, m)
+			if err != nil {
+				r.o.Logger.Warn("fleet messaging: forward to the fleet mailbox; retrying", "message", m.ID, "err", err)
+				held, failed = true, true
+				break
+			}
+			if !ok {
+				held = true
+				continue
+			}
+			done = append(done, m.ID)
+		}
+		if len(done) > 0 {
+			if _, err := r.core.Ack(r.o.PrimaryName, done); err != nil {
+				r.o.Logger.Warn("fleet messaging: acknowledge forwarded mail in the core", "err", err)
+			}
+		}
+		if failed || !held || page.More == 0 {
+			return held
+		}
+		cursor = page.Next
+	}
+}
+
+// ends reports whether mail of kind ends its turn.
+func ends(k messaging.Kind) bool {
+	switch k {
+	case messaging.KindReply, messaging.KindTurnDone, messaging.KindWorkerGone, messaging.KindDeliveryFailed:
+		return true
+	}
+	return false
+}
+
+// notice reports whether mail of kind is one the core writes itself when
+// a turn ends.
+func notice(k messaging.Kind) bool {
+	return k == messaging.KindTurnDone || k == messaging.KindWorkerGone || k == messaging.KindDeliveryFailed
+}
+
+// forwardOne puts m into the fleet mailbox unless it is there or was
+// acknowledged; false, nil when the fleet mailbox has no room for it. With
+// the message, the turn's location goes (m ends the turn) or is recorded
+// if none is (a turn the worker opened with a question).
+func (r *Relay) forwardOne(ctx context.Context, m messaging.Message) (bool, error) {
+	id := r.o.Node + "-" + m.ID
+	if checkSegment(id) != nil {
+		r.o.Logger.Error("fleet messaging: a message id the relay cannot store; left in the core", "message", m.ID)
+		return false, nil
+	}
+	r.mu.Lock()
+	_, there := r.mail[id]
+	full := len(r.mail) >= r.o.MaxMailboxMessages || r.bytes+int64(len(m.Content)) > r.o.MaxMailboxBytes
+	waited := m.TurnID != "" && r.waited[m.TurnID]
+	r.mu.Unlock()
+	if there {
+		return true, nil
+	}
+	if full && !waited && !notice(m.Kind) {
+		return false, nil
+	}
+	value, err := encode(header{From: m.From, To: r.o.PrimaryName, Kind: m.Kind, Turn: m.TurnID, CreatedAt: m.CreatedAt, Node: r.o.Node}, m.Content)
+	if err != nil {
+		return false, err
+	}
+	key, tomb := r.keys.mail(id), r.keys.acked(id)
+	now := r.o.Clock.Now()
+	resp, err := r.txnWithLease(ctx, now.Add(r.o.TurnGrace), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
+		ops := []clientv3.Op{clientv3.OpPut(key, value)}
+		if m.TurnID != "" && checkSegment(m.TurnID) == nil {
+			tk := r.keys.turn(m.TurnID)
+			if ends(m.Kind) {
+				ops = append(ops, clientv3.OpDelete(tk))
+			} else {
+				loc, _ := jsonString(location{Node: r.o.Node, Worker: m.From, Caller: r.o.PrimaryName})
+				ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(tk), "=", 0)},
+					[]clientv3.Op{clientv3.OpPut(tk, loc, clientv3.WithLease(lease))}, nil))
+			}
+		}
+		return r.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0)).Then(ops...)
+	})
+	if err != nil {
+		return false, err
+	}
+	r.waitMirrored(ctx, resp.Header.Revision)
+	return true, nil
+}

@@ -1,0 +1,371 @@
+package fleetmsg
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+)
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// remote sends req to worker on node through etcd: one transaction writes
+// the request for that node, the turn's location and, with Wait, this
+// node's waiting key; the held call then waits for the turn's mail in the
+// fleet mailbox.
+func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, worker string) (messaging.SendResult, error) {
+	if err := r.checkContent(req.Content); err != nil {
+		return messaging.SendResult{}, err
+	}
+	if err := checkSegment(node); err != nil {
+		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "node name: " + err.Error()}
+	}
+	deadline := req.Deadline
+	if deadline.IsZero() {
+		deadline = r.o.Clock.Now().Add(cmp.Or(req.Timeout, r.o.DefaultTimeout))
+	}
+	h := header{From: req.From, To: worker, Deadline: deadline, Origin: r.o.Node}
+	var reqID string
+	if req.TurnID != "" {
+		h.Turn, h.Continue, reqID = req.TurnID, true, newID("r-")
+		h.Request = reqID
+	} else {
+		h.Turn = newID("t-")
+		reqID = h.Turn
+	}
+	value, err := encode(h, req.Content)
+	if err != nil {
+		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "encode the request", Err: err}
+	}
+	// Everything up to the transaction is bounded by one request
+	// timeout, however many requests it takes (lease, count, write).
+	wctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	var session clientv3.LeaseID
+	if req.Wait {
+		if err := r.acquire(); err != nil {
+			return messaging.SendResult{}, err
+		}
+		defer r.release()
+		var err error
+		if session, err = r.waitSession(wctx); err != nil {
+			return messaging.SendResult{}, err
+		}
+	}
+	if err := r.roomAt(wctx, node); err != nil {
+		return messaging.SendResult{}, err
+	}
+	loc, err := jsonString(location{Node: node, Worker: worker, Caller: req.From, Deadline: deadline})
+	if err != nil {
+		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "encode the turn's location", Err: err}
+	}
+	rk, tk, wk := r.keys.request(node, reqID), r.keys.turn(h.Turn), r.keys.waiting(h.Turn)
+	resp, err := r.txnWithLease(wctx, deadline.Add(r.o.TurnGrace), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
+		conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
+		ops := []clientv3.Op{clientv3.OpPut(rk, value), clientv3.OpPut(tk, loc, clientv3.WithLease(lease))}
+		if req.Wait {
+			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(wk), "=", 0))
+			ops = append(ops, clientv3.OpPut(wk, r.o.Node, clientv3.WithLease(session)))
+		}
+		return r.cli.Txn(ctx).If(conds...).Then(ops...)
+	})
+	if err != nil {
+		return messaging.SendResult{}, unavailable(fmt.Sprintf("send to %s on node %s; if etcd took it before failing, it is delivered once", worker, node), err)
+	}
+	if !resp.Succeeded {
+		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeTooManyWaiters, Msg: "a call is already waiting on turn " + h.Turn}
+	}
+	res := messaging.SendResult{Outcome: messaging.OutcomeDispatched, TurnID: h.Turn, Worker: worker}
+	if !req.Wait {
+		return res, nil
+	}
+	// Only mail written after the request answers it: a question the
+	// primary polled and is answering now may still be in the mailbox.
+	res, took, err := r.await(ctx, h.Turn, worker, deadline, wk, resp.Header.Revision)
+	if !took {
+		r.unwait(wk)
+	}
+	return res, err
+}
+
+// roomAt refuses, with mailbox_full, a request for a node that has
+// Options.MaxRequests requests it has not taken. It counts them with a
+// serializable read (answered by the etcd member at hand, without a raft
+// round), and not again for a second while the last count and the
+// requests this node wrote since stay under half the bound: the bound
+// holds within the requests the fleet's nodes write in that second.
+func (r *Relay) roomAt(ctx context.Context, node string) error {
+	now := r.o.Clock.Now()
+	r.mu.Lock()
+	c, ok := r.counts[node]
+	if ok && now.Sub(c.at) < time.Second && c.n < int64(r.o.MaxRequests)/2 {
+		c.n++
+		r.counts[node] = c
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	count, err := r.cli.Get(cctx, r.keys.requests(node), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+	cancel()
+	if err != nil {
+		return unavailable("count the requests for node "+node+"; nothing was sent", err)
+	}
+	if count.Count >= int64(r.o.MaxRequests) {
+		return &messaging.Error{Code: messaging.CodeMailboxFull,
+			Msg: fmt.Sprintf("node %s has %d requests it has not taken yet (the limit); nothing was sent: is it running?", node, count.Count)}
+	}
+	r.mu.Lock()
+	r.counts[node] = requestCount{n: count.Count + 1, at: now}
+	r.mu.Unlock()
+	return nil
+}
+
+// requestCount is the requests a node had not taken when last counted,
+// plus those this node wrote for it since.
+type requestCount struct {
+	n  int64
+	at time.Time
+}
+
+// unwait deletes a waiting key once its call returned; a key etcd did not
+// delete goes with the node's lease.
+func (r *Relay) unwait(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.RequestTimeout)
+	defer cancel()
+	if _, err := r.cli.Delete(ctx, key); err != nil {
+		r.o.Logger.Warn("fleet messaging: delete a waiting key; it goes with the node's lease", "key", key, "err", err)
+	}
+}
+
+// await holds the call until the fleet mailbox has mail of turn that ends
+// or pauses it (reply, question, turn_done, worker_gone, delivery_failed),
+// which it takes (deleting the waiting key wk in the same transaction:
+// took), or until deadline (timeout: the turn stays open, its mail shows in
+// polls) or ctx's end.
+func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Time, wk string, after int64) (res messaging.SendResult, took bool, err error) {
+	fired := make(chan struct{})
+	tm := r.o.Clock.AfterFunc(max(deadline.Sub(r.o.Clock.Now()), 0), func() { close(fired) })
+	defer tm.Stop()
+	for {
+		r.mu.Lock()
+		m, ch := r.answerLocked(turn, after), r.changed
+		r.mu.Unlock()
+		if m != nil {
+			took, _, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq), clientv3.OpDelete(wk))
+			if err == nil && took {
+				res, err := outcomeOf(m, turn, worker)
+				return res, true, err
+			}
+			if err != nil {
+				// etcd failed the take: the message stays; try again
+				// once something changes or in a moment.
+				r.o.Logger.Warn("fleet messaging: take a message for a held call; retrying", "turn", turn, "err", err)
+				t := r.o.Clock.NewTimer(r.o.RetryInterval)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
+				case <-fired:
+					t.Stop()
+					return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
+				case <-t.C():
+				}
+				continue
+			}
+			continue // another call took it; look again
+		}
+		select {
+		case <-ctx.Done():
+			return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
+		case <-fired:
+			return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
+		case <-ch:
+		}
+	}
+}
+
+// answerLocked returns the oldest fleet mail of turn written after
+// revision after that ends or pauses a held call.
+func (r *Relay) answerLocked(turn string, after int64) *fleetMail {
+	var best *fleetMail
+	for _, m := range r.mail {
+		if m.msg.TurnID == turn && m.msg.Seq > uint64(after) && (ends(m.msg.Kind) || m.msg.Kind == messaging.KindQuestion) && (best == nil || m.msg.Seq < best.msg.Seq) {
+			best = m
+		}
+	}
+	return best
+}
+
+// outcomeOf is a held call's result for mail m.
+func outcomeOf(m *fleetMail, turn, worker string) (messaging.SendResult, error) {
+	res := messaging.SendResult{TurnID: turn, Worker: worker, Text: m.msg.Content}
+	switch m.msg.Kind {
+	case messaging.KindReply:
+		res.Outcome = messaging.OutcomeReply
+	case messaging.KindQuestion:
+		res.Outcome = messaging.OutcomeQuestion
+	case messaging.KindTurnDone:
+		res.Outcome = messaging.OutcomeTurnDone
+	case messaging.KindWorkerGone:
+		return messaging.SendResult{}, &messaging.Error{Code: cmp.Or(m.code, messaging.CodeWorkerGone), Msg: m.msg.Content}
+	default:
+		return messaging.SendResult{}, &messaging.Error{Code: cmp.Or(m.code, messaging.CodeDeliveryFailed), Msg: m.msg.Content}
+	}
+	return res, nil
+}
+
+// takeRequests hands the requests etcd holds for this node to its core,
+// oldest first, and deletes each once the core took it (or refused it,
+// with a notice in the fleet mailbox). A request the core took and etcd
+// still holds after a crash is handed again; the core knows its id and
+// changes nothing.
+func (r *Relay) takeRequests(ctx context.Context) {
+	prefix := r.keys.requests(r.o.Node)
+	var mu sync.Mutex
+	pending := map[string]*mvccpb.KeyValue{}
+	wake := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		r.listWatch(ctx, prefix, func(kvs []*mvccpb.KeyValue) {
+			mu.Lock()
+			clear(pending)
+			for _, kv := range kvs {
+				pending[string(kv.Key)] = kv
+			}
+			mu.Unlock()
+			signal()
+		}, func(ev *clientv3.Event) {
+			mu.Lock()
+			if ev.Type == clientv3.EventTypePut {
+				pending[string(ev.Kv.Key)] = ev.Kv
+			} else {
+				delete(pending, string(ev.Kv.Key))
+			}
+			mu.Unlock()
+			signal()
+		}, nil)
+	})
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+		for {
+			mu.Lock()
+			kvs := make([]*mvccpb.KeyValue, 0, len(pending))
+			for _, kv := range pending {
+				kvs = append(kvs, kv)
+			}
+			mu.Unlock()
+			if len(kvs) == 0 || ctx.Err() != nil {
+				break
+			}
+			slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
+			failed := false
+			for _, kv := range kvs {
+				if err := r.handle(ctx, prefix, kv); err != nil {
+					r.o.Logger.Warn("fleet messaging: hand a request to the core; retrying", "key", string(kv.Key), "err", err)
+					failed = true
+					break
+				}
+				mu.Lock()
+				if p := pending[string(kv.Key)]; p != nil && p.ModRevision == kv.ModRevision {
+					delete(pending, string(kv.Key))
+				}
+				mu.Unlock()
+			}
+			if failed && !r.sleep(ctx, r.o.RetryInterval) {
+				return
+			}
+			if !failed {
+				break
+			}
+		}
+	}
+}
+
+// handle hands one request to the core and deletes it. An error means
+// nothing was decided (the core or etcd unavailable): the request stays.
+func (r *Relay) handle(ctx context.Context, prefix string, kv *mvccpb.KeyValue) error {
+	key := string(kv.Key)
+	id := strings.TrimPrefix(key, prefix)
+	h, content, err := decode(kv.Value, r.o.MaxContentBytes)
+	if err == nil {
+		err = checkSegment(id)
+	}
+	if err == nil && (checkSegment(h.Turn) != nil || (!h.Continue && h.Turn != id)) {
+		err = fmt.Errorf("turn %q does not match the request %q", h.Turn, id)
+	}
+	if err == nil && h.From != r.o.PrimaryName {
+		err = fmt.Errorf("from %q: only the primary sends across nodes", h.From)
+	}
+	if err != nil {
+		r.o.Logger.Error("etcd holds a request that does not decode; deleted", "key", key, "err", err)
+		return r.deleteRequest(ctx, kv, nil)
+	}
+	sr := messaging.SendRequest{From: h.From, Content: content, Deadline: h.Deadline}
+	if h.Continue {
+		sr.TurnID, sr.ID = h.Turn, id
+	} else {
+		sr.To, sr.ID = h.To, id
+	}
+	_, err = r.core.Send(ctx, sr)
+	code := messaging.CodeOf(err)
+	if err != nil && (code == messaging.CodeUnavailable || code == "") {
+		return err
+	}
+	if err == nil {
+		return r.deleteRequest(ctx, kv, nil)
+	}
+	// Refused: the primary learns why from the fleet mailbox, and a call
+	// held on the turn ends with the core's code.
+	kind := messaging.KindDeliveryFailed
+	if code == messaging.CodeWorkerGone {
+		kind = messaging.KindWorkerGone
+	}
+	text := fmt.Sprintf("node %s refused the message for %s: %s", r.o.Node, cmp.Or(h.To, "turn "+h.Turn), err.Error())
+	notice, nerr := encode(header{From: cmp.Or(h.To, r.o.PrimaryName), To: r.o.PrimaryName, Kind: kind, Turn: h.Turn, CreatedAt: r.o.Clock.Now(), Node: r.o.Node, Code: code}, text)
+	if nerr != nil {
+		return nerr
+	}
+	nk := r.keys.mail(r.o.Node + "-refused-" + id)
+	return r.deleteRequest(ctx, kv, []clientv3.Op{
+		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nk), "=", 0)}, []clientv3.Op{clientv3.OpPut(nk, notice)}, nil),
+		clientv3.OpDelete(r.keys.turn(h.Turn)),
+	})
+}
+
+// deleteRequest deletes the request kv (if it still holds that version)
+// with extra in the same transaction.
+func (r *Relay) deleteRequest(ctx context.Context, kv *mvccpb.KeyValue, extra []clientv3.Op) error {
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	key := string(kv.Key)
+	_, err := r.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, extra...)...).Commit()
+	if err != nil {
+		return unavailable("delete request "+key, err)
+	}
+	return nil
+}
