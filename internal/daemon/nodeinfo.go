@@ -49,9 +49,10 @@ func herdrSeen(g prometheus.Gatherer, synced func() bool) v1alpha1.NodeHerdr {
 }
 
 // nodeCoalesce is the least time between two rewrites of a node's
-// registration: while its member count changes fast (a fleet of hundreds
-// converging), the changes of one second go into one write, the last
-// value always written — not one write to etcd per member.
+// registration for its member count: while the count changes fast (a
+// fleet of hundreds converging), the changes of one second go into one
+// write, the last value always written — not one write to etcd per
+// member.
 const nodeCoalesce = time.Second
 
 // nodeUpdater is what publishNode needs of the node's registration
@@ -64,7 +65,8 @@ type nodeUpdater interface {
 // member count (members) until ctx ends: woken by every change of the
 // desired state and every nodeRefresh, it writes only what changed, and
 // at most once per nodeCoalesce — a change less than that after the last
-// write waits out the rest, then the value as it is then is written.
+// write waits out the rest, then the value as it is then is written —
+// except that herdr becoming reachable or unreachable is written at once.
 func publishNode(ctx context.Context, node nodeUpdater, g prometheus.Gatherer, herdrSynced func() bool, members func() int, changed func() <-chan struct{}, clk clock.Clock, log *slog.Logger) {
 	failing := false
 	var lastWrite time.Time // when what was published last changed
@@ -105,14 +107,27 @@ func publishNode(ctx context.Context, node nodeUpdater, g prometheus.Gatherer, h
 		case <-t.C():
 		}
 		t.Stop()
+		// The count's rewrite waits out nodeCoalesce after the last one;
+		// herdr's reachability, which makes the node Ready or not for the
+		// scheduler, does not: a change of it ends the wait.
 		if wait := lastWrite.Add(nodeCoalesce).Sub(clk.Now()); wait > 0 {
 			t := clk.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C():
+		coalesce:
+			for {
+				ch := changed()
+				if herdrSynced() != last.h.Reachable {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C():
+					break coalesce
+				case <-ch:
+				}
 			}
+			t.Stop()
 		}
 	}
 }
