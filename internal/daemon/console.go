@@ -28,11 +28,19 @@ type ConsoleOptions struct {
 }
 
 // newConsole builds the browser console on the controllers, the messaging
-// core and the token registry the gateway uses.
-func newConsole(mgr *controllers.Manager, core *messaging.Core, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
+// core and the token registry the gateway uses. With a fleet view (a fleet
+// on etcd) it lists every node's members, with the status and messaging
+// state their nodes publish.
+func newConsole(mgr *controllers.Manager, view *fleetView, core *messaging.Core, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
+	var members console.Members = mgr
+	var messages console.Messenger = core
+	if view != nil {
+		members, messages = view, remoteWorkers{core, view}
+	}
 	o := console.Options{
-		Members:     mgr,
-		Messages:    core,
+		Node:        nodeName(cfg),
+		Members:     members,
+		Messages:    messages,
 		Store:       mgr.Store(),
 		Tokens:      toks,
 		Tails:       prompter,
@@ -64,4 +72,19 @@ func withConsole(api, ui http.Handler, loopback bool) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
+}
+
+// remoteWorkers is the messaging core with the messaging state other nodes
+// publish of the members they run: Status of a member this node does not
+// run is its node's.
+type remoteWorkers struct {
+	console.Messenger
+	view *fleetView
+}
+
+func (r remoteWorkers) Status(name string) messaging.WorkerStatus {
+	if w, ok := r.view.RemoteWorker(name); ok {
+		return w
+	}
+	return r.Messenger.Status(name)
 }
