@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -105,6 +107,18 @@ func TestStatus_AMemberOnAnotherNodeShowsItsStatus(t *testing.T) {
 	}
 	if cell("NAME") != "remote" || cell("PHASE") != v1alpha1.PhaseReady || cell("PANE") != panes[0] || cell("NODE") != "b" || cell("AGENT") == "-" {
 		t.Errorf("fleetd get members -o wide on a:\n%s\nwant remote Ready on b in pane %s with its agent", out, panes[0])
+	}
+
+	// bridge_list through a's gateway, as the primary: the same.
+	primary := connectPrimary(t, a)
+	res, err := primary.CallTool(context.Background(), &sdk.CallToolParams{Name: "bridge_list"})
+	if err != nil || res.IsError {
+		t.Fatalf("bridge_list on a: %+v %v", res, err)
+	}
+	var listed mcp.ListOutput
+	if b, _ := json.Marshal(res.StructuredContent); json.Unmarshal(b, &listed) != nil || len(listed.Members) != 1 ||
+		listed.Members[0].Phase != v1alpha1.PhaseReady || listed.Members[0].PaneID != panes[0] || listed.Members[0].AgentStatus == "" {
+		t.Errorf("bridge_list on a: %+v, want remote Ready in pane %s with its agent", res.StructuredContent, panes[0])
 	}
 
 	// What b published holds neither the primary's token nor the member's.
@@ -201,6 +215,23 @@ func TestStatus_AnIdleFleetMakesNoWritesPerMember(t *testing.T) {
 	if len(writes) > 2 {
 		t.Errorf("an idle fleet wrote %d times in %s: %v; want at most 2, whatever the number of members", len(writes), interval, writes)
 	}
+}
+
+// connectPrimary connects to n's gateway as the primary, with the fleet's
+// token.
+func connectPrimary(t *testing.T, n *fleetNode) *sdk.ClientSession {
+	t.Helper()
+	bt, err := mcpbridge.NewBearerTransport(n.info.MCPURL, n.token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "test-primary", Version: "1"}, nil)
+	s, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: n.info.MCPURL, HTTPClient: &http.Client{Transport: bt}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // consolePage logs into n's console with the fleet's token and returns
