@@ -47,10 +47,11 @@
 //     GET /nodes serves every registration from the store's watch. The
 //     node publishes the status of each member it runs, with the messaging
 //     core's state of it, at PREFIX/status/MEMBER (fleetstatus.go,
-//     etcdstore.PublishStatuses: written only when it changes, at most once
-//     a second per member, deleted when the node stops running it). The
-//     REST API's members — and bridge_list's, `?wait=true`'s and the
-//     console's — are the whole fleet (fleetView): this node's with their
+//     etcdstore.PublishStatuses: written only when it changes, in bursts of
+//     at most 3 and then once a second per member, deleted when the node
+//     stops running it). The REST API's members — and bridge_list's,
+//     `?wait=true`'s and the console's — are the whole fleet (fleetView):
+//     this node's with their
 //     status, another node's with the status that node published when it is
 //     the node the member is bound to and it is Ready, NodeLost when its
 //     lease expired, OnAnotherNode (with why) otherwise, and the unbound

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -17,8 +18,13 @@ import (
 // Defaults for StatusPublisherOptions.
 const (
 	// DefaultStatusInterval is the least time between two writes of one
-	// member's status: changes in between are coalesced into the next.
+	// member's status once its burst is spent: changes in between are
+	// coalesced into the next.
 	DefaultStatusInterval = time.Second
+	// DefaultStatusBurst is how many writes of one member's status may
+	// follow each other without waiting (a member that starts goes
+	// Pending, Starting, Ready at once); each Interval earns one back.
+	DefaultStatusBurst = 3
 	// DefaultStatusInFlight bounds the status writes in flight at once.
 	DefaultStatusInFlight = 4
 )
@@ -38,9 +44,11 @@ type StatusSource interface {
 type StatusPublisherOptions struct {
 	// Node is the publishing node's name.
 	Node string
-	// Interval is the least time between two writes of one member's
-	// status; default DefaultStatusInterval.
+	// Interval and Burst bound the writes of one member's status: Burst
+	// at once, then one per Interval; defaults DefaultStatusInterval and
+	// DefaultStatusBurst.
 	Interval time.Duration
+	Burst    int
 	// MaxInFlight bounds the writes in flight at once; default
 	// DefaultStatusInFlight.
 	MaxInFlight int
@@ -56,10 +64,11 @@ type StatusPublisherOptions struct {
 // PublishStatuses keeps PREFIX/status/MEMBER current with src for every
 // member the node runs until ctx ends, through kv (the client's KV, or a
 // wrapper of it): a member's status is written only when it differs from
-// what this node last wrote, at most once per Interval per member (the
-// changes in between coalesced into one write), at most MaxInFlight writes
-// at once, and deleted when the node stops running the member. An idle
-// node makes no request at all.
+// what this node last wrote, at most Burst times in a row and then once
+// per Interval per member (the changes in between coalesced into one
+// write of the latest), at most MaxInFlight writes at once, and deleted
+// when the node stops running the member. An idle node makes no request at
+// all.
 //
 // Every write is fenced on the key's revision as this node last wrote or
 // read it. A write that finds another node's status there, published
@@ -78,6 +87,9 @@ func PublishStatuses(ctx context.Context, kv clientv3.KV, st *Store, src StatusS
 	if o.Interval <= 0 {
 		o.Interval = DefaultStatusInterval
 	}
+	if o.Burst <= 0 {
+		o.Burst = DefaultStatusBurst
+	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultStatusInFlight
 	}
@@ -90,7 +102,7 @@ func PublishStatuses(ctx context.Context, kv clientv3.KV, st *Store, src StatusS
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	p := &publisher{kv: kv, st: st, o: &o, sent: map[string]sentStatus{}, last: map[string]time.Time{},
+	p := &publisher{kv: kv, st: st, o: &o, sent: map[string]sentStatus{}, budget: map[string]*bucket{},
 		busy: map[string]bool{}, cleared: map[string]int64{}, done: make(chan pubResult, o.MaxInFlight)}
 	return p.run(ctx, src)
 }
@@ -102,7 +114,7 @@ type publisher struct {
 
 	// Owned by run.
 	sent    map[string]sentStatus // what this node last wrote (or found) per member
-	last    map[string]time.Time  // when each member's last write started
+	budget  map[string]*bucket    // each member's writes left
 	busy    map[string]bool       // members with a request in flight
 	cleared map[string]int64      // leftovers of a restart already deleted, at their revision
 	done    chan pubResult
@@ -178,7 +190,12 @@ func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (
 		if known && prev.value == value {
 			continue
 		}
-		if left := p.last[name].Add(p.o.Interval).Sub(now); left > 0 {
+		b := p.budget[name]
+		if b == nil {
+			b = &bucket{tokens: float64(p.o.Burst), at: now}
+			p.budget[name] = b
+		}
+		if left := b.wait(now, p.o.Interval, p.o.Burst); left > 0 {
 			if wait == 0 || left < wait {
 				wait = left
 			}
@@ -187,7 +204,7 @@ func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (
 		if len(p.busy) >= p.o.MaxInFlight {
 			return wait // a completion wakes the loop
 		}
-		p.last[name] = now
+		b.tokens--
 		p.start(ctx, name, func(rctx context.Context) pubResult { return p.put(rctx, name, value, rec, prev) })
 	}
 	// Deletes: what this node wrote and no longer runs, and what it
@@ -229,7 +246,30 @@ func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (
 			delete(p.sent, name)
 		}
 	}
+	for name := range p.budget {
+		if _, running := want[name]; !running {
+			delete(p.budget, name)
+		}
+	}
 	return wait
+}
+
+// bucket is one member's write budget: up to Burst writes, one earned
+// back per Interval.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// wait brings the budget up to now and returns how long until a write may
+// be made; 0 means now.
+func (b *bucket) wait(now time.Time, interval time.Duration, burst int) time.Duration {
+	b.tokens = min(float64(burst), b.tokens+float64(now.Sub(b.at))/float64(interval))
+	b.at = now
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration(math.Ceil((1 - b.tokens) * float64(interval)))
 }
 
 func (p *publisher) start(ctx context.Context, name string, req func(context.Context) pubResult) {
@@ -305,7 +345,6 @@ func (p *publisher) settle(r pubResult) {
 		// Gone, stale, ours from before, or undecodable: write over what is
 		// there at the next pass.
 		p.sent[r.member] = sentStatus{modRev: r.rev}
-		p.last[r.member] = time.Time{}
 	}
 }
 

@@ -152,27 +152,33 @@ func TestPublishStatuses_WritesChangesCoalescedAndDeletes(t *testing.T) {
 	}
 	writes := kv.txns.Load() // the ghost's delete and coder's first write
 
-	// Two changes within the interval: one write, of the latest, once the
-	// interval has passed.
-	waitClosed(t, src.set(status(v1alpha1.PhaseReady, "working")), "read Ready")
-	waitClosed(t, src.set(status(v1alpha1.PhaseReady, "idle")), "read idle")
+	// A burst of changes (a member starting) is written at once, up to
+	// the burst; two more within the interval: one write, of the latest,
+	// once the interval has passed.
+	for _, agent := range []string{"working", "idle"} {
+		src.set(status(v1alpha1.PhaseReady, agent))
+		statusUntil(t, n.st, "coder", agent+" at once", phaseIs(v1alpha1.PhaseReady, agent))
+	}
+	writes += 2
+	waitClosed(t, src.set(status(v1alpha1.PhaseReady, "blocked")), "read blocked")
+	waitClosed(t, src.set(status(v1alpha1.PhaseReady, "done")), "read done")
 	if err := clk.WaitForTimers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if n := kv.txns.Load(); n != writes {
-		t.Fatalf("%d writes before the interval passed, want none", n-writes)
+		t.Fatalf("%d writes past the burst before the interval passed, want none", n-writes)
 	}
 	clk.Step(DefaultStatusInterval)
-	statusUntil(t, n.st, "coder", "Ready and idle", phaseIs(v1alpha1.PhaseReady, "idle"))
+	statusUntil(t, n.st, "coder", "done", phaseIs(v1alpha1.PhaseReady, "done"))
 	if n := kv.txns.Load(); n != writes+1 {
 		t.Errorf("%d writes for two changes within the interval, want 1", n-writes)
 	}
 
 	// The same status again: nothing written. Then a change: one write.
 	clk.Step(DefaultStatusInterval)
-	waitClosed(t, src.set(status(v1alpha1.PhaseReady, "idle")), "read the same status")
-	src.set(status(v1alpha1.PhaseReady, "blocked"))
-	statusUntil(t, n.st, "coder", "blocked", phaseIs(v1alpha1.PhaseReady, "blocked"))
+	waitClosed(t, src.set(status(v1alpha1.PhaseReady, "done")), "read the same status")
+	src.set(status(v1alpha1.PhaseReady, "idle"))
+	statusUntil(t, n.st, "coder", "idle", phaseIs(v1alpha1.PhaseReady, "idle"))
 	if n := kv.txns.Load(); n != writes+2 {
 		t.Errorf("%d writes after an unchanged and a changed status, want 2 in all", n-writes)
 	}
