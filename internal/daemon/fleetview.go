@@ -140,8 +140,7 @@ func (v *fleetView) RemoteWorker(name string) (messaging.WorkerStatus, bool) {
 	if !found {
 		return messaging.WorkerStatus{}, false
 	}
-	node, _, _ := f.Placement(name)
-	pub, why := v.published(&f, f.Members[i], node)
+	pub, why := v.store.BoundStatus(&f, f.Members[i])
 	if why != "" || len(pub.Worker) == 0 {
 		return messaging.WorkerStatus{}, false
 	}
@@ -151,31 +150,6 @@ func (v *fleetView) RemoteWorker(name string) (messaging.WorkerStatus, bool) {
 	}
 	w.Worker = name
 	return w, true
-}
-
-// published returns the status node published of m, or why it is not
-// believed.
-func (v *fleetView) published(f *etcdstore.Fleet, m *v1alpha1.Member, node string) (etcdstore.PublishedStatus, string) {
-	if node == "" {
-		return etcdstore.PublishedStatus{}, "unbound"
-	}
-	if err := v.store.Snapshot().DirErr; err != nil {
-		return etcdstore.PublishedStatus{}, "this node cannot read etcd, so its status is not known here"
-	}
-	ready := false
-	for _, n := range f.Nodes {
-		if n.Name == node {
-			ready = n.Herdr.Reachable
-		}
-	}
-	if !ready {
-		return etcdstore.PublishedStatus{}, "its herdr does not answer, so its status is not known here"
-	}
-	pub, ok := v.store.Status(m.Name)
-	if !ok || pub.Node != node || pub.MemberUID != m.UID || pub.BindingRevision != v.store.BindingRevision(m.Name) {
-		return etcdstore.PublishedStatus{}, "it has not published its status of this member yet"
-	}
-	return pub, ""
 }
 
 // remote is a member this node does not run, as far as the fleet says.
@@ -200,7 +174,7 @@ func (v *fleetView) remote(f *etcdstore.Fleet, m *v1alpha1.Member) v1alpha1.Memb
 		return out
 	}
 	if node != "" {
-		pub, why := v.published(f, m, node)
+		pub, why := v.store.BoundStatus(f, m)
 		if why == "" {
 			out.Status = pub.Status
 			out.Status.NodeName = node

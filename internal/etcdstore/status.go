@@ -160,3 +160,33 @@ func (s *Store) BindingRevision(member string) int64 {
 
 // statusKey is the key of a member's published status.
 func (s *Store) statusKey(member string) string { return s.prefix + "status/" + member }
+
+// BoundStatus returns the status published of m by the node f binds it
+// to, when it is to be believed: the publisher is that node, under the
+// binding revision and member uid this store sees, the node is registered
+// and its herdr reachable, and this store can read etcd. Otherwise it
+// returns why not, in words for a condition's message ("it has not
+// published …"); "unbound" for a member f binds to no node.
+func (s *Store) BoundStatus(f *Fleet, m *v1alpha1.Member) (PublishedStatus, string) {
+	b, bound := f.Bindings[m.Name]
+	if !bound {
+		return PublishedStatus{}, "unbound"
+	}
+	if err := s.Snapshot().DirErr; err != nil {
+		return PublishedStatus{}, "this node cannot read etcd, so its status is not known here"
+	}
+	ready := false
+	for _, n := range f.Nodes {
+		if n.Name == b.Node {
+			ready = n.Herdr.Reachable
+		}
+	}
+	if !ready {
+		return PublishedStatus{}, "its herdr does not answer, so its status is not known here"
+	}
+	pub, ok := s.Status(m.Name)
+	if !ok || pub.Node != b.Node || pub.MemberUID != m.UID || pub.BindingRevision != s.BindingRevision(m.Name) {
+		return PublishedStatus{}, "it has not published its status of this member yet"
+	}
+	return pub, ""
+}
