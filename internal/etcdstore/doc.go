@@ -81,11 +81,13 @@
 // Status across nodes. [PublishStatuses] keeps PREFIX/status/MEMBER (a
 // [PublishedStatus]: the node, the member's uid, the binding revision it
 // saw, the member's status and its messaging state) current for every
-// member a node runs: written only when it changes, at most once per
-// interval per member and a bounded number at once, fenced on the key's
-// revision, deleted when the node stops running the member. Every Store
-// reads the statuses in its list and watch ([Store.Status],
-// [Store.StatusChanged]); whether to believe one is the reader's call.
+// member a node runs: written only when it changes, in bursts of a few and
+// then at most once per interval per member, a bounded number at once,
+// fenced on the key's revision, deleted when the node stops running the
+// member (and by the scheduler when the member is gone and its node is not
+// registered). Every Store reads the statuses in its list and watch
+// ([Store.Status],
+// [Store.StatusChanged]); [Store.BoundStatus] says whether to believe one.
 //
 // The primary token. PREFIX/tokens/primary holds the SHA-256 of the
 // fleet's one primary token and the node that minted it ([FleetToken]),

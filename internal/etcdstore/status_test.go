@@ -60,3 +60,42 @@ func TestStore_BoundStatusBelievesOnlyTheBoundNode(t *testing.T) {
 	}
 	check("unbound", "", "unbound")
 }
+
+// The scheduler deletes the statuses nobody else will: of a member that is
+// gone, published by a node that is not registered. A registered node's
+// (it deletes its own) and an existing member's stay.
+func TestScheduler_DeletesStatusesNobodyElseWill(t *testing.T) {
+	n := startNode(t, &Options{Node: "a"})
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	alive, err := RegisterNode(ctx, n.cli, NodeInfo{Name: "alive", Herdr: v1alpha1.NodeHerdr{Reachable: true}}, &NodeOptions{Prefix: prefix(t), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runNode(t, alive)
+	n.apply(profile("claude"))
+	kept := member("kept", "claude")
+	kept.Spec.NodeName = "dead" // not registered: stays unbound
+	n.apply(kept)
+	for name, node := range map[string]string{"ghost": "dead", "alive-ghost": "alive", "kept": "dead"} {
+		if _, err := n.cli.Put(ctx, prefix(t)+"/status/"+name, `{"node":"`+node+`","memberUID":"u","status":{"phase":"Ready"}}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.caughtUp()
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunScheduler(sctx, n.cli, n.st, &SchedulerOptions{Prefix: prefix(t), Candidate: "a", Logger: quiet})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	statusUntil(t, n.st, "ghost", "deleted", func(_ PublishedStatus, ok bool) bool { return !ok })
+	n.apply(member("later", "claude")) // one more pass
+	fleetUntil(t, n.st, "later bound", func(f Fleet) bool { return boundTo(f, "later", "alive") })
+	n.caughtUp()
+	for _, name := range []string{"alive-ghost", "kept"} {
+		if _, ok := n.st.Status(name); !ok {
+			t.Errorf("%s's status was deleted", name)
+		}
+	}
+}
