@@ -144,7 +144,9 @@ type pubResult struct {
 
 func (p *publisher) run(ctx context.Context, src StatusSource) error {
 	for {
-		srcCh, fleetCh, stCh := src.Changed(), p.st.FleetChanged(), p.st.StatusChanged()
+		// Woken by what the node runs and by bindings, not by other
+		// nodes' statuses: a pass re-reads every member the node runs.
+		srcCh, fleetCh := src.Changed(), p.st.FleetChanged()
 		wait := p.pass(ctx, src.Statuses())
 		var timer <-chan time.Time
 		stop := func() {}
@@ -162,7 +164,6 @@ func (p *publisher) run(ctx context.Context, src StatusSource) error {
 			return nil
 		case <-srcCh:
 		case <-fleetCh:
-		case <-stCh:
 		case <-timer:
 		case r := <-p.done:
 			p.settle(r)
