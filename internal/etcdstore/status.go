@@ -24,7 +24,7 @@ const DefaultMaxStatusBytes = 16 << 10
 // PublishedStatus is the value at PREFIX/status/MEMBER: what the node that
 // runs a member knows of it. It holds no token or credential: a member's
 // status and its messaging state (delivery and turn bookkeeping, which
-// names messages by id and never holds their text).
+// names messages by id; a turn's pending question is its only text).
 type PublishedStatus struct {
 	// Node is the publisher: the node that runs the member.
 	Node string `json:"node"`
