@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -109,11 +107,7 @@ func runDaemon(t *testing.T, cfg daemon.Config) (*fleetNode, func()) {
 	t.Cleanup(stop)
 	select {
 	case info := <-ready:
-		token, err := os.ReadFile(statedir.At(cfg.StateDir).PrimaryToken())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &fleetNode{info: info, token: strings.TrimSpace(string(token))}, stop
+		return &fleetNode{info: info, token: fleetToken(t, cfg.Etcd.Prefix, cfg.StateDir)}, stop
 	case err := <-done:
 		t.Fatalf("Run ended before listening: %v", err)
 	case <-time.After(30 * time.Second):
