@@ -81,7 +81,7 @@ func startNodeWith(t *testing.T, etcd *daemon.EtcdConfig) *fleetNode {
 	return nil
 }
 
-func (n *fleetNode) do(t *testing.T, method, path, body string) (int, string) {
+func (n *fleetNode) do(t testing.TB, method, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, n.info.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+n.token)
@@ -126,7 +126,7 @@ func gone(name string) func([]v1alpha1.Member) bool {
 	}
 }
 
-func etcdClient(t *testing.T) *clientv3.Client {
+func etcdClient(t testing.TB) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
