@@ -239,6 +239,7 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 	}
 	mark := map[string]int{"a": ha.mark(), "b": hb.mark()}
 	ha.kill()
+	killed := ha.mark() // a's fleetd asks its herdr nothing more until it restarts
 	for len(sent) < racing {
 		sent = append(sent, <-results)
 	}
@@ -271,7 +272,7 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 			t.Errorf("%s created tabs across a's kill: %v", h.name, made)
 		}
 	}
-	waitStatusSubscribed(t, ctx, ha, mark["a"], slow.pane, busy.pane, helper.pane)
+	waitStatusSubscribed(t, ctx, ha, killed, slow.pane, busy.pane, helper.pane)
 
 	// The open turns are still open; the held call died with the node.
 	var statusAfter mcp.StatusOutput
