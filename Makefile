@@ -90,8 +90,8 @@ CHAOS_SEEDS ?= 20
 CHAOS_FIRST ?= 1
 CHAOS_STEPS ?= 80
 CHAOS_FLAGS ?=
-CHAOS_FLEET_SEEDS ?= 4
-CHAOS_FLEET_STEPS ?= 15
+CHAOS_FLEET_SEEDS ?= 6
+CHAOS_FLEET_STEPS ?= 20
 CHAOS_FLEET_FLAGS ?=
 chaos:
 	$(GO) test -race -count=1 -run TestChaos ./test/chaos/ -chaos.seeds=$(CHAOS_SEEDS) -chaos.first=$(CHAOS_FIRST) -chaos.steps=$(CHAOS_STEPS) $(CHAOS_FLAGS)

@@ -64,31 +64,38 @@ func (f *hostFleet) putMembers(tb testing.TB, cli *clientv3.Client, n int) {
 	}
 }
 
+// untilNodes reads the registrations in the first host's GET /nodes
+// (every 10 ms, for at most limit) until cond holds for them.
+func (f *hostFleet) untilNodes(tb testing.TB, what string, limit time.Duration, cond func([]v1alpha1.Node) bool) {
+	tb.Helper()
+	first := f.hosts[0].running()
+	deadline := time.Now().Add(limit)
+	for {
+		var nodes []v1alpha1.Node
+		code, body := first.do(tb, "GET", "/nodes", "")
+		if code == http.StatusOK && decodeNodes(body, &nodes) == nil && cond(nodes) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("nodes not %s within %s: %s", what, limit, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitAllNodesReady waits until every host's registration is Ready in the
 // first host's view.
 func (f *hostFleet) waitAllNodesReady(tb testing.TB) {
 	tb.Helper()
-	first := f.hosts[0].running()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var nodes []v1alpha1.Node
-		code, body := first.do(tb, "GET", "/nodes", "")
+	f.untilNodes(tb, "all Ready", 30*time.Second, func(nodes []v1alpha1.Node) bool {
 		ready := 0
-		if code == http.StatusOK && decodeNodes(body, &nodes) == nil {
-			for _, n := range nodes {
-				if n.ReadyCondition().Status == v1alpha1.ConditionTrue {
-					ready++
-				}
+		for _, n := range nodes {
+			if n.ReadyCondition().Status == v1alpha1.ConditionTrue {
+				ready++
 			}
 		}
-		if ready == len(f.hosts) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("not every node Ready within 30 s: %s", body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ready == len(f.hosts)
+	})
 }
 
 // waitReadyCount waits, woken by every status change of every node, until
@@ -540,25 +547,13 @@ func BenchmarkFleetIdleEtcd(b *testing.B) {
 // members in all: the last write a converging node makes.
 func (f *hostFleet) waitRegisteredMembers(tb testing.TB, n int) {
 	tb.Helper()
-	first := f.hosts[0].running()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var nodes []v1alpha1.Node
-		code, body := first.do(tb, "GET", "/nodes", "")
+	f.untilNodes(tb, fmt.Sprintf("counting %d members", n), time.Minute, func(nodes []v1alpha1.Node) bool {
 		total := 0
-		if code == http.StatusOK && decodeNodes(body, &nodes) == nil {
-			for _, node := range nodes {
-				total += node.Status.Members
-			}
+		for _, node := range nodes {
+			total += node.Status.Members
 		}
-		if total == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the registrations count %d members, want %d: %s", total, n, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return total == n
+	})
 }
 
 // reportPair reports a figure and its baseline (test/bench's convention:

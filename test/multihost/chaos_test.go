@@ -37,6 +37,8 @@ const chaosMaxMembers = 6
 // restored, Members applied and deleted through any running node. After
 // every step it checks, waiting for the fleet to settle:
 //
+//   - at every look while it settles, no member is Ready on two running
+//     nodes at once;
 //   - every Member applied runs Ready on exactly one running node, whose
 //     registration is Ready, with exactly one pane in the running nodes'
 //     herdrs, and no pane runs for anything else (never two live panes for
@@ -341,6 +343,9 @@ func (c *fleetChaos) settle(before fleetState) fleetState {
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		s := c.f.state()
+		if two := s.twoReady(); len(two) > 0 {
+			c.fatalf("Ready on two running nodes at once: %v", two)
+		}
 		why := s.converged(c.want)
 		if why == "" {
 			why = c.nodesReady(s)

@@ -300,13 +300,13 @@ func (f *hostFleet) state() fleetState {
 	return s
 }
 
-// duplicates names every member with more than one pane in the running
-// nodes' herdrs.
-func (s fleetState) duplicates() []string {
+// twoReady names every member that two running nodes both say they run
+// Ready: two live agents for one member, whatever the panes.
+func (s fleetState) twoReady() []string {
 	var out []string
-	for name, ps := range s.panes {
-		if len(ps) > 1 {
-			out = append(out, fmt.Sprintf("%s in %v", name, ps))
+	for name, r := range s.ready {
+		if len(r) > 1 {
+			out = append(out, fmt.Sprintf("%s on %v", name, r))
 		}
 	}
 	slices.Sort(out)
