@@ -310,7 +310,7 @@ func BenchmarkFleetNodeLost(b *testing.B) {
 		f := newHostFleet(b, "/bench-lost", []string{"a", "b"}, &hostOptions{NodeTTL: *lostTTL})
 		ha, hb := f.host("a"), f.host("b")
 		f.waitAllNodesReady(b)
-		if code, resp := hb.running().do(b, "POST", "/members", pinned("lost", "a")); code != http.StatusCreated {
+		if code, resp := hb.running().do(b, "POST", "/members", pinnedTo("lost", "a")); code != http.StatusCreated {
 			b.Fatalf("POST /members = %d %s", code, resp)
 		}
 		f.waitReadyCount(b, 1, time.Minute)

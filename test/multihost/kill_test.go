@@ -20,17 +20,17 @@ import (
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
-// scripted are agents a test drives: a prompt typed into one of a host's
+// drivenAgents are agents a test drives: a prompt typed into one of a host's
 // panes turns its agent working and is handed to the test, which ends the
 // turn itself (a reply through the worker's gateway session, a status).
-type scripted struct {
+type drivenAgents struct {
 	h  *fleetHost
 	mu sync.Mutex
 	ch map[string]chan string // by pane
 }
 
-func script(h *fleetHost) *scripted {
-	s := &scripted{h: h, ch: map[string]chan string{}}
+func driveAgents(h *fleetHost) *drivenAgents {
+	s := &drivenAgents{h: h, ch: map[string]chan string{}}
 	h.herdr.SetDefaultBehavior(herdrtest.Behavior{OnPrompt: func(pane, text string) {
 		h.herdr.SetAgentStatus(pane, "working")
 		s.pane(pane) <- text
@@ -38,7 +38,7 @@ func script(h *fleetHost) *scripted {
 	return s
 }
 
-func (s *scripted) pane(id string) chan string {
+func (s *drivenAgents) pane(id string) chan string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ch[id] == nil {
@@ -48,7 +48,7 @@ func (s *scripted) pane(id string) chan string {
 }
 
 // next waits for the next prompt typed into pane.
-func (s *scripted) next(t *testing.T, ctx context.Context, pane string) string {
+func (s *drivenAgents) next(t *testing.T, ctx context.Context, pane string) string {
 	t.Helper()
 	select {
 	case p := <-s.pane(pane):
@@ -76,8 +76,8 @@ func (w *hostWorker) connect(t *testing.T, ctx context.Context) {
 	w.sess = gwConnect(t, ctx, env["FLEETD_URL"], env["FLEETD_TOKEN"])
 }
 
-// pinned is a Member bound to node by spec.nodeName.
-func pinned(name, node string) string {
+// pinnedTo is a Member bound to node by spec.nodeName.
+func pinnedTo(name, node string) string {
 	return "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec: {profile: claude, nodeName: " + node + "}\n"
 }
 
@@ -137,14 +137,14 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 	f := newHostFleet(t, "/fleet-kill", []string{"a", "b"}, &hostOptions{Validate: true, NodeTTL: 2 * time.Second,
 		Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
 	ha, hb := f.host("a"), f.host("b")
-	agents := script(ha)
+	agents := driveAgents(ha)
 	echo := simagent.New(nil)
 	echo.Attach(hb.herdr)
 	hb.herdr.SetDefaultBehavior(echo.Behavior())
 	t.Cleanup(echo.Close) // before b's herdr closes (cleanups run last first)
 
 	a, b := ha.running(), hb.running()
-	for _, body := range []string{pinned("slow", "a"), pinned("busy", "a"), pinned("helper", "a"), pinned("steady", "b")} {
+	for _, body := range []string{pinnedTo("slow", "a"), pinnedTo("busy", "a"), pinnedTo("helper", "a"), pinnedTo("steady", "b")} {
 		if code, resp := b.do(t, "POST", "/members", body); code != http.StatusCreated {
 			t.Fatalf("POST /members = %d %s", code, resp)
 		}
