@@ -99,6 +99,29 @@ func waitStatusSubscribed(t *testing.T, ctx context.Context, h *fleetHost, mark 
 	}
 }
 
+// mailbox returns the contents of the primary's unacknowledged mail once
+// it holds at least n messages (or 10 s have passed): a reply bridge_reply
+// stored may reach the mailbox a poll reads a moment later (with messaging
+// across nodes it is mirrored through etcd), so a poll that finds fewer
+// waits for what follows its page, then the whole mailbox is read again.
+func mailbox(t *testing.T, ctx context.Context, primary *gwSession, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var mail mcp.PollOutput
+		primary.must(ctx, "bridge_poll", nil, &mail)
+		if len(mail.Messages) >= n || time.Now().After(deadline) {
+			var out []string
+			for _, m := range mail.Messages {
+				out = append(out, m.Content)
+			}
+			return out
+		}
+		var more mcp.PollOutput
+		primary.must(ctx, "bridge_poll", map[string]any{"cursor": mail.NextCursor, "wait": true, "timeoutMs": 10_000}, &more)
+	}
+}
+
 // typedTwice returns every prompt typed more than once into the panes of
 // all the hosts' herdrs, with its count.
 func typedTwice(f *hostFleet) map[string]int {
@@ -207,10 +230,8 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 	if bg.Mode != "queued" {
 		t.Fatalf("helper's reply = %+v, want queued in the primary's mailbox", bg)
 	}
-	var mailBefore mcp.PollOutput
-	primaryA.must(ctx, "bridge_poll", nil, &mailBefore)
-	if len(mailBefore.Messages) != 1 || mailBefore.Messages[0].Content != "background done" {
-		t.Fatalf("a's primary's mailbox before the kill = %+v", mailBefore.Messages)
+	if got := mailbox(t, ctx, primaryA, 1); !cmp.Equal(got, []string{"background done"}) {
+		t.Fatalf("a's primary's mailbox before the kill = %q", got)
 	}
 	var statusBefore mcp.StatusOutput
 	primaryA.must(ctx, "bridge_status", nil, &statusBefore)
@@ -296,14 +317,8 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 	if late.Mode != "queued" || late.TurnID != turns(statusBefore, "slow")[0].TurnID {
 		t.Errorf("slow's late reply = %+v, want queued for its turn from before the kill", late)
 	}
-	var mail mcp.PollOutput
-	primaryA.must(ctx, "bridge_poll", nil, &mail)
-	var contents []string
-	for _, m := range mail.Messages {
-		contents = append(contents, m.Content)
-	}
-	if want := []string{"background done", "late result"}; !cmp.Equal(contents, want) {
-		t.Errorf("a's primary's mailbox after the restart = %q, want %q", contents, want)
+	if got, want := mailbox(t, ctx, primaryA, 2), []string{"background done", "late result"}; !cmp.Equal(got, want) {
+		t.Errorf("a's primary's mailbox after the restart = %q, want %q", got, want)
 	}
 
 	// busy's queue drains one message per turn, a barrier last.
