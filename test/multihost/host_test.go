@@ -54,6 +54,10 @@ type hostOptions struct {
 	Validate bool
 	// Messaging tunes every node's messaging core; nil is its defaults.
 	Messaging *messaging.Options
+	// ToolCallRate is every node's daemon.Config.ToolCallRate: 0 is mcp's
+	// limit, negative none (a benchmark's sends back to back are what the
+	// limit refuses).
+	ToolCallRate float64
 }
 
 // fleetHost is one machine of a hostFleet.
@@ -166,7 +170,7 @@ func (h *fleetHost) start() {
 	ready := make(chan daemon.Info, 1)
 	done := make(chan error, 1)
 	cfg := daemon.Config{Etcd: etcd, StateDir: h.state, Listen: h.listen, HerdrSocket: h.herdr.SocketPath(),
-		Messaging: o.Messaging, Logger: slog.New(slog.DiscardHandler), Ready: func(i daemon.Info) { ready <- i }}
+		Messaging: o.Messaging, ToolCallRate: o.ToolCallRate, Logger: slog.New(slog.DiscardHandler), Ready: func(i daemon.Info) { ready <- i }}
 	go func() { done <- daemon.Run(ctx, cfg) }()
 	select {
 	case info := <-ready:
