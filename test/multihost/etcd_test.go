@@ -88,7 +88,7 @@ var fleetTokens sync.Map
 // every node of it accepts: the token in the primary.token of the node
 // that minted it (the first of the fleet to start), whose hash etcd
 // holds. state is the state directory of a node that just started.
-func fleetToken(t *testing.T, prefix, state string) string {
+func fleetToken(t testing.TB, prefix, state string) string {
 	t.Helper()
 	if b, err := os.ReadFile(statedir.At(state).PrimaryToken()); err == nil {
 		tok := strings.TrimSpace(string(b))
@@ -111,7 +111,7 @@ func fleetToken(t *testing.T, prefix, state string) string {
 	return tok.(string)
 }
 
-func (n *fleetNode) do(t *testing.T, method, path, body string) (int, string) {
+func (n *fleetNode) do(t testing.TB, method, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, n.info.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+n.token)
@@ -156,7 +156,7 @@ func gone(name string) func([]v1alpha1.Member) bool {
 	}
 }
 
-func etcdClient(t *testing.T) *clientv3.Client {
+func etcdClient(t testing.TB) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {

@@ -34,7 +34,7 @@ type etcdProxy struct {
 	wg    sync.WaitGroup
 }
 
-func startProxy(t *testing.T, endpoint string) *etcdProxy {
+func startProxy(t testing.TB, endpoint string) *etcdProxy {
 	t.Helper()
 	u, err := url.Parse(endpoint)
 	if err != nil {

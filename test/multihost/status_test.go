@@ -216,7 +216,6 @@ func TestStatus_AnIdleFleetMakesNoWritesPerMember(t *testing.T) {
 	}
 }
 
-
 // consolePage logs into n's console with the fleet's token and returns
 // the page at path.
 func (n *fleetNode) consolePage(t *testing.T, path string) string {
