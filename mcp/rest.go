@@ -91,6 +91,10 @@ type Options struct {
 	// Nodes serves GET /nodes and /nodes/{name} (rest_nodes.go); nil
 	// (the directory store) answers them 404.
 	Nodes NodeSource
+	// Node is this fleetd's node name in a fleet on etcd ("" for one
+	// node): a member whose status.nodeName is another node runs in that
+	// node's herdr, and GET /members/{ref}/logs says so.
+	Node string
 
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
 	// the route out. MaxFollowers caps its follow streams open at once;

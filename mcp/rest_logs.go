@@ -61,6 +61,11 @@ func (s *restServer) memberLogs(w http.ResponseWriter, r *http.Request, id token
 		writeToolError(w, toolErr(codeForbidden, "a worker may read only its own terminal"))
 		return
 	}
+	if node := m.Status.NodeName; node != "" && s.opts.Node != "" && node != s.opts.Node {
+		writeToolError(w, toolErr(codeUnavailable, "member %s runs on node %s, whose herdr holds its terminal: read it through that node's fleetd "+
+			"(fleetd logs %s --server URL, with the node's address; fleetd describe node %s shows its gateway)", m.Name, node, m.Name, node))
+		return
+	}
 	q := r.URL.Query()
 	lines, err := intParam(q.Get("lines"), "lines")
 	if err == nil && tail.CheckLines(int(lines)) != nil {

@@ -97,11 +97,18 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			}
 		}
 	}()
+	var token []byte // the fleet's primary token: the first node mints it
 	for _, n := range nodes {
-		if err := n.start(ctx, o, endpoint); err != nil {
+		if err := n.start(ctx, o, endpoint, token); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "node %s (%s) on %s, state %s\n", n.name, n.labels, n.url, n.state)
+		if token == nil {
+			if token, err = os.ReadFile(statedir.At(n.state).PrimaryToken()); err != nil {
+				return fmt.Errorf("node %s's primary token: %w", n.name, err)
+			}
+			fmt.Fprintf(out, "  it minted the fleet's primary token; the next nodes get a copy of its primary.token (mode 0600)\n")
+		}
 	}
 	first := nodes[0]
 	if msg, err := first.fleetctl(ctx, o, "apply", "-f", o.members); err != nil {
@@ -171,10 +178,15 @@ func putProfiles(ctx context.Context, endpoint, path string) error {
 }
 
 // start runs `fleetd serve` for the node and reads its URL from the banner.
-func (n *demoNode) start(ctx context.Context, o options, endpoint string) error {
+func (n *demoNode) start(ctx context.Context, o options, endpoint string, token []byte) error {
 	n.state = filepath.Join(o.dir, n.name)
 	if err := os.MkdirAll(n.state, 0o700); err != nil {
 		return err
+	}
+	if token != nil { // what an operator does: copy the fleet's primary.token to the node
+		if err := os.WriteFile(statedir.At(n.state).PrimaryToken(), token, 0o600); err != nil {
+			return err
+		}
 	}
 	n.cmd = exec.Command(o.fleetd, "serve", "--store", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
 		"--node", n.name, "--node-labels", n.labels, "--herdr", "sim", "--listen", "127.0.0.1:0", "--state-dir", n.state, "--log-level", "error")
@@ -222,13 +234,15 @@ func (n *demoNode) fleetctl(ctx context.Context, o options, args ...string) (str
 	return string(out), err
 }
 
-// waitPlaced waits (up to a minute, reading each node's members every
-// 200 ms) until every member is either Ready on the node that runs it or
-// Unschedulable.
+// waitPlaced waits (up to a minute, reading the first node's members
+// every 200 ms) until every member is either Ready on the node that runs
+// it or Unschedulable, as the first node sees the fleet (the other nodes
+// publish their members' status), and every node's registration counts
+// the members bound to it.
 func waitPlaced(ctx context.Context, nodes []*demoNode) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		settled, total, err := placed(ctx, nodes)
+		settled, total, err := placed(ctx, nodes[0])
 		if err == nil && total > 0 && settled == total {
 			return nil
 		}
@@ -244,44 +258,36 @@ func waitPlaced(ctx context.Context, nodes []*demoNode) error {
 }
 
 // placed counts the members that are Ready on their node or
-// Unschedulable; a node whose published member count is not yet what it
-// runs counts none of its own.
-func placed(ctx context.Context, nodes []*demoNode) (settled, total int, err error) {
+// Unschedulable in n's view; a node whose published member count is not
+// yet what is bound to it counts none of its members.
+func placed(ctx context.Context, n *demoNode) (settled, total int, err error) {
 	var registered struct{ Items []v1alpha1.Node }
-	if err := nodes[0].read(ctx, "/nodes", &registered); err != nil {
+	if err := n.read(ctx, "/nodes", &registered); err != nil {
 		return 0, 0, err
 	}
 	published := map[string]int{}
-	for _, n := range registered.Items {
-		published[n.Name] = n.Status.Members
+	for _, node := range registered.Items {
+		published[node.Name] = node.Status.Members
 	}
-	for i, n := range nodes {
-		var list struct{ Items []v1alpha1.Member }
-		if err := n.read(ctx, "/members", &list); err != nil {
-			return 0, 0, err
-		}
-		own := 0
-		for _, m := range list.Items {
-			if m.Status.NodeName == n.name {
-				own++
-			}
-		}
-		if own != published[n.name] {
-			list.Items = nil // its registration lags: not settled yet
-		}
-		if i == 0 {
-			total = len(list.Items)
-		}
-		for _, m := range list.Items {
-			switch {
-			case m.Status.NodeName == n.name && m.Status.Phase == v1alpha1.PhaseReady:
-				settled++
-			case i == 0 && m.Status.NodeName == "" && readyReason(m) == "Unschedulable":
-				settled++
-			}
+	var list struct{ Items []v1alpha1.Member }
+	if err := n.read(ctx, "/members", &list); err != nil {
+		return 0, 0, err
+	}
+	bound := map[string]int{}
+	for _, m := range list.Items {
+		bound[m.Status.NodeName]++
+	}
+	for _, m := range list.Items {
+		switch {
+		case m.Status.NodeName != "" && bound[m.Status.NodeName] != published[m.Status.NodeName]:
+			// its node's registration lags: not settled yet
+		case m.Status.NodeName != "" && m.Status.Phase == v1alpha1.PhaseReady:
+			settled++
+		case m.Status.NodeName == "" && readyReason(m) == "Unschedulable":
+			settled++
 		}
 	}
-	return settled, total, nil
+	return settled, len(list.Items), nil
 }
 
 // read GETs path from the node's REST API with its primary token.

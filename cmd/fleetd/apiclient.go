@@ -54,7 +54,8 @@ func (f *clientFlags) client() (*apiClient, error) {
 		b, err := os.ReadFile(statedir.At(f.stateDir).PrimaryToken())
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("no primary token in %s: start `fleetd serve --state-dir %s` first, or set FLEETD_TOKEN", f.stateDir, f.stateDir)
+				return nil, fmt.Errorf("no primary token in %s: start `fleetd serve --state-dir %s` first, or set FLEETD_TOKEN "+
+					"(in a fleet on etcd, copy the primary.token of the node that minted the fleet's token here, mode 0600; this node's fleetd log names that node)", f.stateDir, f.stateDir)
 			}
 			return nil, fmt.Errorf("read primary token: %w", err)
 		}

@@ -81,7 +81,12 @@ type Options struct {
 	Herdr func() error
 	// PrimaryName is the primary's name in the messaging core.
 	PrimaryName string
-	Logger      *slog.Logger
+	// Node is this fleetd's node name in a fleet on etcd, where Members
+	// lists every node's members; "" for one node. A member whose
+	// status.nodeName is another node runs in that node's herdr: its
+	// terminal is not read here (the page names its node instead).
+	Node   string
+	Logger *slog.Logger
 	// Clock times codes and sessions; nil is the wall clock.
 	Clock clock.Clock
 

@@ -642,3 +642,31 @@ func TestEvents_EndStreamsEndsOpenStreams(t *testing.T) {
 		t.Fatal("a stream opened after EndStreams did not end at once")
 	}
 }
+
+// TestMemberPage_AMemberOnAnotherNodeNamesItsNode: in a fleet on etcd the
+// page of a member another node runs shows its status but reads no
+// terminal (that node's herdr holds it) and names the node; a member this
+// node runs has its tail; an agent blocked on another node is listed under
+// Needs you without a screen read.
+func TestMemberPage_AMemberOnAnotherNodeNamesItsNode(t *testing.T) {
+	tails := &fakeTails{}
+	far := member("far", v1alpha1.PhaseReady)
+	far.Status.PaneID, far.Status.NodeName, far.Status.AgentStatus = "w9:p9", "b", "blocked"
+	near := member("near", v1alpha1.PhaseReady)
+	near.Status.PaneID, near.Status.NodeName = "w1:p1", "a"
+	e := newEnv(t, &Options{Tails: tails, Node: "a"}, far, near)
+	c, _ := e.login()
+	if _, page := e.get(c, "/ui/members/far"); !strings.Contains(page, `id="remote"`) || !strings.Contains(page, "runs on node <strong>b</strong>") ||
+		strings.Contains(page, `id="tail"`) || !strings.Contains(page, "w9:p9") {
+		t.Errorf("far's page: want its pane and the note naming node b, no terminal:\n%s", page)
+	}
+	if _, page := e.get(c, "/ui/"); !strings.Contains(page, "blocked at a prompt") {
+		t.Errorf("overview: want far's blocked agent under Needs you:\n%s", page)
+	}
+	if n := tails.count(); n != 0 {
+		t.Errorf("%d terminal reads for a member on another node, want none", n)
+	}
+	if _, page := e.get(c, "/ui/members/near"); !strings.Contains(page, "w1:p1: read 1 of 40 lines") || strings.Contains(page, `id="remote"`) {
+		t.Errorf("near's page: want its tail:\n%s", page)
+	}
+}

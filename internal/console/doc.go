@@ -59,6 +59,13 @@
 // state of the agent (pane, status, state-change sequence, last delivery)
 // for each stream, at most [maxPromptReads] blocked agents per overview.
 //
+// In a fleet on etcd (Options.Node set) Members lists every node's members
+// with the status their nodes publish, and Messenger's Status gives a
+// remote member's published messaging state. A member another node runs
+// has its terminal in that node's herdr: the console reads no tail or
+// blocked screen of it and its page names the node instead; pause, resume
+// and delete go through the fleet's desired state as for any member.
+//
 // The package never imports mcp, the controllers or herdr: it declares the
 // small interfaces it needs (Members, Messenger, DesiredState, Tails,
 // TokenResolver) and internal/daemon passes the controllers' manager, the

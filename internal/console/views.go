@@ -60,6 +60,9 @@ type memberView struct {
 	Messages []messaging.Message // its mail in the primary's mailbox
 	Tail     string
 	TailErr  string
+	// Remote is the node that runs the member when it is not this one:
+	// its terminal is in that node's herdr.
+	Remote string
 }
 
 // pageView is a whole page: the layout around Body (an overviewView,
@@ -95,7 +98,7 @@ func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 		ns := memberNeeds(m)
 		for i, n := range ns {
 			needy[n.Member] = true
-			if n.Kind == needBlocked && reads < maxPromptReads {
+			if n.Kind == needBlocked && reads < maxPromptReads && c.remote(m) == "" {
 				reads++
 				if screen, _ := c.tail(ctx, m, c.o.Messages.Status(m.Name), tails.of(m.Name)); screen != "" {
 					ns[i].Text = "the agent is blocked at a prompt: " + lastLines(screen, promptLines)
@@ -235,8 +238,19 @@ func (c *Console) member(ctx context.Context, name string, tails tailCaches) (me
 			v.Messages = append(v.Messages, msg)
 		}
 	}
-	v.Tail, v.TailErr = c.tail(ctx, m, v.Worker, tails.of(name))
+	if v.Remote = c.remote(m); v.Remote == "" {
+		v.Tail, v.TailErr = c.tail(ctx, m, v.Worker, tails.of(name))
+	}
 	return v, true
+}
+
+// remote returns the node that runs m when it is another than this one;
+// "" for a member this node runs (or any, with one node).
+func (c *Console) remote(m v1alpha1.Member) string {
+	if c.o.Node == "" || m.Status.NodeName == "" || m.Status.NodeName == c.o.Node {
+		return ""
+	}
+	return m.Status.NodeName
 }
 
 // tailCache is the last terminal tail a stream read for a member, and the

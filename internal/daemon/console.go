@@ -27,12 +27,19 @@ type ConsoleOptions struct {
 }
 
 // newConsole builds the browser console on the controllers, the messaging
-// the gateway uses (the core, or the relay across nodes) and its token
-// registry.
-func newConsole(mgr *controllers.Manager, core console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
+// the gateway uses (the core, or the relay across nodes, which answers
+// another node's member's status with what its node publishes) and its
+// token registry. With a fleet view (a fleet on etcd) it lists every
+// node's members, with the status their nodes publish.
+func newConsole(mgr *controllers.Manager, view *fleetView, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
+	var members console.Members = mgr
+	if view != nil {
+		members = view
+	}
 	o := console.Options{
-		Members:     mgr,
-		Messages:    core,
+		Node:        nodeName(cfg),
+		Members:     members,
+		Messages:    messages,
 		Store:       mgr.Store(),
 		Tokens:      toks,
 		Tails:       prompter,

@@ -219,7 +219,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := controllers.NewMetrics(reg)
 
-	toks, err := tokens.Open(state.Root(), nil)
+	toks, err := tokens.Open(state.Root(), &tokens.Options{FleetPrimary: cfg.Etcd != nil}) // on etcd, the fleet's (adoptFleetToken)
 	if err != nil {
 		return fmt.Errorf("open token registry: %w", err)
 	}
@@ -260,6 +260,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		// the first requests see the fleet rather than an empty one.
 		if err := st.Sync(ctx); err != nil {
 			return fmt.Errorf("read the desired state from etcd: %w", err)
+		}
+		if err := adoptFleetToken(ctx, st, toks, state, cfg.Etcd.Node, log); err != nil {
+			return err
 		}
 		desired, nodes, fleet = st, st, st
 		etcdCli = cli
@@ -329,19 +332,18 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
 	dropUnownedTokens(toks, mgr.Owned(), log)
 
+	var members mcp.MemberSource = mgr
+	var waiter mcp.MemberWaiter = mgr
+	var view *fleetView // every member of the fleet, with the status other nodes publish
 	var messages messenger = core
 	var relay *fleetmsg.Relay // messaging across nodes, with the etcd store
 	if fleet != nil {
-		if relay, err = newRelay(core, etcdCli, fleet, cfg.Etcd, mopts, log); err != nil {
+		view = newFleetView(mgr, fleet, cfg.Etcd.Node)
+		members, waiter = view, view
+		if relay, err = newRelay(core, etcdCli, fleet, view, cfg.Etcd, mopts, log); err != nil {
 			return err
 		}
 		messages = relay
-	}
-	var members mcp.MemberSource = mgr
-	var waiter mcp.MemberWaiter = mgr
-	if fleet != nil {
-		view := fleetView{local: mgr, store: fleet, node: cfg.Etcd.Node}
-		members, waiter = view, view
 	}
 	handler, err = mcp.NewHandler(mcp.Options{
 		Members:    members,
@@ -356,6 +358,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		Registerer: reg,
 		Version:    version.Version,
 		Nodes:      nodes,
+		Node:       nodeName(cfg),
 
 		ToolCallRate:        cfg.ToolCallRate,
 		ToolCallBurst:       cfg.ToolCallBurst,
@@ -374,7 +377,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	ui, err := newConsole(mgr, messages, toks, prompter, cfg, log)
+	ui, err := newConsole(mgr, view, messages, toks, prompter, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -399,6 +402,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 			publishNode(ctx, node, reg, mgr.HerdrSynced, func() int { return len(desired.Snapshot().Members) }, mgr.Changed, clock.Real{}, log)
 			return nil
 		})
+		g.Go(func() error { return runFleet(ctx, view, etcdCli, fleet, mgr, core, cfg.Etcd, toks, log) })
 		g.Go(func() error {
 			return etcdstore.RunScheduler(ctx, etcdCli, fleet, &etcdstore.SchedulerOptions{Prefix: cfg.Etcd.Prefix, Candidate: cfg.Etcd.Node,
 				TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, RescheduleAfter: cfg.Etcd.RescheduleAfter, Logger: log})

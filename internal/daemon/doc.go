@@ -45,9 +45,22 @@
 //     the daemon's own fleetd_herdr_info shows it) and member count, written
 //     only when they change;
 //     GET /nodes serves every registration from the store's watch. The
-//     REST API's members are the whole fleet (fleetView): this node's with
-//     their status, the others with their node (OnAnotherNode) or why none
-//     takes them (Unschedulable).
+//     node publishes the status of each member it runs, with the messaging
+//     core's state of it, at PREFIX/status/MEMBER (fleetstatus.go,
+//     etcdstore.PublishStatuses: written only when it changes, in bursts of
+//     at most 3 and then once a second per member, deleted when the node
+//     stops running it). The REST API's members — and bridge_list's,
+//     `?wait=true`'s and the console's — are the whole fleet (fleetView):
+//     this node's with their
+//     status, another node's with the status that node published when it is
+//     the node the member is bound to and it is Ready, NodeLost when its
+//     lease expired, OnAnotherNode (with why) otherwise, and the unbound
+//     with why no node takes them (Unschedulable). fleetView.RemoteWorker
+//     gives a remote member's published messaging state, for bridge_status.
+//     The fleet has one primary token (fleettoken.go): its hash is at
+//     PREFIX/tokens/primary, claimed by the first node with a
+//     create-if-absent transaction; every node's registry accepts only that
+//     token, and follows the hash when it changes.
 //
 // The listener is bounded ([ListenerLimits], Config.Listener): a cap on
 // open connections (at the cap the connection idle longest is closed to

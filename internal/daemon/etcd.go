@@ -54,6 +54,10 @@ type EtcdConfig struct {
 	// NodeTTL is the lease of the node's registration; 0 means
 	// etcdstore.DefaultNodeTTL.
 	NodeTTL time.Duration
+	// Client, if set, adjusts the etcd client's configuration before it is
+	// created (tests add gRPC interceptors that count the node's requests);
+	// nil leaves fleetd's.
+	Client func(*clientv3.Config)
 }
 
 // Check reports what is missing or malformed, before anything starts.
@@ -170,14 +174,18 @@ func dialEtcd(c *EtcdConfig, log *slog.Logger) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cc := clientv3.Config{
 		Endpoints:            c.Endpoints,
 		TLS:                  tlsCfg,
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
-	})
+	}
+	if c.Client != nil {
+		c.Client(&cc)
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(c.Endpoints, ","), err)
 	}

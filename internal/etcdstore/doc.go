@@ -8,8 +8,9 @@
 // PREFIX/members/NAME, PREFIX/profiles/NAME, PREFIX/tenants/NAME, each
 // holding the object as JSON, with the metadata the store owns (uid,
 // generation, creationTimestamp) and without status, which each node keeps
-// for itself. Other keys under the prefix (nodes, bindings, the scheduler
-// election) are not objects.
+// for itself and publishes apart. Other keys under the prefix (nodes,
+// bindings, the scheduler election, published statuses, the primary
+// token's hash) are not objects.
 //
 // Versions. An object's metadata.resourceVersion is its key's mod
 // revision, as in Kubernetes. Apply is a compare-and-swap on that
@@ -80,6 +81,24 @@
 // spec.nodeName pins them there; the lost node, back, no longer finds them
 // in its snapshot and closes their panes.
 
+// Status across nodes. [PublishStatuses] keeps PREFIX/status/MEMBER (a
+// [PublishedStatus]: the node, the member's uid, the binding revision it
+// saw, the member's status and its messaging state) current for every
+// member a node runs: written only when it changes, in bursts of a few and
+// then at most once per interval per member, a bounded number at once,
+// fenced on the key's revision, deleted when the node stops running the
+// member (and by the scheduler when the member is gone and its node is not
+// registered). Every Store reads the statuses in its list and watch
+// ([Store.Status],
+// [Store.StatusChanged]); [Store.BoundStatus] says whether to believe one.
+//
+// The primary token. PREFIX/tokens/primary holds the SHA-256 of the
+// fleet's one primary token and the node that minted it ([FleetToken]),
+// claimed by the first node with a create-if-absent transaction
+// ([Store.ClaimPrimaryToken]) and read by every Store's watch
+// ([Store.PrimaryToken]); a deleted or malformed value leaves the last good
+// one in effect. The token itself is never written to etcd.
+//
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.
 //

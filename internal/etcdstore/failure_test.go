@@ -21,6 +21,10 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 	writer.apply(member("kept", "one"))
 	writer.apply(member("changed", "one"))
 	writer.apply(member("deleted", "one"))
+	statusKey := func(name string) string { return prefix(t) + "/status/" + name }
+	if _, err := writer.cli.Put(context.Background(), statusKey("deleted"), `{"node":"a","memberUID":"u1","status":{"phase":"Ready"}}`); err != nil {
+		t.Fatal(err)
+	}
 
 	lists := make(chan int64, 10)
 	st, err := New(newClient(t), &Options{Prefix: prefix(t)})
@@ -44,6 +48,14 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 			t.Error(err)
 		}
 		writer.apply(member("created", "one"))
+		// Published statuses and the token hash too.
+		for _, op := range []clientv3.Op{clientv3.OpDelete(statusKey("deleted")),
+			clientv3.OpPut(statusKey("created"), `{"node":"a","memberUID":"u2","status":{"phase":"Starting"}}`),
+			clientv3.OpPut(prefix(t)+"/tokens/primary", `{"sha256":"`+strings.Repeat("ab", 32)+`","node":"a"}`)} {
+			if _, err := writer.cli.Do(ctx, op); err != nil {
+				t.Error(err)
+			}
+		}
 		resp, err := writer.cli.Get(ctx, "compact-marker")
 		if err != nil {
 			t.Error(err)
@@ -66,6 +78,15 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 	s := n.until("the compacted changes seen", func(s *store.Snapshot) bool { return s.Members["created"] != nil })
 	if s.Members["deleted"] != nil || !s.Members["changed"].Spec.Paused || s.Members["kept"] == nil {
 		t.Errorf("after the relist: members %v, changed paused %v", memberNames(s), s.Members["changed"].Spec.Paused)
+	}
+	if _, ok := st.Status("deleted"); ok {
+		t.Error("after the relist: a status deleted meanwhile is still shown")
+	}
+	if got, ok := st.Status("created"); !ok || got.Status.Phase != v1alpha1.PhaseStarting {
+		t.Errorf("after the relist: the status published meanwhile is %+v (%v)", got, ok)
+	}
+	if tok, ok := st.PrimaryToken(); !ok || tok.Node != "a" {
+		t.Errorf("after the relist: the token hash put meanwhile is %+v (%v)", tok, ok)
 	}
 	// The hook runs after a list has published its snapshot: wait for
 	// the second one's call rather than count at once.

@@ -236,7 +236,34 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 			clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0),
 			clientv3.OpDelete(s.st.bindingKey(name)), nil))
 	}
-	return wake, cmpOr(firstErr, s.commit(ctx, unbinds))
+	unbindErr := s.commit(ctx, unbinds)
+	// Statuses nobody will delete: of a member that is gone, published by
+	// a node that is not registered (killed, and not back: a node deletes
+	// its own when it runs).
+	registered := map[string]bool{}
+	for _, n := range f.Nodes {
+		registered[n.Name] = true
+	}
+	s.st.mu.Lock()
+	orphans := map[string]int64{}
+	for name, r := range s.st.statuses {
+		if !present[name] && !registered[r.Node] {
+			orphans[name] = r.modRev
+		}
+	}
+	s.st.mu.Unlock()
+	for name, rev := range orphans {
+		memberKey, _ := s.st.Key("Member", name)
+		key := s.st.statusKey(name)
+		rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
+		_, err := s.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev), clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev)).Then(clientv3.OpDelete(key)).Commit()
+		cancel()
+		if err != nil {
+			firstErr = cmpOr(firstErr, fmt.Errorf("delete %s: %w: %w", key, ErrUnavailable, err))
+		}
+	}
+	return wake, cmpOr(firstErr, unbindErr)
 }
 
 // bindingWrite is one write of a pass: op on a binding key, if its own

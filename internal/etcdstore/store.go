@@ -81,10 +81,12 @@ type Store struct {
 	clock    clock.Clock
 	log      *slog.Logger
 
-	entries map[string]*entry        // by etcd key; owned by Run
-	nodeKVs map[string]*nodeEntry    // PREFIX/nodes/NAME by key; owned by Run
-	bindKVs map[string]*bindingEntry // PREFIX/bindings/MEMBER by key; owned by Run
-	node    string                   // Options.Node
+	entries   map[string]*entry        // by etcd key; owned by Run
+	nodeKVs   map[string]*nodeEntry    // PREFIX/nodes/NAME by key; owned by Run
+	bindKVs   map[string]*bindingEntry // PREFIX/bindings/MEMBER by key; owned by Run
+	statusKVs map[string]*statusEntry  // PREFIX/status/MEMBER by key; owned by Run
+	tokenKV   *tokenEntry              // PREFIX/tokens/primary; owned by Run
+	node      string                   // Options.Node
 	// listed, if set, is called by Run between a list and the watch from
 	// its revision (tests: make changes and compact etcd there).
 	listed func(rev int64)
@@ -103,6 +105,14 @@ type Store struct {
 	// lease expired): when this store first saw them gone, and their last
 	// registration if it saw one (nodes.go).
 	lost map[string]lostNode
+	// statuses are the published member statuses by member name
+	// (status.go); statusCh is closed (and replaced) when they change.
+	statuses map[string]statusRecord
+	statusCh chan struct{}
+	// primary is the fleet's primary token hash as last read (tokens.go);
+	// tokenCh is closed (and replaced) when it changes.
+	primary FleetToken
+	tokenCh chan struct{}
 }
 
 // entry is what the store knows about one key.
@@ -144,23 +154,27 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 		o.Logger = slog.Default()
 	}
 	return &Store{
-		cli:      cli,
-		prefix:   o.Prefix + "/",
-		timeout:  o.RequestTimeout,
-		maxBytes: o.MaxObjectBytes,
-		retry:    o.RetryInterval,
-		clock:    o.Clock,
-		log:      o.Logger,
-		entries:  map[string]*entry{},
-		nodeKVs:  map[string]*nodeEntry{},
-		bindKVs:  map[string]*bindingEntry{},
-		node:     o.Node,
-		full:     emptySnapshot(),
-		fleetCh:  make(chan struct{}),
-		lost:     map[string]lostNode{},
-		snap:     emptySnapshot(),
-		advanced: make(chan struct{}),
-		watchers: map[chan struct{}]struct{}{},
+		cli:       cli,
+		prefix:    o.Prefix + "/",
+		timeout:   o.RequestTimeout,
+		maxBytes:  o.MaxObjectBytes,
+		retry:     o.RetryInterval,
+		clock:     o.Clock,
+		log:       o.Logger,
+		entries:   map[string]*entry{},
+		nodeKVs:   map[string]*nodeEntry{},
+		bindKVs:   map[string]*bindingEntry{},
+		statusKVs: map[string]*statusEntry{},
+		statuses:  map[string]statusRecord{},
+		statusCh:  make(chan struct{}),
+		tokenCh:   make(chan struct{}),
+		node:      o.Node,
+		full:      emptySnapshot(),
+		fleetCh:   make(chan struct{}),
+		lost:      map[string]lostNode{},
+		snap:      emptySnapshot(),
+		advanced:  make(chan struct{}),
+		watchers:  map[chan struct{}]struct{}{},
 	}, nil
 }
 
@@ -317,6 +331,8 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 	next := map[string]*entry{}
 	nextNodes := map[string]*nodeEntry{}
 	nextBinds := map[string]*bindingEntry{}
+	nextStatus := map[string]*statusEntry{}
+	var nextToken *tokenEntry
 	var rev int64
 	key, end := s.prefix, clientv3.GetPrefixRangeEnd(s.prefix)
 	for {
@@ -339,6 +355,10 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 				nextNodes[k] = e
 			} else if b := s.decodeBinding(k, kv.Value, kv.ModRevision, s.bindKVs[k]); b != nil {
 				nextBinds[k] = b
+			} else if st := s.decodeStatus(k, kv.Value, kv.ModRevision, s.statusKVs[k]); st != nil {
+				nextStatus[k] = st
+			} else if tok := s.decodeToken(k, kv.Value, kv.ModRevision, s.tokenKV); tok != nil {
+				nextToken = tok
 			} else if e := s.decode(k, kv.Value, kv.ModRevision, kv.CreateRevision, s.entries[k]); e != nil {
 				next[k] = e
 			}
@@ -348,8 +368,10 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	s.entries, s.nodeKVs, s.bindKVs = next, nextNodes, nextBinds
+	s.entries, s.nodeKVs, s.bindKVs, s.statusKVs, s.tokenKV = next, nextNodes, nextBinds, nextStatus, nextToken
 	s.publishNodes()
+	s.publishStatuses()
+	s.publishToken()
 	s.publish(rev, true)
 	return rev, nil
 }
@@ -364,9 +386,27 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 		if err := resp.Err(); err != nil {
 			return err
 		}
-		changed, nodesChanged := false, false
+		changed, nodesChanged, statusChanged, tokenChanged := false, false, false, false
 		for _, ev := range resp.Events {
 			k := string(ev.Kv.Key)
+			if _, ok := s.statusMember(k); ok {
+				statusChanged = true
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(s.statusKVs, k)
+				} else {
+					s.statusKVs[k] = s.decodeStatus(k, ev.Kv.Value, ev.Kv.ModRevision, s.statusKVs[k])
+				}
+				continue
+			}
+			if k == s.tokenKey() {
+				tokenChanged = true
+				if ev.Type == clientv3.EventTypeDelete {
+					s.tokenKV = nil
+				} else {
+					s.tokenKV = s.decodeToken(k, ev.Kv.Value, ev.Kv.ModRevision, s.tokenKV)
+				}
+				continue
+			}
 			if _, ok := s.nodeName(k); ok {
 				nodesChanged = true
 				if ev.Type == clientv3.EventTypeDelete {
@@ -400,6 +440,12 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 		}
 		if nodesChanged {
 			s.publishNodes()
+		}
+		if statusChanged {
+			s.publishStatuses()
+		}
+		if tokenChanged {
+			s.publishToken()
 		}
 		s.publish(resp.Header.Revision, changed)
 	}

@@ -214,6 +214,45 @@ func (c *Cluster) Endpoint(i int) string { return c.members[i].client.String() }
 // Size is the number of members.
 func (c *Cluster) Size() int { return len(c.members) }
 
+// Leader returns the index of the member the running members agree
+// leads the cluster; an error while they know of none or disagree (no
+// quorum, an election under way). A test that wants the leader down waits
+// on it: a cluster just started or just healed may still be electing.
+func (c *Cluster) Leader() (int, error) {
+	lead := -1
+	for _, m := range c.members {
+		m.mu.Lock()
+		e := m.etcd
+		m.mu.Unlock()
+		if e == nil {
+			continue
+		}
+		id := e.Server.Leader()
+		if id == 0 {
+			return -1, fmt.Errorf("etcdtest: member %s knows no leader", m.name)
+		}
+		at := -1
+		for j, o := range c.members {
+			o.mu.Lock()
+			if o.etcd != nil && o.etcd.Server.MemberID() == id {
+				at = j
+			}
+			o.mu.Unlock()
+		}
+		if at < 0 {
+			return -1, fmt.Errorf("etcdtest: member %s follows %s, which is not running", m.name, id)
+		}
+		if lead >= 0 && lead != at {
+			return -1, fmt.Errorf("etcdtest: members disagree on the leader (%s and %s)", c.members[lead].name, c.members[at].name)
+		}
+		lead = at
+	}
+	if lead < 0 {
+		return -1, errors.New("etcdtest: no member is running")
+	}
+	return lead, nil
+}
+
 // Stop stops member i; its data stays for Restart.
 func (c *Cluster) Stop(i int) {
 	m := c.members[i]

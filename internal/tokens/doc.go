@@ -12,7 +12,12 @@
 // give another member's pane after a restart. The
 // primary — the operator's own agent session — authenticates with the token in
 // STATE_DIR/primary.token, created on first use by [PrimaryToken]. Package
-// statedir names both paths and their modes.
+// statedir names both paths and their modes. In a fleet on etcd the primary
+// token is the fleet's, chosen by the node that minted it: a registry
+// opened with Options.FleetPrimary reads and creates no primary.token and
+// accepts, once told with [Registry.AcceptPrimary], only the token with the
+// fleet's hash. There is no rotation here: the caller decides which hash
+// is the primary's.
 //
 // [Registry.Resolve] is what the gateway asks on every request: presented
 // token in, [Identity] out. It hashes the presented token and finds the entry

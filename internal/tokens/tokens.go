@@ -51,6 +51,11 @@ var ErrUnknownToken = errors.New("unknown token")
 type Options struct {
 	// Rand is the source of token randomness; nil means crypto/rand.
 	Rand io.Reader
+	// FleetPrimary says the primary token is chosen elsewhere (a fleet on
+	// etcd keeps its hash there): Open neither reads nor creates
+	// primary.token, and the registry accepts no primary token until
+	// [Registry.AcceptPrimary] names one.
+	FleetPrimary bool
 }
 
 // Registry holds the hashes of the worker tokens fleetd minted and the hash
@@ -60,11 +65,12 @@ type Registry struct {
 	path string
 	rand io.Reader
 
-	mu      sync.Mutex
-	primary [sha256.Size]byte
-	entries map[[sha256.Size]byte]Identity
-	version uint64 // bumped by every change to entries
-	saved   uint64 // the version tokens.json holds
+	mu         sync.Mutex
+	primary    [sha256.Size]byte
+	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
+	entries    map[[sha256.Size]byte]Identity
+	version    uint64 // bumped by every change to entries
+	saved      uint64 // the version tokens.json holds
 
 	// saveMu serialises writes of tokens.json. Changes made while a write
 	// is under way are written together by the next writer (group commit),
@@ -86,11 +92,13 @@ func Open(stateDir string, opts *Options) (*Registry, error) {
 	if r.rand == nil {
 		r.rand = rand.Reader
 	}
-	primary, err := PrimaryToken(stateDir)
-	if err != nil {
-		return nil, err
+	if !opts.FleetPrimary {
+		primary, err := PrimaryToken(stateDir)
+		if err != nil {
+			return nil, err
+		}
+		r.primary, r.hasPrimary = sha256.Sum256([]byte(primary)), true
 	}
-	r.primary = sha256.Sum256([]byte(primary))
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -204,12 +212,44 @@ func (r *Registry) Resolve(token string) (Identity, bool) {
 	sum := sha256.Sum256([]byte(token))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if subtle.ConstantTimeCompare(sum[:], r.primary[:]) == 1 {
+	if subtle.ConstantTimeCompare(sum[:], r.primary[:]) == 1 && r.hasPrimary {
 		return Identity{Role: RolePrimary}, true
 	}
 	ident, ok := r.entries[sum]
 	return ident, ok
 }
+
+// AcceptPrimary makes the token whose ID is id the only primary token the
+// registry accepts, from now on: the fleet's, whose hash a fleet on etcd
+// keeps there. primary.token is neither read nor changed.
+func (r *Registry) AcceptPrimary(id ID) error {
+	sum, err := id.sum()
+	if err != nil {
+		return fmt.Errorf("accept primary token: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.primary, r.hasPrimary = sum, true
+	return nil
+}
+
+// PrimaryID returns the [ID] of the primary token the registry accepts;
+// "" when it accepts none yet.
+func (r *Registry) PrimaryID() ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.hasPrimary {
+		return ""
+	}
+	return idOf(r.primary)
+}
+
+// IDOf returns the [ID] of a token: its hex SHA-256.
+func IDOf(token string) ID { return idOf(sha256.Sum256([]byte(token))) }
+
+// SameID reports whether two IDs are equal, in time that does not depend
+// on where they differ.
+func SameID(a, b ID) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) (int, error) {
 	r.mu.Lock()
@@ -385,6 +425,12 @@ func PrimaryToken(stateDir string) (string, error) {
 		return "", fmt.Errorf("create primary token: %w", err)
 	}
 	return tok, nil
+}
+
+// ReadPrimaryToken returns the token in stateDir/primary.token without
+// creating it; an error matching fs.ErrNotExist when there is none.
+func ReadPrimaryToken(stateDir string) (string, error) {
+	return readPrimary(statedir.At(stateDir).PrimaryToken())
 }
 
 func readPrimary(path string) (string, error) {

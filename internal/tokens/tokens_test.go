@@ -423,3 +423,58 @@ func TestRegistry_MintRollsBackOnWriteFailure(t *testing.T) {
 		t.Errorf("%d entries left after a failed mint, want 0", left)
 	}
 }
+
+// A registry of a fleet's node (FleetPrimary) neither reads nor creates
+// primary.token and accepts no primary token until told the fleet's hash;
+// then it accepts that token only, and a new hash replaces it. Worker
+// tokens are unaffected.
+func TestRegistry_FleetPrimary(t *testing.T) {
+	dir := t.TempDir()
+	own, err := PrimaryToken(dir) // the node's own token, from before it joined
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir, &Options{FleetPrimary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Resolve(own); ok || r.PrimaryID() != "" {
+		t.Fatalf("before AcceptPrimary the node's own token resolves (%v) or a primary is set (%q)", ok, r.PrimaryID())
+	}
+	worker, _ := mint(t, r, "w", "uid-w")
+	fleet, rotated := "the-fleets-token-0123456789abcdefghijklmn", "the-rotated-token-0123456789abcdefghijkl"
+	if err := r.AcceptPrimary(IDOf(fleet)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token string
+		role  string
+	}{{fleet, RolePrimary}, {own, ""}, {worker, RoleWorker}} {
+		if id, _ := r.Resolve(tc.token); id.Role != tc.role {
+			t.Errorf("Resolve: role %q, want %q", id.Role, tc.role)
+		}
+	}
+	if err := r.AcceptPrimary(IDOf(rotated)); err != nil || r.PrimaryID() != IDOf(rotated) {
+		t.Fatalf("AcceptPrimary(rotated): %v, primary %q", err, r.PrimaryID())
+	}
+	if _, ok := r.Resolve(fleet); ok {
+		t.Error("the replaced fleet token still resolves")
+	}
+	if id, _ := r.Resolve(rotated); id.Role != RolePrimary {
+		t.Error("the new fleet token does not resolve as the primary")
+	}
+	if err := r.AcceptPrimary("not-a-hash"); err == nil {
+		t.Error("AcceptPrimary took a malformed id")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "primary.token")); err != nil || strings.TrimSpace(string(b)) != own {
+		t.Errorf("primary.token changed: %q %v", b, err)
+	}
+
+	empty := t.TempDir()
+	if _, err := Open(empty, &Options{FleetPrimary: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, "primary.token")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open with FleetPrimary created primary.token (%v)", err)
+	}
+}

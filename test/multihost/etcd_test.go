@@ -2,6 +2,8 @@ package multihost
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,17 +71,44 @@ func startNodeWith(t testing.TB, etcd *daemon.EtcdConfig) *fleetNode {
 	})
 	select {
 	case info := <-ready:
-		token, err := os.ReadFile(statedir.At(state).PrimaryToken())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &fleetNode{info: info, token: strings.TrimSpace(string(token))}
+		return &fleetNode{info: info, token: fleetToken(t, etcd.Prefix, state)}
 	case err := <-done:
 		t.Fatalf("Run ended before listening: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon did not start listening")
 	}
 	return nil
+}
+
+// fleetTokens are the fleets' primary tokens by prefix, each read from
+// the node that minted it.
+var fleetTokens sync.Map
+
+// fleetToken returns the primary token of the fleet under prefix, which
+// every node of it accepts: the token in the primary.token of the node
+// that minted it (the first of the fleet to start), whose hash etcd
+// holds. state is the state directory of a node that just started.
+func fleetToken(t testing.TB, prefix, state string) string {
+	t.Helper()
+	if b, err := os.ReadFile(statedir.At(state).PrimaryToken()); err == nil {
+		tok := strings.TrimSpace(string(b))
+		resp, err := etcdClient(t).Get(context.Background(), prefix+"/tokens/primary")
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("the fleet's primary token hash: %v %v", resp, err)
+		}
+		var hash struct{ SHA256 string }
+		if err := json.Unmarshal(resp.Kvs[0].Value, &hash); err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256([]byte(tok)); hex.EncodeToString(sum[:]) == hash.SHA256 {
+			fleetTokens.Store(prefix, tok)
+		}
+	}
+	tok, ok := fleetTokens.Load(prefix)
+	if !ok {
+		t.Fatalf("no node of %s holds the fleet's primary token", prefix)
+	}
+	return tok.(string)
 }
 
 func (n *fleetNode) do(t testing.TB, method, path, body string) (int, string) {

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -36,7 +34,7 @@ type etcdProxy struct {
 	wg    sync.WaitGroup
 }
 
-func startProxy(t *testing.T, endpoint string) *etcdProxy {
+func startProxy(t testing.TB, endpoint string) *etcdProxy {
 	t.Helper()
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -109,11 +107,7 @@ func runDaemon(t testing.TB, cfg daemon.Config) (*fleetNode, func()) {
 	t.Cleanup(stop)
 	select {
 	case info := <-ready:
-		token, err := os.ReadFile(statedir.At(cfg.StateDir).PrimaryToken())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &fleetNode{info: info, token: strings.TrimSpace(string(token))}, stop
+		return &fleetNode{info: info, token: fleetToken(t, cfg.Etcd.Prefix, cfg.StateDir)}, stop
 	case err := <-done:
 		t.Fatalf("Run ended before listening: %v", err)
 	case <-time.After(30 * time.Second):

@@ -20,8 +20,8 @@ import (
 )
 
 // The messaging tests run whole fleetd nodes on one etcd prefix and talk
-// to their gateways as MCP clients: the primary with each node's own
-// primary token against that node, a worker with the FLEETD_TOKEN of its
+// to their gateways as MCP clients: the primary with the fleet's primary
+// token (every node accepts it), a worker with the FLEETD_TOKEN of its
 // pane against its own node. The simulated agents answer every prompt
 // with "echo: PROMPT" through bridge_reply; a pane whose behaviour a test
 // scripts reports its prompts on a channel instead and the test speaks
@@ -222,6 +222,20 @@ func TestMessaging_AcrossNodes(t *testing.T) {
 	}
 	if p := mustCall[mcp.PollOutput](t, ctx, pa, "bridge_poll", nil); len(p.Messages) != 0 {
 		t.Errorf("bridge_poll on a after the ack = %+v, want nothing", p)
+	}
+	// bridge_status on a shows coder's messaging state as b publishes it.
+	for tick := time.NewTicker(20 * time.Millisecond); ; {
+		st := mustCall[mcp.StatusOutput](t, ctx, pa, "bridge_status", map[string]any{"sessionId": "coder"})
+		if len(st.Workers) == 1 && st.Workers[0].LastDelivery != nil && st.Workers[0].LastDelivery.TurnID == d.TurnID &&
+			st.Workers[0].LastDelivery.Result == "delivered" && st.Workers[0].Name == "coder" {
+			tick.Stop()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("bridge_status on a never showed coder's last delivery (turn %s) from b: %+v", d.TurnID, st)
+		case <-tick.C:
+		}
 	}
 	if got := agentPrompts(b.info.Sim, "coder"); !equalSet(got, "hello", "later") {
 		t.Errorf("typed into coder's pane: %q, want hello and later once each", got)

