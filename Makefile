@@ -46,7 +46,7 @@ fmt:
 # three members), then the whole-process figures of $(BIN), printed as one
 # table (docs/performance.md explains it). Knobs go to the benchmarks, e.g.
 # BENCHARGS='-sizes 100,500 -ready-sizes 100 -latency 2ms' and
-# FLEETBENCHARGS='-fleet-members 50 -lost-ttl 3s -idle-window 10s'; the raw
+# FLEETBENCHARGS='-fleet-members 50 -lost-ttl 3s -idle-window 10s -send-rounds 50'; the raw
 # output stays in bin/bench.txt.
 BENCHARGS      ?=
 FLEETBENCHARGS ?=

@@ -399,7 +399,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		g.Go(func() error { return relay.Run(ctx) })
 		g.Go(func() error { return node.Run(ctx) })
 		g.Go(func() error {
-			publishNode(ctx, node, reg, mgr.HerdrSynced, desired, mgr.Changed, clock.Real{}, log)
+			publishNode(ctx, node, reg, mgr.HerdrSynced, func() int { return len(desired.Snapshot().Members) }, mgr.Changed, clock.Real{}, log)
 			return nil
 		})
 		g.Go(func() error { return runFleet(ctx, view, etcdCli, fleet, mgr, core, cfg.Etcd, toks, log) })

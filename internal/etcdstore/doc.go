@@ -64,8 +64,11 @@
 //
 // Placement. [RunScheduler] campaigns in an etcd election; the leader
 // binds each unbound Member to the node [Place] picks, writing
-// PREFIX/bindings/MEMBER = {node, memberUID} in a transaction fenced on
-// the member's revision, the binding's and the leader's key. A Store with
+// PREFIX/bindings/MEMBER = {node, memberUID} fenced on the member's
+// revision, the binding's and the leader's key. Many bindings go in one
+// transaction (up to 63, within etcd's default --max-txn-ops of 128); a
+// batch whose fences fail is split in halves and tried again, down to
+// single bindings, so one member changed meanwhile holds back only itself. A Store with
 // Options.Node shows in its snapshot only the members bound to that node
 // with the bound uid; [Store.Fleet] shows every member, binding and node.
 //

@@ -23,7 +23,7 @@ type SchedulerOptions struct {
 	// TTL is the election session's lease: a scheduler that dies is
 	// replaced this long after; default DefaultNodeTTL.
 	TTL time.Duration
-	// RequestTimeout bounds each binding write; default
+	// RequestTimeout bounds each transaction of bindings; default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// RescheduleAfter is how long a member stays bound to a lost node (its
@@ -48,11 +48,12 @@ const DefaultRescheduleAfter = 5 * time.Minute
 // election at PREFIX/scheduler, under a session lease) until ctx ends; one
 // fleetd at a time is the scheduler. While it leads it binds every
 // unbound Member of st's Fleet (or one whose binding names an older uid)
-// to the node [Place] picks, each in a transaction that holds only if the
-// member's key is still at the revision it placed, its binding is still
-// as it read it, and its leadership key is still there: a scheduler that
-// lost the election, or placed a member that changed meanwhile, writes
-// nothing. Bindings of deleted members are removed the same way. Members
+// to the node [Place] picks, each binding fenced so that it holds only if
+// the member's key is still at the revision it placed, its binding is
+// still as it read it, and its leadership key is still there: a scheduler
+// that lost the election, or placed a member that changed meanwhile,
+// writes nothing (for that member). Many bindings go in one transaction;
+// a batch that fails its fences is split until the stale ones are alone. Bindings of deleted members are removed the same way. Members
 // no node can take stay unbound (Place says why). A member bound to a
 // lost node (Fleet.Lost) is bound again, the same way and also only if
 // its binding is still at the revision the scheduler read, once the node
@@ -164,18 +165,21 @@ type scheduler struct {
 
 // pass binds what is unbound, rebinds what waited its grace on a lost
 // node, and unbinds what is gone, once. wake, if positive, is when the
-// next member's grace ends.
+// next member's grace ends. Its writes go in batches (see commit): one
+// transaction binds many members, so a fleet of hundreds is bound in a
+// few round trips to etcd rather than one per member.
 func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 	f := s.st.Fleet()
 	counts := f.Counts()
 	now := s.o.Clock.Now()
-	var firstErr error
 	present := map[string]bool{}
+	var binds []bindingWrite
 	for _, m := range f.Members {
 		present[m.Name] = true
-		if b, bound := f.Bindings[m.Name]; bound {
-			since, lost := f.Lost[b.Node]
-			if !lost || m.Spec.NodeName == b.Node {
+		old, bound := f.Bindings[m.Name]
+		if bound {
+			since, lost := f.Lost[old.Node]
+			if !lost || m.Spec.NodeName == old.Node {
 				continue
 			}
 			if left := since.Add(s.o.RescheduleAfter).Sub(now); left > 0 {
@@ -193,24 +197,28 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 		if err != nil {
 			continue // not read from etcd: nothing to fence on
 		}
+		// Counted as placed at once, so that the members after it in this
+		// pass spread around it; one whose write fails is placed again at
+		// the next pass, from the fleet as it is then.
+		counts[node]++
+		if bound {
+			counts[old.Node]--
+		}
 		memberKey, _ := s.st.Key("Member", m.Name)
 		value, _ := json.Marshal(Binding{Node: node, MemberUID: m.UID})
-		ok, err := s.write(ctx, s.st.bindingKey(m.Name), []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(memberKey), "=", rev)},
-			clientv3.OpPut(s.st.bindingKey(m.Name), string(value)))
-		if err != nil {
-			firstErr = cmpOr(firstErr, err)
-			continue
-		}
-		if ok {
-			counts[node]++
-			if old, bound := f.Bindings[m.Name]; bound {
-				counts[old.Node]--
-				s.o.Logger.Info("member rescheduled from a lost node", "member", m.Name, "lost", old.Node, "node", node)
-			} else {
-				s.o.Logger.Info("member bound", "member", m.Name, "node", node)
-			}
-		}
+		name := m.Name
+		binds = append(binds, s.planWrite(s.st.bindingKey(name),
+			clientv3.Compare(clientv3.ModRevision(memberKey), "=", rev),
+			clientv3.OpPut(s.st.bindingKey(name), string(value)),
+			func() {
+				if bound {
+					s.o.Logger.Info("member rescheduled from a lost node", "member", name, "lost", old.Node, "node", node)
+				} else {
+					s.o.Logger.Info("member bound", "member", name, "node", node)
+				}
+			}))
 	}
+	firstErr := s.commit(ctx, binds)
 	// Bindings whose member is gone. (One whose member was made again, with
 	// a new uid, is overwritten above.)
 	s.st.mu.Lock()
@@ -221,13 +229,14 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 		}
 	}
 	s.st.mu.Unlock()
+	var unbinds []bindingWrite
 	for _, name := range stale {
 		memberKey, _ := s.st.Key("Member", name)
-		if _, err := s.write(ctx, s.st.bindingKey(name), []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0)},
-			clientv3.OpDelete(s.st.bindingKey(name))); err != nil {
-			firstErr = cmpOr(firstErr, err)
-		}
+		unbinds = append(unbinds, s.planWrite(s.st.bindingKey(name),
+			clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0),
+			clientv3.OpDelete(s.st.bindingKey(name)), nil))
 	}
+	unbindErr := s.commit(ctx, unbinds)
 	// Statuses nobody will delete: of a member that is gone, published by
 	// a node that is not registered (killed, and not back: a node deletes
 	// its own when it runs).
@@ -254,26 +263,100 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 			firstErr = cmpOr(firstErr, fmt.Errorf("delete %s: %w: %w", key, ErrUnavailable, err))
 		}
 	}
-	return wake, firstErr
+	return wake, cmpOr(firstErr, unbindErr)
 }
 
-// write commits op on a binding key if cmps hold, the binding key is as
-// this store last saw it, and this scheduler still leads.
-func (s *scheduler) write(ctx context.Context, key string, cmps []clientv3.Cmp, op clientv3.Op) (bool, error) {
+// bindingWrite is one write of a pass: op on a binding key, if its own
+// fence (on the member's key) holds and the binding key is as this store
+// last saw it; done, if set, runs once it is committed.
+type bindingWrite struct {
+	cmps []clientv3.Cmp
+	op   clientv3.Op
+	done func()
+}
+
+// planWrite is the write of op on a binding key fenced on fence and on the
+// binding key's mod revision as this store last saw it.
+func (s *scheduler) planWrite(key string, fence clientv3.Cmp, op clientv3.Op, done func()) bindingWrite {
 	var seen int64
 	if e := s.bindingSeen(key); e != nil {
 		seen = e.modRev
 	}
-	cmps = append(cmps,
-		clientv3.Compare(clientv3.ModRevision(key), "=", seen),
-		clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev))
+	return bindingWrite{cmps: []clientv3.Cmp{fence, clientv3.Compare(clientv3.ModRevision(key), "=", seen)}, op: op, done: done}
+}
+
+// maxTxnOps is etcd's default bound on the comparisons (and on the
+// operations) of one transaction (--max-txn-ops).
+const maxTxnOps = 128
+
+// bindBatch is how many binding writes go in one transaction: each has two
+// comparisons, and the transaction one more for the leadership.
+const bindBatch = (maxTxnOps - 1) / 2
+
+// commit writes ws in transactions of up to bindBatch writes, each fenced
+// as a whole on this scheduler's leadership and on every write's own
+// comparisons. A batch whose comparisons fail while the scheduler still
+// leads is split in halves and each tried again, down to single writes,
+// so that one member changed meanwhile holds back only itself (its write
+// is dropped; the next pass places it from the fleet as it is then). A
+// scheduler found no longer leading writes nothing more. It returns the
+// first error of etcd, having tried every batch.
+func (s *scheduler) commit(ctx context.Context, ws []bindingWrite) error {
+	var firstErr error
+	for len(ws) > 0 {
+		n := min(len(ws), bindBatch)
+		leads, err := s.commitSplit(ctx, ws[:n])
+		firstErr = cmpOr(firstErr, err)
+		if !leads {
+			return firstErr
+		}
+		ws = ws[n:]
+	}
+	return firstErr
+}
+
+// commitSplit commits ws in one transaction or, if its comparisons fail,
+// in halves; leads is false once the scheduler is found not leading.
+func (s *scheduler) commitSplit(ctx context.Context, ws []bindingWrite) (leads bool, _ error) {
+	ok, leads, err := s.txn(ctx, ws)
+	if err != nil || ok || !leads || len(ws) == 1 {
+		return leads, err
+	}
+	h := len(ws) / 2
+	leads, err = s.commitSplit(ctx, ws[:h])
+	if !leads {
+		return false, err
+	}
+	leads, err2 := s.commitSplit(ctx, ws[h:])
+	return leads, cmpOr(err, err2)
+}
+
+// txn commits ws in one transaction if all their comparisons hold and this
+// scheduler still leads; if not, leads says whether it still does (the
+// transaction reads the leadership key when it fails).
+func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, leads bool, _ error) {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev)}
+	ops := make([]clientv3.Op, 0, len(ws))
+	for _, w := range ws {
+		cmps = append(cmps, w.cmps...)
+		ops = append(ops, w.op)
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(rctx).If(cmps...).Then(op).Commit()
+	resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.leaderKey)).Commit()
 	if err != nil {
-		return false, fmt.Errorf("write %s: %w: %w", key, ErrUnavailable, err)
+		return false, true, fmt.Errorf("write %d binding(s): %w: %w", len(ws), ErrUnavailable, err)
 	}
-	return resp.Succeeded, nil
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		return false, len(kvs) == 1 && kvs[0].CreateRevision == s.leaderRev, nil
+	}
+	for _, w := range ws {
+		if w.done != nil {
+			w.done()
+		}
+	}
+	return true, true, nil
 }
 
 // bindingSeen returns the binding key's entry as the store last read it.

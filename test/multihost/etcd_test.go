@@ -41,13 +41,13 @@ type fleetNode struct {
 
 // startNode runs a daemon on the simulated herdr with the etcd store under
 // prefix, as node name; it stops when the test ends.
-func startNode(t *testing.T, prefix, name string) *fleetNode {
+func startNode(t testing.TB, prefix, name string) *fleetNode {
 	t.Helper()
 	return startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: name})
 }
 
 // startNodeWith is startNode with the whole etcd configuration.
-func startNodeWith(t *testing.T, etcd *daemon.EtcdConfig) *fleetNode {
+func startNodeWith(t testing.TB, etcd *daemon.EtcdConfig) *fleetNode {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Info, 1)
@@ -125,7 +125,7 @@ func (n *fleetNode) do(t testing.TB, method, path, body string) (int, string) {
 }
 
 // waitFor returns once cond holds for the node's members (with status).
-func (n *fleetNode) waitFor(t *testing.T, what string, cond func([]v1alpha1.Member) bool) {
+func (n *fleetNode) waitFor(t testing.TB, what string, cond func([]v1alpha1.Member) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -87,7 +87,7 @@ func (p *etcdProxy) cut() {
 // runDaemon runs a daemon with cfg (its herdr given by the caller; on
 // cfg.Listen if set, so that a restart keeps the gateway URL its agents
 // were given) until the returned stop is called (or the test ends).
-func runDaemon(t *testing.T, cfg daemon.Config) (*fleetNode, func()) {
+func runDaemon(t testing.TB, cfg daemon.Config) (*fleetNode, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Info, 1)

@@ -28,7 +28,7 @@ import (
 // for its agent.
 
 // connectMCP opens an MCP session with the gateway at url as token.
-func connectMCP(t *testing.T, ctx context.Context, url, token string) *sdk.ClientSession {
+func connectMCP(t testing.TB, ctx context.Context, url, token string) *sdk.ClientSession {
 	t.Helper()
 	bt, err := mcpbridge.NewBearerTransport(url, token, nil)
 	if err != nil {
@@ -44,7 +44,7 @@ func connectMCP(t *testing.T, ctx context.Context, url, token string) *sdk.Clien
 }
 
 // primary is the primary's session with n's gateway.
-func (n *fleetNode) primary(t *testing.T, ctx context.Context) *sdk.ClientSession {
+func (n *fleetNode) primary(t testing.TB, ctx context.Context) *sdk.ClientSession {
 	return connectMCP(t, ctx, n.info.MCPURL, n.token)
 }
 
@@ -65,7 +65,7 @@ func toolCall[Out any](ctx context.Context, s *sdk.ClientSession, tool string, a
 	return out, json.Unmarshal(raw, &out)
 }
 
-func mustCall[Out any](t *testing.T, ctx context.Context, s *sdk.ClientSession, tool string, args map[string]any) Out {
+func mustCall[Out any](t testing.TB, ctx context.Context, s *sdk.ClientSession, tool string, args map[string]any) Out {
 	t.Helper()
 	out, err := toolCall[Out](ctx, s, tool, args)
 	if err != nil {

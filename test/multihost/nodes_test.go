@@ -15,7 +15,7 @@ import (
 // untilNode reads GET /nodes until cond holds for the named node. The
 // registration reaches etcd and comes back through the node's watch
 // asynchronously, so the read is repeated (every 20 ms, for at most 30 s).
-func (n *fleetNode) untilNode(t *testing.T, name, what string, cond func(v1alpha1.Node) bool) v1alpha1.Node {
+func (n *fleetNode) untilNode(t testing.TB, name, what string, cond func(v1alpha1.Node) bool) v1alpha1.Node {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
