@@ -3,9 +3,11 @@ package fleetmsg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -485,5 +487,77 @@ func TestRelay_TakeCommittedButUnansweredReturnsTheAnswer(t *testing.T) {
 	}
 	if k := f.keys("mailbox/"); len(k) != 0 {
 		t.Errorf("mailbox %v, want the reply taken once", k)
+	}
+}
+
+// countingClient is a client of the package's etcd that counts its
+// transactions.
+func countingClient(t *testing.T, txns *atomic.Int64) *clientv3.Client {
+	t.Helper()
+	count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := req.(*etcdserverpb.TxnRequest); ok {
+			txns.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{count}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// An ack of many fleet messages (some unknown, some named twice) retires
+// each once in one etcd transaction, not one per id: an ack's cost does
+// not grow with the ids it names.
+func TestRelay_AckIsOneTransaction(t *testing.T) {
+	var txns atomic.Int64
+	counting := countingClient(t, &txns)
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	f.hook = func(r *Relay) {
+		if r.o.Node == "a" {
+			r.cli = counting
+		}
+	}
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	for i := range 5 {
+		if _, err := b.relay.forwardOne(ctx, messaging.Message{ID: fmt.Sprintf("m-%d", i), From: "w", Kind: messaging.KindReply, Content: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ch := a.relay.Changed(); a.relay.Pending(primary) < 5; ch = a.relay.Changed() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("a never mirrored the 5 messages")
+		}
+	}
+	page, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{})
+	if err != nil || len(page.Messages) != 5 {
+		t.Fatalf("poll = %d messages, %v; want 5", len(page.Messages), err)
+	}
+	ids := []string{"nobody", "bad/id"}
+	for _, m := range page.Messages {
+		ids = append(ids, m.ID, m.ID)
+	}
+	before := txns.Load()
+	n, err := a.relay.Ack(primary, ids)
+	if err != nil || n != 5 {
+		t.Fatalf("Ack = %d, %v; want 5", n, err)
+	}
+	if got := txns.Load() - before; got != 1 {
+		t.Errorf("the ack of %d ids took %d etcd transactions, want 1", len(ids), got)
+	}
+	if k := f.keys("mailbox/"); len(k) != 0 {
+		t.Errorf("mailbox %v after the ack", k)
+	}
+	if k := f.keys("acked/"); len(k) != 5 {
+		t.Errorf("tombstones %v, want 5", k)
+	}
+	if n := a.relay.Pending(primary); n != 0 {
+		t.Errorf("pending %d right after the ack", n)
 	}
 }
