@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"reflect"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -135,13 +133,8 @@ func (v *fleetView) RemoteWorker(name string) (messaging.WorkerStatus, bool) {
 	if _, ok := v.local.Member(name); ok {
 		return messaging.WorkerStatus{}, false
 	}
-	f := v.store.Fleet()
-	i, found := slices.BinarySearchFunc(f.Members, name, func(m *v1alpha1.Member, n string) int { return strings.Compare(m.Name, n) })
-	if !found {
-		return messaging.WorkerStatus{}, false
-	}
-	pub, why := v.store.BoundStatus(&f, f.Members[i])
-	if why != "" || len(pub.Worker) == 0 {
+	pub, why, found := v.store.MemberStatus(name)
+	if !found || why != "" || len(pub.Worker) == 0 {
 		return messaging.WorkerStatus{}, false
 	}
 	w, err := decodeWorker(pub.Worker)

@@ -28,7 +28,7 @@ func newRelay(core *messaging.Core, cli *clientv3.Client, fleet *etcdstore.Store
 	return fleetmsg.New(core, &fleetmsg.Options{
 		Client: cli, Prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix), Node: cfg.Node,
 		Locate: func(member string) (string, bool) {
-			b, ok := fleet.Fleet().Bindings[member]
+			b, ok := fleet.Bound(member)
 			return b.Node, ok
 		},
 		RemoteStatus: func(member, _ string) (messaging.WorkerStatus, bool) { return view.RemoteWorker(member) },

@@ -190,3 +190,43 @@ func (s *Store) BoundStatus(f *Fleet, m *v1alpha1.Member) (PublishedStatus, stri
 	}
 	return pub, ""
 }
+
+// Bound returns the node a member is bound to, as [Store.Fleet]'s
+// Bindings would (a binding whose uid is the member's), without copying
+// the fleet: the relay asks it of every message and every status it
+// routes.
+func (s *Store) Bound(member string) (Binding, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, b, ok := s.boundLocked(member)
+	if m == nil || !ok {
+		return Binding{}, false
+	}
+	return b, true
+}
+
+func (s *Store) boundLocked(member string) (*v1alpha1.Member, Binding, bool) {
+	m := s.full.Members[member]
+	if m == nil {
+		return nil, Binding{}, false
+	}
+	b, ok := s.binds[member]
+	return m, b, ok && b.MemberUID == m.UID
+}
+
+// MemberStatus is [Store.BoundStatus] of one member, without copying the
+// fleet; found is false for a member the store does not hold.
+func (s *Store) MemberStatus(member string) (pub PublishedStatus, why string, found bool) {
+	s.mu.Lock()
+	m, b, bound := s.boundLocked(member)
+	f := Fleet{Nodes: s.nodes, Bindings: map[string]Binding{}}
+	s.mu.Unlock()
+	if m == nil {
+		return PublishedStatus{}, "", false
+	}
+	if bound {
+		f.Bindings[member] = b
+	}
+	pub, why = s.BoundStatus(&f, m)
+	return pub, why, true
+}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
@@ -41,6 +43,13 @@ func TestStore_BoundStatusBelievesOnlyTheBoundNode(t *testing.T) {
 		if why != want {
 			t.Errorf("%s: BoundStatus says %q, want %q", what, why, want)
 		}
+		// The one-member lookups say what the fleet's copy says.
+		if one, oneWhy, found := n.st.MemberStatus("coder"); !found || oneWhy != why || cmp.Diff(pub, one) != "" {
+			t.Errorf("%s: MemberStatus = %q, %v, (-BoundStatus's +its) %s", what, oneWhy, found, cmp.Diff(pub, one))
+		}
+		if b, ok := n.st.Bound("coder"); b != f.Bindings["coder"] || ok != (f.Bindings["coder"] != Binding{}) {
+			t.Errorf("%s: Bound = %+v, %v; want the fleet's binding %+v", what, b, ok, f.Bindings["coder"])
+		}
 		if want == "" && pub.Status.Phase != v1alpha1.PhaseReady {
 			t.Errorf("%s: believed %+v", what, pub)
 		}
@@ -59,6 +68,12 @@ func TestStore_BoundStatusBelievesOnlyTheBoundNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("unbound", "", "unbound")
+	if _, _, found := n.st.MemberStatus("nobody"); found {
+		t.Error("MemberStatus found a member the store does not hold")
+	}
+	if _, ok := n.st.Bound("nobody"); ok {
+		t.Error("Bound found a member the store does not hold")
+	}
 }
 
 // The scheduler deletes the statuses nobody else will: of a member that is

@@ -122,6 +122,9 @@ func TestPublishStatuses_WritesChangesCoalescedAndDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.until("coder bound here", func(s *store.Snapshot) bool { return s.Members["coder"] != nil })
+	// Read before the publisher starts: else "ghost deleted" below holds
+	// before the store saw it, and its delete is counted as coder's.
+	statusUntil(t, n.st, "ghost", "read", func(_ PublishedStatus, ok bool) bool { return ok })
 
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	kv := &countingKV{KV: n.cli.KV}

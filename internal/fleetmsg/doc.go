@@ -46,8 +46,8 @@
 // and pending count read the fleet mailbox, which every node mirrors in
 // memory from a list and watch (reads never wait on etcd), ordered by
 // create revision, the cursor made from it. An acknowledgement deletes
-// the key and leaves PREFIX/msg/acked/ID under a lease that is never
-// renewed (Options.TombstoneTTL): a forward made again after a crash
+// each key and leaves PREFIX/msg/acked/ID under a lease that is never
+// renewed (Options.TombstoneTTL), 64 messages to a transaction: a forward made again after a crash
 // (forwarded, not yet acknowledged in the core) finds the tombstone and
 // delivers nothing twice. The fleet mailbox is bounded in count and bytes
 // like the core's; while it is full the forwarder stops and mail stays in
@@ -72,7 +72,10 @@
 // turn_done, worker_gone, delivery_failed), takes it as an
 // acknowledgement does and returns it as the core would. Polls hide the
 // mail of turns a call waits on, so that it is returned once. Progress
-// mail stays in the mailbox. At the deadline the call returns timeout, its
+// mail stays in the mailbox. A take etcd failed without saying whether it
+// committed is settled before anything else is taken: if both its keys
+// are gone the call returns the mail (only it can: it is out of the
+// mailbox). At the deadline the call returns timeout, its
 // waiting key goes and the turn's later mail shows in polls; a cancelled
 // context releases the call and nothing else; a node that dies takes its
 // waiting keys with its lease.

@@ -3,14 +3,20 @@ package fleetmsg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -416,5 +422,142 @@ func TestRelay_OriginStopsWhileHoldingACall(t *testing.T) {
 	p, err := c.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: time.Hour})
 	if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "nobody waits" {
 		t.Fatalf("poll on c = %+v, %v; want the reply", p, err)
+	}
+}
+
+// lostAnswerClient is a client of the package's etcd whose first
+// transaction that deletes a waiting key (a held call taking its answer)
+// commits, but answers with an error: etcd took it, the caller cannot
+// know.
+func lostAnswerClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	var once sync.Once
+	lose := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		txn, ok := req.(*etcdserverpb.TxnRequest)
+		if !ok || err != nil {
+			return err
+		}
+		for _, op := range txn.Success {
+			if d := op.GetRequestDeleteRange(); d != nil && strings.Contains(string(d.Key), "/msg/waiting/") {
+				lost := false
+				once.Do(func() { lost = true })
+				if lost {
+					return status.Error(codes.Unknown, "injected: committed, answer lost")
+				}
+			}
+		}
+		return nil
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{lose}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// A held call's take of its answer that etcd committed but whose answer
+// was lost (etcd failed after the commit) still returns the answer: the
+// answer is out of the mailbox, so a held call that did not return it
+// would lose it.
+func TestRelay_TakeCommittedButUnansweredReturnsTheAnswer(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, &Options{RetryInterval: 10 * time.Millisecond})
+	faulty := lostAnswerClient(t)
+	f.hook = func(r *Relay) {
+		if r.o.Node == "a" {
+			r.cli = faulty
+		}
+	}
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	held := sendAsync(ctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "do X", Wait: true, Timeout: 5 * time.Second})
+	if got := b.prompted(t, ctx); got != "w: do X" {
+		t.Fatalf("b typed %q", got)
+	}
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	if _, err := b.relay.Reply(ctx, "w", "X done", true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := wait(t, ctx, held)
+	if err != nil || res.Outcome != messaging.OutcomeReply || res.Text != "X done" {
+		t.Fatalf("held Send = %+v, %v; want the reply its take removed from the mailbox", res, err)
+	}
+	if k := f.keys("mailbox/"); len(k) != 0 {
+		t.Errorf("mailbox %v, want the reply taken once", k)
+	}
+}
+
+// countingClient is a client of the package's etcd that counts its
+// transactions.
+func countingClient(t *testing.T, txns *atomic.Int64) *clientv3.Client {
+	t.Helper()
+	count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := req.(*etcdserverpb.TxnRequest); ok {
+			txns.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{count}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// An ack of many fleet messages (some unknown, some named twice) retires
+// each once in one etcd transaction, not one per id: an ack's cost does
+// not grow with the ids it names.
+func TestRelay_AckIsOneTransaction(t *testing.T) {
+	var txns atomic.Int64
+	counting := countingClient(t, &txns)
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	f.hook = func(r *Relay) {
+		if r.o.Node == "a" {
+			r.cli = counting
+		}
+	}
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	ctx := f.ctx()
+	for i := range 5 {
+		if _, err := b.relay.forwardOne(ctx, messaging.Message{ID: fmt.Sprintf("m-%d", i), From: "w", Kind: messaging.KindReply, Content: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ch := a.relay.Changed(); a.relay.Pending(primary) < 5; ch = a.relay.Changed() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("a never mirrored the 5 messages")
+		}
+	}
+	page, err := a.relay.PollPage(ctx, primary, messaging.PollRequest{})
+	if err != nil || len(page.Messages) != 5 {
+		t.Fatalf("poll = %d messages, %v; want 5", len(page.Messages), err)
+	}
+	ids := []string{"nobody", "bad/id"}
+	for _, m := range page.Messages {
+		ids = append(ids, m.ID, m.ID)
+	}
+	before := txns.Load()
+	n, err := a.relay.Ack(primary, ids)
+	if err != nil || n != 5 {
+		t.Fatalf("Ack = %d, %v; want 5", n, err)
+	}
+	if got := txns.Load() - before; got != 1 {
+		t.Errorf("the ack of %d ids took %d etcd transactions, want 1", len(ids), got)
+	}
+	if k := f.keys("mailbox/"); len(k) != 0 {
+		t.Errorf("mailbox %v after the ack", k)
+	}
+	if k := f.keys("acked/"); len(k) != 5 {
+		t.Errorf("tombstones %v, want 5", k)
+	}
+	if n := a.relay.Pending(primary); n != 0 {
+		t.Errorf("pending %d right after the ack", n)
 	}
 }

@@ -3,6 +3,7 @@ package fleetmsg
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,49 +241,91 @@ func parseCursor(s string) (uint64, error) {
 
 // Ack retires fleet messages (the primary's) or the core's (a worker's).
 // A fleet message is deleted and leaves a tombstone for
-// Options.TombstoneTTL. Unknown or already acknowledged ids count zero.
+// Options.TombstoneTTL, up to ackBatch of them in one transaction.
+// Unknown or already acknowledged ids count zero.
 func (r *Relay) Ack(recipient string, ids []string) (int, error) {
 	if recipient != r.o.PrimaryName {
 		return r.core.Ack(recipient, ids)
 	}
 	ctx := context.Background()
-	n := 0
+	seen := make(map[string]bool, len(ids))
+	valid := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if checkSegment(id) != nil {
-			continue
+		if checkSegment(id) == nil && !seen[id] { // etcd refuses a key twice in a transaction
+			seen[id] = true
+			valid = append(valid, id)
 		}
-		r.mu.Lock()
-		m := r.mail[id]
-		r.mu.Unlock()
-		var rev int64
-		if m != nil {
-			rev = int64(m.msg.Seq)
-		}
-		ok, at, err := r.take(ctx, id, rev)
+	}
+	n := 0
+	var at int64
+	defer func() {
+		// A poll after the ack does not show the messages, whoever took them.
+		r.waitMirrored(ctx, at)
+	}()
+	for chunk := range slices.Chunk(valid, ackBatch) {
+		took, rev, err := r.takeAll(ctx, chunk)
 		if err != nil {
 			return n, err
 		}
-		if ok {
-			n++
-		}
-		// A poll after the ack does not show the message, whoever took it.
-		r.waitMirrored(ctx, at)
+		n, at = n+took, rev
 	}
 	return n, nil
+}
+
+// ackBatch is how many fleet messages one transaction of an ack retires
+// (etcd bounds a transaction's operations, 128 by default).
+const ackBatch = 64
+
+// takeAll takes (see take) every fleet message of ids in one transaction
+// and returns how many were there.
+func (r *Relay) takeAll(ctx context.Context, ids []string) (int, int64, error) {
+	revs := make([]int64, len(ids))
+	r.mu.Lock()
+	for i, id := range ids {
+		if m := r.mail[id]; m != nil {
+			revs[i] = int64(m.msg.Seq)
+		}
+	}
+	r.mu.Unlock()
+	resp, err := r.txnWithLease(ctx, r.o.Clock.Now().Add(r.o.TombstoneTTL), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
+		ops := make([]clientv3.Op, len(ids))
+		for i, id := range ids {
+			cond, take := r.takeOps(id, revs[i], lease)
+			ops[i] = clientv3.OpTxn([]clientv3.Cmp{cond}, take, nil)
+		}
+		return r.cli.Txn(ctx).Then(ops...)
+	})
+	if err != nil {
+		return 0, 0, unavailable(fmt.Sprintf("acknowledge %d messages", len(ids)), err)
+	}
+	n := 0
+	for _, op := range resp.Responses {
+		if op.GetResponseTxn().GetSucceeded() {
+			n++
+		}
+	}
+	return n, resp.Header.Revision, nil
+}
+
+// takeOps is the condition and the operations of a take of fleet message
+// id (created at rev, when known; else whatever holds the key): delete it,
+// leave its tombstone with lease.
+func (r *Relay) takeOps(id string, rev int64, lease clientv3.LeaseID) (clientv3.Cmp, []clientv3.Op) {
+	key := r.keys.mail(id)
+	cond := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if rev > 0 {
+		cond = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
+	}
+	return cond, []clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), "", clientv3.WithLease(lease))}
 }
 
 // take deletes fleet message id (created at rev, when known; else
 // whatever holds the key) and leaves its tombstone, with extra, in one
 // transaction; false when the message was not there (taken already).
 func (r *Relay) take(ctx context.Context, id string, rev int64, extra ...clientv3.Op) (bool, int64, error) {
-	key := r.keys.mail(id)
-	cond := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
-	if rev > 0 {
-		cond = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
-	}
 	resp, err := r.txnWithLease(ctx, r.o.Clock.Now().Add(r.o.TombstoneTTL), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
-		ops := append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), "", clientv3.WithLease(lease))}, extra...)
-		return r.cli.Txn(ctx).If(cond).Then(ops...)
+		cond, ops := r.takeOps(id, rev, lease)
+		return r.cli.Txn(ctx).If(cond).Then(append(ops, extra...)...)
 	})
 	if err != nil {
 		return false, 0, unavailable("acknowledge "+id, err)

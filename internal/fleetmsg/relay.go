@@ -166,6 +166,7 @@ type Relay struct {
 	mailRev int64                 // the etcd revision the mail mirror reflects
 	waited  map[string]bool       // turns some node holds a call on
 	changed chan struct{}         // closed (and replaced) when mail or waited change
+	watch   chan struct{}         // Changed's: closed (and replaced) by feedChanged
 	waiters int
 	counts  map[string]requestCount // by node: see roomAt
 	session clientv3.LeaseID        // the waiting keys' lease; 0 while none
@@ -192,7 +193,7 @@ func New(core Core, opts *Options) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{o: o, core: core, cli: o.Client, keys: keys{base: o.Prefix + "/msg/"},
-		mail: map[string]*fleetMail{}, waited: map[string]bool{}, counts: map[string]requestCount{}, changed: make(chan struct{}),
+		mail: map[string]*fleetMail{}, waited: map[string]bool{}, counts: map[string]requestCount{}, changed: make(chan struct{}), watch: make(chan struct{}),
 		sessionCh: make(chan struct{}), synced: make(chan struct{}), batch: forwardBatch}
 	r.leases = leaseCache{cli: o.Client, clock: o.Clock, timeout: o.RequestTimeout, leases: map[time.Time]clientv3.LeaseID{}}
 	return r, nil
@@ -213,21 +214,38 @@ func (r *Relay) Busy() []string { return r.core.Busy() }
 
 // Changed returns a channel closed at the next change of the local core's
 // state or of the fleet mailbox, for a watcher that shows them (the
-// browser console). A goroutine waits for either and ends with it.
+// browser console). It needs Run, whose one goroutine waits for either
+// for every watcher.
 func (r *Relay) Changed() <-chan struct{} {
-	core := r.core.Changed()
 	r.mu.Lock()
-	fleet := r.changed
-	r.mu.Unlock()
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
+	defer r.mu.Unlock()
+	return r.watch
+}
+
+// feedChanged closes Changed's channel after every change of the core or
+// of the fleet mailbox until ctx ends. The next channels are taken before
+// the close, so that a change made while it closes is not missed.
+func (r *Relay) feedChanged(ctx context.Context) {
+	next := func() (<-chan struct{}, <-chan struct{}) {
+		core := r.core.Changed()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return core, r.changed
+	}
+	core, fleet := next()
+	for {
 		select {
+		case <-ctx.Done():
+			return
 		case <-core:
 		case <-fleet:
 		}
-	}()
-	return ch
+		core, fleet = next()
+		r.mu.Lock()
+		close(r.watch)
+		r.watch = make(chan struct{})
+		r.mu.Unlock()
+	}
 }
 
 // Status reports a worker: this node's from its core, another node's from
@@ -315,7 +333,7 @@ func newID(prefix string) string {
 // ends. It returns nil then; etcd failing is retried, never fatal.
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, f := range []func(context.Context){r.keepSession, r.mirrorMailbox, r.mirrorWaiting, r.takeRequests, r.forward} {
+	for _, f := range []func(context.Context){r.keepSession, r.mirrorMailbox, r.mirrorWaiting, r.takeRequests, r.forward, r.feedChanged} {
 		wg.Go(func() { f(ctx) })
 	}
 	wg.Wait()

@@ -3,6 +3,7 @@ package fleetmsg
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -358,6 +359,22 @@ func TestRelay_ChangedWakesOnFleetMail(t *testing.T) {
 	case <-ch:
 	case <-ctx.Done():
 		t.Fatal("Changed did not wake for a change of the local core")
+	}
+}
+
+// A watcher that asks for Changed again after every wake (the console
+// does, woken by member changes too) costs nothing while the messaging
+// stays quiet: no goroutine per call waits for a change.
+func TestRelay_ChangedCostsNoGoroutinePerCall(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, nil)
+	a := f.start("a", t.TempDir())
+	a.relay.waitSynced(f.ctx())
+	before := runtime.NumGoroutine()
+	for range 1000 {
+		a.relay.Changed()
+	}
+	if n := runtime.NumGoroutine() - before; n > 50 {
+		t.Errorf("1000 calls of Changed left %d more goroutines waiting", n)
 	}
 }
 

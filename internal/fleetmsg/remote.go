@@ -159,42 +159,69 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 	fired := make(chan struct{})
 	tm := r.o.Clock.AfterFunc(max(deadline.Sub(r.o.Clock.Now()), 0), func() { close(fired) })
 	defer tm.Stop()
+	// uncertain is mail whose take etcd failed without saying whether it
+	// committed: if it did, the mail is out of the mailbox and only this
+	// call can return it, so nothing else is taken until that is known.
+	var uncertain *fleetMail
 	for {
+		if uncertain != nil {
+			switch ours, known := r.tookAlready(ctx, uncertain, wk); {
+			case known && ours:
+				res, err := outcomeOf(uncertain, turn, worker)
+				return res, true, err
+			case known:
+				uncertain = nil
+			}
+		}
 		r.mu.Lock()
 		m, ch := r.answerLocked(turn, after), r.changed
 		r.mu.Unlock()
-		if m != nil {
+		if uncertain == nil && m != nil {
 			took, _, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq), clientv3.OpDelete(wk))
 			if err == nil && took {
 				res, err := outcomeOf(m, turn, worker)
 				return res, true, err
 			}
-			if err != nil {
-				// etcd failed the take: the message stays; try again
-				// once something changes or in a moment.
-				r.o.Logger.Warn("fleet messaging: take a message for a held call; retrying", "turn", turn, "err", err)
-				t := r.o.Clock.NewTimer(r.o.RetryInterval)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
-				case <-fired:
-					t.Stop()
-					return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
-				case <-t.C():
-				}
-				continue
+			if err == nil {
+				continue // another call took it; look again
 			}
-			continue // another call took it; look again
+			r.o.Logger.Warn("fleet messaging: take a message for a held call; retrying", "turn", turn, "err", err)
+			uncertain = m
+		}
+		var retry <-chan time.Time
+		stop := func() {}
+		if uncertain != nil {
+			// Look again in a moment, whatever changes.
+			t := r.o.Clock.NewTimer(r.o.RetryInterval)
+			retry, ch, stop = t.C(), nil, func() { t.Stop() }
 		}
 		select {
 		case <-ctx.Done():
+			stop()
 			return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
 		case <-fired:
+			stop()
 			return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
 		case <-ch:
+		case <-retry:
 		}
+		stop()
 	}
+}
+
+// tookAlready reports whether a take of m for the held call whose waiting
+// key is wk committed when etcd did not say: both keys are gone (the take
+// deletes them together, and while the call holds nothing else deletes
+// its waiting key but the node's lease expiring). known is false when
+// etcd did not answer.
+func (r *Relay) tookAlready(ctx context.Context, m *fleetMail, wk string) (ours, known bool) {
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	resp, err := r.cli.Txn(rctx).Then(clientv3.OpGet(r.keys.mail(m.msg.ID), clientv3.WithCountOnly()), clientv3.OpGet(wk, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return false, false
+	}
+	return resp.Responses[0].GetResponseRange().Count == 0 && resp.Responses[1].GetResponseRange().Count == 0, true
 }
 
 // answerLocked returns the oldest fleet mail of turn written after

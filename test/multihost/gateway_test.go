@@ -3,13 +3,12 @@ package multihost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -24,35 +23,20 @@ type gwSession struct {
 // when the test ends.
 func gwConnect(tb testing.TB, ctx context.Context, url, token string) *gwSession {
 	tb.Helper()
-	bt, err := mcpbridge.NewBearerTransport(url, token, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := sdk.NewClient(&sdk.Implementation{Name: "multihost-test", Version: "1"}, nil).
-		Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bt}, MaxRetries: -1}, nil)
-	if err != nil {
-		tb.Fatalf("connect to the gateway %s: %v", url, err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return &gwSession{tb: tb, s: s}
+	return &gwSession{tb: tb, s: connectMCP(tb, ctx, url, token)}
 }
 
 // call calls tool and decodes its structured result into out, or returns
 // the tool's error (a failed call is one with code "protocol").
 func (g *gwSession) call(ctx context.Context, tool string, args map[string]any, out any) *mcp.ToolError {
-	res, err := g.s.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
+	raw, err := toolCall[json.RawMessage](ctx, g.s, tool, args)
+	var te *mcp.ToolError
+	switch {
+	case errors.As(err, &te):
+		return te
+	case err != nil:
 		return &mcp.ToolError{Code: "protocol", Message: err.Error()}
-	}
-	raw, _ := json.Marshal(res.StructuredContent)
-	if res.IsError {
-		var te mcp.ToolError
-		if err := json.Unmarshal(raw, &te); err != nil || te.Code == "" {
-			return &mcp.ToolError{Code: "undecodable", Message: string(raw)}
-		}
-		return &te
-	}
-	if out != nil {
+	case out != nil:
 		if err := json.Unmarshal(raw, out); err != nil {
 			return &mcp.ToolError{Code: "undecodable", Message: fmt.Sprintf("%s: %v", raw, err)}
 		}

@@ -87,10 +87,7 @@ func newHostFleet(tb testing.TB, base string, names []string, opts *hostOptions)
 	if f.opts.RequestTimeout == 0 {
 		f.opts.RequestTimeout = time.Second
 	}
-	cli := etcdClient(tb)
-	if _, err := cli.Put(context.Background(), f.prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		tb.Fatal(err)
-	}
+	putProfile(tb, f.prefix)
 	for _, name := range names {
 		f.hosts = append(f.hosts, f.newHost(name))
 	}

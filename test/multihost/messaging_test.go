@@ -27,19 +27,20 @@ import (
 // scripts reports its prompts on a channel instead and the test speaks
 // for its agent.
 
-// connectMCP opens an MCP session with the gateway at url as token.
-func connectMCP(t testing.TB, ctx context.Context, url, token string) *sdk.ClientSession {
-	t.Helper()
+// connectMCP opens an MCP session with the gateway at url as token; it
+// closes when the test ends.
+func connectMCP(tb testing.TB, ctx context.Context, url, token string) *sdk.ClientSession {
+	tb.Helper()
 	bt, err := mcpbridge.NewBearerTransport(url, token, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "multihost-test", Version: "1"}, nil)
 	s, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bt}, MaxRetries: -1}, nil)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", url, err)
+		tb.Fatalf("connect to the gateway %s: %v", url, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -49,7 +50,8 @@ func (n *fleetNode) primary(t testing.TB, ctx context.Context) *sdk.ClientSessio
 }
 
 // toolCall calls a tool and decodes its structured result, or returns its
-// tool error.
+// tool error (*mcp.ToolError; code "undecodable" for an error result that
+// is not one).
 func toolCall[Out any](ctx context.Context, s *sdk.ClientSession, tool string, args map[string]any) (Out, error) {
 	var out Out
 	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
@@ -59,7 +61,9 @@ func toolCall[Out any](ctx context.Context, s *sdk.ClientSession, tool string, a
 	raw, _ := json.Marshal(res.StructuredContent)
 	if res.IsError {
 		var te mcp.ToolError
-		json.Unmarshal(raw, &te)
+		if err := json.Unmarshal(raw, &te); err != nil || te.Code == "" {
+			return out, &mcp.ToolError{Code: "undecodable", Message: string(raw)}
+		}
 		return out, &te
 	}
 	return out, json.Unmarshal(raw, &out)
@@ -146,16 +150,11 @@ func pinned(name, node string) string {
 // reply there; a detached send's reply is polled and acknowledged on c.
 func TestMessaging_AcrossNodes(t *testing.T) {
 	prefix := uniquePrefix("/fleet-msg")
-	cli := etcdClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", claudeProfile); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	a, b, c := startNode(t, prefix, "a"), startNode(t, prefix, "b"), startNode(t, prefix, "c")
-	for _, n := range []string{"a", "b", "c"} {
-		a.untilNode(t, n, "Ready", nodeReady)
-	}
+	untilReady(t, []*fleetNode{a}, "a", "b", "c")
 	for _, body := range []string{pinned("coder", "b"), pinned("asker", "c")} {
 		if code, resp := a.do(t, "POST", "/members", body); code != http.StatusCreated {
 			t.Fatalf("POST /members = %d %s", code, resp)
@@ -270,12 +269,9 @@ func freeAddr(t *testing.T) string {
 // prompt is not typed again, and the reply arrives in the held call.
 func TestMessaging_WorkerNodeRestartsWithATurnOpen(t *testing.T) {
 	prefix := uniquePrefix("/fleet-msg-restart")
-	cli := etcdClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", claudeProfile); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	a := startNode(t, prefix, "a")
 	herdrB, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {

@@ -22,11 +22,10 @@ import (
 )
 
 // putProfile puts the claude Profile under prefix, as etcdctl would.
-func putProfile(t *testing.T, prefix string) {
-	t.Helper()
-	if _, err := etcdClient(t).Put(context.Background(), prefix+"/profiles/claude",
-		"apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
+func putProfile(tb testing.TB, prefix string) {
+	tb.Helper()
+	if _, err := etcdClient(tb).Put(context.Background(), prefix+"/profiles/claude", claudeProfile); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -35,7 +34,7 @@ func untilReady(t *testing.T, nodes []*fleetNode, names ...string) {
 	t.Helper()
 	for _, n := range nodes {
 		for _, name := range names {
-			n.untilNode(t, name, "Ready", func(node v1alpha1.Node) bool { return node.ReadyCondition().Status == v1alpha1.ConditionTrue })
+			n.untilNode(t, name, "Ready", nodeReady)
 		}
 	}
 }
