@@ -19,6 +19,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // The fleet benchmarks' knobs (go test -args; BENCHARGS in make, shared
@@ -78,6 +79,26 @@ func (f *hostFleet) untilNodes(tb testing.TB, what string, limit time.Duration, 
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("nodes not %s within %s: %s", what, limit, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// untilMembers polls the first host's GET /members (the fleet as it
+// shows it: its own members and the statuses other nodes publish) every
+// 10 ms until cond holds, for at most limit.
+func (f *hostFleet) untilMembers(tb testing.TB, what string, limit time.Duration, cond func([]v1alpha1.Member) bool) {
+	tb.Helper()
+	first := f.hosts[0].running()
+	deadline := time.Now().Add(limit)
+	for {
+		var list mcp.MemberList
+		code, body := first.do(tb, "GET", "/members", "")
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil && cond(list.Items) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("members not %s within %s: %.2000s", what, limit, body)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -499,6 +520,19 @@ func BenchmarkFleetIdleEtcd(b *testing.B) {
 		f.putMembers(b, etcdClient(b), members)
 		f.waitReadyCount(b, members, 5*time.Minute)
 		f.waitRegisteredMembers(b, members)
+		// Converged means every node's statuses are published too: the
+		// first node shows every member Ready with its agent idle, most of
+		// them from the statuses the others publish. Until then the
+		// publishers are still writing what convergence changed.
+		f.untilMembers(b, fmt.Sprintf("%d members Ready and idle", members), time.Minute, func(ms []v1alpha1.Member) bool {
+			n := 0
+			for _, m := range ms {
+				if m.Status.Phase == v1alpha1.PhaseReady && m.Status.AgentStatus == "idle" && readyOf(m).Status == v1alpha1.ConditionTrue {
+					n++
+				}
+			}
+			return n == members
+		})
 		before := map[string]map[string]int{}
 		recvBefore := map[string]int{}
 		for node, c := range counters {
