@@ -284,8 +284,10 @@ func (s *Store) Sync(ctx context.Context) error {
 
 // Run lists the prefix and watches it from the listed revision until ctx
 // ends, listing again after a compaction or a failure. It returns nil on
-// cancellation. While etcd cannot be listed the snapshot keeps every
-// object as last seen and says why in DirErr.
+// cancellation. From a failed watch (etcd unreachable, or without a
+// leader: the watch requires one) to the next successful list the snapshot
+// is Stale; while etcd cannot be listed it keeps every object as last seen
+// and says why in DirErr too.
 func (s *Store) Run(ctx context.Context) error {
 	for {
 		rev, err := s.relist(ctx)
@@ -311,6 +313,7 @@ func (s *Store) Run(ctx context.Context) error {
 			continue
 		}
 		s.log.Warn("etcd watch ended; listing again", "prefix", s.prefix, "err", err)
+		s.stale(err)
 	}
 }
 
@@ -534,7 +537,7 @@ type storedMeta struct {
 }
 
 // unavailable records that etcd cannot be listed: the objects stay as last
-// seen, DirErr says why.
+// seen, DirErr and Stale say why.
 func (s *Store) unavailable(err error) {
 	err = fmt.Errorf("etcd unavailable; keeping every object as last seen: %w", err)
 	s.mu.Lock()
@@ -547,17 +550,33 @@ func (s *Store) unavailable(err error) {
 		s.log.Error("etcd unavailable; keeping every object as last seen", "prefix", s.prefix, "err", err)
 	}
 	next := *prev
-	next.DirErr = err
+	next.DirErr, next.Stale = err, err
+	s.install(&next, 0)
+}
+
+// stale records that the watch ended for err: until a list succeeds the
+// snapshot may be behind etcd (another node may have taken over a member
+// meanwhile), so it is Stale; the objects stay as last seen.
+func (s *Store) stale(err error) {
+	s.mu.Lock()
+	prev := s.snap
+	s.mu.Unlock()
+	if prev.Stale != nil {
+		return
+	}
+	next := *prev
+	next.Stale = fmt.Errorf("etcd unavailable; keeping every object as last seen: %w", err)
 	s.install(&next, 0)
 }
 
 // publish installs a snapshot of the entries at rev if they changed (or
-// the previous snapshot was not synced or had DirErr), and records rev.
+// the previous snapshot was not synced, had DirErr or was Stale), and
+// records rev.
 func (s *Store) publish(rev int64, changed bool) {
 	s.mu.Lock()
 	prev := s.snap
 	s.mu.Unlock()
-	if !changed && prev.Synced && prev.DirErr == nil {
+	if !changed && prev.Synced && prev.DirErr == nil && prev.Stale == nil {
 		s.install(nil, rev)
 		return
 	}
