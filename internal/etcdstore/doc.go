@@ -30,11 +30,13 @@
 // compacted past it (ErrCompacted) is followed by a full list, which sees
 // what was created, changed and deleted meanwhile; any other failure
 // (including the member losing its leader: the watch requires one) also
-// lists again. From the end of such a watch to the next successful list
-// the snapshot is Stale: it may be behind etcd, where another node may
-// have taken over a member since, so the controllers keep every agent
-// running and create no pane from it (no restart, no replacement, no first
-// start). While etcd cannot be listed the snapshot also keeps every object
+// lists again; so does a client connection that finds no member for
+// RetryInterval (the client's own watch would wait quietly for one; the
+// store follows the connection's state, which costs no request). From the
+// end of such a watch to the next successful list the snapshot is Stale:
+// it may be behind etcd, where another node may have taken over a member
+// since, so the controllers keep every agent running and create no pane
+// from it (no restart, no replacement, no first start). While etcd cannot be listed the snapshot also keeps every object
 // as last seen and says why in DirErr, which /readyz reports, until a list
 // succeeds again.
 //

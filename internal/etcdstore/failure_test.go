@@ -1,9 +1,12 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,7 +122,8 @@ func memberNames(s *store.Snapshot) []string {
 // member, keeps reading, watching and writing.
 func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 	a := startNode(t, &Options{RequestTimeout: 2 * time.Second})
-	b := startNode(t, &Options{RequestTimeout: 2 * time.Second})
+	var logs lockedBuffer
+	b := startNode(t, &Options{RequestTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a.apply(member("before", "one"))
 	b.until("before seen", func(s *store.Snapshot) bool { return s.Members["before"] != nil })
 
@@ -134,6 +138,32 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// b's connection failed over, so its watch did not end for want of a
+	// reachable member (it may have for want of a leader while the
+	// stopped leader was replaced: Stale until the next list), and its
+	// snapshot is current.
+	if got := logs.String(); strings.Contains(got, "no etcd member reachable") {
+		t.Errorf("b's watch ended for its connection while a single member was down:\n%s", got)
+	}
+	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.DirErr == nil })
+}
+
+// lockedBuffer is a log destination safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Quorum lost: reads serve the last state at once, writes fail within the
@@ -243,5 +273,41 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
 	if s.DirErr != nil || s.Members["alpha"] != alpha {
 		t.Errorf("current again: DirErr %v, alpha %+v", s.DirErr, s.Members["alpha"])
+	}
+}
+
+// With no etcd member reachable at all the watch does not end by itself
+// (the client reconnects quietly); the store notices its connection fail
+// and makes the snapshot Stale, current again after its next list.
+func TestStore_NoMemberReachableMakesTheSnapshotStale(t *testing.T) {
+	opts := &Options{RequestTimeout: time.Minute, RetryInterval: 50 * time.Millisecond}
+	n := startNode(t, opts)
+	n.apply(member("alpha", "one"))
+	alpha := n.member("alpha")
+
+	restarted := false
+	defer func() {
+		if !restarted {
+			if err := cluster.RestartAll(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for i := range 3 {
+		cluster.Stop(i)
+	}
+	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
+	t.Logf("stale: %v", s.Stale)
+	if !strings.Contains(s.Stale.Error(), "etcd unavailable") || s.Members["alpha"] != alpha {
+		t.Errorf("stale: %v, alpha %+v; want etcd unavailable and the last state", s.Stale, s.Members["alpha"])
+	}
+
+	if err := cluster.RestartAll(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
+	if s.Members["alpha"] != alpha {
+		t.Errorf("current again: alpha %+v", s.Members["alpha"])
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -304,6 +306,7 @@ func (s *Store) Run(ctx context.Context) error {
 		if s.listed != nil {
 			s.listed(rev)
 		}
+		started := s.clock.Now()
 		err = s.watch(ctx, rev+1)
 		if ctx.Err() != nil {
 			return nil
@@ -314,6 +317,11 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 		s.log.Warn("etcd watch ended; listing again", "prefix", s.prefix, "err", err)
 		s.stale(err)
+		// A watch that fails as soon as it starts lists again at most
+		// once per RetryInterval, never in a tight loop of requests.
+		if d := s.retry - s.clock.Now().Sub(started); d > 0 && !s.sleep(ctx, d) {
+			return nil
+		}
 	}
 }
 
@@ -380,10 +388,16 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 }
 
 // watch applies the changes under the prefix from rev on until the watch
-// fails; it returns why (rpctypes.ErrCompacted after a compaction).
+// fails; it returns why (rpctypes.ErrCompacted after a compaction). It
+// also ends when the client's connection to etcd stays out of Ready for
+// RetryInterval (no member reachable): the client's watch would wait
+// quietly for etcd to come back.
 func (s *Store) watch(ctx context.Context, rev int64) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+	wctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
+	defer cancel(nil)
+	if conn := s.cli.ActiveConnection(); conn != nil {
+		go s.watchConn(wctx, conn, cancel)
+	}
 	ch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify())
 	for resp := range ch {
 		if err := resp.Err(); err != nil {
@@ -455,7 +469,44 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := context.Cause(wctx); err != nil {
+		return err
+	}
 	return errors.New("watch channel closed")
+}
+
+// watchConn cancels the watch (ctx) when conn leaves Ready and is not back
+// within RetryInterval: a failover to another member reconnects at once,
+// no reachable member does not.
+func (s *Store) watchConn(ctx context.Context, conn *grpc.ClientConn, cancel context.CancelCauseFunc) {
+	for st := conn.GetState(); ; st = conn.GetState() {
+		if st != connectivity.Ready {
+			gctx, stop := context.WithCancel(ctx)
+			t := s.clock.NewTimer(s.retry)
+			go func() {
+				select {
+				case <-t.C():
+					stop()
+				case <-gctx.Done():
+				}
+			}()
+			for st != connectivity.Ready && conn.WaitForStateChange(gctx, st) {
+				st = conn.GetState()
+			}
+			t.Stop()
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+			if st != connectivity.Ready {
+				cancel(fmt.Errorf("no etcd member reachable (connection %s for %s)", st, s.retry))
+				return
+			}
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return
+		}
+	}
 }
 
 // decode turns one key's value into an entry; nil for a key that holds no
