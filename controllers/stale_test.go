@@ -109,13 +109,13 @@ func TestManager_StaleSnapshotCreatesNothingUntilCurrent(t *testing.T) {
 			c := condition(m, v1alpha1.ConditionReady)
 			return c.Status == v1alpha1.ConditionUnknown && c.Reason == v1alpha1.ReasonStoreUnavailable
 		}
-		ms := e.waitFor("alpha, beta and gamma held", func(ms map[string]v1alpha1.Member) bool {
+		e.waitFor("alpha, beta and gamma held", func(ms map[string]v1alpha1.Member) bool {
 			return held(ms["alpha"]) && held(ms["beta"]) && held(ms["gamma"]) && ms["beta"].Status.ObservedGeneration == 2
 		})
 		// Past any backoff and resync: still nothing created.
 		time.Sleep(time.Minute)
 		e.waitIdle()
-		ms = e.waitFor("still held", func(map[string]v1alpha1.Member) bool { return true })
+		ms := e.waitFor("still held", func(map[string]v1alpha1.Member) bool { return true })
 		for _, name := range []string{"alpha", "beta", "gamma"} {
 			c := condition(ms[name], v1alpha1.ConditionReady)
 			if !held(ms[name]) || !strings.Contains(c.Message, "no leader") || !strings.Contains(c.Message, "creating no pane") {
