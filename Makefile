@@ -84,8 +84,7 @@ fuzz:
 # stopped, the quorum lost, members applied and deleted), CHAOS_FLEET_SEEDS
 # seeds of CHAOS_FLEET_STEPS steps from CHAOS_FIRST, a few minutes; `make
 # test` runs one seed of 6 steps. Rerun a failing seed with
-# `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`;
-# CHAOS_FLEET_FLAGS=-chaos.panekill adds its known gap (test/multihost).
+# `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.
 CHAOS_SEEDS ?= 20
 CHAOS_FIRST ?= 1
 CHAOS_STEPS ?= 80

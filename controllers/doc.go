@@ -81,7 +81,12 @@
 // says so: a warning 3 s after Run started if herdr has not been listed
 // yet (every member is then reconciled to Ready=Unknown, HerdrUnavailable),
 // and every minute while herdr stays away; at debug level each reconcile
-// logs what it decided. One daemon per
+// logs what it decided. Likewise no pane is created — neither a first
+// start, a restart nor a replacement — from a snapshot the store marks
+// Stale (etcd unreachable or without quorum: another node may own the
+// member by now); running agents keep running, the member shows
+// Ready=Unknown, StoreUnavailable, and it converges when the store's
+// snapshot is current again. One daemon per
 // state directory is enforced by the caller, which holds the directory's
 // lock (package statedir) while a Manager runs on it.
 //

@@ -248,7 +248,7 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 // changedMembers lists members whose object, profile, tenant, file errors
 // or existence differ between two snapshots.
 func changedMembers(prev, next *store.Snapshot) []string {
-	if prev.Synced != next.Synced || (prev.DirErr == nil) != (next.DirErr == nil) {
+	if prev.Synced != next.Synced || (prev.DirErr == nil) != (next.DirErr == nil) || (prev.Stale == nil) != (next.Stale == nil) {
 		return unionNames(prev.Members, next.Members)
 	}
 	var out []string

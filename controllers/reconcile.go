@@ -112,6 +112,11 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	}
 
 	if owned && (rec.UID != mem.UID || rec.Generation != mem.Generation) {
+		if snap.Stale != nil {
+			// The old agent keeps running: a replacement could not be
+			// created, and the new definition may not be this node's.
+			return m.stale(name, b, snap)
+		}
 		if err := m.closeOwned(ctx, rec, goneReplaced); err != nil {
 			return Result{}, err
 		}
@@ -200,6 +205,9 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		if !res.Requeue {
 			return res, nil
 		}
+		if snap.Stale != nil {
+			return m.stale(name, b, snap)
+		}
 		// The first failure in a row is recreated at once, here. A requeue
 		// would pass the work queue's retry token bucket, which lets a mass
 		// failure (a closed workspace, herdr losing its panes) recreate
@@ -216,7 +224,24 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 		m.writeStatus(name, b)
 		return Result{RequeueAfter: rt.nextAttempt.Sub(now)}, nil
 	}
+	if snap.Stale != nil {
+		return m.stale(name, b, snap)
+	}
 	return m.create(ctx, name, mem, profile, snap, b, rt)
+}
+
+// stale holds the creation of a member's pane while the store cannot
+// confirm that the snapshot is the current desired state (etcd unreachable
+// or without quorum): the member may be bound to another node by now, and
+// a pane created here would be its second. What runs keeps running, as
+// with herdr unavailable; the store's return changes the snapshot, which
+// enqueues the member again (changedMembers).
+func (m *Manager) stale(name string, b *statusBuilder, snap *store.Snapshot) (Result, error) {
+	msg := snap.Stale.Error() + "; creating no pane until the desired state is confirmed (another node may run the member by now)"
+	b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonStoreUnavailable, msg)
+	b.cond(v1alpha1.ConditionProgressing, v1alpha1.ConditionFalse, v1alpha1.ReasonStoreUnavailable, msg)
+	m.writeStatus(name, b)
+	return Result{}, nil
 }
 
 // planOf resolves an adopted member's plan rows, if the launcher can.

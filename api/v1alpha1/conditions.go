@@ -46,6 +46,11 @@ const (
 	ReasonInvalidSpec       = "InvalidSpec"
 
 	ReasonHerdrUnavailable = "HerdrUnavailable"
+	// ReasonStoreUnavailable: the store cannot confirm the desired state
+	// (etcd unreachable or without quorum), so no pane is created for the
+	// member — neither a first start, a restart nor a replacement — until
+	// it can; a running agent keeps running.
+	ReasonStoreUnavailable = "StoreUnavailable"
 	ReasonHerdrError       = "HerdrError"
 	// ReasonReconcileError: fleetd could not take the member's next step
 	// (a state file it could not write, a launch it could not prepare);

@@ -86,6 +86,14 @@ type Snapshot struct {
 	// DirErr is set while the manifests directory cannot be read; the
 	// objects are then the last ones read.
 	DirErr error
+	// Stale, when set, says why the store cannot confirm that this is the
+	// current desired state: it is the last state it saw of a source it has
+	// lost (etcd unreachable or without quorum), and another node may have
+	// taken over its members since. The controllers create no pane from a
+	// stale snapshot — no first start, no restart, no replacement — and keep
+	// running what runs. The directory store, the only reader of its own
+	// source, never sets it.
+	Stale error
 	// Synced is false until the first successful read of the source.
 	Synced bool
 }

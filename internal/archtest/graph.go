@@ -26,6 +26,10 @@ const (
 	goleak     = "go.uber.org/goleak"
 )
 
+// grpc is etcd's client's transport; the etcd store follows its
+// connection's state (no member reachable).
+const grpc = "google.golang.org/grpc"
+
 // fleetdBinary is the main package whose links [notInFleetd] restricts.
 const fleetdBinary = "cmd/fleetd"
 
@@ -106,7 +110,7 @@ var allowed = Graph{
 
 	// The etcd store implements controllers/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
-	"internal/etcdstore": {"api/v1alpha1", "api/decode", "controllers/store", "internal/clock", etcdClient, etcdAPI},
+	"internal/etcdstore": {"api/v1alpha1", "api/decode", "controllers/store", "internal/clock", etcdClient, etcdAPI, grpc},
 	"internal/etcdtest":  {etcdServer, zap, goleak},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.

@@ -30,10 +30,15 @@
 // compacted past it (ErrCompacted) is followed by a full list, which sees
 // what was created, changed and deleted meanwhile; any other failure
 // (including the member losing its leader: the watch requires one) also
-// lists again. While etcd cannot be listed the snapshot keeps every object
-// as last seen and says why in DirErr — the controllers then keep every
-// agent running and recreate nothing from a view they cannot refresh, and
-// /readyz reports it — until a list succeeds again.
+// lists again; so does a client connection that finds no member for
+// RetryInterval (the client's own watch would wait quietly for one; the
+// store follows the connection's state, which costs no request). From the
+// end of such a watch to the next successful list the snapshot is Stale:
+// it may be behind etcd, where another node may have taken over a member
+// since, so the controllers keep every agent running and create no pane
+// from it (no restart, no replacement, no first start). While etcd cannot be listed the snapshot also keeps every object
+// as last seen and says why in DirErr, which /readyz reports, until a list
+// succeeds again.
 //
 // Writes are bounded and read their own result. Every request has a
 // timeout (Options.RequestTimeout); a write etcd does not answer fails

@@ -1,9 +1,12 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,7 +122,8 @@ func memberNames(s *store.Snapshot) []string {
 // member, keeps reading, watching and writing.
 func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 	a := startNode(t, &Options{RequestTimeout: 2 * time.Second})
-	b := startNode(t, &Options{RequestTimeout: 2 * time.Second})
+	var logs lockedBuffer
+	b := startNode(t, &Options{RequestTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a.apply(member("before", "one"))
 	b.until("before seen", func(s *store.Snapshot) bool { return s.Members["before"] != nil })
 
@@ -134,6 +138,32 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// b's connection failed over, so its watch did not end for want of a
+	// reachable member (it may have for want of a leader while the
+	// stopped leader was replaced: Stale until the next list), and its
+	// snapshot is current.
+	if got := logs.String(); strings.Contains(got, "no etcd member reachable") {
+		t.Errorf("b's watch ended for its connection while a single member was down:\n%s", got)
+	}
+	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.DirErr == nil })
+}
+
+// lockedBuffer is a log destination safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Quorum lost: reads serve the last state at once, writes fail within the
@@ -164,6 +194,9 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 	if !strings.Contains(s.DirErr.Error(), "etcd unavailable") {
 		t.Errorf("DirErr %q", s.DirErr)
 	}
+	if s.Stale == nil {
+		t.Error("without quorum: the snapshot is not Stale")
+	}
 	start := time.Now()
 	if _, ok := n.st.Get(v1alpha1.KindMember, "alpha"); !ok {
 		t.Error("Get without quorum lost alpha")
@@ -184,7 +217,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted = true
-	n.until("etcd available again", func(s *store.Snapshot) bool { return s.DirErr == nil })
+	n.until("etcd available again", func(s *store.Snapshot) bool { return s.DirErr == nil && s.Stale == nil })
 	// Written through another member once the quorum is back.
 	other := newClient(t, cluster.Endpoint(2))
 	if _, err := other.Put(context.Background(), prefix(t)+"/members/gamma", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"gamma"},"spec":{"profile":"one"}}`); err != nil {
@@ -196,5 +229,85 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 	n.until("converged", func(s *store.Snapshot) bool { return s.Members["gamma"] != nil && s.Members["beta"] != nil })
 	if got := n.member("alpha"); got != alpha {
 		t.Errorf("alpha was replaced across the outage: %+v", got)
+	}
+}
+
+// A leaderless etcd ends the store's watch (it requires a leader) at once:
+// the snapshot is Stale from then on — before the list that follows has
+// timed out and DirErr says etcd is unavailable — so that no controller
+// creates a pane from it. It is current again after the next list.
+func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
+	opts := &Options{RequestTimeout: time.Minute, RetryInterval: 50 * time.Millisecond}
+	n := startNode(t, opts, cluster.Endpoint(0))
+	n.apply(member("alpha", "one"))
+	alpha := n.member("alpha")
+	if s := n.st.Snapshot(); s.Stale != nil {
+		t.Fatalf("with quorum: Stale %v", s.Stale)
+	}
+
+	cluster.Stop(1)
+	cluster.Stop(2)
+	restarted := false
+	defer func() {
+		if !restarted {
+			if err := cluster.RestartAll(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
+	if s.DirErr != nil {
+		t.Errorf("stale only once the list failed (DirErr %v); want at the end of the watch", s.DirErr)
+	}
+	if !strings.Contains(s.Stale.Error(), "etcd unavailable") {
+		t.Errorf("Stale %q", s.Stale)
+	}
+	if s.Members["alpha"] != alpha || !s.Synced {
+		t.Errorf("stale: alpha %+v synced %v, want the last state", s.Members["alpha"], s.Synced)
+	}
+
+	if err := cluster.RestartAll(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
+	if s.DirErr != nil || s.Members["alpha"] != alpha {
+		t.Errorf("current again: DirErr %v, alpha %+v", s.DirErr, s.Members["alpha"])
+	}
+}
+
+// With no etcd member reachable at all the watch does not end by itself
+// (the client reconnects quietly); the store notices its connection fail
+// and makes the snapshot Stale, current again after its next list.
+func TestStore_NoMemberReachableMakesTheSnapshotStale(t *testing.T) {
+	opts := &Options{RequestTimeout: time.Minute, RetryInterval: 50 * time.Millisecond}
+	n := startNode(t, opts)
+	n.apply(member("alpha", "one"))
+	alpha := n.member("alpha")
+
+	restarted := false
+	defer func() {
+		if !restarted {
+			if err := cluster.RestartAll(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for i := range 3 {
+		cluster.Stop(i)
+	}
+	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
+	t.Logf("stale: %v", s.Stale)
+	if !strings.Contains(s.Stale.Error(), "etcd unavailable") || s.Members["alpha"] != alpha {
+		t.Errorf("stale: %v, alpha %+v; want etcd unavailable and the last state", s.Stale, s.Members["alpha"])
+	}
+
+	if err := cluster.RestartAll(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
+	if s.Members["alpha"] != alpha {
+		t.Errorf("current again: alpha %+v", s.Members["alpha"])
 	}
 }

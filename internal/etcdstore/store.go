@@ -15,6 +15,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -284,8 +286,10 @@ func (s *Store) Sync(ctx context.Context) error {
 
 // Run lists the prefix and watches it from the listed revision until ctx
 // ends, listing again after a compaction or a failure. It returns nil on
-// cancellation. While etcd cannot be listed the snapshot keeps every
-// object as last seen and says why in DirErr.
+// cancellation. From a failed watch (etcd unreachable, or without a
+// leader: the watch requires one) to the next successful list the snapshot
+// is Stale; while etcd cannot be listed it keeps every object as last seen
+// and says why in DirErr too.
 func (s *Store) Run(ctx context.Context) error {
 	for {
 		rev, err := s.relist(ctx)
@@ -302,6 +306,7 @@ func (s *Store) Run(ctx context.Context) error {
 		if s.listed != nil {
 			s.listed(rev)
 		}
+		started := s.clock.Now()
 		err = s.watch(ctx, rev+1)
 		if ctx.Err() != nil {
 			return nil
@@ -311,6 +316,12 @@ func (s *Store) Run(ctx context.Context) error {
 			continue
 		}
 		s.log.Warn("etcd watch ended; listing again", "prefix", s.prefix, "err", err)
+		s.stale(err)
+		// A watch that fails as soon as it starts lists again at most
+		// once per RetryInterval, never in a tight loop of requests.
+		if d := s.retry - s.clock.Now().Sub(started); d > 0 && !s.sleep(ctx, d) {
+			return nil
+		}
 	}
 }
 
@@ -377,10 +388,16 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 }
 
 // watch applies the changes under the prefix from rev on until the watch
-// fails; it returns why (rpctypes.ErrCompacted after a compaction).
+// fails; it returns why (rpctypes.ErrCompacted after a compaction). It
+// also ends when the client's connection to etcd stays out of Ready for
+// RetryInterval (no member reachable): the client's watch would wait
+// quietly for etcd to come back.
 func (s *Store) watch(ctx context.Context, rev int64) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+	wctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
+	defer cancel(nil)
+	if conn := s.cli.ActiveConnection(); conn != nil {
+		go s.watchConn(wctx, conn, cancel)
+	}
 	ch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify())
 	for resp := range ch {
 		if err := resp.Err(); err != nil {
@@ -452,7 +469,44 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := context.Cause(wctx); err != nil {
+		return err
+	}
 	return errors.New("watch channel closed")
+}
+
+// watchConn cancels the watch (ctx) when conn leaves Ready and is not back
+// within RetryInterval: a failover to another member reconnects at once,
+// no reachable member does not.
+func (s *Store) watchConn(ctx context.Context, conn *grpc.ClientConn, cancel context.CancelCauseFunc) {
+	for st := conn.GetState(); ; st = conn.GetState() {
+		if st != connectivity.Ready {
+			gctx, stop := context.WithCancel(ctx)
+			t := s.clock.NewTimer(s.retry)
+			go func() {
+				select {
+				case <-t.C():
+					stop()
+				case <-gctx.Done():
+				}
+			}()
+			for st != connectivity.Ready && conn.WaitForStateChange(gctx, st) {
+				st = conn.GetState()
+			}
+			t.Stop()
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+			if st != connectivity.Ready {
+				cancel(fmt.Errorf("no etcd member reachable (connection %s for %s)", st, s.retry))
+				return
+			}
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return
+		}
+	}
 }
 
 // decode turns one key's value into an entry; nil for a key that holds no
@@ -534,7 +588,7 @@ type storedMeta struct {
 }
 
 // unavailable records that etcd cannot be listed: the objects stay as last
-// seen, DirErr says why.
+// seen, DirErr and Stale say why.
 func (s *Store) unavailable(err error) {
 	err = fmt.Errorf("etcd unavailable; keeping every object as last seen: %w", err)
 	s.mu.Lock()
@@ -547,17 +601,33 @@ func (s *Store) unavailable(err error) {
 		s.log.Error("etcd unavailable; keeping every object as last seen", "prefix", s.prefix, "err", err)
 	}
 	next := *prev
-	next.DirErr = err
+	next.DirErr, next.Stale = err, err
+	s.install(&next, 0)
+}
+
+// stale records that the watch ended for err: until a list succeeds the
+// snapshot may be behind etcd (another node may have taken over a member
+// meanwhile), so it is Stale; the objects stay as last seen.
+func (s *Store) stale(err error) {
+	s.mu.Lock()
+	prev := s.snap
+	s.mu.Unlock()
+	if prev.Stale != nil {
+		return
+	}
+	next := *prev
+	next.Stale = fmt.Errorf("etcd unavailable; keeping every object as last seen: %w", err)
 	s.install(&next, 0)
 }
 
 // publish installs a snapshot of the entries at rev if they changed (or
-// the previous snapshot was not synced or had DirErr), and records rev.
+// the previous snapshot was not synced, had DirErr or was Stale), and
+// records rev.
 func (s *Store) publish(rev int64, changed bool) {
 	s.mu.Lock()
 	prev := s.snap
 	s.mu.Unlock()
-	if !changed && prev.Synced && prev.DirErr == nil {
+	if !changed && prev.Synced && prev.DirErr == nil && prev.Stale == nil {
 		s.install(nil, rev)
 		return
 	}

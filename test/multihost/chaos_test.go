@@ -23,8 +23,6 @@ var (
 	chaosFirst = flag.Int64("chaos.first", 1, "first seed of TestFleetChaos")
 	chaosSeeds = flag.Int("chaos.seeds", 1, "how many seeds TestFleetChaos plays, one after another")
 	chaosSteps = flag.Int("chaos.steps", 6, "steps of each seed of TestFleetChaos")
-	// chaosPaneKill: see TestFleetChaos's doc.
-	chaosPaneKill = flag.Bool("chaos.panekill", false, "TestFleetChaos also kills a member's pane while etcd has no quorum")
 )
 
 // chaosMaxMembers bounds the members a schedule keeps applied at once.
@@ -46,15 +44,10 @@ const chaosMaxMembers = 6
 //   - a member whose node stayed up through the step keeps its pane and its
 //     restart count (nothing running was recreated or moved);
 //   - while etcd has no quorum no herdr is asked to create a tab, and no
-//     pane closes.
-//
-// One known gap is kept out of the default schedule, so that the test
-// stays a regression test: -chaos.panekill kills a running member's pane
-// while etcd has no quorum, and the member's node recreates it at once (a
-// tab.create on its herdr, restart 1) although it cannot read the desired
-// state — the issue says a node then keeps its agents running and
-// recreates nothing. It fails on every seed that loses the quorum while a
-// member runs.
+//     pane closes; then one running member's pane is killed, and its node
+//     shows the member held (Ready=Unknown, StoreUnavailable) without
+//     asking its herdr for a replacement (another node may own the member
+//     by now); once the quorum is back it is recreated, on one node.
 //
 // A failure names its seed and step; rerun one seed with
 // `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.
@@ -83,6 +76,9 @@ type fleetChaos struct {
 	next  int      // the next member's number
 	etcd  []bool   // etcd member i is running
 	steps []string // what was played, for the failure message
+	// killed is the member whose pane the step killed (without quorum),
+	// which need not keep its pane.
+	killed string
 }
 
 func playFleetChaos(t *testing.T, seed int64, steps int) {
@@ -104,6 +100,7 @@ func playFleetChaos(t *testing.T, seed int64, steps int) {
 	for range steps {
 		start := time.Now()
 		before := c.f.state()
+		c.killed = ""
 		kept := c.play()
 		played := time.Now()
 		after := c.settle(before)
@@ -304,10 +301,6 @@ func (c *fleetChaos) loseQuorum() {
 	if code, body := c.via().do(c.t, "POST", "/members", `{"profile":"claude","name":"refused"}`); code != http.StatusServiceUnavailable {
 		c.fatalf("POST /members without quorum = %d %s, want 503", code, body)
 	}
-	if *chaosPaneKill {
-		c.killPaneWithoutQuorum()
-		return
-	}
 	for _, h := range c.f.hosts {
 		if made := h.tabsCreatedSince(marks[h.name]); len(made) != 0 {
 			c.fatalf("%s's herdr was asked to create tabs while etcd had no quorum: %v", h.name, made)
@@ -317,6 +310,7 @@ func (c *fleetChaos) loseQuorum() {
 		}
 	}
 	seen := time.Now()
+	c.killPaneWithoutQuorum()
 	if err := cluster.RestartAll(); err != nil {
 		c.fatalf("restore the quorum: %v", err)
 	}
@@ -385,7 +379,7 @@ func (c *fleetChaos) nodesReady(s fleetState) string {
 func (c *fleetChaos) keptPanes(before, after fleetState, kept []string) {
 	c.t.Helper()
 	for name, ps := range before.ready {
-		if !slices.Contains(kept, ps[0].Host) || !slices.Contains(c.want, name) {
+		if !slices.Contains(kept, ps[0].Host) || !slices.Contains(c.want, name) || name == c.killed {
 			continue
 		}
 		if got := after.ready[name]; len(got) != 1 || got[0] != ps[0] {
@@ -416,8 +410,10 @@ func mapsEqual(a, b map[string][]string) bool {
 }
 
 // killPaneWithoutQuorum kills one running member's pane while etcd has no
-// quorum, waits until its node has seen the pane go, and fails if the node
-// asks its herdr for a replacement within 2 s (it should wait for etcd).
+// quorum, waits until its node shows the member held (Ready=Unknown,
+// StoreUnavailable: it saw the pane go and recreates nothing), and fails
+// if the node asks its herdr for a replacement meanwhile or within 500 ms
+// after.
 func (c *fleetChaos) killPaneWithoutQuorum() {
 	c.t.Helper()
 	s := c.f.state()
@@ -427,22 +423,39 @@ func (c *fleetChaos) killPaneWithoutQuorum() {
 			continue
 		}
 		h := c.f.host(ps[0].Host)
-		c.log("kill %s's pane on %s without quorum", name, h.name)
+		c.steps[len(c.steps)-1] += fmt.Sprintf(", kill %s's pane on %s", name, h.name)
+		c.killed = name
 		mark := h.mark()
 		if err := h.herdr.KillPane(ps[0].Pane); err != nil {
 			c.fatalf("kill %s's pane: %v", name, err)
 		}
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			if made := h.tabsCreatedSince(mark); len(made) != 0 {
-				var st v1alpha1.MemberStatus
-				for _, m := range h.local() {
-					if m.Name == name {
-						st = m.Status
-					}
+		status := func() v1alpha1.Member {
+			for _, m := range h.local() {
+				if m.Name == name {
+					return m
 				}
-				c.fatalf("%s recreated %s's pane while etcd had no quorum: %v; status %+v", h.name, name, made, st)
 			}
+			return v1alpha1.Member{}
+		}
+		noCreate := func() {
+			if made := h.tabsCreatedSince(mark); len(made) != 0 {
+				c.fatalf("%s recreated %s's pane while etcd had no quorum: %v; status %+v", h.name, name, made, status().Status)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			noCreate()
+			m := status()
+			if r := readyOf(m); r.Status == v1alpha1.ConditionUnknown && r.Reason == v1alpha1.ReasonStoreUnavailable {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.fatalf("%s does not show %s held 10 s after its pane was killed without quorum: %+v", h.name, name, m.Status)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for held := time.Now(); time.Since(held) < 500*time.Millisecond; {
+			noCreate()
 			time.Sleep(10 * time.Millisecond)
 		}
 		return

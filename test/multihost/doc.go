@@ -19,7 +19,8 @@
 //
 // TestFleetChaos plays a seeded schedule against three nodes: nodes
 // killed and restarted, single etcd members stopped and restarted, the
-// quorum lost and restored, members applied and deleted, with its
+// quorum lost (and a member's pane killed meanwhile: nothing is recreated
+// until the quorum is back) and restored, members applied and deleted, with its
 // invariants checked after every step (see its doc). `make test` runs one
 // seed of six steps; `make chaos` runs the long form with the flags
 // -chaos.seeds, -chaos.first and -chaos.steps (-chaos.seed=N for one).
