@@ -390,8 +390,8 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 // watch applies the changes under the prefix from rev on until the watch
 // fails; it returns why (rpctypes.ErrCompacted after a compaction). It
 // also ends when the client's connection to etcd stays out of Ready for
-// RetryInterval (no member reachable): the client's watch would wait
-// quietly for etcd to come back.
+// connGrace (no member reachable): the client's watch would wait quietly
+// for etcd to come back.
 func (s *Store) watch(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
 	defer cancel(nil)
@@ -475,14 +475,21 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 	return errors.New("watch channel closed")
 }
 
+// connGrace is how long the client's connection may stay out of Ready
+// before the watch ends for want of a reachable member: three retry
+// intervals, since a failover to another member, at once on an idle
+// machine, has been seen to take over a second on a loaded one (its
+// connections' keep-alives late).
+const connGrace = 3
+
 // watchConn cancels the watch (ctx) when conn leaves Ready and is not back
-// within RetryInterval: a failover to another member reconnects at once,
-// no reachable member does not.
+// within connGrace retry intervals: a failover to another member
+// reconnects at once, no reachable member does not.
 func (s *Store) watchConn(ctx context.Context, conn *grpc.ClientConn, cancel context.CancelCauseFunc) {
 	for st := conn.GetState(); ; st = conn.GetState() {
 		if st != connectivity.Ready {
 			gctx, stop := context.WithCancel(ctx)
-			t := s.clock.NewTimer(s.retry)
+			t := s.clock.NewTimer(connGrace * s.retry)
 			go func() {
 				select {
 				case <-t.C():
@@ -499,7 +506,7 @@ func (s *Store) watchConn(ctx context.Context, conn *grpc.ClientConn, cancel con
 				return
 			}
 			if st != connectivity.Ready {
-				cancel(fmt.Errorf("no etcd member reachable (connection %s for %s)", st, s.retry))
+				cancel(fmt.Errorf("no etcd member reachable (connection %s for %s)", st, connGrace*s.retry))
 				return
 			}
 		}
