@@ -280,7 +280,10 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 		}
 	}
 	now := c.now()
-	id := cmp.Or(req.ID, c.opts.NewID("t-"))
+	id := req.ID
+	if id == "" {
+		id = c.opts.NewID("t-")
+	}
 	m := &Message{ID: c.opts.NewID("m-"), From: req.From, To: req.To, Kind: KindPrompt, Content: req.Content, TurnID: id, CreatedAt: now}
 	due := now.Add(timeout)
 	if !req.Deadline.IsZero() {
@@ -359,7 +362,7 @@ func (c *Core) replayed(req SendRequest) (*turn, SendResult, error) {
 	if t != nil && (t.caller != req.From || (req.To != "" && req.To != t.worker)) {
 		return nil, SendResult{}, errorf(CodeInvalid, "request id %q names turn %s of another caller or worker", req.ID, id)
 	}
-	res := SendResult{TurnID: id, Worker: cmp.Or(req.To, "")}
+	res := SendResult{TurnID: id, Worker: req.To}
 	if t != nil {
 		res.Worker = t.worker
 	}
