@@ -60,7 +60,7 @@ func (c *Cache) run(ctx context.Context) {
 				continue // herdr is there: resubscribe now, the cache is stale meanwhile
 			}
 		}
-		if !c.sleep(ctx, delay) {
+		if !clock.Sleep(ctx, c.o.Clock, delay) {
 			return
 		}
 		delay = min(delay*2, c.o.MaxReconnect)
@@ -94,18 +94,6 @@ func (c *Cache) checkProtocol(ctx context.Context) error {
 		c.log.Warn(pong.Warning(), "herdr_version", pong.Version, "protocol", pong.Protocol)
 	}
 	return err
-}
-
-// sleep waits d on the cache's clock; false if ctx ended first.
-func (c *Cache) sleep(ctx context.Context, d time.Duration) bool {
-	t := c.o.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }
 
 // Unreachable reports whether err means herdr did not answer properly (as

@@ -29,6 +29,18 @@ type Timer interface {
 	Stop() bool
 }
 
+// Sleep waits d on c; false if ctx ended first.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
 // Real is the wall clock.
 type Real struct{}
 

@@ -298,7 +298,7 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			s.unavailable(err)
-			if !s.sleep(ctx, s.retry) {
+			if !clock.Sleep(ctx, s.clock, s.retry) {
 				return nil
 			}
 			continue
@@ -319,20 +319,9 @@ func (s *Store) Run(ctx context.Context) error {
 		s.stale(err)
 		// A watch that fails as soon as it starts lists again at most
 		// once per RetryInterval, never in a tight loop of requests.
-		if d := s.retry - s.clock.Now().Sub(started); d > 0 && !s.sleep(ctx, d) {
+		if d := s.retry - s.clock.Now().Sub(started); d > 0 && !clock.Sleep(ctx, s.clock, d) {
 			return nil
 		}
-	}
-}
-
-func (s *Store) sleep(ctx context.Context, d time.Duration) bool {
-	t := s.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
 	}
 }
 

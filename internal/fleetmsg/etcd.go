@@ -215,7 +215,7 @@ func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvcc
 		if err != nil {
 			if ctx.Err() == nil {
 				r.o.Logger.Warn("fleet messaging: etcd list failed; retrying", "prefix", prefix, "err", err)
-				r.sleep(ctx, r.o.RetryInterval)
+				clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval)
 			}
 			continue
 		}
@@ -285,7 +285,7 @@ func (r *Relay) keepSession(ctx context.Context) {
 		lease, err := r.cli.Grant(rctx, ttl)
 		cancel()
 		if err != nil {
-			r.sleep(ctx, r.o.RetryInterval)
+			clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval)
 			continue
 		}
 		ch, err := r.cli.KeepAlive(ctx, lease.ID)

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -388,7 +389,7 @@ func (r *Relay) forwardPass(ctx context.Context) (held bool) {
 		if cursor == "" && len(page.Messages) == 0 {
 			// The wait timed out, or the core is closing: look again in a
 			// moment rather than at once.
-			r.sleep(ctx, r.o.RetryInterval)
+			clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval)
 			return false
 		}
 		var done []string

@@ -383,15 +383,3 @@ func (r *Relay) setSession(id clientv3.LeaseID) {
 	close(r.sessionCh)
 	r.sessionCh = make(chan struct{})
 }
-
-// sleep waits d or until ctx ends (false).
-func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
-	t := r.o.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
-}

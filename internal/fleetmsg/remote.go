@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -322,7 +323,7 @@ func (r *Relay) takeRequests(ctx context.Context) {
 				}
 				mu.Unlock()
 			}
-			if failed && !r.sleep(ctx, r.o.RetryInterval) {
+			if failed && !clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval) {
 				return
 			}
 			if !failed {
