@@ -69,7 +69,7 @@ type SendOutput struct {
 	TurnID     string `json:"turnId" jsonschema:"the turn this exchange belongs to; pass it back as turnId to answer a question"`
 	SessionID  string `json:"sessionId,omitempty" jsonschema:"the worker's session UUID"`
 	Name       string `json:"name,omitempty" jsonschema:"the worker's member name"`
-	DispatchID string `json:"dispatchId,omitempty" jsonschema:"id of the queued message (wait false)"`
+	DispatchID string `json:"dispatchId,omitempty" jsonschema:"id of the queued message (wait false); left out for a member on another node, whose node queues it"`
 }
 
 // ReplyInput is bridge_reply's arguments.

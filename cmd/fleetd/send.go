@@ -134,7 +134,11 @@ func send(ctx context.Context, c *apiClient, opts sendOptions, out, errOut io.Wr
 	case "turn_done":
 		fmt.Fprintf(out, "%s ended its turn %s without replying; the end of its terminal:\n%s", who, turn, withNewline(indent(text)))
 	case "dispatched":
-		fmt.Fprintf(out, "queued for %s (turn %s, message %s); the reply will land in the primary's mailbox (bridge_poll)\n", who, turn, termtext.Line(got.DispatchID))
+		ids := "turn " + turn
+		if got.DispatchID != "" { // none for a member on another node: its node queues the message
+			ids += ", message " + termtext.Line(got.DispatchID)
+		}
+		fmt.Fprintf(out, "queued for %s (%s); the reply will land in the primary's mailbox (bridge_poll)\n", who, ids)
 	case "timeout":
 		return fail("no outcome from %s within %s; turn %s stays open and its reply will land in the primary's mailbox (bridge_poll)", who, opts.timeout, turn)
 	default:

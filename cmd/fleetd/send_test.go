@@ -33,6 +33,7 @@ var sendAnswers = map[string]any{
 	"silent":       mcp.SendOutput{Outcome: "turn_done", Text: "$ make\nok\n", TurnID: "t-3", Name: "reviewer"},
 	"slow":         mcp.SendOutput{Outcome: "timeout", TurnID: "t-4", Name: "reviewer"},
 	"later":        mcp.SendOutput{Outcome: "dispatched", TurnID: "t-5", DispatchID: "m-9", Name: "reviewer"},
+	"elsewhere":    mcp.SendOutput{Outcome: "dispatched", TurnID: "t-6", Name: "trainer"}, // a member on another node: its node names the message
 	"gone":         &mcp.ToolError{Code: "worker_gone", Message: "reviewer was deleted while the call waited"},
 	// What a hostile worker (or gateway) can put in what send prints.
 	"evil reply":    mcp.SendOutput{Outcome: "reply", Text: "ok\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\x03 done\r\n", TurnID: "t-6", Name: "reviewer"},
@@ -101,6 +102,9 @@ func TestSend(t *testing.T) {
 		{name: "no wait", args: []string{"reviewer", "later", "--no-wait"},
 			wantOut:  "queued for reviewer (turn t-5, message m-9); the reply will land in the primary's mailbox (bridge_poll)\n",
 			wantCall: &mcp.SendInput{Content: "later", SessionID: "reviewer", TimeoutMs: 600000, Wait: false}},
+		{name: "no wait, another node", args: []string{"trainer", "elsewhere", "--no-wait"},
+			wantOut:  "queued for trainer (turn t-6); the reply will land in the primary's mailbox (bridge_poll)\n",
+			wantCall: &mcp.SendInput{Content: "elsewhere", SessionID: "trainer", TimeoutMs: 600000, Wait: false}},
 		{name: "tool error", args: []string{"reviewer", "gone"}, wantCode: 1,
 			wantErr:  "fleetd send: worker_gone: reviewer was deleted while the call waited\n",
 			wantCall: &mcp.SendInput{Content: "gone", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
