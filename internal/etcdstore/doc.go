@@ -31,7 +31,7 @@
 // what was created, changed and deleted meanwhile; any other failure
 // (including the member losing its leader: the watch requires one) also
 // lists again; so does a client connection that finds no member for
-// RetryInterval (the client's own watch would wait quietly for one; the
+// three RetryIntervals (the client's own watch would wait quietly for one; the
 // store follows the connection's state, which costs no request). From the
 // end of such a watch to the next successful list the snapshot is Stale:
 // it may be behind etcd, where another node may have taken over a member
@@ -73,7 +73,10 @@
 // revision, the binding's and the leader's key. Many bindings go in one
 // transaction (up to 63, within etcd's default --max-txn-ops of 128); a
 // batch whose fences fail is split in halves and tried again, down to
-// single bindings, so one member changed meanwhile holds back only itself. A Store with
+// single bindings, so one member changed meanwhile holds back only itself.
+// No fence covers a node's capacity (maxMembers), counted from the fleet:
+// a pass waits until the store has seen the scheduler's own last bindings
+// before it counts. A Store with
 // Options.Node shows in its snapshot only the members bound to that node
 // with the bound uid; [Store.Fleet] shows every member, binding and node.
 //

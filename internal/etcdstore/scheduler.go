@@ -161,6 +161,9 @@ type scheduler struct {
 	o         *SchedulerOptions
 	leaderKey string
 	leaderRev int64
+	// wrote is the etcd revision of this scheduler's last committed
+	// bindings: a pass places from a fleet that has seen it, or not at all.
+	wrote int64
 }
 
 // pass binds what is unbound, rebinds what waited its grace on a lost
@@ -169,6 +172,18 @@ type scheduler struct {
 // transaction binds many members, so a fleet of hundreds is bound in a
 // few round trips to etcd rather than one per member.
 func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
+	// Capacity and spread are counted from the fleet's bindings, which no
+	// fence covers: a fleet read before this scheduler's own last bindings
+	// came back through the watch would count their nodes short (and bind
+	// a member created meanwhile to a node already full).
+	if s.wrote > 0 {
+		rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
+		err := s.st.waitRev(rctx, s.wrote)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("scheduling pass: %w", err)
+		}
+	}
 	f := s.st.Fleet()
 	counts := f.Counts()
 	now := s.o.Clock.Now()
@@ -351,6 +366,7 @@ func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, leads bool,
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		return false, len(kvs) == 1 && kvs[0].CreateRevision == s.leaderRev, nil
 	}
+	s.wrote = max(s.wrote, resp.Header.Revision)
 	for _, w := range ws {
 		if w.done != nil {
 			w.done()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -113,5 +114,56 @@ func TestScheduler_StaleMemberHoldsBackOnlyItself(t *testing.T) {
 	got := bindings(t, a)
 	if _, ok := got["m017"]; ok || len(got) != 39 {
 		t.Errorf("bound %d members (m017 among them: %v); want the 39 others", len(got), ok)
+	}
+}
+
+// A pass counts each node's members from a fleet that has seen this
+// scheduler's own last bindings: one read before they came back through
+// the watch (here a store frozen before them) binds nothing, rather than
+// a member created meanwhile to the node they filled.
+func TestScheduler_PassWaitsForItsOwnBindings(t *testing.T) {
+	a := startNode(t, &Options{Node: "a"})
+	ctx := context.Background()
+	reg, err := RegisterNode(ctx, a.cli, NodeInfo{Name: "a", MaxMembers: 1, Herdr: v1alpha1.NodeHerdr{Reachable: true}}, &NodeOptions{Prefix: prefix(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runNode(t, reg)
+	a.apply(profile("claude"))
+	a.apply(member("m000", "claude"))
+	leader := prefix(t) + "/scheduler/test"
+	resp, err := a.cli.Put(ctx, leader, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.caughtUp()
+	frozen := func() *Store {
+		st, err := New(a.cli, &Options{Prefix: prefix(t), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	before := frozen() // m000, unbound
+	a.apply(member("a000", "claude"))
+	behind := frozen() // m000 and a000, not m000's binding to come
+
+	s := &scheduler{cli: a.cli, st: before, o: &SchedulerOptions{RequestTimeout: 200 * time.Millisecond, RescheduleAfter: DefaultRescheduleAfter, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)},
+		leaderKey: leader, leaderRev: resp.Header.Revision}
+	if _, err := s.pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := bindings(t, a); len(got) != 1 {
+		t.Fatalf("first pass bound %v; want m000 alone (node a takes one member)", got)
+	}
+	s.st = behind
+	if _, err := s.pass(ctx); err == nil {
+		t.Error("a pass on a fleet that has not seen the scheduler's last bindings succeeded")
+	}
+	if got := bindings(t, a); len(got) != 1 {
+		t.Errorf("bound %v on node a, which takes one member", got)
 	}
 }
