@@ -235,14 +235,21 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 // or without quorum): the member may be bound to another node by now, and
 // a pane created here would be its second. What runs keeps running, as
 // with herdr unavailable; the store's return changes the snapshot, which
-// enqueues the member again (changedMembers).
+// enqueues the member again (changedMembers), and the member looks again
+// after staleRecheck in case that change went by unseen (a reconcile that
+// read the stale snapshot after the watcher had already read a current
+// one).
 func (m *Manager) stale(name string, b *statusBuilder, snap *store.Snapshot) (Result, error) {
 	msg := snap.Stale.Error() + "; creating no pane until the desired state is confirmed (another node may run the member by now)"
 	b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonStoreUnavailable, msg)
 	b.cond(v1alpha1.ConditionProgressing, v1alpha1.ConditionFalse, v1alpha1.ReasonStoreUnavailable, msg)
 	m.writeStatus(name, b)
-	return Result{}, nil
+	return Result{RequeueAfter: staleRecheck}, nil
 }
+
+// staleRecheck is how soon a member held by a stale snapshot is looked at
+// again whatever else happens.
+const staleRecheck = 5 * time.Second
 
 // planOf resolves an adopted member's plan rows, if the launcher can.
 func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.PlanRow {

@@ -155,3 +155,35 @@ func TestManager_StaleSnapshotCreatesNothingUntilCurrent(t *testing.T) {
 		}
 	})
 }
+
+// A store current again without a change the manager saw (its watcher
+// read a current snapshot before a reconcile read the stale one) still
+// gets a held member created: the hold looks again after staleRecheck,
+// long before the next resync.
+func TestManager_StaleHoldLooksAgainWithoutAChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile})
+		st := &staleStore{}
+		e.tweak = func(o *Options) {
+			st.Store = o.Store
+			o.Store = st
+		}
+		e.start()
+		e.waitIdle()
+		st.set(errors.New("etcd unavailable; keeping every object as last seen: etcdserver: no leader"))
+		e.write("gamma.yaml", memberYAML("gamma"))
+		e.waitFor("gamma held", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["gamma"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonStoreUnavailable
+		})
+		e.waitIdle()
+		st.mu.Lock()
+		st.err = nil // current again, and nobody told
+		st.mu.Unlock()
+		time.Sleep(staleRecheck + time.Second)
+		e.waitIdle()
+		ms := e.waitFor("now", func(map[string]v1alpha1.Member) bool { return true })
+		if g := ms["gamma"].Status; g.PaneID == "" {
+			t.Errorf("gamma %s after the store was current for %s: no pane; want one (the hold looks again)", g.Phase, staleRecheck+time.Second)
+		}
+	})
+}
