@@ -398,10 +398,7 @@ func TestRelay_CompactionBetweenListAndWatchMissesNothing(t *testing.T) {
 // the turn's reply, which nobody waits for any more, shows in a poll on
 // another node.
 func TestRelay_OriginStopsWhileHoldingACall(t *testing.T) {
-	f := newFleet(t, map[string]string{"w": "b"}, nil)
-	a, b, c := f.start("a", t.TempDir()), f.start("b", t.TempDir()), f.start("c", t.TempDir())
-	ctx := f.ctx()
-	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	f, a, b, c, ctx := threeNodes(t)
 	hctx, cancel := context.WithCancel(ctx)
 	held := sendAsync(hctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "task", Wait: true, Timeout: time.Hour})
 	b.prompted(t, ctx)

@@ -139,12 +139,18 @@ func (r *Relay) changedLocked() {
 func (r *Relay) visibleLocked() []*fleetMail {
 	out := make([]*fleetMail, 0, len(r.mail))
 	for _, m := range r.mail {
-		if m.msg.TurnID == "" || !r.waited[m.msg.TurnID] {
+		if r.shownLocked(m) {
 			out = append(out, m)
 		}
 	}
 	slices.SortFunc(out, func(a, b *fleetMail) int { return cmp.Compare(a.msg.Seq, b.msg.Seq) })
 	return out
+}
+
+// shownLocked reports whether a poll shows m: not the mail of a turn a
+// call is held on.
+func (r *Relay) shownLocked(m *fleetMail) bool {
+	return m.msg.TurnID == "" || !r.waited[m.msg.TurnID]
 }
 
 // Pending is the number of unacknowledged messages for recipient: the
@@ -155,7 +161,13 @@ func (r *Relay) Pending(recipient string) int {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.visibleLocked())
+	n := 0
+	for _, m := range r.mail {
+		if r.shownLocked(m) {
+			n++
+		}
+	}
+	return n
 }
 
 // PollPage returns a page of the fleet mailbox for the primary, as the

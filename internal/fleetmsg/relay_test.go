@@ -132,6 +132,17 @@ func (f *fleet) ctx() context.Context {
 	return ctx
 }
 
+// threeNodes is the fleet most relay tests run: member w bound to node b
+// and idle there, with nodes a and c to send from and answer on.
+func threeNodes(t *testing.T) (f *fleet, a, b, c *node, ctx context.Context) {
+	t.Helper()
+	f = newFleet(t, map[string]string{"w": "b"}, nil)
+	a, b, c = f.start("a", t.TempDir()), f.start("b", t.TempDir()), f.start("c", t.TempDir())
+	ctx = f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	return f, a, b, c, ctx
+}
+
 // prompted waits for n's herdr to type a prompt.
 func (n *node) prompted(t *testing.T, ctx context.Context) string {
 	t.Helper()
@@ -220,10 +231,7 @@ func TestRelay_HeldSendAcrossNodes(t *testing.T) {
 // sent from c reaches the pending Ask through b's rendezvous (not the
 // pane), and the reply resolves c's held call.
 func TestRelay_QuestionAnsweredFromAThirdNode(t *testing.T) {
-	f := newFleet(t, map[string]string{"w": "b"}, nil)
-	a, b, c := f.start("a", t.TempDir()), f.start("b", t.TempDir()), f.start("c", t.TempDir())
-	ctx := f.ctx()
-	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	_, a, b, c, ctx := threeNodes(t)
 	held := sendAsync(ctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "fix it", Wait: true, Timeout: time.Minute})
 	b.prompted(t, ctx)
 	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
@@ -264,10 +272,7 @@ func TestRelay_QuestionAnsweredFromAThirdNode(t *testing.T) {
 // any node shows (cursor, page bounds) and an ack on any node retires for
 // all; a poll waiting for mail wakes when it arrives.
 func TestRelay_DetachedReplyPolledAndAcked(t *testing.T) {
-	f := newFleet(t, map[string]string{"w": "b"}, nil)
-	a, b, c := f.start("a", t.TempDir()), f.start("b", t.TempDir()), f.start("c", t.TempDir())
-	ctx := f.ctx()
-	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	f, a, b, c, ctx := threeNodes(t)
 	res, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "later"})
 	if err != nil || res.Outcome != messaging.OutcomeDispatched || res.TurnID == "" {
 		t.Fatalf("detached Send = %+v, %v", res, err)

@@ -213,10 +213,6 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err := checkRequestID(req.ID); err != nil {
 		return SendResult{}, err
 	}
-	timeout := cmp.Or(req.Timeout, c.opts.DefaultTimeout)
-	if !req.Deadline.IsZero() {
-		timeout = req.Deadline.Sub(c.now())
-	}
 	c.lockW()
 	if req.Wait {
 		if err := c.acquire(req.From); err != nil {
@@ -233,9 +229,9 @@ func (c *Core) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if req.ID != "" && c.holds(req) {
 		t, res, err = c.replayed(req)
 	} else if req.TurnID != "" {
-		t, res, err = c.continueTurn(req, timeout)
+		t, res, err = c.continueTurn(req)
 	} else {
-		t, res, err = c.openTurn(req, timeout)
+		t, res, err = c.openTurn(req)
 	}
 	if err != nil || !req.Wait {
 		c.unlockW()
@@ -267,7 +263,16 @@ func (c *Core) holdOn(ctx context.Context, t *turn) (SendResult, error) {
 	return SendResult{Outcome: r.outcome, Text: r.text, TurnID: t.id, Worker: t.worker}, nil
 }
 
-func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResult, error) {
+// due is the deadline req gives its turn, at now: req.Deadline when set,
+// else now + req.Timeout (Options.DefaultTimeout when 0).
+func (c *Core) due(req SendRequest, now time.Time) time.Time {
+	if !req.Deadline.IsZero() {
+		return req.Deadline
+	}
+	return now.Add(cmp.Or(req.Timeout, c.opts.DefaultTimeout))
+}
+
+func (c *Core) openTurn(req SendRequest) (*turn, SendResult, error) {
 	if req.To == "" {
 		return nil, SendResult{}, errorf(CodeInvalid, "no worker named")
 	}
@@ -285,12 +290,8 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 		id = c.opts.NewID("t-")
 	}
 	m := &Message{ID: c.opts.NewID("m-"), From: req.From, To: req.To, Kind: KindPrompt, Content: req.Content, TurnID: id, CreatedAt: now}
-	due := now.Add(timeout)
-	if !req.Deadline.IsZero() {
-		due = req.Deadline
-	}
 	recs := []record{
-		{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: due}},
+		{Op: opTurnOpen, Turn: &turnRecord{ID: id, Caller: req.From, Worker: req.To, Created: now, Deadline: c.due(req, now)}},
 		{Op: opEnqueue, Msg: m}}
 	if req.ID != "" {
 		recs = append(recs, record{Op: opRequest, IDs: []string{req.ID}})
@@ -303,7 +304,7 @@ func (c *Core) openTurn(req SendRequest, timeout time.Duration) (*turn, SendResu
 	return c.turns[id], SendResult{TurnID: id, Worker: req.To, DispatchID: m.ID}, nil
 }
 
-func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, SendResult, error) {
+func (c *Core) continueTurn(req SendRequest) (*turn, SendResult, error) {
 	t := c.turns[req.TurnID]
 	if t == nil || t.caller != req.From || (req.To != "" && req.To != t.worker) {
 		return nil, SendResult{}, errorf(CodeNotFound, "no open turn %q for %s", req.TurnID, cmp.Or(req.To, "this caller"))
@@ -317,11 +318,7 @@ func (c *Core) continueTurn(req SendRequest, timeout time.Duration) (*turn, Send
 	t.closing = false
 	var recs []record
 	if req.Wait || !req.Deadline.IsZero() {
-		due := c.now().Add(timeout)
-		if !req.Deadline.IsZero() {
-			due = req.Deadline
-		}
-		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: due})
+		recs = append(recs, record{Op: opTurnDue, ID: t.id, At: c.due(req, c.now())})
 	}
 	if req.ID != "" {
 		recs = append(recs, record{Op: opRequest, IDs: []string{req.ID}})
