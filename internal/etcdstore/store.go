@@ -376,6 +376,16 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
+// applyEvent applies one watch event on key k to the entries of its kind:
+// a delete removes k, a put stores its value as decode reads it.
+func applyEvent[E any](m map[string]*E, k string, ev *clientv3.Event, decode func(key string, value []byte, modRev int64, prev *E) *E) {
+	if ev.Type == clientv3.EventTypeDelete {
+		delete(m, k)
+		return
+	}
+	m[k] = decode(k, ev.Kv.Value, ev.Kv.ModRevision, m[k])
+}
+
 // watch applies the changes under the prefix from rev on until the watch
 // fails; it returns why (rpctypes.ErrCompacted after a compaction). It
 // also ends when the client's connection to etcd stays out of Ready for
@@ -397,11 +407,7 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 			k := string(ev.Kv.Key)
 			if _, ok := s.statusMember(k); ok {
 				statusChanged = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(s.statusKVs, k)
-				} else {
-					s.statusKVs[k] = s.decodeStatus(k, ev.Kv.Value, ev.Kv.ModRevision, s.statusKVs[k])
-				}
+				applyEvent(s.statusKVs, k, ev, s.decodeStatus)
 				continue
 			}
 			if k == s.tokenKey() {
@@ -415,20 +421,12 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 			}
 			if _, ok := s.nodeName(k); ok {
 				nodesChanged = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(s.nodeKVs, k)
-				} else {
-					s.nodeKVs[k] = s.decodeNode(k, ev.Kv.Value, ev.Kv.ModRevision, s.nodeKVs[k])
-				}
+				applyEvent(s.nodeKVs, k, ev, s.decodeNode)
 				continue
 			}
 			if _, ok := s.bindingMember(k); ok {
 				changed = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(s.bindKVs, k)
-				} else {
-					s.bindKVs[k] = s.decodeBinding(k, ev.Kv.Value, ev.Kv.ModRevision, s.bindKVs[k])
-				}
+				applyEvent(s.bindKVs, k, ev, s.decodeBinding)
 				continue
 			}
 			switch ev.Type {
