@@ -127,6 +127,20 @@ type entry struct {
 
 var _ store.Store = (*Store)(nil)
 
+// defaultShared fills the options every entry point of the package has in
+// common: the request timeout, the clock and the logger.
+func defaultShared(timeout *time.Duration, clk *clock.Clock, log **slog.Logger) {
+	if *timeout <= 0 {
+		*timeout = DefaultRequestTimeout
+	}
+	if *clk == nil {
+		*clk = clock.Real{}
+	}
+	if *log == nil {
+		*log = slog.Default()
+	}
+}
+
 // New returns a Store on cli. It reads nothing yet: Run lists and watches,
 // and the snapshot is not Synced until its first list.
 func New(cli *clientv3.Client, opts *Options) (*Store, error) {
@@ -140,21 +154,13 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 	if !strings.HasPrefix(o.Prefix, "/") || strings.HasSuffix(o.Prefix, "/") {
 		return nil, fmt.Errorf("etcd prefix %q: want a path that starts with / and does not end with one, e.g. %s", o.Prefix, DefaultPrefix)
 	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
 	if o.MaxObjectBytes <= 0 {
 		o.MaxObjectBytes = DefaultMaxObjectBytes
 	}
 	if o.RetryInterval <= 0 {
 		o.RetryInterval = DefaultRetryInterval
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
 	return &Store{
 		cli:       cli,
 		prefix:    o.Prefix + "/",
