@@ -382,6 +382,16 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
+// child returns the name a key holds if it is PREFIX/DIR/NAME (dir ends in
+// a slash), one segment with nothing below it.
+func (s *Store) child(dir, key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, s.prefix+dir)
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
 // applyEvent applies one watch event on key k to the entries of its kind:
 // a delete removes k, a put stores its value as decode reads it.
 func applyEvent[E any](m map[string]*E, k string, ev *clientv3.Event, decode func(key string, value []byte, modRev int64, prev *E) *E) {
