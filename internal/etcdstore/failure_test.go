@@ -176,16 +176,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 	n.apply(member("alpha", "one"))
 	alpha := n.member("alpha")
 
-	cluster.Stop(1)
-	cluster.Stop(2)
-	restarted := false
-	defer func() {
-		if !restarted {
-			if err := cluster.RestartAll(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
+	restart := stopMembers(t, 1, 2)
 
 	s := n.until("etcd reported unavailable", func(s *store.Snapshot) bool { return s.DirErr != nil })
 	if s.Members["alpha"] != alpha || !s.Synced {
@@ -213,10 +204,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 		t.Errorf("the failed writes took %s; each is bounded by the 300ms request timeout", d)
 	}
 
-	if err := cluster.RestartAll(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	restart()
 	n.until("etcd available again", func(s *store.Snapshot) bool { return s.DirErr == nil && s.Stale == nil })
 	// Written through another member once the quorum is back.
 	other := newClient(t, cluster.Endpoint(2))
@@ -245,16 +233,7 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 		t.Fatalf("with quorum: Stale %v", s.Stale)
 	}
 
-	cluster.Stop(1)
-	cluster.Stop(2)
-	restarted := false
-	defer func() {
-		if !restarted {
-			if err := cluster.RestartAll(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
+	restart := stopMembers(t, 1, 2)
 	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
 	if s.DirErr != nil {
 		t.Errorf("stale only once the list failed (DirErr %v); want at the end of the watch", s.DirErr)
@@ -266,10 +245,7 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 		t.Errorf("stale: alpha %+v synced %v, want the last state", s.Members["alpha"], s.Synced)
 	}
 
-	if err := cluster.RestartAll(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	restart()
 	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
 	if s.DirErr != nil || s.Members["alpha"] != alpha {
 		t.Errorf("current again: DirErr %v, alpha %+v", s.DirErr, s.Members["alpha"])
@@ -285,29 +261,42 @@ func TestStore_NoMemberReachableMakesTheSnapshotStale(t *testing.T) {
 	n.apply(member("alpha", "one"))
 	alpha := n.member("alpha")
 
-	restarted := false
-	defer func() {
-		if !restarted {
-			if err := cluster.RestartAll(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	for i := range 3 {
-		cluster.Stop(i)
-	}
+	restart := stopMembers(t, 0, 1, 2)
 	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
 	t.Logf("stale: %v", s.Stale)
 	if !strings.Contains(s.Stale.Error(), "etcd unavailable") || s.Members["alpha"] != alpha {
 		t.Errorf("stale: %v, alpha %+v; want etcd unavailable and the last state", s.Stale, s.Members["alpha"])
 	}
 
-	if err := cluster.RestartAll(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	restart()
 	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
 	if s.Members["alpha"] != alpha {
 		t.Errorf("current again: alpha %+v", s.Members["alpha"])
+	}
+}
+
+// stopMembers stops members ids of the shared cluster and returns restart,
+// which brings every member back. If the test ends without restarting them
+// (it failed first), its cleanup does, so that the next test finds the
+// cluster whole.
+func stopMembers(t *testing.T, ids ...int) (restart func()) {
+	t.Helper()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			if err := cluster.RestartAll(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for _, i := range ids {
+		cluster.Stop(i)
+	}
+	return func() {
+		t.Helper()
+		if err := cluster.RestartAll(); err != nil {
+			t.Fatal(err)
+		}
+		restarted = true
 	}
 }

@@ -115,15 +115,7 @@ func RegisterNode(ctx context.Context, cli *clientv3.Client, info NodeInfo, opts
 	if o.TTL <= 0 {
 		o.TTL = DefaultNodeTTL
 	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
 	if err := info.check(); err != nil {
 		return nil, err
 	}

@@ -23,11 +23,7 @@ type nodeEntry struct {
 
 // nodeName returns the node a key registers, if it is PREFIX/nodes/NAME.
 func (s *Store) nodeName(key string) (string, bool) {
-	name, ok := strings.CutPrefix(key, s.prefix+"nodes/")
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return "", false
-	}
-	return name, true
+	return s.child("nodes/", key)
 }
 
 // decodeNode decodes a node's registration; nil for a key that is not

@@ -37,11 +37,7 @@ type bindingEntry struct {
 // bindingMember returns the member a key binds, if it is
 // PREFIX/bindings/MEMBER.
 func (s *Store) bindingMember(key string) (string, bool) {
-	name, ok := strings.CutPrefix(key, s.prefix+"bindings/")
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return "", false
-	}
-	return name, true
+	return s.child("bindings/", key)
 }
 
 // bindingKey is the key of a member's binding.

@@ -70,18 +70,10 @@ func RunScheduler(ctx context.Context, cli *clientv3.Client, st *Store, opts *Sc
 	if o.TTL <= 0 {
 		o.TTL = DefaultNodeTTL
 	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
 	if o.RescheduleAfter <= 0 {
 		o.RescheduleAfter = DefaultRescheduleAfter
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
 	for ctx.Err() == nil {
 		err := lead(ctx, cli, st, &o)
 		if ctx.Err() != nil {

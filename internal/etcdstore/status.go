@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
@@ -49,11 +48,7 @@ type statusEntry struct {
 // statusMember returns the member a key publishes the status of, if it is
 // PREFIX/status/MEMBER.
 func (s *Store) statusMember(key string) (string, bool) {
-	name, ok := strings.CutPrefix(key, s.prefix+"status/")
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return "", false
-	}
-	return name, true
+	return s.child("status/", key)
 }
 
 // decodeStatus decodes a published status; nil for a key that is not one.

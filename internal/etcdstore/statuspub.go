@@ -93,15 +93,7 @@ func PublishStatuses(ctx context.Context, kv clientv3.KV, st *Store, src StatusS
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultStatusInFlight
 	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
 	p := &publisher{kv: kv, st: st, o: &o, sent: map[string]sentStatus{}, budget: map[string]*bucket{},
 		busy: map[string]bool{}, cleared: map[string]int64{}, done: make(chan pubResult, o.MaxInFlight)}
 	return p.run(ctx, src)

@@ -127,6 +127,20 @@ type entry struct {
 
 var _ store.Store = (*Store)(nil)
 
+// defaultShared fills the options every entry point of the package has in
+// common: the request timeout, the clock and the logger.
+func defaultShared(timeout *time.Duration, clk *clock.Clock, log **slog.Logger) {
+	if *timeout <= 0 {
+		*timeout = DefaultRequestTimeout
+	}
+	if *clk == nil {
+		*clk = clock.Real{}
+	}
+	if *log == nil {
+		*log = slog.Default()
+	}
+}
+
 // New returns a Store on cli. It reads nothing yet: Run lists and watches,
 // and the snapshot is not Synced until its first list.
 func New(cli *clientv3.Client, opts *Options) (*Store, error) {
@@ -140,21 +154,13 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 	if !strings.HasPrefix(o.Prefix, "/") || strings.HasSuffix(o.Prefix, "/") {
 		return nil, fmt.Errorf("etcd prefix %q: want a path that starts with / and does not end with one, e.g. %s", o.Prefix, DefaultPrefix)
 	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
 	if o.MaxObjectBytes <= 0 {
 		o.MaxObjectBytes = DefaultMaxObjectBytes
 	}
 	if o.RetryInterval <= 0 {
 		o.RetryInterval = DefaultRetryInterval
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
 	return &Store{
 		cli:       cli,
 		prefix:    o.Prefix + "/",
@@ -376,6 +382,26 @@ func (s *Store) relist(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
+// child returns the name a key holds if it is PREFIX/DIR/NAME (dir ends in
+// a slash), one segment with nothing below it.
+func (s *Store) child(dir, key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, s.prefix+dir)
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
+// applyEvent applies one watch event on key k to the entries of its kind:
+// a delete removes k, a put stores its value as decode reads it.
+func applyEvent[E any](m map[string]*E, k string, ev *clientv3.Event, decode func(key string, value []byte, modRev int64, prev *E) *E) {
+	if ev.Type == clientv3.EventTypeDelete {
+		delete(m, k)
+		return
+	}
+	m[k] = decode(k, ev.Kv.Value, ev.Kv.ModRevision, m[k])
+}
+
 // watch applies the changes under the prefix from rev on until the watch
 // fails; it returns why (rpctypes.ErrCompacted after a compaction). It
 // also ends when the client's connection to etcd stays out of Ready for
@@ -397,11 +423,7 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 			k := string(ev.Kv.Key)
 			if _, ok := s.statusMember(k); ok {
 				statusChanged = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(s.statusKVs, k)
-				} else {
-					s.statusKVs[k] = s.decodeStatus(k, ev.Kv.Value, ev.Kv.ModRevision, s.statusKVs[k])
-				}
+				applyEvent(s.statusKVs, k, ev, s.decodeStatus)
 				continue
 			}
 			if k == s.tokenKey() {
@@ -415,20 +437,12 @@ func (s *Store) watch(ctx context.Context, rev int64) error {
 			}
 			if _, ok := s.nodeName(k); ok {
 				nodesChanged = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(s.nodeKVs, k)
-				} else {
-					s.nodeKVs[k] = s.decodeNode(k, ev.Kv.Value, ev.Kv.ModRevision, s.nodeKVs[k])
-				}
+				applyEvent(s.nodeKVs, k, ev, s.decodeNode)
 				continue
 			}
 			if _, ok := s.bindingMember(k); ok {
 				changed = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(s.bindKVs, k)
-				} else {
-					s.bindKVs[k] = s.decodeBinding(k, ev.Kv.Value, ev.Kv.ModRevision, s.bindKVs[k])
-				}
+				applyEvent(s.bindKVs, k, ev, s.decodeBinding)
 				continue
 			}
 			switch ev.Type {
