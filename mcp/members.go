@@ -233,16 +233,13 @@ func decodeMemberBody(body []byte) (spawnRequest, error) {
 // decodeMember decodes exactly one Member strictly (closed shape, unknown
 // fields, validation), with defaults.
 func decodeMember(file string, data []byte) (*v1alpha1.Member, error) {
-	objs, errs := decode.File(file, data)
-	if len(errs) > 0 {
-		return nil, specErr(errs)
-	}
-	if len(objs) != 1 {
-		return nil, toolErr(codeInvalidSpec, "want exactly one Member, got %d objects", len(objs))
-	}
-	m, ok := objs[0].(*v1alpha1.Member)
-	if !ok {
-		return nil, toolErr(codeInvalidSpec, "kind: want Member, got %s; Profiles and Tenants are operator files", objs[0].GetObjectKind())
+	m, err := decode.Member(file, data)
+	if err != nil {
+		var errs decode.ErrorList
+		if errors.As(err, &errs) {
+			return nil, specErr(errs)
+		}
+		return nil, toolErr(codeInvalidSpec, "%v", err)
 	}
 	return m, nil
 }

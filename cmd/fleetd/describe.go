@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
 func newDescribeCmd() *cobra.Command {
@@ -72,9 +71,7 @@ also be its pane id, terminal id or session id.`,
 // anything.
 func describeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	p := func(indent int, key, value string) {
-		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, termtext.Line(value))
-	}
+	p := fieldLine(tw)
 	p(0, "Name", m.Name)
 	p(0, "Labels", mapString(m.Labels))
 	p(0, "Annotations", mapString(m.Annotations))

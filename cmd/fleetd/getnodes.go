@@ -3,12 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
 // Nodes in `fleetd get nodes` and `fleetd describe node`: the machines of
@@ -70,9 +68,7 @@ func printNodes(tw *tabwriter.Writer, objs []object, wide bool, now time.Time) {
 // Ready condition.
 func describeNode(w io.Writer, n *v1alpha1.Node, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	line := func(indent int, key, value string) {
-		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, termtext.Line(value))
-	}
+	line := fieldLine(tw)
 	line(0, "Name", n.Name)
 	line(0, "Labels", mapString(n.Labels))
 	if n.CreationTimestamp != nil {

@@ -182,9 +182,7 @@ func (r resource) printObjects(w io.Writer, objs []object, f outputFormat, singl
 // may be credentials: describe names the variables, -o yaml shows them.
 func describeProfile(w io.Writer, p *v1alpha1.Profile, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	line := func(indent int, key, value string) {
-		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, termtext.Line(value))
-	}
+	line := fieldLine(tw)
 	describeMeta(line, &p.ObjectMeta, now)
 	s := p.Spec
 	fmt.Fprintln(tw, "Spec:")
@@ -212,14 +210,20 @@ func describeProfile(w io.Writer, p *v1alpha1.Profile, now time.Time) error {
 // holding its credential (never the credential).
 func describeTenant(w io.Writer, t *v1alpha1.Tenant, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	line := func(indent int, key, value string) {
-		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, termtext.Line(value))
-	}
+	line := fieldLine(tw)
 	describeMeta(line, &t.ObjectMeta, now)
 	fmt.Fprintln(tw, "Spec:")
 	line(1, "URL", t.Spec.URL)
 	line(1, "Credential Env", t.Spec.CredentialEnv)
 	return tw.Flush()
+}
+
+// fieldLine returns describe's line printer: "key:<tab>value" at indent
+// levels of two spaces, the value made safe for a terminal.
+func fieldLine(tw io.Writer) func(indent int, key, value string) {
+	return func(indent int, key, value string) {
+		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, termtext.Line(value))
+	}
 }
 
 func describeMeta(line func(int, string, string), m *v1alpha1.ObjectMeta, now time.Time) {

@@ -9,13 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// uiCode is the body of the running fleetd's POST /ui/codes.
-type uiCode struct {
-	Path      string    `json:"path"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
+	"github.com/fleetd-dev/fleetd/internal/console"
+)
 
 func newUICmd() *cobra.Command {
 	var flags clientFlags
@@ -39,7 +35,7 @@ the link is printed instead: open it yourself within the minute.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			var code uiCode
+			var code console.CodeResponse
 			if _, err := c.post(ctx, "/ui/codes", struct{}{}, &code); err != nil {
 				return fmt.Errorf("get a login code: %w", err)
 			}

@@ -125,7 +125,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "mcp", mcpsdk, cobra, difflib, yaml, sigsyaml},
+		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp", mcpsdk, cobra, difflib, yaml, sigsyaml},
 	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes.
 	"cmd/etcd-demo": {"api/decode", "api/v1alpha1", "internal/etcdtest", "internal/statedir", etcdClient, zap},

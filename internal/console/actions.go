@@ -139,16 +139,9 @@ func (c *Console) apply(_ http.ResponseWriter, r *http.Request) (result, int) {
 		}
 		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
 	}
-	objs, errs := decode.File("member.yaml", data)
-	if len(errs) > 0 {
-		return fail(http.StatusUnprocessableEntity, errs.Error())
-	}
-	if len(objs) != 1 {
-		return fail(http.StatusUnprocessableEntity, fmt.Sprintf("want exactly one Member, got %d objects", len(objs)))
-	}
-	m, isMember := objs[0].(*v1alpha1.Member)
-	if !isMember {
-		return fail(http.StatusUnprocessableEntity, fmt.Sprintf("kind: want Member, got %s; Profiles and Tenants are operator files", objs[0].GetObjectKind()))
+	m, err := decode.Member("member.yaml", data)
+	if err != nil {
+		return fail(http.StatusUnprocessableEntity, err.Error())
 	}
 	for _, ref := range m.References() {
 		if _, found := c.o.Store.Get(ref.Kind, ref.Name); !found {
