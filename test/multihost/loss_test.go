@@ -3,7 +3,6 @@ package multihost
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,7 +19,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // etcdProxy forwards TCP to one etcd member until cut: then every
@@ -117,27 +115,10 @@ func runDaemon(t testing.TB, cfg daemon.Config) (*fleetNode, func()) {
 }
 
 // untilMember reads GET /members on n until cond holds for the named
-// member (every 20 ms, for at most 30 s), as untilNode does.
+// member, as untilNode does.
 func (n *fleetNode) untilMember(t *testing.T, name, what string, cond func(v1alpha1.Member) bool) v1alpha1.Member {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for {
-		code, body := n.do(t, "GET", "/members", "")
-		last = body
-		var list mcp.MemberList
-		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil {
-			for _, m := range list.Items {
-				if m.Name == name && cond(m) {
-					return m
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member %s not %s within 30 s; GET /members: %s", name, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return untilNamed(t, n, "/members", name, what, func(m v1alpha1.Member) string { return m.Name }, cond)
 }
 
 // agentPanes are the panes of srv that run the named agent.
