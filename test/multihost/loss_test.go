@@ -141,11 +141,7 @@ func agentPanes(srv *herdrtest.Server, name string) []string {
 // nothing; the pinned member's pane is adopted.
 func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	prefix := uniquePrefix("/fleet-loss")
-	cli := etcdClient(t)
-	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	const ttl = 2 * time.Second
 	b, _ := runDaemon(t, daemon.Config{Sim: true, SimValidator: validated.Schema(), StateDir: t.TempDir(),
 		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "b", NodeTTL: ttl, RescheduleAfter: 2 * time.Second}})
@@ -159,11 +155,11 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	a, stopA := runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA,
 		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", NodeTTL: ttl, RequestTimeout: time.Second}})
 	for _, name := range []string{"a", "b"} {
-		b.untilNode(t, name, "Ready", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+		b.untilNode(t, name, "Ready", nodeReady)
 	}
 	for _, body := range []string{
-		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: keep}\nspec: {profile: claude, nodeName: a}\n",
-		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: other}\nspec: {profile: claude, nodeName: b}\n",
+		pinned("keep", "a"),
+		pinned("other", "b"),
 	} {
 		if code, resp := b.do(t, "POST", "/members", body); code != http.StatusCreated {
 			t.Fatalf("POST /members = %d %s", code, resp)
@@ -226,7 +222,7 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 			t.Errorf("a created something after its restart: %s %s", ev.Kind, ev.Line)
 		}
 	}
-	b.untilNode(t, "a", "Ready again", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+	b.untilNode(t, "a", "Ready again", nodeReady)
 	if got := agentPanes(b.info.Sim, "free"); len(got) != 1 {
 		t.Errorf("b's herdr runs free in %v, want one pane", got)
 	}

@@ -1,7 +1,6 @@
 package multihost
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -61,11 +60,7 @@ func (n *fleetNode) untilNode(t testing.TB, name, what string, cond func(v1alpha
 // from the watch, Ready while its herdr answers.
 func TestNodes_RegistrationShowsLabelsCapacityHerdrAndMembers(t *testing.T) {
 	prefix := uniquePrefix("/fleet-nodes")
-	cli := etcdClient(t)
-	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	n := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "laptop",
 		NodeLabels: map[string]string{"os": "linux", "zone": "home"}, MaxMembers: 5})
 
