@@ -19,7 +19,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
-	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // The fleet benchmarks' knobs (go test -args; BENCHARGS in make, shared
@@ -66,42 +65,18 @@ func (f *hostFleet) putMembers(tb testing.TB, cli *clientv3.Client, n int) {
 }
 
 // untilNodes reads the registrations in the first host's GET /nodes
-// (every 10 ms, for at most limit) until cond holds for them.
+// until cond holds for them, for at most limit.
 func (f *hostFleet) untilNodes(tb testing.TB, what string, limit time.Duration, cond func([]v1alpha1.Node) bool) {
 	tb.Helper()
-	first := f.hosts[0].running()
-	deadline := time.Now().Add(limit)
-	for {
-		var nodes []v1alpha1.Node
-		code, body := first.do(tb, "GET", "/nodes", "")
-		if code == http.StatusOK && decodeNodes(body, &nodes) == nil && cond(nodes) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("nodes not %s within %s: %s", what, limit, body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	untilListed(tb, f.hosts[0].running(), "/nodes", what, limit, cond)
 }
 
-// untilMembers polls the first host's GET /members (the fleet as it
-// shows it: its own members and the statuses other nodes publish) every
-// 10 ms until cond holds, for at most limit.
+// untilMembers reads the first host's GET /members (the fleet as it
+// shows it: its own members and the statuses other nodes publish) until
+// cond holds, for at most limit.
 func (f *hostFleet) untilMembers(tb testing.TB, what string, limit time.Duration, cond func([]v1alpha1.Member) bool) {
 	tb.Helper()
-	first := f.hosts[0].running()
-	deadline := time.Now().Add(limit)
-	for {
-		var list mcp.MemberList
-		code, body := first.do(tb, "GET", "/members", "")
-		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil && cond(list.Items) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("members not %s within %s: %.2000s", what, limit, body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	untilListed(tb, f.hosts[0].running(), "/members", what, limit, cond)
 }
 
 // waitAllNodesReady waits until every host's registration is Ready in the

@@ -174,9 +174,7 @@ func TestEtcdStore_OneNodeServesTheFleet(t *testing.T) {
 	prefix := uniquePrefix("/fleet-one")
 	cli := etcdClient(t)
 	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	n := startNode(t, prefix, "laptop")
 
 	// bridge_spawn over REST: the member is written to etcd and runs.
@@ -312,11 +310,7 @@ func manifestValid(name, status, msg string) func([]v1alpha1.Member) bool {
 // it is ready again and writes go through.
 func TestEtcdStore_QuorumLostKeepsTheNodeServing(t *testing.T) {
 	prefix := uniquePrefix("/fleet-quorum")
-	cli := etcdClient(t)
-	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	n := startNode(t, prefix, "laptop")
 	if code, body := n.do(t, "POST", "/members?wait=true", `{"profile":"claude","name":"coder"}`); code != http.StatusCreated {
 		t.Fatalf("POST /members = %d %s", code, body)

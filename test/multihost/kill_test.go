@@ -276,7 +276,7 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 	for _, w := range workers {
 		w.connect(t, ctx)
 	}
-	b.untilNode(t, "a", "Ready again", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+	b.untilNode(t, "a", "Ready again", nodeReady)
 	after := f.waitConverged("slow", "busy", "helper", "steady")
 	for _, name := range []string{"slow", "busy", "helper", "steady"} {
 		if diff := cmp.Diff(before.ready[name], after.ready[name]); diff != "" {

@@ -3,7 +3,6 @@ package multihost
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,7 +19,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
 	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // etcdProxy forwards TCP to one etcd member until cut: then every
@@ -117,27 +115,10 @@ func runDaemon(t testing.TB, cfg daemon.Config) (*fleetNode, func()) {
 }
 
 // untilMember reads GET /members on n until cond holds for the named
-// member (every 20 ms, for at most 30 s), as untilNode does.
+// member, as untilNode does.
 func (n *fleetNode) untilMember(t *testing.T, name, what string, cond func(v1alpha1.Member) bool) v1alpha1.Member {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for {
-		code, body := n.do(t, "GET", "/members", "")
-		last = body
-		var list mcp.MemberList
-		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil {
-			for _, m := range list.Items {
-				if m.Name == name && cond(m) {
-					return m
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member %s not %s within 30 s; GET /members: %s", name, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return untilNamed(t, n, "/members", name, what, func(m v1alpha1.Member) string { return m.Name }, cond)
 }
 
 // agentPanes are the panes of srv that run the named agent.
@@ -160,11 +141,7 @@ func agentPanes(srv *herdrtest.Server, name string) []string {
 // nothing; the pinned member's pane is adopted.
 func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	prefix := uniquePrefix("/fleet-loss")
-	cli := etcdClient(t)
-	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	const ttl = 2 * time.Second
 	b, _ := runDaemon(t, daemon.Config{Sim: true, SimValidator: validated.Schema(), StateDir: t.TempDir(),
 		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "b", NodeTTL: ttl, RescheduleAfter: 2 * time.Second}})
@@ -178,11 +155,11 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	a, stopA := runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA,
 		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", NodeTTL: ttl, RequestTimeout: time.Second}})
 	for _, name := range []string{"a", "b"} {
-		b.untilNode(t, name, "Ready", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+		b.untilNode(t, name, "Ready", nodeReady)
 	}
 	for _, body := range []string{
-		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: keep}\nspec: {profile: claude, nodeName: a}\n",
-		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: other}\nspec: {profile: claude, nodeName: b}\n",
+		pinned("keep", "a"),
+		pinned("other", "b"),
 	} {
 		if code, resp := b.do(t, "POST", "/members", body); code != http.StatusCreated {
 			t.Fatalf("POST /members = %d %s", code, resp)
@@ -245,7 +222,7 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 			t.Errorf("a created something after its restart: %s %s", ev.Kind, ev.Line)
 		}
 	}
-	b.untilNode(t, "a", "Ready again", func(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue })
+	b.untilNode(t, "a", "Ready again", nodeReady)
 	if got := agentPanes(b.info.Sim, "free"); len(got) != 1 {
 		t.Errorf("b's herdr runs free in %v, want one pane", got)
 	}

@@ -1,7 +1,6 @@
 package multihost
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -9,32 +8,51 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/mcp"
 )
 
-// untilNode reads GET /nodes until cond holds for the named node. The
-// registration reaches etcd and comes back through the node's watch
-// asynchronously, so the read is repeated (every 20 ms, for at most 30 s).
-func (n *fleetNode) untilNode(t testing.TB, name, what string, cond func(v1alpha1.Node) bool) v1alpha1.Node {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
+// untilListed reads GET path on n (a list: /members or /nodes) every
+// 20 ms until cond holds for its items, for at most limit, and returns
+// them. What a node serves comes through its etcd watch asynchronously,
+// so the read is repeated; the failure shows the last body read.
+func untilListed[T any](tb testing.TB, n *fleetNode, path, what string, limit time.Duration, cond func([]T) bool) []T {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
 	for {
-		code, body := n.do(t, "GET", "/nodes", "")
-		last = body
-		var list mcp.NodeList
-		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil {
-			for _, node := range list.Items {
-				if node.Name == name && cond(node) {
-					return node
-				}
-			}
+		code, body := n.do(tb, "GET", path, "")
+		var list struct {
+			Items []T `json:"items"`
+		}
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &list) == nil && cond(list.Items) {
+			return list.Items
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s not %s within 30 s; GET /nodes: %s", name, what, last)
+			tb.Fatalf("%s not %s within %s; GET %s = %d %.2000s", path, what, limit, path, code, body)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// untilNamed is untilListed for one named item of the list: it returns
+// the first item called name for which cond holds (within 30 s).
+func untilNamed[T any](tb testing.TB, n *fleetNode, path, name, what string, nameOf func(T) string, cond func(T) bool) T {
+	tb.Helper()
+	var found T
+	untilListed(tb, n, path, name+" "+what, 30*time.Second, func(items []T) bool {
+		for _, it := range items {
+			if nameOf(it) == name && cond(it) {
+				found = it
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// untilNode reads GET /nodes until cond holds for the named node.
+func (n *fleetNode) untilNode(t testing.TB, name, what string, cond func(v1alpha1.Node) bool) v1alpha1.Node {
+	t.Helper()
+	return untilNamed(t, n, "/nodes", name, what, func(node v1alpha1.Node) string { return node.Name }, cond)
 }
 
 // A node registers its labels, capacity and gateway, and keeps its herdr
@@ -42,11 +60,7 @@ func (n *fleetNode) untilNode(t testing.TB, name, what string, cond func(v1alpha
 // from the watch, Ready while its herdr answers.
 func TestNodes_RegistrationShowsLabelsCapacityHerdrAndMembers(t *testing.T) {
 	prefix := uniquePrefix("/fleet-nodes")
-	cli := etcdClient(t)
-	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	n := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "laptop",
 		NodeLabels: map[string]string{"os": "linux", "zone": "home"}, MaxMembers: 5})
 

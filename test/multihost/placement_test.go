@@ -1,7 +1,6 @@
 package multihost
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -22,20 +21,16 @@ func readyOn(name string) func([]v1alpha1.Member) bool { return phaseOf(name, v1
 // Ready=False Unschedulable, saying why.
 func TestPlacement_TwoNodesRunTheirOwnMembers(t *testing.T) {
 	prefix := uniquePrefix("/fleet-two")
-	cli := etcdClient(t)
-	ctx := context.Background()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"); err != nil {
-		t.Fatal(err)
-	}
+	putProfile(t, prefix)
 	laptop := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "laptop", NodeLabels: map[string]string{"kind": "laptop"}})
 	buildbox := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "buildbox", NodeLabels: map[string]string{"gpu": "a100"}})
 	for _, n := range []*fleetNode{laptop, buildbox} {
-		n.untilNode(t, "laptop", "Ready", func(node v1alpha1.Node) bool { return node.ReadyCondition().Status == v1alpha1.ConditionTrue })
-		n.untilNode(t, "buildbox", "Ready", func(node v1alpha1.Node) bool { return node.ReadyCondition().Status == v1alpha1.ConditionTrue })
+		n.untilNode(t, "laptop", "Ready", nodeReady)
+		n.untilNode(t, "buildbox", "Ready", nodeReady)
 	}
 
 	for _, body := range []string{
-		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: pinned}\nspec: {profile: claude, nodeName: laptop}\n",
+		pinned("pinned", "laptop"),
 		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: trainer}\nspec: {profile: claude, nodeSelector: {gpu: a100}}\n",
 		"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: nowhere}\nspec: {profile: claude, nodeSelector: {gpu: h100}}\n",
 	} {

@@ -31,12 +31,9 @@ var sendRounds = flag.Int("send-rounds", 200, "held bridge_send → reply round 
 func BenchmarkFleetSend(b *testing.B) {
 	rounds := *sendRounds
 	prefix := uniquePrefix("/bench-send")
-	cli := etcdClient(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if _, err := cli.Put(ctx, prefix+"/profiles/claude", claudeProfile); err != nil {
-		b.Fatal(err)
-	}
+	putProfile(b, prefix)
 	// The primary's tool calls are not rate limited here (ToolCallRate
 	// -1): the round trips follow one another as fast as they return.
 	node := func(name string) *fleetNode {

@@ -50,7 +50,7 @@ func TestStatus_AMemberOnAnotherNodeShowsItsStatus(t *testing.T) {
 	b := startNode(t, prefix, "b")
 	untilReady(t, []*fleetNode{a, b}, "a", "b")
 
-	code, body := a.do(t, "POST", "/members?wait=true", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: remote}\nspec: {profile: claude, nodeName: b}\n")
+	code, body := a.do(t, "POST", "/members?wait=true", pinned("remote", "b"))
 	if code != http.StatusCreated {
 		t.Fatalf("POST /members?wait=true on a = %d %s", code, body)
 	}
@@ -148,7 +148,7 @@ func TestStatus_AKilledNodesMembersShowNodeLost(t *testing.T) {
 	b, stopB := runDaemon(t, daemon.Config{Sim: true, SimValidator: validated.Schema(), StateDir: t.TempDir(),
 		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "b", NodeTTL: ttl, RequestTimeout: time.Second}})
 	untilReady(t, []*fleetNode{a, b}, "a", "b")
-	if code, body := a.do(t, "POST", "/members?wait=true", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: onb}\nspec: {profile: claude, nodeName: b}\n"); code != http.StatusCreated ||
+	if code, body := a.do(t, "POST", "/members?wait=true", pinned("onb", "b")); code != http.StatusCreated ||
 		!strings.Contains(body, `"phase": "Ready"`) {
 		t.Fatalf("POST /members?wait=true = %d %s", code, body)
 	}

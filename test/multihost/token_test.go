@@ -91,7 +91,7 @@ func TestFleetToken_OneTokenAtEveryGateway(t *testing.T) {
 	}
 
 	// A worker's token is good at its own node's gateway only.
-	if code, body := a.do(t, "POST", "/members?wait=true", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: w}\nspec: {profile: claude, nodeName: b}\n"); code != http.StatusCreated {
+	if code, body := a.do(t, "POST", "/members?wait=true", pinned("w", "b")); code != http.StatusCreated {
 		t.Fatalf("POST /members = %d %s", code, body)
 	}
 	m := b.untilMember(t, "w", "Ready", func(m v1alpha1.Member) bool { return m.Status.Phase == v1alpha1.PhaseReady })
