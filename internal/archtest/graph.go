@@ -68,6 +68,8 @@ var allowed = Graph{
 	"internal/termtext":   {},
 	"internal/tail":       {"api/v1alpha1", "internal/clock"},
 	"internal/yamledit":   {yaml},
+	"internal/notify":     {},
+	"internal/sse":        {},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and

@@ -1,0 +1,93 @@
+// Package notify is fleetd's one change notification: a [Signal] hands out
+// a channel that is closed at its next change, so that any number of
+// readers wait for "something changed" without a subscription to cancel and
+// without a send that could block the writer.
+//
+// The pattern every reader follows: take the channel, then read the state,
+// then wait on the channel. A change between the read and the wait has
+// already closed the channel taken before the read, so nothing is missed
+// ([Wait] does exactly that).
+//
+// A Signal can follow others ([Signal.Follow]): it is notified whenever one
+// of them is, which merges several sources (this node's members, the
+// fleet, the published statuses) into one channel without a goroutine.
+//
+// It never does: hold a reader's channel open after a change, block the
+// notifier on a reader, or run a goroutine of its own.
+package notify
+
+import (
+	"context"
+	"sync"
+)
+
+// Source is anything that hands out a change channel.
+type Source interface {
+	// Changed returns a channel closed at the next change.
+	Changed() <-chan struct{}
+}
+
+// Signal is a change notification. The zero value is ready to use; a
+// Signal must not be copied after first use.
+type Signal struct {
+	mu        sync.Mutex
+	ch        chan struct{}
+	followers []*Signal
+}
+
+var _ Source = (*Signal)(nil)
+
+// Changed returns a channel that is closed at the next Notify (of this
+// Signal or of one it follows).
+func (s *Signal) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// Notify wakes every holder of a channel from Changed and every Signal that
+// follows this one. It never blocks on a reader.
+func (s *Signal) Notify() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil // the next Changed makes a new one
+	}
+	followers := s.followers
+	s.mu.Unlock()
+	for _, f := range followers {
+		f.Notify()
+	}
+}
+
+// Follow makes s notified whenever any of srcs is, from now on; it is for
+// the life of the Signals (there is no unfollow). Follow must not make a
+// cycle.
+func (s *Signal) Follow(srcs ...*Signal) {
+	for _, src := range srcs {
+		src.mu.Lock()
+		src.followers = append(src.followers[:len(src.followers):len(src.followers)], s)
+		src.mu.Unlock()
+	}
+}
+
+// Wait returns nil once cond holds, or ctx's error when ctx ends first.
+// cond is evaluated at once and again after every change of src; the
+// channel is taken before each evaluation, so a change made while cond runs
+// is not missed.
+func Wait(ctx context.Context, src Source, cond func() bool) error {
+	for {
+		ch := src.Changed()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
