@@ -2,8 +2,9 @@ package controllers_test
 
 import (
 	"github.com/fleetd-dev/fleetd/controllers"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -12,5 +13,5 @@ import (
 var (
 	_ mcp.MemberSource  = (*controllers.Manager)(nil)
 	_ controllers.Herdr = (*herdr.Client)(nil)
-	_ store.Store       = (*store.Directory)(nil)
+	_ store.Store       = (*dirstore.Directory)(nil)
 )

@@ -5,7 +5,7 @@
 // The moving parts, in the order a change travels:
 //
 //   - The desired state comes from a [store.Store] (by default the watched
-//     manifests directory, package controllers/store). Every change of a
+//     manifests directory, package internal/store). Every change of a
 //     member, of the profile or tenant it references, or of its file's
 //     errors puts the member's name on the work queue.
 //   - herdr is observed, not polled, by one shared, read-only cache

@@ -13,9 +13,10 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
 // Manager runs the member controller: it watches the store and the herdr
@@ -104,7 +105,7 @@ func New(opts *Options) (*Manager, error) {
 		if o.ManifestsDir == "" {
 			return nil, errors.New("controllers: no store and no manifests directory")
 		}
-		d, err := store.NewDirectory(o.ManifestsDir, &store.DirectoryOptions{StateDir: o.StateDir, Logger: o.Logger, Clock: o.Clock})
+		d, err := dirstore.New(o.ManifestsDir, &dirstore.Options{StateDir: o.StateDir, Logger: o.Logger, Clock: o.Clock})
 		if err != nil {
 			return nil, err
 		}

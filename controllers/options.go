@@ -10,9 +10,9 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // Defaults for Options. Those the herdr cache also uses are its own
@@ -77,7 +77,7 @@ type herdrWriter interface {
 // a store source (Store or ManifestsDir) and herdr (Herdr or HerdrSocket)
 // are required.
 type Options struct {
-	// Store is the desired state. If nil, a store.Directory on ManifestsDir
+	// Store is the desired state. If nil, a dirstore.Directory on ManifestsDir
 	// is created (and run by Manager.Run).
 	Store store.Store
 	// ManifestsDir is the watched manifests directory when Store is nil.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 )
 
 type primaryObservation struct {
@@ -67,7 +67,7 @@ func (r *primaryRecorder) take() (reads, changes []primaryObservation) {
 // resubscribed without counting the unchanged status again.
 func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, Validator: validated.Schema()})
+		srv, err := herdrsim.Start(&herdrsim.Options{InMemory: true, Validator: validated.Schema()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +97,8 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 		// The first subscription is refused; herdr is slow to acknowledge
 		// the retried one (later faults apply first).
 		const ackDelay = 50 * time.Millisecond
-		srv.InjectFault("events.subscribe", herdrtest.Fault{Latency: ackDelay, Times: 1})
-		srv.InjectFault("events.subscribe", herdrtest.Fault{Drop: true, Times: 1})
+		srv.InjectFault("events.subscribe", herdrsim.Fault{Latency: ackDelay, Times: 1})
+		srv.InjectFault("events.subscribe", herdrsim.Fault{Drop: true, Times: 1})
 
 		// No periodic listing within the deadline: only a catch-up read
 		// can report a change no event carries.
@@ -195,7 +195,7 @@ func TestFollowPrimaryPane_ResubscribesAndCatchesUp(t *testing.T) {
 
 // coversPane reports whether one of the events.subscribe requests in reqs
 // subscribes to the agent status of pane.
-func coversPane(t *testing.T, reqs []herdrtest.Request, pane string) bool {
+func coversPane(t *testing.T, reqs []herdrsim.Request, pane string) bool {
 	t.Helper()
 	for _, r := range reqs {
 		if r.Method != "events.subscribe" {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 )
 
 // The scenarios of herdr as people run it, each on both protocols
@@ -81,7 +81,7 @@ func TestScenario_EventsLostMidRunRecreatesNothing(t *testing.T) {
 	files, names := membersFiles(2)
 	eachProtocol(t, files, func(t *testing.T, e *env) {
 		const ring = 16
-		e.fakeOpts = &herdrtest.Options{EventRing: ring}
+		e.fakeOpts = &herdrsim.Options{EventRing: ring}
 		hold := make(chan struct{})
 		var once sync.Once
 		e.tweak = func(o *Options) {
@@ -115,7 +115,7 @@ func TestScenario_EventsLostMidRunRecreatesNothing(t *testing.T) {
 		turns(ring + 1) // more events than herdr retains, ending with m1 working
 		close(hold)
 
-		if e.fake.Protocol() >= herdrtest.DefaultProtocol {
+		if e.fake.Protocol() >= herdrsim.DefaultProtocol {
 			// events_lost: fleetd subscribes again and reads herdr again.
 			e.waitForHerdr("resubscribed and read herdr after events_lost", func() bool {
 				c := e.fake.Calls()
@@ -156,7 +156,7 @@ func TestScenario_EventsLostMidRunRecreatesNothing(t *testing.T) {
 func TestScenario_HerdrRestartWithRestoreKeepsEverything(t *testing.T) {
 	files, names := membersFiles(3)
 	eachProtocol(t, files, func(t *testing.T, e *env) {
-		e.fakeOpts = &herdrtest.Options{ReadyDelay: 2 * time.Second}
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: 2 * time.Second}
 		reg := e.withTokens()
 		e.start()
 		before := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, names...))
@@ -254,7 +254,7 @@ func TestScenario_SlowShellsStartEveryMemberOnce(t *testing.T) {
 	files, names := membersFiles(5)
 	eachProtocol(t, files, func(t *testing.T, e *env) {
 		const shell = 400 * time.Millisecond
-		e.fakeOpts = &herdrtest.Options{ShellStartDelay: shell}
+		e.fakeOpts = &herdrsim.Options{ShellStartDelay: shell}
 		var mu sync.Mutex
 		bad := map[string]string{} // member → the first restart or Degraded seen
 		watch := func(ms []v1alpha1.Member) bool {
@@ -349,7 +349,7 @@ func TestScenario_HerdrRestartResumesOneAgentAndLosesAnother(t *testing.T) {
 		e.start()
 		before := e.waitFor("both Ready", allPhase(v1alpha1.PhaseReady, "kept", "lost"))
 		kept, lost := before["kept"].Status, before["lost"].Status
-		if err := e.fake.SetAgentSession(kept.PaneID, herdrtest.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: session}); err != nil {
+		if err := e.fake.SetAgentSession(kept.PaneID, herdrsim.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: session}); err != nil {
 			t.Fatal(err)
 		}
 		e.settled(2)
@@ -360,14 +360,14 @@ func TestScenario_HerdrRestartResumesOneAgentAndLosesAnother(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now()
-		if err := e.fake.RestartRestored(&herdrtest.RestoreOptions{RestoreErrors: map[string]string{lost.PaneID: "codex exited with status 1"}}); err != nil {
+		if err := e.fake.RestartRestored(&herdrsim.RestoreOptions{RestoreErrors: map[string]string{lost.PaneID: "codex exited with status 1"}}); err != nil {
 			t.Fatal(err)
 		}
 		after := e.waitFor("kept adopted, lost replaced", func(ms map[string]v1alpha1.Member) bool {
 			return allPhase(v1alpha1.PhaseReady, "kept", "lost")(ms) && ms["lost"].Status.PaneID != lost.PaneID
 		})
 		took := time.Since(t0)
-		if e.fake.Protocol() >= herdrtest.DefaultProtocol {
+		if e.fake.Protocol() >= herdrsim.DefaultProtocol {
 			if took >= time.Second {
 				t.Errorf("lost replaced %s after the restart; herdr said at once that its agent was not restored", took)
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -24,12 +24,12 @@ import (
 // in that pane exit instead of becoming ready.
 type exitingResumes struct {
 	Herdr
-	fake *herdrtest.Server
+	fake *herdrsim.Server
 }
 
 func (h exitingResumes) LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error) {
 	if slices.Contains(p.Args, "resume") {
-		h.fake.SetBehavior(p.PaneID, herdrtest.Behavior{Launch: herdrtest.LaunchExit})
+		h.fake.SetBehavior(p.PaneID, herdrsim.Behavior{Launch: herdrsim.LaunchExit})
 	}
 	return h.Herdr.LaunchAgent(ctx, p)
 }
@@ -109,7 +109,7 @@ func TestManager_CrashedAgentResumesItsSession(t *testing.T) {
 				// The harness's integration reports the session after the
 				// start (pane.report_agent_session); herdr tells fleetd with
 				// a pane_updated event.
-				if err := e.fake.SetAgentSession(st.PaneID, herdrtest.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: tt.value}); err != nil {
+				if err := e.fake.SetAgentSession(st.PaneID, herdrsim.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: tt.value}); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(time.Second) // past a resync too

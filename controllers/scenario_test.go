@@ -20,12 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -53,12 +54,12 @@ func memberYAML(name string, extra ...string) string {
 const testDeadline = 20 * time.Second
 
 // env is one scenario, run inside a synctest bubble: an in-memory fake
-// herdr (no socket), a manifests directory read by a store.Directory on
+// herdr (no socket), a manifests directory read by a dirstore.Directory on
 // explicit nudges (no fsnotify), a state directory and a running Manager
 // on the real clock, which the bubble makes virtual.
 type env struct {
 	t        *testing.T
-	fake     *herdrtest.Server
+	fake     *herdrsim.Server
 	client   *herdr.Client
 	dir      string
 	state    string
@@ -69,7 +70,7 @@ type env struct {
 	cancel   context.CancelFunc
 	done     chan error
 	tweak    func(*Options)
-	fakeOpts *herdrtest.Options
+	fakeOpts *herdrsim.Options
 	// protocol is the herdr protocol the fake speaks when its options name
 	// none (0: the fake's default, 22).
 	protocol int
@@ -77,7 +78,7 @@ type env struct {
 
 // protocols are the herdr protocols the scenarios run on: 22 (herdr 0.9,
 // what people run and the fake's default) and 20 (herdr 0.8.2).
-var protocols = []int{herdrtest.DefaultProtocol, herdrtest.Protocol20}
+var protocols = []int{herdrsim.DefaultProtocol, herdrsim.Protocol20}
 
 // eachProtocol runs a scenario once per herdr protocol, as the subtests
 // "protocol22" and "protocol20", each in its own synctest bubble with an
@@ -110,9 +111,9 @@ func newEnv(t *testing.T, files map[string]string) *env {
 }
 
 // startFake starts the in-memory fake herdr; o may be nil.
-func (e *env) startFake(o *herdrtest.Options) {
+func (e *env) startFake(o *herdrsim.Options) {
 	e.t.Helper()
-	var fo herdrtest.Options
+	var fo herdrsim.Options
 	if o != nil {
 		fo = *o
 	}
@@ -121,7 +122,7 @@ func (e *env) startFake(o *herdrtest.Options) {
 	if fo.Protocol == 0 {
 		fo.Protocol = e.protocol
 	}
-	fake, err := herdrtest.Start(&fo)
+	fake, err := herdrsim.Start(&fo)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func (e *env) start() {
 	if e.fake == nil {
 		e.startFake(e.fakeOpts)
 	}
-	st, err := store.NewDirectory(e.dir, &store.DirectoryOptions{StateDir: e.state, Debounce: 5 * time.Millisecond,
+	st, err := dirstore.New(e.dir, &dirstore.Options{StateDir: e.state, Debounce: 5 * time.Millisecond,
 		RetryInterval: 20 * time.Millisecond, Rescan: e.nudge, Logger: discard()})
 	if err != nil {
 		e.t.Fatal(err)
@@ -780,16 +781,16 @@ func TestManager_FailedHerdrReadsRecreateNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		method string
-		fault  herdrtest.Fault
+		fault  herdrsim.Fault
 	}{
-		{"every call hangs", "", herdrtest.Fault{Hang: true}}, // fleetd then retries with ping
-		{"snapshot dropped", "session.snapshot", herdrtest.Fault{Drop: true}},
-		{"snapshot garbled", "session.snapshot", herdrtest.Fault{Garbage: []byte(`{"id":"x","result":{"type":"session_snapshot","snapshot":{`)}},
-		{"snapshot refused", "session.snapshot", herdrtest.Fault{Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}},
+		{"every call hangs", "", herdrsim.Fault{Hang: true}}, // fleetd then retries with ping
+		{"snapshot dropped", "session.snapshot", herdrsim.Fault{Drop: true}},
+		{"snapshot garbled", "session.snapshot", herdrsim.Fault{Garbage: []byte(`{"id":"x","result":{"type":"session_snapshot","snapshot":{`)}},
+		{"snapshot refused", "session.snapshot", herdrsim.Fault{Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}},
 		// A herdr without session.snapshot is read with the four listings.
-		{"pane list dropped", "pane.list", herdrtest.Fault{Drop: true}},
-		{"agent list garbled", "agent.list", herdrtest.Fault{Garbage: []byte(`{"id":"x","result":{"type":"agent_list","agents":[]`)}},
-		{"tab list refused", "tab.list", herdrtest.Fault{Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}},
+		{"pane list dropped", "pane.list", herdrsim.Fault{Drop: true}},
+		{"agent list garbled", "agent.list", herdrsim.Fault{Garbage: []byte(`{"id":"x","result":{"type":"agent_list","agents":[]`)}},
+		{"tab list refused", "tab.list", herdrsim.Fault{Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -828,7 +829,7 @@ func TestManager_FailedHerdrReadsRecreateNothing(t *testing.T) {
 
 // noSnapshot makes the fake answer session.snapshot as a herdr without it
 // does, so the cache reads herdr with the four listings.
-var noSnapshot = herdrtest.Fault{Garbage: []byte(`{"id":"x","error":{"code":"unknown_method","message":"unknown method: session.snapshot"}}`)}
+var noSnapshot = herdrsim.Fault{Garbage: []byte(`{"id":"x","error":{"code":"unknown_method","message":"unknown method: session.snapshot"}}`)}
 
 func cmpOr(a, b string) string {
 	if a != "" {
@@ -861,7 +862,7 @@ func TestManager_CrashLoopBacksOffAndGoesDegraded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		e.fakeOpts = &herdrtest.Options{Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchExit}}
+		e.fakeOpts = &herdrsim.Options{Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchExit}}
 		e.start()
 		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 		defer cancel()
@@ -1050,7 +1051,7 @@ fleetd_members_awaiting_input 0
 
 func TestNew_PreinitialisesReconcileSeries(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	st, err := store.NewDirectory(t.TempDir(), &store.DirectoryOptions{Logger: discard()})
+	st, err := dirstore.New(t.TempDir(), &dirstore.Options{Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1250,7 +1251,7 @@ func TestManager_RefusedTabCreateIsShownAndRetried(t *testing.T) {
 		e.tweak = func(o *Options) { o.QueueBaseDelay = time.Millisecond }
 		e.start()
 		e.waitForHerdr("herdr listed", e.herdrListed)
-		e.fake.InjectFault("tab.create", herdrtest.Fault{Times: 3,
+		e.fake.InjectFault("tab.create", herdrsim.Fault{Times: 3,
 			Garbage: []byte(`{"id":"x","error":{"code":"tab_create_failed","message":"no room for another tab"}}`)})
 		e.write("alpha.yaml", memberYAML("alpha"))
 		e.waitFor("refusal visible", func(ms map[string]v1alpha1.Member) bool {
@@ -1291,7 +1292,7 @@ func TestManager_StatusChangeBeforeFirstSubscribeAfterRestartIsSeen(t *testing.T
 
 		// The restarted fleetd lists herdr, then subscribes; the subscription
 		// is held while the agent unblocks.
-		e.fake.InjectFault("events.subscribe", herdrtest.Fault{Latency: time.Second, Times: 1})
+		e.fake.InjectFault("events.subscribe", herdrsim.Fault{Latency: time.Second, Times: 1})
 		subs := e.fake.Calls()["events.subscribe"]
 		mu.Lock()
 		seen = nil
@@ -1330,7 +1331,7 @@ func TestManager_DeleteClosesRecordedTabTheViewLacks(t *testing.T) {
 		e.waitIdle()
 		// One resync's tab listing comes back without the tab: the pane
 		// stays, only the tab entry is missing from fleetd's view.
-		e.fake.InjectFault("tab.list", herdrtest.Fault{Times: 1, Garbage: []byte(`{"id":"x","result":{"type":"tab_list","tabs":[]}}`)})
+		e.fake.InjectFault("tab.list", herdrsim.Fault{Times: 1, Garbage: []byte(`{"id":"x","result":{"type":"tab_list","tabs":[]}}`)})
 		lists := e.fake.Calls()["tab.list"]
 		time.Sleep(DefaultResyncPeriod)
 		e.waitIdle()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // staleStore is a store (the directory store of the scenarios) whose

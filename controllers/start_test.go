@@ -9,7 +9,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 )
 
 // A start holds no worker while the agent comes up: with one worker and
@@ -25,7 +25,7 @@ func TestManager_StartsDoNotHoldAWorker(t *testing.T) {
 			files[n+".yaml"] = memberYAML(n)
 		}
 		e := newEnv(t, files)
-		e.fakeOpts = &herdrtest.Options{ReadyDelay: ready}
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: ready}
 		e.tweak = func(o *Options) { o.Workers = 1 }
 		t0 := time.Now()
 		e.start()
@@ -56,11 +56,11 @@ func TestManager_TransientFailuresDuringStartAreRetriedPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ready = time.Second
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		e.fakeOpts = &herdrtest.Options{ReadyDelay: ready}
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: ready}
 		e.tweak = func(o *Options) { o.ResyncPeriod = time.Hour } // no resync comes to the rescue
 		e.startFake(e.fakeOpts)
-		e.fake.InjectFault("agent.get", herdrtest.Fault{Drop: true, Times: 1})
-		e.fake.InjectFault("tab.close", herdrtest.Fault{Drop: true, Times: 1})
+		e.fake.InjectFault("agent.get", herdrsim.Fault{Drop: true, Times: 1})
+		e.fake.InjectFault("tab.close", herdrsim.Fault{Drop: true, Times: 1})
 		t0 := time.Now()
 		e.start()
 		ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
@@ -85,7 +85,7 @@ func TestManager_StartupDeadlineIsATimer(t *testing.T) {
 			"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 20s\n", 1),
 			"alpha.yaml":   memberYAML("alpha"),
 		})
-		e.fakeOpts = &herdrtest.Options{Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchNever}}
+		e.fakeOpts = &herdrsim.Options{Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchNever}}
 		e.tweak = func(o *Options) { o.Workers = 1; o.ResyncPeriod = time.Hour }
 		t0 := time.Now()
 		e.start()
@@ -111,7 +111,7 @@ func TestManager_StartupDeadlineIsATimer(t *testing.T) {
 
 // paneBusy is herdr's answer to agent.start while the pane's new shell is
 // still starting.
-var paneBusy = herdrtest.Fault{Garbage: []byte(`{"id":"x","error":{"code":"agent_pane_busy","message":"pane is busy: its shell is starting"}}`)}
+var paneBusy = herdrsim.Fault{Garbage: []byte(`{"id":"x","error":{"code":"agent_pane_busy","message":"pane is busy: its shell is starting"}}`)}
 
 // agent_pane_busy from agent.start (the new pane's shell is not up yet) is
 // retried in the same pane until the start is accepted: no pane is closed,
@@ -182,7 +182,7 @@ func TestManager_PaneBusyFailsFastOnKindMismatchOrReplacedPane(t *testing.T) {
 				busy.Times = 1
 				e.fake.InjectFault("agent.start", busy)
 				// What herdr's agent.get then says of the pane.
-				e.fake.InjectFault("agent.get", herdrtest.Fault{Times: 1, Garbage: []byte(`{"id":"x","result":{"type":"agent_info","agent":{` +
+				e.fake.InjectFault("agent.get", herdrsim.Fault{Times: 1, Garbage: []byte(`{"id":"x","result":{"type":"agent_info","agent":{` +
 					`"agent_status":"idle","workspace_id":"w1","tab_id":"w1:t2","pane_id":"w1:p2","focused":false,"revision":1,"state_change_seq":1,` + tc.agent + `}}}`)})
 				e.start()
 				ms := e.waitFor("alpha's start failed", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.Restarts == 1 })
@@ -207,7 +207,7 @@ func TestManager_AgentAtADialogAwaitsInput(t *testing.T) {
 		"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 20s\n", 1),
 		"alpha.yaml":   memberYAML("alpha"),
 	}, func(t *testing.T, e *env) {
-		e.fakeOpts = &herdrtest.Options{ReadyDelay: time.Second, Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchBlocked,
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: time.Second, Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchBlocked,
 			Dialog: "Do you trust the files in this folder?\x07\n\n  \u202e> 1. Yes, proceed   2. No, exit"}}
 		e.tweak = func(o *Options) { o.ResyncPeriod = 15 * time.Second } // resyncs come and go while it waits
 		e.start()
@@ -261,7 +261,7 @@ func TestManager_ReconcileErrorsReachTheStatus(t *testing.T) {
 		e.tweak = func(o *Options) { o.QueueBaseDelay = 100 * time.Millisecond }
 		e.start()
 		e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
-		e.fake.InjectFault("tab.close", herdrtest.Fault{Times: 3,
+		e.fake.InjectFault("tab.close", herdrsim.Fault{Times: 3,
 			Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"tab is locked"}}`)})
 		e.write("alpha.yaml", memberYAML("alpha", "paused: true"))
 		ms := e.waitFor("the refusal in the status", func(ms map[string]v1alpha1.Member) bool {

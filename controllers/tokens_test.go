@@ -11,7 +11,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -183,7 +183,7 @@ func TestManager_OrphanTabsTokenIsRevokedWhenItIsClosed(t *testing.T) {
 func TestManager_RelaunchedAgentAfterRestoreIsNotKilled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		e.fakeOpts = &herdrtest.Options{ReadyDelay: 15 * time.Second}
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: 15 * time.Second}
 		e.start()
 		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 		defer cancel()
@@ -301,7 +301,7 @@ func TestManager_AdoptionByPaneIDChecksTheAgentSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		// herdr shows an agent named alpha in the pane, on another session.
-		if err := e.fake.SetAgentSession(was.PaneID, herdrtest.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: "someone-elses-session"}); err != nil {
+		if err := e.fake.SetAgentSession(was.PaneID, herdrsim.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: "someone-elses-session"}); err != nil {
 			t.Fatal(err)
 		}
 		e.start()

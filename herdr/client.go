@@ -36,7 +36,7 @@ type Options struct {
 	// Observer, if set, sees every call (for metrics).
 	Observer Observer
 	// Dial, if set, opens the connection of each call instead of dialing
-	// SocketPath (for example herdrtest.Server.Dial, an in-memory fake).
+	// SocketPath (for example herdrsim.Server.Dial, an in-memory fake).
 	// It is called once per request, as herdr takes one request per
 	// connection; an error is reported as herdr being unavailable.
 	Dial func(ctx context.Context) (net.Conn, error)

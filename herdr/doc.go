@@ -74,12 +74,12 @@
 // ([ResolveSocketPath]: $HERDR_SOCKET_PATH, then HERDR_SESSION, then the
 // config directory); [Options.SocketPath] overrides it, and [Options.Dial]
 // replaces the socket altogether (called once per request, like the socket
-// dial; herdrtest's in-memory fake plugs in there). [Options.Observer] sees
+// dial; herdrsim's in-memory fake plugs in there). [Options.Observer] sees
 // every call's method, outcome code and duration, for metrics.
 //
 // # The fake herdr
 //
-// Package [github.com/fleetd-dev/fleetd/herdr/herdrtest] is a fake herdr
+// Package [github.com/fleetd-dev/fleetd/herdr/herdrsim] is a fake herdr
 // server (a real Unix socket, in process, or in-memory connections for tests
 // under testing/synctest) written from PROTOCOL.md and the
 // schema independently of this client; it is the test double for everything

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 )
 
 // These tests drive the client against the fake herdr (in memory, schema
 // checked, in a synctest bubble: the fake's delays run on virtual time).
 
-func onFake(t *testing.T, opts herdrtest.Options, f func(ctx context.Context, c *herdr.Client, srv *herdrtest.Server)) {
+func onFake(t *testing.T, opts herdrsim.Options, f func(ctx context.Context, c *herdr.Client, srv *herdrsim.Server)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
 		opts.InMemory = true
@@ -39,7 +39,7 @@ func newTab(t *testing.T, ctx context.Context, c *herdr.Client) string {
 
 func TestFake_PingBothProtocols(t *testing.T) {
 	for _, p := range []int{20, 22} {
-		onFake(t, herdrtest.Options{Protocol: p}, func(ctx context.Context, c *herdr.Client, _ *herdrtest.Server) {
+		onFake(t, herdrsim.Options{Protocol: p}, func(ctx context.Context, c *herdr.Client, _ *herdrsim.Server) {
 			pong, err := c.Ping(ctx)
 			if err != nil || pong.Protocol != p || pong.Newer() {
 				t.Errorf("protocol %d: Ping = %+v, %v", p, pong, err)
@@ -51,8 +51,8 @@ func TestFake_PingBothProtocols(t *testing.T) {
 // On a herdr whose new shells take 400 ms to start, agent.start refuses
 // with agent_pane_busy at first; StartAgent retries until the shell is up.
 func TestFake_StartAgentWaitsForTheShell(t *testing.T) {
-	onFake(t, herdrtest.Options{ShellStartDelay: 400 * time.Millisecond, ReadyDelay: 3 * time.Second},
-		func(ctx context.Context, c *herdr.Client, srv *herdrtest.Server) {
+	onFake(t, herdrsim.Options{ShellStartDelay: 400 * time.Millisecond, ReadyDelay: 3 * time.Second},
+		func(ctx context.Context, c *herdr.Client, srv *herdrsim.Server) {
 			pane := newTab(t, ctx, c)
 			start := time.Now()
 			a, err := c.StartAgent(ctx, herdr.AgentStartParams{Name: "coder", Kind: "claude", PaneID: pane}, 0)
@@ -72,8 +72,8 @@ func TestFake_StartAgentWaitsForTheShell(t *testing.T) {
 }
 
 func TestFake_StartAgentAtADialogAwaitsInput(t *testing.T) {
-	onFake(t, herdrtest.Options{ReadyDelay: 3 * time.Second, Behavior: herdrtest.Behavior{Launch: herdrtest.LaunchBlocked}},
-		func(ctx context.Context, c *herdr.Client, srv *herdrtest.Server) {
+	onFake(t, herdrsim.Options{ReadyDelay: 3 * time.Second, Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchBlocked}},
+		func(ctx context.Context, c *herdr.Client, srv *herdrsim.Server) {
 			pane := newTab(t, ctx, c)
 			a, err := c.StartAgent(ctx, herdr.AgentStartParams{Name: "coder", Kind: "claude", PaneID: pane}, 0)
 			if !errors.Is(err, herdr.ErrAgentAwaitingInput) || errors.Is(err, herdr.ErrAgentStartFailed) {
@@ -96,7 +96,7 @@ func TestFake_StartAgentAtADialogAwaitsInput(t *testing.T) {
 }
 
 func TestFake_EventsLostEndsTheStream(t *testing.T) {
-	onFake(t, herdrtest.Options{EventRing: 2}, func(ctx context.Context, c *herdr.Client, _ *herdrtest.Server) {
+	onFake(t, herdrsim.Options{EventRing: 2}, func(ctx context.Context, c *herdr.Client, _ *herdrsim.Server) {
 		s, err := c.Subscribe(ctx, []herdr.Subscription{{Type: herdr.SubPaneClosed}})
 		if err != nil {
 			t.Fatal(err)

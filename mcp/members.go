@@ -35,7 +35,7 @@ type DesiredState interface {
 	// Apply creates or replaces obj's definition; a decode.ErrorList in
 	// its error says what in obj is invalid, and an error with a
 	// Conflict() bool method returning true that obj's
-	// metadata.resourceVersion is stale (controllers/store.ErrConflict).
+	// metadata.resourceVersion is stale (internal/store.ErrConflict).
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; for an object that has none
 	// it returns an error matching fs.ErrNotExist.
@@ -43,7 +43,7 @@ type DesiredState interface {
 }
 
 // applyChecker is a DesiredState that can make every check of an Apply
-// without writing (controllers/store's directory: CheckApply), for dry
+// without writing (internal/store's directory: CheckApply), for dry
 // runs; a store without it is checked only as far as this package can.
 type applyChecker interface {
 	CheckApply(ctx context.Context, obj v1alpha1.Object) error

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
 const zeroDurationsProfile = `apiVersion: fleetd.dev/v1alpha1
@@ -33,7 +33,7 @@ func TestDurations_ZeroIsAnError(t *testing.T) {
 		t.Errorf("validate: exit %d, stdout %q, stderr %q; want exit 1, %q", code, stdout, stderr, want)
 	}
 
-	st, err := store.NewDirectory(dir, &store.DirectoryOptions{StateDir: t.TempDir()})
+	st, err := dirstore.New(dir, &dirstore.Options{StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 )
 
 // lineWriter sends each line written to it on a channel (dropping lines
@@ -44,7 +44,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 func TestServe_PrimaryPaneFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	srv, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestServe_PrimaryPaneFlag(t *testing.T) {
 	}
 }
 
-func subscribedTo(srv *herdrtest.Server, sub string) bool {
+func subscribedTo(srv *herdrsim.Server, sub string) bool {
 	for _, r := range srv.Requests() {
 		if r.Method == "events.subscribe" && strings.Contains(string(r.Params), sub) {
 			return true

@@ -1,9 +1,9 @@
-// Command herdr-sim runs the fake herdr server of package herdrtest as a
+// Command herdr-sim runs the fake herdr server of package herdrsim as a
 // process, for `fleetd serve --herdr=sim` and for trying fleetd without
 // herdr. Started agents become ready after --ready-delay and, when
 // prompted, work for --work-for and go back to idle on their own; time is
 // the real clock. Every request is checked against herdr's JSON Schema
-// (package herdrtest/validated), so a client that sends what herdr would
+// (package herdrsim/validated), so a client that sends what herdr would
 // refuse is told so. It prints the socket path and serves until SIGINT or
 // SIGTERM.
 //

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 )
 
 func main() {
@@ -51,12 +51,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *protocol != 20 && *protocol != 22 {
 		return fmt.Errorf("-protocol %d: want 20 or 22", *protocol)
 	}
-	srv, err := validated.Start(&herdrtest.Options{
+	srv, err := validated.Start(&herdrsim.Options{
 		Protocol:         *protocol,
 		SocketPath:       *socket,
 		ReadyDelay:       *readyDelay,
 		EnterDelay:       *enterDelay,
-		Behavior:         herdrtest.Behavior{WorkFor: *workFor, Reply: *reply},
+		Behavior:         herdrsim.Behavior{WorkFor: *workFor, Reply: *reply},
 		InitialWorkspace: *initial,
 	})
 	if err != nil {

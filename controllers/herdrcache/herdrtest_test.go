@@ -14,8 +14,8 @@ import (
 
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 )
 
 // hookedSource runs before (once) when the cache first subscribes, before
@@ -56,7 +56,7 @@ func (l *statusLog) get() ([]string, []uint64) {
 // changes reaches the handlers in full, in order, each numbered.
 func TestCache_OnFakeHerdr_LiveOnlyEventsAndBursts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, EventRing: 4096,
+		srv, err := herdrsim.Start(&herdrsim.Options{InMemory: true, NoReplay: true, EventRing: 4096,
 			Validator: validated.Schema()})
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +128,7 @@ func TestCache_OnFakeHerdr_LiveOnlyEventsAndBursts(t *testing.T) {
 // that still has a pane.
 func TestCache_OnFakeHerdr_TabGoesWithItsLastPane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, Validator: validated.Schema()})
+		srv, err := herdrsim.Start(&herdrsim.Options{InMemory: true, Validator: validated.Schema()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,15 +210,15 @@ func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		work    bool // the agent works before: herdr's counters move past a new agent's
-		disrupt func(t *testing.T, srv *herdrtest.Server, pane string)
+		disrupt func(t *testing.T, srv *herdrsim.Server, pane string)
 		want    bool
 	}{
-		{"live handoff", true, func(t *testing.T, srv *herdrtest.Server, _ string) {
+		{"live handoff", true, func(t *testing.T, srv *herdrsim.Server, _ string) {
 			if err := srv.Handoff(); err != nil {
 				t.Fatal(err)
 			}
 		}, false},
-		{"restart, seen down", false, func(t *testing.T, srv *herdrtest.Server, _ string) {
+		{"restart, seen down", false, func(t *testing.T, srv *herdrsim.Server, _ string) {
 			if err := srv.Stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -227,8 +227,8 @@ func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, true},
-		{"restart, agent launching", false, func(t *testing.T, srv *herdrtest.Server, pane string) {
-			srv.SetBehavior(pane, herdrtest.Behavior{Launch: herdrtest.LaunchBlocked}) // relaunched, it waits at a dialog
+		{"restart, agent launching", false, func(t *testing.T, srv *herdrsim.Server, pane string) {
+			srv.SetBehavior(pane, herdrsim.Behavior{Launch: herdrsim.LaunchBlocked}) // relaunched, it waits at a dialog
 			if err := srv.Stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestCache_OnFakeHerdr_RelaunchedAgents(t *testing.T) {
 // the read had skipped it as not watched, so the worker's queue waited for
 // the next resync.)
 func TestCache_OnFakeHerdr_StatusOfAPaneWatchedAgainAfterARestart(t *testing.T) {
-	for _, protocol := range []int{herdrtest.DefaultProtocol, herdrtest.Protocol20} {
+	for _, protocol := range []int{herdrsim.DefaultProtocol, herdrsim.Protocol20} {
 		for _, later := range []bool{false, true} {
 			t.Run(fmt.Sprintf("protocol%d/rekeyed_later=%v", protocol, later), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -389,9 +389,9 @@ func runCache(t *testing.T, ctx context.Context, cache *herdrcache.Cache) {
 // startAgentW starts, inside a synctest bubble, a fake herdr speaking
 // protocol with the fleetd workspace and agent w in its root pane, and a
 // cache on it (not yet run); ctx is bound to the test and lasts a minute.
-func startAgentW(t *testing.T, protocol int) (context.Context, *herdrtest.Server, *herdr.WorkspaceCreated, *herdrcache.Cache) {
+func startAgentW(t *testing.T, protocol int) (context.Context, *herdrsim.Server, *herdr.WorkspaceCreated, *herdrcache.Cache) {
 	t.Helper()
-	srv, err := herdrtest.Start(&herdrtest.Options{InMemory: true, NoReplay: true, Protocol: protocol,
+	srv, err := herdrsim.Start(&herdrsim.Options{InMemory: true, NoReplay: true, Protocol: protocol,
 		Validator: validated.Schema()})
 	if err != nil {
 		t.Fatal(err)

@@ -13,14 +13,14 @@
 // messaging core and mcp (they declare the one launch contract,
 // controllers/launch, which internal/harness implements); mcp reading the
 // desired state through an interface of its own rather than
-// controllers/store; and internal/daemon and the commands wiring it all.
+// internal/store; and internal/daemon and the commands wiring it all.
 // Whole-system tests under test/ may import anything and nothing imports
 // them. A package missing from the graph fails the test too: a new package
 // takes its place in the graph when it is added.
 //
 // The test also checks what the fleetd binary links: not
 // github.com/santhosh-tekuri/jsonschema (herdr's JSON Schema validator, used
-// only by tests of the fake herdr through herdr/herdrtest/validated).
+// only by tests of the fake herdr through herdr/herdrsim/validated).
 // github.com/google/jsonschema-go is a different library and stays: it is
 // the MCP go-sdk's own tool-schema package, which the SDK and mcp's tool
 // definitions need.

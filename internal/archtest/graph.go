@@ -40,7 +40,7 @@ const fleetdBinary = "cmd/fleetd"
 var notInFleetd = []string{
 	schemaValidator,
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck",
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated",
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated",
 	"go.etcd.io/etcd/server",
 	"github.com/fleetd-dev/fleetd/internal/etcdtest",
 }
@@ -75,9 +75,9 @@ var allowed = Graph{
 	// the schema validator and the fake-with-validation are for tests and
 	// test tools only (see notInFleetd).
 	"herdr":                      {},
-	"herdr/herdrtest":            {"internal/clock"},
+	"herdr/herdrsim":             {"internal/clock"},
 	"herdr/internal/schemacheck": {schemaValidator},
-	"herdr/herdrtest/validated":  {"herdr/herdrtest", "herdr/internal/schemacheck"},
+	"herdr/herdrsim/validated":   {"herdr/herdrsim", "herdr/internal/schemacheck"},
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
@@ -88,11 +88,12 @@ var allowed = Graph{
 	// The controllers side: never the harness adapters, the token
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
-	"controllers/launch":     {"api/v1alpha1"},
-	"controllers/store":      {"api/v1alpha1", "api/decode", "api/encode", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
-	"controllers/workqueue":  {"internal/clock", prometheus, rate},
-	"controllers/herdrcache": {"herdr", "internal/clock", prometheus},
-	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "controllers/store", "controllers/workqueue",
+	"controllers/launch":      {"api/v1alpha1"},
+	"internal/store":          {"api/v1alpha1", "api/decode"},
+	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
+	"controllers/workqueue":   {"internal/clock", prometheus, rate},
+	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
+	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/workqueue",
 		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/statedir", prometheus},
 
 	// The harness adapters implement controllers/launch; nothing else of
@@ -100,27 +101,27 @@ var allowed = Graph{
 	"internal/harness": {"api/v1alpha1", "controllers/launch", "herdr", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
 
 	// The north face: desired state through mcp's own interface, never
-	// controllers or controllers/store.
+	// controllers or internal/store.
 	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
-	"internal/simagent":  {"herdr/herdrtest", "internal/mcpbridge", "internal/harness", mcpsdk},
+	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself, never mcp,
 	// controllers or herdr.
 	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", difflib, sigsyaml},
 
-	// The etcd store implements controllers/store's interface on etcd's
+	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
-	"internal/etcdstore": {"api/v1alpha1", "api/decode", "controllers/store", "internal/clock", etcdClient, etcdAPI, grpc},
+	"internal/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
 	"internal/etcdtest":  {etcdServer, zap, goleak},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},
 
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "controllers/store", "controllers/herdrcache",
-		"herdr", "herdr/herdrtest", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
+	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/herdrcache",
+		"herdr", "herdr/herdrsim", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
 		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/etcdstore", "internal/fleetmsg", etcdClient, zap},
 
@@ -128,7 +129,7 @@ var allowed = Graph{
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
 		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp", mcpsdk, cobra, difflib, yaml, sigsyaml},
-	"cmd/herdr-sim": {"herdr/herdrtest", "herdr/herdrtest/validated"},
+	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes.
 	"cmd/etcd-demo": {"api/decode", "api/v1alpha1", "internal/etcdtest", "internal/statedir", etcdClient, zap},
 

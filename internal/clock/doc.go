@@ -1,9 +1,9 @@
 // Package clock is fleetd's one time source. Every part that waits or stamps
 // a time takes a [Clock] instead of reading the wall clock: the controllers
-// (the reconciler, controllers/store's debounce and retry, the
+// (the reconciler, internal/store's debounce and retry, the
 // controllers/workqueue delays and token bucket), the messaging core
 // (internal/messaging's deadlines and pickup grace) and the fake herdr
-// (herdr/herdrtest's agent readiness, work, prompt and wait timers). Production
+// (herdr/herdrsim's agent readiness, work, prompt and wait timers). Production
 // passes [Real]; tests pass a [Fake] and script "ten minutes pass" without
 // sleeping, or run on [Real] inside a testing/synctest bubble.
 //

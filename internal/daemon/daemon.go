@@ -21,9 +21,8 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
@@ -32,6 +31,8 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/internal/version"
@@ -69,9 +70,9 @@ type Config struct {
 	// fake's default, 22 (herdr 0.9.3); 20 is herdr 0.8.2.
 	SimProtocol int
 	// SimValidator, if set, checks every request the simulated herdr gets
-	// (tests pass herdr's schema: herdr/herdrtest/validated.Schema()). fleetd
+	// (tests pass herdr's schema: herdr/herdrsim/validated.Schema()). fleetd
 	// itself leaves it nil and links no schema validator.
-	SimValidator herdrtest.Validator
+	SimValidator herdrsim.Validator
 	// ResyncPeriod is the controller's full-resync period; 0 is its default.
 	ResyncPeriod time.Duration
 	// Messaging tunes the messaging core (timeouts, limits, pickup grace);
@@ -119,7 +120,7 @@ type Info struct {
 	Members []v1alpha1.Member
 	// Sim is the embedded simulated herdr (nil unless Config.Sim), for
 	// tests and the simulation to script its agents.
-	Sim *herdrtest.Server
+	Sim *herdrsim.Server
 }
 
 // Run starts fleetd and blocks until ctx ends or a part of it fails. On a
@@ -200,9 +201,9 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	}
 
 	socket := cfg.HerdrSocket
-	var sim *herdrtest.Server
+	var sim *herdrsim.Server
 	if cfg.Sim {
-		simulation, err := startSimulation(state, herdrtest.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
+		simulation, err := startSimulation(state, herdrsim.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
 		if err != nil {
 			return err
 		}
@@ -267,7 +268,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		desired, nodes, fleet = st, st, st
 		etcdCli = cli
 	} else {
-		desired, err = store.NewDirectory(cfg.ManifestsDir, &store.DirectoryOptions{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
+		desired, err = dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@
 //     to the core under the primary's name, so that replies nobody waits for
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
-//   - The desired state is the manifests directory (controllers/store), or
+//   - The desired state is the manifests directory (internal/store), or
 //     with Config.Etcd (`fleetd serve --store etcd`) etcd (internal/etcdstore):
 //     the node is registered under a lease before anything reconciles, its
 //     store shows the controllers only the members bound to it, every node

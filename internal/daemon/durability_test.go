@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -79,7 +79,7 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 
 	// The next prompt for helper is typed but herdr never answers: fleetd
 	// cannot know whether it went in when it dies.
-	srv.InjectFault("agent.prompt", herdrtest.Fault{Execute: true, Hang: true, Times: 1})
+	srv.InjectFault("agent.prompt", herdrsim.Fault{Execute: true, Hang: true, Times: 1})
 	if err := srv.SetAgentStatus(helper.pane, "idle"); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func pollContents(f *fleet) []string {
 // first since) for the agent status events of every pane in panes, in one
 // events.subscribe. A status change from then on reaches it either on that
 // stream or through the listing the controllers do after each subscription.
-func waitSubscribed(t *testing.T, ctx context.Context, srv *herdrtest.Server, since int, panes ...string) {
+func waitSubscribed(t *testing.T, ctx context.Context, srv *herdrsim.Server, since int, panes ...string) {
 	t.Helper()
 	for n := 1; ; n++ {
 		if err := srv.WaitCalls(ctx, "events.subscribe", n); err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -53,7 +53,7 @@ type fleet struct {
 	t         *testing.T
 	ctx       context.Context
 	info      Info
-	sim       *herdrtest.Server
+	sim       *herdrsim.Server
 	manifests string
 	primary   *sdk.ClientSession
 	token     string // the primary's
@@ -69,7 +69,7 @@ func startFleet(t *testing.T, extraManifests string) *fleet {
 // protocols are the herdr protocols the end-to-end scenarios run on: 22
 // (herdr 0.9, what people run and the simulation's default) and 20 (herdr
 // 0.8.2).
-var protocols = []int{herdrtest.DefaultProtocol, herdrtest.Protocol20}
+var protocols = []int{herdrsim.DefaultProtocol, herdrsim.Protocol20}
 
 // eachProtocol runs a scenario once per herdr protocol, as the subtests
 // "protocol22" and "protocol20".
@@ -151,7 +151,7 @@ func (f *fleet) spawn(name string) *worker {
 		f.t.Fatalf("bridge_spawn %s = %+v, want a created Ready member with a pane", name, view)
 	}
 	w := &worker{name: name, pane: view.PaneID, prompts: make(chan string, 16)}
-	f.sim.SetBehavior(w.pane, herdrtest.Behavior{OnPrompt: func(pane, text string) {
+	f.sim.SetBehavior(w.pane, herdrsim.Behavior{OnPrompt: func(pane, text string) {
 		f.sim.SetAgentStatus(pane, "working")
 		w.prompts <- text
 	}})

@@ -18,8 +18,8 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -86,7 +86,7 @@ func byName(ms []v1alpha1.Member) map[string]v1alpha1.Member {
 
 // launches returns, per member, the env given to its tab.create and the args
 // given to its agent.start, as the fake herdr recorded them.
-func launches(t *testing.T, sim *herdrtest.Server) (env map[string]map[string]string, args map[string][]string) {
+func launches(t *testing.T, sim *herdrsim.Server) (env map[string]map[string]string, args map[string][]string) {
 	t.Helper()
 	env, args = map[string]map[string]string{}, map[string][]string{}
 	for _, r := range sim.Requests() {

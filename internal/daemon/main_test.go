@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -154,9 +154,9 @@ func (c *child) kill(t *testing.T) {
 
 // startHerdr starts a fake herdr on a socket of its own that outlives any
 // daemon of the test.
-func startHerdr(t *testing.T) *herdrtest.Server {
+func startHerdr(t *testing.T) *herdrsim.Server {
 	t.Helper()
-	srv, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	srv, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -21,7 +21,7 @@ import (
 // startPrimaryAgent opens a pane outside fleetd's workspace in srv and
 // starts an agent there: the user's own agent, the primary. Prompts typed
 // into it are sent on the returned channel.
-func startPrimaryAgent(t *testing.T, ctx context.Context, srv *herdrtest.Server) (string, <-chan string) {
+func startPrimaryAgent(t *testing.T, ctx context.Context, srv *herdrsim.Server) (string, <-chan string) {
 	t.Helper()
 	hc := herdr.New(&herdr.Options{SocketPath: srv.SocketPath()})
 	ws, err := hc.CreateWorkspace(ctx, herdr.WorkspaceCreateParams{Label: "me"})
@@ -33,7 +33,7 @@ func startPrimaryAgent(t *testing.T, ctx context.Context, srv *herdrtest.Server)
 		t.Fatal(err)
 	}
 	typed := make(chan string, 4)
-	srv.SetBehavior(pane, herdrtest.Behavior{OnPrompt: func(_, text string) { typed <- text }})
+	srv.SetBehavior(pane, herdrsim.Behavior{OnPrompt: func(_, text string) { typed <- text }})
 	return pane, typed
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -25,15 +25,15 @@ import (
 func TestGateway_HerdrRestartOrHandoffKeepsTokensAndSends(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		disrupt func(*herdrtest.Server) error
+		disrupt func(*herdrsim.Server) error
 	}{
-		{"restart with restore", func(s *herdrtest.Server) error {
+		{"restart with restore", func(s *herdrsim.Server) error {
 			if err := s.Stop(); err != nil {
 				return err
 			}
 			return s.RestartRestored(nil)
 		}},
-		{"live handoff", (*herdrtest.Server).Handoff},
+		{"live handoff", (*herdrsim.Server).Handoff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachProtocol(t, func(t *testing.T, protocol int) {
@@ -43,7 +43,7 @@ func TestGateway_HerdrRestartOrHandoffKeepsTokensAndSends(t *testing.T) {
 	}
 }
 
-func keepsTokensAndSends(t *testing.T, protocol int, disrupt func(*herdrtest.Server) error) {
+func keepsTokensAndSends(t *testing.T, protocol int, disrupt func(*herdrsim.Server) error) {
 	f := startFleetOn(t, protocol)
 	workers := []*worker{f.spawn("alice"), f.spawn("bob")}
 	views := map[string]mcp.MemberView{}
@@ -128,7 +128,7 @@ func TestGateway_HerdrRestartEndsTheTurnItsRelaunchedAgentLost(t *testing.T) {
 				f := startFleetOn(t, protocol)
 				w := f.spawn("alice")
 				if !tc.working {
-					f.sim.SetBehavior(w.pane, herdrtest.Behavior{OnPrompt: func(_, text string) { w.prompts <- text }})
+					f.sim.SetBehavior(w.pane, herdrsim.Behavior{OnPrompt: func(_, text string) { w.prompts <- text }})
 				}
 				held := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "long task", "sessionId": "alice", "timeoutMs": 600_000})
 				if got := f.prompt(w); got != "long task" {

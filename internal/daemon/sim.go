@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -18,7 +18,7 @@ import (
 // The herdr fake itself stays free of MCP; the answering behaviour is
 // injected here, on the serve side.
 type simulation struct {
-	*herdrtest.Server
+	*herdrsim.Server
 	agents *simagent.Agents
 }
 
@@ -27,7 +27,7 @@ type simulation struct {
 // opts.ReadyDelay and answer every prompt; failures to answer are logged on
 // log. opts.Validator is the caller's (nil in fleetd); the socket, the
 // workspace and the agents' behaviour are set here.
-func startSimulation(state statedir.Layout, opts herdrtest.Options, log *slog.Logger) (*simulation, error) {
+func startSimulation(state statedir.Layout, opts herdrsim.Options, log *slog.Logger) (*simulation, error) {
 	path := state.SimSocket()
 	if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("simulated herdr: %w", err)
@@ -37,7 +37,7 @@ func startSimulation(state statedir.Layout, opts herdrtest.Options, log *slog.Lo
 	_ = os.Remove(path)
 	agents := simagent.New(&simagent.Options{Logger: log.With("component", "sim-agent")})
 	opts.SocketPath, opts.InitialWorkspace, opts.Behavior = path, true, agents.Behavior()
-	srv, err := herdrtest.Start(&opts)
+	srv, err := herdrsim.Start(&opts)
 	if err != nil {
 		agents.Close()
 		return nil, fmt.Errorf("simulated herdr: %w", err)

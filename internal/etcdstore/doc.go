@@ -1,7 +1,7 @@
 // Package etcdstore is fleetd's desired state kept in etcd: the
 // [store.Store] the controllers read and the gateway writes, for a fleet
 // whose machines each run a fleetd next to their own herdr and share one
-// desired state. The directory store (controllers/store) stays the default;
+// desired state. The directory store (internal/store) stays the default;
 // `fleetd serve --store etcd` selects this one.
 //
 // Layout. Every object is one key under a prefix (default /fleetd):

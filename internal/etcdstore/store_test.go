@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // waitLimit bounds every wait of these tests for something etcd does; none

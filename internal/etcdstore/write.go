@@ -15,7 +15,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers/store"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // ErrUnavailable is wrapped by a write that etcd did not answer (no quorum,

@@ -7,8 +7,8 @@
 // goes idle again. It lets a user try delegation end to end (`fleetd send
 // reviewer hello` prints "echo: hello") without a real agent.
 //
-// The package is the MCP-speaking half of the simulation; package herdrtest
-// stays free of MCP and only calls the [herdrtest.Behavior] hook this
+// The package is the MCP-speaking half of the simulation; package herdrsim
+// stays free of MCP and only calls the [herdrsim.Behavior] hook this
 // package builds. An agent learns where and as whom to connect from its
 // pane's environment and nothing else: it never reads fleetd's state
 // directory, token registry or configuration, so it authenticates as the

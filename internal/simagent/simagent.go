@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 )
@@ -20,7 +20,7 @@ import (
 const ReplyPrefix = "echo: "
 
 // Herdr is the part of the simulated herdr an agent drives
-// (*herdrtest.Server satisfies it).
+// (*herdrsim.Server satisfies it).
 type Herdr interface {
 	// PaneEnv returns the environment the pane's process was started with.
 	PaneEnv(paneID string) (map[string]string, bool)
@@ -31,7 +31,7 @@ type Herdr interface {
 	WriteOutput(paneID, text string) error
 }
 
-var _ Herdr = (*herdrtest.Server)(nil)
+var _ Herdr = (*herdrsim.Server)(nil)
 
 // Options configure [New]. The zero value is usable.
 type Options struct {
@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // Agents answers prompts typed into the simulated herdr's agents. Create it
-// with [New], put [Agents.Behavior] into herdrtest.Options, [Agents.Attach]
+// with [New], put [Agents.Behavior] into herdrsim.Options, [Agents.Attach]
 // the started server, and [Agents.Close] it before closing the server.
 type Agents struct {
 	log     *slog.Logger
@@ -82,10 +82,10 @@ func New(opts *Options) *Agents {
 	return &Agents{log: o.Logger, client: client, timeout: o.ReplyTimeout, ctx: ctx, cancel: cancel}
 }
 
-// Behavior is the herdrtest behaviour of an answering agent: it launches
+// Behavior is the herdrsim behaviour of an answering agent: it launches
 // normally and hands every prompt to a.
-func (a *Agents) Behavior() herdrtest.Behavior {
-	return herdrtest.Behavior{OnPrompt: a.prompted}
+func (a *Agents) Behavior() herdrsim.Behavior {
+	return herdrsim.Behavior{OnPrompt: a.prompted}
 }
 
 // Attach tells a which simulated herdr its agents live in. The server is

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
 )
@@ -93,7 +93,7 @@ func newGateway(t *testing.T, tokens ...string) *gateway {
 
 // fleet is a simulated herdr whose agents answer through simagent.
 type fleet struct {
-	srv    *herdrtest.Server
+	srv    *herdrsim.Server
 	client *herdr.Client
 	agents *simagent.Agents
 	logs   *syncBuffer
@@ -103,7 +103,7 @@ func newFleet(t *testing.T) *fleet {
 	t.Helper()
 	logs := &syncBuffer{}
 	agents := simagent.New(&simagent.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	srv, err := validated.Start(&herdrtest.Options{Behavior: agents.Behavior()})
+	srv, err := validated.Start(&herdrsim.Options{Behavior: agents.Behavior()})
 	if err != nil {
 		t.Fatal(err)
 	}

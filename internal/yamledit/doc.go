@@ -1,7 +1,7 @@
 // Package yamledit edits YAML text in place, so that a file a person wrote
 // keeps its comments, blank lines, key order and quoting when a program
 // changes a few of its values. fleetd edits manifests two ways: `fleetd
-// migrate` rewrites a legacy field, and the store (controllers/store)
+// migrate` rewrites a legacy field, and the store (internal/store)
 // writes an applied Member into the file that already defines it.
 //
 // yaml.v3 can parse a file into a [yaml.Node] tree with comments and

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
@@ -24,7 +24,7 @@ func TestBaselineConverge_StartsEveryMemberAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	fake := startFakeWith(t, &herdrtest.Options{Clock: clk, ReadyDelay: 3 * time.Second}, 0)
+	fake := startFakeWith(t, &herdrsim.Options{Clock: clk, ReadyDelay: 3 * time.Second}, 0)
 	type result struct {
 		panes map[string]string
 		err   error
@@ -106,7 +106,7 @@ func TestMassRepair_FleetdBackOnNewPanes(t *testing.T) {
 
 // checkAgentsReady: every member of panes (member → pane) has an
 // interactive-ready agent of that name in that pane, and no two share one.
-func checkAgentsReady(ctx context.Context, t *testing.T, fake *herdrtest.Server, panes map[string]string) {
+func checkAgentsReady(ctx context.Context, t *testing.T, fake *herdrsim.Server, panes map[string]string) {
 	t.Helper()
 	c := herdrClient(fake)
 	seen := map[string]string{}

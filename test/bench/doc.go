@@ -1,6 +1,6 @@
 // Package bench holds fleetd's cross-package benchmarks: whole-fleet
 // figures measured against the in-process fake herdr (package
-// herdr/herdrtest) with a configurable latency injected into every herdr
+// herdr/herdrsim) with a configurable latency injected into every herdr
 // call, each next to a baseline measured in the same run.
 //
 // The figures (see docs/performance.md for what each means and the latest

@@ -15,11 +15,11 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
 // The profile every benchmark member uses, and what the baselines pass to
@@ -65,14 +65,14 @@ func quietLogger() *slog.Logger {
 
 // startFake starts a fake herdr whose every call takes lat longer (on the
 // real clock); it is closed when tb ends.
-func startFake(tb testing.TB, lat time.Duration) *herdrtest.Server {
+func startFake(tb testing.TB, lat time.Duration) *herdrsim.Server {
 	tb.Helper()
 	return startFakeWith(tb, nil, lat)
 }
 
 // startFakeWith is startFake with the fake's options (nil: the defaults:
 // agents ready as soon as agent.start is answered).
-func startFakeWith(tb testing.TB, opts *herdrtest.Options, lat time.Duration) *herdrtest.Server {
+func startFakeWith(tb testing.TB, opts *herdrsim.Options, lat time.Duration) *herdrsim.Server {
 	tb.Helper()
 	fake, err := validated.Start(opts)
 	if err != nil {
@@ -80,13 +80,13 @@ func startFakeWith(tb testing.TB, opts *herdrtest.Options, lat time.Duration) *h
 	}
 	tb.Cleanup(func() { fake.Close() })
 	if lat > 0 {
-		fake.InjectFault("", herdrtest.Fault{Latency: lat})
+		fake.InjectFault("", herdrsim.Fault{Latency: lat})
 	}
 	return fake
 }
 
 // herdrClient is a plain client of the fake, for baselines and checks.
-func herdrClient(fake *herdrtest.Server) *herdr.Client {
+func herdrClient(fake *herdrsim.Server) *herdr.Client {
 	return herdr.New(&herdr.Options{SocketPath: fake.SocketPath()})
 }
 
@@ -103,7 +103,7 @@ type fleetConfig struct {
 // fleet is a Manager running against a fake herdr on a manifests directory
 // of cfg.members members.
 type fleet struct {
-	fake  *herdrtest.Server
+	fake  *herdrsim.Server
 	mgr   *controllers.Manager
 	reg   *prometheus.Registry
 	names []string
@@ -113,7 +113,7 @@ type fleet struct {
 
 // startFleet writes the manifests and starts a Manager; it is stopped when
 // tb ends.
-func startFleet(tb testing.TB, fake *herdrtest.Server, cfg fleetConfig) *fleet {
+func startFleet(tb testing.TB, fake *herdrsim.Server, cfg fleetConfig) *fleet {
 	tb.Helper()
 	root := tb.TempDir()
 	dir, state := filepath.Join(root, "manifests"), filepath.Join(root, "state")
@@ -130,7 +130,7 @@ func startFleet(tb testing.TB, fake *herdrtest.Server, cfg fleetConfig) *fleet {
 	for _, n := range names {
 		write(n+".yaml", memberYAML(n))
 	}
-	st, err := store.NewDirectory(dir, &store.DirectoryOptions{StateDir: state, Logger: quietLogger()})
+	st, err := dirstore.New(dir, &dirstore.Options{StateDir: state, Logger: quietLogger()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
@@ -28,7 +28,7 @@ import (
 // MCP gateway) serving one worker member against a fake herdr, with an MCP
 // session for the primary.
 type gateway struct {
-	fake    *herdrtest.Server
+	fake    *herdrsim.Server
 	info    daemon.Info
 	primary *sdk.ClientSession
 	worker  string // member name
@@ -95,7 +95,7 @@ func callTool(ctx context.Context, s *sdk.ClientSession, name string, args map[s
 // fleetd follows its status events. The per-token limit of MCP tool calls
 // is off: the benchmarks measure the path of calls made back to back (200
 // sends) or all at once (500 held), which that limit exists to refuse.
-func startGateway(tb testing.TB, lat time.Duration, b herdrtest.Behavior, msg *messaging.Options) *gateway {
+func startGateway(tb testing.TB, lat time.Duration, b herdrsim.Behavior, msg *messaging.Options) *gateway {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -110,13 +110,13 @@ func startGateway(tb testing.TB, lat time.Duration, b herdrtest.Behavior, msg *m
 			tb.Fatal(err)
 		}
 	}
-	fake, err := validated.Start(&herdrtest.Options{Behavior: b})
+	fake, err := validated.Start(&herdrsim.Options{Behavior: b})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { fake.Close() })
 	if lat > 0 {
-		fake.InjectFault("", herdrtest.Fault{Latency: lat})
+		fake.InjectFault("", herdrsim.Fault{Latency: lat})
 	}
 
 	runCtx, stop := context.WithCancel(context.Background())
@@ -187,7 +187,7 @@ type sendOutput struct {
 // working, answers at once through bridge_reply and goes idle again.
 type replyingWorker struct {
 	mu      sync.Mutex
-	fake    *herdrtest.Server
+	fake    *herdrsim.Server
 	session *sdk.ClientSession
 	errs    chan error
 }
@@ -218,7 +218,7 @@ func (w *replyingWorker) onPrompt(paneID, prompt string) {
 func measureRendezvous(tb testing.TB, k int, lat time.Duration) (fleetd, base []time.Duration, calls map[string]int) {
 	tb.Helper()
 	w := &replyingWorker{errs: make(chan error, 1)}
-	g := startGateway(tb, lat, herdrtest.Behavior{OnPrompt: w.onPrompt}, nil)
+	g := startGateway(tb, lat, herdrsim.Behavior{OnPrompt: w.onPrompt}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ws := g.workerSession(ctx, tb)
@@ -280,7 +280,7 @@ type heldCalls struct {
 // outcomes.
 func measureHeld(tb testing.TB, n int, lat, hold time.Duration, msg *messaging.Options) heldCalls {
 	tb.Helper()
-	g := startGateway(tb, lat, herdrtest.Behavior{Then: herdrtest.StayWorking}, msg)
+	g := startGateway(tb, lat, herdrsim.Behavior{Then: herdrsim.StayWorking}, msg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	heap0, gor0 := processMemory()

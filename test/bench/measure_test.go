@@ -14,7 +14,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
@@ -47,7 +47,7 @@ func measureConvergence(tb testing.TB, cfg convergenceConfig) convergence {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var r convergence
-	opts := func() *herdrtest.Options { return &herdrtest.Options{ReadyDelay: cfg.ready} }
+	opts := func() *herdrsim.Options { return &herdrsim.Options{ReadyDelay: cfg.ready} }
 
 	fake := startFakeWith(tb, opts(), cfg.latency)
 	start, cpu := time.Now(), cpuTime(tb)
@@ -205,7 +205,7 @@ func reconciles(tb testing.TB, reg *prometheus.Registry) int {
 
 // subscribedPanes counts the per-pane entries of the newest events.subscribe
 // request the fake received.
-func subscribedPanes(tb testing.TB, fake *herdrtest.Server) int {
+func subscribedPanes(tb testing.TB, fake *herdrsim.Server) int {
 	tb.Helper()
 	reqs := fake.Requests()
 	for i := len(reqs) - 1; i >= 0; i-- {
@@ -388,7 +388,7 @@ func measureMassRepair(tb testing.TB, n int, lat, poll time.Duration) massRepair
 // then follows pane.exited and recreates every exited member at once; the
 // kills → all replacement tab.create calls at herdr, and → every member's
 // agent ready again.
-func baselineMassRepair(ctx context.Context, tb testing.TB, fake *herdrtest.Server, n int, poll time.Duration) (tabs, ready time.Duration) {
+func baselineMassRepair(ctx context.Context, tb testing.TB, fake *herdrsim.Server, n int, poll time.Duration) (tabs, ready time.Duration) {
 	tb.Helper()
 	c := herdrClient(fake)
 	wsID, panes, err := baselineConverge(ctx, c, memberNames(n), 0, poll)
@@ -447,7 +447,7 @@ func baselineMassRepair(ctx context.Context, tb testing.TB, fake *herdrtest.Serv
 
 // killAll kills the panes at once and waits until as many tab.create calls
 // have reached herdr.
-func killAll(ctx context.Context, tb testing.TB, fake *herdrtest.Server, panes []string) time.Duration {
+func killAll(ctx context.Context, tb testing.TB, fake *herdrsim.Server, panes []string) time.Duration {
 	tb.Helper()
 	creates := fake.Calls()["tab.create"]
 	start := time.Now()

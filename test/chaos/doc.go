@@ -1,7 +1,7 @@
 // Package chaos holds fleetd's seeded chaos test: a random but reproducible
 // schedule of faults played against a running fleetd (the member controller
 // and the messaging core, wired as the daemon wires them) over the fake
-// herdr of package herdrtest, with simulated workers that answer the
+// herdr of package herdrsim, with simulated workers that answer the
 // prompts typed into their panes.
 //
 // The schedule sends messages, lets workers reply, finish silently, block or

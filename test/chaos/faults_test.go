@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -154,7 +154,7 @@ func (w *world) actHerdrBlip(rng *rand.Rand) string {
 	}
 	if rng.IntN(2) == 0 {
 		n := 1 + rng.IntN(8)
-		w.fake.InjectFault("", herdrtest.Fault{Drop: true, Times: n})
+		w.fake.InjectFault("", herdrsim.Fault{Drop: true, Times: n})
 		return fmt.Sprintf("herdr drops the next %d requests unanswered", n)
 	}
 	d := time.Duration(1+rng.IntN(20)) * time.Millisecond
@@ -174,7 +174,7 @@ func (w *world) actHerdrBlip(rng *rand.Rand) string {
 // exiting them while herdr is down and restarting it with its model kept.
 //
 // With -chaos.restore herdr restarts with session restore instead
-// (herdrtest's RestartRestored, herdr 0.9's default): herdr is gone for a
+// (herdrsim's RestartRestored, herdr 0.9's default): herdr is gone for a
 // moment, then every pane comes back under its pane id with a new terminal
 // id and its agent relaunched — a new process that forgot the prompt it
 // was on. fleetd must adopt the panes without duplicating one and end each

@@ -17,14 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/controllers"
-	"github.com/fleetd-dev/fleetd/controllers/store"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -115,7 +115,7 @@ type world struct {
 	log       *slog.Logger
 	manifests string
 	state     string
-	fake      *herdrtest.Server
+	fake      *herdrsim.Server
 	client    *herdr.Client // the test's own view of herdr
 	herdrDown bool
 	fd        *fleetd
@@ -164,7 +164,7 @@ func newWorld(t *testing.T, seed int64) *world {
 		t.Fatal(err)
 	}
 	w.writeFile("profile.yaml", profileYAML)
-	fake, err := validated.Start(&herdrtest.Options{Behavior: herdrtest.Behavior{OnPrompt: w.onPrompt}})
+	fake, err := validated.Start(&herdrsim.Options{Behavior: herdrsim.Behavior{OnPrompt: w.onPrompt}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func (w *world) deleteMember(name string) {
 func (w *world) startFleetd() {
 	w.t.Helper()
 	hc := herdr.New(&herdr.Options{SocketPath: w.fake.SocketPath()})
-	st, err := store.NewDirectory(w.manifests, &store.DirectoryOptions{StateDir: w.state, Debounce: 2 * time.Millisecond,
+	st, err := dirstore.New(w.manifests, &dirstore.Options{StateDir: w.state, Debounce: 2 * time.Millisecond,
 		RetryInterval: 20 * time.Millisecond, Logger: w.log})
 	if err != nil {
 		w.t.Fatalf("store: %v", err)
@@ -534,13 +534,13 @@ func (w *world) finish(p *pendingPrompt) {
 }
 
 // agentPane returns the live pane running member name's agent.
-func (w *world) agentPane(name string) (herdrtest.PaneState, bool) {
+func (w *world) agentPane(name string) (herdrsim.PaneState, bool) {
 	for _, p := range w.fake.Panes() {
 		if p.AgentName == name {
 			return p, true
 		}
 	}
-	return herdrtest.PaneState{}, false
+	return herdrsim.PaneState{}, false
 }
 
 // teardown stops everything the run started; the leak check

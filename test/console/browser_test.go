@@ -16,7 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/console"
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 )
@@ -99,7 +99,7 @@ func TestBlockedAgentIsUnderNeedsYou(t *testing.T) {
 	ctx := tab(t)
 	login(t, ctx)
 	const dialog = "Do you trust the files in this folder? [y/n]"
-	prev := fleet.info.Sim.SetDefaultBehavior(herdrtest.Behavior{Launch: herdrtest.LaunchBlocked, Dialog: dialog})
+	prev := fleet.info.Sim.SetDefaultBehavior(herdrsim.Behavior{Launch: herdrsim.LaunchBlocked, Dialog: dialog})
 	gated := unique("gated")
 	applyMember(t, gated)
 	m := waitMember(t, ctx, gated, func(m v1alpha1.Member) bool {
@@ -314,7 +314,7 @@ func TestScreenshots(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#live .mail") !== null`)); err != nil {
 		t.Fatal(err)
 	}
-	prev := fleet.info.Sim.SetDefaultBehavior(herdrtest.Behavior{Launch: herdrtest.LaunchBlocked, Dialog: "Do you trust the files in this folder? [y/n]"})
+	prev := fleet.info.Sim.SetDefaultBehavior(herdrsim.Behavior{Launch: herdrsim.LaunchBlocked, Dialog: "Do you trust the files in this folder? [y/n]"})
 	reviewer := unique("reviewer")
 	applyMember(t, reviewer)
 	waitMember(t, ctx, reviewer, func(m v1alpha1.Member) bool { return m.Status.AgentStatus == "blocked" })

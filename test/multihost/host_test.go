@@ -16,8 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
@@ -44,7 +44,7 @@ type hostOptions struct {
 	// EtcdConfig.
 	NodeTTL, RescheduleAfter, RequestTimeout time.Duration
 	// Behavior is the default behaviour of every herdr's agents.
-	Behavior herdrtest.Behavior
+	Behavior herdrsim.Behavior
 	// Client, if set, returns the etcd client hook of the named node
 	// (EtcdConfig.Client).
 	Client func(node string) func(*clientv3.Config)
@@ -63,7 +63,7 @@ type hostOptions struct {
 type fleetHost struct {
 	f     *hostFleet
 	name  string
-	herdr *herdrtest.Server
+	herdr *herdrsim.Server
 	state string
 	// listen is the address of the first run, kept for the next ones.
 	listen string
@@ -105,12 +105,12 @@ func (f *hostFleet) newHost(name string) *fleetHost {
 	}
 	f.tb.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
-	opts := &herdrtest.Options{SocketPath: filepath.Join(dir, "herdr.sock"), InitialWorkspace: true, Behavior: f.opts.Behavior}
-	var srv *herdrtest.Server
+	opts := &herdrsim.Options{SocketPath: filepath.Join(dir, "herdr.sock"), InitialWorkspace: true, Behavior: f.opts.Behavior}
+	var srv *herdrsim.Server
 	if f.opts.Validate {
 		srv, err = validated.Start(opts)
 	} else {
-		srv, err = herdrtest.Start(opts)
+		srv, err = herdrsim.Start(opts)
 	}
 	if err != nil {
 		f.tb.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
@@ -31,7 +31,7 @@ type drivenAgents struct {
 
 func driveAgents(h *fleetHost) *drivenAgents {
 	s := &drivenAgents{h: h, ch: map[string]chan string{}}
-	h.herdr.SetDefaultBehavior(herdrtest.Behavior{OnPrompt: func(pane, text string) {
+	h.herdr.SetDefaultBehavior(herdrsim.Behavior{OnPrompt: func(pane, text string) {
 		h.herdr.SetAgentStatus(pane, "working")
 		s.pane(pane) <- text
 	}})

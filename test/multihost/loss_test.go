@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
@@ -122,7 +122,7 @@ func (n *fleetNode) untilMember(t *testing.T, name, what string, cond func(v1alp
 }
 
 // agentPanes are the panes of srv that run the named agent.
-func agentPanes(srv *herdrtest.Server, name string) []string {
+func agentPanes(srv *herdrsim.Server, name string) []string {
 	var ids []string
 	for _, p := range srv.Panes() {
 		if p.AgentName == name {
@@ -145,7 +145,7 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	const ttl = 2 * time.Second
 	b, _ := runDaemon(t, daemon.Config{Sim: true, SimValidator: validated.Schema(), StateDir: t.TempDir(),
 		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "b", NodeTTL: ttl, RescheduleAfter: 2 * time.Second}})
-	herdrA, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	herdrA, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
 		t.Fatal(err)
 	}

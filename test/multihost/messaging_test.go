@@ -12,8 +12,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -109,14 +109,14 @@ func awaitCall[T any](t *testing.T, ctx context.Context, ch <-chan callResult[T]
 // scripted makes the agent in member's pane on srv report its prompts on
 // the returned channel (and go working) instead of answering, and returns
 // a session of that worker with its own node's gateway.
-func scripted(t *testing.T, ctx context.Context, srv *herdrtest.Server, member, gateway string) (chan string, *sdk.ClientSession) {
+func scripted(t *testing.T, ctx context.Context, srv *herdrsim.Server, member, gateway string) (chan string, *sdk.ClientSession) {
 	t.Helper()
 	panes := agentPanes(srv, member)
 	if len(panes) != 1 {
 		t.Fatalf("%s runs in panes %v, want one", member, panes)
 	}
 	prompts := make(chan string, 16)
-	srv.SetBehavior(panes[0], herdrtest.Behavior{OnPrompt: func(pane, text string) {
+	srv.SetBehavior(panes[0], herdrsim.Behavior{OnPrompt: func(pane, text string) {
 		srv.SetAgentStatus(pane, "working")
 		prompts <- text
 	}})
@@ -242,7 +242,7 @@ func TestMessaging_AcrossNodes(t *testing.T) {
 }
 
 // agentPrompts are the prompts the named agent's pane took.
-func agentPrompts(srv *herdrtest.Server, name string) []string {
+func agentPrompts(srv *herdrsim.Server, name string) []string {
 	for _, p := range srv.Panes() {
 		if p.AgentName == name {
 			return p.Prompts
@@ -273,7 +273,7 @@ func TestMessaging_WorkerNodeRestartsWithATurnOpen(t *testing.T) {
 	defer cancel()
 	putProfile(t, prefix)
 	a := startNode(t, prefix, "a")
-	herdrB, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
+	herdrB, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
 		t.Fatal(err)
 	}

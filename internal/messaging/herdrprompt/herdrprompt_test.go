@@ -10,27 +10,27 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 )
 
 // fixture is a fake herdr with one ready agent "w" in its own pane.
 type fixture struct {
-	srv  *herdrtest.Server
+	srv  *herdrsim.Server
 	hc   *herdr.Client
 	pane string
 	ctx  context.Context
 }
 
-func newFixture(t *testing.T, b herdrtest.Behavior) *fixture {
+func newFixture(t *testing.T, b herdrsim.Behavior) *fixture {
 	t.Helper()
 	// A bound for the whole test, so that a bug fails it instead of hanging;
 	// nothing waits for it to pass.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	srv, err := validated.Start(&herdrtest.Options{Behavior: b})
+	srv, err := validated.Start(&herdrsim.Options{Behavior: b})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func newFixture(t *testing.T, b herdrtest.Behavior) *fixture {
 }
 
 func TestPrompter_TypesThePromptAndReadsTheTail(t *testing.T) {
-	f := newFixture(t, herdrtest.Behavior{Reply: "parser refactored"})
+	f := newFixture(t, herdrsim.Behavior{Reply: "parser refactored"})
 	p := herdrprompt.New(f.hc)
 	if err := p.Prompt(f.ctx, "w", "refactor the parser"); err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestPrompter_ErrorsKeepHerdrCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, herdrtest.Behavior{})
+			f := newFixture(t, herdrsim.Behavior{})
 			if err := tt.setup(f); err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestPrompter_ErrorsKeepHerdrCodes(t *testing.T) {
 // refused — NotSent, so the core keeps the message queued and retries —
 // and once released it types again.
 func TestPrompter_HoldWhileRefusesUntyped(t *testing.T) {
-	f := newFixture(t, herdrtest.Behavior{})
+	f := newFixture(t, herdrsim.Behavior{})
 	p := herdrprompt.New(f.hc)
 	held := true
 	p.HoldWhile(func() bool { return held })
@@ -159,7 +159,7 @@ func newCore(t *testing.T, f *fixture) *messaging.Core {
 func TestEndToEnd_DelegationOverTheWire(t *testing.T) {
 	var core *messaging.Core
 	ready := make(chan struct{})
-	f := newFixture(t, herdrtest.Behavior{OnPrompt: func(_, prompt string) {
+	f := newFixture(t, herdrsim.Behavior{OnPrompt: func(_, prompt string) {
 		<-ready
 		// What a cooperative worker does through bridge_reply.
 		core.Reply(context.Background(), "w", "echo: "+prompt, true)
@@ -174,7 +174,7 @@ func TestEndToEnd_DelegationOverTheWire(t *testing.T) {
 }
 
 func TestEndToEnd_UncooperativeWorkerOverTheWire(t *testing.T) {
-	f := newFixture(t, herdrtest.Behavior{Reply: "I fixed the bug but forgot to reply"})
+	f := newFixture(t, herdrsim.Behavior{Reply: "I fixed the bug but forgot to reply"})
 	core := newCore(t, f)
 	f.feed(t, core)
 	res, err := core.Send(f.ctx, messaging.SendRequest{From: "primary", To: "w", Content: "fix the bug", Wait: true})

@@ -20,8 +20,8 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -91,7 +91,7 @@ func runBare(ctx context.Context, cfg processConfig) (time.Duration, error) {
 	}
 	defer fake.Close()
 	if cfg.latency > 0 {
-		fake.InjectFault("", herdrtest.Fault{Latency: cfg.latency})
+		fake.InjectFault("", herdrsim.Fault{Latency: cfg.latency})
 	}
 	start := time.Now()
 	if err := bareConverge(ctx, herdr.New(&herdr.Options{SocketPath: fake.SocketPath()}), cfg.members, herdr.DefaultPollInterval); err != nil {
@@ -179,13 +179,13 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 			return procFigures{}, err
 		}
 	}
-	fake, err := validated.Start(&herdrtest.Options{SocketPath: filepath.Join(root, "herdr.sock")})
+	fake, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(root, "herdr.sock")})
 	if err != nil {
 		return procFigures{}, err
 	}
 	defer fake.Close()
 	if cfg.latency > 0 {
-		fake.InjectFault("", herdrtest.Fault{Latency: cfg.latency})
+		fake.InjectFault("", herdrsim.Fault{Latency: cfg.latency})
 	}
 
 	start := time.Now()

@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest"
-	"github.com/fleetd-dev/fleetd/herdr/herdrtest/validated"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 )
 
@@ -86,7 +86,7 @@ func TestBareConverge_StartsEveryMemberAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	fake, err := validated.Start(&herdrtest.Options{Clock: clk, ReadyDelay: 3 * time.Second})
+	fake, err := validated.Start(&herdrsim.Options{Clock: clk, ReadyDelay: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,601 @@
+package dirstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/clock"
+)
+
+// Defaults for Options.
+const (
+	DefaultDebounce      = 100 * time.Millisecond
+	DefaultRetryInterval = 2 * time.Second
+)
+
+// Options configure a Directory. nil means defaults.
+type Options struct {
+	// StateDir is the state directory where object metadata (uid,
+	// generation) persists, in the file package statedir names; "" keeps
+	// it in memory only.
+	StateDir string
+	// Clock drives debouncing and retries; default the wall clock.
+	Clock clock.Clock
+	// Debounce is how long a burst of file events is collected before the
+	// directory is read again; default DefaultDebounce.
+	Debounce time.Duration
+	// RetryInterval is how often an unreadable or unwatchable directory is
+	// tried again; default DefaultRetryInterval.
+	RetryInterval time.Duration
+	// Logger receives one line per change of the manifest errors or of the
+	// directory's readability; default slog.Default().
+	Logger *slog.Logger
+	// MaxFileBytes is the size limit on one manifest file; a larger file is
+	// skipped with an error ([decode.ReadManifest]). 0 means
+	// decode.DefaultMaxManifestBytes.
+	MaxFileBytes int64
+	// Rescan, if set, replaces the fsnotify watch: Run reads the directory
+	// again (after Debounce) whenever a value arrives, and every
+	// RetryInterval while it is unreadable; nothing else is noticed. It is
+	// for tests under testing/synctest, where the watcher's blocking inotify
+	// read would keep virtual time from moving: write the files, then nudge.
+	Rescan <-chan struct{}
+}
+
+// Directory is the store.Store backed by a manifests directory.
+//
+// Two locks keep file-system calls away from readers. sem serializes
+// everything that touches the directory — a scan, Apply, Delete — and is
+// held across their file-system calls (each of them bounded: see
+// [decode.ReadManifest]). mu guards only the published snapshot and the
+// watchers; it is held to read or swap a pointer and to signal channels,
+// never across a file-system call or a log line, so store.Snapshot, Get, List
+// and Watch — what request handlers call — never wait on the disk.
+type Directory struct {
+	dir      string
+	clock    clock.Clock
+	debounce time.Duration
+	retry    time.Duration
+	log      *slog.Logger
+	nudge    <-chan struct{} // Options.Rescan: no fsnotify watch when set
+	maxBytes int64
+	read     func(path string, limit int64) ([]byte, error) // decode.ReadManifest; tests wrap it
+
+	sem   chan struct{}         // capacity 1: held by a scan, Apply or Delete
+	files map[string]*fileState // by path; sem
+	meta  *metaBook             // sem
+
+	mu       sync.Mutex
+	snap     *store.Snapshot // replaced with sem and mu held: read it under either
+	watchers map[chan struct{}]struct{}
+	scans    int           // completed scans, for tests
+	scanned  chan struct{} // tests: signalled (coalesced) after every scan, if set
+}
+
+// location is where an object in effect is written: Objects[i] of a file's
+// last good result.
+type location struct {
+	file decode.FileResult
+	i    int
+}
+
+// fileState is what the store knows about one manifest file.
+type fileState struct {
+	hash [32]byte
+	good decode.FileResult // the last good objects, with their positions
+	errs decode.ErrorList  // problems of the current content
+}
+
+var _ store.Store = (*Directory)(nil)
+
+// New returns a Directory for dir and reads it once. A directory
+// that cannot be read is not an error here: the snapshot reports it in
+// DirErr and Run keeps trying.
+func New(dir string, opts *Options) (*Directory, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = DefaultDebounce
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = DefaultRetryInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = decode.DefaultMaxManifestBytes
+	}
+	meta, err := loadMeta(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Directory{
+		dir:      filepath.Clean(dir),
+		clock:    o.Clock,
+		debounce: o.Debounce,
+		retry:    o.RetryInterval,
+		log:      o.Logger,
+		nudge:    o.Rescan,
+		maxBytes: o.MaxFileBytes,
+		read:     decode.ReadManifest,
+		sem:      make(chan struct{}, 1),
+		files:    map[string]*fileState{},
+		meta:     meta,
+		snap:     store.NewSnapshot(),
+		watchers: map[chan struct{}]struct{}{},
+	}
+	d.rescan(context.Background())
+	return d, nil
+}
+
+// lock takes sem, the right to touch the directory, or fails when ctx ends
+// first.
+func (d *Directory) lock(ctx context.Context) error {
+	select {
+	case d.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Directory) unlock() { <-d.sem }
+
+// Path returns the manifests directory.
+func (d *Directory) Path() string { return d.dir }
+
+// Snapshot returns the current desired state.
+func (d *Directory) Snapshot() *store.Snapshot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.snap
+}
+
+// Get returns one object by kind and name.
+func (d *Directory) Get(kind, name string) (v1alpha1.Object, bool) {
+	return d.Snapshot().Object(store.Key{Kind: kind, Name: name})
+}
+
+// List returns every object of one kind, sorted by name.
+func (d *Directory) List(kind string) []v1alpha1.Object {
+	return d.Snapshot().List(kind)
+}
+
+// Watch returns a channel signalled after every snapshot change until ctx
+// ends. Signals coalesce: a slow reader sees one for many changes.
+func (d *Directory) Watch(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.watchers[ch] = struct{}{}
+	d.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		delete(d.watchers, ch)
+		d.mu.Unlock()
+	})
+	return ch
+}
+
+// Run watches the directory (or, with Options.Rescan, waits for
+// nudges) until ctx ends. It returns nil on cancellation and an error only
+// if fsnotify itself cannot be used.
+func (d *Directory) Run(ctx context.Context) error {
+	var w *fsnotify.Watcher
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	watching := true // with nudges there is no watch to lose
+	if d.nudge == nil {
+		var err error
+		if w, err = fsnotify.NewWatcher(); err != nil {
+			return fmt.Errorf("watch manifests %s: %w", d.dir, err)
+		}
+		defer w.Close()
+		events, watchErrs = w.Events, w.Errors
+		parent := filepath.Dir(d.dir)
+		if err := w.Add(parent); err != nil {
+			d.log.Warn("cannot watch the manifests directory's parent; retrying periodically", "dir", parent, "err", err)
+		}
+		watching = d.addWatch(w)
+	}
+	d.rescan(ctx)
+
+	var debounce, retry clock.Timer
+	var debounceC, retryC <-chan time.Time
+	defer func() {
+		for _, t := range []clock.Timer{debounce, retry} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+	}()
+	debounceSoon := func() { // read again once a burst of changes is over
+		if debounce == nil {
+			debounce = d.clock.NewTimer(d.debounce)
+			debounceC = debounce.C()
+		}
+	}
+	for {
+		if retry == nil && (!watching || d.Snapshot().DirErr != nil) {
+			retry = d.clock.NewTimer(d.retry)
+			retryC = retry.C()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.nudge:
+			debounceSoon()
+		case ev, ok := <-events:
+			if !ok {
+				return fmt.Errorf("watch manifests %s: watcher closed", d.dir)
+			}
+			if filepath.Clean(ev.Name) == d.dir {
+				// The directory itself moved, vanished or came back: watch
+				// it afresh on the next scan.
+				_ = w.Remove(d.dir)
+				watching = false
+			} else if filepath.Dir(ev.Name) != d.dir || !decode.IsManifestFile(ev.Name) {
+				continue
+			}
+			debounceSoon()
+		case err, ok := <-watchErrs:
+			if !ok {
+				return fmt.Errorf("watch manifests %s: watcher closed", d.dir)
+			}
+			// Typically an event-queue overflow: events were lost, read again.
+			d.log.Warn("manifest watcher error; reading the directory again", "dir", d.dir, "err", err)
+			debounceSoon()
+		case <-debounceC:
+			debounce, debounceC = nil, nil
+			if !watching {
+				watching = d.addWatch(w)
+			}
+			d.rescan(ctx)
+		case <-retryC:
+			retry, retryC = nil, nil
+			if !watching {
+				watching = d.addWatch(w)
+			}
+			d.rescan(ctx)
+		}
+	}
+}
+
+// addWatch (re)adds the inotify watch on the directory.
+func (d *Directory) addWatch(w *fsnotify.Watcher) bool {
+	_ = w.Remove(d.dir)
+	return w.Add(d.dir) == nil
+}
+
+// rescan reads the directory (see scan) and counts the read; it does
+// nothing if ctx ends before the directory is free.
+func (d *Directory) rescan(ctx context.Context) {
+	if d.lock(ctx) != nil {
+		return
+	}
+	d.scan()
+	d.unlock()
+	d.mu.Lock()
+	d.scans++
+	d.mu.Unlock()
+	if d.scanned != nil {
+		select {
+		case d.scanned <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// scan reads the directory and publishes a new snapshot if anything
+// changed. d.sem must be held. Each file is read the way `fleetd validate`
+// reads it ([decode.ReadManifest]): a file it refuses keeps its last good
+// objects, like a file that stops parsing, and reports why.
+func (d *Directory) scan() {
+	paths, err := decode.ManifestPaths(d.dir)
+	if err != nil {
+		if d.snap.DirErr == nil || d.snap.DirErr.Error() != err.Error() {
+			d.log.Error("manifests directory unreadable; keeping every object as last read", "dir", d.dir, "err", err)
+			next := *d.snap
+			next.DirErr = err
+			d.publish(&next)
+		}
+		return
+	}
+	seen := map[string]bool{}
+	for _, path := range paths {
+		data, err := d.read(path, d.maxBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since it was listed
+		}
+		seen[path] = true
+		st := d.files[path]
+		if st == nil {
+			st = &fileState{}
+			d.files[path] = st
+		}
+		if err != nil {
+			st.hash = [32]byte{}
+			st.errs = decode.ErrorList{decode.AsError(path, err)}
+			continue
+		}
+		h := sha256.Sum256(data)
+		if h == st.hash {
+			continue
+		}
+		st.hash = h
+		res := decode.Manifest(path, data)
+		if len(res.Errors) > 0 {
+			st.errs = res.Errors // keep st.good: the last good objects
+			continue
+		}
+		st.good, st.errs = res, nil
+	}
+	for path := range d.files {
+		if !seen[path] {
+			delete(d.files, path)
+		}
+	}
+	d.publish(d.build())
+}
+
+// build assembles a snapshot from the files, reusing the previous
+// snapshot's pointer for every object whose content did not change.
+//
+// An object defined more than once (in one file or in several) is an
+// error, reported the decoder's way ([decode.CheckDuplicates]: on the
+// later definition, naming the earlier one's file and line), and neither
+// definition takes effect — as in `fleetd validate`. What stays in effect
+// is the object's last good definition, exactly as for a file that stops
+// parsing: the object of the previous snapshot or, right after a restart,
+// the copy whose spec is the one the state directory last recorded. So a
+// second copy of a running member's file never tears the member down;
+// deleting either copy ends the error.
+func (d *Directory) build() *store.Snapshot {
+	next := store.NewSnapshot()
+	next.Synced = true
+	paths := make([]string, 0, len(d.files))
+	for p := range d.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	files := make([]decode.FileResult, 0, len(paths))
+	defs := make(map[store.Key]int, len(d.snap.Sources))
+	dup := false
+	for _, p := range paths {
+		st := d.files[p]
+		next.Errors = append(next.Errors, st.errs...)
+		f := st.good
+		f.Path = p
+		files = append(files, f)
+		for _, obj := range f.Objects {
+			key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}
+			defs[key]++
+			dup = dup || defs[key] > 1
+		}
+	}
+	if dup {
+		next.Errors = append(next.Errors, decode.CheckDuplicates(files)...)
+		next.Errors.Sort()
+	}
+
+	now := d.clock.Now()
+	present := map[string]bool{}
+	put := func(key store.Key, obj v1alpha1.Object, at location) {
+		present[key.String()] = true
+		next.Sources[key] = at.file.Path
+		switch o := obj.(type) {
+		case *v1alpha1.Member:
+			next.Members[o.Name] = o
+		case *v1alpha1.Profile:
+			next.Profiles[o.Name] = o
+		case *v1alpha1.Tenant:
+			next.Tenants[o.Name] = o
+		}
+	}
+	// refs are the Members in effect, where they are written, for the
+	// reference check: whole files where nothing is duplicated.
+	refs := make([]decode.FileResult, 0, len(files))
+	for _, f := range files {
+		whole := true
+		for i, obj := range f.Objects {
+			key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}
+			at := location{f, i}
+			switch n := defs[key]; {
+			case n < 0:
+				whole = false
+				continue // a duplicate already settled
+			case n > 1:
+				whole = false
+				defs[key] = -1
+				if prev, ok := d.snap.Object(key); ok {
+					if was, ok := copyIn(files, key, d.snap.Sources[key]); ok {
+						at = was
+					} // else its file no longer defines it: point at this copy
+					put(key, prev, at)
+					refs = append(refs, inEffect(at, prev))
+					continue
+				}
+				copyAt, ok := d.recordedCopy(files, key)
+				if !ok {
+					continue
+				}
+				at, obj = copyAt, copyAt.file.Objects[copyAt.i]
+			}
+			obj = obj.(interface{ DeepCopyObject() v1alpha1.Object }).DeepCopyObject()
+			d.meta.stamp(obj, now)
+			if prev, ok := d.snap.Object(key); ok && sameObject(prev, obj) {
+				obj = prev
+			}
+			put(key, obj, at)
+			if n := defs[key]; n < 0 {
+				refs = append(refs, inEffect(at, obj))
+			}
+		}
+		if whole {
+			refs = append(refs, f)
+		} else {
+			for i, obj := range f.Objects {
+				if defs[store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}] == 1 {
+					refs = append(refs, f.Only(i))
+				}
+			}
+		}
+	}
+	d.meta.prune(present)
+	if err := d.meta.save(); err != nil {
+		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
+	}
+	next.Unresolved = decode.CheckReferences(refs, func(kind, name string) bool {
+		_, ok := next.Object(store.Key{Kind: kind, Name: name})
+		return ok
+	}, d.dir)
+	next.Unresolved.Sort()
+	return next
+}
+
+// copyIn returns where the file at path defines key.
+func copyIn(files []decode.FileResult, key store.Key, path string) (location, bool) {
+	for _, f := range files {
+		if f.Path != path {
+			continue
+		}
+		for i, obj := range f.Objects {
+			if (store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}) == key {
+				return location{f, i}, true
+			}
+		}
+	}
+	return location{}, false
+}
+
+// inEffect is the object in effect, alone with the positions of the
+// definition at. For a duplicate's last good definition those are the
+// current copy's in the same file, which an edit may have moved.
+func inEffect(at location, obj v1alpha1.Object) decode.FileResult {
+	f := at.file.Only(at.i)
+	f.Objects[0] = obj
+	return f
+}
+
+// recordedCopy returns where the first definition
+// of key whose spec is the one the state directory recorded as key's last
+// good spec — the copy that was in effect before fleetd restarted.
+func (d *Directory) recordedCopy(files []decode.FileResult, key store.Key) (location, bool) {
+	rec, ok := d.meta.recs[key.String()]
+	if !ok {
+		return location{}, false
+	}
+	for _, f := range files {
+		for i, obj := range f.Objects {
+			if (store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}) == key && specHash(obj) == rec.SpecHash {
+				return location{f, i}, true
+			}
+		}
+	}
+	return location{}, false
+}
+
+// publish installs next if it differs from the current snapshot, logs
+// changed manifest errors and signals watchers. d.sem must be held; d.mu
+// is taken only for the swap.
+func (d *Directory) publish(next *store.Snapshot) {
+	prev := d.snap
+	if sameSnapshot(prev, next) {
+		return
+	}
+	if prev.DirErr != nil && next.DirErr == nil {
+		d.log.Info("manifests directory readable again", "dir", d.dir)
+	}
+	old := map[string]bool{}
+	for _, e := range prev.Errors {
+		old[e.Error()] = true
+	}
+	for _, e := range next.Errors {
+		if !old[e.Error()] {
+			attrs := []any{"file", e.File}
+			if e.Line > 0 { // a whole-file problem (unreadable, not a regular file) has no line
+				attrs = append(attrs, "line", e.Line)
+			}
+			d.log.Error("manifest error; the file's last good objects stay in effect", append(attrs, "err", e.Error())...)
+		}
+	}
+	if len(prev.Errors) > 0 && len(next.Errors) == 0 {
+		d.log.Info("manifest errors cleared", "dir", d.dir)
+	}
+	old = map[string]bool{}
+	for _, e := range prev.Unresolved {
+		old[e.Error()] = true
+	}
+	for _, e := range next.Unresolved {
+		if !old[e.Error()] {
+			d.log.Warn("member references an object that is not defined; it waits at Ready=False", "file", e.File, "line", e.Line, "err", e.Error())
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.snap = next
+	for ch := range d.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func sameSnapshot(a, b *store.Snapshot) bool {
+	if a.Synced != b.Synced || (a.DirErr == nil) != (b.DirErr == nil) ||
+		(a.DirErr != nil && a.DirErr.Error() != b.DirErr.Error()) {
+		return false
+	}
+	if !sameErrors(a.Errors, b.Errors) || !sameErrors(a.Unresolved, b.Unresolved) || len(a.Sources) != len(b.Sources) {
+		return false
+	}
+	for k, p := range a.Sources {
+		if b.Sources[k] != p {
+			return false
+		}
+	}
+	return sameMap(a.Members, b.Members) && sameMap(a.Profiles, b.Profiles) && sameMap(a.Tenants, b.Tenants)
+}
+
+func sameErrors(a, b decode.ErrorList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Error() != b[i].Error() {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMap[T comparable](a, b map[string]T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

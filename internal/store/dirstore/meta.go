@@ -1,0 +1,135 @@
+package dirstore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+)
+
+// metaRecord is what the store remembers about an object across restarts.
+type metaRecord struct {
+	UID        string    `json:"uid"`
+	Generation int64     `json:"generation"`
+	SpecHash   string    `json:"specHash"`
+	Created    time.Time `json:"creationTimestamp"`
+}
+
+// metaBook assigns uid, generation and creationTimestamp, keyed by
+// "Kind/name", and persists them when path is set (the state directory's
+// objects file).
+type metaBook struct {
+	state statedir.Layout
+	path  string
+	recs  map[string]metaRecord
+	dirty bool
+}
+
+func loadMeta(stateDir string) (*metaBook, error) {
+	b := &metaBook{recs: map[string]metaRecord{}}
+	if stateDir == "" {
+		return b, nil
+	}
+	b.state = statedir.At(stateDir)
+	b.path = b.state.Objects()
+	data, err := os.ReadFile(b.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return b, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read object metadata: %w", err)
+	}
+	if err := json.Unmarshal(data, &b.recs); err != nil {
+		return nil, fmt.Errorf("read object metadata %s: %w", b.path, err)
+	}
+	if b.recs == nil {
+		b.recs = map[string]metaRecord{}
+	}
+	return b, nil
+}
+
+// stamp sets obj's uid, generation and creationTimestamp: a new name gets a
+// new uid and generation 1; a changed spec bumps the generation.
+func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
+	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
+	h := specHash(obj)
+	rec, ok := b.recs[key]
+	switch {
+	case !ok:
+		rec = metaRecord{UID: store.NewUID(), Generation: 1, SpecHash: h, Created: now.UTC().Truncate(time.Second)}
+		b.recs[key], b.dirty = rec, true
+	case rec.SpecHash != h:
+		rec.Generation++
+		rec.SpecHash = h
+		b.recs[key], b.dirty = rec, true
+	}
+	m := obj.GetMeta()
+	m.UID, m.Generation = rec.UID, rec.Generation
+	m.ResourceVersion = "" // files have no versions: a written one means nothing here
+	created := rec.Created
+	m.CreationTimestamp = &created
+}
+
+// prune forgets every object not in present.
+func (b *metaBook) prune(present map[string]bool) {
+	for k := range b.recs {
+		if !present[k] {
+			delete(b.recs, k)
+			b.dirty = true
+		}
+	}
+}
+
+func (b *metaBook) save() error {
+	if !b.dirty || b.path == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(b.recs, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode object metadata: %w", err)
+	}
+	if err := b.state.Create(); err != nil {
+		return fmt.Errorf("save object metadata: %w", err)
+	}
+	if err := atomicfile.Write(b.path, append(data, '\n'), statedir.FileMode); err != nil {
+		return fmt.Errorf("save object metadata: %w", err)
+	}
+	b.dirty = false
+	return nil
+}
+
+// specHash fingerprints an object's spec; only a spec change bumps the
+// generation, as in Kubernetes.
+func specHash(obj v1alpha1.Object) string {
+	var spec any
+	switch o := obj.(type) {
+	case *v1alpha1.Member:
+		spec = o.Spec
+	case *v1alpha1.Profile:
+		spec = o.Spec
+	case *v1alpha1.Tenant:
+		spec = o.Spec
+	default:
+		spec = obj
+	}
+	data, _ := json.Marshal(spec) // plain data types: cannot fail
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// sameObject reports whether a and b have equal content, status aside.
+func sameObject(a, b v1alpha1.Object) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
