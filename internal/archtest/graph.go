@@ -113,7 +113,7 @@ var allowed = Graph{
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
-	"internal/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
+	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
 	"internal/etcdtest":  {etcdServer, zap, goleak},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
@@ -123,7 +123,7 @@ var allowed = Graph{
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/herdrcache",
 		"herdr", "herdr/herdrsim", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/etcdstore", "internal/fleetmsg", etcdClient, zap},
+		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

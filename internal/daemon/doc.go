@@ -32,7 +32,7 @@
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
 //   - The desired state is the manifests directory (internal/store), or
-//     with Config.Etcd (`fleetd serve --store etcd`) etcd (internal/etcdstore):
+//     with Config.Etcd (`fleetd serve --store etcd`) etcd (internal/store/etcdstore):
 //     the node is registered under a lease before anything reconciles, its
 //     store shows the controllers only the members bound to it, every node
 //     campaigns to be the fleet's scheduler (etcdstore.RunScheduler), and

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // DefaultEtcdPrefix is the key prefix of a fleet whose EtcdConfig.Prefix

@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 
-	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )

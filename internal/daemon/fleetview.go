@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/mcp"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
-	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // recordedNode records the registration publishNode would write, each

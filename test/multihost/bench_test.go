@@ -18,7 +18,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // The fleet benchmarks' knobs (go test -args; BENCHARGS in make, shared

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/internal/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 var (
