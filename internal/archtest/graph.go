@@ -114,7 +114,7 @@ var allowed = Graph{
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
 	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
-	"internal/etcdtest":  {etcdServer, zap, goleak},
+	"internal/etcdtest":        {etcdServer, zap, goleak},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},
