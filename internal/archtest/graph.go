@@ -102,14 +102,14 @@ var allowed = Graph{
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or internal/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
-	"internal/mcpbridge": {mcpsdk},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself, never mcp,
 	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", difflib, sigsyaml},
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tokens", difflib, sigsyaml},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).

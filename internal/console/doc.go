@@ -35,7 +35,9 @@
 // controllers report a change of any member's status or of the desired
 // state ([Members.Changed]) or the messaging core reports one
 // ([Messenger.Changed]: a question, a reply, an answer, an ack), and sends
-// only a rendering that differs from the last. Nothing polls; the one
+// only a rendering that differs from the last, framed by internal/sse (the
+// rendering holds worker text: no line end in it can end the event early
+// or forge another). Nothing polls; the one
 // timer is the session's expiry. At most [DefaultMaxStreams] streams are
 // open at once. A stream does not keep its session alive (only requests
 // do) and ends with it: at logout or expiry it sends "ended" and closes, so
