@@ -66,7 +66,7 @@ var allowed = Graph{
 	"internal/plan":       {"api/v1alpha1"},
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
 	"internal/termtext":   {},
-	"internal/tail":       {"api/v1alpha1", "internal/clock"},
+	"internal/tail":       {"api/v1alpha1", "herdr", "internal/clock"},
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
@@ -83,7 +83,7 @@ var allowed = Graph{
 	// adapter is where herdr's error codes are classified.
 	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", "internal/termtext", prometheus},
 	"internal/messaging/internal/journal": {"internal/statedir"},
-	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging"},
+	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging", "internal/tail"},
 
 	// The controllers side: never the harness adapters, the token
 	// registry, the messaging core or mcp. controllers/launch is the one
@@ -109,7 +109,7 @@ var allowed = Graph{
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself, never mcp,
 	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tokens", difflib, sigsyaml},
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tail", "internal/tokens", difflib, sigsyaml},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).

@@ -531,13 +531,6 @@ func TestPages_CarryACSPWithoutInlineScript(t *testing.T) {
 	}
 }
 
-func TestLastLines(t *testing.T) {
-	screen := "old output\n\nEdit main.go?\n  1. Yes\n  2. No   \n\n\n"
-	if got, want := lastLines(screen, 3), "Edit main.go?\n  1. Yes\n  2. No"; got != want {
-		t.Errorf("lastLines = %q, want %q", got, want)
-	}
-}
-
 func TestLineDiff(t *testing.T) {
 	tests := []struct{ a, b, want string }{
 		{"x\n", "x\n", ""},
