@@ -308,22 +308,17 @@ func (s *restServer) watchMembers(w http.ResponseWriter, r *http.Request, id tok
 	clk := s.opts.Clock
 	for {
 		t := clk.NewTimer(beat)
-		err := s.watchStep(r.Context(), wt, t, sw)
+		goOn := s.watchStep(r.Context(), wt, t, sw)
 		t.Stop()
-		if err != nil {
+		if !goOn {
 			return
 		}
 	}
 }
 
-// errStreamEnded is watchStep's word for a stream that ends without a
-// failed write: the client went, the watcher was dropped or fleetd is
-// shutting down.
-var errStreamEnded = errors.New("watch stream ended")
-
 // watchStep writes what comes first — queued frames, a heartbeat when t
-// fires — and returns nil while the stream goes on.
-func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, sw *sse.Writer) error {
+// fires — and reports whether the stream goes on.
+func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, sw *sse.Writer) bool {
 	select {
 	case f := <-wt.frames:
 		// Send what else is queued with it in one write.
@@ -336,20 +331,20 @@ func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, 
 				more = false
 			}
 		}
-		return sw.WriteEncoded(buf)
+		return sw.WriteEncoded(buf) == nil
 	case <-wt.dropped:
 		var body APIError
 		body.Error.Code = "too_slow"
 		body.Error.Message = "this watch fell more than " + fmt.Sprint(watchBuffer) + " events behind and was dropped; watch again"
 		b, _ := json.Marshal(body)
 		_ = sw.WriteEncoded(appendEvent(nil, WatchError, b))
-		return errStreamEnded
+		return false
 	case <-t.C():
-		return sw.Comment("heartbeat")
+		return sw.Comment("heartbeat") == nil
 	case <-s.watch.done.Done():
-		return errStreamEnded
+		return false
 	case <-ctx.Done():
-		return errStreamEnded
+		return false
 	}
 }
 

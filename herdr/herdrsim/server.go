@@ -642,13 +642,9 @@ func (s *Server) waitUntil(ctx context.Context, cond func() bool) error {
 // wait blocks until cond, evaluated with the lock held, is true after a
 // change of sig, or ctx ends (its cause is returned).
 func (s *Server) wait(ctx context.Context, sig *notify.Signal, cond func() bool) error {
-	err := notify.Wait(ctx, sig, func() bool {
+	return notify.Wait(ctx, sig, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return cond()
 	})
-	if err != nil {
-		return context.Cause(ctx)
-	}
-	return nil
 }

@@ -251,15 +251,11 @@ func (f *Fake) WaitIdle(ctx context.Context) error {
 }
 
 func (f *Fake) waitFor(ctx context.Context, done func(pending int) bool) error {
-	err := notify.Wait(ctx, &f.changed, func() bool {
+	return notify.Wait(ctx, &f.changed, func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return done(len(f.timers))
 	})
-	if err != nil {
-		return context.Cause(ctx)
-	}
-	return nil
 }
 
 // fakeTimer is a channel timer (c set) or an AfterFunc callback (fn set).
