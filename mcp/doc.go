@@ -48,7 +48,8 @@
 // (MemberWaiter), shared by every open stream and running only while one
 // is: a stream that falls behind is dropped rather than waited for, a token
 // holds at most Options.MaxWatchersPerToken, and a heartbeat comment keeps a
-// quiet one open. Members are named the same way everywhere — name, pane,
+// quiet one open. It and the log follow write their events through
+// internal/sse, fleetd's one event-stream framing. Members are named the same way everywhere — name, pane,
 // terminal or session id — by the one resolver, [ResolveMember]
 // (memberref.go).
 //

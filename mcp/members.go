@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -97,10 +98,32 @@ type spawnRequest struct {
 	dryRun  bool // check and answer, but write nothing and wait for nothing
 }
 
-// spawnKeys are the bridge_spawn arguments; wait and timeoutMs are about the
-// call, the rest become the Member.
-var spawnKeys = map[string]bool{"profile": true, "name": true, "mcpTarget": true, "transport": true,
-	"workspace": true, "prompt": true, "wait": true, "timeoutMs": true}
+// spawnArgs are bridge_spawn's arguments, which a POST /members body may
+// also be: the JSON names of [SpawnInput], the one list (its schema is the
+// tool's input schema too). name is the Member's metadata.name and wait
+// and timeoutMs are about the call ([spawnCallArgs]); every other one is
+// the spec field of the same name. A test checks them against MemberSpec's
+// fields and the fields spawn deliberately leaves out.
+var spawnArgs = jsonNames(reflect.TypeFor[SpawnInput]())
+
+// spawnCallArgs are the bridge_spawn arguments that are not spec fields.
+var spawnCallArgs = []string{"name", "wait", "timeoutMs"}
+
+// jsonNames returns the JSON names of struct type t's fields, in order.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// spawnArgsText lists the arguments for an error: "a, b and c".
+func spawnArgsText() string {
+	return strings.Join(spawnArgs[:len(spawnArgs)-1], ", ") + " and " + spawnArgs[len(spawnArgs)-1]
+}
 
 // decodeSpawnArgs checks bridge_spawn arguments as they arrived (the JSON
 // of the tool call, or of a POST /members body in that shape) and turns
@@ -129,7 +152,7 @@ func decodeSpawnArgs(data []byte) (spawnRequest, error) {
 func spawnFromArgs(raw map[string]any) (spawnRequest, error) {
 	var extra []string
 	for k := range raw {
-		if !spawnKeys[k] {
+		if !slices.Contains(spawnArgs, k) {
 			extra = append(extra, k)
 		}
 	}
@@ -142,7 +165,7 @@ func spawnFromArgs(raw map[string]any) (spawnRequest, error) {
 		if errs := decode.CheckClosedMemberSpec("", rest); len(errs) > 0 {
 			return spawnRequest{}, specErr(errs)
 		}
-		return spawnRequest{}, toolErr(codeInvalidSpec, "%s: unknown field; bridge_spawn takes profile, name, mcpTarget, transport, workspace, prompt, wait and timeoutMs", extra[0])
+		return spawnRequest{}, toolErr(codeInvalidSpec, "%s: unknown field; bridge_spawn takes %s", extra[0], spawnArgsText())
 	}
 	req := spawnRequest{wait: true}
 	if w, ok := raw["wait"]; ok {
@@ -172,8 +195,8 @@ func spawnFromArgs(raw map[string]any) (spawnRequest, error) {
 		name = generatedName(profile)
 	}
 	spec := map[string]any{}
-	for _, k := range []string{"profile", "mcpTarget", "transport", "workspace", "prompt"} {
-		if v, ok := raw[k]; ok {
+	for _, k := range spawnArgs {
+		if v, ok := raw[k]; ok && !slices.Contains(spawnCallArgs, k) {
 			spec[k] = v
 		}
 	}

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +140,74 @@ func TestDecodeMemberBody(t *testing.T) {
 				t.Fatalf("err = %v, want %s mentioning %q", err, tt.wantCode, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// spawnLeavesOut are the MemberSpec fields that bridge_spawn (and POST
+// /members in its argument shape) deliberately does not take, and why; a
+// Member manifest (fleetd apply, POST /members with a Member) sets them.
+var spawnLeavesOut = map[string]string{
+	"cwd":          "a directory on the operator's machine is the operator's choice, made in a Profile or a manifest",
+	"paused":       "a spawn starts a worker; pausing one is a later change of its manifest",
+	"nodeName":     "where a member runs in a fleet on etcd is the operator's choice",
+	"nodeSelector": "where a member runs in a fleet on etcd is the operator's choice",
+}
+
+// TestSpawnArgs_CoverTheMemberSpec fails when a MemberSpec field is added
+// that bridge_spawn neither takes (a field of SpawnInput, whose JSON names
+// are the accepted keys) nor deliberately leaves out (spawnLeavesOut), or
+// when an argument is neither a spec field of the same type nor one about
+// the call: adding a spec field is one change, in one of those two places.
+func TestSpawnArgs_CoverTheMemberSpec(t *testing.T) {
+	specFields := map[string]reflect.Type{}
+	for f := range reflect.TypeFor[v1alpha1.MemberSpec]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		specFields[name] = f.Type
+	}
+	taken := map[string]bool{}
+	for f := range reflect.TypeFor[SpawnInput]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !slices.Contains(spawnArgs, name) {
+			t.Errorf("SpawnInput.%s (%s) is not an accepted bridge_spawn key", f.Name, name)
+		}
+		if slices.Contains(spawnCallArgs, name) {
+			continue
+		}
+		typ, ok := specFields[name]
+		switch {
+		case !ok:
+			t.Errorf("bridge_spawn argument %s is no MemberSpec field: make it one, or one about the call (spawnCallArgs)", name)
+		case typ != f.Type:
+			t.Errorf("bridge_spawn argument %s is a %v; MemberSpec's is a %v", name, f.Type, typ)
+		default:
+			taken[name] = true
+		}
+	}
+	for name := range specFields {
+		_, left := spawnLeavesOut[name]
+		switch {
+		case taken[name] && left:
+			t.Errorf("spec.%s is both a bridge_spawn argument and left out of it", name)
+		case !taken[name] && !left:
+			t.Errorf("spec.%s is neither a bridge_spawn argument (a field of SpawnInput) nor left out of it on purpose (spawnLeavesOut)", name)
+		}
+	}
+	for name := range spawnLeavesOut {
+		if _, ok := specFields[name]; !ok {
+			t.Errorf("spawnLeavesOut names spec.%s, which MemberSpec does not have", name)
+		}
+	}
+	if got, want := spawnArgsText(), "profile, name, mcpTarget, transport, workspace, prompt, wait and timeoutMs"; got != want {
+		t.Errorf("the accepted keys read %q; want %q", got, want)
+	}
+}
+
+// A spec field spawn leaves out is refused by name, with the keys it takes.
+func TestDecodeSpawnArgs_RefusesTheFieldsItLeavesOut(t *testing.T) {
+	for name := range spawnLeavesOut {
+		_, err := spawnFromArgs(map[string]any{"profile": "claude", name: "x"})
+		if err == nil || !strings.Contains(err.Error(), name+": unknown field; bridge_spawn takes profile, name,") {
+			t.Errorf("spawn with %s: %v; want it refused as an unknown field", name, err)
+		}
 	}
 }

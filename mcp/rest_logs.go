@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/fleetd-dev/fleetd/internal/sse"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
@@ -111,52 +112,33 @@ func (s *restServer) followLogs(w http.ResponseWriter, r *http.Request, name str
 	defer cancel()
 	stop := context.AfterFunc(s.streams, cancel)
 	defer stop()
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	sw, err := sse.Start(w)
+	if err != nil {
 		return
 	}
-	err := s.opts.Terminals.Follow(ctx, name, lines, func(f tail.Frame) error {
-		return writeEvent(w, rc, "lines", LogFrame(f))
+	err = s.opts.Terminals.Follow(ctx, name, lines, func(f tail.Frame) error {
+		return sendJSON(sw, "lines", LogFrame(f))
 	})
 	switch {
 	case ctx.Err() != nil:
 		// The client went, or fleetd is shutting down.
 	case errors.Is(err, tail.ErrNotFound):
-		_ = writeEvent(w, rc, "gone", ToolError{Code: codeNotFound, Message: "member " + name + " was deleted"})
+		_ = sendJSON(sw, "gone", ToolError{Code: codeNotFound, Message: "member " + name + " was deleted"})
 	case err != nil:
-		var we *eventWriteError
+		var we *sse.WriteError
 		if !errors.As(err, &we) {
-			_ = writeEvent(w, rc, "error", *terminalErr(name, err))
+			_ = sendJSON(sw, "error", *terminalErr(name, err))
 		}
 	}
 }
 
-// eventWriteError is a failed write to an event stream's client.
-type eventWriteError struct{ err error }
-
-func (e *eventWriteError) Error() string { return "write event: " + e.err.Error() }
-func (e *eventWriteError) Unwrap() error { return e.err }
-
-// writeEvent writes one server-sent event whose data is v as one line of
-// JSON (which escapes every newline and control character, so nothing in
-// v can end the event or forge another) and flushes it.
-func writeEvent(w http.ResponseWriter, rc *http.ResponseController, event string, v any) error {
+// sendJSON sends one server-sent event whose data is v as JSON.
+func sendJSON(sw *sse.Writer, event string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", event, err)
 	}
-	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
-		return &eventWriteError{err}
-	}
-	if err := rc.Flush(); err != nil {
-		return &eventWriteError{err}
-	}
-	return nil
+	return sw.Send(sse.Event{Name: event, Data: data})
 }
 
 // terminalErr is the API error of a failed terminal read.

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetd-dev/fleetd/internal/sse"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 )
 
@@ -138,18 +138,13 @@ func events(r io.Reader) <-chan event {
 	ch := make(chan event, 16)
 	go func() {
 		defer close(ch)
-		sc := bufio.NewScanner(r)
-		var ev event
-		for sc.Scan() {
-			switch line := sc.Text(); {
-			case line == "":
-				ch <- ev
-				ev = event{}
-			case strings.HasPrefix(line, "event: "):
-				ev.Name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				ev.Data += strings.TrimPrefix(line, "data: ")
+		rd := sse.NewReader(r, 1<<20)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				return
 			}
+			ch <- event{Name: ev.Name, Data: string(ev.Data)}
 		}
 	}()
 	return ch

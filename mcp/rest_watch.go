@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/sse"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -157,12 +158,11 @@ func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
 	w := &watcher{id: id, frames: make(chan []byte, watchBuffer), dropped: make(chan struct{})}
 	h.watchers[w] = struct{}{}
 	h.perToken[id]++
-	var initial bytes.Buffer
+	var initial []byte
 	for _, name := range sortedKeys(h.last) {
-		initial.Write(eventFrame(WatchAdded, h.last[name].json))
+		initial = appendEvent(initial, WatchAdded, h.last[name].json)
 	}
-	initial.Write(eventFrame(WatchSynced, nil))
-	return w, initial.Bytes(), nil
+	return w, appendEvent(initial, WatchSynced, nil), nil
 }
 
 // leave unregisters w; the last watcher to leave stops the subscription.
@@ -202,14 +202,14 @@ func (h *watchHub) publish(sub *subscription, all []v1alpha1.Member) {
 		next[m.Name] = e
 		switch {
 		case !ok:
-			frames = append(frames, eventFrame(WatchAdded, e.json))
+			frames = append(frames, appendEvent(nil, WatchAdded, e.json))
 		case !bytes.Equal(old.json, e.json):
-			frames = append(frames, eventFrame(WatchModified, e.json))
+			frames = append(frames, appendEvent(nil, WatchModified, e.json))
 		}
 	}
 	for _, name := range sortedKeys(sub.prev) {
 		if _, ok := next[name]; !ok {
-			frames = append(frames, eventFrame(WatchDeleted, sub.prev[name].json))
+			frames = append(frames, appendEvent(nil, WatchDeleted, sub.prev[name].json))
 		}
 	}
 	sub.prev = next
@@ -255,11 +255,12 @@ func memberJSON(m v1alpha1.Member) []byte {
 	return b
 }
 
-// eventFrame encodes one server-sent event: its type as the event name and
-// a one-line [WatchEvent] as its data.
-func eventFrame(typ string, object []byte) []byte {
+// appendEvent appends one server-sent event to dst: its type as the event
+// name and a [WatchEvent] as its data.
+func appendEvent(dst []byte, typ string, object []byte) []byte {
 	data, _ := json.Marshal(WatchEvent{Type: typ, Object: object})
-	return []byte("event: " + typ + "\ndata: " + string(data) + "\n\n")
+	dst, _ = sse.Append(dst, sse.Event{Name: typ, Data: data}) // the types are constants that frame
+	return dst
 }
 
 func sortedKeys(m map[string]watchEntry) []string { return slices.Sorted(maps.Keys(m)) }
@@ -299,34 +300,25 @@ func (s *restServer) watchMembers(w http.ResponseWriter, r *http.Request, id tok
 		return
 	}
 	defer s.watch.leave(wt)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(b []byte) bool {
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return http.NewResponseController(w).Flush() == nil
-	}
-	if !send(initial) {
+	sw, err := sse.Start(w)
+	if err != nil || sw.WriteEncoded(initial) != nil {
 		return
 	}
 	beat := cmp.Or(s.opts.WatchHeartbeat, DefaultWatchHeartbeat)
 	clk := s.opts.Clock
 	for {
 		t := clk.NewTimer(beat)
-		if !s.watchStep(r.Context(), wt, t, send) {
-			t.Stop()
+		goOn := s.watchStep(r.Context(), wt, t, sw)
+		t.Stop()
+		if !goOn {
 			return
 		}
-		t.Stop()
 	}
 }
 
 // watchStep writes what comes first — queued frames, a heartbeat when t
 // fires — and reports whether the stream goes on.
-func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, send func([]byte) bool) bool {
+func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, sw *sse.Writer) bool {
 	select {
 	case f := <-wt.frames:
 		// Send what else is queued with it in one write.
@@ -339,16 +331,16 @@ func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, 
 				more = false
 			}
 		}
-		return send(buf)
+		return sw.WriteEncoded(buf) == nil
 	case <-wt.dropped:
 		var body APIError
 		body.Error.Code = "too_slow"
 		body.Error.Message = "this watch fell more than " + fmt.Sprint(watchBuffer) + " events behind and was dropped; watch again"
 		b, _ := json.Marshal(body)
-		send(eventFrame(WatchError, b))
+		_ = sw.WriteEncoded(appendEvent(nil, WatchError, b))
 		return false
 	case <-t.C():
-		return send([]byte(": heartbeat\n\n"))
+		return sw.Comment("heartbeat") == nil
 	case <-s.watch.done.Done():
 		return false
 	case <-ctx.Done():

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -25,11 +26,11 @@ import (
 type liveFleet struct {
 	mu      sync.Mutex
 	members map[string]v1alpha1.Member
-	changed chan struct{}
+	changed notify.Signal
 }
 
 func newLiveFleet(ms ...v1alpha1.Member) *liveFleet {
-	f := &liveFleet{members: map[string]v1alpha1.Member{}, changed: make(chan struct{})}
+	f := &liveFleet{members: map[string]v1alpha1.Member{}}
 	for _, m := range ms {
 		f.members[m.Name] = m
 	}
@@ -57,19 +58,7 @@ func (f *liveFleet) Member(name string) (v1alpha1.Member, bool) {
 func (f *liveFleet) MemberEvents(string) []v1alpha1.Event { return nil }
 
 func (f *liveFleet) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error {
-	for {
-		f.mu.Lock()
-		ch := f.changed
-		f.mu.Unlock()
-		if cond(f.Members()) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return notify.Wait(ctx, &f.changed, func() bool { return cond(f.Members()) })
 }
 
 // set writes (or, with remove, deletes) a member and broadcasts.
@@ -80,9 +69,8 @@ func (f *liveFleet) set(m v1alpha1.Member, remove bool) {
 	} else {
 		f.members[m.Name] = m
 	}
-	close(f.changed)
-	f.changed = make(chan struct{})
 	f.mu.Unlock()
+	f.changed.Notify()
 }
 
 func member(name, phase string) v1alpha1.Member {

@@ -38,6 +38,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Defaults of the session bounds; docs/security.md repeats them.
@@ -64,9 +65,9 @@ type sessionTable struct {
 	byID   map[string]*session
 	perKey map[string]int // sessions and reservations of each token
 	useSeq uint64         // orders uses, for least recently used
-	// changed, made only while waitFor waits, is closed on the next change:
-	// requests, the hot path, allocate nothing for it.
-	changed chan struct{}
+	// changed is notified on every change; it costs a request, the hot
+	// path, nothing while nobody waits (only waitFor, in tests, does).
+	changed notify.Signal
 	// closing counts the sessions being closed in the background.
 	closing sync.WaitGroup
 }
@@ -107,7 +108,7 @@ func (t *sessionTable) enterLocked(s *session) (done func()) {
 		s.idle.Stop()
 		s.idle = nil
 	}
-	t.notifyLocked()
+	t.changed.Notify()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -117,7 +118,7 @@ func (t *sessionTable) enterLocked(s *session) (done func()) {
 			if s.inFlight == 0 && t.byID[s.id] == s {
 				t.armLocked(s)
 			}
-			t.notifyLocked()
+			t.changed.Notify()
 		})
 	}
 }
@@ -148,36 +149,17 @@ func (t *sessionTable) dropLocked(s *session) {
 	}
 	delete(t.byID, s.id)
 	t.release(s.key)
-	t.notifyLocked()
-}
-
-func (t *sessionTable) notifyLocked() {
-	if t.changed != nil {
-		close(t.changed)
-		t.changed = nil
-	}
+	t.changed.Notify()
 }
 
 // waitFor blocks until cond holds for the table's sessions (read under
 // its lock) or ctx ends, for tests.
 func (t *sessionTable) waitFor(ctx context.Context, cond func(map[string]*session) bool) error {
-	for {
+	return notify.Wait(ctx, &t.changed, func() bool {
 		t.mu.Lock()
-		ok := cond(t.byID)
-		if !ok && t.changed == nil {
-			t.changed = make(chan struct{})
-		}
-		ch := t.changed
-		t.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		defer t.mu.Unlock()
+		return cond(t.byID)
+	})
 }
 
 func (t *sessionTable) release(key string) {

@@ -1,105 +1,166 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-func fullMember() *Member {
-	ts := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
-	return &Member{
-		TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindMember},
-		ObjectMeta: ObjectMeta{
-			Name: "reviewer", Labels: map[string]string{"team": "api"}, Annotations: map[string]string{"a": "b"},
-			UID: "u", Generation: 2, CreationTimestamp: &ts,
-		},
-		Spec: MemberSpec{Profile: "codex", MCPTarget: &MCPTarget{Kind: TargetTenant, TenantID: "acme"}, Transport: TransportStdio},
-		Status: MemberStatus{
-			Phase:          PhaseReady,
-			Conditions:     []Condition{{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: ts}},
-			Plan:           []PlanRow{{Server: "fleetd", Target: TargetTenant, Transport: TransportStdio}},
-			ResumedSession: &AgentSession{Agent: "codex", Kind: AgentSessionKindID, Value: "s-1"},
-		},
+// filler sets every field it reaches, at any depth — strings, numbers,
+// bools, times, pointers, slices and maps (two entries each) — to a value
+// no other field has, so that a field added to a type is filled without a
+// change here. Two fillers fill two equal objects.
+type filler struct {
+	t *testing.T
+	n int
+}
+
+var epoch = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+
+func (f *filler) fill(v reflect.Value, path string) {
+	f.n++
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(fmt.Sprintf("v%d", f.n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(f.n))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(f.n))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(f.n))
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		f.fill(p.Elem(), path)
+		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range 2 {
+			f.fill(s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for range 2 {
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			f.fill(k, path+"[key]")
+			f.fill(e, path+"[value]")
+			m.SetMapIndex(k, e)
+		}
+		v.Set(m)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(epoch.Add(time.Duration(f.n) * time.Second)))
+			return
+		}
+		for i := range v.NumField() {
+			field := v.Type().Field(i)
+			if !field.IsExported() {
+				f.t.Fatalf("%s.%s is unexported: the filler cannot reach it", path, field.Name)
+			}
+			f.fill(v.Field(i), path+"."+field.Name)
+		}
+	default:
+		f.t.Fatalf("%s: a %v, which the filler does not know", path, v.Kind())
 	}
 }
 
-func fullProfile() *Profile {
-	return &Profile{
-		TypeMeta:   TypeMeta{APIVersion: GroupVersion, Kind: KindProfile},
-		ObjectMeta: ObjectMeta{Name: "codex", Labels: map[string]string{"x": "y"}},
-		Spec: ProfileSpec{
-			Harness: "codex", Args: []string{"-m", "x"}, Env: map[string]string{"A": "1"},
-			StartupTimeout: Duration{time.Minute},
-		},
+// mutate changes every value it reaches in place: every string, number,
+// bool and time, through every pointer, in every slice element and map
+// value, and adds a key to every map. Whatever a copy shares with its
+// original changes in the original too.
+func mutate(t *testing.T, v reflect.Value, path string) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "'")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(v.Int() + 1000)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(v.Uint() + 1000)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(v.Float() + 1000)
+	case reflect.Pointer:
+		if !v.IsNil() {
+			mutate(t, v.Elem(), path)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			mutate(t, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(v.MapIndex(k))
+			mutate(t, e, path+"["+fmt.Sprint(k)+"]")
+			v.SetMapIndex(k, e)
+		}
+		k := reflect.New(v.Type().Key()).Elem()
+		(&filler{t: t, n: 1 << 20}).fill(k, path+"[new key]")
+		v.SetMapIndex(k, reflect.New(v.Type().Elem()).Elem())
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(v.Interface().(time.Time).Add(time.Hour)))
+			return
+		}
+		for i := range v.NumField() {
+			mutate(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+		}
+	default:
+		t.Fatalf("%s: a %v, which mutate does not know", path, v.Kind())
 	}
 }
 
-func fullTenant() *Tenant {
-	return &Tenant{
-		TypeMeta:   TypeMeta{APIVersion: GroupVersion, Kind: KindTenant},
-		ObjectMeta: ObjectMeta{Name: "acme", Annotations: map[string]string{"n": "m"}},
-		Spec:       TenantSpec{URL: "https://a.example", CredentialEnv: "A"},
-	}
-}
-
-// TestDeepCopy_SharesNothing mutates every map, slice and pointer of a
-// copy and checks the original is unchanged.
+// TestDeepCopy_SharesNothing fills every field of each object — maps,
+// slices, pointers, NodeSelector, the status, whatever is added later —
+// with distinct values, copies it, checks the copy is equal, then changes
+// every value of the copy and checks the original did not move: a field a
+// DeepCopyInto forgets to copy, or copies shallowly, fails here.
 func TestDeepCopy_SharesNothing(t *testing.T) {
-	t.Run("Member", func(t *testing.T) {
-		orig := fullMember()
-		cp := orig.DeepCopy()
-		if diff := cmp.Diff(orig, cp); diff != "" {
-			t.Fatalf("copy differs (-orig +copy):\n%s", diff)
-		}
-		cp.Labels["team"] = "web"
-		cp.Annotations["new"] = "x"
-		*cp.CreationTimestamp = cp.CreationTimestamp.Add(time.Hour)
-		cp.Spec.MCPTarget.TenantID = "other"
-		cp.Status.Conditions[0].Reason = "Changed"
-		cp.Status.Plan[0].URL = "https://changed.example"
-		cp.Status.ResumedSession.Value = "s-2"
-		if diff := cmp.Diff(fullMember(), orig); diff != "" {
-			t.Errorf("original changed through its copy (-want +got):\n%s", diff)
-		}
-		if got := orig.DeepCopyObject().(*Member); got == orig || got.Spec.MCPTarget == orig.Spec.MCPTarget {
-			t.Errorf("DeepCopyObject shares memory with the original")
-		}
-	})
-	t.Run("Profile", func(t *testing.T) {
-		orig := fullProfile()
-		cp := orig.DeepCopy()
-		if diff := cmp.Diff(orig, cp); diff != "" {
-			t.Fatalf("copy differs (-orig +copy):\n%s", diff)
-		}
-		cp.Labels["x"] = "z"
-		cp.Spec.Args[0] = "--changed"
-		cp.Spec.Env["A"] = "2"
-		cp.Spec.Env["B"] = "3"
-		if diff := cmp.Diff(fullProfile(), orig); diff != "" {
-			t.Errorf("original changed through its copy (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("Tenant", func(t *testing.T) {
-		orig := fullTenant()
-		cp := orig.DeepCopyObject().(*Tenant)
-		cp.Annotations["n"] = "changed"
-		cp.Spec.URL = "https://changed.example"
-		if diff := cmp.Diff(fullTenant(), orig); diff != "" {
-			t.Errorf("original changed through its copy (-want +got):\n%s", diff)
-		}
-	})
+	for _, tt := range []struct {
+		name string
+		new  func() Object
+		copy func(Object) Object
+	}{
+		{"Member", func() Object { return new(Member) }, func(o Object) Object { return o.(*Member).DeepCopy() }},
+		{"Member via DeepCopyObject", func() Object { return new(Member) }, func(o Object) Object { return o.(*Member).DeepCopyObject() }},
+		{"Profile", func() Object { return new(Profile) }, func(o Object) Object { return o.(*Profile).DeepCopy() }},
+		{"Profile via DeepCopyObject", func() Object { return new(Profile) }, func(o Object) Object { return o.(*Profile).DeepCopyObject() }},
+		{"Tenant", func() Object { return new(Tenant) }, func(o Object) Object { return o.(*Tenant).DeepCopy() }},
+		{"Tenant via DeepCopyObject", func() Object { return new(Tenant) }, func(o Object) Object { return o.(*Tenant).DeepCopyObject() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if empty := tt.new(); !reflect.DeepEqual(empty, tt.copy(empty)) {
+				t.Errorf("the copy of an empty object differs (nil turned into empty?): %+v", tt.copy(empty))
+			}
+			full := func() Object {
+				o := tt.new()
+				(&filler{t: t}).fill(reflect.ValueOf(o).Elem(), tt.name)
+				return o
+			}
+			orig := full()
+			cp := tt.copy(orig)
+			if diff := cmp.Diff(orig, cp); diff != "" {
+				t.Fatalf("copy differs from its original (-orig +copy):\n%s", diff)
+			}
+			mutate(t, reflect.ValueOf(cp).Elem(), tt.name)
+			if cmp.Equal(full(), cp) {
+				t.Fatal("mutate changed nothing in the copy")
+			}
+			if diff := cmp.Diff(full(), orig); diff != "" {
+				t.Errorf("the original changed with its copy: they share memory (-want +got):\n%s", diff)
+			}
+		})
+	}
 	t.Run("nil", func(t *testing.T) {
 		if (*Member)(nil).DeepCopy() != nil || (*Profile)(nil).DeepCopy() != nil || (*Tenant)(nil).DeepCopy() != nil ||
-			(*ObjectMeta)(nil).DeepCopy() != nil || (*MCPTarget)(nil).DeepCopy() != nil {
+			(*ObjectMeta)(nil).DeepCopy() != nil || (*MCPTarget)(nil).DeepCopy() != nil || (*AgentSession)(nil).DeepCopy() != nil {
 			t.Errorf("DeepCopy of nil is not nil")
-		}
-	})
-	t.Run("nil maps stay nil", func(t *testing.T) {
-		p := &Profile{}
-		if cp := p.DeepCopy(); cp.Spec.Env != nil || cp.Spec.Args != nil || cp.Labels != nil {
-			t.Errorf("DeepCopy turned nil maps or slices into empty ones: %+v", cp)
 		}
 	})
 }

@@ -283,7 +283,7 @@ func (s *Server) subscribe(c *conn, req Request) {
 			out = append(out, lines...)
 			lost = lost || l
 		}
-		ch := s.changed
+		ch := s.changed.Changed()
 		s.mu.Unlock()
 		if lost {
 			// herdr 0.9: one error line under the request id, then the
@@ -301,9 +301,11 @@ func (s *Server) subscribe(c *conn, req Request) {
 			continue
 		}
 		s.mu.Lock()
-		if s.changed != ch {
+		select {
+		case <-ch: // the model changed while the lines were written
 			s.mu.Unlock()
 			continue
+		default:
 		}
 		s.parkLocked(c)
 		s.mu.Unlock()

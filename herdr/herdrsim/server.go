@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // MaxRequestBytes is herdr's request-line limit (without the newline).
@@ -144,7 +145,7 @@ type Server struct {
 	tmpDir string
 
 	mu            sync.Mutex
-	changed       chan struct{} // closed and replaced on every state change
+	changed       notify.Signal // notified on every state change
 	closed        bool
 	stopped       chan struct{} // closed when serving stops; replaced on Restart
 	serving       bool          // between listen and Stop
@@ -161,7 +162,7 @@ type Server struct {
 	requests      []Request
 	calls         map[string]int
 	parked        map[string]int // long calls blocked waiting, per method
-	parkedChanged chan struct{}  // closed and replaced when parked changes
+	parkedChanged notify.Signal  // notified when parked changes
 	timers        map[int]func() bool
 	nextTimer     int
 
@@ -213,14 +214,11 @@ func Start(opts *Options) (*Server, error) {
 		opts:      o,
 		clock:     o.Clock,
 		path:      o.SocketPath,
-		changed:   make(chan struct{}),
 		conns:     map[net.Conn]struct{}{},
 		behaviors: map[string]Behavior{},
 		calls:     map[string]int{},
 		parked:    map[string]int{},
-
-		parkedChanged: make(chan struct{}),
-		timers:        map[int]func() bool{},
+		timers:    map[int]func() bool{},
 	}
 	if o.InitialWorkspace {
 		s.mu.Lock()
@@ -408,10 +406,7 @@ func (s *Server) Close() error {
 }
 
 // notifyLocked wakes every waiter and stream: the model changed.
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Server) notifyLocked() { s.changed.Notify() }
 
 // afterLocked runs f with the lock held once d has passed on the clock,
 // unless the server closes or the returned cancel (called with the lock
@@ -615,19 +610,7 @@ func (s *Server) WaitCalls(ctx context.Context, method string, n int) error {
 // Tests use it to act only once a wait has resolved its target and started
 // waiting.
 func (s *Server) WaitParked(ctx context.Context, method string, n int) error {
-	for {
-		s.mu.Lock()
-		ok, ch := s.parked[method] >= n, s.parkedChanged
-		s.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
+	return s.wait(ctx, &s.parkedChanged, func() bool { return s.parked[method] >= n })
 }
 
 // parkLocked marks c as parked, once; unparkLocked undoes it. They signal
@@ -649,24 +632,19 @@ func (s *Server) unparkLocked(c *conn) {
 	}
 }
 
-func (s *Server) signalParkedLocked() {
-	close(s.parkedChanged)
-	s.parkedChanged = make(chan struct{})
-}
+func (s *Server) signalParkedLocked() { s.parkedChanged.Notify() }
 
 // waitUntil blocks until cond (evaluated with the lock held) is true.
 func (s *Server) waitUntil(ctx context.Context, cond func() bool) error {
-	for {
+	return s.wait(ctx, &s.changed, cond)
+}
+
+// wait blocks until cond, evaluated with the lock held, is true after a
+// change of sig, or ctx ends (its cause is returned).
+func (s *Server) wait(ctx context.Context, sig *notify.Signal, cond func() bool) error {
+	return notify.Wait(ctx, sig, func() bool {
 		s.mu.Lock()
-		ok, ch := cond(), s.changed
-		s.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
+		defer s.mu.Unlock()
+		return cond()
+	})
 }

@@ -28,7 +28,7 @@ func (s *Server) awaitLocked(c *conn, deadline <-chan struct{}, check func() boo
 			return waitDone
 		}
 		s.parkLocked(c)
-		ch := s.changed
+		ch := s.changed.Changed()
 		s.mu.Unlock()
 		select {
 		case <-ch:

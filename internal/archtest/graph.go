@@ -58,7 +58,7 @@ var allowed = Graph{
 
 	// Leaves: no fleetd imports beyond atomic files.
 	"internal/atomicfile": {},
-	"internal/clock":      {},
+	"internal/clock":      {"internal/notify"},
 	"internal/version":    {},
 	"internal/statedir":   {"internal/atomicfile"},
 	"internal/vocab":      {},
@@ -66,7 +66,7 @@ var allowed = Graph{
 	"internal/plan":       {"api/v1alpha1"},
 	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
 	"internal/termtext":   {},
-	"internal/tail":       {"api/v1alpha1", "internal/clock"},
+	"internal/tail":       {"api/v1alpha1", "herdr", "internal/clock"},
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
@@ -75,15 +75,15 @@ var allowed = Graph{
 	// the schema validator and the fake-with-validation are for tests and
 	// test tools only (see notInFleetd).
 	"herdr":                      {},
-	"herdr/herdrsim":             {"internal/clock"},
+	"herdr/herdrsim":             {"internal/clock", "internal/notify"},
 	"herdr/internal/schemacheck": {schemaValidator},
 	"herdr/herdrsim/validated":   {"herdr/herdrsim", "herdr/internal/schemacheck"},
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
-	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/statedir", "internal/termtext", prometheus},
+	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/notify", "internal/statedir", "internal/termtext", prometheus},
 	"internal/messaging/internal/journal": {"internal/statedir"},
-	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging"},
+	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging", "internal/tail"},
 
 	// The controllers side: never the harness adapters, the token
 	// registry, the messaging core or mcp. controllers/launch is the one
@@ -102,14 +102,14 @@ var allowed = Graph{
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or internal/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
-	"internal/mcpbridge": {mcpsdk},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/sse", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself, never mcp,
 	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", difflib, sigsyaml},
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tail", "internal/tokens", difflib, sigsyaml},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Clock tells the time and makes timers.
@@ -83,13 +85,13 @@ type Fake struct {
 	now     time.Time
 	seq     uint64
 	timers  []*fakeTimer
-	added   chan struct{} // closed and replaced whenever a timer is made
-	changed chan struct{} // closed and replaced whenever the pending set changes
+	added   notify.Signal // notified whenever a timer is made
+	changed notify.Signal // notified whenever the pending set changes
 }
 
 // NewFake returns a Fake clock reading t.
 func NewFake(t time.Time) *Fake {
-	return &Fake{now: t, added: make(chan struct{}), changed: make(chan struct{})}
+	return &Fake{now: t}
 }
 
 // Now returns the fake time.
@@ -128,14 +130,8 @@ func (f *Fake) addLocked(t *fakeTimer) {
 	f.seq++
 	t.seq = f.seq
 	f.timers = append(f.timers, t)
-	close(f.added)
-	f.added = make(chan struct{})
-	f.signalLocked()
-}
-
-func (f *Fake) signalLocked() {
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.added.Notify()
+	f.changed.Notify()
 }
 
 // Step advances the fake time by d and fires what has come due.
@@ -187,7 +183,7 @@ func (f *Fake) fireChannelsLocked() {
 	}
 	if len(kept) != len(f.timers) {
 		clear(f.timers[len(kept):])
-		f.signalLocked()
+		f.changed.Notify()
 	}
 	f.timers = kept
 }
@@ -209,7 +205,7 @@ func (f *Fake) removeLocked(t *fakeTimer) bool {
 	for i, tm := range f.timers {
 		if tm == t {
 			f.timers = append(f.timers[:i], f.timers[i+1:]...)
-			f.signalLocked()
+			f.changed.Notify()
 			return true
 		}
 	}
@@ -239,11 +235,7 @@ func (f *Fake) Waiters() int {
 // TimerAdded returns a channel closed the next time a timer or callback is
 // scheduled, so a test can wait for a component to arm its next timer
 // instead of sleeping.
-func (f *Fake) TimerAdded() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.added
-}
+func (f *Fake) TimerAdded() <-chan struct{} { return f.added.Changed() }
 
 // WaitForTimers blocks until at least n timers or callbacks are pending or
 // ctx ends. A test uses it to know that a component has armed a timeout
@@ -259,19 +251,11 @@ func (f *Fake) WaitIdle(ctx context.Context) error {
 }
 
 func (f *Fake) waitFor(ctx context.Context, done func(pending int) bool) error {
-	for {
+	return notify.Wait(ctx, &f.changed, func() bool {
 		f.mu.Lock()
-		pending, ch := len(f.timers), f.changed
-		f.mu.Unlock()
-		if done(pending) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
+		defer f.mu.Unlock()
+		return done(len(f.timers))
+	})
 }
 
 // fakeTimer is a channel timer (c set) or an AfterFunc callback (fn set).

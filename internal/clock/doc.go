@@ -17,5 +17,6 @@
 // to arm (or drop) its timers before it moves the clock.
 //
 // Nothing in this package sleeps or starts a goroutine, and it imports only
-// the standard library, so every layer may use it.
+// the standard library and internal/notify (a Fake's TimerAdded and waits
+// are notify.Signals; notify is a leaf too), so every layer may use it.
 package clock

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -55,12 +56,6 @@ type DesiredState interface {
 	Delete(ctx context.Context, kind, name string) error
 }
 
-// Tails reads the visible end of an agent's terminal without changing
-// anything (herdrprompt.Prompter.ReadTail).
-type Tails interface {
-	ReadTail(ctx context.Context, target string, lines int) (string, error)
-}
-
 // TokenResolver resolves a bearer token (the primary's, for POST
 // /ui/codes).
 type TokenResolver interface {
@@ -74,8 +69,9 @@ type Options struct {
 	Messages Messenger
 	Store    DesiredState
 	Tokens   TokenResolver
-	// Tails reads terminal tails for the member page; nil shows none.
-	Tails Tails
+	// Tails reads terminal tails for the member page and Needs you
+	// (herdrprompt.Prompter: internal/tail's screen read); nil shows none.
+	Tails tail.Reader
 	// Herdr reports whether fleetd's view of herdr is in sync; an error is
 	// shown under Needs you. nil means always reachable.
 	Herdr func() error

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/sse"
 )
 
 var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -391,28 +392,52 @@ func TestEvents_AChangeIsPushedWithoutPolling(t *testing.T) {
 	}
 }
 
-// readEvents returns the data of each "update" event of an event stream.
+// readEvents returns the data of each "update" event of an event stream,
+// read as a browser's EventSource reads it.
 func readEvents(r io.Reader) <-chan string {
 	ch := make(chan string, 16)
 	go func() {
 		defer close(ch)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "data: "):
-				data = append(data, strings.TrimPrefix(line, "data: "))
-			case line == "":
-				if data != nil {
-					ch <- strings.Join(data, "\n")
-				}
-				data = nil
+		rd := sse.NewReader(r, 1<<20)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				return
+			}
+			if ev.Name == "update" {
+				ch <- string(ev.Data)
 			}
 		}
 	}()
 	return ch
+}
+
+// TestEvents_WorkerTextCannotEndAnUpdateEarly: text a worker wrote — here
+// a question with bare CRs, which a browser's EventSource reads as line
+// ends — reaches the page inside one update event, whole (every line end
+// read as LF): it neither ends the event early nor forges another.
+func TestEvents_WorkerTextCannotEndAnUpdateEarly(t *testing.T) {
+	for _, question := range []string{"reply\r\r", "x\revent: gone\r\r", "a\r\n\r\nid: 7\r\n"} {
+		t.Run(fmt.Sprintf("%q", question), func(t *testing.T) {
+			e := newEnv(t, nil, member("asker", v1alpha1.PhaseReady))
+			e.fleet.turns["asker"] = []messaging.TurnStatus{{ID: "t-1", Caller: messaging.DefaultPrimaryName, Asking: true, Question: question, CreatedAt: epoch}}
+			page, _ := e.con.fragment(context.Background(), "", nil)
+			if !strings.Contains(page, question) {
+				t.Fatalf("the overview does not show the question as written:\n%s", page)
+			}
+			c, _ := e.login()
+			resp, _ := e.events(c, "/ui/events")
+			ev, err := sse.NewReader(resp.Body, 1<<20).Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(page)
+			if ev.Name != "update" || ev.ID != "" || string(ev.Data) != want {
+				t.Errorf("the first event is %q (id %q) with %d bytes of data; want the overview whole in one update event (%d bytes):\n%s",
+					ev.Name, ev.ID, len(ev.Data), len(want), ev.Data)
+			}
+		})
+	}
 }
 
 func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
@@ -503,13 +528,6 @@ func TestPages_CarryACSPWithoutInlineScript(t *testing.T) {
 		if strings.Contains(body, "<script>") || strings.Contains(body, " onclick=") {
 			t.Errorf("%s has an inline script", path)
 		}
-	}
-}
-
-func TestLastLines(t *testing.T) {
-	screen := "old output\n\nEdit main.go?\n  1. Yes\n  2. No   \n\n\n"
-	if got, want := lastLines(screen, 3), "Edit main.go?\n  1. Yes\n  2. No"; got != want {
-		t.Errorf("lastLines = %q, want %q", got, want)
 	}
 }
 

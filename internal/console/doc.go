@@ -35,7 +35,9 @@
 // controllers report a change of any member's status or of the desired
 // state ([Members.Changed]) or the messaging core reports one
 // ([Messenger.Changed]: a question, a reply, an answer, an ack), and sends
-// only a rendering that differs from the last. Nothing polls; the one
+// only a rendering that differs from the last, framed by internal/sse (the
+// rendering holds worker text: no line end in it can end the event early
+// or forge another). Nothing polls; the one
 // timer is the session's expiry. At most [DefaultMaxStreams] streams are
 // open at once. A stream does not keep its session alive (only requests
 // do) and ends with it: at logout or expiry it sends "ended" and closes, so
@@ -54,8 +56,10 @@
 // and writes it through the store.
 //
 // The member page's terminal tail, and the end of the screen of an agent
-// blocked at a prompt under Needs you, are read from herdr's visible
-// screen ([Tails], herdrprompt's reader: reading changes nothing), once per
+// blocked at a prompt under Needs you (a tail.Excerpt of it), are read
+// from herdr's visible screen through internal/tail (Options.Tails,
+// herdrprompt's reader, whose read is tail.Screen: reading changes
+// nothing), once per
 // state of the agent (pane, status, state-change sequence, last delivery)
 // for each stream, at most [maxPromptReads] blocked agents per overview.
 //
@@ -67,8 +71,8 @@
 // and delete go through the fleet's desired state as for any member.
 //
 // The package never imports mcp, the controllers or herdr: it declares the
-// small interfaces it needs (Members, Messenger, DesiredState, Tails,
-// TokenResolver) and internal/daemon passes the controllers' manager, the
+// small interfaces it needs (Members, Messenger, DesiredState,
+// TokenResolver; a tail.Reader for terminals) and internal/daemon passes the controllers' manager, the
 // messaging core, the store and the prompter. Its pages are Go templates
 // and its script and style sheet are embedded files (no build step, no
 // inline script: the Content-Security-Policy allows script-src 'self'

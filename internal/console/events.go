@@ -3,7 +3,8 @@ package console
 import (
 	"fmt"
 	"net/http"
-	"strings"
+
+	"github.com/fleetd-dev/fleetd/internal/sse"
 )
 
 // events is GET /ui/events[?member=NAME]: a server-sent event stream of the
@@ -30,10 +31,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 			return
 		}
 	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	sw, err := sse.Start(w)
+	if err != nil {
+		return
+	}
 	ctx := r.Context()
 	id := sessionID(r)
 	last := ""
@@ -41,8 +42,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 	for {
 		until, live := c.sessions.expiry(id)
 		if !live {
-			_, _ = fmt.Fprint(w, "event: ended\ndata: \n\n")
-			_ = rc.Flush()
+			_ = sw.Send(sse.Event{Name: "ended"})
 			return
 		}
 		// The channels are taken before the state is read, so that a
@@ -50,15 +50,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 		members, messages := c.o.Members.Changed(), c.o.Messages.Changed()
 		html, found := c.fragment(ctx, member, tails)
 		if !found {
-			_, _ = fmt.Fprint(w, "event: gone\ndata: \n\n")
-			_ = rc.Flush()
+			_ = sw.Send(sse.Event{Name: "gone"})
 			return
 		}
 		if html != last {
-			if _, err := fmt.Fprintf(w, "event: update\n%s\n", sseData(html)); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if err := sw.Send(sse.Event{Name: "update", Data: []byte(html)}); err != nil {
 				return
 			}
 			last = html
@@ -82,15 +78,4 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 		default:
 		}
 	}
-}
-
-// sseData frames text as the data lines of one event.
-func sseData(text string) string {
-	var b strings.Builder
-	for line := range strings.SplitSeq(text, "\n") {
-		b.WriteString("data: ")
-		b.WriteString(strings.TrimSuffix(line, "\r"))
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -20,7 +21,7 @@ import (
 type fleet struct {
 	mu       sync.Mutex
 	members  map[string]v1alpha1.Member
-	changed  chan struct{}
+	changed  notify.Signal
 	sends    []messaging.SendRequest
 	acks     []string
 	turns    map[string][]messaging.TurnStatus // worker → open turns
@@ -30,7 +31,7 @@ type fleet struct {
 }
 
 func newFleet(members ...v1alpha1.Member) *fleet {
-	f := &fleet{members: map[string]v1alpha1.Member{}, changed: make(chan struct{}), turns: map[string][]messaging.TurnStatus{},
+	f := &fleet{members: map[string]v1alpha1.Member{}, turns: map[string][]messaging.TurnStatus{},
 		profiles: map[string]bool{"claude": true}}
 	for _, m := range members {
 		f.members[m.Name] = m
@@ -41,9 +42,8 @@ func newFleet(members ...v1alpha1.Member) *fleet {
 func (f *fleet) change(edit func(f *fleet)) {
 	f.mu.Lock()
 	edit(f)
-	close(f.changed)
-	f.changed = make(chan struct{})
 	f.mu.Unlock()
+	f.changed.Notify()
 }
 
 func (f *fleet) Members() []v1alpha1.Member {
@@ -66,11 +66,7 @@ func (f *fleet) Member(name string) (v1alpha1.Member, bool) {
 
 func (f *fleet) MemberEvents(string) []v1alpha1.Event { return nil }
 
-func (f *fleet) Changed() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.changed
-}
+func (f *fleet) Changed() <-chan struct{} { return f.changed.Changed() }
 
 func (f *fleet) Send(_ context.Context, req messaging.SendRequest) (messaging.SendResult, error) {
 	f.mu.Lock()

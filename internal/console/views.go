@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/tail"
 )
 
 // Kinds of what needs a person, in the order Needs you lists them.
@@ -101,7 +102,7 @@ func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 			if n.Kind == needBlocked && reads < maxPromptReads && c.remote(m) == "" {
 				reads++
 				if screen, _ := c.tail(ctx, m, c.o.Messages.Status(m.Name), tails.of(m.Name)); screen != "" {
-					ns[i].Text = "the agent is blocked at a prompt: " + lastLines(screen, promptLines)
+					ns[i].Text = "the agent is blocked at a prompt: " + tail.Excerpt(screen, promptLines)
 				}
 			}
 		}
@@ -287,19 +288,6 @@ func (tc tailCaches) keep(members []v1alpha1.Member) {
 
 // promptLines is how much of a blocked agent's screen Needs you shows.
 const promptLines = 4
-
-// lastLines returns the last n non-blank lines of text.
-func lastLines(text string, n int) string {
-	var out []string
-	lines := strings.Split(text, "\n")
-	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
-		if l := strings.TrimRight(lines[i], " \t"); strings.TrimSpace(l) != "" {
-			out = append(out, l)
-		}
-	}
-	slices.Reverse(out)
-	return strings.Join(out, "\n")
-}
 
 // tail reads the member's terminal tail, once per state of its agent
 // (pane, status, state-change sequence, last delivery) when a cache is

@@ -13,7 +13,9 @@
 // and never re-implements an MCP server. The only messages it looks into are
 // the initialize exchange, to learn the negotiated protocol version (sent as
 // the Mcp-Protocol-Version header) and to open the standalone SSE stream on
-// which the gateway sends messages that belong to no request.
+// which the gateway sends messages that belong to no request (read through
+// internal/sse, bounded per event, resumed with Last-Event-ID after the last
+// whole event when it breaks).
 //
 // What it must never do: put the token anywhere but the Authorization header
 // of requests to the gateway's own origin — not in an error, a log line or a

@@ -1,21 +1,20 @@
 package mcpbridge
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/fleetd-dev/fleetd/internal/sse"
 )
 
-// maxEventSize bounds one server-sent event line, like the go-sdk's default
+// maxEventSize bounds one server-sent event, like the go-sdk's default
 // frame limit.
 const maxEventSize = 16 << 20
 
@@ -118,58 +117,34 @@ type streamFatal struct{ err error }
 
 func (e *streamFatal) Error() string { return e.err.Error() }
 
-// relayEvents decodes the server-sent events in body (the subset of the
-// WHATWG event-stream format MCP uses: data, id and event fields) and writes
-// each JSON-RPC message to the harness. It reports whether any event arrived.
+// relayEvents reads the server-sent events in body and writes the data of
+// each message event (the default type; MCP sends no other) to the harness
+// as a JSON-RPC message, keeping lastEventID at the last id the stream
+// gave. It reports whether any event arrived. An event the stream cut off
+// is not relayed: the next GET resumes after the last whole one.
 func (r *relay) relayEvents(ctx context.Context, body io.Reader, lastEventID *string) (progressed bool, err error) {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxEventSize)
-	var data bytes.Buffer
-	name := ""
-	dispatch := func() error {
-		defer func() { data.Reset(); name = "" }()
-		if data.Len() == 0 || (name != "" && name != "message") {
-			return nil
+	rd := sse.NewReader(body, maxEventSize)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return progressed, nil
 		}
-		payload := bytes.TrimSuffix(data.Bytes(), []byte("\n"))
-		msg, err := jsonrpc.DecodeMessage(payload)
 		if err != nil {
-			return &streamFatal{fmt.Errorf("decode event on the standalone stream from the gateway at %s: %w", r.opts.URL, err)}
+			return progressed, err
 		}
-		if err := r.stdio.Write(ctx, msg); err != nil {
-			return &streamFatal{fmt.Errorf("write to stdout: %w", err)}
+		progressed = true
+		if ev.ID != "" {
+			*lastEventID = ev.ID
 		}
-		return nil
-	}
-	for sc.Scan() {
-		line := strings.TrimSuffix(sc.Text(), "\r")
-		if line == "" {
-			if err := dispatch(); err != nil {
-				return progressed, err
-			}
+		if ev.Name != "" && ev.Name != "message" {
 			continue
 		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "": // a comment line, e.g. the gateway's ": ok" keep-alive
-		case "data":
-			data.WriteString(value)
-			data.WriteByte('\n')
-		case "event":
-			name = value
-		case "id":
-			if !strings.ContainsRune(value, 0) {
-				*lastEventID = value
-				progressed = true
-			}
+		msg, err := jsonrpc.DecodeMessage(ev.Data)
+		if err != nil {
+			return progressed, &streamFatal{fmt.Errorf("decode event on the standalone stream from the gateway at %s: %w", r.opts.URL, err)}
 		}
-		if field == "data" {
-			progressed = true
+		if err := r.stdio.Write(ctx, msg); err != nil {
+			return progressed, &streamFatal{fmt.Errorf("write to stdout: %w", err)}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return progressed, err
-	}
-	return progressed, dispatch()
 }

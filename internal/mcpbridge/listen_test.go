@@ -70,7 +70,10 @@ func TestRelayEvents_ParsesTheEventStream(t *testing.T) {
 		`data: {"jsonrpc":"2.0",` + "\r",
 		`data:"method":"notifications/b"}` + "\r", // no space after the colon
 		"\r",
-		`data: {"jsonrpc":"2.0","id":7,"method":"roots/list"}`, // dispatched at end of stream
+		`data: {"jsonrpc":"2.0","id":7,"method":"roots/list"}`,
+		"",
+		"id: 3",
+		`data: {"jsonrpc":"2.0","method":"notifications/cut"}`, // cut off by the end of the stream: not relayed
 	}, "\n")
 	var out syncBuffer
 	r := stdoutRelay(t, &out, "http://127.0.0.1:1/mcp")
@@ -80,7 +83,7 @@ func TestRelayEvents_ParsesTheEventStream(t *testing.T) {
 		t.Fatalf("relayEvents: %v", err)
 	}
 	if !progressed || last != "2" {
-		t.Errorf("progressed, last event id = %v, %q; want true, \"2\"", progressed, last)
+		t.Errorf("progressed, last event id = %v, %q; want true, \"2\" (the id of the last whole event)", progressed, last)
 	}
 	want := `{"jsonrpc":"2.0","method":"notifications/a"}
 {"jsonrpc":"2.0","method":"notifications/b"}
@@ -101,63 +104,79 @@ func TestRelayEvents_MalformedEventIsFatal(t *testing.T) {
 	}
 }
 
-// A standalone stream the gateway drops is resumed from the last event id.
-func TestListen_ResumesWithLastEventID(t *testing.T) {
-	var (
-		mu          sync.Mutex
-		lastEventID []string
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		lastEventID = append(lastEventID, r.Header.Get(lastEventIDHeader))
-		n := len(lastEventID)
-		mu.Unlock()
-		if r.Header.Get(sessionIDHeader) != "sess-1" {
-			http.Error(w, "no session", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "id: ev-%d\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/n%d\"}\n\n", n, n)
-		w.(http.Flusher).Flush()
-		if n >= 2 {
-			<-r.Context().Done() // hold the resumed stream open
-		}
-		// the first stream ends here: the gateway dropped it
-	}))
-	defer srv.Close()
+// A standalone stream the gateway drops is resumed with the id of the last
+// whole event as Last-Event-ID. A stream cut in the middle of an event is
+// resumed before that event: the cut event is neither relayed in part
+// (which is not JSON-RPC and would end the relay) nor skipped (its id was
+// read, but the event was not received); the resumed stream's copy of it
+// is relayed whole.
+func TestListen_ResumesAfterTheLastWholeEvent(t *testing.T) {
+	const n1, n2 = `{"jsonrpc":"2.0","method":"notifications/n1"}`, `{"jsonrpc":"2.0","method":"notifications/n2"}`
+	for name, first := range map[string]string{
+		"dropped between events": "id: ev-1\ndata: " + n1 + "\n\n",
+		"cut mid-event":          "id: ev-1\ndata: " + n1 + "\n\nid: ev-2\ndata: " + n2[:20],
+	} {
+		t.Run(name, func(t *testing.T) {
+			var (
+				mu          sync.Mutex
+				lastEventID []string
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				lastEventID = append(lastEventID, r.Header.Get(lastEventIDHeader))
+				n := len(lastEventID)
+				mu.Unlock()
+				if r.Header.Get(sessionIDHeader) != "sess-1" {
+					http.Error(w, "no session", http.StatusBadRequest)
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				if n == 1 {
+					fmt.Fprint(w, first) // then the gateway drops the stream
+					return
+				}
+				fmt.Fprint(w, "id: ev-2\ndata: "+n2+"\n\n")
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // hold the resumed stream open
+			}))
+			defer srv.Close()
 
-	outR, outW := io.Pipe()
-	defer outR.Close()
-	r := stdoutRelay(t, outW, srv.URL)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.listen(ctx, "sess-1"); close(done) }()
-
-	lines := bufio.NewScanner(outR)
-	var got []string
-	for range 2 {
-		if !lines.Scan() {
-			t.Fatalf("harness got %q, then the stream ended: %v", got, lines.Err())
-		}
-		got = append(got, lines.Text())
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("listen did not return after cancel")
-	}
-	want := []string{
-		`{"jsonrpc":"2.0","method":"notifications/n1"}`,
-		`{"jsonrpc":"2.0","method":"notifications/n2"}`,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("messages relayed (-want +got):\n%s", diff)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if diff := cmp.Diff([]string{"", "ev-1"}, lastEventID); diff != "" {
-		t.Errorf("Last-Event-ID of each GET (-want +got):\n%s", diff)
+			outR, outW := io.Pipe()
+			defer outR.Close()
+			r := stdoutRelay(t, outW, srv.URL)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				r.listen(ctx, "sess-1")
+				close(done)
+				outW.Close() // a relay that gave up ends the harness's output
+			}()
+			lines := bufio.NewScanner(outR)
+			var got []string
+			for range 2 {
+				if !lines.Scan() {
+					t.Fatalf("harness got %q, then the relay ended: %v", got, r.result())
+				}
+				got = append(got, lines.Text())
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("listen did not return after cancel")
+			}
+			if err := r.result(); err != nil {
+				t.Errorf("relay result = %v; want none (a dropped stream is resumed)", err)
+			}
+			if diff := cmp.Diff([]string{n1, n2}, got); diff != "" {
+				t.Errorf("messages relayed (-want +got):\n%s", diff)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff([]string{"", "ev-1"}, lastEventID); diff != "" {
+				t.Errorf("Last-Event-ID of each GET (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

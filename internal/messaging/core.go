@@ -17,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -241,9 +242,9 @@ type Core struct {
 	requests   map[string]struct{}
 	requestIDs []string
 	inflate    float64 // liveBytes' correction, from the last compaction
-	// changed, once [Core.Changed] handed it out, is closed by the next
-	// unlockW and forgotten; nil while nobody watches.
-	changed chan struct{}
+	// changed is notified by every unlockW: a call that may have changed
+	// the state ended.
+	changed notify.Signal
 }
 
 // turn is one exchange between a caller (the primary) and a worker: the
@@ -263,9 +264,9 @@ type turn struct {
 
 // mailbox holds a recipient's unacknowledged messages in arrival order.
 type mailbox struct {
-	msgs   []Message     // in Seq order
-	bytes  int64         // total content size of msgs
-	notify chan struct{} // closed and replaced whenever a message arrives
+	msgs    []Message     // in Seq order
+	bytes   int64         // total content size of msgs
+	arrived notify.Signal // a message arrived (or the mailbox was dropped, or the core closed)
 }
 
 // New opens (or creates) the journal in dir, restores the state it records
@@ -361,8 +362,7 @@ func (c *Core) Close() error {
 		t.waiter, t.ask = nil, nil
 	}
 	for _, mb := range c.mail {
-		close(mb.notify)
-		mb.notify = make(chan struct{})
+		mb.arrived.Notify()
 	}
 	c.unlockW()
 	c.cancel()
@@ -380,10 +380,7 @@ func (c *Core) lockW() {
 }
 
 func (c *Core) unlockW() {
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
+	c.changed.Notify()
 	c.mu.Unlock()
 	c.wmu.Unlock()
 }
@@ -393,14 +390,7 @@ func (c *Core) unlockW() {
 // observation, a turn's end), for a watcher that shows the state (the
 // browser console) to wake on instead of polling. It may close for a call
 // that changed nothing; a watcher reads the state again and compares.
-func (c *Core) Changed() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.changed == nil {
-		c.changed = make(chan struct{})
-	}
-	return c.changed
-}
+func (c *Core) Changed() <-chan struct{} { return c.changed.Changed() }
 
 // commit makes recs durable (one write, one fsync) and then applies them to
 // the in-memory state. On error nothing is applied. Callers hold c.wmu and

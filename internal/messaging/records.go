@@ -174,7 +174,7 @@ func (c *Core) apply(r record) {
 			// Its pollers go on waiting on the mailbox that replaces it.
 			// Not before now: one woken while the drop was being written
 			// would wait on this one again and miss the next one's mail.
-			close(mb.notify)
+			mb.arrived.Notify()
 			delete(c.mail, r.Who)
 		}
 	case opNotes:
@@ -275,7 +275,7 @@ func (c *Core) worker(name string) *worker {
 func (c *Core) mailbox(name string) *mailbox {
 	mb := c.mail[name]
 	if mb == nil {
-		mb = &mailbox{notify: make(chan struct{})}
+		mb = &mailbox{}
 		c.mail[name] = mb
 	}
 	return mb

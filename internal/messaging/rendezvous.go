@@ -601,14 +601,14 @@ func (c *Core) poll(ctx context.Context, recipient string, wait bool, timeout ti
 	tm := c.opts.Clock.AfterFunc(cmp.Or(timeout, c.opts.DefaultTimeout), func() { close(fired) })
 	defer tm.Stop()
 	for {
-		notify := c.mailbox(recipient).notify
+		arrived := c.mailbox(recipient).arrived.Changed()
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return PollPage{}, ctx.Err()
 		case <-fired:
 			return PollPage{Messages: []Message{}, Next: formatCursor(after)}, nil
-		case <-notify:
+		case <-arrived:
 		}
 		c.mu.Lock()
 		if p := c.page(recipient, after, limit, maxBytes); len(p.Messages) > 0 || c.closed {
@@ -863,9 +863,7 @@ func (c *Core) mailRecords(m *Message) []record {
 
 // mailPosted wakes m's recipient's pollers and its injector.
 func (c *Core) mailPosted(m *Message) {
-	mb := c.mailbox(m.To)
-	close(mb.notify)
-	mb.notify = make(chan struct{})
+	c.mailbox(m.To).arrived.Notify()
 	if c.injectsInto(m.To) {
 		c.pump(c.worker(m.To))
 	}

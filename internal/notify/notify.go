@@ -74,10 +74,10 @@ func (s *Signal) Follow(srcs ...*Signal) {
 	}
 }
 
-// Wait returns nil once cond holds, or ctx's error when ctx ends first.
-// cond is evaluated at once and again after every change of src; the
-// channel is taken before each evaluation, so a change made while cond runs
-// is not missed.
+// Wait returns nil once cond holds, or, when ctx ends first, its cause
+// (context.Cause: ctx's error unless a cause was given). cond is evaluated
+// at once and again after every change of src; the channel is taken before
+// each evaluation, so a change made while cond runs is not missed.
 func Wait(ctx context.Context, src Source, cond func() bool) error {
 	for {
 		ch := src.Changed()
@@ -87,7 +87,7 @@ func Wait(ctx context.Context, src Source, cond func() bool) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,16 @@ func TestWait_EndsWithItsContext(t *testing.T) {
 			t.Fatalf("Wait = %v; want the context's deadline", err)
 		}
 	})
+}
+
+func TestWait_ReturnsTheContextsCause(t *testing.T) {
+	var s Signal
+	ctx, cancel := context.WithCancelCause(t.Context())
+	stopped := errors.New("the fake stopped")
+	cancel(stopped)
+	if err := Wait(ctx, &s, func() bool { return false }); err != stopped {
+		t.Fatalf("Wait = %v; want the cause the context was cancelled with", err)
+	}
 }
 
 func TestSignal_ConcurrentUse(t *testing.T) {

@@ -1,15 +1,19 @@
 // Package tail is a member's terminal tail: what its herdr pane shows, read
 // without side effects, and — for a follower — the lines that appear as it
-// changes. `fleetd logs` (GET /members/{name}/logs) is built on it, and so
-// can anything else in fleetd that shows a member's terminal.
+// changes. It is the one place fleetd reads and trims a terminal:
+// `fleetd logs` (GET /members/{name}/logs) is built on [Tails], the text a
+// turn_done carries and the console's terminal view are read by [Screen],
+// and the console's glance at a blocked agent is an [Excerpt].
 //
-// Reading goes through a [Reader], which is the messaging core's herdr
-// adapter (herdrprompt.Prompter.ReadTail): herdr's visible screen as plain
+// [Screen] is the read: herdr's agent.read of the visible screen as plain
 // text, never a read of more lines than the viewport, because protocol 22
 // makes herdr scroll an idle alternate-screen agent (Claude Code, OpenCode)
 // through its own history for a longer read, and looking at a terminal must
-// change nothing. A tail is therefore at most one screen; [MaxLines] bounds
-// what a caller may ask for.
+// change nothing; the blank bottom of the screen is left out and the last
+// lines asked for kept. Its callers reach it through a [Reader], the
+// messaging core's herdr adapter (herdrprompt.Prompter.ReadTail, which is
+// Screen over herdr's client). A tail is therefore at most one screen;
+// [MaxLines] bounds what a caller may ask for.
 //
 // Following ([Tails.Follow]) reads the screen again whenever herdr reports
 // activity for the member — every change of its status that the

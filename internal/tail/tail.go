@@ -16,7 +16,7 @@ import (
 // Reader reads the end of what a terminal shows as plain text, from the
 // visible screen: at most lines lines (0: the whole screen), blank lines at
 // the bottom left out. target is a herdr agent target (a pane id).
-// herdrprompt.Prompter implements it.
+// herdrprompt.Prompter implements it with [Screen].
 type Reader interface {
 	ReadTail(ctx context.Context, target string, lines int) (string, error)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 )
 
@@ -56,7 +57,7 @@ type fakeTerm struct {
 	readErr error
 	reads   []read
 	members map[string]v1alpha1.Member
-	changed chan struct{}
+	changed notify.Signal
 }
 
 type read struct {
@@ -65,7 +66,7 @@ type read struct {
 }
 
 func newFakeTerm(members ...v1alpha1.Member) *fakeTerm {
-	f := &fakeTerm{screens: map[string]string{}, members: map[string]v1alpha1.Member{}, changed: make(chan struct{})}
+	f := &fakeTerm{screens: map[string]string{}, members: map[string]v1alpha1.Member{}}
 	for _, m := range members {
 		f.members[m.Name] = m
 	}
@@ -99,23 +100,15 @@ func (f *fakeTerm) Member(name string) (v1alpha1.Member, bool) {
 }
 
 func (f *fakeTerm) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error {
-	for {
+	return notify.Wait(ctx, &f.changed, func() bool {
 		f.mu.Lock()
-		ch := f.changed
 		var ms []v1alpha1.Member
 		for _, m := range f.members {
 			ms = append(ms, m)
 		}
 		f.mu.Unlock()
-		if cond(ms) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		return cond(ms)
+	})
 }
 
 // set changes a member (nil: deletes it) and wakes the waiters.
@@ -127,8 +120,7 @@ func (f *fakeTerm) set(name string, m *v1alpha1.Member) {
 	} else {
 		f.members[name] = *m
 	}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.changed.Notify()
 }
 
 func (f *fakeTerm) write(pane, text string) {

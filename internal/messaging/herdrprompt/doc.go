@@ -1,10 +1,10 @@
 // Package herdrprompt adapts fleetd's herdr client to the messaging core's
 // [messaging.Prompter]: Prompt is agent.prompt without wait (herdr types the
 // text and presses Enter; the core watches for pickup itself), ReadTail is
-// agent.read of the visible screen as plain text — never more lines than
-// the viewport, because a longer read makes herdr scroll an idle
-// alternate-screen agent through its history, and a read must change
-// nothing.
+// internal/tail's one terminal read ([tail.Screen]: agent.read of the
+// visible screen as plain text, never more lines than the viewport, so
+// that a read changes nothing) — the text a turn_done carries, and what
+// `fleetd logs` and the console read through this adapter.
 //
 // It is the one place where herdr's error codes mean something to
 // messaging: [Classify] sorts agent.prompt's errors into the core's verdicts

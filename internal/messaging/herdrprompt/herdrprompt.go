@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/tail"
 )
 
 // Client is the part of *herdr.Client the adapter uses.
@@ -233,26 +233,8 @@ func Classify(err error) messaging.Verdict {
 }
 
 // ReadTail returns the last lines (at most lines) of what the agent's
-// terminal shows, as plain text. It reads the visible screen: a read of more
-// lines than the viewport makes herdr scroll an idle alternate-screen agent
-// (Claude Code, OpenCode) through its own history and back, and a read must
-// change nothing.
+// terminal shows, as plain text: [tail.Screen] over the client, a read of
+// the visible screen that changes nothing.
 func (p *Prompter) ReadTail(ctx context.Context, target string, lines int) (string, error) {
-	strip := true
-	r, err := p.c.ReadAgent(ctx, herdr.AgentReadParams{Target: target, Source: herdr.SourceVisible,
-		Format: herdr.FormatText, StripANSI: &strip})
-	if err != nil {
-		return "", fmt.Errorf("read agent %s: %w", target, err)
-	}
-	return lastLines(r.Text, lines), nil
-}
-
-// lastLines returns the last n lines of text, blank lines at the bottom of
-// the screen left out.
-func lastLines(text string, n int) string {
-	all := strings.Split(strings.TrimRight(text, " \n"), "\n")
-	if n > 0 && len(all) > n {
-		all = all[len(all)-n:]
-	}
-	return strings.Join(all, "\n")
+	return tail.Screen(ctx, p.c, target, lines)
 }
