@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -59,7 +60,7 @@ live members to say what would happen; lines end in "(dry run)".`,
 			default:
 				return usageErrorf(cmd, "--dry-run: unknown value %q; want none, server or client", dryRun)
 			}
-			members, err := readMembers(cmd.InOrStdin(), files, "apply")
+			members, err := manifests.ReadMembers(cmd.InOrStdin(), files, "apply")
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), err)
 				fmt.Fprintf(cmd.ErrOrStderr(), "fleetd apply: nothing was applied\n")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -16,7 +17,7 @@ import (
 // reported (unless ignoreNotFound) and the rest are still deleted; any
 // failure makes the exit status 1. Invalid input deletes nothing.
 func deleteFiles(cmd *cobra.Command, flags *clientFlags, files []string, ignoreNotFound bool) error {
-	members, err := readMembers(cmd.InOrStdin(), files, "delete")
+	members, err := manifests.ReadMembers(cmd.InOrStdin(), files, "delete")
 	if err != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), err)
 		fmt.Fprintf(cmd.ErrOrStderr(), "fleetd delete: nothing was deleted\n")

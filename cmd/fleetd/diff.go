@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
@@ -36,7 +37,7 @@ fleetd unreachable.`,
 			if len(files) == 0 {
 				return usageErrorf(cmd, "-f FILE is required (use -f - for standard input)")
 			}
-			members, err := readMembers(cmd.InOrStdin(), files, "diff")
+			members, err := manifests.ReadMembers(cmd.InOrStdin(), files, "diff")
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), err)
 				return &exitError{code: 2}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleetd-dev/fleetd/internal/cli/labels"
 )
 
 // getOptions are get's flags beyond the client's.
@@ -34,7 +36,7 @@ func runGet(cmd *cobra.Command, flags *clientFlags, opts getOptions, args []stri
 	if err != nil {
 		return usageErrorf(cmd, "-o: %v", err)
 	}
-	sel, err := parseSelector(opts.selector)
+	sel, err := labels.Parse(opts.selector)
 	if err != nil {
 		return usageErrorf(cmd, "-l: %v", err)
 	}
@@ -81,7 +83,7 @@ func runGet(cmd *cobra.Command, flags *clientFlags, opts getOptions, args []stri
 	if name == "" {
 		kept := objs[:0]
 		for _, o := range objs {
-			if sel.matches(o.GetMeta().Labels) {
+			if sel.Matches(o.GetMeta().Labels) {
 				kept = append(kept, o)
 			}
 		}

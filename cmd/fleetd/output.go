@@ -11,13 +11,14 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetd-dev/fleetd/internal/cli/jsonpath"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
 // outputFormat is a parsed -o value.
 type outputFormat struct {
 	name string // "", wide, yaml, json, name, jsonpath or go-template
-	jp   *jsonPath
+	jp   *jsonpath.Template
 	tmpl *template.Template
 }
 
@@ -33,14 +34,14 @@ func parseOutput(s string) (outputFormat, error) {
 		}
 		switch kind {
 		case "jsonpath":
-			jp, err := parseJSONPath(tmpl)
+			jp, err := jsonpath.Parse(tmpl)
 			if err != nil {
 				return outputFormat{}, err
 			}
 			return outputFormat{name: kind, jp: jp}, nil
 		case "go-template":
-			if len(tmpl) > maxTemplateBytes {
-				return outputFormat{}, fmt.Errorf("template is %d bytes; at most %d", len(tmpl), maxTemplateBytes)
+			if len(tmpl) > jsonpath.MaxTemplateBytes {
+				return outputFormat{}, fmt.Errorf("template is %d bytes; at most %d", len(tmpl), jsonpath.MaxTemplateBytes)
 			}
 			t, err := template.New("output").Option("missingkey=zero").Parse(tmpl)
 			if err != nil {
@@ -70,7 +71,7 @@ func (f outputFormat) executeTemplate(w io.Writer, v any) error {
 		return err
 	}
 	if f.jp != nil {
-		return f.jp.execute(w, data)
+		return f.jp.Execute(w, data)
 	}
 	var b strings.Builder
 	if err := f.tmpl.Execute(&b, data); err != nil {
@@ -122,7 +123,7 @@ func sortBy[T any](items []T, expr string) error {
 	if strings.HasPrefix(e, "{") && strings.HasSuffix(e, "}") {
 		e = e[1 : len(e)-1]
 	}
-	steps, err := parsePath(e)
+	path, err := jsonpath.ParsePath(e)
 	if err != nil {
 		return fmt.Errorf("--sort-by %q: %w", expr, err)
 	}
@@ -132,7 +133,7 @@ func sortBy[T any](items []T, expr string) error {
 		if err != nil {
 			return err
 		}
-		if vs := eval(g, steps); len(vs) > 0 {
+		if vs := path.Find(g); len(vs) > 0 {
 			keys[i] = vs[0]
 		}
 	}
@@ -161,7 +162,7 @@ func lessValue(a, b any) bool {
 	if aNum && bNum {
 		return fa < fb
 	}
-	sa, sb := valueString(a), valueString(b)
+	sa, sb := jsonpath.ValueString(a), jsonpath.ValueString(b)
 	// Timestamps sort by time: RFC 3339 text with a fraction of a second
 	// does not sort as text ("05.5Z" < "05Z").
 	if ta, err := time.Parse(time.RFC3339Nano, sa); err == nil {
@@ -170,4 +171,15 @@ func lessValue(a, b any) bool {
 		}
 	}
 	return sa < sb
+}
+
+// toGeneric turns a typed value into the maps and slices a template reads.
+func toGeneric(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	err = json.Unmarshal(b, &out)
+	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/labels"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -31,7 +32,7 @@ const (
 // watchSpec is what one watch prints.
 type watchSpec struct {
 	name   string // only this member; empty: every member
-	sel    selector
+	sel    labels.Selector
 	sortBy string
 	format outputFormat
 	events bool // print each line's event type first
@@ -181,7 +182,7 @@ func (p *watchPrinter) event(typ string, raw json.RawMessage) error {
 }
 
 func (p *watchPrinter) matches(m *v1alpha1.Member) bool {
-	return (p.spec.name == "" || m.Name == p.spec.name) && p.spec.sel.matches(m.Labels)
+	return (p.spec.name == "" || m.Name == p.spec.name) && p.spec.sel.Matches(m.Labels)
 }
 
 // printInitial prints the state the stream opened with: a table (its

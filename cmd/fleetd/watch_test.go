@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/labels"
 )
 
 func TestWatchPrinter(t *testing.T) {
@@ -35,7 +36,7 @@ func TestWatchPrinter(t *testing.T) {
 		{"DELETED", m("a", "Terminating", qa)},
 		{"FUTURE", m("a", "x", qa)}, // an event type of a later fleetd: ignored
 	}
-	sel, err := parseSelector("team=qa")
+	sel, err := labels.Parse("team=qa")
 	if err != nil {
 		t.Fatal(err)
 	}
