@@ -1,4 +1,4 @@
-package main
+package printers
 
 import (
 	"strings"
@@ -30,14 +30,17 @@ func TestSortBy(t *testing.T) {
 		"{.t}":  "none one ten two", // by time: .5 s after ten's
 		".name": "none one ten two",
 	} {
-		if err := sortBy(items, expr); err != nil {
+		if err := SortBy(items, expr); err != nil {
 			t.Fatal(err)
 		}
 		if got := names(); got != want {
 			t.Errorf("--sort-by %s: %s, want %s", expr, got, want)
 		}
 	}
-	if err := sortBy(items, ".items[?(@.x)]"); err == nil {
+	if err := SortBy(items, ".items[?(@.x)]"); err == nil {
 		t.Error("--sort-by with a filter: no error")
+	}
+	if err := CheckSortBy("..x"); err == nil || !strings.Contains(err.Error(), `--sort-by "..x": path "..x": recursive descent`) {
+		t.Errorf("CheckSortBy(..x) = %v", err)
 	}
 }
