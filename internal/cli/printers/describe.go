@@ -16,7 +16,8 @@ import (
 // `fleetd describe` prints an object as lines of "Label:  value", aligned
 // within each section (metadata, Spec:, Status:), then its tables. The
 // lines come from lists of fields, one per line: showing a new field of a
-// spec or status is adding its line to the list.
+// spec or status is adding its line to the list (TestDescribe_ShowsEveryField
+// fails until it is there, or is named as left out).
 
 // A field is one line of describe: a label and how to show the value of a T
 // (an empty value prints as the field's own placeholder, "-" or "<none>").

@@ -10,7 +10,9 @@
 // as KINDList (as GET /profiles and /tenants send them).
 //
 // Describe is driven by lists of fields, one per line: a field of a spec
-// or status is shown by adding its line to the kind's list.
+// or status is shown by adding its line to the kind's list, and a test
+// fails when a field of api/v1alpha1's types is in none
+// (TestDescribe_ShowsEveryField).
 //
 // Everything printed that someone else wrote — names, labels, statuses,
 // the agents' own reports, the server's messages — is made safe for a
