@@ -22,10 +22,13 @@ import (
 // options struct that cobra fills from the flags, then
 //
 //	Complete(cmd, args)  the arguments and the environment ($FLEETD_SERVER,
-//	                     $FLEETD_TOKEN, …) into the options
-//	Validate()           every usage error: exit 2, the problem on one line
-//	                     and the command's usage on the next
-//	Run(ctx)             the work, on the options alone
+//	                     $FLEETD_TOKEN, …) into the options; no I/O
+//	Validate()           checks the options, parsing those with a syntax
+//	                     (-o, -l, --sort-by), and returns the usage error:
+//	                     exit 2, the problem on one line and the command's
+//	                     usage on the next
+//	Run(ctx)             the work, on the options alone (a token file is
+//	                     read here, after every usage error)
 //
 // Options several commands share are one embedded struct each: ioStreams
 // (where a command reads and writes), serverOptions (--server, --state-dir
