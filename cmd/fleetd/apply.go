@@ -10,7 +10,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/cli/client"
-	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
@@ -74,11 +73,9 @@ func (o *applyOptions) Validate() error {
 }
 
 func (o *applyOptions) Run(ctx context.Context) error {
-	members, err := manifests.ReadMembers(o.in, o.files, "apply")
+	members, err := o.readMembers(o.files, "apply", "applied")
 	if err != nil {
-		fmt.Fprintln(o.errOut, err)
-		fmt.Fprintf(o.errOut, "fleetd apply: nothing was applied\n")
-		return &exitError{code: 1}
+		return err
 	}
 	c, err := o.client()
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/cli/client"
-	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 )
 
 // deleteOptions are `fleetd delete member NAME` and `fleetd delete -f`'s.
@@ -90,11 +89,9 @@ func (o *deleteOptions) Run(ctx context.Context) error {
 // reported (unless --ignore-not-found) and the rest are still deleted; any
 // failure makes the exit status 1. Invalid input deletes nothing.
 func (o *deleteOptions) deleteFiles(ctx context.Context) error {
-	members, err := manifests.ReadMembers(o.in, o.files, "delete")
+	members, err := o.readMembers(o.files, "delete", "deleted")
 	if err != nil {
-		fmt.Fprintln(o.errOut, err)
-		fmt.Fprintf(o.errOut, "fleetd delete: nothing was deleted\n")
-		return &exitError{code: 1}
+		return err
 	}
 	c, err := o.client()
 	if err != nil {

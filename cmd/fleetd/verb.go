@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/cli/client"
+	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/internal/cli/printers"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
@@ -74,6 +76,19 @@ func (s *ioStreams) streams() *ioStreams { return s }
 func (s *ioStreams) fail(verb, format string, args ...any) error {
 	fmt.Fprintln(s.errOut, "fleetd "+verb+": "+termtext.Line(fmt.Sprintf(format, args...)))
 	return &exitError{code: 1}
+}
+
+// readMembers reads the Members of -f (package manifests) for verb, or
+// prints every problem and that nothing was done ("nothing was applied")
+// and makes the process exit 1.
+func (s *ioStreams) readMembers(files []string, verb, done string) ([]*v1alpha1.Member, error) {
+	members, err := manifests.ReadMembers(s.in, files, verb)
+	if err != nil {
+		fmt.Fprintln(s.errOut, err)
+		fmt.Fprintf(s.errOut, "fleetd %s: nothing was %s\n", verb, done)
+		return nil, &exitError{code: 1}
+	}
+	return members, nil
 }
 
 // serverOptions are the options of every command that talks to a running
