@@ -3,23 +3,26 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/client"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
-	"github.com/fleetd-dev/fleetd/mcp"
 )
 
+// applyOptions are `fleetd apply -f`'s.
+type applyOptions struct {
+	ioStreams
+	serverOptions
+	files  []string
+	dryRun string
+}
+
 func newApplyCmd() *cobra.Command {
-	var flags clientFlags
-	var files []string
-	var dryRun string
+	o := &applyOptions{}
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [--dry-run=server|client]",
 		Short: "Create or update Members in a running fleetd from manifest files",
@@ -45,72 +48,66 @@ live members to say what would happen; lines end in "(dry run)".`,
   fleetd apply -f team/ --dry-run=server
   fleetd get members -o yaml | fleetd apply -f -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(files) == 0 {
-				return usageErrorf(cmd, "-f FILE is required (use -f - for standard input)")
-			}
-			suffix := ""
-			switch dryRun {
-			case "none":
-			case "server":
-				suffix = " (server dry run)"
-			case "client":
-				suffix = " (dry run)"
-			default:
-				return usageErrorf(cmd, "--dry-run: unknown value %q; want none, server or client", dryRun)
-			}
-			members, err := readMembers(cmd.InOrStdin(), files, "apply")
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), err)
-				fmt.Fprintf(cmd.ErrOrStderr(), "fleetd apply: nothing was applied\n")
-				return &exitError{code: 1}
-			}
-			c, err := flags.client()
-			if err != nil {
-				return err
-			}
-			path := "/members"
-			if dryRun == "server" {
-				path += "?dryRun=All"
-			}
-			failed := false
-			for _, m := range members {
-				var result string
-				if dryRun == "client" {
-					result, err = clientDryRun(cmd.Context(), c, m)
-				} else {
-					var res mcp.WriteResult
-					var status int
-					status, err = c.post(cmd.Context(), path, m, &res)
-					result = res.Result
-					if err == nil && result == "" && status == http.StatusCreated {
-						result = "created"
-					}
-				}
-				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "fleetd apply: member/%s: %s\n", m.Name, describeHTTPError(err))
-					failed = true
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "member/%s %s%s\n", m.Name, termtext.Line(result), suffix)
-			}
-			if failed {
-				return &exitError{code: 1}
-			}
-			return nil
-		},
+		RunE: runVerb(o),
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file, directory of manifest files, or - for standard input (repeatable)")
-	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "none, server (fleetd validates and resolves, writes nothing) or client (decode here only)")
-	flags.register(cmd)
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "manifest file, directory of manifest files, or - for standard input (repeatable)")
+	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", "none, server (fleetd validates and resolves, writes nothing) or client (decode here only)")
+	o.serverOptions.addFlags(cmd)
 	return cmd
+}
+
+func (o *applyOptions) Complete(cmd *cobra.Command, _ []string) error {
+	o.serverOptions.complete(cmd)
+	return nil
+}
+
+func (o *applyOptions) Validate() error {
+	if len(o.files) == 0 {
+		return fmt.Errorf("-f FILE is required (use -f - for standard input)")
+	}
+	switch o.dryRun {
+	case "none", "server", "client":
+		return nil
+	}
+	return fmt.Errorf("--dry-run: unknown value %q; want none, server or client", o.dryRun)
+}
+
+func (o *applyOptions) Run(ctx context.Context) error {
+	members, err := o.readMembers(o.files, "apply", "applied")
+	if err != nil {
+		return err
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	suffix := map[string]string{"server": " (server dry run)", "client": " (dry run)"}[o.dryRun]
+	failed := false
+	for _, m := range members {
+		var result string
+		if o.dryRun == "client" {
+			result, err = clientDryRun(ctx, c, m)
+		} else {
+			result, err = c.ApplyMember(ctx, m, o.dryRun == "server")
+		}
+		if err != nil {
+			fmt.Fprintf(o.errOut, "fleetd apply: member/%s: %s\n", m.Name, client.ErrorText(err))
+			failed = true
+			continue
+		}
+		fmt.Fprintf(o.out, "member/%s %s%s\n", m.Name, termtext.Line(result), suffix)
+	}
+	if failed {
+		return &exitError{code: 1}
+	}
+	return nil
 }
 
 // clientDryRun says what applying m would do without sending it: created
 // when fleetd has no such member, unchanged when the live definition is
 // the same (package api/encode), configured otherwise.
-func clientDryRun(ctx context.Context, c *apiClient, m *v1alpha1.Member) (string, error) {
-	live, found, err := getLiveMember(ctx, c, m.Name)
+func clientDryRun(ctx context.Context, c *client.Client, m *v1alpha1.Member) (string, error) {
+	live, found, err := c.LiveMember(ctx, m.Name)
 	if err != nil || !found {
 		return "created", err
 	}
@@ -126,29 +123,4 @@ func clientDryRun(ctx context.Context, c *apiClient, m *v1alpha1.Member) (string
 		return "unchanged", nil
 	}
 	return "configured", nil
-}
-
-// getLiveMember reads a member from the running fleetd; found is false
-// when fleetd has none by that name.
-func getLiveMember(ctx context.Context, c *apiClient, name string) (m *v1alpha1.Member, found bool, err error) {
-	m = &v1alpha1.Member{}
-	if err := c.get(ctx, "/members/"+url.PathEscape(name), m); err != nil {
-		var he *httpError
-		if errors.As(err, &he) && he.status == http.StatusNotFound {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	return m, true, nil
-}
-
-// describeHTTPError is a REST failure as one line: "CODE: message" when
-// fleetd sent a code word, else the error; safe for a terminal (package
-// termtext).
-func describeHTTPError(err error) string {
-	var he *httpError
-	if errors.As(err, &he) && he.code != "" {
-		return termtext.Line(he.code + ": " + he.msg)
-	}
-	return err.Error()
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/client"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 )
 
@@ -21,10 +22,10 @@ func printBanner(out io.Writer, manifests string, info daemon.Info, sim bool) {
 	fmt.Fprintf(out, "fleetd is serving %s on %s (MCP gateway %s; herdr %s; state %s)\n",
 		info.DesiredState, info.URL, info.MCPURL, info.HerdrSocket, info.StateDir)
 	var flags []string
-	if info.URL != defaultServer {
+	if info.URL != client.DefaultServer {
 		flags = append(flags, "--server", info.URL)
 	}
-	if info.StateDir != fleetdStateDir() {
+	if info.StateDir != defaultStateDir() {
 		flags = append(flags, "--state-dir", info.StateDir)
 	}
 	self := selfCommand()

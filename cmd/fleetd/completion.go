@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ const completionTimeout = 2 * time.Second
 
 // completeResourceNames completes `get` and `describe`: the resource types
 // first, then the names of the chosen one.
-func completeResourceNames(flags *clientFlags) cobra.CompletionFunc {
+func completeResourceNames(o *serverOptions) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		switch len(args) {
 		case 0:
@@ -38,7 +37,7 @@ func completeResourceNames(flags *clientFlags) cobra.CompletionFunc {
 			if !ok {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return fleetNames(cmd.Context(), flags, r, toComplete), cobra.ShellCompDirectiveNoFileComp
+			return fleetNames(cmd, o, r, toComplete), cobra.ShellCompDirectiveNoFileComp
 		}
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -46,26 +45,28 @@ func completeResourceNames(flags *clientFlags) cobra.CompletionFunc {
 
 // completeMemberArg completes a member name as the argument at position
 // pos (send: 0; delete member: 1; logs: 0).
-func completeMemberArg(flags *clientFlags, pos int) cobra.CompletionFunc {
+func completeMemberArg(o *serverOptions, pos int) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) != pos {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return fleetNames(cmd.Context(), flags, memberResource, toComplete), cobra.ShellCompDirectiveNoFileComp
+		return fleetNames(cmd, o, memberResource, toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
 // fleetNames lists the names of r's objects that start with prefix, or
-// nothing when fleetd cannot be asked.
-func fleetNames(ctx context.Context, flags *clientFlags, r resource, prefix string) []cobra.Completion {
+// nothing when fleetd cannot be asked. cmd's flags say which fleetd.
+func fleetNames(cmd *cobra.Command, o *serverOptions, r resource, prefix string) []cobra.Completion {
+	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	c, err := flags.client()
+	o.complete(cmd)
+	c, err := o.client()
 	if err != nil {
 		return nil
 	}
-	c.http = &http.Client{Timeout: completionTimeout}
+	c = c.WithTimeout(completionTimeout)
 	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 	defer cancel()
 	objs, err := r.fetch(ctx, c, "")
@@ -87,7 +88,7 @@ func fleetNames(ctx context.Context, flags *clientFlags, r resource, prefix stri
 
 // completeResourceNamesOf completes `delete`: the one resource type it
 // takes, then that type's names.
-func completeResourceNamesOf(flags *clientFlags, r resource) cobra.CompletionFunc {
+func completeResourceNamesOf(o *serverOptions, r resource) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		switch len(args) {
 		case 0:
@@ -96,7 +97,7 @@ func completeResourceNamesOf(flags *clientFlags, r resource) cobra.CompletionFun
 			}
 		case 1:
 			if got, ok := lookupResource(args[0]); ok && got.kind == r.kind {
-				return fleetNames(cmd.Context(), flags, r, toComplete), cobra.ShellCompDirectiveNoFileComp
+				return fleetNames(cmd, o, r, toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
 		}
 		return nil, cobra.ShellCompDirectiveNoFileComp

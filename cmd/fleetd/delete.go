@@ -1,20 +1,25 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/mcp"
+	"github.com/fleetd-dev/fleetd/internal/cli/client"
 )
 
+// deleteOptions are `fleetd delete member NAME` and `fleetd delete -f`'s.
+type deleteOptions struct {
+	ioStreams
+	serverOptions
+	files          []string
+	ignoreNotFound bool
+	args           []string
+}
+
 func newDeleteCmd() *cobra.Command {
-	var flags clientFlags
-	var files []string
-	var ignoreNotFound bool
+	o := &deleteOptions{}
 	cmd := &cobra.Command{
 		Use:   "delete member NAME | delete -f FILE|DIR|-",
 		Short: "Delete a Member from a running fleetd; its tab is closed",
@@ -28,50 +33,93 @@ not have is reported, the others are still deleted, and the exit status is
 1 (0 with --ignore-not-found).`,
 		Example: `  fleetd delete member reviewer
   fleetd delete -f reviewer.yaml`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(files) > 0 {
-				if len(args) > 0 {
-					return usageErrorf(cmd, "-f takes no resource or name arguments, got %d", len(args))
-				}
-				return nil
-			}
-			if len(args) != 2 {
-				return usageErrorf(cmd, "want a resource type and a name, got %d arguments", len(args))
-			}
-			if !isMembersResource(args[0]) {
-				return usageErrorf(cmd, "unknown resource type %q; fleetd deletes: member", args[0])
-			}
-			return nil
-		},
-		ValidArgsFunction: completeResourceNamesOf(&flags, memberResource),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(files) > 0 {
-				return deleteFiles(cmd, &flags, files, ignoreNotFound)
-			}
-			name := args[1]
-			c, err := flags.client()
-			if err != nil {
-				return err
-			}
-			var res mcp.WriteResult
-			if err := c.delete(cmd.Context(), "/members/"+url.PathEscape(name), &res); err != nil {
-				var he *httpError
-				if errors.As(err, &he) && he.status == http.StatusNotFound {
-					fmt.Fprintf(cmd.ErrOrStderr(), "fleetd delete: member %q not found\n", name)
-				} else {
-					fmt.Fprintf(cmd.ErrOrStderr(), "fleetd delete: member/%s: %s\n", name, describeHTTPError(err))
-				}
-				return &exitError{code: 1}
-			}
-			if res.Member.Name != "" {
-				name = res.Member.Name
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "member/%s deleted\n", name)
-			return nil
-		},
+		Args:              cobra.ArbitraryArgs, // Validate checks them
+		ValidArgsFunction: completeResourceNamesOf(&o.serverOptions, memberResource),
+		RunE:              runVerb(o),
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "delete the Members these manifest files or directories define (repeatable; - for standard input)")
-	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "with -f, a member fleetd does not have is not an error")
-	flags.register(cmd)
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "delete the Members these manifest files or directories define (repeatable; - for standard input)")
+	cmd.Flags().BoolVar(&o.ignoreNotFound, "ignore-not-found", false, "with -f, a member fleetd does not have is not an error")
+	o.serverOptions.addFlags(cmd)
 	return cmd
+}
+
+func (o *deleteOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.serverOptions.complete(cmd)
+	o.args = args
+	return nil
+}
+
+func (o *deleteOptions) Validate() error {
+	switch {
+	case len(o.files) > 0 && len(o.args) > 0:
+		return fmt.Errorf("-f takes no resource or name arguments, got %d", len(o.args))
+	case len(o.files) > 0:
+		return nil
+	case len(o.args) != 2:
+		return fmt.Errorf("want a resource type and a name, got %d arguments", len(o.args))
+	case !memberResource.is(o.args[0]):
+		return fmt.Errorf("unknown resource type %q; fleetd deletes: member", o.args[0])
+	}
+	return nil
+}
+
+func (o *deleteOptions) Run(ctx context.Context) error {
+	if len(o.files) > 0 {
+		return o.deleteFiles(ctx)
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ref := o.args[1]
+	name, err := c.DeleteMember(ctx, ref)
+	if err != nil {
+		o.deleteFailed(ref, err)
+		return &exitError{code: 1}
+	}
+	if name == "" {
+		name = ref
+	}
+	fmt.Fprintf(o.out, "member/%s deleted\n", name)
+	return nil
+}
+
+// deleteFiles is `fleetd delete -f`: DELETE /members/NAME for every Member
+// the files define, in file order. A member fleetd does not have is
+// reported (unless --ignore-not-found) and the rest are still deleted; any
+// failure makes the exit status 1. Invalid input deletes nothing.
+func (o *deleteOptions) deleteFiles(ctx context.Context) error {
+	members, err := o.readMembers(o.files, "delete", "deleted")
+	if err != nil {
+		return err
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, m := range members {
+		_, err := c.DeleteMember(ctx, m.Name)
+		switch {
+		case err == nil:
+			fmt.Fprintf(o.out, "member/%s deleted\n", m.Name)
+		case client.IsNotFound(err) && o.ignoreNotFound:
+		default:
+			o.deleteFailed(m.Name, err)
+			failed = true
+		}
+	}
+	if failed {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// deleteFailed says why member ref was not deleted.
+func (o *deleteOptions) deleteFailed(ref string, err error) {
+	if client.IsNotFound(err) {
+		fmt.Fprintf(o.errOut, "fleetd delete: member %q not found\n", ref)
+		return
+	}
+	fmt.Fprintf(o.errOut, "fleetd delete: member/%s: %s\n", ref, client.ErrorText(err))
 }

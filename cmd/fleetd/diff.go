@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,12 +10,20 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/cli/client"
+	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
+// diffOptions are `fleetd diff -f`'s.
+type diffOptions struct {
+	ioStreams
+	serverOptions
+	files []string
+}
+
 func newDiffCmd() *cobra.Command {
-	var flags clientFlags
-	var files []string
+	o := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR|-",
 		Short: "Show how the Members in manifest files differ from the running fleetd's",
@@ -32,55 +41,66 @@ fleetd unreachable.`,
 		Example: `  fleetd diff -f reviewer.yaml
   fleetd diff -f team/ && echo "nothing to apply"`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(files) == 0 {
-				return usageErrorf(cmd, "-f FILE is required (use -f - for standard input)")
-			}
-			members, err := readMembers(cmd.InOrStdin(), files, "diff")
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), err)
-				return &exitError{code: 2}
-			}
-			c, err := flags.client()
-			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "fleetd diff: %v\n", err)
-				return &exitError{code: 2}
-			}
-			differs, failed := false, false
-			for _, m := range members {
-				text, err := diffMember(cmd, c, m)
-				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "fleetd diff: member/%s: %s\n", m.Name, describeHTTPError(err))
-					failed = true
-					continue
-				}
-				if text != "" {
-					differs = true
-					fmt.Fprint(cmd.OutOrStdout(), text)
-				}
-			}
-			switch {
-			case failed:
-				return &exitError{code: 2}
-			case differs:
-				return &exitError{code: 1}
-			}
-			return nil
-		},
+		RunE: runVerb(o),
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file, directory of manifest files, or - for standard input (repeatable)")
-	flags.register(cmd)
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "manifest file, directory of manifest files, or - for standard input (repeatable)")
+	o.serverOptions.addFlags(cmd)
 	return cmd
+}
+
+func (o *diffOptions) Complete(cmd *cobra.Command, _ []string) error {
+	o.serverOptions.complete(cmd)
+	return nil
+}
+
+func (o *diffOptions) Validate() error {
+	if len(o.files) == 0 {
+		return fmt.Errorf("-f FILE is required (use -f - for standard input)")
+	}
+	return nil
+}
+
+func (o *diffOptions) Run(ctx context.Context) error {
+	members, err := manifests.ReadMembers(o.in, o.files, "diff")
+	if err != nil {
+		fmt.Fprintln(o.errOut, err)
+		return &exitError{code: 2}
+	}
+	c, err := o.client()
+	if err != nil {
+		fmt.Fprintf(o.errOut, "fleetd diff: %v\n", err)
+		return &exitError{code: 2}
+	}
+	differs, failed := false, false
+	for _, m := range members {
+		text, err := diffMember(ctx, c, m)
+		if err != nil {
+			fmt.Fprintf(o.errOut, "fleetd diff: member/%s: %s\n", m.Name, client.ErrorText(err))
+			failed = true
+			continue
+		}
+		if text != "" {
+			differs = true
+			fmt.Fprint(o.out, text)
+		}
+	}
+	switch {
+	case failed:
+		return &exitError{code: 2}
+	case differs:
+		return &exitError{code: 1}
+	}
+	return nil
 }
 
 // diffMember returns the unified diff from the live definition of m to m,
 // or "" when they are the same definition.
-func diffMember(cmd *cobra.Command, c *apiClient, m *v1alpha1.Member) (string, error) {
+func diffMember(ctx context.Context, c *client.Client, m *v1alpha1.Member) (string, error) {
 	want, err := definitionText(m)
 	if err != nil {
 		return "", err
 	}
-	live, found, err := getLiveMember(cmd.Context(), c, m.Name)
+	live, found, err := c.LiveMember(ctx, m.Name)
 	if err != nil {
 		return "", err
 	}

@@ -1,23 +1,36 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/termtext"
-	"github.com/fleetd-dev/fleetd/mcp"
+	"github.com/fleetd-dev/fleetd/internal/cli/client"
+	"github.com/fleetd-dev/fleetd/internal/cli/labels"
+	"github.com/fleetd-dev/fleetd/internal/cli/printers"
 )
 
+// getOptions are `fleetd get KIND [NAME]`'s.
+type getOptions struct {
+	ioStreams
+	serverOptions
+	outputOptions
+	selector    string
+	sortBy      string
+	watch       bool
+	watchEvents bool
+
+	kind     string // the first argument
+	name     string // the second, or ""
+	resource resource
+	sel      labels.Selector
+}
+
 func newGetCmd() *cobra.Command {
-	var flags clientFlags
-	var opts getOptions
+	o := &getOptions{}
 	cmd := &cobra.Command{
 		Use:   "get members|profiles|tenants|nodes [NAME]",
 		Short: "List members, profiles or tenants from a running fleetd; watch members change",
@@ -33,116 +46,107 @@ prints one line per change, streamed by fleetd as it happens.`,
   fleetd get members -w
   fleetd get profiles -o name`,
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeResourceNames(&flags),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runGet(cmd, &flags, opts, args)
-		},
+		ValidArgsFunction: completeResourceNames(&o.serverOptions),
+		RunE:              runVerb(o),
 	}
-	flags.register(cmd)
-	opts.register(cmd)
+	o.serverOptions.addFlags(cmd)
+	o.outputOptions.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, 'k in (a,b)', 'k notin (a,b)', k, !k; a comma means and")
+	f.StringVar(&o.sortBy, "sort-by", "", "sort the list by a JSONPath field, e.g. .metadata.creationTimestamp or .status.restarts")
+	f.BoolVarP(&o.watch, "watch", "w", false, "members only: after the list, print one line per change until fleetd stops or you press Ctrl-C")
+	f.BoolVar(&o.watchEvents, "output-watch-events", false, "with --watch, print each line's event (ADDED, MODIFIED, DELETED) first")
 	return cmd
 }
 
-func isMembersResource(s string) bool {
-	switch s {
-	case "members", "member", "mem", "m":
-		return true
+func (o *getOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.serverOptions.complete(cmd)
+	o.kind = args[0]
+	if len(args) == 2 {
+		o.name = args[1]
 	}
-	return false
+	return nil
 }
 
-func printMembers(w io.Writer, members []v1alpha1.Member, output string, single bool, now time.Time) error {
-	for i := range members {
-		members[i].APIVersion, members[i].Kind = v1alpha1.GroupVersion, v1alpha1.KindMember
+func (o *getOptions) Validate() error {
+	r, ok := lookupResource(o.kind)
+	if !ok {
+		return fmt.Errorf("unknown resource type %q; fleetd serves: %s", o.kind, resourceNames)
 	}
-	switch output {
-	case "json", "yaml":
-		// Several objects print as kubectl's List, which apply -f takes back.
-		var v any = mcp.MemberList{APIVersion: "v1", Kind: "List", Items: members}
-		if single {
-			v = members[0]
-		}
-		return writeStructured(w, v, output)
-	}
-	if len(members) == 0 {
-		_, err := fmt.Fprintln(w, "No members found.")
+	o.resource = r
+	if err := o.outputOptions.validate(); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(memberHeader(output == "wide"), "\t"))
-	for _, m := range members {
-		fmt.Fprintln(tw, cells(memberRow(&m, output == "wide", now)))
+	sel, err := labels.Parse(o.selector)
+	if err != nil {
+		return fmt.Errorf("-l: %w", err)
 	}
-	return tw.Flush()
-}
-
-// memberHeader and memberRow are the columns of the member table.
-func memberHeader(wide bool) []string {
-	header := []string{"NAME", "PHASE", "AGENT", "PANE", "RESTARTS", "AGE"}
-	if wide {
-		header = append(header, "NODE", "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION")
+	o.sel = sel
+	if err := printers.CheckSortBy(o.sortBy); err != nil {
+		return err
 	}
-	return header
-}
-
-func memberRow(m *v1alpha1.Member, wide bool, now time.Time) []string {
-	row := []string{m.Name, phaseCell(*m), dash(m.Status.AgentStatus), dash(m.Status.PaneID),
-		strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)}
-	if wide {
-		row = append(row, dash(m.Status.NodeName), m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
-			dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID))
-	}
-	return row
-}
-
-// cells joins a table row for a tabwriter, each cell made safe for a
-// terminal on one line (package termtext): names, statuses and ids come from
-// manifests, herdr and the agents' own reports, and a tab or newline in one
-// would also break the table.
-func cells(row []string) string {
-	for i, c := range row {
-		row[i] = termtext.Line(c)
-	}
-	return strings.Join(row, "\t")
-}
-
-func targetString(t *v1alpha1.MCPTarget) string {
 	switch {
-	case t == nil:
-		return v1alpha1.TargetResident
-	case t.Kind == v1alpha1.TargetTenant:
-		return t.Kind + "/" + t.TenantID
-	default:
-		return dash(t.Kind)
+	case o.name != "" && o.selector != "":
+		return fmt.Errorf("a name and -l cannot be combined: the name picks one %s", r.kind)
+	case o.watchEvents && !o.watch:
+		return fmt.Errorf("--output-watch-events needs --watch")
+	case o.watch && r.kind != v1alpha1.KindMember:
+		return fmt.Errorf("only members can be watched; %s change only when their manifests do", r.plural)
 	}
+	return nil
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
+func (o *getOptions) Run(ctx context.Context) error {
+	c, err := o.client()
+	if err != nil {
+		return err
 	}
-	return s
+	if o.watch {
+		return o.runWatch(ctx, c)
+	}
+	objs, err := o.resource.fetch(ctx, c, o.name)
+	if err != nil {
+		return err
+	}
+	p := o.resource.printer(o.format)
+	p.Now = time.Now()
+	if o.name != "" {
+		return p.PrintOne(o.out, objs[0])
+	}
+	kept := objs[:0]
+	for _, obj := range objs {
+		if o.sel.Matches(obj.GetMeta().Labels) {
+			kept = append(kept, obj)
+		}
+	}
+	if err := printers.SortBy(kept, o.sortBy); err != nil {
+		return err
+	}
+	return p.PrintList(o.out, kept)
 }
 
-// age renders how long ago t was the way kubectl does: 45s, 12m, 5h, 3d.
-func age(t *time.Time, now time.Time) string {
-	if t == nil || t.IsZero() {
-		return "-"
+// runWatch is get -w: the members, then their changes, until fleetd ends
+// the stream (an error) or ctx ends (nil). Nothing polls.
+func (o *getOptions) runWatch(ctx context.Context, c *client.Client) error {
+	name := o.name
+	if name != "" {
+		// The stream names members by name: resolve a pane, terminal or
+		// session id first.
+		m, err := c.Member(ctx, name)
+		if err != nil {
+			return err
+		}
+		name = m.Name
 	}
-	return humanDuration(now.Sub(*t))
-}
-
-func humanDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < 2*time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	default:
-		return fmt.Sprintf("%dd", int(d.Hours()/24))
-	}
+	stream := printers.NewMemberStream(o.out, o.format, o.watchEvents, time.Now)
+	match := func(m *v1alpha1.Member) bool { return (name == "" || m.Name == name) && o.sel.Matches(m.Labels) }
+	return c.WatchMembers(ctx, match, client.WatchHandler{
+		Synced: func(members []v1alpha1.Member) error {
+			if err := printers.SortBy(members, o.sortBy); err != nil {
+				return err
+			}
+			return stream.Initial(members)
+		},
+		Changed: stream.Change,
+	})
 }

@@ -14,11 +14,16 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 )
 
+// mcpBridgeOptions are `fleetd mcp-bridge`'s.
+type mcpBridgeOptions struct {
+	ioStreams
+	gatewayURL string
+	tokenEnv   string
+	token      string // $tokenEnv
+}
+
 func newMCPBridgeCmd() *cobra.Command {
-	var (
-		gatewayURL string
-		tokenEnv   string
-	)
+	o := &mcpBridgeOptions{}
 	cmd := &cobra.Command{
 		Use:   "mcp-bridge --url URL [--token-env FLEETD_TOKEN]",
 		Short: "Serve MCP on stdio and relay every message to the fleetd gateway over Streamable HTTP",
@@ -33,33 +38,37 @@ token variable is empty, the gateway cannot be reached, or the gateway
 refuses the token. stdout carries only MCP messages.`,
 		Example: `  FLEETD_TOKEN=… fleetd mcp-bridge --url http://127.0.0.1:8080/mcp`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			errOut := cmd.ErrOrStderr()
-			token := os.Getenv(tokenEnv)
-			if token == "" {
-				fmt.Fprintf(errOut, "fleetd mcp-bridge: $%s is empty or unset; it must hold the bearer token for the gateway (see `fleetd mcp-config`)\n", tokenEnv)
-				return &exitError{code: 1}
-			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := mcpbridge.Run(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), mcpbridge.Options{
-				URL:      gatewayURL,
-				Token:    token,
-				TokenEnv: tokenEnv,
-				Logger:   slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			})
-			if err != nil && !errors.Is(err, context.Canceled) {
-				fmt.Fprintf(errOut, "fleetd mcp-bridge: %v\n", err)
-				return &exitError{code: 1}
-			}
-			return nil
-		},
+		RunE:    runVerb(o),
 	}
-	cmd.Flags().StringVar(&gatewayURL, "url", defaultGatewayURL, "the gateway's Streamable HTTP MCP endpoint")
-	cmd.Flags().StringVar(&tokenEnv, "token-env", "FLEETD_TOKEN", "name of the environment variable holding the bearer token")
+	cmd.Flags().StringVar(&o.gatewayURL, "url", defaultGatewayURL, "the gateway's Streamable HTTP MCP endpoint")
+	cmd.Flags().StringVar(&o.tokenEnv, "token-env", "FLEETD_TOKEN", "name of the environment variable holding the bearer token")
 	return cmd
+}
+
+func (o *mcpBridgeOptions) Complete(*cobra.Command, []string) error {
+	o.token = os.Getenv(o.tokenEnv)
+	return nil
+}
+
+func (o *mcpBridgeOptions) Validate() error { return nil }
+
+// Run relays until stdin closes (exit 0) or the gateway fails (exit 1).
+func (o *mcpBridgeOptions) Run(ctx context.Context) error {
+	if o.token == "" {
+		fmt.Fprintf(o.errOut, "fleetd mcp-bridge: $%s is empty or unset; it must hold the bearer token for the gateway (see `fleetd mcp-config`)\n", o.tokenEnv)
+		return &exitError{code: 1}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := mcpbridge.Run(ctx, o.in, o.out, mcpbridge.Options{
+		URL:      o.gatewayURL,
+		Token:    o.token,
+		TokenEnv: o.tokenEnv,
+		Logger:   slog.New(slog.NewTextHandler(o.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(o.errOut, "fleetd mcp-bridge: %v\n", err)
+		return &exitError{code: 1}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,12 +19,16 @@ import (
 // flags.
 const defaultGatewayURL = "http://127.0.0.1:8080/mcp"
 
+// mcpConfigOptions are `fleetd mcp-config`'s.
+type mcpConfigOptions struct {
+	ioStreams
+	harness    string
+	gatewayURL string
+	stateDir   string
+}
+
 func newMCPConfigCmd() *cobra.Command {
-	var (
-		harnessName string
-		gatewayURL  string
-		stateDir    string
-	)
+	o := &mcpConfigOptions{}
 	cmd := &cobra.Command{
 		Use:   "mcp-config --harness " + strings.Join(harness.PrimaryHarnesses(), "|"),
 		Short: "Print what your own agent session runs or pastes to mount the fleetd gateway as the primary",
@@ -47,56 +52,55 @@ Nothing printed changes which model account the primary uses.`,
   fleetd mcp-config --harness codex --url http://127.0.0.1:9090/mcp
   fleetd mcp-config --harness claude-desktop`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains(harness.PrimaryHarnesses(), harnessName) {
-				want := strings.Join(harness.PrimaryHarnesses(), ", ")
-				if harnessName == "" {
-					return usageErrorf(cmd, "--harness is required; want one of %s", want)
-				}
-				return usageErrorf(cmd, "unknown harness %q; want one of %s", harnessName, want)
-			}
-			in := harness.PrimaryInput{Harness: harnessName, URL: gatewayURL}
-			state, err := statedir.Abs(stateDir)
-			if err != nil {
-				return fmt.Errorf("mcp-config: %w", err)
-			}
-			in.TokenFile = state.PrimaryToken()
-			if in.Token, err = tokens.PrimaryToken(state.Root()); err != nil {
-				return fmt.Errorf("mcp-config: primary token: %w", err)
-			}
-			if harnessName == harness.PrimaryClaudeDesktop {
-				if in.Executable, err = fleetdExecutable(); err != nil {
-					return fmt.Errorf("mcp-config: %w", err)
-				}
-			}
-			text, err := harness.PrimaryConfig(in)
-			if err != nil {
-				return fmt.Errorf("mcp-config: %w", err)
-			}
-			if _, err := fmt.Fprint(cmd.OutOrStdout(), text); err != nil {
-				return err
-			}
-			if harnessName == harness.PrimaryClaudeDesktop {
-				fmt.Fprintln(cmd.ErrOrStderr(), "fleetd mcp-config: merge this into Claude Desktop's claude_desktop_config.json; it holds the primary token, so keep that file private.")
-			}
-			return nil
-		},
+		RunE: runVerb(o),
 	}
-	cmd.Flags().StringVar(&harnessName, "harness", "", "the primary's harness: "+strings.Join(harness.PrimaryHarnesses(), ", "))
-	cmd.Flags().StringVar(&gatewayURL, "url", defaultGatewayURL, "the gateway's MCP endpoint")
-	cmd.Flags().StringVar(&stateDir, "state-dir", fleetdStateDir(), "fleetd's state directory, where primary.token lives")
+	cmd.Flags().StringVar(&o.harness, "harness", "", "the primary's harness: "+strings.Join(harness.PrimaryHarnesses(), ", "))
+	cmd.Flags().StringVar(&o.gatewayURL, "url", defaultGatewayURL, "the gateway's MCP endpoint")
+	cmd.Flags().StringVar(&o.stateDir, "state-dir", defaultStateDir(), "fleetd's state directory, where primary.token lives")
 	return cmd
 }
 
-// fleetdStateDir is $XDG_STATE_HOME/fleetd, else ~/.local/state/fleetd.
-func fleetdStateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "fleetd")
+func (o *mcpConfigOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *mcpConfigOptions) Validate() error {
+	if !slices.Contains(harness.PrimaryHarnesses(), o.harness) {
+		want := strings.Join(harness.PrimaryHarnesses(), ", ")
+		if o.harness == "" {
+			return fmt.Errorf("--harness is required; want one of %s", want)
+		}
+		return fmt.Errorf("unknown harness %q; want one of %s", o.harness, want)
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "fleetd")
+	return nil
+}
+
+// Run prints the primary's configuration, minting the primary token if
+// the state directory has none.
+func (o *mcpConfigOptions) Run(context.Context) error {
+	in := harness.PrimaryInput{Harness: o.harness, URL: o.gatewayURL}
+	state, err := statedir.Abs(o.stateDir)
+	if err != nil {
+		return fmt.Errorf("mcp-config: %w", err)
 	}
-	return filepath.Join(".", ".fleetd-state")
+	in.TokenFile = state.PrimaryToken()
+	if in.Token, err = tokens.PrimaryToken(state.Root()); err != nil {
+		return fmt.Errorf("mcp-config: primary token: %w", err)
+	}
+	if o.harness == harness.PrimaryClaudeDesktop {
+		if in.Executable, err = fleetdExecutable(); err != nil {
+			return fmt.Errorf("mcp-config: %w", err)
+		}
+	}
+	text, err := harness.PrimaryConfig(in)
+	if err != nil {
+		return fmt.Errorf("mcp-config: %w", err)
+	}
+	if _, err := fmt.Fprint(o.out, text); err != nil {
+		return err
+	}
+	if o.harness == harness.PrimaryClaudeDesktop {
+		fmt.Fprintln(o.errOut, "fleetd mcp-config: merge this into Claude Desktop's claude_desktop_config.json; it holds the primary token, so keep that file private.")
+	}
+	return nil
 }
 
 // fleetdExecutable is the absolute, symlink-free path of the running fleetd,

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -11,10 +11,16 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/migrate"
 )
 
-// newMigrateCmd is `fleetd migrate`, the one-shot rewrite of legacy
-// manifests. It goes away with package migrate.
+// migrateOptions are `fleetd migrate DIR`'s, the one-shot rewrite of
+// legacy manifests. It goes away with package migrate.
+type migrateOptions struct {
+	ioStreams
+	dir  string
+	opts migrate.Options
+}
+
 func newMigrateCmd() *cobra.Command {
-	var opts migrate.Options
+	o := &migrateOptions{}
 	cmd := &cobra.Command{
 		Use:   "migrate DIR [--dry-run]",
 		Short: "Rewrite legacy Member manifests (spec.mcpTransport) to spec.mcpTarget and spec.transport",
@@ -30,39 +36,43 @@ the problems, writes nothing and exits 1. Running it again changes nothing.`,
 		Example: `  fleetd migrate manifests/ --dry-run
   fleetd migrate manifests/`,
 		Args: requireDirArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return migrateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
-		},
+		RunE: runVerb(o),
 	}
-	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the changes without writing anything")
+	cmd.Flags().BoolVar(&o.opts.DryRun, "dry-run", false, "print the changes without writing anything")
 	return cmd
 }
 
-// migrateDir runs `fleetd migrate DIR`: changes (or problems) on out, one
-// per line, then what happened on errOut when it failed, or a closing line
-// on out.
-func migrateDir(out, errOut io.Writer, dir string, opts migrate.Options) error {
-	changes, err := migrate.Dir(dir, &opts)
+func (o *migrateOptions) Complete(_ *cobra.Command, args []string) error {
+	o.dir = args[0]
+	return nil
+}
+
+func (o *migrateOptions) Validate() error { return nil }
+
+// Run prints the changes (or problems) on the output, one per line, then
+// what happened: on the error stream when it failed, else on the output.
+func (o *migrateOptions) Run(context.Context) error {
+	changes, err := migrate.Dir(o.dir, &o.opts)
 	for _, c := range changes {
-		fmt.Fprintln(out, c)
+		fmt.Fprintln(o.out, c)
 	}
 	var problems decode.ErrorList
 	switch {
 	case errors.As(err, &problems):
 		for _, p := range problems {
-			fmt.Fprintln(out, p)
+			fmt.Fprintln(o.out, p)
 		}
-		fmt.Fprintf(errOut, "fleetd migrate: %s in %s; nothing was written\n", plural(len(problems), "problem"), dir)
+		fmt.Fprintf(o.errOut, "fleetd migrate: %s in %s; nothing was written\n", plural(len(problems), "problem"), o.dir)
 		return &exitError{code: 1}
 	case err != nil:
-		fmt.Fprintf(errOut, "fleetd migrate: %v\n", err)
+		fmt.Fprintf(o.errOut, "fleetd migrate: %v\n", err)
 		return &exitError{code: 1}
 	case len(changes) == 0:
-		fmt.Fprintf(out, "%s: nothing to migrate\n", dir)
-	case opts.DryRun:
-		fmt.Fprintf(out, "dry run: %s in %s would change; nothing was written\n", plural(len(changes), "member"), filesIn(changes))
+		fmt.Fprintf(o.out, "%s: nothing to migrate\n", o.dir)
+	case o.opts.DryRun:
+		fmt.Fprintf(o.out, "dry run: %s in %s would change; nothing was written\n", plural(len(changes), "member"), filesIn(changes))
 	default:
-		fmt.Fprintf(out, "migrated %s in %s; check them with: fleetd validate %s\n", plural(len(changes), "member"), filesIn(changes), dir)
+		fmt.Fprintf(o.out, "migrated %s in %s; check them with: fleetd validate %s\n", plural(len(changes), "member"), filesIn(changes), o.dir)
 	}
 	return nil
 }

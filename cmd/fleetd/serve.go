@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -18,12 +19,20 @@ import (
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
+// serveOptions are `fleetd serve`'s.
+type serveOptions struct {
+	ioStreams
+	storeOptions
+	cfg          daemon.Config
+	messaging    messaging.Options
+	mailboxBytes sizeFlag
+	herdrMode    string
+	logLevel     string
+	level        slog.Level // logLevel, parsed
+}
+
 func newServeCmd() *cobra.Command {
-	cfg := daemon.Config{}
-	mopts := messaging.Options{}
-	mailboxBytes := sizeFlag(messaging.DefaultMaxMailboxBytes)
-	var herdrMode, logLevel string
-	var stores *storeFlags
+	o := &serveOptions{mailboxBytes: sizeFlag(messaging.DefaultMaxMailboxBytes), cfg: daemon.Config{Listener: &daemon.ListenerLimits{}}}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the fleetd daemon: reconcile members into herdr and serve the REST API and MCP gateway",
@@ -36,85 +45,97 @@ them. Only one fleetd may use a state directory at a time.`,
 		Example: `  fleetd serve --manifests ./manifests
   fleetd serve --herdr=sim --manifests manifests/   # with the embedded simulated herdr`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch herdrMode {
-			case "socket":
-			case "sim":
-				cfg.Sim = true
-			default:
-				return usageErrorf(cmd, "unknown --herdr %q; want socket or sim", herdrMode)
-			}
-			if err := checkDurationFlags(cmd); err != nil {
-				return err
-			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usageErrorf(cmd, "unknown --log-level %q; want debug, info, warn or error", logLevel)
-			}
-			if err := stores.apply(cmd, &cfg); err != nil {
-				return err
-			}
-			mopts.MaxMailboxBytes = int64(mailboxBytes)
-			cfg.Messaging = &mopts
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			out := cmd.OutOrStdout()
-			cfg.Ready = func(info daemon.Info) { printBanner(out, cfg.ManifestsDir, info, cfg.Sim) }
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := daemon.Run(ctx, cfg)
-			if err == nil {
-				fmt.Fprintln(out, "fleetd stopped; agents keep running and will be adopted on the next start")
-			}
-			return err
-		},
+		RunE: runVerb(o),
 	}
+	cfg := &o.cfg
 	f := cmd.Flags()
-	stores = addStoreFlags(cmd)
+	o.storeOptions.addFlags(cmd)
 	f.StringVar(&cfg.ManifestsDir, "manifests", "manifests", "directory of Member, Profile and Tenant manifests to watch")
 	addMaxManifestBytesFlag(cmd, &cfg.MaxManifestBytes)
-	f.StringVar(&cfg.StateDir, "state-dir", fleetdStateDir(), "directory for the lock, tokens, ownership records and journals")
+	f.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for the lock, tokens, ownership records and journals")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the REST API, MCP gateway and metrics listener (keep it loopback)")
 	f.StringVar(&cfg.HerdrSocket, "herdr-socket", "", "herdr's API socket (default: resolved as herdr does, from HERDR_SOCKET_PATH, HERDR_SESSION or the config dir)")
 	f.StringVar(&cfg.PrimaryPane, "primary-pane", "", "herdr pane id of the primary's own agent: replies nobody waits for are also typed into it while it is idle or done (default: mailbox only)")
-	f.StringVar(&herdrMode, "herdr", "socket", "socket: talk to the herdr at --herdr-socket; sim: run the embedded simulated herdr")
-	f.DurationVar(&cfg.SimReadyDelay, "sim-ready-delay", 2*time.Second, "with --herdr=sim, how long simulated agents take to become ready")
-	f.DurationVar(&cfg.ResyncPeriod, "resync", 60*time.Second, "how often herdr is listed in full as a safety net")
-	f.IntVar(&mopts.MaxMailboxMessages, "mailbox-messages", messaging.DefaultMaxMailboxMessages, "most unacknowledged messages one mailbox holds; a worker's reply over it fails with mailbox_full")
-	f.Var(&mailboxBytes, "mailbox-bytes", "most content one mailbox holds (bytes, or with KiB, MiB, GiB); a worker's reply over it fails with mailbox_full")
+	f.StringVar(&o.herdrMode, "herdr", "socket", "socket: talk to the herdr at --herdr-socket; sim: run the embedded simulated herdr")
+	f.IntVar(&o.messaging.MaxMailboxMessages, "mailbox-messages", messaging.DefaultMaxMailboxMessages, "most unacknowledged messages one mailbox holds; a worker's reply over it fails with mailbox_full")
+	f.Var(&o.mailboxBytes, "mailbox-bytes", "most content one mailbox holds (bytes, or with KiB, MiB, GiB); a worker's reply over it fails with mailbox_full")
 	f.Float64Var(&cfg.ToolCallRate, "tool-rate", mcp.DefaultToolCallRate, "MCP tool calls per second allowed to each token (refill of its bucket); a negative value turns the limit off")
 	f.IntVar(&cfg.ToolCallBurst, "tool-burst", mcp.DefaultToolCallBurst, "MCP tool calls one token may make at once before --tool-rate applies")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	cfg.Listener = &daemon.ListenerLimits{}
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&cfg.Listener.MaxConns, "max-connections", daemon.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one idle longest")
-	f.DurationVar(&cfg.Listener.ReadHeaderTimeout, "read-header-timeout", daemon.DefaultReadHeaderTimeout, "close a connection whose request headers take longer than this")
-	f.DurationVar(&cfg.Listener.ReadTimeout, "read-timeout", daemon.DefaultReadTimeout, "bound on reading one whole request, body included (held calls are not affected)")
-	f.DurationVar(&cfg.Listener.WriteTimeout, "write-timeout", daemon.DefaultWriteTimeout, "bound on each write of a response: cuts clients that stop reading, never a held call")
-	f.DurationVar(&cfg.Listener.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "close kept-alive connections idle for this long")
-	f.DurationVar(&cfg.SessionTimeout, "session-timeout", mcp.DefaultSessionTimeout, "close an MCP session with no request in flight (its event stream counts) for this long")
 	f.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", mcp.DefaultMaxSessionsPerToken, "MCP sessions one token may hold; a new one evicts its least recently used idle session")
+	for _, d := range o.durations() {
+		f.DurationVar(d.value, d.name, d.def, d.usage)
+	}
 	return cmd
 }
 
-// checkDurationFlags refuses a duration flag given a value that would not
-// mean what it says: zero or negative timeouts and periods (the Go options
-// read 0 as "the default", which a user who typed --resync 0 did not ask
-// for), and a negative --sim-ready-delay (0 there is meaningful: ready at
-// once).
-func checkDurationFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"resync", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "session-timeout", "sim-ready-delay"} {
-		f := cmd.Flags().Lookup(name)
-		if f == nil || !f.Changed {
-			continue
-		}
-		d, _ := time.ParseDuration(f.Value.String())
-		switch {
-		case name == "sim-ready-delay" && d < 0:
-			return usageErrorf(cmd, "--%s %s: want 0 or more", name, d)
-		case name != "sim-ready-delay" && d <= 0:
-			return usageErrorf(cmd, "--%s %s: want a positive duration (leave the flag out for its default, %s)", name, d, f.DefValue)
+// durationFlag is one of serve's duration flags.
+type durationFlag struct {
+	name   string
+	value  *time.Duration
+	def    time.Duration
+	zeroOK bool // 0 means something (else the flag wants a positive value)
+	usage  string
+}
+
+// durations are serve's duration flags. A zero or negative timeout or
+// period is refused: the Go options read 0 as "the default", which a user
+// who typed --resync 0 did not ask for; --sim-ready-delay 0 is meaningful
+// (ready at once).
+func (o *serveOptions) durations() []durationFlag {
+	cfg := &o.cfg
+	return []durationFlag{
+		{name: "resync", value: &cfg.ResyncPeriod, def: 60 * time.Second, usage: "how often herdr is listed in full as a safety net"},
+		{name: "read-header-timeout", value: &cfg.Listener.ReadHeaderTimeout, def: daemon.DefaultReadHeaderTimeout, usage: "close a connection whose request headers take longer than this"},
+		{name: "read-timeout", value: &cfg.Listener.ReadTimeout, def: daemon.DefaultReadTimeout, usage: "bound on reading one whole request, body included (held calls are not affected)"},
+		{name: "write-timeout", value: &cfg.Listener.WriteTimeout, def: daemon.DefaultWriteTimeout, usage: "bound on each write of a response: cuts clients that stop reading, never a held call"},
+		{name: "idle-timeout", value: &cfg.Listener.IdleTimeout, def: daemon.DefaultIdleTimeout, usage: "close kept-alive connections idle for this long"},
+		{name: "session-timeout", value: &cfg.SessionTimeout, def: mcp.DefaultSessionTimeout, usage: "close an MCP session with no request in flight (its event stream counts) for this long"},
+		{name: "sim-ready-delay", value: &cfg.SimReadyDelay, def: 2 * time.Second, zeroOK: true, usage: "with --herdr=sim, how long simulated agents take to become ready"},
+	}
+}
+
+func (o *serveOptions) Complete(cmd *cobra.Command, _ []string) error {
+	o.storeOptions.complete(cmd)
+	return nil
+}
+
+func (o *serveOptions) Validate() error {
+	switch o.herdrMode {
+	case "socket":
+	case "sim":
+		o.cfg.Sim = true
+	default:
+		return fmt.Errorf("unknown --herdr %q; want socket or sim", o.herdrMode)
+	}
+	for _, d := range o.durations() {
+		switch v := *d.value; {
+		case d.zeroOK && v < 0:
+			return fmt.Errorf("--%s %s: want 0 or more", d.name, v)
+		case !d.zeroOK && v <= 0:
+			return fmt.Errorf("--%s %s: want a positive duration (leave the flag out for its default, %s)", d.name, v, d.def)
 		}
 	}
-	return nil
+	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("unknown --log-level %q; want debug, info, warn or error", o.logLevel)
+	}
+	return o.storeOptions.validate(&o.cfg)
+}
+
+func (o *serveOptions) Run(ctx context.Context) error {
+	cfg := o.cfg
+	o.messaging.MaxMailboxBytes = int64(o.mailboxBytes)
+	cfg.Messaging = &o.messaging
+	cfg.Logger = slog.New(slog.NewTextHandler(o.errOut, &slog.HandlerOptions{Level: o.level}))
+	cfg.Ready = func(info daemon.Info) { printBanner(o.out, cfg.ManifestsDir, info, cfg.Sim) }
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := daemon.Run(ctx, cfg)
+	if err == nil {
+		fmt.Fprintln(o.out, "fleetd stopped; agents keep running and will be adopted on the next start")
+	}
+	return err
 }
 
 // sizeFlag is a byte count given as a number, optionally with KiB, MiB or

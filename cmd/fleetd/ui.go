@@ -13,9 +13,15 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/console"
 )
 
+// uiOptions are `fleetd ui`'s.
+type uiOptions struct {
+	ioStreams
+	serverOptions
+	noOpen bool
+}
+
 func newUICmd() *cobra.Command {
-	var flags clientFlags
-	var noOpen bool
+	o := &uiOptions{}
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Open the fleet console in the browser, logged in",
@@ -28,36 +34,44 @@ the link is printed instead: open it yourself within the minute.`,
 		Example: `  fleetd ui
   fleetd ui --no-open`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := flags.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			var code console.CodeResponse
-			if _, err := c.post(ctx, "/ui/codes", struct{}{}, &code); err != nil {
-				return fmt.Errorf("get a login code: %w", err)
-			}
-			link := c.base + code.Path
-			out := cmd.OutOrStdout()
-			left := time.Until(code.ExpiresAt).Round(time.Second)
-			if !noOpen {
-				err := openBrowser(link)
-				if err == nil {
-					fmt.Fprintf(out, "opened the fleetd console in your browser (the login link works once, for %s)\n", left)
-					return nil
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "fleetd ui: cannot open a browser (%v); open the link yourself\n", err)
-			}
-			fmt.Fprintf(out, "%s\n", link)
-			fmt.Fprintf(cmd.ErrOrStderr(), "the link logs in once, within %s\n", left)
-			return nil
-		},
+		RunE: runVerb(o),
 	}
-	flags.register(cmd)
-	cmd.Flags().BoolVar(&noOpen, "no-open", false, "print the login link instead of opening a browser")
+	o.serverOptions.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.noOpen, "no-open", false, "print the login link instead of opening a browser")
 	return cmd
+}
+
+func (o *uiOptions) Complete(cmd *cobra.Command, _ []string) error {
+	o.serverOptions.complete(cmd)
+	return nil
+}
+
+func (o *uiOptions) Validate() error { return nil }
+
+func (o *uiOptions) Run(ctx context.Context) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var code console.CodeResponse
+	if _, err := c.Post(ctx, "/ui/codes", struct{}{}, &code); err != nil {
+		return fmt.Errorf("get a login code: %w", err)
+	}
+	link := c.Server() + code.Path
+	left := time.Until(code.ExpiresAt).Round(time.Second)
+	if !o.noOpen {
+		err := openBrowser(link)
+		if err == nil {
+			fmt.Fprintf(o.out, "opened the fleetd console in your browser (the login link works once, for %s)\n", left)
+			return nil
+		}
+		fmt.Fprintf(o.errOut, "fleetd ui: cannot open a browser (%v); open the link yourself\n", err)
+	}
+	fmt.Fprintf(o.out, "%s\n", link)
+	fmt.Fprintf(o.errOut, "the link logs in once, within %s\n", left)
+	return nil
 }
 
 // openBrowser starts the desktop's opener on link and does not wait for it.

@@ -197,10 +197,7 @@ func subcommandNames(cmd *cobra.Command) string {
 			names = append(names, c.Name())
 		}
 	}
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return orList(names)
 }
 
 // helpUsage makes `fleetd help TOPIC` for an unknown topic a usage error

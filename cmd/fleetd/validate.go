@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,8 +11,15 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
+// validateOptions are `fleetd validate DIR`'s.
+type validateOptions struct {
+	ioStreams
+	dir      string
+	maxBytes int64
+}
+
 func newValidateCmd() *cobra.Command {
-	var maxBytes int64
+	o := &validateOptions{}
 	cmd := &cobra.Command{
 		Use:   "validate DIR",
 		Short: "Check a manifests directory; print every problem as FILE:LINE: field: message",
@@ -27,11 +34,9 @@ It prints every problem on its own line as FILE:LINE: field: message and
 exits 1, or prints a one-line summary and exits 0. Usage errors exit 2.`,
 		Example: `  fleetd validate manifests/`,
 		Args:    requireDirArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return validateDir(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &decode.DirOptions{MaxFileBytes: maxBytes})
-		},
+		RunE:    runVerb(o),
 	}
-	addMaxManifestBytesFlag(cmd, &maxBytes)
+	addMaxManifestBytesFlag(cmd, &o.maxBytes)
 	return cmd
 }
 
@@ -42,24 +47,31 @@ func addMaxManifestBytesFlag(cmd *cobra.Command, v *int64) {
 	cmd.Flags().Var((*sizeFlag)(v), "max-manifest-bytes", "size limit on one manifest file; a larger file is skipped with an error")
 }
 
-// validateDir runs `fleetd validate DIR`: problems on out, one per line,
-// then a count on errOut; or the summary on out.
-func validateDir(out, errOut io.Writer, dir string, opts *decode.DirOptions) error {
-	r, err := decode.Dir(dir, opts)
+func (o *validateOptions) Complete(_ *cobra.Command, args []string) error {
+	o.dir = args[0]
+	return nil
+}
+
+func (o *validateOptions) Validate() error { return nil }
+
+// Run prints the problems on the output, one per line, then a count on the
+// error stream; or the summary on the output.
+func (o *validateOptions) Run(context.Context) error {
+	r, err := decode.Dir(o.dir, &decode.DirOptions{MaxFileBytes: o.maxBytes})
 	if err != nil {
-		fmt.Fprintf(errOut, "fleetd validate: %v\n", err)
+		fmt.Fprintf(o.errOut, "fleetd validate: %v\n", err)
 		return &exitError{code: 1}
 	}
 	errs := append(r.Errors(), unresolvedReferences(r)...)
 	errs.Sort()
 	if len(errs) > 0 {
 		for _, e := range errs {
-			fmt.Fprintln(out, e)
+			fmt.Fprintln(o.out, e)
 		}
-		fmt.Fprintf(errOut, "fleetd validate: %s in %s\n", plural(len(errs), "problem"), dir)
+		fmt.Fprintf(o.errOut, "fleetd validate: %s in %s\n", plural(len(errs), "problem"), o.dir)
 		return &exitError{code: 1}
 	}
-	fmt.Fprintln(out, summary(dir, r.Objects()))
+	fmt.Fprintln(o.out, summary(o.dir, r.Objects()))
 	return nil
 }
 

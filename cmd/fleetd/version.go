@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -8,14 +9,22 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/version"
 )
 
+// versionOptions are `fleetd version`'s: none.
+type versionOptions struct{ ioStreams }
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print fleetd's version",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "fleetd", version.Version)
-			return err
-		},
+		RunE:  runVerb(&versionOptions{}),
 	}
+}
+
+func (o *versionOptions) Complete(*cobra.Command, []string) error { return nil }
+func (o *versionOptions) Validate() error                         { return nil }
+
+func (o *versionOptions) Run(context.Context) error {
+	_, err := fmt.Fprintln(o.out, "fleetd", version.Version)
+	return err
 }

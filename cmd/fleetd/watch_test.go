@@ -7,27 +7,66 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/sse"
 )
 
-func TestWatchPrinter(t *testing.T) {
-	m := func(name, phase string, labels map[string]string) json.RawMessage {
+// watchFleetd serves a member watch that sends events and then ends, and
+// GET /members/NAME of the members the events name.
+func watchFleetd(t *testing.T, events [][2]string) string {
+	t.Helper()
+	var stream []byte
+	members := map[string]string{}
+	for _, e := range events {
+		data := `{"type":"` + e[0] + `"}`
+		if e[1] != "" {
+			data = `{"type":"` + e[0] + `","object":` + e[1] + `}`
+			var m v1alpha1.Member
+			if err := json.Unmarshal([]byte(e[1]), &m); err == nil && m.Name != "" {
+				members[m.Name] = e[1]
+			}
+		}
+		var err error
+		if stream, err = sse.Append(stream, sse.Event{Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/members" && r.URL.Query().Get("watch") == "1" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write(stream)
+			return
+		}
+		if m, ok := members[strings.TrimPrefix(r.URL.Path, "/members/")]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, m)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("FLEETD_TOKEN", "t")
+	return srv.URL
+}
+
+// TestGet_WatchFollowsTheSelectorAndPrintsEachFormat: get -w prints the
+// members the stream starts with, sorted, then a line per change of a
+// selected member — a member that stops matching leaves the watch as
+// DELETED, one that starts joins as ADDED — in every output format.
+func TestGet_WatchFollowsTheSelectorAndPrintsEachFormat(t *testing.T) {
+	m := func(name, phase string, labels map[string]string) string {
 		b, _ := json.Marshal(v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name, Labels: labels}, Status: v1alpha1.MemberStatus{Phase: phase}})
-		return b
+		return string(b)
 	}
 	qa, dev := map[string]string{"team": "qa"}, map[string]string{"team": "dev"}
-	events := []struct {
-		typ string
-		obj json.RawMessage
-	}{
+	events := [][2]string{
 		{"ADDED", m("b", "Ready", qa)},
 		{"ADDED", m("a", "Pending", qa)},
 		{"ADDED", m("x", "Ready", dev)},
-		{"SYNCED", nil},
+		{"SYNCED", ""},
 		{"MODIFIED", m("a", "Terminating", qa)},
 		{"MODIFIED", m("x", "Failed", dev)}, // never selected: nothing
 		{"MODIFIED", m("b", "Ready", dev)},  // no longer selected: leaves
@@ -35,18 +74,12 @@ func TestWatchPrinter(t *testing.T) {
 		{"DELETED", m("a", "Terminating", qa)},
 		{"FUTURE", m("a", "x", qa)}, // an event type of a later fleetd: ignored
 	}
-	sel, err := parseSelector("team=qa")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct {
-		name   string
-		output string
-		events bool
-		only   string // a member by name
-		want   string
+		name string
+		args []string
+		want string
 	}{
-		{"table with events", "", true, "", `
+		{"table with events", []string{"-l", "team=qa", "--output-watch-events"}, `
 EVENT      NAME   PHASE         AGENT     PANE   RESTARTS   AGE
 ADDED      a      Pending       -         -      0          -
 ADDED      b      Ready         -         -      0          -
@@ -55,7 +88,7 @@ DELETED    b      Ready         -         -      0          -
 ADDED      x      Ready         -         -      0          -
 DELETED    a      Terminating   -         -      0          -
 `},
-		{"table", "", false, "", `
+		{"table", []string{"-l", "team=qa"}, `
 NAME   PHASE         AGENT     PANE   RESTARTS   AGE
 a      Pending       -         -      0          -
 b      Ready         -         -      0          -
@@ -64,7 +97,7 @@ b      Ready         -         -      0          -
 x      Ready         -         -      0          -
 a      Terminating   -         -      0          -
 `},
-		{"name with events", "name", true, "", `
+		{"name with events", []string{"-l", "team=qa", "-o", "name", "--output-watch-events"}, `
 ADDED member/a
 ADDED member/b
 MODIFIED member/a
@@ -72,39 +105,32 @@ DELETED member/b
 ADDED member/x
 DELETED member/a
 `},
-		{"one member", "name", true, "a", `
+		{"one member", []string{"a", "-o", "name", "--output-watch-events"}, `
 ADDED member/a
 MODIFIED member/a
 DELETED member/a
 `},
-		{"jsonpath", "jsonpath={.metadata.name}:{.status.phase} ", false, "", `
+		{"jsonpath", []string{"-l", "team=qa", "-o", "jsonpath={.metadata.name}:{.status.phase} "}, `
 a:Pending b:Ready a:Terminating b:Ready x:Ready a:Terminating `},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := parseOutput(tt.output)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			p := &watchPrinter{spec: watchSpec{name: tt.only, sel: sel, sortBy: ".metadata.name", format: f, events: tt.events}, w: &out,
-				now: func() time.Time { return printNow }, shown: map[string]bool{}}
-			for _, e := range events {
-				if err := p.event(e.typ, e.obj); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if diff := cmp.Diff(strings.TrimPrefix(tt.want, "\n"), out.String()); diff != "" {
+			url := watchFleetd(t, events)
+			code, stdout, stderr := runCLI(t, append([]string{"get", "members", "-w", "--sort-by", ".metadata.name", "--server", url}, tt.args...)...)
+			if diff := cmp.Diff(strings.TrimPrefix(tt.want, "\n"), stdout); diff != "" {
 				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			if code != 1 || !strings.Contains(stderr, "ended the watch stream") {
+				t.Errorf("exit %d, stderr %q; want 1, the stream ended", code, stderr)
 			}
 		})
 	}
 }
 
-func TestWatchPrinter_ErrorEventEndsTheWatch(t *testing.T) {
-	p := &watchPrinter{w: &strings.Builder{}, now: time.Now, shown: map[string]bool{}}
-	err := p.event("ERROR", json.RawMessage(`{"error":{"code":"too_slow","message":"this watch fell behind"}}`))
-	if err == nil || err.Error() != "fleetd ended the watch: this watch fell behind (too_slow)" {
-		t.Errorf("err = %v", err)
+func TestGet_WatchErrorEventEndsTheWatch(t *testing.T) {
+	url := watchFleetd(t, [][2]string{{"SYNCED", ""}, {"ERROR", `{"error":{"code":"too_slow","message":"this watch fell behind"}}`}})
+	code, _, stderr := runCLI(t, "get", "members", "-w", "--server", url)
+	if code != 1 || stderr != "fleetd: fleetd ended the watch: this watch fell behind (too_slow)\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
 

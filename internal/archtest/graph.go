@@ -125,10 +125,21 @@ var allowed = Graph{
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
 		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
 
+	// The command line's libraries: JSONPath, label selectors and the
+	// printers print and pick what the client reads from a running fleetd
+	// (its REST API and gateway, whose wire types are mcp's); manifests
+	// reads the Members of -f.
+	"internal/cli/jsonpath":  {"internal/termtext"},
+	"internal/cli/labels":    {},
+	"internal/cli/printers":  {"api/v1alpha1", "internal/cli/jsonpath", "internal/termtext", "mcp", sigsyaml},
+	"internal/cli/client":    {"api/v1alpha1", "internal/mcpbridge", "internal/sse", "internal/termtext", "internal/version", "mcp", mcpsdk},
+	"internal/cli/manifests": {"api/v1alpha1", "api/decode", yaml},
+
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp", mcpsdk, cobra, difflib, yaml, sigsyaml},
+		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp",
+		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes.
 	"cmd/etcd-demo": {"api/decode", "api/v1alpha1", "internal/etcdtest", "internal/statedir", etcdClient, zap},

@@ -1,4 +1,4 @@
-package main
+package printers
 
 import (
 	"bytes"
@@ -8,13 +8,13 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
-func sampleNodes() []object {
+func sampleNodes() []Object {
 	started := printNow.Add(-3 * time.Hour)
 	since := printNow.Add(-90 * time.Second)
 	ready := func(status, reason, msg string) []v1alpha1.Condition {
 		return []v1alpha1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg, LastTransitionTime: since}}
 	}
-	return []object{
+	return []Object{
 		&v1alpha1.Node{
 			ObjectMeta: v1alpha1.ObjectMeta{Name: "buildbox", Labels: map[string]string{"gpu": "a100", "zone": "rack1"}, CreationTimestamp: &started},
 			Spec:       v1alpha1.NodeSpec{MaxMembers: 8, GatewayURL: "http://10.0.0.2:8080/mcp"},
@@ -33,7 +33,7 @@ func sampleNodes() []object {
 func TestPrintNodes(t *testing.T) {
 	for _, tt := range []struct {
 		name, output string
-		nodes        []object
+		nodes        []Object
 	}{
 		{"table", "", sampleNodes()},
 		{"wide", "wide", sampleNodes()},
@@ -42,7 +42,7 @@ func TestPrintNodes(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := nodeResource.printObjects(&buf, tt.nodes, outputFormat{name: tt.output}, false, printNow); err != nil {
+			if err := (Printer{Kind: v1alpha1.KindNode, Plural: "nodes", Format: Format{name: tt.output}, Now: printNow}).PrintList(&buf, tt.nodes); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "get-nodes-"+tt.name+".golden", buf.Bytes())
@@ -52,7 +52,7 @@ func TestPrintNodes(t *testing.T) {
 
 func TestDescribeNode(t *testing.T) {
 	var buf bytes.Buffer
-	if err := describeNode(&buf, sampleNodes()[0].(*v1alpha1.Node), printNow); err != nil {
+	if err := DescribeNode(&buf, sampleNodes()[0].(*v1alpha1.Node), printNow); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "describe-node.golden", buf.Bytes())

@@ -1,8 +1,9 @@
-package main
+package printers
 
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,6 +63,24 @@ func sampleMembers() []v1alpha1.Member {
 	}
 }
 
+// printMembers prints members as `fleetd get members -o output` does;
+// single is a get by name.
+func printMembers(w io.Writer, members []v1alpha1.Member, output string, single bool, now time.Time) error {
+	f, err := ParseFormat(output)
+	if err != nil {
+		return err
+	}
+	p := Printer{Kind: v1alpha1.KindMember, Plural: "members", Format: f, Now: now}
+	objs := make([]Object, len(members))
+	for i := range members {
+		objs[i] = &members[i]
+	}
+	if single {
+		return p.PrintOne(w, objs[0])
+	}
+	return p.PrintList(w, objs)
+}
+
 func TestPrintMembers(t *testing.T) {
 	for _, tt := range []struct {
 		name, output string
@@ -92,7 +111,7 @@ func TestDescribeMember(t *testing.T) {
 		{Time: printNow.Add(-5 * time.Minute), Type: v1alpha1.EventWarning, Reason: "BackOff", Message: "restarting in 40s", Count: 4},
 	}
 	var buf bytes.Buffer
-	if err := describeMember(&buf, &m, events, printNow); err != nil {
+	if err := DescribeMember(&buf, &m, events, printNow); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "describe-member.golden", buf.Bytes())

@@ -1,12 +1,27 @@
-package main
+package jsonpath
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
 
-func TestJSONPath_Execute(t *testing.T) {
-	data, err := toGeneric(map[string]any{
+// generic is v as a template sees it: JSON decoded into any.
+func generic(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTemplate_Execute(t *testing.T) {
+	data := generic(t, map[string]any{
 		"kind": "List",
 		"items": []map[string]any{
 			{"metadata": map[string]any{"name": "a", "labels": map[string]string{"team": "x"}}, "status": map[string]any{"restarts": 4, "ok": true}},
@@ -14,9 +29,6 @@ func TestJSONPath_Execute(t *testing.T) {
 			{"metadata": map[string]any{"name": "b\x1b[31m"}, "status": map[string]any{"restarts": 0}},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct{ tmpl, want string }{
 		{"{.kind}", "List"},
 		{"{$.kind}", "List"},
@@ -33,13 +45,13 @@ func TestJSONPath_Execute(t *testing.T) {
 		{"{range .items[*]}{range .metadata.labels[*]}{.}{end}{end}", "x"},
 		{"plain text", "plain text"},
 	} {
-		jp, err := parseJSONPath(tt.tmpl)
+		tmpl, err := Parse(tt.tmpl)
 		if err != nil {
 			t.Errorf("parse %q: %v", tt.tmpl, err)
 			continue
 		}
 		var b strings.Builder
-		if err := jp.execute(&b, data); err != nil {
+		if err := tmpl.Execute(&b, data); err != nil {
 			t.Fatal(err)
 		}
 		if b.String() != tt.want {
@@ -48,7 +60,7 @@ func TestJSONPath_Execute(t *testing.T) {
 	}
 }
 
-func TestJSONPath_Errors(t *testing.T) {
+func TestParse_Errors(t *testing.T) {
 	for tmpl, want := range map[string]string{
 		"{.a":                     "at byte 1: { without }",
 		"{range .items[*]}{.a}":   "{range} without {end}",
@@ -62,45 +74,38 @@ func TestJSONPath_Errors(t *testing.T) {
 		"{.a.}":                   "empty field name",
 		strings.Repeat("x", 5000): "at most 4096",
 	} {
-		if _, err := parseJSONPath(tmpl); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseJSONPath(%.30q) = %v, want an error with %q", tmpl, err, want)
+		if _, err := Parse(tmpl); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%.30q) = %v, want an error with %q", tmpl, err, want)
 		}
 	}
 }
 
-func TestSortBy(t *testing.T) {
-	type item struct {
-		Name string         `json:"name"`
-		N    any            `json:"n,omitempty"`
-		T    string         `json:"t,omitempty"`
-		M    map[string]any `json:"m,omitempty"`
-	}
-	items := []item{
-		{Name: "ten", N: 10, T: "2026-12-01T10:00:05Z"},
-		{Name: "two", N: 2, T: "2026-12-01T10:00:05.5Z"},
-		{Name: "none"},
-		{Name: "one", N: 1, T: "2026-12-01T09:00:00Z"},
-	}
-	names := func() string {
-		var s []string
-		for _, it := range items {
-			s = append(s, it.Name)
-		}
-		return strings.Join(s, " ")
-	}
-	for expr, want := range map[string]string{
-		".n":    "none one two ten", // by value, not as text ("10" < "2")
-		"{.t}":  "none one ten two", // by time: .5 s after ten's
-		".name": "none one ten two",
+func TestPath_Find(t *testing.T) {
+	data := generic(t, map[string]any{"a": map[string]any{"z": 2, "y": "s"}, "l": []int{1, 2, 3}})
+	for _, tt := range []struct {
+		path string
+		want []string
+	}{
+		{".a.y", []string{"s"}},
+		{".a[*]", []string{"s", "2"}},
+		{".l[-2]", []string{"2"}},
+		{".l[3]", nil},
+		{".", []string{`{"a":{"y":"s","z":2},"l":[1,2,3]}`}},
 	} {
-		if err := sortBy(items, expr); err != nil {
-			t.Fatal(err)
+		p, err := ParsePath(tt.path)
+		if err != nil {
+			t.Fatalf("ParsePath(%q): %v", tt.path, err)
 		}
-		if got := names(); got != want {
-			t.Errorf("--sort-by %s: %s, want %s", expr, got, want)
+		var got []string
+		for _, v := range p.Find(data) {
+			got = append(got, ValueString(v))
+		}
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s finds %q, want %q", tt.path, got, tt.want)
 		}
 	}
-	if err := sortBy(items, ".items[?(@.x)]"); err == nil {
-		t.Error("--sort-by with a filter: no error")
+	// Braces belong to a template, not to a path.
+	if _, err := ParsePath("{.a}"); err == nil || !strings.Contains(err.Error(), "want a field") {
+		t.Errorf(`ParsePath("{.a}") = %v, want an error`, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package labels
 
 import (
 	"strings"
@@ -34,18 +34,18 @@ func TestSelector_Matches(t *testing.T) {
 		{"team in (support),!owner,tier", true},
 		{"example.com/role=x", false},
 	} {
-		sel, err := parseSelector(tt.sel)
+		sel, err := Parse(tt.sel)
 		if err != nil {
-			t.Errorf("parseSelector(%q): %v", tt.sel, err)
+			t.Errorf("Parse(%q): %v", tt.sel, err)
 			continue
 		}
-		if got := sel.matches(labels); got != tt.want {
+		if got := sel.Matches(labels); got != tt.want {
 			t.Errorf("%q matches %v = %v, want %v", tt.sel, labels, got, tt.want)
 		}
 	}
 }
 
-func TestSelector_Errors(t *testing.T) {
+func TestParse_Errors(t *testing.T) {
 	for sel, want := range map[string]string{
 		"team=a=b":                `at byte 7: unexpected '='`,
 		"team in a,b":             "at byte 9: want ( after in or notin",
@@ -60,9 +60,9 @@ func TestSelector_Errors(t *testing.T) {
 		strings.Repeat("k", 64):   "longer than 63 characters",
 		strings.Repeat("k", 5000): "at most 4096",
 	} {
-		_, err := parseSelector(sel)
+		_, err := Parse(sel)
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseSelector(%.20q) = %v, want an error with %q", sel, err, want)
+			t.Errorf("Parse(%.20q) = %v, want an error with %q", sel, err, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package manifests
 
 import (
 	"errors"
@@ -13,12 +13,12 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
-// maxInputBytes bounds what apply, diff and delete read from one file or
+// MaxInputBytes bounds what apply, diff and delete read from one file or
 // from standard input: a List of many members is bigger than one manifest,
 // but not by this much.
-const maxInputBytes = 4 * decode.DefaultMaxManifestBytes
+const MaxInputBytes = 4 * decode.DefaultMaxManifestBytes
 
-// readMembers reads and strictly decodes every -f argument: a file, a
+// ReadMembers reads and strictly decodes every -f argument: a file, a
 // directory (its manifest files, as fleetd serve lists them: *.yaml and
 // *.yml, not recursive) or "-" for stdin. A file may hold several
 // documents, and a document may be a List (what `fleetd get -o yaml`
@@ -27,7 +27,7 @@ const maxInputBytes = 4 * decode.DefaultMaxManifestBytes
 // located by FILE:LINE, or the Members in argument and file order. Input
 // that holds anything but Members, or nothing, is an error; verb names the
 // command in that message.
-func readMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Member, error) {
+func ReadMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Member, error) {
 	var members []*v1alpha1.Member
 	var problems []error
 	var names []string
@@ -75,20 +75,20 @@ func readMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Memb
 	return members, nil
 }
 
-// readInput reads one file ("-": stdin) within maxInputBytes, by the
+// readInput reads one file ("-": stdin) within MaxInputBytes, by the
 // rules fleetd serve reads manifests with (regular files only, never
 // blocking).
 func readInput(stdin io.Reader, path string) (name string, data []byte, err error) {
 	if path != "-" {
-		data, err = decode.ReadManifest(path, maxInputBytes)
+		data, err = decode.ReadManifest(path, MaxInputBytes)
 		return path, data, err
 	}
-	data, err = io.ReadAll(io.LimitReader(stdin, maxInputBytes+1))
+	data, err = io.ReadAll(io.LimitReader(stdin, MaxInputBytes+1))
 	if err != nil {
 		return "<stdin>", nil, fmt.Errorf("read standard input: %w", err)
 	}
-	if len(data) > maxInputBytes {
-		return "<stdin>", nil, fmt.Errorf("standard input is larger than %d bytes", maxInputBytes)
+	if len(data) > MaxInputBytes {
+		return "<stdin>", nil, fmt.Errorf("standard input is larger than %d bytes", MaxInputBytes)
 	}
 	return "<stdin>", data, nil
 }

@@ -1,4 +1,4 @@
-package main
+package jsonpath
 
 import (
 	"encoding/json"
@@ -12,62 +12,49 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
-// The subset of kubectl's JSONPath templates that `fleetd get -o
-// jsonpath=…` and `--sort-by` take (k8s.io/client-go/util/jsonpath would
-// bring client-go into the binary for a few hundred lines):
-//
-//	{.metadata.name}                 a field; $ or @ may lead, . alone is the object
-//	{.items[0].metadata.name}        an index (negative counts from the end)
-//	{.items[*].metadata.name}        every element (of a map: every value, by key)
-//	{range .items[*]}…{end}          the body once per element, paths inside relative to it
-//	{"\n"}                           a quoted string (Go escapes)
-//	text                             copied as it is
-//
-// Several results of one path are printed separated by spaces, as kubectl
-// does; a path that finds nothing prints nothing. Filters ([?()]),
-// recursive descent (..), unions and slices are not supported and are
-// refused when the template is parsed. Every value printed is made safe for
-// a terminal (package termtext); the template's own text is the user's.
+// MaxTemplateBytes bounds a template.
+const MaxTemplateBytes = 4096
 
-// maxTemplateBytes bounds a template.
-const maxTemplateBytes = 4096
-
-type jpNode struct {
-	text  string   // literal output, when path and body are nil
-	path  []jpStep // a path to print, or the range's path
+// node is one piece of a template: literal text, a path to print, or a
+// range over a path with a body.
+type node struct {
+	text  string // literal output, when path and body are nil
+	path  Path   // a path to print, or the range's path
 	isRng bool
-	body  []jpNode
+	body  []node
 }
 
-type jpStep struct {
+type step struct {
 	field    string
 	index    int
 	isIndex  bool
 	wildcard bool
 }
 
-// jsonPath is a parsed template.
-type jsonPath struct{ nodes []jpNode }
+// Template is a parsed template.
+type Template struct{ nodes []node }
 
-func parseJSONPath(tmpl string) (*jsonPath, error) {
-	if len(tmpl) > maxTemplateBytes {
-		return nil, fmt.Errorf("template is %d bytes; at most %d", len(tmpl), maxTemplateBytes)
+// Parse parses a template. Its errors say what is wrong and at which byte
+// (1-based).
+func Parse(tmpl string) (*Template, error) {
+	if len(tmpl) > MaxTemplateBytes {
+		return nil, fmt.Errorf("template is %d bytes; at most %d", len(tmpl), MaxTemplateBytes)
 	}
 	type frame struct {
-		node  jpNode
+		node  node
 		start int
 	}
 	stack := []frame{{}}
-	top := func() *jpNode { return &stack[len(stack)-1].node }
+	top := func() *node { return &stack[len(stack)-1].node }
 	i := 0
 	for i < len(tmpl) {
 		open := strings.IndexByte(tmpl[i:], '{')
 		if open < 0 {
-			top().body = append(top().body, jpNode{text: tmpl[i:]})
+			top().body = append(top().body, node{text: tmpl[i:]})
 			break
 		}
 		if open > 0 {
-			top().body = append(top().body, jpNode{text: tmpl[i : i+open]})
+			top().body = append(top().body, node{text: tmpl[i : i+open]})
 		}
 		start := i + open
 		end, err := closingBrace(tmpl, start)
@@ -85,29 +72,29 @@ func parseJSONPath(tmpl string) (*jsonPath, error) {
 			stack = stack[:len(stack)-1]
 			top().body = append(top().body, n)
 		case strings.HasPrefix(expr, "range ") || strings.HasPrefix(expr, "range\t"):
-			path, err := parsePath(strings.TrimSpace(expr[len("range"):]))
+			path, err := ParsePath(strings.TrimSpace(expr[len("range"):]))
 			if err != nil {
 				return nil, fmt.Errorf("template %q, at byte %d: %w", tmpl, start+1, err)
 			}
-			stack = append(stack, frame{node: jpNode{isRng: true, path: path}, start: start})
+			stack = append(stack, frame{node: node{isRng: true, path: path}, start: start})
 		case strings.HasPrefix(expr, `"`):
 			s, err := strconv.Unquote(expr)
 			if err != nil {
 				return nil, fmt.Errorf("template %q, at byte %d: bad quoted string %s", tmpl, start+1, expr)
 			}
-			top().body = append(top().body, jpNode{text: s})
+			top().body = append(top().body, node{text: s})
 		default:
-			path, err := parsePath(expr)
+			path, err := ParsePath(expr)
 			if err != nil {
 				return nil, fmt.Errorf("template %q, at byte %d: %w", tmpl, start+1, err)
 			}
-			top().body = append(top().body, jpNode{path: path})
+			top().body = append(top().body, node{path: path})
 		}
 	}
 	if len(stack) > 1 {
 		return nil, fmt.Errorf("template %q, at byte %d: {range} without {end}", tmpl, stack[len(stack)-1].start+1)
 	}
-	return &jsonPath{nodes: stack[0].node.body}, nil
+	return &Template{nodes: stack[0].node.body}, nil
 }
 
 // closingBrace finds the } that closes the { at open, skipping quoted
@@ -129,14 +116,18 @@ func closingBrace(s string, open int) (int, error) {
 	return 0, fmt.Errorf("template %q, at byte %d: { without }", s, open+1)
 }
 
-// parsePath parses .a.b[0][*].c (with an optional leading $ or @).
-func parsePath(p string) ([]jpStep, error) {
+// Path is a parsed path: .a.b[0][*].c.
+type Path []step
+
+// ParsePath parses .a.b[0][*].c (with an optional leading $ or @); "" and
+// "." are the value itself.
+func ParsePath(p string) (Path, error) {
 	orig := p
 	p = strings.TrimPrefix(strings.TrimPrefix(p, "$"), "@")
 	if p == "" || p == "." {
-		return []jpStep{}, nil
+		return Path{}, nil
 	}
-	var steps []jpStep
+	var steps Path
 	for p != "" {
 		switch {
 		case strings.HasPrefix(p, ".."):
@@ -150,7 +141,7 @@ func parsePath(p string) ([]jpStep, error) {
 			if field == "" {
 				return nil, fmt.Errorf("path %q: empty field name", orig)
 			}
-			steps = append(steps, jpStep{field: field})
+			steps = append(steps, step{field: field})
 			p = p[n:]
 		case p[0] == '[':
 			end := strings.IndexByte(p, ']')
@@ -160,18 +151,18 @@ func parsePath(p string) ([]jpStep, error) {
 			inner := strings.TrimSpace(p[1:end])
 			p = p[end+1:]
 			if inner == "*" {
-				steps = append(steps, jpStep{wildcard: true})
+				steps = append(steps, step{wildcard: true})
 				continue
 			}
 			if q, err := strconv.Unquote(strings.ReplaceAll(inner, "'", `"`)); err == nil && inner != "" && (inner[0] == '\'' || inner[0] == '"') {
-				steps = append(steps, jpStep{field: q})
+				steps = append(steps, step{field: q})
 				continue
 			}
 			n, err := strconv.Atoi(inner)
 			if err != nil {
 				return nil, fmt.Errorf("path %q: [%s]: want an index, * or a quoted key (filters, slices and unions are not supported)", orig, inner)
 			}
-			steps = append(steps, jpStep{index: n, isIndex: true})
+			steps = append(steps, step{index: n, isIndex: true})
 		default:
 			return nil, fmt.Errorf("path %q: want a field (.name) or an index ([0], [*]) at %q", orig, p)
 		}
@@ -179,10 +170,10 @@ func parsePath(p string) ([]jpStep, error) {
 	return steps, nil
 }
 
-// eval follows steps from v and returns every value found.
-func eval(v any, steps []jpStep) []any {
+// Find follows the path from v and returns every value found.
+func (p Path) Find(v any) []any {
 	cur := []any{v}
-	for _, st := range steps {
+	for _, st := range p {
 		var next []any
 		for _, c := range cur {
 			switch x := c.(type) {
@@ -217,27 +208,27 @@ func eval(v any, steps []jpStep) []any {
 	return cur
 }
 
-// execute writes the template for data (a JSON value decoded into any).
-func (jp *jsonPath) execute(w io.Writer, data any) error {
+// Execute writes the template for data (a JSON value decoded into any).
+func (t *Template) Execute(w io.Writer, data any) error {
 	var b strings.Builder
-	executeNodes(&b, jp.nodes, data)
+	execute(&b, t.nodes, data)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func executeNodes(b *strings.Builder, nodes []jpNode, cur any) {
+func execute(b *strings.Builder, nodes []node, cur any) {
 	for _, n := range nodes {
 		switch {
 		case n.isRng:
-			for _, v := range eval(cur, n.path) {
-				executeNodes(b, n.body, v)
+			for _, v := range n.path.Find(cur) {
+				execute(b, n.body, v)
 			}
 		case n.path != nil:
-			for i, v := range eval(cur, n.path) {
+			for i, v := range n.path.Find(cur) {
 				if i > 0 {
 					b.WriteByte(' ')
 				}
-				b.WriteString(termtext.Line(valueString(v)))
+				b.WriteString(termtext.Line(ValueString(v)))
 			}
 		default:
 			b.WriteString(n.text)
@@ -245,9 +236,9 @@ func executeNodes(b *strings.Builder, nodes []jpNode, cur any) {
 	}
 }
 
-// valueString prints a JSON value the way kubectl's JSONPath does: a
+// ValueString prints a JSON value the way kubectl's JSONPath does: a
 // string as it is, a number or bool as JSON, an object or array as JSON.
-func valueString(v any) string {
+func ValueString(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return ""
@@ -260,15 +251,4 @@ func valueString(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// toGeneric turns a typed value into the maps and slices a template reads.
-func toGeneric(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var out any
-	err = json.Unmarshal(b, &out)
-	return out, err
 }

@@ -1,4 +1,4 @@
-package main
+package labels
 
 import (
 	"fmt"
@@ -6,23 +6,8 @@ import (
 	"strings"
 )
 
-// A label selector, as `fleetd get -l` takes it: Kubernetes' syntax, a
-// comma-separated list of requirements that must all hold —
-//
-//	key=value  key==value  key!=value
-//	key in (a,b)  key notin (a,b)
-//	key  !key
-//
-// != and notin also match an object without the key, as in Kubernetes.
-// fleetd parses it itself rather than link k8s.io/apimachinery/pkg/labels,
-// which brings apimachinery's util, validation and klog packages into a
-// binary that otherwise has no Kubernetes dependency; fleetd's label keys
-// are also freer than Kubernetes' (any non-empty key of at most 63
-// characters without control characters, docs/manifests.md), so a
-// selector is checked only for its shape.
-
-// maxSelectorBytes bounds a selector.
-const maxSelectorBytes = 4096
+// MaxSelectorBytes bounds a selector.
+const MaxSelectorBytes = 4096
 
 type selectorOp int
 
@@ -41,11 +26,11 @@ type requirement struct {
 	values []string
 }
 
-// selector is a parsed label selector; the empty one matches everything.
-type selector []requirement
+// Selector is a parsed label selector; the empty one matches everything.
+type Selector []requirement
 
-// matches reports whether labels satisfy every requirement.
-func (s selector) matches(labels map[string]string) bool {
+// Matches reports whether labels satisfy every requirement.
+func (s Selector) Matches(labels map[string]string) bool {
 	for _, r := range s {
 		v, has := labels[r.key]
 		var ok bool
@@ -66,14 +51,14 @@ func (s selector) matches(labels map[string]string) bool {
 	return true
 }
 
-// parseSelector parses a label selector. Its errors say what is wrong and
+// Parse parses a label selector. Its errors say what is wrong and
 // at which byte (1-based).
-func parseSelector(s string) (selector, error) {
-	if len(s) > maxSelectorBytes {
-		return nil, fmt.Errorf("selector is %d bytes; at most %d", len(s), maxSelectorBytes)
+func Parse(s string) (Selector, error) {
+	if len(s) > MaxSelectorBytes {
+		return nil, fmt.Errorf("selector is %d bytes; at most %d", len(s), MaxSelectorBytes)
 	}
-	p := &selectorParser{s: s}
-	var sel selector
+	p := &parser{s: s}
+	var sel Selector
 	p.space()
 	if p.eof() {
 		return nil, nil
@@ -94,24 +79,24 @@ func parseSelector(s string) (selector, error) {
 	}
 }
 
-type selectorParser struct {
+type parser struct {
 	s   string
 	pos int
 }
 
-func (p *selectorParser) eof() bool { return p.pos >= len(p.s) }
+func (p *parser) eof() bool { return p.pos >= len(p.s) }
 
-func (p *selectorParser) errorf(format string, args ...any) error {
+func (p *parser) errorf(format string, args ...any) error {
 	return fmt.Errorf("selector %q, at byte %d: %s", p.s, p.pos+1, fmt.Sprintf(format, args...))
 }
 
-func (p *selectorParser) space() {
+func (p *parser) space() {
 	for !p.eof() && (p.s[p.pos] == ' ' || p.s[p.pos] == '\t') {
 		p.pos++
 	}
 }
 
-func (p *selectorParser) take(tok string) bool {
+func (p *parser) take(tok string) bool {
 	if strings.HasPrefix(p.s[p.pos:], tok) {
 		p.pos += len(tok)
 		return true
@@ -120,7 +105,7 @@ func (p *selectorParser) take(tok string) bool {
 }
 
 // word reads a key or a value: anything up to a space or one of , ( ) ! =.
-func (p *selectorParser) word() string {
+func (p *parser) word() string {
 	start := p.pos
 	for !p.eof() && !strings.ContainsRune(" \t,()!=", rune(p.s[p.pos])) {
 		if p.s[p.pos] < 0x20 || p.s[p.pos] == 0x7f {
@@ -131,7 +116,7 @@ func (p *selectorParser) word() string {
 	return p.s[start:p.pos]
 }
 
-func (p *selectorParser) key() (string, error) {
+func (p *parser) key() (string, error) {
 	p.space()
 	k := p.word()
 	if k == "" {
@@ -143,7 +128,7 @@ func (p *selectorParser) key() (string, error) {
 	return k, nil
 }
 
-func (p *selectorParser) requirement() (requirement, error) {
+func (p *parser) requirement() (requirement, error) {
 	if p.take("!") {
 		k, err := p.key()
 		return requirement{key: k, op: opNotExists}, err
@@ -173,7 +158,7 @@ func (p *selectorParser) requirement() (requirement, error) {
 	}
 }
 
-func (p *selectorParser) single(k string, op selectorOp) (requirement, error) {
+func (p *parser) single(k string, op selectorOp) (requirement, error) {
 	p.space()
 	v := p.word()
 	if !p.eof() && p.s[p.pos] != ',' && p.s[p.pos] != ' ' && p.s[p.pos] != '\t' {
@@ -182,7 +167,7 @@ func (p *selectorParser) single(k string, op selectorOp) (requirement, error) {
 	return requirement{key: k, op: op, values: []string{v}}, nil
 }
 
-func (p *selectorParser) set(k string, op selectorOp) (requirement, error) {
+func (p *parser) set(k string, op selectorOp) (requirement, error) {
 	p.space()
 	if !p.take("(") {
 		return requirement{}, p.errorf("want ( after in or notin")

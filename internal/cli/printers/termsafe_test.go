@@ -1,4 +1,4 @@
-package main
+package printers
 
 import (
 	"bytes"
@@ -116,13 +116,13 @@ func TestDescribeMember_HostileStringsPrintSafe(t *testing.T) {
 	events := []v1alpha1.Event{{Time: printNow.Add(-time.Minute), Type: v1alpha1.EventWarning, Reason: "Back\tOff",
 		Message: "evt\x1b]0;title\x07\r\n[fleetd] x"}}
 	var buf bytes.Buffer
-	if err := describeMember(&buf, &m, events, printNow); err != nil {
+	if err := DescribeMember(&buf, &m, events, printNow); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
 	var golden bytes.Buffer
 	sample := sampleMembers()[0]
-	if err := describeMember(&golden, &sample, events, printNow); err != nil {
+	if err := DescribeMember(&golden, &sample, events, printNow); err != nil {
 		t.Fatal(err)
 	}
 	// As many lines as the well-behaved member's: no field broke its line.
@@ -141,26 +141,5 @@ func TestDescribeMember_HostileStringsPrintSafe(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
-	}
-}
-
-func TestHTTPError_PrintsTheServersMessageSafe(t *testing.T) {
-	e := &httpError{status: 404, code: "not_found", msg: "member \"x\x1b]52;c;cm0=\x07\x1b[2J\" not found\nnext"}
-	if got, want := e.Error(), `member "x" not found\nnext (not_found)`; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-	raw := &httpError{status: 502, msg: "<html>\x1b[5mbad gateway"}
-	if got, want := raw.Error(), "HTTP 502: <html>bad gateway"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-}
-
-// TestApplyAndDelete_PrintTheServersErrorsSafe: the server's message in
-// apply's and delete's one-line errors cannot move the cursor or break the
-// line.
-func TestApplyAndDelete_PrintTheServersErrorsSafe(t *testing.T) {
-	err := &httpError{status: 403, code: "subscription_boundary", msg: "tenant \"a\x1b]52;c;cm0=\x07\x1b[1A\" is\nnot connected"}
-	if got, want := describeHTTPError(err), `subscription_boundary: tenant "a" is\nnot connected`; got != want {
-		t.Errorf("describeHTTPError = %q, want %q", got, want)
 	}
 }

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// memberPath is the REST path of member ref, with what follows it.
+func memberPath(ref, rest string) string { return "/members/" + url.PathEscape(ref) + rest }
+
+// Member finds the member ref names — its name, pane id, terminal id or
+// session id — the way every fleetd command accepts one: the running
+// fleetd resolves it (GET /members/{ref}, the resolver DELETE and the
+// bridge tools use). A reference that names no member is an error saying
+// so.
+func (c *Client) Member(ctx context.Context, ref string) (v1alpha1.Member, error) {
+	var m v1alpha1.Member
+	err := c.Get(ctx, memberPath(ref, ""), &m)
+	if IsNotFound(err) {
+		return m, fmt.Errorf("no member with name, pane id, terminal id or session id %s; fleetd get members lists them", termtext.Line(fmt.Sprintf("%q", ref)))
+	}
+	return m, err
+}
+
+// LiveMember reads member name; found is false when fleetd has none by
+// that name.
+func (c *Client) LiveMember(ctx context.Context, name string) (m *v1alpha1.Member, found bool, err error) {
+	m = &v1alpha1.Member{}
+	if err := c.Get(ctx, memberPath(name, ""), m); err != nil {
+		if IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
+// MemberEvents reads member name's recent events.
+func (c *Client) MemberEvents(ctx context.Context, name string) ([]v1alpha1.Event, error) {
+	var events []v1alpha1.Event
+	err := c.Get(ctx, memberPath(name, "/events"), &events)
+	return events, err
+}
+
+// ApplyMember sends m to fleetd (POST /members), which writes it into its
+// desired state, and returns what that did: created, configured or
+// unchanged. With dryRun fleetd checks everything and writes nothing.
+func (c *Client) ApplyMember(ctx context.Context, m *v1alpha1.Member, dryRun bool) (string, error) {
+	path := "/members"
+	if dryRun {
+		path += "?dryRun=All"
+	}
+	var res mcp.WriteResult
+	status, err := c.Post(ctx, path, m, &res)
+	if err == nil && res.Result == "" && status == http.StatusCreated {
+		return "created", nil
+	}
+	return res.Result, err
+}
+
+// DeleteMember deletes member ref (DELETE /members/{ref}) and returns the
+// name of the member deleted ("" when fleetd did not say).
+func (c *Client) DeleteMember(ctx context.Context, ref string) (string, error) {
+	var res mcp.WriteResult
+	err := c.Delete(ctx, memberPath(ref, ""), &res)
+	return res.Member.Name, err
+}
+
+// Inbox reads up to limit messages of the caller's mailbox (GET /inbox),
+// oldest first. With wait above zero, an empty mailbox is waited on for
+// that long.
+func (c *Client) Inbox(ctx context.Context, limit int, wait time.Duration) (mcp.PollOutput, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	held := c
+	if wait > 0 {
+		q.Set("wait", "true")
+		q.Set("timeoutMs", strconv.FormatInt(wait.Milliseconds(), 10))
+		held = c.WithTimeout(wait + heldCallMargin) // the poll is held up to wait
+	}
+	var page mcp.PollOutput
+	err := held.Get(ctx, "/inbox?"+q.Encode(), &page)
+	return page, err
+}
+
+// Ack acknowledges the caller's messages ids (POST /inbox/ack): they are
+// not read again.
+func (c *Client) Ack(ctx context.Context, ids []string) error {
+	var res mcp.AckOutput
+	_, err := c.Post(ctx, "/inbox/ack", mcp.AckInput{IDs: ids}, &res)
+	return err
+}
+
+// Logs reads the last lines (0: all) of member ref's screen (GET
+// /members/{ref}/logs).
+func (c *Client) Logs(ctx context.Context, ref string, lines int) (mcp.LogsOutput, error) {
+	var res mcp.LogsOutput
+	err := c.Get(ctx, logsPath(ref, lines), &res)
+	return res, err
+}
+
+func logsPath(ref string, lines int) string {
+	return memberPath(ref, "/logs?lines="+strconv.Itoa(lines))
+}

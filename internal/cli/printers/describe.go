@@ -1,0 +1,272 @@
+package printers
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/termtext"
+)
+
+// `fleetd describe` prints an object as lines of "Label:  value", aligned
+// within each section (metadata, Spec:, Status:), then its tables. The
+// lines come from lists of fields, one per line: showing a new field of a
+// spec or status is adding its line to the list (TestDescribe_ShowsEveryField
+// fails until it is there, or is named as left out).
+
+// A field is one line of describe: a label and how to show the value of a T
+// (an empty value prints as the field's own placeholder, "-" or "<none>").
+type field[T any] struct {
+	label string
+	value func(*T) string
+	// shown, when set, prints the line only when it says so.
+	shown func(*T) bool
+}
+
+// printFields prints v's fields at indent (levels of two spaces), each
+// value safe for a terminal on one line (package termtext).
+func printFields[T any](w io.Writer, indent int, v *T, fields []field[T]) {
+	for _, f := range fields {
+		if f.shown == nil || f.shown(v) {
+			fmt.Fprintf(w, "%s%s:\t%s\n", strings.Repeat("  ", indent), f.label, termtext.Line(f.value(v)))
+		}
+	}
+}
+
+// subtable prints one of describe's tables, two spaces in: its title, then
+// its header and rows — or, with no rows, none instead (when none is "",
+// the header alone).
+func subtable(w io.Writer, title string, header []string, rows [][]string, none string) {
+	fmt.Fprintln(w, title)
+	if len(rows) == 0 && none != "" {
+		fmt.Fprintln(w, "  "+none)
+		return
+	}
+	fmt.Fprintln(w, "  "+strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(w, "  "+cells(r))
+	}
+}
+
+// Metadata lines.
+var (
+	nameLine        = field[v1alpha1.ObjectMeta]{label: "Name", value: func(m *v1alpha1.ObjectMeta) string { return m.Name }}
+	labelsLine      = field[v1alpha1.ObjectMeta]{label: "Labels", value: func(m *v1alpha1.ObjectMeta) string { return mapString(m.Labels) }}
+	annotationsLine = field[v1alpha1.ObjectMeta]{label: "Annotations", value: func(m *v1alpha1.ObjectMeta) string { return mapString(m.Annotations) }}
+)
+
+// createdLine is when an object was created, and how long ago; label
+// names it ("Created", a node's "Registered").
+func createdLine(label string, now time.Time) field[v1alpha1.ObjectMeta] {
+	return field[v1alpha1.ObjectMeta]{label: label,
+		shown: func(m *v1alpha1.ObjectMeta) bool { return m.CreationTimestamp != nil },
+		value: func(m *v1alpha1.ObjectMeta) string {
+			return m.CreationTimestamp.UTC().Format(time.RFC3339) + " (" + age(m.CreationTimestamp, now) + " ago)"
+		}}
+}
+
+// objectMeta is the metadata describe prints of a Profile or Tenant.
+func objectMeta(now time.Time) []field[v1alpha1.ObjectMeta] {
+	return []field[v1alpha1.ObjectMeta]{nameLine, labelsLine, annotationsLine, createdLine("Created", now)}
+}
+
+// newTabwriter is describe's: two spaces between label and value, three
+// between the columns of its tables.
+func newTabwriter(w io.Writer, padding int) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, padding, ' ', 0)
+}
+
+// memberSpecFields are a Member's spec lines, one per field of
+// v1alpha1.MemberSpec.
+var memberSpecFields = []field[v1alpha1.MemberSpec]{
+	{label: "Profile", value: func(s *v1alpha1.MemberSpec) string { return s.Profile }},
+	{label: "MCP Target", value: func(s *v1alpha1.MemberSpec) string { return targetString(s.MCPTarget) }},
+	{label: "Transport", value: func(s *v1alpha1.MemberSpec) string { return dash(s.Transport) }},
+	{label: "Workspace", value: func(s *v1alpha1.MemberSpec) string { return dash(s.Workspace) }},
+	{label: "Cwd", value: func(s *v1alpha1.MemberSpec) string { return dash(s.Cwd) }},
+	{label: "Prompt", value: func(s *v1alpha1.MemberSpec) string { return dash(s.Prompt) }},
+	{label: "Paused", value: func(s *v1alpha1.MemberSpec) string { return fmt.Sprint(s.Paused) }},
+	// Placement means something only in a fleet on etcd: shown when set.
+	{label: "Node Name", value: func(s *v1alpha1.MemberSpec) string { return dash(s.NodeName) }, shown: placed},
+	{label: "Node Selector", value: func(s *v1alpha1.MemberSpec) string { return mapString(s.NodeSelector) }, shown: placed},
+}
+
+func placed(s *v1alpha1.MemberSpec) bool { return s.NodeName != "" || len(s.NodeSelector) > 0 }
+
+// memberStatusFields are a Member's status lines; its plan and conditions
+// are tables of their own.
+var memberStatusFields = []field[v1alpha1.Member]{
+	{label: "Phase", value: phase},
+	{label: "Node", value: func(m *v1alpha1.Member) string { return dash(m.Status.NodeName) }},
+	{label: "Agent Status", value: func(m *v1alpha1.Member) string { return dash(m.Status.AgentStatus) }},
+	{label: "Observed Generation", value: func(m *v1alpha1.Member) string { return fmt.Sprint(m.Status.ObservedGeneration) }},
+	{label: "Session ID", value: func(m *v1alpha1.Member) string { return dash(m.Status.SessionID) }},
+	{label: "Workspace ID", value: func(m *v1alpha1.Member) string { return dash(m.Status.WorkspaceID) }},
+	{label: "Tab ID", value: func(m *v1alpha1.Member) string { return dash(m.Status.TabID) }},
+	{label: "Pane ID", value: func(m *v1alpha1.Member) string { return dash(m.Status.PaneID) }},
+	{label: "Terminal ID", value: func(m *v1alpha1.Member) string { return dash(m.Status.TerminalID) }},
+	{label: "Restarts", value: func(m *v1alpha1.Member) string { return fmt.Sprint(m.Status.Restarts) }},
+	{label: "Resumed Session", value: func(m *v1alpha1.Member) string { return resumedSession(m.Status.ResumedSession) }},
+	{label: "Last Error", value: func(m *v1alpha1.Member) string { return dash(m.Status.LastError) }},
+}
+
+// DescribeMember prints m and its events. Every value is printed safe for
+// a terminal on one line (package termtext): labels, the prompt, errors,
+// condition and event messages and the agents' own reports may hold
+// anything.
+func DescribeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, now time.Time) error {
+	tw := newTabwriter(w, 2)
+	printFields(tw, 0, &m.ObjectMeta, []field[v1alpha1.ObjectMeta]{nameLine, labelsLine, annotationsLine,
+		{label: "UID", value: func(m *v1alpha1.ObjectMeta) string { return dash(m.UID) }},
+		{label: "Generation", value: func(m *v1alpha1.ObjectMeta) string { return fmt.Sprint(m.Generation) }},
+		createdLine("Created", now)})
+	fmt.Fprintln(tw, "Spec:")
+	printFields(tw, 1, &m.Spec, memberSpecFields)
+	fmt.Fprintln(tw, "Status:")
+	printFields(tw, 1, m, memberStatusFields)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	tw = newTabwriter(w, 3)
+	var plan, conditions, evs [][]string
+	for _, r := range m.Status.Plan {
+		plan = append(plan, []string{r.Server, r.Target, r.Transport, dash(r.URL), dash(r.CredentialEnv)})
+	}
+	for _, c := range m.Status.Conditions {
+		t := c.LastTransitionTime
+		conditions = append(conditions, []string{c.Type, c.Status, dash(c.Reason), age(&t, now), c.Message})
+	}
+	for _, e := range events {
+		t := e.Time
+		a := age(&t, now)
+		if e.Count > 1 {
+			a = fmt.Sprintf("%s (x%d)", a, e.Count)
+		}
+		evs = append(evs, []string{e.Type, e.Reason, a, e.Message})
+	}
+	subtable(tw, "MCP Plan:", []string{"SERVER", "TARGET", "TRANSPORT", "URL", "CREDENTIAL ENV"}, plan, "<none>")
+	subtable(tw, "Conditions:", []string{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}, conditions, "<none>")
+	subtable(tw, "Events:", []string{"TYPE", "REASON", "AGE", "MESSAGE"}, evs, "<none>")
+	return tw.Flush()
+}
+
+// resumedSession names the agent's own session the pane was launched to
+// resume ("codex id 0199…"), or "<none>" for a fresh start.
+func resumedSession(s *v1alpha1.AgentSession) string {
+	if s == nil {
+		return "<none>"
+	}
+	return s.Agent + " " + s.Kind + " " + s.Value
+}
+
+// profileSpecFields are a Profile's spec lines. Its env values are the
+// operator's and may be credentials: describe names the variables, -o
+// yaml shows them.
+var profileSpecFields = []field[v1alpha1.ProfileSpec]{
+	{label: "Harness", value: func(s *v1alpha1.ProfileSpec) string { return s.Harness }},
+	{label: "Description", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.Description) }},
+	{label: "Args", value: func(s *v1alpha1.ProfileSpec) string {
+		if len(s.Args) == 0 {
+			return "<none>"
+		}
+		return strings.Join(s.Args, " ")
+	}},
+	{label: "Env", value: func(s *v1alpha1.ProfileSpec) string {
+		if len(s.Env) == 0 {
+			return "<none>"
+		}
+		return strings.Join(slices.Sorted(maps.Keys(s.Env)), ",") + " (values: -o yaml)"
+	}},
+	{label: "Cwd", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.Cwd) }},
+	{label: "Startup Timeout", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.StartupTimeout) }},
+	{label: "Tool Timeout", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.ToolTimeout) }},
+	{label: "Restart Policy", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.RestartPolicy) }},
+	{label: "Resume", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.Resume) }},
+}
+
+// DescribeProfile prints a Profile.
+func DescribeProfile(w io.Writer, p *v1alpha1.Profile, now time.Time) error {
+	tw := newTabwriter(w, 2)
+	printFields(tw, 0, &p.ObjectMeta, objectMeta(now))
+	fmt.Fprintln(tw, "Spec:")
+	printFields(tw, 1, &p.Spec, profileSpecFields)
+	return tw.Flush()
+}
+
+func durationText(d v1alpha1.Duration) string {
+	if d.Duration == 0 {
+		return "-"
+	}
+	return d.Duration.String()
+}
+
+// tenantSpecFields are a Tenant's spec lines: its gateway and the name of
+// the variable holding its credential (never the credential).
+var tenantSpecFields = []field[v1alpha1.TenantSpec]{
+	{label: "URL", value: func(s *v1alpha1.TenantSpec) string { return s.URL }},
+	{label: "Credential Env", value: func(s *v1alpha1.TenantSpec) string { return s.CredentialEnv }},
+}
+
+// DescribeTenant prints a Tenant.
+func DescribeTenant(w io.Writer, t *v1alpha1.Tenant, now time.Time) error {
+	tw := newTabwriter(w, 2)
+	printFields(tw, 0, &t.ObjectMeta, objectMeta(now))
+	fmt.Fprintln(tw, "Spec:")
+	printFields(tw, 1, &t.Spec, tenantSpecFields)
+	return tw.Flush()
+}
+
+// nodeSpecFields and nodeStatusFields are a Node's lines; its conditions
+// are a table.
+var (
+	nodeSpecFields = []field[v1alpha1.NodeSpec]{
+		{label: "Max Members", value: func(s *v1alpha1.NodeSpec) string {
+			if s.MaxMembers > 0 {
+				return fmt.Sprint(s.MaxMembers)
+			}
+			return "no limit"
+		}},
+		{label: "Gateway URL", value: func(s *v1alpha1.NodeSpec) string { return dash(s.GatewayURL) }},
+	}
+	nodeStatusFields = []field[v1alpha1.Node]{
+		{label: "Status", value: nodeStatus},
+		{label: "Members", value: func(n *v1alpha1.Node) string { return fmt.Sprint(n.Status.Members) }},
+		{label: "Fleetd Version", value: func(n *v1alpha1.Node) string { return dash(n.Status.FleetdVersion) }},
+		{label: "Herdr Version", value: func(n *v1alpha1.Node) string { return dash(n.Status.Herdr.Version) }},
+		{label: "Herdr Protocol", value: func(n *v1alpha1.Node) string {
+			if n.Status.Herdr.Protocol == 0 {
+				return "-"
+			}
+			return fmt.Sprint(n.Status.Herdr.Protocol)
+		}},
+		{label: "Herdr Reachable", value: func(n *v1alpha1.Node) string { return fmt.Sprint(n.Status.Herdr.Reachable) }},
+	}
+)
+
+// DescribeNode prints a node: labels, capacity, gateway, herdr and its
+// Ready condition.
+func DescribeNode(w io.Writer, n *v1alpha1.Node, now time.Time) error {
+	tw := newTabwriter(w, 2)
+	printFields(tw, 0, &n.ObjectMeta, []field[v1alpha1.ObjectMeta]{nameLine, labelsLine, createdLine("Registered", now)})
+	fmt.Fprintln(tw, "Spec:")
+	printFields(tw, 1, &n.Spec, nodeSpecFields)
+	fmt.Fprintln(tw, "Status:")
+	printFields(tw, 1, n, nodeStatusFields)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = newTabwriter(w, 3)
+	var conditions [][]string
+	for _, c := range n.Status.Conditions {
+		since := c.LastTransitionTime
+		conditions = append(conditions, []string{c.Type, c.Status, dash(c.Reason), age(&since, now), dash(c.Message)})
+	}
+	subtable(tw, "Conditions:", []string{"TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"}, conditions, "")
+	return tw.Flush()
+}
