@@ -4,10 +4,11 @@
 //
 // The moving parts, in the order a change travels:
 //
-//   - The desired state comes from a [store.Store] (by default the watched
-//     manifests directory, package internal/store). Every change of a
-//     member, of the profile or tenant it references, or of its file's
-//     errors puts the member's name on the work queue.
+//   - The desired state comes from a [store.Store] the caller builds and
+//     passes in [Options.Store] (the watched manifests directory, package
+//     internal/store/dirstore, or etcd); this package imports no backend.
+//     Every change of a member, of the profile or tenant it references, or
+//     of its file's errors puts the member's name on the work queue.
 //   - herdr is observed, not polled, by one shared, read-only cache
 //     (package controllers/herdrcache, the informer): full listings when
 //     herdr (re)appears and every [Options.ResyncPeriod], and an

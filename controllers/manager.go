@@ -15,8 +15,8 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/store"
-	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
 // Manager runs the member controller: it watches the store and the herdr
@@ -45,7 +45,7 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
-	changed   chan struct{}  // closed and replaced whenever status or desired state changes
+	changed   notify.Signal  // any member's status, or the desired state, changed
 	herdrUp   bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
@@ -80,7 +80,6 @@ func New(opts *Options) (*Manager, error) {
 		runtimes:   map[string]*runtime{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
-		changed:    make(chan struct{}),
 		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
@@ -102,14 +101,7 @@ func New(opts *Options) (*Manager, error) {
 	}
 	m.store = o.Store
 	if m.store == nil {
-		if o.ManifestsDir == "" {
-			return nil, errors.New("controllers: no store and no manifests directory")
-		}
-		d, err := dirstore.New(o.ManifestsDir, &dirstore.Options{StateDir: o.StateDir, Logger: o.Logger, Clock: o.Clock})
-		if err != nil {
-			return nil, err
-		}
-		m.store = d
+		return nil, errors.New("controllers: Options.Store is required")
 	}
 	client := o.Herdr
 	if client == nil {
@@ -242,7 +234,7 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 			default:
 			}
 		}
-		m.broadcast()
+		m.changed.Notify()
 	}
 }
 
@@ -501,31 +493,10 @@ func (m *Manager) withStatusLocked(mem *v1alpha1.Member) v1alpha1.Member {
 
 // Changed returns a channel that is closed at the next change of any
 // member's status or of the desired state.
-func (m *Manager) Changed() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.changed
-}
+func (m *Manager) Changed() <-chan struct{} { return m.changed.Changed() }
 
 // WaitFor blocks until cond holds for the members (with status) or ctx
-// ends. cond is evaluated after every change.
+// ends. cond is evaluated at once and after every change.
 func (m *Manager) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error {
-	for {
-		ch := m.Changed()
-		if cond(m.Members()) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (m *Manager) broadcast() {
-	m.mu.Lock()
-	close(m.changed)
-	m.changed = make(chan struct{})
-	m.mu.Unlock()
+	return notify.Wait(ctx, &m.changed, func() bool { return cond(m.Members()) })
 }

@@ -173,7 +173,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		m.log.Info("member phase changed", "member", name, "from", old, "to", b.st.Phase,
 			"paneId", b.st.PaneID, "restarts", b.st.Restarts)
 	}
-	m.broadcast()
+	m.changed.Notify()
 }
 
 // forgetMember drops all in-memory state of a deleted member.
@@ -192,7 +192,7 @@ func (m *Manager) forgetMember(name string) {
 	delete(m.runtimes, name)
 	m.mu.Unlock()
 	if ok {
-		m.broadcast()
+		m.changed.Notify()
 	}
 }
 

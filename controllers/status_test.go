@@ -50,7 +50,7 @@ func TestSessionID_StableUUIDPerUID(t *testing.T) {
 
 func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // condition times from the bubble's clock
-		m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{}, changed: make(chan struct{}),
+		m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{},
 			metrics: NewMetrics(nil), log: discard()}
 		m.o.Clock = clock.Real{}
 		b := m.statusOf("a", 1, "uid")
