@@ -31,10 +31,16 @@
 //     failed ones off exponentially and rate-limits retries; a fixed number
 //     of workers run [Manager.reconcile] on them.
 //   - Reconcile is level-based, like controller-runtime's: given a name it
-//     compares desired and observed state and takes the next step —
-//     close the tab of a deleted or paused member; report a missing profile
-//     or tenant (Ready=False, not retried until something changes); replace
-//     the tab on a spec change (generation bump); adopt a live pane by
+//     compares desired and observed state and takes the next step, in
+//     named phases over one per-call struct (reconcile.go): delete, pause,
+//     resolve (references, herdr and store gates), replace, the owned pane
+//     (owned.go), create (create.go). It returns a [Result] with
+//     RequeueAfter only; a step that must follow at once — the first
+//     recreation after a failure — is taken in the same reconcile. The
+//     steps: close the tab of a deleted or paused member; report a missing
+//     profile or tenant (Ready=False, not retried until something changes);
+//     replace the tab on a spec change (generation bump); adopt a live
+//     pane by
 //     terminal id, or by pane id after herdr restarted (see below), waiting
 //     for herdr to relaunch a restored pane's agent; close a deleted
 //     member's workspace when fleetd created it and it is now empty;

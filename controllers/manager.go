@@ -361,9 +361,6 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeueAfter).Inc()
 		m.queue.Forget(name)
 		m.queue.AddAfter(name, res.RequeueAfter)
-	case res.Requeue:
-		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeue).Inc()
-		m.queue.AddRateLimited(name)
 	default:
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultSuccess).Inc()
 		m.queue.Forget(name)
@@ -389,7 +386,7 @@ func (m *Manager) reconcileFailed(name string, err error, retry string) {
 		reason = v1alpha1.ReasonHerdrError
 	}
 	msg := fmt.Sprintf("%v; %s", err, retry)
-	b := m.statusOf(name, mem.Generation, mem.UID)
+	b := m.statusOf(mem)
 	if b.st.Phase == "" {
 		b.st.Phase = v1alpha1.PhasePending
 	}
@@ -418,10 +415,12 @@ func (m *Manager) transientTries(name string, failed bool) int {
 // pane credential no record holds before Run (internal/daemon).
 func (m *Manager) Owned() []Ownership { return m.own.all() }
 
-// Result tells the worker what to do after a reconcile, as in
-// controller-runtime.
+// Result tells the worker when to look at a member again, as
+// controller-runtime's does: after RequeueAfter, or (zero) when something
+// changes. An error is retried with the work queue's backoff. There is no
+// bare requeue: a step that must follow at once is taken in the same
+// reconcile (see Manager.reconcile).
 type Result struct {
-	Requeue      bool
 	RequeueAfter time.Duration
 }
 

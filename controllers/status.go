@@ -124,15 +124,15 @@ func cTrue(reason, msg string) [3]string  { return [3]string{v1alpha1.ConditionT
 func cFalse(reason, msg string) [3]string { return [3]string{v1alpha1.ConditionFalse, reason, msg} }
 
 // statusOf starts a builder from the member's current status.
-func (m *Manager) statusOf(name string, gen int64, uid string) *statusBuilder {
+func (m *Manager) statusOf(mem *v1alpha1.Member) *statusBuilder {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := &statusBuilder{gen: gen, now: m.o.Clock.Now().UTC().Truncate(time.Second)}
-	if s, ok := m.states[name]; ok {
+	b := &statusBuilder{gen: mem.Generation, now: m.o.Clock.Now().UTC().Truncate(time.Second)}
+	if s, ok := m.states[mem.Name]; ok {
 		s.status.DeepCopyInto(&b.st)
 	}
-	b.st.SessionID = sessionID(uid)
-	b.st.ObservedGeneration = gen
+	b.st.SessionID = sessionID(mem.UID)
+	b.st.ObservedGeneration = mem.Generation
 	return b
 }
 
