@@ -37,9 +37,11 @@
 //     (owned.go), create (create.go). It returns a [Result] with
 //     RequeueAfter only; a step that must follow at once — the first
 //     recreation after a failure — is taken in the same reconcile. The
-//     steps: close the tab of a deleted or paused member; report a missing
-//     profile or tenant (Ready=False, not retried until something changes);
-//     replace the tab on a spec change (generation bump); adopt a live
+//     steps: close the tab of a deleted or paused member, the member
+//     Terminating (a deleted one still listed) until herdr confirmed the
+//     close; report a missing profile or tenant (Ready=False, not retried
+//     until something changes); replace the tab on a spec change
+//     (generation bump), Terminating while the old one closes; adopt a live
 //     pane by
 //     terminal id, or by pane id after herdr restarted (see below), waiting
 //     for herdr to relaunch a restored pane's agent; close a deleted

@@ -424,7 +424,9 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// Members returns every member with its status, sorted by name.
+// Members returns every member with its status, sorted by name: those the
+// desired state declares, and those deleted from it that the controller is
+// not done with yet — Terminating while their tab closes.
 func (m *Manager) Members() []v1alpha1.Member {
 	snap := m.store.Snapshot()
 	m.mu.Lock()
@@ -433,18 +435,26 @@ func (m *Manager) Members() []v1alpha1.Member {
 	for _, mem := range snap.Members {
 		out = append(out, m.withStatusLocked(mem))
 	}
+	for name, s := range m.states {
+		if _, declared := snap.Members[name]; !declared && s.object != nil {
+			out = append(out, m.withStatusLocked(s.object))
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Member returns one member with its status.
+// Member returns one member with its status, as Members lists it.
 func (m *Manager) Member(name string) (v1alpha1.Member, bool) {
 	mem, ok := m.store.Snapshot().Members[name]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.states[name]; !ok && s != nil && s.object != nil {
+		mem, ok = s.object, true
+	}
 	if !ok {
 		return v1alpha1.Member{}, false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return m.withStatusLocked(mem), true
 }
 

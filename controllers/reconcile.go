@@ -61,7 +61,7 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 			// created, and the new definition may not be this node's.
 			return r.stale()
 		}
-		if err := r.replace(); err != nil {
+		if replaced, err := r.replace(); !replaced {
 			return Result{}, err
 		}
 	}
@@ -84,8 +84,8 @@ type memberReconcile struct {
 	mem *v1alpha1.Member
 	// profile is the member's Profile, from resolve on.
 	profile *v1alpha1.Profile
-	// b is the member's status being built and rt its restart
-	// bookkeeping; both nil once it was deleted.
+	// b is the member's status being built; nil for a deleted member
+	// this fleetd has not reconciled (deleted while it was down).
 	b  *statusBuilder
 	rt *runtime
 	// rec is the record of the pane fleetd runs for the member, if owned.
@@ -101,6 +101,9 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 	r := &memberReconcile{m: m, ctx: ctx, name: name, snap: snap, mem: snap.Members[name]}
 	r.rec, r.owned = m.own.get(name)
 	if r.mem == nil {
+		if obj := m.lastObject(name); obj != nil {
+			r.b = m.statusOf(obj)
+		}
 		return r
 	}
 	r.b = m.statusOf(r.mem)
@@ -119,19 +122,18 @@ func (r *memberReconcile) write() { r.m.writeStatus(r.name, r.b) }
 func (r *memberReconcile) event(typ, reason, msg string) { r.m.event(r.name, typ, reason, msg) }
 
 // deleted decides for a member deleted from the desired state: its tab is
-// closed, then its workspace if fleetd created it and it is now empty, and
-// the member is forgotten. Nothing is pruned before the manifests were
-// read, and nothing is closed while herdr is not in sync.
+// closed (the member listed as Terminating until herdr confirmed it), then
+// its workspace if fleetd created it and it is now empty, and the member is
+// forgotten. Nothing is pruned before the manifests were read, and nothing
+// is closed while herdr is not in sync: the member stays Terminating until
+// it is.
 func (r *memberReconcile) deleted() (Result, error) {
 	if !r.snap.Synced {
 		return Result{}, nil // the manifests were never read: prune nothing
 	}
 	if r.owned {
-		if !r.m.cache.Synced() {
-			return Result{}, nil // closed once herdr is back
-		}
-		if err := r.close(goneDeleted); err != nil {
-			return Result{}, err
+		if closed, err := r.closeTab(goneDeleted, "the member was deleted"); !closed {
+			return Result{}, err // retried, or closed once herdr is back
 		}
 		r.event(v1alpha1.EventNormal, reasonDeleted, fmt.Sprintf("member deleted; closed its tab %s", r.rec.TabID))
 		r.m.closeEmptyWorkspace(r.ctx, r.rec)
@@ -143,16 +145,12 @@ func (r *memberReconcile) deleted() (Result, error) {
 	return Result{}, nil
 }
 
-// pause decides for a paused member: its tab is closed (which waits while
-// herdr is not in sync) and it is Paused, its restart bookkeeping cleared.
+// pause decides for a paused member: its tab is closed (Terminating until
+// herdr confirmed it, which waits while herdr is not in sync) and it is
+// Paused, its restart bookkeeping cleared.
 func (r *memberReconcile) pause() (Result, error) {
 	if r.owned {
-		if !r.m.cache.Synced() {
-			r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable, "waiting for herdr to close the paused member's tab")
-			r.write()
-			return Result{}, nil
-		}
-		if err := r.close(gonePaused); err != nil {
+		if closed, err := r.closeTab(gonePaused, "spec.paused is true"); !closed {
 			return Result{}, err
 		}
 		r.event(v1alpha1.EventNormal, v1alpha1.ReasonPaused, fmt.Sprintf("member paused; closed its tab %s", r.rec.TabID))
@@ -166,14 +164,40 @@ func (r *memberReconcile) pause() (Result, error) {
 	return Result{}, nil
 }
 
-// close closes the member's tab for reason (an Options.OnPaneGone reason)
-// and drops its record.
-func (r *memberReconcile) close(reason string) error {
+// terminating shows, in the status being built, that the member's tab is
+// being closed and why: phase Terminating, Ready=False and
+// Progressing=True with reason Terminating.
+func (r *memberReconcile) terminating(why string) {
+	msg := fmt.Sprintf("closing tab %s (pane %s): %s", r.rec.TabID, r.rec.PaneID, why)
+	r.b.st.Phase = v1alpha1.PhaseTerminating
+	r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionFalse, v1alpha1.ReasonTerminating, msg)
+	r.b.cond(v1alpha1.ConditionProgressing, v1alpha1.ConditionTrue, v1alpha1.ReasonTerminating, msg)
+}
+
+// closeTab closes the member's tab for reason (an Options.OnPaneGone
+// reason) and drops its record, and reports whether it did. The status
+// written first shows the member Terminating, and why, until herdr
+// confirmed the close: a close herdr refuses or does not answer (err)
+// leaves it so, and the member is retried; while herdr is not in sync
+// nothing is closed, and Ready=Unknown (HerdrUnavailable) says so.
+func (r *memberReconcile) closeTab(reason, why string) (closed bool, err error) {
+	synced := r.m.cache.Synced()
+	if r.b != nil {
+		r.terminating(why)
+		if !synced {
+			r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable,
+				fmt.Sprintf("waiting for herdr to close tab %s: %s", r.rec.TabID, why))
+		}
+		r.write()
+	}
+	if !synced {
+		return false, nil // closed once herdr is back
+	}
 	if err := r.m.closeOwned(r.ctx, r.rec, reason); err != nil {
-		return err
+		return false, err
 	}
 	r.owned = false
-	return nil
+	return true, nil
 }
 
 // resolve finds the member's profile, and reports whether the reconcile
@@ -206,16 +230,23 @@ func (r *memberReconcile) specChanged() bool {
 	return r.rec.UID != r.mem.UID || r.rec.Generation != r.mem.Generation
 }
 
-// replace closes the tab that runs an older definition of the member and
-// clears its restart bookkeeping; create makes the new tab.
-func (r *memberReconcile) replace() error {
-	if err := r.close(goneReplaced); err != nil {
-		return err
+// replace closes the tab that runs an older definition of the member
+// (Terminating until herdr confirmed it), and reports whether it did; then
+// the member's restart bookkeeping is cleared, it is Starting, and create
+// makes the new tab.
+func (r *memberReconcile) replace() (bool, error) {
+	old := r.rec
+	if closed, err := r.closeTab(goneReplaced, fmt.Sprintf("spec changed (generation %d → %d); a new tab replaces it", old.Generation, r.mem.Generation)); !closed {
+		return false, err
 	}
 	r.event(v1alpha1.EventNormal, reasonReplacing,
-		fmt.Sprintf("spec changed (generation %d → %d); closed tab %s to start a new one", r.rec.Generation, r.mem.Generation, r.rec.TabID))
+		fmt.Sprintf("spec changed (generation %d → %d); closed tab %s to start a new one", old.Generation, r.mem.Generation, old.TabID))
 	*r.rt = runtime{}
-	return nil
+	msg := fmt.Sprintf("closed tab %s of generation %d; starting generation %d", old.TabID, old.Generation, r.mem.Generation)
+	r.b.clearPane()
+	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, msg), cTrue(v1alpha1.ReasonStarting, msg), degradedCond(r.rt, r.m.o.DegradedAfter))
+	r.write()
+	return true, nil
 }
 
 // stale holds the creation of a member's pane while the store cannot
