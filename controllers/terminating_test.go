@@ -19,7 +19,15 @@ import (
 // Terminating, the pane still open. After the close the member is gone,
 // Paused or running its new definition, and nothing is left Terminating.
 func TestManager_ClosingTabShowsTerminatingUntilHerdrClosedIt(t *testing.T) {
+	slow := herdrsim.Fault{Latency: time.Second}
 	refused := herdrsim.Fault{Times: 1, Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}
+	unanswered := herdrsim.Fault{Times: 1, Hang: true}
+	deleteIt := func(e *env) { e.remove("alpha.yaml") }
+	pauseIt := func(e *env) { e.write("alpha.yaml", memberYAML("alpha", "paused: true")) }
+	gone := func(_ v1alpha1.Member, ok bool, _ string) bool { return !ok }
+	paused := func(m v1alpha1.Member, ok bool, _ string) bool {
+		return ok && m.Status.Phase == v1alpha1.PhasePaused && condition(m, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonPaused
+	}
 	for _, tc := range []struct {
 		name   string
 		fault  herdrsim.Fault
@@ -28,49 +36,13 @@ func TestManager_ClosingTabShowsTerminatingUntilHerdrClosedIt(t *testing.T) {
 		closed func(m v1alpha1.Member, ok bool, oldPane string) bool
 		closes int // tab.close calls until herdr closed the tab
 	}{
-		{
-			name:  "deleted, herdr slow to close",
-			fault: herdrsim.Fault{Latency: time.Second},
-			act:   func(e *env) { e.remove("alpha.yaml") },
-			why:   "the member was deleted",
-			closed: func(_ v1alpha1.Member, ok bool, _ string) bool {
-				return !ok
-			},
-			closes: 1,
-		},
-		{
-			name:  "deleted, herdr refuses the first close",
-			fault: refused,
-			act:   func(e *env) { e.remove("alpha.yaml") },
-			why:   "the member was deleted",
-			closed: func(_ v1alpha1.Member, ok bool, _ string) bool {
-				return !ok
-			},
-			closes: 2,
-		},
-		{
-			name:  "paused, herdr slow to close",
-			fault: herdrsim.Fault{Latency: time.Second},
-			act:   func(e *env) { e.write("alpha.yaml", memberYAML("alpha", "paused: true")) },
-			why:   "spec.paused is true",
-			closed: func(m v1alpha1.Member, ok bool, _ string) bool {
-				return ok && m.Status.Phase == v1alpha1.PhasePaused && condition(m, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonPaused
-			},
-			closes: 1,
-		},
-		{
-			name:  "paused, herdr does not answer the first close",
-			fault: herdrsim.Fault{Times: 1, Hang: true},
-			act:   func(e *env) { e.write("alpha.yaml", memberYAML("alpha", "paused: true")) },
-			why:   "spec.paused is true",
-			closed: func(m v1alpha1.Member, ok bool, _ string) bool {
-				return ok && m.Status.Phase == v1alpha1.PhasePaused && condition(m, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonPaused
-			},
-			closes: 2,
-		},
+		{"deleted, herdr slow to close", slow, deleteIt, "the member was deleted", gone, 1},
+		{"deleted, herdr refuses the first close", refused, deleteIt, "the member was deleted", gone, 2},
+		{"paused, herdr slow to close", slow, pauseIt, "spec.paused is true", paused, 1},
+		{"paused, herdr does not answer the first close", unanswered, pauseIt, "spec.paused is true", paused, 2},
 		{
 			name:  "replaced, herdr slow to close",
-			fault: herdrsim.Fault{Latency: time.Second},
+			fault: slow,
 			act:   func(e *env) { e.write("alpha.yaml", memberYAML("alpha", "cwd: /tmp")) },
 			why:   "spec changed (generation 1 → 2)",
 			closed: func(m v1alpha1.Member, ok bool, oldPane string) bool {
