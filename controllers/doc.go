@@ -4,10 +4,11 @@
 //
 // The moving parts, in the order a change travels:
 //
-//   - The desired state comes from a [store.Store] (by default the watched
-//     manifests directory, package internal/store). Every change of a
-//     member, of the profile or tenant it references, or of its file's
-//     errors puts the member's name on the work queue.
+//   - The desired state comes from a [store.Store] the caller builds and
+//     passes in [Options.Store] (the watched manifests directory, package
+//     internal/store/dirstore, or etcd); this package imports no backend.
+//     Every change of a member, of the profile or tenant it references, or
+//     of its file's errors puts the member's name on the work queue.
 //   - herdr is observed, not polled, by one shared, read-only cache
 //     (package controllers/herdrcache, the informer): full listings when
 //     herdr (re)appears and every [Options.ResyncPeriod], and an
@@ -30,12 +31,20 @@
 //     failed ones off exponentially and rate-limits retries; a fixed number
 //     of workers run [Manager.reconcile] on them.
 //   - Reconcile is level-based, like controller-runtime's: given a name it
-//     compares desired and observed state and takes the next step —
-//     close the tab of a deleted or paused member; report a missing profile
-//     or tenant (Ready=False, not retried until something changes); replace
-//     the tab on a spec change (generation bump); adopt a live pane by
-//     terminal id, or by pane id after herdr restarted (see below), waiting
-//     for herdr to relaunch a restored pane's agent; close a deleted
+//     compares desired and observed state and takes the next step, in
+//     named phases, each a method of one per-call struct (reconcile.go):
+//     deleted, pause, resolve (references, the herdr gate), replace (with
+//     the store gate), the owned pane (owned.go) and create (the backoff
+//     and store gates; create.go). It returns a [Result] with RequeueAfter
+//     only; a step that must follow at once — the first recreation after a
+//     failure — is taken in the same reconcile. The steps: close the tab of
+//     a deleted or paused member, the member Terminating (a deleted one
+//     still listed) until herdr confirmed the close; report a missing
+//     profile or tenant (Ready=False, not retried until something changes);
+//     replace the tab on a spec change (generation bump), Terminating while
+//     the old one closes; adopt a live pane by terminal id, or by pane id
+//     after herdr restarted (see below), waiting for herdr to relaunch a
+//     restored pane's agent; close a deleted
 //     member's workspace when fleetd created it and it is now empty;
 //     recreate a closed pane or exited agent per restartPolicy
 //     with exponential backoff, counting restarts and turning Degraded in a

@@ -13,10 +13,12 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
 // A Manager drives herdr (here the in-process fake) until the members
-// declared in a manifests directory run, each in its own tab.
+// declared in a store (here a manifests directory) run, each in its own
+// tab.
 func Example() {
 	fake, err := validated.Start(nil)
 	if err != nil {
@@ -38,12 +40,18 @@ metadata: {name: reviewer}
 spec: {profile: codex-fast}
 `), 0o644)
 
+	state := filepath.Join(root, "state")
+	log := slog.New(slog.DiscardHandler)
+	desired, err := dirstore.New(manifests, &dirstore.Options{StateDir: state, Logger: log})
+	if err != nil {
+		panic(err)
+	}
 	mgr, err := controllers.New(&controllers.Options{
-		ManifestsDir: manifests,
-		StateDir:     filepath.Join(root, "state"),
-		HerdrSocket:  fake.SocketPath(),
-		Registerer:   prometheus.NewRegistry(),
-		Logger:       slog.New(slog.DiscardHandler),
+		Store:       desired, // run by mgr.Run
+		StateDir:    state,
+		HerdrSocket: fake.SocketPath(),
+		Registerer:  prometheus.NewRegistry(),
+		Logger:      log,
 	})
 	if err != nil {
 		panic(err)

@@ -101,9 +101,6 @@ func (m *Manager) logDecision(ctx context.Context, name string, res Result, err 
 	if res.RequeueAfter > 0 {
 		attrs = append(attrs, "requeue_after", res.RequeueAfter)
 	}
-	if res.Requeue {
-		attrs = append(attrs, "requeue", true)
-	}
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/store"
-	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
 // Manager runs the member controller: it watches the store and the herdr
@@ -45,7 +45,7 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
-	changed   chan struct{}  // closed and replaced whenever status or desired state changes
+	changed   notify.Signal  // any member's status, or the desired state, changed
 	herdrUp   bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
@@ -80,7 +80,6 @@ func New(opts *Options) (*Manager, error) {
 		runtimes:   map[string]*runtime{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
-		changed:    make(chan struct{}),
 		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
@@ -102,14 +101,7 @@ func New(opts *Options) (*Manager, error) {
 	}
 	m.store = o.Store
 	if m.store == nil {
-		if o.ManifestsDir == "" {
-			return nil, errors.New("controllers: no store and no manifests directory")
-		}
-		d, err := dirstore.New(o.ManifestsDir, &dirstore.Options{StateDir: o.StateDir, Logger: o.Logger, Clock: o.Clock})
-		if err != nil {
-			return nil, err
-		}
-		m.store = d
+		return nil, errors.New("controllers: Options.Store is required")
 	}
 	client := o.Herdr
 	if client == nil {
@@ -242,7 +234,7 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 			default:
 			}
 		}
-		m.broadcast()
+		m.changed.Notify()
 	}
 }
 
@@ -369,9 +361,6 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeueAfter).Inc()
 		m.queue.Forget(name)
 		m.queue.AddAfter(name, res.RequeueAfter)
-	case res.Requeue:
-		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeue).Inc()
-		m.queue.AddRateLimited(name)
 	default:
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultSuccess).Inc()
 		m.queue.Forget(name)
@@ -397,7 +386,7 @@ func (m *Manager) reconcileFailed(name string, err error, retry string) {
 		reason = v1alpha1.ReasonHerdrError
 	}
 	msg := fmt.Sprintf("%v; %s", err, retry)
-	b := m.statusOf(name, mem.Generation, mem.UID)
+	b := m.statusOf(mem)
 	if b.st.Phase == "" {
 		b.st.Phase = v1alpha1.PhasePending
 	}
@@ -426,14 +415,18 @@ func (m *Manager) transientTries(name string, failed bool) int {
 // pane credential no record holds before Run (internal/daemon).
 func (m *Manager) Owned() []Ownership { return m.own.all() }
 
-// Result tells the worker what to do after a reconcile, as in
-// controller-runtime.
+// Result tells the worker when to look at a member again, as
+// controller-runtime's does: after RequeueAfter, or (zero) when something
+// changes. An error is retried with the work queue's backoff. There is no
+// bare requeue: a step that must follow at once is taken in the same
+// reconcile (see Manager.reconcile).
 type Result struct {
-	Requeue      bool
 	RequeueAfter time.Duration
 }
 
-// Members returns every member with its status, sorted by name.
+// Members returns every member with its status, sorted by name: those the
+// desired state declares, and those deleted from it that the controller is
+// not done with yet — Terminating while their tab closes.
 func (m *Manager) Members() []v1alpha1.Member {
 	snap := m.store.Snapshot()
 	m.mu.Lock()
@@ -442,18 +435,26 @@ func (m *Manager) Members() []v1alpha1.Member {
 	for _, mem := range snap.Members {
 		out = append(out, m.withStatusLocked(mem))
 	}
+	for name, s := range m.states {
+		if _, declared := snap.Members[name]; !declared && s.object != nil {
+			out = append(out, m.withStatusLocked(s.object))
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Member returns one member with its status.
+// Member returns one member with its status, as Members lists it.
 func (m *Manager) Member(name string) (v1alpha1.Member, bool) {
 	mem, ok := m.store.Snapshot().Members[name]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.states[name]; !ok && s != nil && s.object != nil {
+		mem, ok = s.object, true
+	}
 	if !ok {
 		return v1alpha1.Member{}, false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return m.withStatusLocked(mem), true
 }
 
@@ -501,31 +502,10 @@ func (m *Manager) withStatusLocked(mem *v1alpha1.Member) v1alpha1.Member {
 
 // Changed returns a channel that is closed at the next change of any
 // member's status or of the desired state.
-func (m *Manager) Changed() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.changed
-}
+func (m *Manager) Changed() <-chan struct{} { return m.changed.Changed() }
 
 // WaitFor blocks until cond holds for the members (with status) or ctx
-// ends. cond is evaluated after every change.
+// ends. cond is evaluated at once and after every change.
 func (m *Manager) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error {
-	for {
-		ch := m.Changed()
-		if cond(m.Members()) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (m *Manager) broadcast() {
-	m.mu.Lock()
-	close(m.changed)
-	m.changed = make(chan struct{})
-	m.mu.Unlock()
+	return notify.Wait(ctx, &m.changed, func() bool { return cond(m.Members()) })
 }

@@ -13,7 +13,10 @@ import (
 // controllerName labels the member reconciler's series.
 const controllerName = "member"
 
-// Reconcile results, the values of fleetd_reconcile_total's result label.
+// Reconcile results, the values of fleetd_reconcile_total's result label,
+// controller-runtime's set (DESIGN §3.4). requeue stays 0: the member
+// reconciler never asks for a bare requeue (Result has RequeueAfter only);
+// an error is counted as error and retried with backoff.
 const (
 	resultSuccess      = "success"
 	resultError        = "error"

@@ -247,7 +247,7 @@ func (m *Manager) setHerdrUp(up bool) bool {
 	}
 	if changed && up {
 		m.log.Info("herdr reachable; fleetd's view of it is in sync")
-		m.broadcast()
+		m.changed.Notify()
 	}
 	return changed
 }

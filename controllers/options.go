@@ -74,19 +74,16 @@ type herdrWriter interface {
 }
 
 // Options configure a Manager. nil means defaults wherever that makes sense;
-// a store source (Store or ManifestsDir) and herdr (Herdr or HerdrSocket)
-// are required.
+// the store and herdr (Herdr or HerdrSocket) are required.
 type Options struct {
-	// Store is the desired state. If nil, a dirstore.Directory on ManifestsDir
-	// is created (and run by Manager.Run).
+	// Store is the desired state (a backend of package internal/store,
+	// which the caller builds). Manager.Run runs it when it has a
+	// Run(context.Context) error method.
 	Store store.Store
-	// ManifestsDir is the watched manifests directory when Store is nil.
-	ManifestsDir string
 	// StateDir is fleetd's state directory, where the ownership records
-	// and (with ManifestsDir) the object metadata are kept; their paths
-	// come from package statedir. The caller must hold its lock
-	// (statedir.Layout.Lock) from before New until after Run returned. ""
-	// keeps everything in memory (tests only).
+	// are kept; their paths come from package statedir. The caller must
+	// hold its lock (statedir.Layout.Lock) from before New until after Run
+	// returned. "" keeps everything in memory (tests only).
 	StateDir string
 	// Herdr is the herdr client. If nil, one is created for HerdrSocket
 	// ("" resolves herdr's default socket) with the metrics observer.

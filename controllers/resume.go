@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // Event reasons of resumed launches (not condition reasons).
@@ -51,24 +49,25 @@ func agentSession(s *herdr.AgentSessionInfo) *v1alpha1.AgentSession {
 // known session when there is one and the profile allows it, a fresh start
 // otherwise — also when the launcher refuses the session, which is said in
 // an event and forgotten.
-func (m *Manager) prepare(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, snap *store.Snapshot, rt *runtime) (launch.Spec, error) {
-	r, ok := m.launcher.(launch.Resumer)
-	if s := rt.session; s != nil && ok && p.Spec.Resume != v1alpha1.ResumeNever {
-		spec, err := r.PrepareResume(ctx, mem, p, snap.Tenants, *s)
+func (r *memberReconcile) prepare() (launch.Spec, error) {
+	l := r.m.launcher
+	res, ok := l.(launch.Resumer)
+	if s := r.rt.session; s != nil && ok && r.profile.Spec.Resume != v1alpha1.ResumeNever {
+		spec, err := res.PrepareResume(r.ctx, r.mem, r.profile, r.snap.Tenants, *s)
 		if !errors.Is(err, launch.ErrCannotResume) {
 			return spec, err
 		}
-		rt.session = nil
-		m.event(name, v1alpha1.EventWarning, reasonResumeFailed, fmt.Sprintf("not resuming the agent's session: %v; starting afresh", err))
+		r.rt.session = nil
+		r.event(v1alpha1.EventWarning, reasonResumeFailed, fmt.Sprintf("not resuming the agent's session: %v; starting afresh", err))
 	}
-	return m.launcher.Prepare(ctx, mem, p, snap.Tenants)
+	return l.Prepare(r.ctx, r.mem, r.profile, r.snap.Tenants)
 }
 
 // launching records whether the launch about to start resumes a session,
 // and shows it in the status.
-func (m *Manager) launching(b *statusBuilder, rt *runtime, spec launch.Spec) {
-	b.st.ResumedSession = spec.Resumed.DeepCopy()
-	rt.resumed, rt.resumedAt = spec.Resumed.DeepCopy(), m.o.Clock.Now()
+func (r *memberReconcile) launching(spec launch.Spec) {
+	r.b.st.ResumedSession = spec.Resumed.DeepCopy()
+	r.rt.resumed, r.rt.resumedAt = spec.Resumed.DeepCopy(), r.m.o.Clock.Now()
 }
 
 // started is told that the launched agent is ready.

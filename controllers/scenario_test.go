@@ -916,10 +916,7 @@ func TestManager_TwoHundredMembersConvergeAndIdleResyncIsConstant(t *testing.T) 
 			t.Fatalf("tab.create %d agent.start %d, want %d each", c["tab.create"], c["agent.start"], n)
 		}
 		// Wait until the event stream covers every owned pane, then for quiet.
-		e.waitForHerdr("subscription covers all panes and statuses caught up", func() bool {
-			return e.lastSubscriptionPanes() == n && e.listedAgentsAfterSubscribe()
-		})
-		e.waitIdle()
+		e.settled(n)
 
 		// The resync timer was armed when herdr was first listed, before
 		// now, and is re-armed after each resync: every period from now on
@@ -947,22 +944,6 @@ func TestManager_TwoHundredMembersConvergeAndIdleResyncIsConstant(t *testing.T) 
 // listing (fleetd_herdr_up: herdr answers and the view is in sync).
 func (e *env) herdrListed() bool {
 	return metricValue(e.t, e.reg, "fleetd_herdr_up") == 1
-}
-
-// listedAgentsAfterSubscribe reports whether agent.list was called after
-// the newest events.subscribe (the catch-up on statuses a resubscription
-// could have missed).
-func (e *env) listedAgentsAfterSubscribe() bool {
-	reqs := e.fake.Requests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		switch reqs[i].Method {
-		case "agent.list":
-			return true
-		case "events.subscribe":
-			return false
-		}
-	}
-	return false
 }
 
 // lastSubscriptionPanes counts the per-pane entries of the newest
@@ -1156,7 +1137,7 @@ func TestManager_AgentStatusFollowsHerdrEvents(t *testing.T) {
 		ms := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
 		pane := ms["alpha"].Status.PaneID
 		e.waitForHerdr("pane subscribed and statuses caught up", func() bool {
-			return e.lastSubscriptionPanes() == 1 && e.listedAgentsAfterSubscribe()
+			return e.lastSubscriptionPanes() == 1 && e.readAgentsAfterSubscribe()
 		})
 		calls := e.fake.Calls()
 		// done → idle is someone looking at the pane, not a change of state.

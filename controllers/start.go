@@ -10,7 +10,6 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
-	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
@@ -53,88 +52,87 @@ type starting struct {
 }
 
 // launch issues agent.start in the recorded pane.
-func (m *Manager) launch(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) (Result, error) {
-	st := rt.start
-	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
-	_, err := m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
-		Name: name, Kind: p.Spec.Harness, PaneID: rec.PaneID, Args: st.args, TimeoutMS: startupTimeout(p).Milliseconds(),
+func (r *memberReconcile) launch() (Result, error) {
+	rec, st := r.rec, r.rt.start
+	cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
+	_, err := r.m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
+		Name: r.name, Kind: r.profile.Spec.Harness, PaneID: rec.PaneID, Args: st.args, TimeoutMS: startupTimeout(r.profile).Milliseconds(),
 	})
 	cancel()
 	if err == nil {
-		return m.launched(name, p, b, rt, rec), nil
+		return r.launched(), nil
 	}
-	if ctx.Err() != nil {
-		return Result{}, ctx.Err()
+	if r.ctx.Err() != nil {
+		return Result{}, r.ctx.Err()
 	}
-	err = fmt.Errorf("start agent %q in pane %s: %w", name, rec.PaneID, err)
+	err = fmt.Errorf("start agent %q in pane %s: %w", r.name, rec.PaneID, err)
 	if herdrcache.Unreachable(err) {
 		// The start may have happened before the connection broke: the
 		// next attempt finds our agent in the pane (agent_pane_busy or
 		// agent_name_taken) and takes it.
-		return Result{}, m.callFailed(err)
+		return Result{}, r.m.callFailed(err)
 	}
 	if herdr.IsCode(err, "agent_pane_not_found") {
-		if derr := m.dropOwned(rec, gonePaneClosed); derr != nil {
+		if derr := r.m.dropOwned(rec, gonePaneClosed); derr != nil {
 			return Result{}, derr
 		}
-		return m.failed(name, mem, p, b, rt, fmt.Sprintf("pane %s closed before its agent started", rec.PaneID)), nil
+		r.owned = false
+		r.failed(fmt.Sprintf("pane %s closed before its agent started", rec.PaneID))
+		return r.create()
 	}
 	if herdr.IsCode(err, "agent_pane_busy") || herdr.IsCode(err, "agent_name_taken") {
-		cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
-		a, gerr := m.herdr.GetAgent(cctx, rec.PaneID)
+		cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
+		a, gerr := r.m.herdr.GetAgent(cctx, rec.PaneID)
 		cancel()
-		if gerr == nil && a.Name == name && a.TerminalID == rec.TerminalID && (a.LaunchPending || a.InteractiveReady) {
-			return m.launched(name, p, b, rt, rec), nil // an earlier attempt took effect
+		if gerr == nil && a.Name == r.name && a.TerminalID == rec.TerminalID && (a.LaunchPending || a.InteractiveReady) {
+			return r.launched(), nil // an earlier attempt took effect
 		}
 		if herdrcache.Unreachable(gerr) {
-			return Result{}, m.callFailed(gerr)
+			return Result{}, r.m.callFailed(gerr)
 		}
 		if herdr.IsCode(err, "agent_pane_busy") {
-			return m.paneBusy(ctx, name, mem, p, b, rt, rec, err, a)
+			return r.paneBusy(err, a)
 		}
 	}
-	return m.startFailed(ctx, name, mem, p, b, rt, rec, err.Error(), err)
+	return r.startFailed(err.Error(), err)
 }
 
 // launched records that herdr accepted agent.start.
-func (m *Manager) launched(name string, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) Result {
-	st := rt.start
-	st.launched, st.args, st.since = true, nil, m.o.Clock.Now()
+func (r *memberReconcile) launched() Result {
+	st := r.rt.start
+	st.launched, st.args, st.since = true, nil, r.m.o.Clock.Now()
 	st.busySince, st.busyTries, st.checks = time.Time{}, 0, 0
-	return m.stillStarting(name, p, b, rt, rec, st.since.Add(startupTimeout(p)))
+	return r.stillStarting(st.since.Add(startupTimeout(r.profile)))
 }
 
 // paneBusy handles agent_pane_busy: the pane's shell is still starting
 // (retry shortly, within bounds), the pane was replaced, or another kind of
 // agent runs there (fail at once). a is the pane's agent, if herdr knows one.
-func (m *Manager) paneBusy(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership, err error, a *herdr.AgentInfo) (Result, error) {
-	st := rt.start
+func (r *memberReconcile) paneBusy(err error, a *herdr.AgentInfo) (Result, error) {
+	rec, st, p := r.rec, r.rt.start, r.profile
 	if a != nil && a.Agent != "" && !sameKind(a.Agent, p.Spec.Harness) {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec,
-			fmt.Sprintf("pane %s runs a %s agent, not %s: %v", rec.PaneID, a.Agent, p.Spec.Harness, err), nil)
+		return r.startFailed(fmt.Sprintf("pane %s runs a %s agent, not %s: %v", rec.PaneID, a.Agent, p.Spec.Harness, err), nil)
 	}
-	if terminal := m.paneTerminal(rec.PaneID, a); terminal != "" && terminal != rec.TerminalID {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec,
-			fmt.Sprintf("pane %s was replaced while its shell started (terminal %s, now %s)", rec.PaneID, rec.TerminalID, terminal), nil)
+	if terminal := r.m.paneTerminal(rec.PaneID, a); terminal != "" && terminal != rec.TerminalID {
+		return r.startFailed(fmt.Sprintf("pane %s was replaced while its shell started (terminal %s, now %s)", rec.PaneID, rec.TerminalID, terminal), nil)
 	}
-	now := m.o.Clock.Now()
+	now := r.m.o.Clock.Now()
 	if st.busySince.IsZero() {
 		st.busySince = now
 	}
 	st.busyTries++
 	waited := now.Sub(st.busySince)
 	if st.busyTries >= MaxPaneBusyTries || waited >= PaneBusyWindow {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec,
-			fmt.Sprintf("pane %s stayed busy for %s (%d agent.start attempts answered agent_pane_busy): %v",
-				rec.PaneID, waited, st.busyTries, err), nil)
+		return r.startFailed(fmt.Sprintf("pane %s stayed busy for %s (%d agent.start attempts answered agent_pane_busy): %v",
+			rec.PaneID, waited, st.busyTries, err), nil)
 	}
-	delay := min(backoff(m.o.PollInterval, st.busyTries-1, time.Second), PaneBusyWindow-waited)
-	b.setPane(rec)
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
+	delay := min(backoff(r.m.o.PollInterval, st.busyTries-1, time.Second), PaneBusyWindow-waited)
+	r.b.setPane(rec)
+	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
 		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("waiting for the shell of pane %s to start (agent_pane_busy, attempt %d); retrying in %s",
 			rec.PaneID, st.busyTries, delay)),
-		degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
+		degradedCond(r.rt, r.m.o.DegradedAfter))
+	r.write()
 	return Result{RequeueAfter: delay}, nil
 }
 
@@ -151,66 +149,64 @@ func (m *Manager) paneTerminal(paneID string, a *herdr.AgentInfo) string {
 }
 
 // checkStart asks herdr once how the started agent is doing.
-func (m *Manager) checkStart(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) (Result, error) {
-	st := rt.start
+func (r *memberReconcile) checkStart() (Result, error) {
+	rec, p := r.rec, r.profile
+	st := r.rt.start
 	if st == nil || st.terminal != rec.TerminalID {
 		// A start this fleetd did not issue: fleetd restarted in the
 		// middle of one, or herdr restored its session and relaunched the
 		// agent (launch-pending again, long after the record was
 		// written). Its deadline counts from now.
-		st = &starting{terminal: rec.TerminalID, launched: true, since: m.o.Clock.Now()}
-		rt.start = st
+		st = &starting{terminal: rec.TerminalID, launched: true, since: r.m.o.Clock.Now()}
+		r.rt.start = st
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
-	a, err := m.herdr.GetAgent(cctx, rec.PaneID)
+	cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
+	a, err := r.m.herdr.GetAgent(cctx, rec.PaneID)
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+		if r.ctx.Err() != nil {
+			return Result{}, r.ctx.Err()
 		}
-		err = fmt.Errorf("check the starting agent %q in pane %s: %w", name, rec.PaneID, err)
+		err = fmt.Errorf("check the starting agent %q in pane %s: %w", r.name, rec.PaneID, err)
 		if herdrcache.Unreachable(err) {
-			return Result{}, m.callFailed(err)
+			return Result{}, r.m.callFailed(err)
 		}
 		if herdr.IsCode(err, "agent_not_found") || herdr.IsCode(err, "pane_not_found") {
 			// herdr clears a failed launch's name; by pane id it is gone
 			// when the pane has no agent any more.
-			return m.startFailed(ctx, name, mem, p, b, rt, rec, err.Error(), nil)
+			return r.startFailed(err.Error(), nil)
 		}
 		return Result{}, err
 	}
 	if a.TerminalID != "" && a.TerminalID != rec.TerminalID {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec,
-			fmt.Sprintf("pane %s was replaced while its agent started (terminal %s, now %s)", rec.PaneID, rec.TerminalID, a.TerminalID), nil)
+		return r.startFailed(fmt.Sprintf("pane %s was replaced while its agent started (terminal %s, now %s)", rec.PaneID, rec.TerminalID, a.TerminalID), nil)
 	}
 	if a.Agent != "" && !sameKind(a.Agent, p.Spec.Harness) {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec,
-			fmt.Sprintf("pane %s runs a %s agent, not %s", rec.PaneID, a.Agent, p.Spec.Harness), nil)
+		return r.startFailed(fmt.Sprintf("pane %s runs a %s agent, not %s", rec.PaneID, a.Agent, p.Spec.Harness), nil)
 	}
-	now := m.o.Clock.Now()
+	now := r.m.o.Clock.Now()
 	if a.InteractiveReady {
 		if st.awaiting {
-			m.event(name, v1alpha1.EventNormal, v1alpha1.ReasonAgentReady, "the dialog was answered; the agent is ready")
+			r.event(v1alpha1.EventNormal, v1alpha1.ReasonAgentReady, "the dialog was answered; the agent is ready")
 		}
-		rt.start = nil
-		m.cache.AgentStarted(*a) // numbers its status and passes it to OnAgentStatus
-		m.event(name, v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
-		if err := m.noteSession(&rec, *a, herdr.PaneInfo{}); err != nil {
+		r.rt.start = nil
+		r.m.cache.AgentStarted(*a) // numbers its status and passes it to OnAgentStatus
+		r.event(v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
+		if err := r.m.noteSession(&r.rec, *a, herdr.PaneInfo{}); err != nil {
 			return Result{}, err
 		}
-		m.started(name, rt, *a)
-		return m.running(name, b, rt, rec, a.AgentStatus), nil
+		r.m.started(r.name, r.rt, *a)
+		return r.running(a.AgentStatus), nil
 	}
 	if !a.LaunchPending {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec,
-			fmt.Sprintf("herdr gave up starting the agent in pane %s (neither launch-pending nor ready; status %s)", rec.PaneID, a.AgentStatus), nil)
+		return r.startFailed(fmt.Sprintf("herdr gave up starting the agent in pane %s (neither launch-pending nor ready; status %s)", rec.PaneID, a.AgentStatus), nil)
 	}
 	if a.AgentStatus == herdr.StatusBlocked {
-		return m.awaitingInput(ctx, name, p, b, rt, rec), nil
+		return r.awaitingInput(), nil
 	}
 	if st.awaiting {
 		st.awaiting, st.answered = false, now
-		m.event(name, v1alpha1.EventNormal, v1alpha1.ReasonStarting, "the dialog was answered; waiting for the agent to be ready")
+		r.event(v1alpha1.EventNormal, v1alpha1.ReasonStarting, "the dialog was answered; waiting for the agent to be ready")
 	}
 	timeout := startupTimeout(p)
 	deadline := st.since.Add(timeout)
@@ -218,25 +214,25 @@ func (m *Manager) checkStart(ctx context.Context, name string, mem *v1alpha1.Mem
 		deadline = d
 	}
 	if !now.Before(deadline) {
-		return m.startFailed(ctx, name, mem, p, b, rt, rec, fmt.Sprintf("agent not ready within %s", timeout), nil)
+		return r.startFailed(fmt.Sprintf("agent not ready within %s", timeout), nil)
 	}
-	return m.stillStarting(name, p, b, rt, rec, deadline), nil
+	return r.stillStarting(deadline), nil
 }
 
 // stillStarting writes the status of a launch-pending agent and schedules
 // its next check: the check timer or the deadline, whichever comes first.
-func (m *Manager) stillStarting(name string, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership, deadline time.Time) Result {
-	st := rt.start
+func (r *memberReconcile) stillStarting(deadline time.Time) Result {
+	st, p := r.rt.start, r.profile
 	timeout := startupTimeout(p)
-	b.setPane(rec)
-	b.st.AgentStatus = ""
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, rec.PaneID, timeout)),
-		degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
-	next := backoff(m.o.PollInterval, st.checks, MaxStartCheck)
+	r.b.setPane(r.rec)
+	r.b.st.AgentStatus = ""
+	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
+		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, r.rec.PaneID, timeout)),
+		degradedCond(r.rt, r.m.o.DegradedAfter))
+	r.write()
+	next := backoff(r.m.o.PollInterval, st.checks, MaxStartCheck)
 	st.checks++
-	if left := deadline.Sub(m.o.Clock.Now()); left < next {
+	if left := deadline.Sub(r.m.o.Clock.Now()); left < next {
 		next = max(left, time.Millisecond)
 	}
 	return Result{RequeueAfter: next}
@@ -245,25 +241,25 @@ func (m *Manager) stillStarting(name string, p *v1alpha1.Profile, b *statusBuild
 // awaitingInput shows an agent that waits at a dialog for a person. Its
 // screen is read once, when it starts waiting. Nothing is scheduled: the
 // answer changes the agent's status, which herdr reports as an event.
-func (m *Manager) awaitingInput(ctx context.Context, name string, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership) Result {
-	st := rt.start
-	msg := fmt.Sprintf("the %s agent in pane %s waits for input at a dialog; answer it in herdr", p.Spec.Harness, rec.PaneID)
+func (r *memberReconcile) awaitingInput() Result {
+	st, rec := r.rt.start, r.rec
+	msg := fmt.Sprintf("the %s agent in pane %s waits for input at a dialog; answer it in herdr", r.profile.Spec.Harness, rec.PaneID)
 	if !st.awaiting {
 		st.awaiting = true
-		text := m.readDialog(ctx, rec.PaneID)
+		text := r.m.readDialog(r.ctx, rec.PaneID)
 		if text != "" {
 			msg += ": " + text
 		}
-		m.event(name, v1alpha1.EventWarning, v1alpha1.ReasonAwaitingInput, msg)
-	} else if c := b.condition(v1alpha1.ConditionReady); c.Reason == v1alpha1.ReasonAwaitingInput {
+		r.event(v1alpha1.EventWarning, v1alpha1.ReasonAwaitingInput, msg)
+	} else if c := r.b.condition(v1alpha1.ConditionReady); c.Reason == v1alpha1.ReasonAwaitingInput {
 		msg = c.Message // keep the text read when it began waiting
 	}
-	b.setPane(rec)
-	b.st.AgentStatus = string(herdr.StatusBlocked)
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonAwaitingInput, msg),
+	r.b.setPane(rec)
+	r.b.st.AgentStatus = string(herdr.StatusBlocked)
+	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonAwaitingInput, msg),
 		cTrue(v1alpha1.ReasonAwaitingInput, "the agent's start waits for a person; no startup deadline runs meanwhile"),
-		degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
+		degradedCond(r.rt, r.m.o.DegradedAfter))
+	r.write()
 	return Result{}
 }
 
@@ -316,16 +312,18 @@ func dialogText(screen string) string {
 }
 
 // startFailed closes the tab of a start that failed and handles it as a
-// failure (recreated per restartPolicy), or as an unlaunchable spec when
-// herdr refused the spec itself (cause).
-func (m *Manager) startFailed(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership, why string, cause error) (Result, error) {
-	if err := m.closeOwned(ctx, rec, goneStartFailed); err != nil {
+// failure (failed, then create decides when the member gets its next pane),
+// or as an unlaunchable spec when herdr refused the spec itself (cause).
+func (r *memberReconcile) startFailed(why string, cause error) (Result, error) {
+	if err := r.m.closeOwned(r.ctx, r.rec, goneStartFailed); err != nil {
 		return Result{}, err
 	}
-	if cause != nil && invalidSpec(cause) && rt.resumed == nil { // a refused resume falls back to a fresh start
-		return m.unlaunchable(name, mem, p, b, rt, cause), nil
+	r.owned = false
+	if cause != nil && invalidSpec(cause) && r.rt.resumed == nil { // a refused resume falls back to a fresh start
+		return r.unlaunchable(cause), nil
 	}
-	return m.failed(name, mem, p, b, rt, why), nil
+	r.failed(why)
+	return r.create()
 }
 
 // sameKind reports whether herdr's agent kind (canonical, lower-case) is the
@@ -343,122 +341,10 @@ func backoff(base time.Duration, n int, limit time.Duration) time.Duration {
 	return d
 }
 
-// ownedPane finds the pane of an ownership record: by terminal id (stable
-// across moves while herdr runs), else by pane id — kept across herdr
-// restarts and handoffs, which change terminal ids — when the agent there
-// is the member's: its name, and its agent_session when both sides know
-// one; or, while herdr has not relaunched a restored agent yet, when the
-// pane is in a tab labelled for the member. A pane id that now belongs to
-// another member's pane is not found. rekeyed says the record's terminal id
-// is stale.
-func (m *Manager) ownedPane(name string, rec Ownership) (p herdrcache.Pane, alive, rekeyed bool) {
-	if p, ok := m.cache.Pane(rec.TerminalID, rec.PaneID); ok {
-		return p, true, false
+// startupTimeout is how long the profile's agent may take to be ready.
+func startupTimeout(p *v1alpha1.Profile) time.Duration {
+	if t := p.Spec.StartupTimeout.Duration; t > 0 {
+		return t
 	}
-	p, ok := m.cache.Pane("", rec.PaneID)
-	if ok && !p.HasAgent && m.tabLabelled(p.TabID, TabLabelPrefix+name) {
-		return p, true, true // herdr restored the pane; its agent is not back yet
-	}
-	if !ok || !p.HasAgent || p.Agent.Name != name {
-		return herdrcache.Pane{}, false, false
-	}
-	if s := sessionOf(p.Agent, p.PaneInfo); rec.AgentSession != nil && s != nil && *s != *rec.AgentSession {
-		return herdrcache.Pane{}, false, false
-	}
-	return p, true, true
-}
-
-// rekey moves a record to the terminal id herdr now gives its pane, and the
-// pane's credential with it.
-func (m *Manager) rekey(name string, b *statusBuilder, rt *runtime, rec Ownership, p herdrcache.Pane) (Ownership, error) {
-	old := rec.TerminalID
-	rec.TerminalID, rec.TabID, rec.WorkspaceID = p.TerminalID, p.TabID, p.WorkspaceID
-	if err := m.own.put(rec); err != nil {
-		return rec, err
-	}
-	if rt.start != nil && rt.start.terminal == old {
-		rt.start.terminal = rec.TerminalID
-	}
-	m.signalOwned()
-	if rec.Token != "" {
-		if err := m.launcher.Bind(launch.Spec{Token: rec.Token}, rec.PaneID, rec.TerminalID); err != nil {
-			m.log.Warn("launcher could not rebind the pane's credential", "member", name, "pane", rec.PaneID, "err", err)
-		}
-	}
-	m.event(name, v1alpha1.EventNormal, reasonAdopted,
-		fmt.Sprintf("adopted pane %s by its id and agent name after herdr restarted (terminal %s, was %s)", rec.PaneID, rec.TerminalID, old))
-	b.setPane(rec)
-	return rec, nil
-}
-
-// noteSession records the agent's session in the ownership record when
-// herdr reports a new one.
-func (m *Manager) noteSession(rec *Ownership, a herdr.AgentInfo, pane herdr.PaneInfo) error {
-	s := sessionOf(a, pane)
-	if s == nil || (rec.AgentSession != nil && *rec.AgentSession == *s) {
-		return nil
-	}
-	c := *s
-	rec.AgentSession = &c
-	return m.own.put(*rec)
-}
-
-// sessionOf is the agent_session herdr reports for an agent or its pane.
-func sessionOf(a herdr.AgentInfo, pane herdr.PaneInfo) *herdr.AgentSessionInfo {
-	if a.AgentSession != nil {
-		return a.AgentSession
-	}
-	return pane.AgentSession
-}
-
-// tabLabelled reports whether the cache shows tab tabID labelled label.
-func (m *Manager) tabLabelled(tabID, label string) bool {
-	l, ok := m.tabLabel(tabID)
-	return ok && l == label
-}
-
-// awaitRestore waits, up to the startup timeout, for herdr to relaunch the
-// agent of a pane it restored after a restart (one agent every 100 ms, so
-// a listing can see the pane before its agent). herdr's restore_error, or
-// the timeout, ends the wait as an exited agent.
-func (m *Manager) awaitRestore(ctx context.Context, name string, mem *v1alpha1.Member, p *v1alpha1.Profile, b *statusBuilder, rt *runtime, rec Ownership, pane herdr.PaneInfo) (Result, error) {
-	now := m.o.Clock.Now()
-	if rt.restoring.IsZero() {
-		rt.restoring = now
-	}
-	// The cache learns of a relaunched agent only at the next listing (an
-	// agent's detection event carries no agent): ask herdr.
-	cctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
-	a, err := m.herdr.GetAgent(cctx, rec.PaneID)
-	cancel()
-	switch {
-	case err == nil && a.Name == name && (a.TerminalID == "" || a.TerminalID == rec.TerminalID):
-		rt.restoring = time.Time{}
-		if !a.InteractiveReady {
-			return m.checkStart(ctx, name, mem, p, b, rt, rec)
-		}
-		m.cache.AgentStarted(*a)
-		m.event(name, v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("herdr relaunched the agent in pane %s", rec.PaneID))
-		return m.running(name, b, rt, rec, a.AgentStatus), nil
-	case err != nil && herdrcache.Unreachable(err):
-		return Result{}, m.callFailed(fmt.Errorf("look for the relaunched agent of %q in pane %s: %w", name, rec.PaneID, err))
-	}
-	timeout := startupTimeout(p)
-	why := ""
-	switch {
-	case pane.RestoreError != "":
-		why = fmt.Sprintf("herdr could not restore the agent in pane %s: %s", rec.PaneID, pane.RestoreError)
-	case !now.Before(rt.restoring.Add(timeout)):
-		why = fmt.Sprintf("herdr restarted and did not relaunch the agent in pane %s within %s", rec.PaneID, timeout)
-	}
-	if why != "" {
-		rt.restoring = time.Time{}
-		return m.startFailed(ctx, name, mem, p, b, rt, rec, why, nil)
-	}
-	b.setPane(rec)
-	b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("herdr restarted; waiting up to %s for it to relaunch the agent in pane %s", timeout, rec.PaneID)),
-		degradedCond(rt, m.o.DegradedAfter))
-	m.writeStatus(name, b)
-	return Result{RequeueAfter: min(MaxStartCheck, rt.restoring.Add(timeout).Sub(now))}, nil
+	return v1alpha1.DefaultStartupTimeout
 }

@@ -14,6 +14,10 @@ type memberState struct {
 	status   v1alpha1.MemberStatus
 	events   []v1alpha1.Event
 	awaiting bool // counted in fleetd_members_awaiting_input
+	// object is the member as its status was last written for it. Once
+	// the member is deleted from the desired state it is listed from here
+	// (Terminating while its tab closes) until the controller forgets it.
+	object *v1alpha1.Member
 }
 
 // awaitingInput reports whether a status shows an agent waiting at a
@@ -82,6 +86,7 @@ func setCondition(conds []v1alpha1.Condition, c v1alpha1.Condition) []v1alpha1.C
 // statusBuilder edits a copy of a member's status during one reconcile.
 type statusBuilder struct {
 	st  v1alpha1.MemberStatus
+	obj *v1alpha1.Member // the member the status is of
 	gen int64
 	now time.Time
 }
@@ -124,16 +129,27 @@ func cTrue(reason, msg string) [3]string  { return [3]string{v1alpha1.ConditionT
 func cFalse(reason, msg string) [3]string { return [3]string{v1alpha1.ConditionFalse, reason, msg} }
 
 // statusOf starts a builder from the member's current status.
-func (m *Manager) statusOf(name string, gen int64, uid string) *statusBuilder {
+func (m *Manager) statusOf(mem *v1alpha1.Member) *statusBuilder {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := &statusBuilder{gen: gen, now: m.o.Clock.Now().UTC().Truncate(time.Second)}
-	if s, ok := m.states[name]; ok {
+	b := &statusBuilder{obj: mem, gen: mem.Generation, now: m.o.Clock.Now().UTC().Truncate(time.Second)}
+	if s, ok := m.states[mem.Name]; ok {
 		s.status.DeepCopyInto(&b.st)
 	}
-	b.st.SessionID = sessionID(uid)
-	b.st.ObservedGeneration = gen
+	b.st.SessionID = sessionID(mem.UID)
+	b.st.ObservedGeneration = mem.Generation
 	return b
+}
+
+// lastObject returns the member as its status was last written for it;
+// nil if none was.
+func (m *Manager) lastObject(name string) *v1alpha1.Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.states[name]; ok {
+		return s.object
+	}
+	return nil
 }
 
 // writeStatus stores st if it differs from the current status, updates the
@@ -145,6 +161,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		s = &memberState{}
 		m.states[name] = s
 	}
+	s.object = b.obj
 	if ok && reflect.DeepEqual(s.status, b.st) {
 		m.mu.Unlock()
 		return
@@ -173,7 +190,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		m.log.Info("member phase changed", "member", name, "from", old, "to", b.st.Phase,
 			"paneId", b.st.PaneID, "restarts", b.st.Restarts)
 	}
-	m.broadcast()
+	m.changed.Notify()
 }
 
 // forgetMember drops all in-memory state of a deleted member.
@@ -192,7 +209,7 @@ func (m *Manager) forgetMember(name string) {
 	delete(m.runtimes, name)
 	m.mu.Unlock()
 	if ok {
-		m.broadcast()
+		m.changed.Notify()
 	}
 }
 

@@ -50,10 +50,11 @@ func TestSessionID_StableUUIDPerUID(t *testing.T) {
 
 func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // condition times from the bubble's clock
-		m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{}, changed: make(chan struct{}),
+		m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{},
 			metrics: NewMetrics(nil), log: discard()}
 		m.o.Clock = clock.Real{}
-		b := m.statusOf("a", 1, "uid")
+		a := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "a", UID: "uid", Generation: 1}}
+		b := m.statusOf(a)
 		b.set(v1alpha1.PhaseReady, cTrue("R", ""), cFalse("R", ""), cFalse("R", ""))
 		ch := m.Changed()
 		m.writeStatus("a", b)
@@ -63,7 +64,7 @@ func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
 			t.Fatal("first write did not notify")
 		}
 		ch = m.Changed()
-		b2 := m.statusOf("a", 1, "uid")
+		b2 := m.statusOf(a)
 		b2.set(v1alpha1.PhaseReady, cTrue("R", ""), cFalse("R", ""), cFalse("R", ""))
 		m.writeStatus("a", b2)
 		select {

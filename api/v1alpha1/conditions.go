@@ -37,6 +37,11 @@ const (
 	ReasonFailed        = "Failed"
 	ReasonPaused        = "Paused"
 	ReasonAsExpected    = "AsExpected"
+	// ReasonTerminating: fleetd is closing the member's tab — the member
+	// was deleted, paused or replaced by a new definition; the message
+	// says which tab and why. The phase is Terminating until herdr
+	// confirmed the close.
+	ReasonTerminating = "Terminating"
 
 	// Reasons a member waits for its spec, or an object it references, to
 	// change (Ready=False, no retries).

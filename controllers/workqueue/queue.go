@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Defaults match client-go's DefaultControllerRateLimiter.
@@ -46,7 +47,9 @@ type Queue struct {
 	dirty        map[string]time.Time // waiting keys → when they were added
 	processing   map[string]time.Time // keys held by a worker → when taken
 	shuttingDown bool
-	notify       chan struct{} // closed and replaced on every change a Get may wait for
+	// changed is notified, under mu, of every change a Get or
+	// WaitInactive may wait for.
+	changed notify.Signal
 
 	waitingMu sync.Mutex
 	waiting   delayHeap
@@ -89,7 +92,6 @@ func New(opts *Options) *Queue {
 		metrics:    o.Metrics.forQueue(o.Name),
 		dirty:      map[string]time.Time{},
 		processing: map[string]time.Time{},
-		notify:     make(chan struct{}),
 		waitIndex:  map[string]*delayed{},
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
@@ -187,7 +189,7 @@ func (q *Queue) Get(ctx context.Context) (key string, ok bool) {
 			q.mu.Unlock()
 			return key, true
 		}
-		ch := q.notify
+		ch := q.changed.Changed()
 		q.mu.Unlock()
 		select {
 		case <-ch:
@@ -246,19 +248,7 @@ func (q *Queue) activeLocked() bool {
 // WaitInactive blocks until no key is waiting (delayed keys aside) or being
 // processed, or ctx ends.
 func (q *Queue) WaitInactive(ctx context.Context) error {
-	for {
-		q.mu.Lock()
-		active, ch := q.activeLocked(), q.notify
-		q.mu.Unlock()
-		if !active {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return notify.Wait(ctx, &q.changed, func() bool { return !q.Active() })
 }
 
 // NextDelayed returns when the earliest delayed key becomes ready.
@@ -298,10 +288,7 @@ func (q *Queue) ShuttingDown() bool {
 
 // wake releases every Get and WaitInactive waiting for a change. q.mu must
 // be held.
-func (q *Queue) wake() {
-	close(q.notify)
-	q.notify = make(chan struct{})
-}
+func (q *Queue) wake() { q.changed.Notify() }
 
 // delayLoop moves delayed keys onto the queue when their time comes.
 func (q *Queue) delayLoop() {

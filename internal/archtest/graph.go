@@ -91,10 +91,10 @@ var allowed = Graph{
 	"controllers/launch":      {"api/v1alpha1"},
 	"internal/store":          {"api/v1alpha1", "api/decode"},
 	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
-	"controllers/workqueue":   {"internal/clock", prometheus, rate},
+	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
-	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/statedir", prometheus},
+	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
+		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", prometheus},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
