@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"reflect"
 	"regexp"
 	"sort"
@@ -21,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/guard"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // DesiredState is the declared fleet that bridge_spawn, bridge_stop,
@@ -33,12 +33,11 @@ type DesiredState interface {
 	// List returns every object of one kind.
 	List(kind string) []v1alpha1.Object
 	// Apply creates or replaces obj's definition; a decode.ErrorList in
-	// its error says what in obj is invalid, and an error with a
-	// Conflict() bool method returning true that obj's
-	// metadata.resourceVersion is stale (internal/store.ErrConflict).
+	// its error says what in obj is invalid, and an error matching
+	// store.ErrConflict that obj's metadata.resourceVersion is stale.
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; for an object that has none
-	// it returns an error matching fs.ErrNotExist.
+	// it returns an error matching store.ErrNotFound.
 	Delete(ctx context.Context, kind, name string) error
 }
 
@@ -379,17 +378,10 @@ func writeErr(name string, err error) error {
 	if errors.As(err, &errs) {
 		return specErr(errs)
 	}
-	if isConflict(err) {
+	if errors.Is(err, store.ErrConflict) {
 		return toolErr(codeConflict, "write member %s: %v; read it again and reapply", name, err)
 	}
 	return toolErr(codeUnavailable, "write member %s: %v", name, err)
-}
-
-// isConflict reports whether a store write failed its resourceVersion
-// precondition (see DesiredState.Apply).
-func isConflict(err error) bool {
-	var c interface{ Conflict() bool }
-	return errors.As(err, &c) && c.Conflict()
 }
 
 // settled: the member runs the given generation, or cannot without a change.
@@ -445,7 +437,7 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 		return false, nil
 	}
 	if err := ms.store.Delete(ctx, v1alpha1.KindMember, m.Name); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, store.ErrNotFound) {
 			return false, nil
 		}
 		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)

@@ -89,7 +89,7 @@ var allowed = Graph{
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":      {"api/v1alpha1"},
-	"internal/store":          {"api/v1alpha1", "api/decode"},
+	"internal/store":          {"api/v1alpha1", "api/decode", "internal/notify"},
 	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
 	"controllers/workqueue":   {"internal/clock", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
@@ -100,21 +100,22 @@ var allowed = Graph{
 	// the controllers.
 	"internal/harness": {"api/v1alpha1", "controllers/launch", "herdr", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
 
-	// The north face: desired state through mcp's own interface, never
-	// controllers or internal/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	// The north face: desired state through mcp's own interface (the
+	// store's contract only for its shared errors), never controllers or a
+	// store backend.
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/store", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
-	// desired state through interfaces it declares itself, never mcp,
-	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/tokens", difflib, sigsyaml},
+	// desired state through interfaces it declares itself (the store's
+	// contract only for its shared errors), never mcp, controllers or herdr.
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/store", "internal/tokens", difflib, sigsyaml},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
 	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
-	"internal/etcdtest":  {etcdServer, zap, goleak},
+	"internal/etcdtest":        {etcdServer, zap, goleak},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},

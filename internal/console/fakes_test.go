@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	desired "github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -141,7 +141,7 @@ func (s store) Apply(_ context.Context, obj v1alpha1.Object) error {
 
 func (s store) Delete(_ context.Context, kind, name string) error {
 	if _, ok := s.Member(name); !ok {
-		return fs.ErrNotExist
+		return desired.ErrNotFound
 	}
 	s.change(func(f *fleet) { delete(f.members, name) })
 	return nil

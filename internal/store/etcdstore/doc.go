@@ -37,7 +37,7 @@
 // it may be behind etcd, where another node may have taken over a member
 // since, so the controllers keep every agent running and create no pane
 // from it (no restart, no replacement, no first start). While etcd cannot be listed the snapshot also keeps every object
-// as last seen and says why in DirErr, which /readyz reports, until a list
+// as last seen and says why in Unreadable, which /readyz reports, until a list
 // succeeds again.
 //
 // Writes are bounded and read their own result. Every request has a

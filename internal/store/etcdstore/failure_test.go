@@ -131,8 +131,8 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 		cluster.Stop(i)
 		a.apply(member("while-"+string(rune('a'+i)), "one"))
 		b.until("the write seen while a member is down", func(s *store.Snapshot) bool { return s.Members["while-"+string(rune('a'+i))] != nil })
-		if s := b.st.Snapshot(); s.DirErr != nil {
-			t.Errorf("member %d down: DirErr %v", i, s.DirErr)
+		if s := b.st.Snapshot(); s.Unreadable != nil {
+			t.Errorf("member %d down: Unreadable %v", i, s.Unreadable)
 		}
 		if err := cluster.Restart(i); err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 	if got := logs.String(); strings.Contains(got, "no etcd member reachable") {
 		t.Errorf("b's watch ended for its connection while a single member was down:\n%s", got)
 	}
-	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.DirErr == nil })
+	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.Unreadable == nil })
 }
 
 // lockedBuffer is a log destination safe for concurrent use.
@@ -178,12 +178,12 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 
 	restart := stopMembers(t, 1, 2)
 
-	s := n.until("etcd reported unavailable", func(s *store.Snapshot) bool { return s.DirErr != nil })
+	s := n.until("etcd reported unavailable", func(s *store.Snapshot) bool { return s.Unreadable != nil })
 	if s.Members["alpha"] != alpha || !s.Synced {
 		t.Errorf("without quorum: alpha %+v synced %v, want the last state", s.Members["alpha"], s.Synced)
 	}
-	if !strings.Contains(s.DirErr.Error(), "etcd unavailable") {
-		t.Errorf("DirErr %q", s.DirErr)
+	if !strings.Contains(s.Unreadable.Error(), "etcd unavailable") || !errors.Is(s.Unreadable, store.ErrUnavailable) {
+		t.Errorf("Unreadable %q; want etcd unavailable, matching store.ErrUnavailable", s.Unreadable)
 	}
 	if s.Stale == nil {
 		t.Error("without quorum: the snapshot is not Stale")
@@ -205,7 +205,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 	}
 
 	restart()
-	n.until("etcd available again", func(s *store.Snapshot) bool { return s.DirErr == nil && s.Stale == nil })
+	n.until("etcd available again", func(s *store.Snapshot) bool { return s.Unreadable == nil && s.Stale == nil })
 	// Written through another member once the quorum is back.
 	other := newClient(t, cluster.Endpoint(2))
 	if _, err := other.Put(context.Background(), prefix(t)+"/members/gamma", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"gamma"},"spec":{"profile":"one"}}`); err != nil {
@@ -222,7 +222,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 
 // A leaderless etcd ends the store's watch (it requires a leader) at once:
 // the snapshot is Stale from then on — before the list that follows has
-// timed out and DirErr says etcd is unavailable — so that no controller
+// timed out and Unreadable says etcd is unavailable — so that no controller
 // creates a pane from it. It is current again after the next list.
 func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 	opts := &Options{RequestTimeout: time.Minute, RetryInterval: 50 * time.Millisecond}
@@ -235,8 +235,8 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 
 	restart := stopMembers(t, 1, 2)
 	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
-	if s.DirErr != nil {
-		t.Errorf("stale only once the list failed (DirErr %v); want at the end of the watch", s.DirErr)
+	if s.Unreadable != nil {
+		t.Errorf("stale only once the list failed (Unreadable %v); want at the end of the watch", s.Unreadable)
 	}
 	if !strings.Contains(s.Stale.Error(), "etcd unavailable") {
 		t.Errorf("Stale %q", s.Stale)
@@ -247,8 +247,8 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 
 	restart()
 	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
-	if s.DirErr != nil || s.Members["alpha"] != alpha {
-		t.Errorf("current again: DirErr %v, alpha %+v", s.DirErr, s.Members["alpha"])
+	if s.Unreadable != nil || s.Members["alpha"] != alpha {
+		t.Errorf("current again: Unreadable %v, alpha %+v", s.Unreadable, s.Members["alpha"])
 	}
 }
 

@@ -126,7 +126,7 @@ func (s *Store) markLostLocked(prev []NodeInfo) {
 // as last seen.
 func (s *Store) Nodes() []v1alpha1.Node {
 	s.mu.Lock()
-	infos, etcdErr := s.nodes, s.snap.DirErr
+	infos, etcdErr := s.nodes, s.snap.Unreadable
 	lost := maps.Clone(s.lost)
 	counts := map[string]int{}
 	for _, b := range s.binds {

@@ -167,7 +167,7 @@ func (s *Store) BoundStatus(f *Fleet, m *v1alpha1.Member) (PublishedStatus, stri
 	if !bound {
 		return PublishedStatus{}, "unbound"
 	}
-	if err := s.Snapshot().DirErr; err != nil {
+	if err := s.Snapshot().Unreadable; err != nil {
 		return PublishedStatus{}, "this node cannot read etcd, so its status is not known here"
 	}
 	ready := false

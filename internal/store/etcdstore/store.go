@@ -295,7 +295,7 @@ func (s *Store) Sync(ctx context.Context) error {
 // cancellation. From a failed watch (etcd unreachable, or without a
 // leader: the watch requires one) to the next successful list the snapshot
 // is Stale; while etcd cannot be listed it keeps every object as last seen
-// and says why in DirErr too.
+// and says why in Unreadable too.
 func (s *Store) Run(ctx context.Context) error {
 	for {
 		rev, err := s.relist(ctx)
@@ -598,20 +598,20 @@ type storedMeta struct {
 }
 
 // unavailable records that etcd cannot be listed: the objects stay as last
-// seen, DirErr and Stale say why.
+// seen, Unreadable and Stale say why.
 func (s *Store) unavailable(err error) {
-	err = fmt.Errorf("etcd unavailable; keeping every object as last seen: %w", err)
+	err = fmt.Errorf("%w; keeping every object as last seen: %w", ErrUnavailable, err)
 	s.mu.Lock()
 	prev := s.snap
 	s.mu.Unlock()
-	if prev.DirErr != nil && prev.DirErr.Error() == err.Error() {
+	if prev.Unreadable != nil && prev.Unreadable.Error() == err.Error() {
 		return
 	}
-	if prev.DirErr == nil {
+	if prev.Unreadable == nil {
 		s.log.Error("etcd unavailable; keeping every object as last seen", "prefix", s.prefix, "err", err)
 	}
 	next := *prev
-	next.DirErr, next.Stale = err, err
+	next.Unreadable, next.Stale = err, err
 	s.install(&next, 0)
 }
 
@@ -631,17 +631,17 @@ func (s *Store) stale(err error) {
 }
 
 // publish installs a snapshot of the entries at rev if they changed (or
-// the previous snapshot was not synced, had DirErr or was Stale), and
+// the previous snapshot was not synced, had Unreadable or was Stale), and
 // records rev.
 func (s *Store) publish(rev int64, changed bool) {
 	s.mu.Lock()
 	prev := s.snap
 	s.mu.Unlock()
-	if !changed && prev.Synced && prev.DirErr == nil && prev.Stale == nil {
+	if !changed && prev.Synced && prev.Unreadable == nil && prev.Stale == nil {
 		s.install(nil, rev)
 		return
 	}
-	if prev.DirErr != nil {
+	if prev.Unreadable != nil {
 		s.log.Info("etcd available again", "prefix", s.prefix, "revision", rev)
 	}
 	full := s.build()

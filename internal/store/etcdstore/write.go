@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -20,8 +19,8 @@ import (
 
 // ErrUnavailable is wrapped by a write that etcd did not answer (no quorum,
 // no member reachable, the request timed out): nothing is known to be
-// written.
-var ErrUnavailable = errors.New("etcd unavailable")
+// written. It matches store.ErrUnavailable.
+var ErrUnavailable = fmt.Errorf("etcd %w", store.ErrUnavailable)
 
 // Apply writes obj's definition with a compare-and-swap on the key's
 // revision: with metadata.resourceVersion set, only over that revision
