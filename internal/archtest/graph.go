@@ -7,6 +7,7 @@ const (
 	fsnotify   = "github.com/fsnotify/fsnotify"
 	prometheus = "github.com/prometheus/client_golang"
 	rate       = "golang.org/x/time/rate"
+	backoff    = "github.com/cenkalti/backoff/v5"
 	errgroup   = "golang.org/x/sync/errgroup"
 	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
 	cobra      = "github.com/spf13/cobra"
@@ -111,6 +112,12 @@ var allowed = Graph{
 	// desired state through interfaces it declares itself (the store's
 	// contract only for its shared errors), never mcp, controllers or herdr.
 	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/store", "internal/tokens", difflib, sigsyaml},
+
+	// etcd, one primitive each: the retry pace of every loop, the one
+	// reader of a key space (list, watch, relist), the node's one lease.
+	"internal/retry":         {"internal/clock", backoff},
+	"internal/etcd/informer": {"internal/clock", "internal/notify", "internal/retry", etcdClient, etcdAPI, grpc},
+	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
