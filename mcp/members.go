@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/guard"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -52,6 +53,15 @@ type applyChecker interface {
 // (controllers.Manager).
 type MemberWaiter interface {
 	WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error
+}
+
+// remoteStops is a MemberWaiter that sees a fleet of nodes (internal/fleet's
+// View): a stop of a member another node runs waits on it for that node's
+// report, since the pane closes there and is never reported here.
+type remoteStops interface {
+	// WaitStopped returns once m's node (m.Status.NodeName) reports it no
+	// longer runs m, or an error when ctx ends first.
+	WaitStopped(ctx context.Context, m v1alpha1.Member) error
 }
 
 // Defaults of the member writes.
@@ -292,6 +302,7 @@ type members struct {
 	source MemberSource
 	store  DesiredState
 	waiter MemberWaiter
+	node   string // this node's name in a fleet on etcd; "" for one machine
 	gone   *paneGone
 }
 
@@ -428,6 +439,9 @@ func (ms *members) resolveWorker(ref string) (v1alpha1.Member, error) {
 
 // stop deletes a member's definition and, with wait, returns once its pane
 // is closed or the timeout passed. existed is false for an unknown member.
+// A member another node runs is waited for on that node's report
+// (remoteStops), and one that does not come in time is an error; a local
+// member's pane is waited for as the controllers report it closed.
 func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time.Duration) (existed bool, err error) {
 	if ms.store == nil {
 		return false, toolErr(codeUnavailable, "this gateway has no desired-state store")
@@ -442,9 +456,27 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 		}
 		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)
 	}
-	if wait && m.Status.PaneID != "" {
-		wctx, cancel := context.WithTimeout(ctx, cmp.Or(timeout, DefaultStopTimeout))
-		defer cancel()
+	if !wait {
+		return true, nil
+	}
+	timeout = cmp.Or(timeout, DefaultStopTimeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if node := m.Status.NodeName; node != "" && node != ms.node {
+		remote, ok := ms.waiter.(remoteStops)
+		if !ok {
+			return true, nil // nothing here hears of another node's panes
+		}
+		if err := remote.WaitStopped(wctx, m); err != nil {
+			if ctx.Err() != nil {
+				return true, fromCore(ctx.Err())
+			}
+			return true, toolErr(codeUnavailable, "member %s is deleted, but node %s, which runs it, has not reported its pane closed within %s; "+
+				"it closes the pane when it sees the deletion (is it running and reaching etcd?)", m.Name, node, timeout)
+		}
+		return true, nil
+	}
+	if m.Status.PaneID != "" {
 		if err := ms.gone.wait(wctx, m.Status.PaneID); err != nil && ctx.Err() != nil {
 			return true, fromCore(ctx.Err())
 		}
@@ -454,23 +486,23 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 
 // paneGone remembers the panes the controllers reported closed, so that a
 // stop can wait for its pane whether the report comes before or after it
-// starts waiting.
+// starts waiting. Pane ids are herdr's, unique on this node only: a pane of
+// another node is never waited for here.
 type paneGone struct {
 	mu      sync.Mutex
 	gone    map[string]bool
 	order   []string
-	changed chan struct{}
+	changed notify.Signal
 }
 
 const paneGoneMemory = 1024
 
 func newPaneGone() *paneGone {
-	return &paneGone{gone: map[string]bool{}, changed: make(chan struct{})}
+	return &paneGone{gone: map[string]bool{}}
 }
 
 func (p *paneGone) report(paneID string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.gone[paneID] {
 		p.gone[paneID] = true
 		p.order = append(p.order, paneID)
@@ -479,22 +511,14 @@ func (p *paneGone) report(paneID string) {
 			p.order = p.order[1:]
 		}
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	p.changed.Notify()
 }
 
 func (p *paneGone) wait(ctx context.Context, paneID string) error {
-	for {
+	return notify.Wait(ctx, &p.changed, func() bool {
 		p.mu.Lock()
-		done, ch := p.gone[paneID], p.changed
-		p.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		defer p.mu.Unlock()
+		return p.gone[paneID]
+	})
 }

@@ -104,7 +104,7 @@ var allowed = Graph{
 	// The north face: desired state through mcp's own interface (the
 	// store's contract only for its shared errors), never controllers or a
 	// store backend.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/store", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/store", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
@@ -120,18 +120,25 @@ var allowed = Graph{
 	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient},
 
 	// The etcd store implements internal/store's interface on etcd's
-	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
-	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
+	// client, each key space through the informer; etcdtest embeds etcd's
+	// server for tests (see notInFleetd).
+	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", "internal/etcd/informer", etcdClient, etcdAPI},
 	"internal/etcdtest":        {etcdServer, zap, goleak},
+	// The fleet on etcd: the scheduler around Place, which reads the fleet
+	// through an interface it declares (package fleet implements it); the
+	// fleet's nodes, statuses, token and view, which the daemon wires.
+	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient},
+	"internal/fleet": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
+		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},
 
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/herdrcache",
-		"herdr", "herdr/herdrsim", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
-		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
+	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",
+		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
+		"internal/tail", "internal/tokens", "internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore",
+		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.

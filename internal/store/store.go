@@ -245,6 +245,10 @@ func (p *Published) List(kind string) []v1alpha1.Object {
 // Changed returns a channel closed at the next Publish.
 func (p *Published) Changed() <-chan struct{} { return p.changed.Changed() }
 
+// Signal is the change signal itself, for a notify.Signal that follows
+// the store among other sources ([notify.Signal.Follow]).
+func (p *Published) Signal() *notify.Signal { return &p.changed }
+
 // Watch returns a channel that receives a value at every Publish until ctx
 // ends; values coalesce, so a slow reader sees one for many changes.
 func (p *Published) Watch(ctx context.Context) <-chan struct{} {

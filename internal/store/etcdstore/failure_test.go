@@ -24,25 +24,20 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 	writer.apply(member("kept", "one"))
 	writer.apply(member("changed", "one"))
 	writer.apply(member("deleted", "one"))
-	statusKey := func(name string) string { return prefix(t) + "/status/" + name }
-	if _, err := writer.cli.Put(context.Background(), statusKey("deleted"), `{"node":"a","memberUID":"u1","status":{"phase":"Ready"}}`); err != nil {
-		t.Fatal(err)
-	}
 
 	lists := make(chan int64, 10)
-	st, err := New(newClient(t), &Options{Prefix: prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := true
-	st.listed = func(rev int64) {
+	st, err := New(newClient(t), &Options{Prefix: prefix(t), afterList: func(dir string, rev int64) {
+		if dir != "members" {
+			return
+		}
 		lists <- rev
 		if !first {
 			return
 		}
 		first = false
-		// Between the first list and its watch: change everything, then
-		// compact past the listed revision.
+		// Between the first list of the members and its watch: change
+		// everything, then compact past the listed revision.
 		ctx := context.Background()
 		c := writer.member("changed").DeepCopy()
 		c.ResourceVersion, c.Spec.Paused = "", true
@@ -51,14 +46,6 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 			t.Error(err)
 		}
 		writer.apply(member("created", "one"))
-		// Published statuses and the token hash too.
-		for _, op := range []clientv3.Op{clientv3.OpDelete(statusKey("deleted")),
-			clientv3.OpPut(statusKey("created"), `{"node":"a","memberUID":"u2","status":{"phase":"Starting"}}`),
-			clientv3.OpPut(prefix(t)+"/tokens/primary", `{"sha256":"`+strings.Repeat("ab", 32)+`","node":"a"}`)} {
-			if _, err := writer.cli.Do(ctx, op); err != nil {
-				t.Error(err)
-			}
-		}
 		resp, err := writer.cli.Get(ctx, "compact-marker")
 		if err != nil {
 			t.Error(err)
@@ -67,6 +54,9 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 		if _, err := writer.cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 			t.Error(err)
 		}
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{t: t, st: st, cli: writer.cli, change: st.Watch(ctx)}
@@ -82,15 +72,6 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 	if s.Members["deleted"] != nil || !s.Members["changed"].Spec.Paused || s.Members["kept"] == nil {
 		t.Errorf("after the relist: members %v, changed paused %v", memberNames(s), s.Members["changed"].Spec.Paused)
 	}
-	if _, ok := st.Status("deleted"); ok {
-		t.Error("after the relist: a status deleted meanwhile is still shown")
-	}
-	if got, ok := st.Status("created"); !ok || got.Status.Phase != v1alpha1.PhaseStarting {
-		t.Errorf("after the relist: the status published meanwhile is %+v (%v)", got, ok)
-	}
-	if tok, ok := st.PrimaryToken(); !ok || tok.Node != "a" {
-		t.Errorf("after the relist: the token hash put meanwhile is %+v (%v)", tok, ok)
-	}
 	// The hook runs after a list has published its snapshot: wait for
 	// the second one's call rather than count at once.
 	deadline := time.NewTimer(waitLimit)
@@ -99,14 +80,14 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 		select {
 		case <-lists:
 		case <-deadline.C:
-			t.Fatalf("%d lists, want 2 (the first, and one after ErrCompacted)", i)
+			t.Fatalf("%d lists of the members, want 2 (the first, and one after ErrCompacted)", i)
 		}
 	}
 	// And it watches again from the new list.
 	writer.apply(member("later", "one"))
 	n.until("a change after the relist seen", func(s *store.Snapshot) bool { return s.Members["later"] != nil })
 	if len(lists) != 0 {
-		t.Errorf("%d more lists, want none: the watch after the relist follows changes", len(lists))
+		t.Errorf("%d more lists of the members, want none: the watch after the relist follows changes", len(lists))
 	}
 }
 

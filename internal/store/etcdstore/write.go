@@ -65,7 +65,7 @@ func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 			return fmt.Errorf("apply %s: %w", skey, err)
 		}
 		if cur != nil && bytes.Equal(value, cur.value) {
-			return s.waitRev(ctx, curRev)
+			return s.waitWritten(ctx, kind, curRev)
 		}
 		if len(value) > s.maxBytes {
 			return fmt.Errorf("apply %s: %w", skey, decode.ErrorList{&decode.Error{File: key,
@@ -81,7 +81,7 @@ func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 			return fmt.Errorf("apply %s: %w: %w", skey, ErrUnavailable, err)
 		}
 		if resp.Succeeded {
-			return s.waitRev(ctx, resp.Header.Revision)
+			return s.waitWritten(ctx, kind, resp.Header.Revision)
 		}
 		if want != 0 {
 			return fmt.Errorf("apply %s: resourceVersion %d, but another write came first: %w", skey, want, store.ErrConflict)
@@ -116,7 +116,7 @@ func (s *Store) Delete(ctx context.Context, kind, name string) error {
 	if resp.Deleted == 0 {
 		return fmt.Errorf("delete %s: %w", skey, store.ErrNotFound)
 	}
-	return s.waitRev(ctx, resp.Header.Revision)
+	return s.waitWritten(ctx, kind, resp.Header.Revision)
 }
 
 // current is the stored object a write replaces.

@@ -1,18 +1,17 @@
-package etcdstore
+package fleet
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/time/rate"
 
-	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // Defaults for StatusPublisherOptions.
@@ -42,6 +41,7 @@ type StatusSource interface {
 // StatusPublisherOptions configure [PublishStatuses]. nil means defaults;
 // Node is required.
 type StatusPublisherOptions struct {
+	Options
 	// Node is the publishing node's name.
 	Node string
 	// Interval and Burst bound the writes of one member's status: Burst
@@ -52,31 +52,25 @@ type StatusPublisherOptions struct {
 	// MaxInFlight bounds the writes in flight at once; default
 	// DefaultStatusInFlight.
 	MaxInFlight int
-	// RequestTimeout bounds each write; default DefaultRequestTimeout.
-	RequestTimeout time.Duration
-	// Clock drives the coalescing; default the wall clock.
-	Clock clock.Clock
-	// Logger receives a line when writes start and stop failing; default
-	// slog.Default().
-	Logger *slog.Logger
 }
 
 // PublishStatuses keeps PREFIX/status/MEMBER current with src for every
 // member the node runs until ctx ends, through kv (the client's KV, or a
 // wrapper of it): a member's status is written only when it differs from
 // what this node last wrote, at most Burst times in a row and then once
-// per Interval per member (the changes in between coalesced into one
-// write of the latest), at most MaxInFlight writes at once, and deleted
-// when the node stops running the member. An idle node makes no request at
-// all.
+// per Interval per member (a token bucket, golang.org/x/time/rate; the
+// changes in between coalesced into one write of the latest), at most
+// MaxInFlight writes at once, and deleted when the node stops running the
+// member. A status is published under the member's binding as st reads it
+// (none: nothing to publish under). An idle node makes no request at all.
 //
 // Every write is fenced on the key's revision as this node last wrote or
 // read it. A write that finds another node's status there, published
 // under a binding as new as this node's or newer, yields: this node no
 // longer runs the member, it just has not seen its binding move yet. The
 // statuses this node published before a restart for members it no longer
-// runs (read from st) are deleted.
-func PublishStatuses(ctx context.Context, kv clientv3.KV, st *Store, src StatusSource, opts *StatusPublisherOptions) error {
+// runs (read from statuses) are deleted.
+func PublishStatuses(ctx context.Context, kv clientv3.KV, st *etcdstore.Store, statuses *Statuses, src StatusSource, opts *StatusPublisherOptions) error {
 	var o StatusPublisherOptions
 	if opts != nil {
 		o = *opts
@@ -84,6 +78,7 @@ func PublishStatuses(ctx context.Context, kv clientv3.KV, st *Store, src StatusS
 	if err := CheckNodeName(o.Node); err != nil {
 		return err
 	}
+	o.Options = o.Options.withDefaults()
 	if o.Interval <= 0 {
 		o.Interval = DefaultStatusInterval
 	}
@@ -93,22 +88,22 @@ func PublishStatuses(ctx context.Context, kv clientv3.KV, st *Store, src StatusS
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultStatusInFlight
 	}
-	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
-	p := &publisher{kv: kv, st: st, o: &o, sent: map[string]sentStatus{}, budget: map[string]*bucket{},
+	p := &publisher{kv: kv, st: st, statuses: statuses, o: &o, sent: map[string]sentStatus{}, budget: map[string]*rate.Limiter{},
 		busy: map[string]bool{}, cleared: map[string]int64{}, done: make(chan pubResult, o.MaxInFlight)}
 	return p.run(ctx, src)
 }
 
 type publisher struct {
-	kv clientv3.KV
-	st *Store
-	o  *StatusPublisherOptions
+	kv       clientv3.KV
+	st       *etcdstore.Store
+	statuses *Statuses
+	o        *StatusPublisherOptions
 
 	// Owned by run.
-	sent    map[string]sentStatus // what this node last wrote (or found) per member
-	budget  map[string]*bucket    // each member's writes left
-	busy    map[string]bool       // members with a request in flight
-	cleared map[string]int64      // leftovers of a restart already deleted, at their revision
+	sent    map[string]sentStatus    // what this node last wrote (or found) per member
+	budget  map[string]*rate.Limiter // each member's writes
+	busy    map[string]bool          // members with a request in flight
+	cleared map[string]int64         // leftovers of a restart already deleted, at their revision
 	done    chan pubResult
 	failing bool
 }
@@ -138,7 +133,7 @@ func (p *publisher) run(ctx context.Context, src StatusSource) error {
 	for {
 		// Woken by what the node runs and by bindings, not by other
 		// nodes' statuses: a pass re-reads every member the node runs.
-		srcCh, fleetCh := src.Changed(), p.st.FleetChanged()
+		srcCh, storeCh := src.Changed(), p.st.Changed()
 		wait := p.pass(ctx, src.Statuses())
 		var timer <-chan time.Time
 		stop := func() {}
@@ -155,7 +150,7 @@ func (p *publisher) run(ctx context.Context, src StatusSource) error {
 			}
 			return nil
 		case <-srcCh:
-		case <-fleetCh:
+		case <-storeCh:
 		case <-timer:
 		case r := <-p.done:
 			p.settle(r)
@@ -183,21 +178,23 @@ func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (
 		if known && prev.value == value {
 			continue
 		}
-		b := p.budget[name]
-		if b == nil {
-			b = &bucket{tokens: float64(p.o.Burst), at: now}
-			p.budget[name] = b
+		lim := p.budget[name]
+		if lim == nil {
+			lim = rate.NewLimiter(rate.Every(p.o.Interval), p.o.Burst)
+			p.budget[name] = lim
 		}
-		if left := b.wait(now, p.o.Interval, p.o.Burst); left > 0 {
+		r := lim.ReserveN(now, 1)
+		if left := r.DelayFrom(now); left > 0 {
+			r.CancelAt(now)
 			if wait == 0 || left < wait {
 				wait = left
 			}
 			continue
 		}
 		if len(p.busy) >= p.o.MaxInFlight {
+			r.CancelAt(now)
 			return wait // a completion wakes the loop
 		}
-		b.tokens--
 		p.start(ctx, name, func(rctx context.Context) pubResult { return p.put(rctx, name, value, rec, prev) })
 	}
 	// Deletes: what this node wrote and no longer runs, and what it
@@ -208,7 +205,7 @@ func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (
 			gone[name] = s.modRev
 		}
 	}
-	leftovers := p.st.publishedBy(p.o.Node)
+	leftovers := p.statuses.publishedBy(p.o.Node)
 	for name, rev := range leftovers {
 		if _, running := want[name]; !running {
 			if _, known := p.sent[name]; !known && p.cleared[name] != rev {
@@ -247,24 +244,6 @@ func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (
 	return wait
 }
 
-// bucket is one member's write budget: up to Burst writes, one earned
-// back per Interval.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-// wait brings the budget up to now and returns how long until a write may
-// be made; 0 means now.
-func (b *bucket) wait(now time.Time, interval time.Duration, burst int) time.Duration {
-	b.tokens = min(float64(burst), b.tokens+float64(now.Sub(b.at))/float64(interval))
-	b.at = now
-	if b.tokens >= 1 {
-		return 0
-	}
-	return time.Duration(math.Ceil((1 - b.tokens) * float64(interval)))
-}
-
 func (p *publisher) start(ctx context.Context, name string, req func(context.Context) pubResult) {
 	p.busy[name] = true
 	go func() {
@@ -279,7 +258,7 @@ func (p *publisher) start(ctx context.Context, name string, req func(context.Con
 // put writes value over the revision this node knows of the key (none:
 // over an absent key); on a failed compare it returns what it found.
 func (p *publisher) put(ctx context.Context, name, value string, rec PublishedStatus, prev sentStatus) pubResult {
-	key := p.st.statusKey(name)
+	key := statusKey(p.o.Prefix, name)
 	resp, err := p.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", prev.modRev)).
 		Then(clientv3.OpPut(key, value)).
@@ -300,7 +279,7 @@ func (p *publisher) put(ctx context.Context, name, value string, rec PublishedSt
 }
 
 func (p *publisher) del(ctx context.Context, name string, rev int64) pubResult {
-	key := p.st.statusKey(name)
+	key := statusKey(p.o.Prefix, name)
 	resp, err := p.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 		Then(clientv3.OpDelete(key)).

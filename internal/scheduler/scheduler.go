@@ -1,8 +1,10 @@
-package etcdstore
+package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -11,99 +13,117 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/etcd/session"
+	"github.com/fleetd-dev/fleetd/internal/notify"
+	"github.com/fleetd-dev/fleetd/internal/retry"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
-// SchedulerOptions configure RunScheduler. nil means defaults.
-type SchedulerOptions struct {
-	// Prefix is the fleet's key prefix; default DefaultPrefix.
+// Defaults of [Options].
+const (
+	// DefaultRescheduleAfter is Options.RescheduleAfter's default,
+	// Kubernetes' pod eviction timeout.
+	DefaultRescheduleAfter = 5 * time.Minute
+	DefaultRequestTimeout  = 5 * time.Second
+	DefaultRetryInterval   = time.Second
+)
+
+// Source is the fleet as this node's watches last read it (package
+// fleet's): what a pass reads, never a request of its own.
+type Source interface {
+	// Fleet returns every member, binding and node, and the lost nodes.
+	Fleet() Fleet
+	// Orphans returns the published statuses nobody else will delete.
+	Orphans() []Orphan
+	// Changed is closed at the next change of the fleet.
+	Changed() <-chan struct{}
+	// WaitBindings returns once the source has read the bindings written
+	// at revision rev.
+	WaitBindings(ctx context.Context, rev int64) error
+}
+
+// Orphan is a published status of a member that is gone, published by a
+// node that is not registered (killed, and not back: a node deletes its
+// own when it runs).
+type Orphan struct {
+	Member string
+	// Key is the status's key; ModRevision its revision as last read.
+	Key         string
+	ModRevision int64
+}
+
+// Options configure [Run]. nil means defaults.
+type Options struct {
+	// Prefix is the fleet's key prefix; default etcdstore.DefaultPrefix.
 	Prefix string
 	// Candidate names this scheduler in the election (the node's name).
 	Candidate string
-	// TTL is the election session's lease: a scheduler that dies is
-	// replaced this long after; default DefaultNodeTTL.
-	TTL time.Duration
-	// RequestTimeout bounds each transaction of bindings; default
+	// RequestTimeout bounds each transaction; default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// RescheduleAfter is how long a member stays bound to a lost node (its
-	// lease expired) before it is bound to another; default
-	// DefaultRescheduleAfter. Members whose spec.nodeName names the lost
-	// node wait for it.
+	// RescheduleAfter is how long a member stays bound to a lost node
+	// before it is bound to another; default DefaultRescheduleAfter.
+	// Members whose spec.nodeName names the lost node wait for it.
 	RescheduleAfter time.Duration
-	// Clock drives the retry after a lost session and the reschedule
-	// grace (against the store's clock, which dates a node's loss);
-	// default the wall clock.
+	// RetryInterval is the base of the backoff before campaigning again
+	// after the election failed; default DefaultRetryInterval.
+	RetryInterval time.Duration
+	// Clock drives the backoff and the reschedule grace (against the
+	// source's clock, which dates a node's loss); default the wall clock.
 	Clock clock.Clock
 	// Logger receives a line per election won or lost and per member
 	// bound; default slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultRescheduleAfter is SchedulerOptions.RescheduleAfter's default,
-// Kubernetes' pod eviction timeout.
-const DefaultRescheduleAfter = 5 * time.Minute
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	r.Prefix = cmp.Or(r.Prefix, etcdstore.DefaultPrefix)
+	r.RequestTimeout = cmp.Or(r.RequestTimeout, DefaultRequestTimeout)
+	r.RescheduleAfter = cmp.Or(r.RescheduleAfter, DefaultRescheduleAfter)
+	r.RetryInterval = cmp.Or(r.RetryInterval, DefaultRetryInterval)
+	if r.Clock == nil {
+		r.Clock = clock.Real{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	return r
+}
 
-// RunScheduler takes part in the fleet's scheduler election (an etcd
-// election at PREFIX/scheduler, under a session lease) until ctx ends; one
-// fleetd at a time is the scheduler. While it leads it binds every
-// unbound Member of st's Fleet (or one whose binding names an older uid)
-// to the node [Place] picks, each binding fenced so that it holds only if
-// the member's key is still at the revision it placed, its binding is
-// still as it read it, and its leadership key is still there: a scheduler
-// that lost the election, or placed a member that changed meanwhile,
-// writes nothing (for that member). Many bindings go in one transaction;
-// a batch that fails its fences is split until the stale ones are alone. Bindings of deleted members are removed the same way. Members
-// no node can take stay unbound (Place says why). A member bound to a
-// lost node (Fleet.Lost) is bound again, the same way and also only if
-// its binding is still at the revision the scheduler read, once the node
-// has been lost for RescheduleAfter — unless its spec.nodeName pins it
-// there. It returns nil on cancellation.
-func RunScheduler(ctx context.Context, cli *clientv3.Client, st *Store, opts *SchedulerOptions) error {
-	var o SchedulerOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if o.TTL <= 0 {
-		o.TTL = DefaultNodeTTL
-	}
-	if o.RescheduleAfter <= 0 {
-		o.RescheduleAfter = DefaultRescheduleAfter
-	}
-	defaultShared(&o.RequestTimeout, &o.Clock, &o.Logger)
-	for ctx.Err() == nil {
-		err := lead(ctx, cli, st, &o)
+// Run takes part in the fleet's scheduler election under the node's
+// session until ctx ends, and schedules while it leads (see the package
+// documentation). It returns nil on cancellation.
+func Run(ctx context.Context, cli *clientv3.Client, sessions *session.Session, src Source, opts *Options) error {
+	o := opts.withDefaults()
+	b := retry.New(o.RetryInterval, o.Clock)
+	for {
+		var sess *concurrency.Session
+		if notify.Wait(ctx, sessions, func() bool { sess = sessions.Current(); return sess != nil }) != nil {
+			return nil
+		}
+		led, err := lead(ctx, cli, sess, src, &o)
 		if ctx.Err() != nil {
 			return nil
 		}
+		if led {
+			b.Reset()
+		}
 		o.Logger.Warn("scheduler election lost or failed; campaigning again", "candidate", o.Candidate, "err", err)
-		t := o.Clock.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.Wait(ctx) {
 			return nil
-		case <-t.C():
 		}
 	}
-	return nil
 }
 
-// lead campaigns, then schedules on every change of the fleet until the
-// session ends or ctx does.
-func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOptions) error {
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(max((o.TTL+time.Second-1)/time.Second, 1))), concurrency.WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("scheduler session: %w", err)
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), o.RequestTimeout)
-		defer cancel()
-		_, _ = cli.Revoke(rctx, sess.Lease()) // resign at once; an unrevoked lease expires on its own
-		sess.Close()
-	}()
+// lead campaigns under sess, then schedules on every change of the fleet
+// until the session ends or ctx does; led says whether it won.
+func lead(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session, src Source, o *Options) (led bool, _ error) {
 	e := concurrency.NewElection(sess, o.Prefix+"/scheduler")
 	// Campaign, cancelled, resigns on the client's own context, which
 	// blocks while etcd is unreachable: a node stopped while cut off from
@@ -114,15 +134,17 @@ func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOpti
 	select {
 	case err := <-campaigned:
 		if err != nil {
-			return fmt.Errorf("campaign: %w", err)
+			return false, fmt.Errorf("campaign: %w", err)
 		}
+	case <-sess.Done():
+		return false, errors.New("session lease lost while campaigning")
 	case <-ctx.Done():
-		return nil
+		return false, nil
 	}
 	o.Logger.Info("scheduling the fleet", "candidate", o.Candidate)
-	s := &scheduler{cli: cli, st: st, o: o, leaderKey: e.Key(), leaderRev: e.Rev()}
+	s := &scheduler{cli: cli, src: src, o: o, leaderKey: e.Key(), leaderRev: e.Rev()}
 	for {
-		changed := st.FleetChanged()
+		changed := src.Changed()
 		wake, err := s.pass(ctx)
 		if err != nil && ctx.Err() == nil {
 			o.Logger.Warn("scheduling pass failed; trying again at the next change", "err", err)
@@ -136,10 +158,11 @@ func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOpti
 		select {
 		case <-ctx.Done():
 			stop()
-			return nil
+			s.resign(e)
+			return true, nil
 		case <-sess.Done():
 			stop()
-			return fmt.Errorf("session lease lost")
+			return true, errors.New("session lease lost")
 		case <-changed:
 		case <-timer:
 		}
@@ -147,10 +170,18 @@ func lead(ctx context.Context, cli *clientv3.Client, st *Store, o *SchedulerOpti
 	}
 }
 
+// resign gives up the leadership at once, so that another node schedules
+// without waiting for this node's lease (which its session revokes too).
+func (s *scheduler) resign(e *concurrency.Election) {
+	rctx, cancel := context.WithTimeout(context.Background(), s.o.RequestTimeout)
+	defer cancel()
+	_ = e.Resign(rctx) // the key goes with the lease otherwise
+}
+
 type scheduler struct {
 	cli       *clientv3.Client
-	st        *Store
-	o         *SchedulerOptions
+	src       Source
+	o         *Options
 	leaderKey string
 	leaderRev int64
 	// wrote is the etcd revision of this scheduler's last committed
@@ -170,13 +201,13 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 	// a member created meanwhile to a node already full).
 	if s.wrote > 0 {
 		rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
-		err := s.st.waitRev(rctx, s.wrote)
+		err := s.src.WaitBindings(rctx, s.wrote)
 		cancel()
 		if err != nil {
 			return 0, fmt.Errorf("scheduling pass: %w", err)
 		}
 	}
-	f := s.st.Fleet()
+	f := s.src.Fleet()
 	counts := f.Counts()
 	now := s.o.Clock.Now()
 	present := map[string]bool{}
@@ -211,12 +242,12 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 		if bound {
 			counts[old.Node]--
 		}
-		memberKey, _ := s.st.Key("Member", m.Name)
-		value, _ := json.Marshal(Binding{Node: node, MemberUID: m.UID})
+		memberKey := s.memberKey(m.Name)
+		value, _ := json.Marshal(etcdstore.Binding{Node: node, MemberUID: m.UID})
 		name := m.Name
-		binds = append(binds, s.planWrite(s.st.bindingKey(name),
+		binds = append(binds, s.planWrite(&f, name,
 			clientv3.Compare(clientv3.ModRevision(memberKey), "=", rev),
-			clientv3.OpPut(s.st.bindingKey(name), string(value)),
+			clientv3.OpPut(etcdstore.BindingKey(s.o.Prefix, name), string(value)),
 			func() {
 				if bound {
 					s.o.Logger.Info("member rescheduled from a lost node", "member", name, "lost", old.Node, "node", node)
@@ -226,70 +257,50 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 			}))
 	}
 	firstErr := s.commit(ctx, binds)
-	// Bindings whose member is gone. (One whose member was made again, with
-	// a new uid, is overwritten above.)
-	s.st.mu.Lock()
-	var stale []string
-	for name := range s.st.binds {
-		if !present[name] {
-			stale = append(stale, name)
-		}
-	}
-	s.st.mu.Unlock()
+	// Bindings whose member is gone. (One whose member was made again,
+	// with a new uid, is overwritten above.)
 	var unbinds []bindingWrite
-	for _, name := range stale {
-		memberKey, _ := s.st.Key("Member", name)
-		unbinds = append(unbinds, s.planWrite(s.st.bindingKey(name),
-			clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0),
-			clientv3.OpDelete(s.st.bindingKey(name)), nil))
+	for name, st := range f.Stored {
+		if st.Binding != nil && !present[name] {
+			unbinds = append(unbinds, s.planWrite(&f, name,
+				clientv3.Compare(clientv3.CreateRevision(s.memberKey(name)), "=", 0),
+				clientv3.OpDelete(etcdstore.BindingKey(s.o.Prefix, name)), nil))
+		}
 	}
 	unbindErr := s.commit(ctx, unbinds)
-	// Statuses nobody will delete: of a member that is gone, published by
-	// a node that is not registered (killed, and not back: a node deletes
-	// its own when it runs).
-	registered := map[string]bool{}
-	for _, n := range f.Nodes {
-		registered[n.Name] = true
-	}
-	s.st.mu.Lock()
-	orphans := map[string]int64{}
-	for name, r := range s.st.statuses {
-		if !present[name] && !registered[r.Node] {
-			orphans[name] = r.modRev
-		}
-	}
-	s.st.mu.Unlock()
-	for name, rev := range orphans {
-		memberKey, _ := s.st.Key("Member", name)
-		key := s.st.statusKey(name)
+	for _, o := range s.src.Orphans() {
 		rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
-		_, err := s.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev), clientv3.Compare(clientv3.CreateRevision(memberKey), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev)).Then(clientv3.OpDelete(key)).Commit()
+		_, err := s.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(o.Key), "=", o.ModRevision),
+			clientv3.Compare(clientv3.CreateRevision(s.memberKey(o.Member)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev)).Then(clientv3.OpDelete(o.Key)).Commit()
 		cancel()
 		if err != nil {
-			firstErr = cmpOr(firstErr, fmt.Errorf("delete %s: %w: %w", key, ErrUnavailable, err))
+			firstErr = cmpOr(firstErr, fmt.Errorf("delete %s: %w: %w", o.Key, etcdstore.ErrUnavailable, err))
 		}
 	}
 	return wake, cmpOr(firstErr, unbindErr)
 }
 
+// memberKey is a member's key in the fleet.
+func (s *scheduler) memberKey(name string) string {
+	key, _ := etcdstore.KeyOf(s.o.Prefix, v1alpha1.KindMember, name) // a known kind: no error
+	return key
+}
+
 // bindingWrite is one write of a pass: op on a binding key, if its own
-// fence (on the member's key) holds and the binding key is as this store
-// last saw it; done, if set, runs once it is committed.
+// fence (on the member's key) holds and the binding key is as the fleet
+// last read it; done, if set, runs once it is committed.
 type bindingWrite struct {
 	cmps []clientv3.Cmp
 	op   clientv3.Op
 	done func()
 }
 
-// planWrite is the write of op on a binding key fenced on fence and on the
-// binding key's mod revision as this store last saw it.
-func (s *scheduler) planWrite(key string, fence clientv3.Cmp, op clientv3.Op, done func()) bindingWrite {
-	var seen int64
-	if e := s.bindingSeen(key); e != nil {
-		seen = e.modRev
-	}
-	return bindingWrite{cmps: []clientv3.Cmp{fence, clientv3.Compare(clientv3.ModRevision(key), "=", seen)}, op: op, done: done}
+// planWrite is the write of op on member's binding key, fenced on fence
+// and on the binding key's mod revision as f read it (0: none).
+func (s *scheduler) planWrite(f *Fleet, member string, fence clientv3.Cmp, op clientv3.Op, done func()) bindingWrite {
+	key := etcdstore.BindingKey(s.o.Prefix, member)
+	return bindingWrite{cmps: []clientv3.Cmp{fence, clientv3.Compare(clientv3.ModRevision(key), "=", f.Stored[member].ModRevision)}, op: op, done: done}
 }
 
 // maxTxnOps is etcd's default bound on the comparisons (and on the
@@ -352,7 +363,7 @@ func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, leads bool,
 	defer cancel()
 	resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.leaderKey)).Commit()
 	if err != nil {
-		return false, true, fmt.Errorf("write %d binding(s): %w: %w", len(ws), ErrUnavailable, err)
+		return false, true, fmt.Errorf("write %d binding(s): %w: %w", len(ws), etcdstore.ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
@@ -365,13 +376,6 @@ func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, leads bool,
 		}
 	}
 	return true, true, nil
-}
-
-// bindingSeen returns the binding key's entry as the store last read it.
-func (s *scheduler) bindingSeen(key string) *bindingEntry {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	return s.st.bindSeen[key]
 }
 
 func cmpOr(a, b error) error {

@@ -1,25 +1,23 @@
-package daemon
+package fleet
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
-	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // recordedNode records the registration publishNode would write, each
 // time it changes, with when.
 type recordedNode struct {
 	mu     sync.Mutex
-	info   etcdstore.NodeInfo
+	info   NodeInfo
 	writes []nodeWrite
 }
 
@@ -27,66 +25,53 @@ type nodeWrite struct {
 	at        time.Time
 	members   int
 	reachable bool
+	version   string
 }
 
-func (r *recordedNode) Update(_ context.Context, change func(*etcdstore.NodeInfo)) error {
+func (r *recordedNode) Update(_ context.Context, change func(*NodeInfo)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := r.info
 	change(&next)
-	if len(r.writes) == 0 || next.Members != r.info.Members || next.Herdr.Reachable != r.info.Herdr.Reachable {
-		r.writes = append(r.writes, nodeWrite{time.Now(), next.Members, next.Herdr.Reachable})
+	if len(r.writes) == 0 || next.Members != r.info.Members || next.Herdr.Reachable != r.info.Herdr.Reachable || next.Herdr.Version != r.info.Herdr.Version {
+		r.writes = append(r.writes, nodeWrite{time.Now(), next.Members, next.Herdr.Reachable, next.Herdr.Version})
 	}
 	r.info = next
 	return nil
 }
 
-// broadcast is a change signal: every Signal closes the channel the last
-// Changed returned.
-type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{}
+// fakeLocal is a node's herdr and member count.
+type fakeLocal struct {
+	count     atomic.Int64
+	reachable atomic.Bool
+	changes   notify.Signal
 }
 
-func (b *broadcast) Changed() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{})
-	}
-	return b.ch
+func (l *fakeLocal) Herdr() v1alpha1.NodeHerdr {
+	return v1alpha1.NodeHerdr{Reachable: l.reachable.Load(), Version: "0.9.3", Protocol: 22}
 }
-
-func (b *broadcast) Signal() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch != nil {
-		close(b.ch)
-		b.ch = nil
-	}
-}
+func (l *fakeLocal) Members() int             { return int(l.count.Load()) }
+func (l *fakeLocal) Changed() <-chan struct{} { return l.changes.Changed() }
 
 // A member count that changes every 10 ms for 1.5 s (a fleet converging)
 // is written at most once per nodeCoalesce, and its last value is written;
-// herdr going away while a count waits its turn is written at once.
+// herdr going away while a count waits its turn is written at once; herdr's
+// version is what the node's herdr answered.
 func TestPublishNode_CoalescesRewrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		rec := &recordedNode{}
-		var count atomic.Int64
-		var reachable atomic.Bool
-		reachable.Store(true)
-		var changes broadcast
+		local := &fakeLocal{}
+		local.reachable.Store(true)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			publishNode(ctx, rec, prometheus.NewRegistry(), reachable.Load, func() int { return int(count.Load()) },
-				changes.Changed, clock.Real{}, slog.New(slog.DiscardHandler))
+			publishNode(ctx, rec, local, clock.Real{}, quiet)
 		}()
 		synctest.Wait()
 		for range 150 {
-			count.Add(1)
-			changes.Signal()
+			local.count.Add(1)
+			local.changes.Notify()
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(3 * time.Second)
@@ -97,20 +82,20 @@ func TestPublishNode_CoalescesRewrites(t *testing.T) {
 				t.Errorf("write %d (%d members) %s after the one before; want at least %s", i, rec.writes[i].members, gap, nodeCoalesce)
 			}
 		}
-		if n := len(rec.writes); n > 4 || rec.writes[n-1].members != 150 {
-			t.Errorf("%d writes, the last with %d members; want at most 4, the last with 150", n, rec.writes[n-1].members)
+		if n := len(rec.writes); n > 4 || rec.writes[n-1].members != 150 || rec.writes[n-1].version != "0.9.3" {
+			t.Errorf("%d writes, the last %+v; want at most 4, the last with 150 members and herdr 0.9.3", n, rec.writes[n-1])
 		}
 		rec.mu.Unlock()
 
-		count.Add(1) // written now: the next write waits a second
-		changes.Signal()
+		local.count.Add(1) // written now: the next write waits a second
+		local.changes.Notify()
 		synctest.Wait()
-		count.Add(1) // waits
-		changes.Signal()
+		local.count.Add(1) // waits
+		local.changes.Notify()
 		synctest.Wait()
-		reachable.Store(false)
+		local.reachable.Store(false)
 		lost := time.Now()
-		changes.Signal()
+		local.changes.Notify()
 		synctest.Wait()
 		rec.mu.Lock()
 		last := rec.writes[len(rec.writes)-1]
