@@ -132,7 +132,7 @@ var allowed = Graph{
 		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
-	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},
+	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify", "internal/retry", etcdClient, etcdAPI},
 
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",

@@ -135,7 +135,7 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 		state := fleet.NewState(st, nodes, statuses)
 		view := fleet.NewView(mgr, state, cfg.Node)
 		local := fleet.NewLocalStatuses(mgr, core)
-		relay, err := newRelay(core, cli, st, view, cfg, mopts, log)
+		relay, err := newRelay(core, cli, sessions, st, view, cfg, mopts, log)
 		if err != nil {
 			return nil, err
 		}
@@ -172,12 +172,13 @@ func (h herdrSide) Members() int { return len(h.mgr.Store().Snapshot().Members) 
 func (h herdrSide) Changed() <-chan struct{} { return h.mgr.Changed() }
 
 // newRelay is the gateway's messaging on a fleet in etcd: the node's core
-// for its own members, etcd for the others' (package fleetmsg). A member's
-// node is its binding as the store last read it; its messaging state is
-// what that node publishes (fleet.View.RemoteWorker).
-func newRelay(core *messaging.Core, cli *clientv3.Client, st *etcdstore.Store, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
+// for its own members, etcd for the others' (package fleetmsg), the calls
+// it holds under the node's lease. A member's node is its binding as the
+// store last read it; its messaging state is what that node publishes
+// (fleet.View.RemoteWorker).
+func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Session, st *etcdstore.Store, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
 	return fleetmsg.New(core, &fleetmsg.Options{
-		Client: cli, Prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix), Node: cfg.Node,
+		Client: cli, Session: sessions, Prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix), Node: cfg.Node,
 		Locate: func(member string) (string, bool) {
 			b, ok := st.Bound(member)
 			return b.Node, ok

@@ -370,15 +370,15 @@ func (i *Informer[E]) apply(events []*clientv3.Event, rev int64) {
 	}
 	for _, ev := range events {
 		k := string(ev.Kv.Key)
+		base := cur // as the events before this one of the response left it
+		if next != nil {
+			base = next
+		}
 		if ev.Type == clientv3.EventTypeDelete {
-			if _, ok := cur[k]; ok {
+			if _, ok := base[k]; ok {
 				delete(edit(), k)
 			}
 			continue
-		}
-		base := cur
-		if next != nil {
-			base = next
 		}
 		if it, ok := i.decode(ev.Kv, base); ok {
 			edit()[k] = it

@@ -291,3 +291,19 @@ func TestInformer_EtcdDownIsStaleThenUnavailableThenCurrent(t *testing.T) {
 	put(t, newClient(t), m.prefix+"b", "after")
 	m.until(t, "current again", func() bool { return m.Stale() == nil && m.Unavailable() == nil && m.values()["b"] == "AFTER" })
 }
+
+// A watch response may carry a key's put and its delete (a watcher behind
+// by a few writes): the key is gone after it, and a delete of a key never
+// seen changes nothing.
+func TestInformer_ApplyPutThenDeleteInOneResponse(t *testing.T) {
+	m := newMirror(t, nil, nil)
+	key := []byte(m.prefix + "brief")
+	m.apply([]*clientv3.Event{
+		{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key, Value: []byte("x"), ModRevision: 5, CreateRevision: 5}},
+		{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: key, ModRevision: 6}},
+		{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: []byte(m.prefix + "never"), ModRevision: 7}},
+	}, 7)
+	if got := m.values(); len(got) != 0 || m.Revision() != 7 {
+		t.Errorf("after a put and a delete in one response: %v at revision %d; want nothing at 7", got, m.Revision())
+	}
+}
