@@ -135,7 +135,7 @@ var allowed = Graph{
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify", "internal/retry", etcdClient, etcdAPI},
 
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",
+	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock", "internal/notify",
 		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
 		"internal/tail", "internal/tokens", "internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore",
 		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},

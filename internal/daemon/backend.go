@@ -84,10 +84,9 @@ func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*bac
 // etcdBackend is a fleet of nodes on etcd: the node's one lease, its
 // registration, the store of the members bound to it, the nodes, the
 // published statuses and the fleet's primary token, read once before the
-// node serves; on the node, the fleet view, the status publisher, the
-// scheduler and the relay. The node is registered before anything
-// reconciles, and toks accepts the fleet's primary token before the
-// gateway serves.
+// node serves (etcdFleet.onNode adds the rest). The node is registered
+// before anything reconciles, and toks accepts the fleet's primary token
+// before the gateway serves.
 func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (_ *backend, err error) {
 	cli, err := dialEtcd(cfg, log)
 	if err != nil {
@@ -98,63 +97,81 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 			cli.Close()
 		}
 	}()
-	prefix := cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix)
-	fo := &fleet.Options{Prefix: prefix, RequestTimeout: cfg.RequestTimeout, Logger: log}
-	sessions := session.New(cli, &session.Options{TTL: cfg.NodeTTL, RequestTimeout: cfg.RequestTimeout, Logger: log})
-	if err := sessions.Start(ctx); err != nil {
+	f := &etcdFleet{cfg: cfg, cli: cli, toks: toks, log: log, prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix)}
+	fo := &fleet.Options{Prefix: f.prefix, RequestTimeout: cfg.RequestTimeout, Logger: log}
+	f.sessions = session.New(cli, &session.Options{TTL: cfg.NodeTTL, RequestTimeout: cfg.RequestTimeout, Logger: log})
+	if err := f.sessions.Start(ctx); err != nil {
 		err = fmt.Errorf("register node %s: %w: %w", cfg.Node, etcdstore.ErrUnavailable, err)
 		if why := explainTLS(cfg); why != nil {
 			err = fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
 		}
 		return nil, err
 	}
-	reg, err := fleet.Register(ctx, cli, sessions, fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version}, fo)
-	if err != nil {
+	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version}
+	if f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo); err != nil {
 		return nil, err
 	}
 	// The node's snapshot holds only the members bound to it: its
 	// controllers reconcile those alone.
-	st, err := etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node})
-	if err != nil {
+	if f.store, err = etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node}); err != nil {
 		return nil, err
 	}
-	nodes, statuses, token := fleet.NewNodes(cli, st, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
+	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
 	// Read once before serving, as the directory store does, so that the
 	// first requests see the fleet rather than an empty one.
-	for _, sync := range []func(context.Context) error{st.Sync, nodes.Sync, statuses.Sync, token.Sync} {
+	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync} {
 		if err := sync(ctx); err != nil {
 			return nil, fmt.Errorf("read the desired state from etcd: %w", err)
 		}
 	}
-	if err := token.Adopt(ctx, toks, state, cfg.Node); err != nil {
+	if err := f.token.Adopt(ctx, toks, state, cfg.Node); err != nil {
 		return nil, err
 	}
-	b := &backend{store: st, node: cfg.Node, close: func() { cli.Close() },
-		source: fmt.Sprintf("etcd %s on %s as node %s", prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}
-	b.onNode = func(mgr *controllers.Manager, core *messaging.Core, mopts messaging.Options) (*nodeParts, error) {
-		state := fleet.NewState(st, nodes, statuses)
-		view := fleet.NewView(mgr, state, cfg.Node)
-		local := fleet.NewLocalStatuses(mgr, core)
-		relay, err := newRelay(core, cli, sessions, st, view, cfg, mopts, log)
-		if err != nil {
-			return nil, err
-		}
-		return &nodeParts{members: view, waiter: view, messages: relay, nodes: nodes, run: []func(context.Context) error{
-			sessions.Run, reg.Run, nodes.Run, statuses.Run, token.Run, relay.Run,
-			func(ctx context.Context) error { reg.Follow(ctx, herdrSide{mgr}); return nil },
-			func(ctx context.Context) error { token.Follow(ctx, toks); return nil },
-			func(ctx context.Context) error { view.Run(ctx); return nil },
-			func(ctx context.Context) error { local.Run(ctx); return nil },
-			func(ctx context.Context) error {
-				return fleet.PublishStatuses(ctx, cli.KV, st, statuses, local, &fleet.StatusPublisherOptions{Options: *fo, Node: cfg.Node})
-			},
-			func(ctx context.Context) error {
-				return scheduler.Run(ctx, cli, sessions, state, &scheduler.Options{Prefix: prefix, Candidate: cfg.Node,
-					RequestTimeout: cfg.RequestTimeout, RescheduleAfter: cfg.RescheduleAfter, Logger: log})
-			},
-		}}, nil
+	return &backend{store: f.store, node: cfg.Node, close: func() { cli.Close() }, onNode: f.onNode,
+		source: fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
+}
+
+// etcdFleet is what etcdBackend opened.
+type etcdFleet struct {
+	cfg      *EtcdConfig
+	prefix   string
+	cli      *clientv3.Client
+	toks     *tokens.Registry
+	log      *slog.Logger
+	sessions *session.Session
+	reg      *fleet.Registration
+	store    *etcdstore.Store
+	nodes    *fleet.Nodes
+	statuses *fleet.Statuses
+	token    *fleet.Token
+}
+
+// onNode adds on the node the fleet view (what the gateway and the console
+// show), the relay across nodes (what they message through), GET /nodes,
+// and the parts that run: the lease, the registration and what it says of
+// the node's herdr and members, the nodes, statuses and token, the status
+// publisher, the scheduler and the relay.
+func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts messaging.Options) (*nodeParts, error) {
+	state := fleet.NewState(f.store, f.nodes, f.statuses)
+	view := fleet.NewView(mgr, state, f.cfg.Node)
+	local := fleet.NewLocalStatuses(mgr, core)
+	relay, err := newRelay(core, f.cli, f.sessions, f.store, view, f.cfg, mopts, f.log)
+	if err != nil {
+		return nil, err
 	}
-	return b, nil
+	publisher := &fleet.StatusPublisherOptions{Options: fleet.Options{Prefix: f.prefix, RequestTimeout: f.cfg.RequestTimeout, Logger: f.log}, Node: f.cfg.Node}
+	sched := &scheduler.Options{Prefix: f.prefix, Candidate: f.cfg.Node, RequestTimeout: f.cfg.RequestTimeout, RescheduleAfter: f.cfg.RescheduleAfter, Logger: f.log}
+	return &nodeParts{members: view, waiter: view, messages: relay, nodes: f.nodes, run: []func(context.Context) error{
+		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, relay.Run,
+		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
+		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },
+		func(ctx context.Context) error { view.Run(ctx); return nil },
+		func(ctx context.Context) error { local.Run(ctx); return nil },
+		func(ctx context.Context) error {
+			return fleet.PublishStatuses(ctx, f.cli.KV, f.store, f.statuses, local, publisher)
+		},
+		func(ctx context.Context) error { return scheduler.Run(ctx, f.cli, f.sessions, state, sched) },
+	}}, nil
 }
 
 // herdrSide is what a node publishes about itself from its controllers:

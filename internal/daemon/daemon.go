@@ -14,23 +14,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
-	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
-	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
-	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
-	"github.com/fleetd-dev/fleetd/internal/version"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -186,149 +178,24 @@ func Run(ctx context.Context, cfg Config) error {
 // ctx ends or one fails. It returns once every part has stopped and the
 // messaging core has closed its journal.
 func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listener, log *slog.Logger) error {
-	loopback := isLoopback(ln.Addr())
-	if !loopback {
-		log.Warn("listening on a non-loopback address: the API and gateway are reachable from the network, guarded only by bearer tokens", "addr", ln.Addr().String())
-	}
-	gateway, err := plan.GatewayForListen(ln.Addr().String())
+	p := &parts{cfg: cfg, state: state, log: log}
+	defer p.close()
+	gateway, err := p.listen(ln)
 	if err != nil {
 		return err
 	}
-	socket, sim, err := herdrSocket(cfg, state, log)
-	if err != nil {
-		return err
-	}
-	if sim != nil {
-		defer sim.Close() // stops the agents, then the simulated herdr
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := controllers.NewMetrics(reg)
-	toks, err := tokens.Open(state.Root(), &tokens.Options{FleetPrimary: cfg.Etcd != nil}) // on etcd, the fleet's (fleet.Token.Adopt)
-	if err != nil {
-		return fmt.Errorf("open token registry: %w", err)
-	}
-	launcher, err := harness.NewLauncher(harness.LauncherOptions{StateDir: state.Root(), Gateway: gateway, Tokens: toks})
-	if err != nil {
-		return err
-	}
-	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(log, metrics.HerdrObserver())})
-	be, err := openBackend(ctx, cfg, state, gateway, toks, log)
-	if err != nil {
-		return err
-	}
-	defer be.close() // after every part has stopped
-	roster := Roster(be.store)
-
-	mopts := messagingOptions(cfg, reg, roster, log)
-	prompter := herdrprompt.New(client)
-	defer prompter.Close() // after the core: its completion checks feed the core
-	core, err := messaging.New(state.Messages(), prompter, &mopts)
-	if errors.Is(err, messaging.ErrJournalCorrupt) {
-		return fmt.Errorf("%w\nfleetd will not start on a damaged message journal rather than lose what it holds: "+
-			"`fleetd journal check --state-dir %[2]s` lists the damage; `fleetd journal repair --state-dir %[2]s` keeps every intact record and sets the original aside",
-			err, state.Root())
-	}
-	if err != nil {
-		return err
-	}
-	defer core.Close() // on a failed start; the shutdown part closes it first
-
-	// The controllers report agent status to the core, and closed panes
-	// to whoever listens (the first prompts, the gateway): they are built
-	// after the controllers, which report only once they run.
-	var gone paneGone
-	mgr, err := controllers.New(&controllers.Options{
-		OnAgentStatus: prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
-		OnPaneGone:    gone.report,
-		// A prompt typed into an agent herdr relaunched is lost with it:
-		// its turn ends now, not at its deadline.
-		OnAgentRelaunched: func(member, paneID string) {
-			core.AgentRelaunched(member, fmt.Sprintf("herdr restarted with session restore and relaunched it in pane %s", paneID))
-		},
-		Store: be.store, StateDir: state.Root(), Herdr: client, Launcher: launcher, Metrics: metrics, Logger: log, ResyncPeriod: cfg.ResyncPeriod,
-	})
-	if err != nil {
-		return err
-	}
-	defer mgr.Close() // on a failed start; after Run it changes nothing
-	// No prompt reaches an agent herdr relaunched before the core heard of
-	// the relaunch: prompts wait while the controllers' view of herdr is
-	// not in sync.
-	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
-	dropUnownedTokens(toks, mgr.Owned(), log)
-
-	parts, err := be.onNode(mgr, core, mopts)
-	if err != nil {
-		return err
-	}
-	handler, err := mcp.NewHandler(mcp.Options{
-		Members: parts.members, Waiter: parts.waiter, Messages: parts.messages, Nodes: parts.nodes, Node: be.node,
-		Tokens: toks, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), Ready: mgr.Ready,
-		Loopback: loopback, Logger: log, Store: mgr.Store(), Registerer: reg, Version: version.Version,
-		ToolCallRate: cfg.ToolCallRate, ToolCallBurst: cfg.ToolCallBurst, SessionTimeout: cfg.SessionTimeout,
-		MaxSessionsPerToken: cfg.MaxSessionsPerToken, Terminals: tail.New(prompter, mgr, nil),
-	})
-	if err != nil {
-		return err
-	}
-	prompts, err := messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
-	if err != nil {
-		return err
-	}
-	// The core's WorkerGone through the first prompts (keeping an untyped
-	// first prompt owed), then the gateway (bridge_stop's wait).
-	gone.add(prompts.WorkerGone)
-	gone.add(func(_, paneID, _ string) { handler.PaneGone(paneID) })
-	if cfg.PrimaryPane != "" {
-		controllers.FollowPrimaryPane(mgr.Cache(), cfg.PrimaryPane, func(status string, seq uint64) {
-			core.ObserveStatus(mcp.PrimaryName, status, seq)
-		})
-	}
-	limits, err := cfg.Listener.withDefaults()
-	if err != nil {
-		return err
-	}
-	ui, err := newConsole(mgr, parts.members, parts.messages, toks, prompter, cfg, be.node, log)
-	if err != nil {
-		return err
-	}
-	srv, ln := boundedServer(withConsole(handler, ui, loopback), ln, limits, log)
-	srv.RegisterOnShutdown(ui.EndStreams)      // the console's event streams never go idle
-	srv.RegisterOnShutdown(handler.EndStreams) // nor do log follow and watch streams
-
-	// The parts. The first to fail cancels the others; the controllers
-	// stopping for any reason stops everything.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g, ctx := errgroup.WithContext(ctx)
-	for _, run := range parts.run {
-		g.Go(func() error { return run(ctx) })
-	}
-	g.Go(func() error { prompts.Run(ctx); return nil })
-	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })
-	g.Go(func() error {
-		defer cancel()
-		return mgr.Run(ctx)
-	})
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	for _, open := range []func() error{
+		p.openHerdr,
+		func() error { return p.openBackend(ctx, gateway) },
+		p.openMessaging,
+		p.openControllers,
+		func() error { return p.openGateway(ln) },
+	} {
+		if err := open(); err != nil {
+			return err
 		}
-		return nil
-	})
-	g.Go(func() error { shutdown(ctx, core, srv, handler, log); return nil })
-
-	base := "http://" + ln.Addr().String()
-	log.Info("fleetd serving", "url", base, "desired_state", be.source, "state_dir", state.Root(), "herdr_socket", socket)
-	if cfg.Ready != nil {
-		var simServer *herdrsim.Server
-		if sim != nil {
-			simServer = sim.Server
-		}
-		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), DesiredState: be.source, WaitFor: mgr.WaitFor, Sim: simServer, Members: declared(be.store)})
 	}
-	return g.Wait()
+	return p.run(ctx, ln, gateway)
 }
 
 // openBackend opens the desired state the configuration names.
