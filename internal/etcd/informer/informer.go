@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,18 +98,10 @@ type Informer[E any] struct {
 
 // New returns an Informer; nothing is read until Sync or Run.
 func New[E any](o Options[E]) *Informer[E] {
-	if o.Name == "" {
-		o.Name = o.Prefix
-	}
-	if o.PageSize <= 0 {
-		o.PageSize = DefaultPageSize
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
-	if o.RetryInterval <= 0 {
-		o.RetryInterval = DefaultRetryInterval
-	}
+	o.Name = cmp.Or(o.Name, o.Prefix)
+	o.PageSize = cmp.Or(o.PageSize, DefaultPageSize)
+	o.RequestTimeout = cmp.Or(o.RequestTimeout, DefaultRequestTimeout)
+	o.RetryInterval = cmp.Or(o.RetryInterval, DefaultRetryInterval)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,15 +64,9 @@ func New(cli *clientv3.Client, opts *Options) *Session {
 	if opts != nil {
 		o = *opts
 	}
-	if o.TTL <= 0 {
-		o.TTL = DefaultTTL
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
-	if o.RetryInterval <= 0 {
-		o.RetryInterval = DefaultRetryInterval
-	}
+	o.TTL = cmp.Or(o.TTL, DefaultTTL)
+	o.RequestTimeout = cmp.Or(o.RequestTimeout, DefaultRequestTimeout)
+	o.RetryInterval = cmp.Or(o.RetryInterval, DefaultRetryInterval)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}

@@ -175,22 +175,26 @@ func (s *Store) Key(kind, name string) (string, error) {
 	return KeyOf(strings.TrimSuffix(s.prefix, "/"), kind, name)
 }
 
-// informers are the store's informers, each of one key space.
-func (s *Store) informers() []interface {
+// space is one key space of the store, mirrored by an informer.
+type space interface {
 	Run(context.Context) error
 	Sync(context.Context) error
-} {
-	return []interface {
-		Run(context.Context) error
-		Sync(context.Context) error
-	}{s.kinds[v1alpha1.KindMember], s.kinds[v1alpha1.KindProfile], s.kinds[v1alpha1.KindTenant], s.bindings}
+	Synced() bool
+	Stale() error
+	Unavailable() error
+}
+
+// spaces are the store's key spaces: the objects of each kind, the
+// bindings.
+func (s *Store) spaces() []space {
+	return []space{s.kinds[v1alpha1.KindMember], s.kinds[v1alpha1.KindProfile], s.kinds[v1alpha1.KindTenant], s.bindings}
 }
 
 // Sync lists every key space once, so that a daemon serves the fleet from
 // its first request rather than an empty one.
 func (s *Store) Sync(ctx context.Context) error {
-	for _, inf := range s.informers() {
-		if err := inf.Sync(ctx); err != nil {
+	for _, sp := range s.spaces() {
+		if err := sp.Sync(ctx); err != nil {
 			return err
 		}
 	}
@@ -205,8 +209,8 @@ func (s *Store) Sync(ctx context.Context) error {
 // why in Unreadable too.
 func (s *Store) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, inf := range s.informers() {
-		wg.Go(func() { _ = inf.Run(ctx) }) // returns nil when ctx ends
+	for _, sp := range s.spaces() {
+		wg.Go(func() { _ = sp.Run(ctx) }) // returns nil when ctx ends
 	}
 	wg.Wait()
 	return nil
@@ -220,14 +224,10 @@ func (s *Store) rebuild() {
 	defer s.buildMu.Unlock()
 	full := s.build()
 	synced, stale, unavailable := true, error(nil), error(nil)
-	for _, st := range []interface {
-		Synced() bool
-		Stale() error
-		Unavailable() error
-	}{s.kinds[v1alpha1.KindMember], s.kinds[v1alpha1.KindProfile], s.kinds[v1alpha1.KindTenant], s.bindings} {
-		synced = synced && st.Synced()
-		stale = cmpOr(stale, st.Stale())
-		unavailable = cmpOr(unavailable, st.Unavailable())
+	for _, sp := range s.spaces() {
+		synced = synced && sp.Synced()
+		stale = cmpOr(stale, sp.Stale())
+		unavailable = cmpOr(unavailable, sp.Unavailable())
 	}
 	full.Synced = synced
 	if stale != nil {
