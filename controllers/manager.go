@@ -241,7 +241,7 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 // changedMembers lists members whose object, profile, tenant, file errors
 // or existence differ between two snapshots.
 func changedMembers(prev, next *store.Snapshot) []string {
-	if prev.Synced != next.Synced || (prev.DirErr == nil) != (next.DirErr == nil) || (prev.Stale == nil) != (next.Stale == nil) {
+	if prev.Synced != next.Synced || (prev.Unreadable == nil) != (next.Unreadable == nil) || (prev.Stale == nil) != (next.Stale == nil) {
 		return unionNames(prev.Members, next.Members)
 	}
 	var out []string
@@ -255,7 +255,7 @@ func changedMembers(prev, next *store.Snapshot) []string {
 			out = append(out, name)
 		default:
 			key := store.Key{Kind: v1alpha1.KindMember, Name: name}
-			if fileErrors(prev, key) != fileErrors(next, key) {
+			if prev.ErrorsOf(key).Error() != next.ErrorsOf(key).Error() {
 				out = append(out, name)
 			}
 		}
@@ -272,14 +272,6 @@ func referencesChanged(prev, next *store.Snapshot, m *v1alpha1.Member) bool {
 		}
 	}
 	return false
-}
-
-func fileErrors(s *store.Snapshot, key store.Key) string {
-	file, ok := s.Sources[key]
-	if !ok {
-		return ""
-	}
-	return s.ErrorsIn(file).Error()
 }
 
 func unionNames(a, b map[string]*v1alpha1.Member) []string {
@@ -478,8 +470,8 @@ func (m *Manager) ManifestErrors() decode.ErrorList {
 // sync, for GET /readyz.
 func (m *Manager) Ready() error {
 	snap := m.store.Snapshot()
-	if snap.DirErr != nil {
-		return snap.DirErr
+	if snap.Unreadable != nil {
+		return snap.Unreadable
 	}
 	if !snap.Synced {
 		return errors.New("manifests not read yet")

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -283,15 +284,22 @@ func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.
 	return rows
 }
 
-// manifestCondition reports whether the member's file parses.
+// manifestCondition reports whether the member's definition parses. A
+// source that did not answer (etcd) is Unknown, in the store's words (it
+// names the source and says the last state read stays in effect); a
+// manifests directory gone or unreadable is False.
 func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
-	if snap.DirErr != nil {
+	switch err := snap.Unreadable; {
+	case errors.Is(err, store.ErrUnavailable):
+		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionUnknown, v1alpha1.ReasonStoreUnavailable,
+			err.Error())
+		return
+	case err != nil:
 		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionFalse, v1alpha1.ReasonDirectoryMissing,
-			"manifests directory unreadable; running on the last definition read: "+snap.DirErr.Error())
+			"manifests directory unreadable; running on the last definition read: "+err.Error())
 		return
 	}
-	file := snap.Sources[store.Key{Kind: v1alpha1.KindMember, Name: name}]
-	if errs := snap.ErrorsIn(file); len(errs) > 0 {
+	if errs := snap.ErrorsOf(store.Key{Kind: v1alpha1.KindMember, Name: name}); len(errs) > 0 {
 		msg := errs[0].Error()
 		if len(errs) > 1 {
 			msg += fmt.Sprintf(" (and %d more)", len(errs)-1)

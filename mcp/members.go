@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"reflect"
 	"regexp"
 	"slices"
@@ -22,6 +21,8 @@ import (
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/guard"
+	"github.com/fleetd-dev/fleetd/internal/notify"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // DesiredState is the declared fleet that bridge_spawn, bridge_stop,
@@ -34,12 +35,11 @@ type DesiredState interface {
 	// List returns every object of one kind.
 	List(kind string) []v1alpha1.Object
 	// Apply creates or replaces obj's definition; a decode.ErrorList in
-	// its error says what in obj is invalid, and an error with a
-	// Conflict() bool method returning true that obj's
-	// metadata.resourceVersion is stale (internal/store.ErrConflict).
+	// its error says what in obj is invalid, and an error matching
+	// store.ErrConflict that obj's metadata.resourceVersion is stale.
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; for an object that has none
-	// it returns an error matching fs.ErrNotExist.
+	// it returns an error matching store.ErrNotFound.
 	Delete(ctx context.Context, kind, name string) error
 }
 
@@ -54,6 +54,15 @@ type applyChecker interface {
 // (controllers.Manager).
 type MemberWaiter interface {
 	WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) error
+}
+
+// remoteStops is a MemberWaiter that sees a fleet of nodes (internal/fleet's
+// View): a stop of a member another node runs waits on it for that node's
+// report, since the pane closes there and is never reported here.
+type remoteStops interface {
+	// WaitStopped returns once m's node (m.Status.NodeName) reports it no
+	// longer runs m, or an error when ctx ends first.
+	WaitStopped(ctx context.Context, m v1alpha1.Member) error
 }
 
 // Defaults of the member writes.
@@ -316,6 +325,7 @@ type members struct {
 	source MemberSource
 	store  DesiredState
 	waiter MemberWaiter
+	node   string // this node's name in a fleet on etcd; "" for one machine
 	gone   *paneGone
 }
 
@@ -402,17 +412,10 @@ func writeErr(name string, err error) error {
 	if errors.As(err, &errs) {
 		return specErr(errs)
 	}
-	if isConflict(err) {
+	if errors.Is(err, store.ErrConflict) {
 		return toolErr(codeConflict, "write member %s: %v; read it again and reapply", name, err)
 	}
 	return toolErr(codeUnavailable, "write member %s: %v", name, err)
-}
-
-// isConflict reports whether a store write failed its resourceVersion
-// precondition (see DesiredState.Apply).
-func isConflict(err error) bool {
-	var c interface{ Conflict() bool }
-	return errors.As(err, &c) && c.Conflict()
 }
 
 // settled: the member runs the given generation, or cannot without a change.
@@ -459,6 +462,9 @@ func (ms *members) resolveWorker(ref string) (v1alpha1.Member, error) {
 
 // stop deletes a member's definition and, with wait, returns once its pane
 // is closed or the timeout passed. existed is false for an unknown member.
+// A member another node runs is waited for on that node's report
+// (remoteStops), and one that does not come in time is an error; a local
+// member's pane is waited for as the controllers report it closed.
 func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time.Duration) (existed bool, err error) {
 	if ms.store == nil {
 		return false, toolErr(codeUnavailable, "this gateway has no desired-state store")
@@ -468,14 +474,32 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 		return false, nil
 	}
 	if err := ms.store.Delete(ctx, v1alpha1.KindMember, m.Name); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, store.ErrNotFound) {
 			return false, nil
 		}
 		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)
 	}
-	if wait && m.Status.PaneID != "" {
-		wctx, cancel := context.WithTimeout(ctx, cmp.Or(timeout, DefaultStopTimeout))
-		defer cancel()
+	if !wait {
+		return true, nil
+	}
+	timeout = cmp.Or(timeout, DefaultStopTimeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if node := m.Status.NodeName; node != "" && node != ms.node {
+		remote, ok := ms.waiter.(remoteStops)
+		if !ok {
+			return true, nil // nothing here hears of another node's panes
+		}
+		if err := remote.WaitStopped(wctx, m); err != nil {
+			if ctx.Err() != nil {
+				return true, fromCore(ctx.Err())
+			}
+			return true, toolErr(codeUnavailable, "member %s is deleted, but node %s, which runs it, has not reported its pane closed within %s; "+
+				"it closes the pane when it sees the deletion (is it running and reaching etcd?)", m.Name, node, timeout)
+		}
+		return true, nil
+	}
+	if m.Status.PaneID != "" {
 		if err := ms.gone.wait(wctx, m.Status.PaneID); err != nil && ctx.Err() != nil {
 			return true, fromCore(ctx.Err())
 		}
@@ -485,23 +509,23 @@ func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time
 
 // paneGone remembers the panes the controllers reported closed, so that a
 // stop can wait for its pane whether the report comes before or after it
-// starts waiting.
+// starts waiting. Pane ids are herdr's, unique on this node only: a pane of
+// another node is never waited for here.
 type paneGone struct {
 	mu      sync.Mutex
 	gone    map[string]bool
 	order   []string
-	changed chan struct{}
+	changed notify.Signal
 }
 
 const paneGoneMemory = 1024
 
 func newPaneGone() *paneGone {
-	return &paneGone{gone: map[string]bool{}, changed: make(chan struct{})}
+	return &paneGone{gone: map[string]bool{}}
 }
 
 func (p *paneGone) report(paneID string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.gone[paneID] {
 		p.gone[paneID] = true
 		p.order = append(p.order, paneID)
@@ -510,22 +534,14 @@ func (p *paneGone) report(paneID string) {
 			p.order = p.order[1:]
 		}
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	p.changed.Notify()
 }
 
 func (p *paneGone) wait(ctx context.Context, paneID string) error {
-	for {
+	return notify.Wait(ctx, &p.changed, func() bool {
 		p.mu.Lock()
-		done, ch := p.gone[paneID], p.changed
-		p.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		defer p.mu.Unlock()
+		return p.gone[paneID]
+	})
 }

@@ -93,7 +93,9 @@ type Options struct {
 	Nodes NodeSource
 	// Node is this fleetd's node name in a fleet on etcd ("" for one
 	// node): a member whose status.nodeName is another node runs in that
-	// node's herdr, and GET /members/{ref}/logs says so.
+	// node's herdr, GET /members/{ref}/logs says so, and a stop of it
+	// waits for that node's report (a Waiter that can: internal/fleet's
+	// View), not for a pane of this node.
 	Node string
 
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
@@ -158,7 +160,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	}
 	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, gone: newPaneGone()}
+	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, node: opts.Node, gone: newPaneGone()}
 	if opts.Waiter != nil {
 		s.watch = newWatchHub(s.streams, opts.Members, opts.Waiter, opts.MaxWatchersPerToken)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // racedStore is a desired state whose writes succeed and whose member is
@@ -26,7 +26,7 @@ func (racedStore) Get(kind, name string) (v1alpha1.Object, bool) {
 }
 func (racedStore) List(string) []v1alpha1.Object                { return nil }
 func (racedStore) Apply(context.Context, v1alpha1.Object) error { return nil }
-func (racedStore) Delete(context.Context, string, string) error { return fs.ErrNotExist }
+func (racedStore) Delete(context.Context, string, string) error { return store.ErrNotFound }
 
 // deletedWhileWaiting is a waiter that sees the member gone.
 type deletedWhileWaiting struct{}
@@ -81,7 +81,7 @@ func (s recordingStore) Apply(context.Context, v1alpha1.Object) error {
 	*s.applied++
 	return nil
 }
-func (recordingStore) Delete(context.Context, string, string) error { return fs.ErrNotExist }
+func (recordingStore) Delete(context.Context, string, string) error { return store.ErrNotFound }
 
 // TestREST_DryRunChecksAndWritesNothing: POST /members?dryRun=All answers
 // as the write would — the result, or the same refusal — and never writes.
@@ -130,11 +130,6 @@ type versionedStore struct {
 	gotVersion *string
 }
 
-type staleVersion struct{}
-
-func (staleVersion) Error() string  { return "stale resourceVersion" }
-func (staleVersion) Conflict() bool { return true }
-
 func (s versionedStore) Get(kind, name string) (v1alpha1.Object, bool) {
 	if kind == v1alpha1.KindMember {
 		return &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name, ResourceVersion: "5"}, Spec: v1alpha1.MemberSpec{Profile: "old"}}, true
@@ -145,7 +140,7 @@ func (s versionedStore) Get(kind, name string) (v1alpha1.Object, bool) {
 func (s versionedStore) Apply(_ context.Context, obj v1alpha1.Object) error {
 	*s.gotVersion = obj.GetMeta().ResourceVersion
 	if v := obj.GetMeta().ResourceVersion; v != "" && v != "5" {
-		return fmt.Errorf("apply Member/%s: %w", obj.GetName(), staleVersion{})
+		return fmt.Errorf("apply Member/%s: %w", obj.GetName(), store.ErrConflict)
 	}
 	return nil
 }

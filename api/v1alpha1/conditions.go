@@ -62,7 +62,22 @@ const (
 	// retried with backoff, the message holds the error.
 	ReasonReconcileError = "ReconcileError"
 
-	// Reasons of ConditionManifestValid.
+	// Reasons of the Ready condition a node of a fleet on etcd shows for a
+	// member it does not run (package fleet's view). ReasonNodeLost (a
+	// Node's reason too) is also one: the member is bound to a node whose
+	// lease expired, and is rescheduled after --reschedule-after unless
+	// spec.nodeName pins it there.
+	//
+	// ReasonUnschedulable: no node can take the member; the message says
+	// why (the scheduler's own words, from the same placement rule).
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonOnAnotherNode: the member is bound to another node, whose
+	// status of it is not shown here; the message says why (not published
+	// yet, its herdr does not answer, this node cannot read etcd).
+	ReasonOnAnotherNode = "OnAnotherNode"
+
+	// Reasons of ConditionManifestValid (and ReasonStoreUnavailable: the
+	// store's source, etcd, did not answer).
 	ReasonManifestError    = "ManifestError"
 	ReasonManifestParsed   = "Parsed"
 	ReasonDirectoryMissing = "DirectoryUnreadable"

@@ -283,7 +283,7 @@ func placed(ctx context.Context, n *demoNode) (settled, total int, err error) {
 			// its node's registration lags: not settled yet
 		case m.Status.NodeName != "" && m.Status.Phase == v1alpha1.PhaseReady:
 			settled++
-		case m.Status.NodeName == "" && readyReason(m) == "Unschedulable":
+		case m.Status.NodeName == "" && readyReason(m) == v1alpha1.ReasonUnschedulable:
 			settled++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -155,6 +156,9 @@ type Cache struct {
 	// know; list instead until herdr is lost. Only Run's goroutine uses it.
 	noSnapshot bool
 
+	// pong is herdr's last ping answer (version, protocol), for Herdr.
+	pong atomic.Pointer[herdr.Pong]
+
 	rewatch chan struct{} // the watched panes changed: resubscribe
 	kick    chan struct{} // a herdr call failed: reconnect
 	runOnce sync.Once
@@ -254,6 +258,15 @@ func (c *Cache) watched() map[string]bool {
 		}
 	}
 	return out
+}
+
+// Herdr returns the version and protocol herdr's last ping answered (what
+// fleetd_herdr_info shows); "" and 0 before one did.
+func (c *Cache) Herdr() (version string, protocol int) {
+	if p := c.pong.Load(); p != nil {
+		return p.Version, p.Protocol
+	}
+	return "", 0
 }
 
 // Synced reports whether the cache holds a complete listing of a reachable

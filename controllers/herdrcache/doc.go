@@ -18,7 +18,8 @@
 //     are applied, in order, after it is installed. The same read follows
 //     every (re)subscription and comes every [Options.ResyncPeriod]. Before
 //     the first read after herdr (re)appears the cache pings herdr, shows
-//     what answered in fleetd_herdr_info{version,protocol} ([Metrics]),
+//     what answered in fleetd_herdr_info{version,protocol} ([Metrics]) and
+//     to readers ([Cache.Herdr]: a node of a fleet publishes it),
 //     warns about a protocol newer than [herdr.LatestProtocol] and reports a herdr
 //     the client refuses.
 //   - Keeping current: lifecycle events plus pane.agent_status_changed for

@@ -85,6 +85,7 @@ func (c *Cache) checkProtocol(ctx context.Context) error {
 	defer cancel()
 	pong, err := c.src.Ping(cctx)
 	if pong != nil {
+		c.pong.Store(pong)
 		c.o.Metrics.setHerdr(pong.Version, pong.Protocol)
 	}
 	if errors.Is(err, herdr.ErrProtocolMismatch) {

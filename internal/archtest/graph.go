@@ -7,6 +7,7 @@ const (
 	fsnotify   = "github.com/fsnotify/fsnotify"
 	prometheus = "github.com/prometheus/client_golang"
 	rate       = "golang.org/x/time/rate"
+	backoff    = "github.com/cenkalti/backoff/v5"
 	errgroup   = "golang.org/x/sync/errgroup"
 	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
 	cobra      = "github.com/spf13/cobra"
@@ -89,7 +90,7 @@ var allowed = Graph{
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":      {"api/v1alpha1"},
-	"internal/store":          {"api/v1alpha1", "api/decode"},
+	"internal/store":          {"api/v1alpha1", "api/decode", "internal/notify"},
 	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
@@ -100,30 +101,44 @@ var allowed = Graph{
 	// the controllers.
 	"internal/harness": {"api/v1alpha1", "controllers/launch", "herdr", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
 
-	// The north face: desired state through mcp's own interface, never
-	// controllers or internal/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/sse", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	// The north face: desired state through mcp's own interface (the
+	// store's contract only for its shared errors), never controllers or a
+	// store backend.
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/sse", "internal/store", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
-	// desired state through interfaces it declares itself, never mcp,
-	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tail", "internal/tokens", difflib, sigsyaml},
+	// desired state through interfaces it declares itself (the store's
+	// contract only for its shared errors), never mcp, controllers or herdr.
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/store", "internal/tail", "internal/tokens", difflib, sigsyaml},
+
+	// etcd, one primitive each: the retry pace of every loop, the one
+	// reader of a key space (list, watch, relist), the node's one lease.
+	"internal/retry":         {"internal/clock", backoff},
+	"internal/etcd/informer": {"internal/clock", "internal/notify", "internal/retry", etcdClient, etcdAPI, grpc},
+	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient},
 
 	// The etcd store implements internal/store's interface on etcd's
-	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
-	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", etcdClient, etcdAPI, grpc},
+	// client, each key space through the informer; etcdtest embeds etcd's
+	// server for tests (see notInFleetd).
+	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", "internal/etcd/informer", etcdClient, etcdAPI},
 	"internal/etcdtest":        {etcdServer, zap, goleak},
+	// The fleet on etcd: the scheduler around Place, which reads the fleet
+	// through an interface it declares (package fleet implements it); the
+	// fleet's nodes, statuses, token and view, which the daemon wires.
+	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient},
+	"internal/fleet": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
+		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
-	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/messaging", etcdClient, etcdAPI},
+	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify", "internal/retry", etcdClient, etcdAPI},
 
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/herdrcache",
-		"herdr", "herdr/herdrsim", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
-		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
+	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock", "internal/notify",
+		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
+		"internal/tail", "internal/tokens", "internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore",
+		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},
 
 	// The command line's libraries: JSONPath, label selectors and the
 	// printers print and pick what the client reads from a running fleetd

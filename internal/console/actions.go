@@ -3,7 +3,6 @@ package console
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/guard"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	desired "github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // send is POST /ui/members/{name}/send: the primary's bridge_send without
@@ -104,7 +104,7 @@ func (c *Console) pause(paused bool) func(http.ResponseWriter, *http.Request) (r
 func (c *Console) deleteMember(_ http.ResponseWriter, r *http.Request) (result, int) {
 	name := r.PathValue("name")
 	if err := c.o.Store.Delete(r.Context(), v1alpha1.KindMember, name); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, desired.ErrNotFound) {
 			return fail(http.StatusNotFound, fmt.Sprintf("member %q not found", name))
 		}
 		return storeFail(name, err)

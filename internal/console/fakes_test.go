@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/notify"
+	desired "github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -137,7 +137,7 @@ func (s store) Apply(_ context.Context, obj v1alpha1.Object) error {
 
 func (s store) Delete(_ context.Context, kind, name string) error {
 	if _, ok := s.Member(name); !ok {
-		return fs.ErrNotExist
+		return desired.ErrNotFound
 	}
 	s.change(func(f *fleet) { delete(f.members, name) })
 	return nil

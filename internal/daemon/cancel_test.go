@@ -52,7 +52,7 @@ func recv(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
 }
 
 // waitingTurns counts the turns on which a call is held.
-func waitingTurns(f *fleet) int {
+func waitingTurns(f *running) int {
 	f.t.Helper()
 	n := 0
 	for _, w := range callOK[mcp.StatusOutput](f, f.primary, "bridge_status", nil).Workers {

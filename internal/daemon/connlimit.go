@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // connLimiter is a listener that keeps at most max connections open. At
@@ -23,14 +25,13 @@ type connLimiter struct {
 	mu   sync.Mutex
 	open map[*limitedConn]struct{}
 	seq  uint64        // orders idle spells, oldest first
-	room chan struct{} // closed and replaced whenever a connection closes or goes idle
+	room notify.Signal // whenever a connection closes or goes idle
 	done chan struct{} // closed by Close
 	once sync.Once
 }
 
 func newConnLimiter(ln net.Listener, max int) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, open: map[*limitedConn]struct{}{},
-		room: make(chan struct{}), done: make(chan struct{})}
+	return &connLimiter{Listener: ln, max: max, open: map[*limitedConn]struct{}{}, done: make(chan struct{})}
 }
 
 // limitedConn is an accepted connection counted against the cap.
@@ -56,6 +57,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 	c := &limitedConn{Conn: raw, l: l}
 	for {
+		room := l.room.Changed()
 		l.mu.Lock()
 		if len(l.open) < l.max {
 			l.open[c] = struct{}{}
@@ -69,7 +71,6 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 				victim = o
 			}
 		}
-		room := l.room
 		l.mu.Unlock()
 		if victim != nil {
 			victim.Close()
@@ -114,14 +115,9 @@ func (l *connLimiter) markLocked(c *limitedConn, idle bool) {
 	if idle && !c.idle {
 		l.seq++
 		c.idleSince = l.seq
-		l.notifyLocked()
+		l.room.Notify()
 	}
 	c.idle = idle
-}
-
-func (l *connLimiter) notifyLocked() {
-	close(l.room)
-	l.room = make(chan struct{})
 }
 
 // release returns the func that takes c out of the count.
@@ -131,7 +127,7 @@ func (l *connLimiter) release(c *limitedConn) func() {
 		defer l.mu.Unlock()
 		if _, ok := l.open[c]; ok {
 			delete(l.open, c)
-			l.notifyLocked()
+			l.room.Notify()
 		}
 	}
 }

@@ -26,18 +26,13 @@ type ConsoleOptions struct {
 	SessionLifetime time.Duration
 }
 
-// newConsole builds the browser console on the controllers, the messaging
-// the gateway uses (the core, or the relay across nodes, which answers
-// another node's member's status with what its node publishes) and its
-// token registry. With a fleet view (a fleet on etcd) it lists every
-// node's members, with the status their nodes publish.
-func newConsole(mgr *controllers.Manager, view *fleetView, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
-	var members console.Members = mgr
-	if view != nil {
-		members = view
-	}
+// newConsole builds the browser console on the controllers, the members
+// the gateway shows (the controllers', or the whole fleet's with the
+// status each node publishes), the messaging the gateway uses (the core,
+// or the relay across nodes) and its token registry.
+func newConsole(mgr *controllers.Manager, members console.Members, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, node string, log *slog.Logger) (*console.Console, error) {
 	o := console.Options{
-		Node:        nodeName(cfg),
+		Node:        node,
 		Members:     members,
 		Messages:    messages,
 		Store:       mgr.Store(),

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,31 +10,19 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
-	"github.com/fleetd-dev/fleetd/internal/clock"
-	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
-	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
-	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
-	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
-	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
-	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
-	"github.com/fleetd-dev/fleetd/internal/version"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -191,91 +178,57 @@ func Run(ctx context.Context, cfg Config) error {
 // ctx ends or one fails. It returns once every part has stopped and the
 // messaging core has closed its journal.
 func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listener, log *slog.Logger) error {
-	loopback := isLoopback(ln.Addr())
-	if !loopback {
-		log.Warn("listening on a non-loopback address: the API and gateway are reachable from the network, guarded only by bearer tokens", "addr", ln.Addr().String())
-	}
-	gateway, err := plan.GatewayForListen(ln.Addr().String())
+	p := &parts{cfg: cfg, state: state, log: log}
+	defer p.close()
+	gateway, err := p.listen(ln)
 	if err != nil {
 		return err
 	}
-
-	socket := cfg.HerdrSocket
-	var sim *herdrsim.Server
-	if cfg.Sim {
-		simulation, err := startSimulation(state, herdrsim.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
-		if err != nil {
+	for _, open := range []func() error{
+		p.openHerdr,
+		func() error { return p.openBackend(ctx, gateway) },
+		p.openMessaging,
+		p.openControllers,
+		func() error { return p.openGateway(ln) },
+	} {
+		if err := open(); err != nil {
 			return err
 		}
-		defer simulation.Close() // stops the agents, then the simulated herdr
-		sim = simulation.Server
-		socket = sim.SocketPath()
-		log.Info("simulated herdr started", "socket", socket)
-	} else if socket == "" {
-		home, _ := os.UserHomeDir()
-		socket = herdr.ResolveSocketPath(os.Getenv, home)
 	}
+	return p.run(ctx, ln, gateway)
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := controllers.NewMetrics(reg)
-
-	toks, err := tokens.Open(state.Root(), &tokens.Options{FleetPrimary: cfg.Etcd != nil}) // on etcd, the fleet's (adoptFleetToken)
-	if err != nil {
-		return fmt.Errorf("open token registry: %w", err)
-	}
-	launcher, err := harness.NewLauncher(harness.LauncherOptions{StateDir: state.Root(), Gateway: gateway, Tokens: toks})
-	if err != nil {
-		return err
-	}
-	client := herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(log, metrics.HerdrObserver())})
-	var desired store.Store
-	var node *etcdstore.Node   // with the etcd store
-	var nodes mcp.NodeSource   // GET /nodes; nil with the directory store
-	var fleet *etcdstore.Store // the whole fleet, for the scheduler and REST
-	var etcdCli *clientv3.Client
+// openBackend opens the desired state the configuration names.
+func openBackend(ctx context.Context, cfg Config, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (*backend, error) {
 	if cfg.Etcd != nil {
-		cli, err := dialEtcd(cfg.Etcd, log)
-		if err != nil {
-			return err
-		}
-		defer cli.Close() // after every part has stopped
-		// The node's snapshot holds only the members bound to it: its
-		// controllers reconcile those alone.
-		st, err := etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Etcd.Prefix, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log, Node: cfg.Etcd.Node})
-		if err != nil {
-			return err
-		}
-		// Registered before anything reconciles.
-		node, err = etcdstore.RegisterNode(ctx, cli, etcdstore.NodeInfo{Name: cfg.Etcd.Node, Labels: cfg.Etcd.NodeLabels, MaxMembers: cfg.Etcd.MaxMembers, GatewayURL: gateway.URL, Version: version.Version},
-			&etcdstore.NodeOptions{Prefix: cfg.Etcd.Prefix, TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, Logger: log})
-		if errors.Is(err, etcdstore.ErrUnavailable) {
-			if why := explainTLS(cfg.Etcd); why != nil {
-				err = fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		// Read once before serving, as the directory store does, so that
-		// the first requests see the fleet rather than an empty one.
-		if err := st.Sync(ctx); err != nil {
-			return fmt.Errorf("read the desired state from etcd: %w", err)
-		}
-		if err := adoptFleetToken(ctx, st, toks, state, cfg.Etcd.Node, log); err != nil {
-			return err
-		}
-		desired, nodes, fleet = st, st, st
-		etcdCli = cli
-	} else {
-		desired, err = dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
-		if err != nil {
-			return err
-		}
+		return etcdBackend(ctx, cfg.Etcd, state, gateway, toks, log)
 	}
-	roster := Roster(desired)
+	return directoryBackend(cfg, state, log)
+}
 
-	// New messages go only to running members of the desired state.
+// herdrSocket is the herdr fleetd talks to: the embedded simulated herdr
+// with Config.Sim (started here; the caller closes it), else the
+// configured socket or the one herdr itself would use.
+func herdrSocket(cfg Config, state statedir.Layout, log *slog.Logger) (string, *simulation, error) {
+	if cfg.Sim {
+		sim, err := startSimulation(state, herdrsim.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
+		if err != nil {
+			return "", nil, err
+		}
+		log.Info("simulated herdr started", "socket", sim.SocketPath())
+		return sim.SocketPath(), sim, nil
+	}
+	if cfg.HerdrSocket != "" {
+		return cfg.HerdrSocket, nil, nil
+	}
+	home, _ := os.UserHomeDir()
+	return herdr.ResolveSocketPath(os.Getenv, home), nil, nil
+}
+
+// messagingOptions are the messaging core's options: the configured ones,
+// with the daemon's registry, logger and primary, and new messages only to
+// running members of the desired state.
+func messagingOptions(cfg Config, reg prometheus.Registerer, roster messaging.Roster, log *slog.Logger) messaging.Options {
 	mopts := messaging.Options{}
 	if cfg.Messaging != nil {
 		mopts = *cfg.Messaging
@@ -285,175 +238,53 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		mopts.PrimaryTarget = cfg.PrimaryPane
 	}
 	mopts.Admit = messaging.AdmitMembers(roster)
-	prompter := herdrprompt.New(client)
-	defer prompter.Close() // after the core: its completion checks feed the core
-	core, err := messaging.New(state.Messages(), prompter, &mopts)
-	if errors.Is(err, messaging.ErrJournalCorrupt) {
-		return fmt.Errorf("%w\nfleetd will not start on a damaged message journal rather than lose what it holds: "+
-			"`fleetd journal check --state-dir %[2]s` lists the damage; `fleetd journal repair --state-dir %[2]s` keeps every intact record and sets the original aside",
-			err, state.Root())
-	}
-	if err != nil {
-		return err
-	}
-	defer core.Close() // on a failed start; the shutdown part closes it first
+	return mopts
+}
 
-	// The controllers report agent status and closed panes to the core
-	// (and closed panes to the gateway, for bridge_stop's wait). The
-	// handler is built after the manager; the hooks only fire once the
-	// manager runs, which is after both exist.
-	var handler *mcp.Handler
-	var prompts *messaging.FirstPrompts
-	mgr, err := controllers.New(&controllers.Options{
-		OnAgentStatus: prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
-		OnPaneGone: func(member, paneID, reason string) {
-			prompts.WorkerGone(member, paneID, reason) // the core's WorkerGone, keeping an untyped first prompt owed
-			handler.PaneGone(paneID)
-		},
-		// A prompt typed into an agent herdr relaunched is lost with it:
-		// its turn ends now, not at its deadline.
-		OnAgentRelaunched: func(member, paneID string) {
-			core.AgentRelaunched(member, fmt.Sprintf("herdr restarted with session restore and relaunched it in pane %s", paneID))
-		},
-		Store:        desired,
-		StateDir:     state.Root(),
-		Herdr:        client,
-		Launcher:     launcher,
-		Metrics:      metrics,
-		Logger:       log,
-		ResyncPeriod: cfg.ResyncPeriod,
-	})
-	if err != nil {
-		return err
+// shutdown waits for ctx to end, then releases the calls held on the
+// gateway (they end with unavailable) before the listener waits for its
+// connections to finish, and closes the MCP sessions left.
+func shutdown(ctx context.Context, core *messaging.Core, srv *http.Server, handler *mcp.Handler, log *slog.Logger) {
+	<-ctx.Done()
+	if err := core.Close(); err != nil {
+		log.Warn("close messaging core", "err", err)
 	}
-	defer mgr.Close() // on a failed start; after Run it changes nothing
-	// No prompt reaches an agent herdr relaunched before the core heard of
-	// the relaunch: prompts wait while the controllers' view of herdr is
-	// not in sync.
-	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
-	dropUnownedTokens(toks, mgr.Owned(), log)
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		// MCP clients keep a stream open per session; cut what is left.
+		log.Warn("http shutdown", "err", err)
+		srv.Close()
+	}
+	// Sessions whose clients cannot end them (a revoked worker's DELETE is
+	// refused) would outlive the listener.
+	if err := handler.Close(); err != nil {
+		log.Debug("close MCP sessions", "err", err)
+	}
+}
 
-	var members mcp.MemberSource = mgr
-	var waiter mcp.MemberWaiter = mgr
-	var view *fleetView // every member of the fleet, with the status other nodes publish
-	var messages messenger = core
-	var relay *fleetmsg.Relay // messaging across nodes, with the etcd store
-	if fleet != nil {
-		view = newFleetView(mgr, fleet, cfg.Etcd.Node)
-		members, waiter = view, view
-		if relay, err = newRelay(core, etcdCli, fleet, view, cfg.Etcd, mopts, log); err != nil {
-			return err
-		}
-		messages = relay
-	}
-	handler, err = mcp.NewHandler(mcp.Options{
-		Members:    members,
-		Tokens:     toks,
-		Metrics:    promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:      mgr.Ready,
-		Loopback:   loopback,
-		Logger:     log,
-		Store:      mgr.Store(),
-		Waiter:     waiter,
-		Messages:   messages,
-		Registerer: reg,
-		Version:    version.Version,
-		Nodes:      nodes,
-		Node:       nodeName(cfg),
+// paneGone fans the controllers' closed panes (controllers.Options.
+// OnPaneGone) out to each part that listens, in the order they were added.
+// The listeners are built after the controllers, which they read; the
+// controllers report only once they run, after every listener was added.
+type paneGone struct {
+	mu        sync.Mutex
+	listeners []func(member, paneID, reason string)
+}
 
-		ToolCallRate:        cfg.ToolCallRate,
-		ToolCallBurst:       cfg.ToolCallBurst,
-		SessionTimeout:      cfg.SessionTimeout,
-		MaxSessionsPerToken: cfg.MaxSessionsPerToken,
-		Terminals:           tail.New(prompter, mgr, nil),
-	})
-	if err != nil {
-		return err
-	}
-	prompts, err = messaging.NewFirstPrompts(state.Prompts(), mgr, roster, core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: log})
-	if err != nil {
-		return err
-	}
-	limits, err := cfg.Listener.withDefaults()
-	if err != nil {
-		return err
-	}
-	ui, err := newConsole(mgr, view, messages, toks, prompter, cfg, log)
-	if err != nil {
-		return err
-	}
-	srv, ln := boundedServer(withConsole(handler, ui, loopback), ln, limits, log)
-	srv.RegisterOnShutdown(ui.EndStreams)      // the console's event streams never go idle
-	srv.RegisterOnShutdown(handler.EndStreams) // nor do log follow and watch streams
+func (p *paneGone) add(l func(member, paneID, reason string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.listeners = append(p.listeners, l)
+}
 
-	// The parts. The first to fail cancels the others; the controllers
-	// stopping for any reason stops everything.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g, ctx := errgroup.WithContext(ctx)
-	if cfg.PrimaryPane != "" {
-		controllers.FollowPrimaryPane(mgr.Cache(), cfg.PrimaryPane, func(status string, seq uint64) {
-			core.ObserveStatus(mcp.PrimaryName, status, seq)
-		})
+func (p *paneGone) report(member, paneID, reason string) {
+	p.mu.Lock()
+	listeners := p.listeners
+	p.mu.Unlock()
+	for _, l := range listeners {
+		l(member, paneID, reason)
 	}
-	if node != nil {
-		g.Go(func() error { return relay.Run(ctx) })
-		g.Go(func() error { return node.Run(ctx) })
-		g.Go(func() error {
-			publishNode(ctx, node, reg, mgr.HerdrSynced, func() int { return len(desired.Snapshot().Members) }, mgr.Changed, clock.Real{}, log)
-			return nil
-		})
-		g.Go(func() error { return runFleet(ctx, view, etcdCli, fleet, mgr, core, cfg.Etcd, toks, log) })
-		g.Go(func() error {
-			return etcdstore.RunScheduler(ctx, etcdCli, fleet, &etcdstore.SchedulerOptions{Prefix: cfg.Etcd.Prefix, Candidate: cfg.Etcd.Node,
-				TTL: cfg.Etcd.NodeTTL, RequestTimeout: cfg.Etcd.RequestTimeout, RescheduleAfter: cfg.Etcd.RescheduleAfter, Logger: log})
-		})
-	}
-	g.Go(func() error { prompts.Run(ctx); return nil })
-	g.Go(func() error { messaging.ReportGoneMembers(ctx, roster, core); return nil })
-	g.Go(func() error {
-		defer cancel()
-		return mgr.Run(ctx)
-	})
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		// Release the calls held on the gateway (they end with
-		// unavailable) before the listener waits for its connections to
-		// finish.
-		if err := core.Close(); err != nil {
-			log.Warn("close messaging core", "err", err)
-		}
-		shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-		defer stop()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			// MCP clients keep a stream open per session; cut what is left.
-			log.Warn("http shutdown", "err", err)
-			srv.Close()
-		}
-		// Sessions whose clients cannot end them (a revoked worker's
-		// DELETE is refused) would outlive the listener.
-		if err := handler.Close(); err != nil {
-			log.Debug("close MCP sessions", "err", err)
-		}
-		return nil
-	})
-
-	base := "http://" + ln.Addr().String()
-	source := cfg.ManifestsDir
-	if cfg.Etcd != nil {
-		source = fmt.Sprintf("etcd %s on %s as node %s", cmp.Or(cfg.Etcd.Prefix, etcdstore.DefaultPrefix), strings.Join(cfg.Etcd.Endpoints, ","), cfg.Etcd.Node)
-	}
-	log.Info("fleetd serving", "url", base, "desired_state", source, "state_dir", state.Root(), "herdr_socket", socket)
-	if cfg.Ready != nil {
-		cfg.Ready(Info{URL: base, MCPURL: gateway.URL, HerdrSocket: socket, StateDir: state.Root(), DesiredState: source, WaitFor: mgr.WaitFor, Sim: sim, Members: declared(desired)})
-	}
-	return g.Wait()
 }
 
 // declared returns the Members of st's desired state, sorted by name.

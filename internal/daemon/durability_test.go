@@ -40,7 +40,7 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, ctx: ctx, info: Info{URL: first.url, MCPURL: first.url + "/mcp"}, sim: srv, manifests: dir, token: strings.TrimSpace(string(tok))}
+	f := &running{t: t, ctx: ctx, info: Info{URL: first.url, MCPURL: first.url + "/mcp"}, sim: srv, manifests: dir, token: strings.TrimSpace(string(tok))}
 	f.primary = f.connect(f.token)
 
 	// slow takes its task and replies only after the restart; busy is in
@@ -274,7 +274,7 @@ func workerStatus(t *testing.T, st mcp.StatusOutput, name string) mcp.WorkerStat
 }
 
 // pollContents returns the contents of the primary's unacknowledged mail.
-func pollContents(f *fleet) []string {
+func pollContents(f *running) []string {
 	f.t.Helper()
 	var out []string
 	for _, m := range callOK[mcp.PollOutput](f, f.primary, "bridge_poll", nil).Messages {

@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/fleet"
+	"github.com/fleetd-dev/fleetd/internal/scheduler"
 	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
@@ -25,7 +27,7 @@ const DefaultEtcdPrefix = etcdstore.DefaultPrefix
 
 // DefaultRescheduleAfter is the grace of a lost node's members when
 // EtcdConfig.RescheduleAfter is 0.
-const DefaultRescheduleAfter = etcdstore.DefaultRescheduleAfter
+const DefaultRescheduleAfter = scheduler.DefaultRescheduleAfter
 
 // EtcdConfig selects the etcd store (`fleetd serve --store etcd`).
 type EtcdConfig struct {
@@ -49,10 +51,11 @@ type EtcdConfig struct {
 	RequestTimeout time.Duration
 	// RescheduleAfter is how long the members of a lost node stay bound
 	// to it before the scheduler binds them elsewhere
-	// (--reschedule-after); 0 means etcdstore.DefaultRescheduleAfter.
+	// (--reschedule-after); 0 means scheduler.DefaultRescheduleAfter.
 	RescheduleAfter time.Duration
-	// NodeTTL is the lease of the node's registration; 0 means
-	// etcdstore.DefaultNodeTTL.
+	// NodeTTL is the node's lease (its registration, its candidacy in the
+	// scheduler election, the waiting keys of the calls it holds); 0 means
+	// session.DefaultTTL.
 	NodeTTL time.Duration
 	// Client, if set, adjusts the etcd client's configuration before it is
 	// created (tests add gRPC interceptors that count the node's requests);
@@ -71,7 +74,7 @@ func (c *EtcdConfig) Check() error {
 			return fmt.Errorf("etcd endpoint %q: want a URL like http://127.0.0.1:2379 or https://etcd-1:2379", e)
 		}
 	}
-	if err := etcdstore.CheckNodeName(c.Node); err != nil {
+	if err := fleet.CheckNodeName(c.Node); err != nil {
 		return fmt.Errorf("--node: %w", err)
 	}
 	if errs := v1alpha1.ValidateNodeLabels(c.NodeLabels); len(errs) > 0 {

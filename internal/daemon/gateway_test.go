@@ -48,8 +48,8 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// fleet is a running daemon with a connected primary.
-type fleet struct {
+// running is a running daemon with a connected primary.
+type running struct {
 	t         *testing.T
 	ctx       context.Context
 	info      Info
@@ -59,7 +59,7 @@ type fleet struct {
 	token     string // the primary's
 }
 
-func startFleet(t *testing.T, extraManifests string) *fleet {
+func startFleet(t *testing.T, extraManifests string) *running {
 	t.Helper()
 	// A pickup grace longer than any test: a second message may only go in
 	// once the agent was seen picking up the first.
@@ -81,19 +81,19 @@ func eachProtocol(t *testing.T, scenario func(t *testing.T, protocol int)) {
 }
 
 // startFleetOn is startFleet on a simulated herdr speaking protocol.
-func startFleetOn(t *testing.T, protocol int) *fleet {
+func startFleetOn(t *testing.T, protocol int) *running {
 	t.Helper()
 	return startFleetConfig(t, "", Config{SimProtocol: protocol, Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
 }
 
-func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Options) *fleet {
+func startFleetWith(t *testing.T, extraManifests string, mopts *messaging.Options) *running {
 	t.Helper()
 	return startFleetConfig(t, extraManifests, Config{Messaging: mopts})
 }
 
 // startFleetConfig is startFleetWith for a daemon with more of cfg set;
 // the directories, listener and herdr are the test's.
-func startFleetConfig(t *testing.T, extraManifests string, cfg Config) *fleet {
+func startFleetConfig(t *testing.T, extraManifests string, cfg Config) *running {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "profiles.yaml"), []byte(profileOnly+extraManifests), 0o644); err != nil {
@@ -106,12 +106,12 @@ func startFleetConfig(t *testing.T, extraManifests string, cfg Config) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, ctx: testCtx(t), info: info, sim: info.Sim, manifests: dir, token: strings.TrimSpace(string(tok))}
+	f := &running{t: t, ctx: testCtx(t), info: info, sim: info.Sim, manifests: dir, token: strings.TrimSpace(string(tok))}
 	f.primary = f.connect(f.token)
 	return f
 }
 
-func (f *fleet) connectTo(url, token string) (*sdk.ClientSession, error) {
+func (f *running) connectTo(url, token string) (*sdk.ClientSession, error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
 	bt, err := mcpbridge.NewBearerTransport(url, token, nil)
 	if err != nil {
@@ -121,7 +121,7 @@ func (f *fleet) connectTo(url, token string) (*sdk.ClientSession, error) {
 	return client.Connect(f.ctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
 }
 
-func (f *fleet) connect(token string) *sdk.ClientSession {
+func (f *running) connect(token string) *sdk.ClientSession {
 	f.t.Helper()
 	s, err := f.connectTo(f.info.MCPURL, token)
 	if err != nil {
@@ -141,7 +141,7 @@ type worker struct {
 
 // spawn creates a worker through bridge_spawn, scripts its agent and
 // connects its MCP client with the token and URL from its pane's env.
-func (f *fleet) spawn(name string) *worker {
+func (f *running) spawn(name string) *worker {
 	f.t.Helper()
 	view, terr := call[mcp.SpawnOutput](f.ctx, f.primary, "bridge_spawn", map[string]any{"profile": "claude", "name": name})
 	if terr != nil {
@@ -168,7 +168,7 @@ func (f *fleet) spawn(name string) *worker {
 }
 
 // prompt waits for w's agent to be prompted.
-func (f *fleet) prompt(w *worker) string {
+func (f *running) prompt(w *worker) string {
 	f.t.Helper()
 	select {
 	case p := <-w.prompts:
@@ -181,7 +181,7 @@ func (f *fleet) prompt(w *worker) string {
 
 // setStatus makes w's agent report status and waits until fleetd has seen
 // it (the controllers feed the messaging core before they update status).
-func (f *fleet) setStatus(w *worker, status string) {
+func (f *running) setStatus(w *worker, status string) {
 	f.t.Helper()
 	if err := f.sim.SetAgentStatus(w.pane, status); err != nil {
 		f.t.Fatal(err)
@@ -251,7 +251,7 @@ func wait[T any](t *testing.T, ctx context.Context, ch <-chan result[T]) (T, *mc
 }
 
 // callOK calls a tool that must succeed.
-func callOK[Out any](f *fleet, s *sdk.ClientSession, tool string, args map[string]any) Out {
+func callOK[Out any](f *running, s *sdk.ClientSession, tool string, args map[string]any) Out {
 	f.t.Helper()
 	out, err := call[Out](f.ctx, s, tool, args)
 	if err != nil {
@@ -289,7 +289,7 @@ func TestGateway_Delegation(t *testing.T) {
 	}
 }
 
-func (f *fleet) memberView(name string) (mcp.MemberView, bool) {
+func (f *running) memberView(name string) (mcp.MemberView, bool) {
 	list := callOK[mcp.ListOutput](f, f.primary, "bridge_list", nil)
 	for _, m := range list.Members {
 		if m.Name == name {

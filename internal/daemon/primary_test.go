@@ -86,7 +86,7 @@ func TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, ctx: ctx, info: info, sim: srv, manifests: dir, token: strings.TrimSpace(string(tok))}
+	f := &running{t: t, ctx: ctx, info: info, sim: srv, manifests: dir, token: strings.TrimSpace(string(tok))}
 	f.primary = f.connect(f.token)
 	w := f.spawn("coder")
 	// fleetd follows the primary's pane (and has read its status, blocked,

@@ -201,7 +201,7 @@ func TestGateway_HerdrHandoffKeepsTheHeldTurn(t *testing.T) {
 // restarts: its process is gone for a while, long enough for fleetd to find
 // its socket refusing a connection, and comes back with its panes and their
 // agents relaunched.
-func (f *fleet) restartRestored() {
+func (f *running) restartRestored() {
 	f.t.Helper()
 	if err := f.sim.Stop(); err != nil {
 		f.t.Fatal(err)

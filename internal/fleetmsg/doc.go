@@ -22,8 +22,9 @@
 // request PREFIX/msg/requests/NODE/TURN (sender, worker, content,
 // absolute deadline, origin node) with the turn's location
 // PREFIX/msg/turns/TURN (node, worker, caller, deadline); the origin
-// chose the turn id. The worker's node lists and watches its requests
-// (from the listed revision, listing again after a compaction), hands
+// chose the turn id. The worker's node mirrors its requests with an
+// informer (package internal/etcd/informer: a list, a watch from the
+// listed revision, a list again after a compaction or a failure), hands
 // each to its core as a detached send with that id and deletes it. A crash
 // between the two hands the same request again, and the core, which
 // journals the id with the turn ([messaging.SendRequest.ID]), changes
@@ -44,7 +45,7 @@
 // that also drops the turn's location when the mail ends the turn), and
 // then acknowledges it in the core. The primary's bridge_poll, bridge_ack
 // and pending count read the fleet mailbox, which every node mirrors in
-// memory from a list and watch (reads never wait on etcd), ordered by
+// memory with an informer (reads never wait on etcd), ordered by
 // create revision, the cursor made from it. An acknowledgement deletes
 // each key and leaves PREFIX/msg/acked/ID under a lease that is never
 // renewed (Options.TombstoneTTL), 64 messages to a transaction: a forward made again after a crash
@@ -66,7 +67,9 @@
 // # Held calls
 //
 // A held Send for a turn on another node writes, in the request's
-// transaction, PREFIX/msg/waiting/TURN under a lease the node keeps alive,
+// transaction, PREFIX/msg/waiting/TURN under the node's lease (its one
+// session, package internal/etcd/session: the lease its registration and
+// its scheduler candidacy are under too),
 // then waits — on its mirror of the fleet mailbox, never polling etcd —
 // for mail of that turn that ends or pauses the call (reply, question,
 // turn_done, worker_gone, delivery_failed), takes it as an
@@ -90,7 +93,8 @@
 // another node fails fast with messaging's unavailable code (each request
 // bounded by Options.RequestTimeout), one transaction or nothing written;
 // this node's own members go on working through its core, and the
-// forwarder and the request taker retry. Every input is bounded: content
+// forwarder and the request taker retry, with a jittered exponential
+// backoff (package retry). Every input is bounded: content
 // (MaxContentBytes, checked on the origin too), the requests waiting for
 // one node (MaxRequests), the fleet mailbox, a page (MaxPollBytes), the
 // calls held (MaxWaiters); a stored value is a JSON header line and the

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -201,107 +200,5 @@ func (r *Relay) txnWithLease(ctx context.Context, t time.Time, build func(ctx co
 			continue
 		}
 		return resp, err
-	}
-}
-
-// listWatch lists every key under prefix at one revision (in pages) and
-// hands them to reset, then watches the prefix from the next revision and
-// hands every event to apply, until ctx ends; it lists again after a
-// compaction (ErrCompacted) or any failure, after Options.RetryInterval
-// when etcd failed the list.
-func (r *Relay) listWatch(ctx context.Context, prefix string, reset func([]*mvccpb.KeyValue), apply func(*clientv3.Event), advanced func(rev int64)) {
-	for ctx.Err() == nil {
-		kvs, rev, err := r.list(ctx, prefix)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.o.Logger.Warn("fleet messaging: etcd list failed; retrying", "prefix", prefix, "err", err)
-				clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval)
-			}
-			continue
-		}
-		reset(kvs)
-		if advanced != nil {
-			advanced(rev)
-		}
-		if r.listed != nil {
-			r.listed(prefix, rev)
-		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range r.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-			if err := resp.Err(); err != nil {
-				if !errors.Is(err, rpctypes.ErrCompacted) {
-					r.o.Logger.Warn("fleet messaging: etcd watch ended; listing again", "prefix", prefix, "err", err)
-				}
-				break
-			}
-			for _, ev := range resp.Events {
-				apply(ev)
-			}
-			if advanced != nil {
-				advanced(resp.Header.Revision)
-			}
-		}
-		cancel()
-	}
-}
-
-// listPage is how many keys one request of a list reads (values carry
-// content: up to MaxContentBytes each).
-const listPage = 32
-
-func (r *Relay) list(ctx context.Context, prefix string) ([]*mvccpb.KeyValue, int64, error) {
-	var out []*mvccpb.KeyValue
-	var rev int64
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
-		resp, err := r.cli.Get(rctx, key, opts...)
-		cancel()
-		if err != nil {
-			return nil, 0, err
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		out = append(out, resp.Kvs...)
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, rev, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
-}
-
-// keepSession keeps a lease for this node's waiting keys alive while etcd
-// answers, granting a new one when it is lost.
-func (r *Relay) keepSession(ctx context.Context) {
-	ttl := int64(max((r.o.WaitTTL+time.Second-1)/time.Second, 1))
-	var last clientv3.LeaseID
-	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
-		lease, err := r.cli.Grant(rctx, ttl)
-		cancel()
-		if err != nil {
-			clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval)
-			continue
-		}
-		ch, err := r.cli.KeepAlive(ctx, lease.ID)
-		if err != nil {
-			continue
-		}
-		last = lease.ID
-		r.setSession(lease.ID)
-		for range ch {
-		}
-		r.setSession(0)
-	}
-	// Revoke on a clean stop: the node's waiting keys go at once.
-	if last != 0 {
-		rctx, cancel := context.WithTimeout(context.Background(), r.o.RequestTimeout)
-		r.cli.Revoke(rctx, last)
-		cancel()
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/etcd/session"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -245,7 +246,8 @@ func TestRelay_EtcdDownFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer core.Close()
-	r, err := New(core, &Options{Client: cli, Node: "a", PrimaryName: primary, RequestTimeout: 200 * time.Millisecond,
+	sess := session.New(cli, &session.Options{RequestTimeout: 200 * time.Millisecond})
+	r, err := New(core, &Options{Client: cli, Session: sess, Node: "a", PrimaryName: primary, RequestTimeout: 200 * time.Millisecond,
 		Locate: func(m string) (string, bool) { return map[string]string{"far": "b", "near": "a"}[m], true }})
 	if err != nil {
 		t.Fatal(err)

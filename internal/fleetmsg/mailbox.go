@@ -12,8 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/retry"
 )
 
 // fleetMail is one message of the fleet mailbox as mirrored.
@@ -22,116 +22,60 @@ type fleetMail struct {
 	code messaging.Code    // a refused request's error code
 }
 
-// mirrorMailbox keeps r.mail equal to PREFIX/msg/mailbox/.
-func (r *Relay) mirrorMailbox(ctx context.Context) {
-	prefix := r.keys.mailbox()
-	r.listWatch(ctx, prefix, func(kvs []*mvccpb.KeyValue) {
-		next := map[string]*fleetMail{}
-		var size int64
-		for _, kv := range kvs {
-			if m := r.decodeMail(prefix, kv); m != nil {
-				next[m.msg.ID] = m
-				size += int64(len(m.msg.Content))
-			}
+// mirrorMailbox makes r.mail what the mailbox's informer read of
+// PREFIX/msg/mailbox/ (the informer's OnChange).
+func (r *Relay) mirrorMailbox() {
+	items := r.mailbox.Items()
+	next := make(map[string]*fleetMail, len(items))
+	var size int64
+	for _, it := range items {
+		if m := it.Value; m != nil {
+			next[m.msg.ID] = m
+			size += int64(len(m.msg.Content))
 		}
-		r.mu.Lock()
-		r.mail, r.bytes = next, size
-		r.changedLocked()
-		r.mu.Unlock()
-		r.syncOnce.Do(func() { close(r.synced) })
-	}, func(ev *clientv3.Event) {
-		id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-		var m *fleetMail
-		if ev.Type == clientv3.EventTypePut {
-			m = r.decodeMail(prefix, ev.Kv)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if old := r.mail[id]; old != nil {
-			r.bytes -= int64(len(old.msg.Content))
-			delete(r.mail, id)
-		}
-		if m != nil {
-			r.mail[id] = m
-			r.bytes += int64(len(m.msg.Content))
-		}
-		r.changedLocked()
-	}, func(rev int64) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if rev > r.mailRev {
-			r.mailRev = rev
-			r.changedLocked()
-		}
-	})
+	}
+	r.mu.Lock()
+	r.mail, r.bytes = next, size
+	r.mu.Unlock()
 }
 
 // waitMirrored waits, at most Options.RequestTimeout, until the mirror of
 // the fleet mailbox has seen revision rev: the forwarder's own writes
 // count against the bound before it writes the next.
 func (r *Relay) waitMirrored(ctx context.Context, rev int64) {
-	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := r.o.Clock.AfterFunc(r.o.RequestTimeout, cancel)
 	defer t.Stop()
-	for {
-		r.mu.Lock()
-		cur, ch := r.mailRev, r.changed
-		r.mu.Unlock()
-		if cur >= rev {
-			return
-		}
-		select {
-		case <-ch:
-		case <-t.C():
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
+	_ = r.mailbox.WaitRevision(wctx, rev)
 }
 
-// decodeMail decodes a fleet message; nil (logged) for one that does not.
-func (r *Relay) decodeMail(prefix string, kv *mvccpb.KeyValue) *fleetMail {
-	id := strings.TrimPrefix(string(kv.Key), prefix)
+// decodeMail decodes a fleet message; a nil one (logged) does not decode.
+func (r *Relay) decodeMail(kv *mvccpb.KeyValue, _ *fleetMail, _ bool) (*fleetMail, bool) {
+	id := strings.TrimPrefix(string(kv.Key), r.keys.mailbox())
 	h, content, err := decode(kv.Value, r.o.MaxContentBytes)
 	if err == nil {
 		err = checkSegment(id)
 	}
 	if err != nil {
 		r.o.Logger.Error("etcd holds a fleet message that does not decode; it is not shown", "key", string(kv.Key), "err", err)
-		return nil
+		return nil, true
 	}
 	return &fleetMail{code: h.Code, msg: messaging.Message{ID: id, From: h.From, To: h.To, Kind: h.Kind, Content: content,
-		TurnID: h.Turn, CreatedAt: h.CreatedAt, Seq: uint64(kv.CreateRevision)}}
+		TurnID: h.Turn, CreatedAt: h.CreatedAt, Seq: uint64(kv.CreateRevision)}}, true
 }
 
-// mirrorWaiting keeps r.waited equal to the turns of PREFIX/msg/waiting/.
-func (r *Relay) mirrorWaiting(ctx context.Context) {
-	prefix := r.keys.waitingDir()
-	r.listWatch(ctx, prefix, func(kvs []*mvccpb.KeyValue) {
-		next := map[string]bool{}
-		for _, kv := range kvs {
-			next[strings.TrimPrefix(string(kv.Key), prefix)] = true
-		}
-		r.mu.Lock()
-		r.waited = next
-		r.changedLocked()
-		r.mu.Unlock()
-	}, func(ev *clientv3.Event) {
-		turn := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if ev.Type == clientv3.EventTypePut {
-			r.waited[turn] = true
-		} else {
-			delete(r.waited, turn)
-		}
-		r.changedLocked()
-	}, nil)
-}
-
-func (r *Relay) changedLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+// mirrorWaiting makes r.waited the turns of PREFIX/msg/waiting/ (the
+// waiting keys' informer's OnChange).
+func (r *Relay) mirrorWaiting() {
+	items := r.waiting.Items()
+	next := make(map[string]bool, len(items))
+	for k := range items {
+		next[strings.TrimPrefix(k, r.keys.waitingDir())] = true
+	}
+	r.mu.Lock()
+	r.waited = next
+	r.mu.Unlock()
 }
 
 // visibleLocked returns the fleet mail a poll shows, oldest first: all of
@@ -186,8 +130,9 @@ func (r *Relay) PollPage(ctx context.Context, recipient string, req messaging.Po
 		return messaging.PollPage{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "a poll limit must not be negative"}
 	}
 	r.waitSynced(ctx)
+	ch := r.changed.Changed()
 	r.mu.Lock()
-	p, ch := r.pageLocked(after, limit), r.changed
+	p := r.pageLocked(after, limit)
 	r.mu.Unlock()
 	if len(p.Messages) > 0 || !req.Wait {
 		return p, nil
@@ -207,8 +152,9 @@ func (r *Relay) PollPage(ctx context.Context, recipient string, req messaging.Po
 			return p, nil
 		case <-ch:
 		}
+		ch = r.changed.Changed()
 		r.mu.Lock()
-		p, ch = r.pageLocked(after, limit), r.changed
+		p = r.pageLocked(after, limit)
 		r.mu.Unlock()
 		if len(p.Messages) > 0 {
 			return p, nil
@@ -359,19 +305,25 @@ const forwardBatch = 64
 // more); mail a call waits for and the notices that end a turn go over
 // the bound, as in the core.
 func (r *Relay) forward(ctx context.Context) {
+	b := retry.New(r.o.RetryInterval, r.o.Clock)
 	for ctx.Err() == nil {
 		// Taken before the pass looks at the fleet mailbox: a change after
 		// it (an ack making room) wakes the wait below.
-		r.mu.Lock()
-		ch := r.changed
-		r.mu.Unlock()
-		local := r.core.Changed()
-		if !r.forwardPass(ctx) {
+		ch, local := r.changed.Changed(), r.core.Changed()
+		held, idle := r.forwardPass(ctx)
+		switch {
+		case idle:
+			// The core's wait timed out, or the core is closing: look
+			// again in a moment rather than at once.
+			b.Wait(ctx)
+			continue
+		case !held:
+			b.Reset()
 			continue
 		}
 		// Wait for room in the fleet mailbox, new mail in the core (which
 		// may go over the bound), or etcd back.
-		t := r.o.Clock.NewTimer(r.o.RetryInterval)
+		t := r.o.Clock.NewTimer(b.Next())
 		select {
 		case <-ctx.Done():
 		case <-ch:
@@ -386,23 +338,21 @@ func (r *Relay) forward(ctx context.Context) {
 // some when it holds none, and acknowledges in the core what it forwarded.
 // held reports mail left in the core (the fleet mailbox full, etcd
 // failing): then it read every page, so that mail which goes over the
-// bound is not stuck behind mail which does not.
-func (r *Relay) forwardPass(ctx context.Context) (held bool) {
+// bound is not stuck behind mail which does not. idle reports that the
+// core had none (its wait timed out, or it is closing).
+func (r *Relay) forwardPass(ctx context.Context) (held, idle bool) {
 	cursor := ""
 	for {
 		page, err := r.core.PollPage(ctx, r.o.PrimaryName, messaging.PollRequest{Cursor: cursor, Limit: r.batch, Wait: cursor == "", Timeout: time.Hour})
 		if ctx.Err() != nil {
-			return false
+			return false, false
 		}
 		if err != nil {
 			r.o.Logger.Warn("fleet messaging: read the core's mail for the primary", "err", err)
-			return true
+			return true, false
 		}
 		if cursor == "" && len(page.Messages) == 0 {
-			// The wait timed out, or the core is closing: look again in a
-			// moment rather than at once.
-			clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval)
-			return false
+			return false, true
 		}
 		var done []string
 		failed := false
@@ -425,7 +375,7 @@ func (r *Relay) forwardPass(ctx context.Context) (held bool) {
 			}
 		}
 		if failed || !held || page.More == 0 {
-			return held
+			return held, false
 		}
 		cursor = page.Next
 	}

@@ -12,11 +12,15 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/etcd/informer"
+	"github.com/fleetd-dev/fleetd/internal/etcd/session"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Core is the node's own messaging core as the relay uses it
@@ -39,7 +43,6 @@ const (
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultTombstoneTTL   = time.Hour
 	DefaultTurnGrace      = time.Hour
-	DefaultWaitTTL        = 10 * time.Second
 	DefaultRetryInterval  = time.Second
 	DefaultMaxRequests    = 1000
 	// DefaultMaxMailboxBytes is the fleet mailbox's default byte bound:
@@ -48,11 +51,14 @@ const (
 	DefaultMaxMailboxBytes int64 = 16 << 20
 )
 
-// Options configure a Relay. Client, Node and Locate are required; the
-// rest has defaults.
+// Options configure a Relay. Client, Session, Node and Locate are
+// required; the rest has defaults.
 type Options struct {
 	// Client is the etcd the fleet shares.
 	Client *clientv3.Client
+	// Session is the node's lease (package internal/etcd/session): the
+	// waiting keys of the calls this node holds go with it.
+	Session *session.Session
 	// Prefix is the fleet's key prefix (etcdstore's, e.g. /fleetd); the
 	// relay's keys are under PREFIX/msg/.
 	Prefix string
@@ -101,11 +107,8 @@ type Options struct {
 	// late answer to a question still finds the turn); default
 	// DefaultTurnGrace.
 	TurnGrace time.Duration
-	// WaitTTL is the lease of the node's waiting keys, kept alive while
-	// the node runs; default DefaultWaitTTL.
-	WaitTTL time.Duration
-	// RetryInterval is the pause after etcd or the core failed a
-	// background step; default DefaultRetryInterval.
+	// RetryInterval is the base of the backoff after etcd or the core
+	// failed a background step; default DefaultRetryInterval.
 	RetryInterval time.Duration
 }
 
@@ -116,6 +119,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.Client == nil {
 		return r, errors.New("fleetmsg: no etcd client")
+	}
+	if r.Session == nil {
+		return r, errors.New("fleetmsg: no session (the node's lease)")
 	}
 	if r.Node == "" || strings.ContainsAny(r.Node, "/") {
 		return r, fmt.Errorf("fleetmsg: node name %q: want one key segment", r.Node)
@@ -143,7 +149,6 @@ func (o *Options) withDefaults() (Options, error) {
 	r.MaxWaiters = cmp.Or(r.MaxWaiters, 1024)
 	r.TombstoneTTL = cmp.Or(r.TombstoneTTL, DefaultTombstoneTTL)
 	r.TurnGrace = cmp.Or(r.TurnGrace, DefaultTurnGrace)
-	r.WaitTTL = cmp.Or(r.WaitTTL, DefaultWaitTTL)
 	r.RetryInterval = cmp.Or(r.RetryInterval, DefaultRetryInterval)
 	return r, nil
 }
@@ -157,28 +162,29 @@ type Relay struct {
 	cli  *clientv3.Client
 	keys keys
 
-	// mu guards the mirrors of the fleet mailbox and the waiting keys,
-	// the waiters count and the wait lease. Nothing holds it over etcd
-	// I/O.
+	// The fleet mailbox, the waiting keys and this node's requests, each
+	// mirrored by an informer (package internal/etcd/informer).
+	mailbox  *informer.Informer[*fleetMail]
+	waiting  *informer.Informer[struct{}]
+	requests *informer.Informer[*mvccpb.KeyValue]
+
+	// mu guards what the mirrors' OnChange builds (mail, bytes, waited)
+	// and the waiters count and request counts. Nothing holds it over
+	// etcd I/O.
 	mu      sync.Mutex
-	mail    map[string]*fleetMail // fleet mailbox by message id
+	mail    map[string]*fleetMail // the fleet mailbox by message id
 	bytes   int64                 // content size of mail
-	mailRev int64                 // the etcd revision the mail mirror reflects
 	waited  map[string]bool       // turns some node holds a call on
-	changed chan struct{}         // closed (and replaced) when mail or waited change
-	watch   chan struct{}         // Changed's: closed (and replaced) by feedChanged
 	waiters int
 	counts  map[string]requestCount // by node: see roomAt
-	session clientv3.LeaseID        // the waiting keys' lease; 0 while none
-	// sessionCh is closed (and replaced) when session changes; synced is
-	// closed once the fleet mailbox was first listed.
-	sessionCh chan struct{}
-	synced    chan struct{}
-	syncOnce  sync.Once
+	// changed fires at every change of the fleet mailbox or the waiting
+	// keys; watch (Changed) at those and every change of the core.
+	changed notify.Signal
+	watch   notify.Signal
 
 	leases leaseCache
 	// listed, if set, is called between a list and the watch from its
-	// revision (tests: write and compact etcd there).
+	// revision, with the prefix (tests: write and compact etcd there).
 	listed func(prefix string, rev int64)
 	// batch is how many messages the forwarder reads from the core at once
 	// (forwardBatch; tests make it small).
@@ -193,10 +199,33 @@ func New(core Core, opts *Options) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{o: o, core: core, cli: o.Client, keys: keys{base: o.Prefix + "/msg/"},
-		mail: map[string]*fleetMail{}, waited: map[string]bool{}, counts: map[string]requestCount{}, changed: make(chan struct{}), watch: make(chan struct{}),
-		sessionCh: make(chan struct{}), synced: make(chan struct{}), batch: forwardBatch}
+		mail: map[string]*fleetMail{}, waited: map[string]bool{}, counts: map[string]requestCount{}, batch: forwardBatch}
 	r.leases = leaseCache{cli: o.Client, clock: o.Clock, timeout: o.RequestTimeout, leases: map[time.Time]clientv3.LeaseID{}}
+	r.mailbox = newInformer(r, r.keys.mailbox(), "the fleet mailbox", r.decodeMail, r.mirrorMailbox)
+	r.waiting = newInformer(r, r.keys.waitingDir(), "the fleet's waiting calls",
+		func(*mvccpb.KeyValue, struct{}, bool) (struct{}, bool) { return struct{}{}, true }, r.mirrorWaiting)
+	r.requests = newInformer(r, r.keys.requests(o.Node), "this node's requests",
+		func(kv *mvccpb.KeyValue, _ *mvccpb.KeyValue, _ bool) (*mvccpb.KeyValue, bool) { return kv, true }, nil)
+	r.changed.Follow(r.mailbox.Signal(), r.waiting.Signal())
+	r.watch.Follow(&r.changed)
 	return r, nil
+}
+
+// listPage is how many keys one request of a list reads (values carry
+// content: up to MaxContentBytes each).
+const listPage = 32
+
+// newInformer is an informer of the relay's keys under prefix.
+func newInformer[E any](r *Relay, prefix, name string, decode func(*mvccpb.KeyValue, E, bool) (E, bool), changed func()) *informer.Informer[E] {
+	return informer.New(informer.Options[E]{
+		Client: r.o.Client, Prefix: prefix, Name: name, Decode: decode, OnChange: changed, PageSize: listPage,
+		RequestTimeout: r.o.RequestTimeout, RetryInterval: r.o.RetryInterval, Clock: r.o.Clock, Logger: r.o.Logger,
+		AfterList: func(rev int64) {
+			if r.listed != nil {
+				r.listed(prefix, rev)
+			}
+		},
+	})
 }
 
 // Reply is the local core's: a worker always talks to its own node.
@@ -214,39 +243,9 @@ func (r *Relay) Busy() []string { return r.core.Busy() }
 
 // Changed returns a channel closed at the next change of the local core's
 // state or of the fleet mailbox, for a watcher that shows them (the
-// browser console). It needs Run, whose one goroutine waits for either
-// for every watcher.
-func (r *Relay) Changed() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.watch
-}
-
-// feedChanged closes Changed's channel after every change of the core or
-// of the fleet mailbox until ctx ends. The next channels are taken before
-// the close, so that a change made while it closes is not missed.
-func (r *Relay) feedChanged(ctx context.Context) {
-	next := func() (<-chan struct{}, <-chan struct{}) {
-		core := r.core.Changed()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return core, r.changed
-	}
-	core, fleet := next()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-core:
-		case <-fleet:
-		}
-		core, fleet = next()
-		r.mu.Lock()
-		close(r.watch)
-		r.watch = make(chan struct{})
-		r.mu.Unlock()
-	}
-}
+// browser console). It needs Run, which follows the core for every
+// watcher.
+func (r *Relay) Changed() <-chan struct{} { return r.watch.Changed() }
 
 // Status reports a worker: this node's from its core, another node's from
 // Options.RemoteStatus, else as unknown.
@@ -327,59 +326,43 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// Run mirrors the fleet mailbox and the waiting keys, keeps the waiting
-// keys' lease alive, hands this node's requests to its core and forwards
-// the mail its core holds for the primary to the fleet mailbox, until ctx
-// ends. It returns nil then; etcd failing is retried, never fatal.
+// Run mirrors the fleet mailbox and the waiting keys, hands this node's
+// requests to its core and forwards the mail its core holds for the
+// primary to the fleet mailbox, until ctx ends. It returns nil then; etcd
+// failing is retried, never fatal.
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, f := range []func(context.Context){r.keepSession, r.mirrorMailbox, r.mirrorWaiting, r.takeRequests, r.forward, r.feedChanged} {
+	for _, inf := range []interface{ Run(context.Context) error }{r.mailbox, r.waiting, r.requests} {
+		wg.Go(func() { _ = inf.Run(ctx) }) // returns nil when ctx ends
+	}
+	for _, f := range []func(context.Context){r.takeRequests, r.forward} {
 		wg.Go(func() { f(ctx) })
 	}
+	wg.Go(func() { r.watch.Forward(ctx, r.core) })
 	wg.Wait()
 	return nil
 }
 
-// waitSession returns the waiting keys' lease, waiting for Run to have
-// one for at most Options.RequestTimeout.
+// waitSession returns the lease of the node's waiting keys, waiting for
+// one while ctx lasts (at most the session's request timeout).
 func (r *Relay) waitSession(ctx context.Context) (clientv3.LeaseID, error) {
-	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
-	defer t.Stop()
-	for {
-		r.mu.Lock()
-		id, ch := r.session, r.sessionCh
-		r.mu.Unlock()
-		if id != 0 {
-			return id, nil
-		}
-		select {
-		case <-ch:
-		case <-t.C():
-			return 0, &messaging.Error{Code: messaging.CodeUnavailable, Msg: "this node holds no lease in etcd (etcd unreachable?); nothing was sent"}
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	sess, err := r.o.Session.Wait(ctx)
+	switch {
+	case err == nil:
+		return sess.Lease(), nil
+	case errors.Is(err, context.Canceled):
+		return 0, err
 	}
+	return 0, &messaging.Error{Code: messaging.CodeUnavailable, Msg: "this node holds no lease in etcd (etcd unreachable?); nothing was sent", Err: err}
 }
 
 // waitSynced waits, at most Options.RequestTimeout, for the first list of
 // the fleet mailbox, so that a poll right after a start does not show an
 // empty mailbox that is not.
 func (r *Relay) waitSynced(ctx context.Context) {
-	t := r.o.Clock.NewTimer(r.o.RequestTimeout)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := r.o.Clock.AfterFunc(r.o.RequestTimeout, cancel)
 	defer t.Stop()
-	select {
-	case <-r.synced:
-	case <-t.C():
-	case <-ctx.Done():
-	}
-}
-
-// setSession records the waiting keys' lease (0: none).
-func (r *Relay) setSession(id clientv3.LeaseID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.session = id
-	close(r.sessionCh)
-	r.sessionCh = make(chan struct{})
+	_ = notify.Wait(wctx, r.mailbox, r.mailbox.Synced)
 }

@@ -3,6 +3,7 @@ package fleetmsg
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/fleetd-dev/fleetd/internal/etcd/session"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -99,8 +101,11 @@ func (f *fleet) start(name, dir string) *node {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// The node's lease, which its waiting keys go with: revoked when the
+	// node stops.
+	sess := session.New(f.cli, &session.Options{Logger: slog.New(slog.DiscardHandler)})
 	o := f.opts
-	o.Client, o.Prefix, o.Node, o.PrimaryName = f.cli, f.prefix, name, primary
+	o.Client, o.Session, o.Prefix, o.Node, o.PrimaryName = f.cli, sess, f.prefix, name, primary
 	o.Locate = func(m string) (string, bool) { n, ok := f.members[m]; return n, ok }
 	r, err := New(core, &o)
 	if err != nil {
@@ -112,12 +117,15 @@ func (f *fleet) start(name, dir string) *node {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
+	sessDone := make(chan struct{})
+	go func() { sess.Run(ctx); close(sessDone) }()
 	var once sync.Once
 	n := &node{name: name, core: core, herdr: h, relay: r}
 	n.stop = func() {
 		once.Do(func() {
 			cancel()
 			<-done
+			<-sessDone
 			core.Close()
 		})
 	}

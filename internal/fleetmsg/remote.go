@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/retry"
 )
 
 func jsonString(v any) (string, error) {
@@ -164,6 +163,7 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 	// committed: if it did, the mail is out of the mailbox and only this
 	// call can return it, so nothing else is taken until that is known.
 	var uncertain *fleetMail
+	b := retry.New(r.o.RetryInterval, r.o.Clock)
 	for {
 		if uncertain != nil {
 			switch ours, known := r.tookAlready(ctx, uncertain, wk); {
@@ -174,8 +174,9 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 				uncertain = nil
 			}
 		}
+		ch := r.changed.Changed()
 		r.mu.Lock()
-		m, ch := r.answerLocked(turn, after), r.changed
+		m := r.answerLocked(turn, after)
 		r.mu.Unlock()
 		if uncertain == nil && m != nil {
 			took, _, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq), clientv3.OpDelete(wk))
@@ -189,12 +190,12 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 			r.o.Logger.Warn("fleet messaging: take a message for a held call; retrying", "turn", turn, "err", err)
 			uncertain = m
 		}
-		var retry <-chan time.Time
+		var again <-chan time.Time
 		stop := func() {}
 		if uncertain != nil {
 			// Look again in a moment, whatever changes.
-			t := r.o.Clock.NewTimer(r.o.RetryInterval)
-			retry, ch, stop = t.C(), nil, func() { t.Stop() }
+			t := r.o.Clock.NewTimer(b.Next())
+			again, ch, stop = t.C(), nil, func() { t.Stop() }
 		}
 		select {
 		case <-ctx.Done():
@@ -204,7 +205,7 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 			stop()
 			return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
 		case <-ch:
-		case <-retry:
+		case <-again:
 		}
 		stop()
 	}
@@ -255,80 +256,52 @@ func outcomeOf(m *fleetMail, turn, worker string) (messaging.SendResult, error) 
 	return res, nil
 }
 
-// takeRequests hands the requests etcd holds for this node to its core,
-// oldest first, and deletes each once the core took it (or refused it,
-// with a notice in the fleet mailbox). A request the core took and etcd
-// still holds after a crash is handed again; the core knows its id and
-// changes nothing.
+// takeRequests hands the requests etcd holds for this node (its
+// requests' informer) to its core, oldest first, and deletes each once the
+// core took it (or refused it, with a notice in the fleet mailbox). A
+// request the core took and etcd still holds after a crash is handed
+// again; the core knows its id and changes nothing.
 func (r *Relay) takeRequests(ctx context.Context) {
 	prefix := r.keys.requests(r.o.Node)
-	var mu sync.Mutex
-	pending := map[string]*mvccpb.KeyValue{}
-	wake := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() {
-		r.listWatch(ctx, prefix, func(kvs []*mvccpb.KeyValue) {
-			mu.Lock()
-			clear(pending)
-			for _, kv := range kvs {
-				pending[string(kv.Key)] = kv
-			}
-			mu.Unlock()
-			signal()
-		}, func(ev *clientv3.Event) {
-			mu.Lock()
-			if ev.Type == clientv3.EventTypePut {
-				pending[string(ev.Kv.Key)] = ev.Kv
-			} else {
-				delete(pending, string(ev.Kv.Key))
-			}
-			mu.Unlock()
-			signal()
-		}, nil)
-	})
+	b := retry.New(r.o.RetryInterval, r.o.Clock)
+	handled := map[string]int64{} // key → the revision handed, until the informer sees it go
 	for {
+		ch := r.requests.Changed()
+		items := r.requests.Items()
+		for k, rev := range handled {
+			if it, ok := items[k]; !ok || it.ModRevision != rev {
+				delete(handled, k)
+			}
+		}
+		kvs := make([]*mvccpb.KeyValue, 0, len(items))
+		for k, it := range items {
+			if handled[k] != it.ModRevision {
+				kvs = append(kvs, it.Value)
+			}
+		}
+		slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
+		failed := false
+		for _, kv := range kvs {
+			if err := r.handle(ctx, prefix, kv); err != nil {
+				if ctx.Err() == nil {
+					r.o.Logger.Warn("fleet messaging: hand a request to the core; retrying", "key", string(kv.Key), "err", err)
+				}
+				failed = true
+				break
+			}
+			handled[string(kv.Key)] = kv.ModRevision
+		}
+		if failed {
+			if !b.Wait(ctx) {
+				return
+			}
+			continue
+		}
+		b.Reset()
 		select {
 		case <-ctx.Done():
 			return
-		case <-wake:
-		}
-		for {
-			mu.Lock()
-			kvs := make([]*mvccpb.KeyValue, 0, len(pending))
-			for _, kv := range pending {
-				kvs = append(kvs, kv)
-			}
-			mu.Unlock()
-			if len(kvs) == 0 || ctx.Err() != nil {
-				break
-			}
-			slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
-			failed := false
-			for _, kv := range kvs {
-				if err := r.handle(ctx, prefix, kv); err != nil {
-					r.o.Logger.Warn("fleet messaging: hand a request to the core; retrying", "key", string(kv.Key), "err", err)
-					failed = true
-					break
-				}
-				mu.Lock()
-				if p := pending[string(kv.Key)]; p != nil && p.ModRevision == kv.ModRevision {
-					delete(pending, string(kv.Key))
-				}
-				mu.Unlock()
-			}
-			if failed && !clock.Sleep(ctx, r.o.Clock, r.o.RetryInterval) {
-				return
-			}
-			if !failed {
-				break
-			}
+		case <-ch:
 		}
 	}
 }

@@ -10,7 +10,9 @@
 //
 // A Signal can follow others ([Signal.Follow]): it is notified whenever one
 // of them is, which merges several sources (this node's members, the
-// fleet, the published statuses) into one channel without a goroutine.
+// fleet, the published statuses) into one channel without a goroutine. A
+// source that is not a Signal is followed by [Signal.Forward], in a
+// goroutine of the caller's.
 //
 // It never does: hold a reader's channel open after a change, block the
 // notifier on a reader, or run a goroutine of its own.
@@ -71,6 +73,24 @@ func (s *Signal) Follow(srcs ...*Signal) {
 		src.mu.Lock()
 		src.followers = append(src.followers[:len(src.followers):len(src.followers)], s)
 		src.mu.Unlock()
+	}
+}
+
+// Forward notifies s at every change of src until ctx ends, for a source
+// that is not a Signal ([Signal.Follow] needs one). It blocks: it is the
+// caller's goroutine, not one of the package's.
+func (s *Signal) Forward(ctx context.Context, src Source) {
+	ch := src.Changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		// Taken before the notification: a change from here on closes it,
+		// and one before is seen by whoever the notification wakes.
+		ch = src.Changed()
+		s.Notify()
 	}
 }
 

@@ -128,3 +128,51 @@ func TestSignal_ConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// plain is a change source that is not a Signal: a channel closed and
+// replaced at every change.
+type plain struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (p *plain) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch == nil {
+		p.ch = make(chan struct{})
+	}
+	return p.ch
+}
+
+func (p *plain) fire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch != nil {
+		close(p.ch)
+		p.ch = nil
+	}
+}
+
+// Forward notifies its Signal at every change of a source that is not a
+// Signal, and ends with its context.
+func TestSignal_ForwardFollowsAPlainSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var src plain
+		var s Signal
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { s.Forward(ctx, &src); close(done) }()
+		for range 3 {
+			synctest.Wait()
+			ch := s.Changed()
+			src.fire()
+			synctest.Wait()
+			if !closed(ch) {
+				t.Fatal("a change of the source did not reach the Signal")
+			}
+		}
+		cancel()
+		<-done
+	})
+}

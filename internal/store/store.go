@@ -3,13 +3,15 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Store is the desired state the controllers read and tools write.
@@ -28,37 +30,31 @@ type Store interface {
 	// creationTimestamp in obj are ignored: the store owns them. A
 	// metadata.resourceVersion is a precondition for a store that keeps
 	// versions (an error matching ErrConflict when the stored object has
-	// another one); the directory store, which keeps none, ignores it.
+	// another one); the directory store, which keeps none, ignores it. A
+	// write the source did not answer fails with an error matching
+	// ErrUnavailable.
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; ErrNotFound if there is none.
 	Delete(ctx context.Context, kind, name string) error
 }
 
-// ErrNotFound is returned by Delete for an object the store does not hold.
-// It also matches fs.ErrNotExist, so that a consumer that declares its own
-// interface over the store (package mcp) recognises it without importing
-// this package.
-var ErrNotFound error = notFoundError{}
-
-type notFoundError struct{}
-
-func (notFoundError) Error() string        { return "object not found" }
-func (notFoundError) Is(target error) bool { return target == fs.ErrNotExist }
+// ErrNotFound is returned (wrapped) by Delete for an object the store does
+// not hold.
+var ErrNotFound = errors.New("object not found")
 
 // ErrConflict is returned (wrapped) by a write whose precondition failed:
 // the object's metadata.resourceVersion is not the stored object's, because
 // someone else changed, created or deleted it since it was read. Read it
-// again and write again. It has a Conflict method, so that a consumer that
-// declares its own interface over the store (package mcp) recognises it
-// without importing this package.
-var ErrConflict error = conflictError{}
+// again and write again.
+var ErrConflict = errors.New("the object changed since it was read (stale resourceVersion)")
 
-type conflictError struct{}
-
-func (conflictError) Error() string {
-	return "the object changed since it was read (stale resourceVersion)"
-}
-func (conflictError) Conflict() bool { return true }
+// ErrUnavailable is wrapped by a write whose source did not answer (etcd
+// without quorum, no member reachable, a request timed out: nothing is
+// known to be written), and by a [Snapshot.Unreadable] that says so: the
+// source may come back on its own, and nothing is wrong with the
+// definitions. A backend names its source in front of it ("etcd
+// unavailable").
+var ErrUnavailable = errors.New("unavailable")
 
 // Key names one object.
 type Key struct {
@@ -73,21 +69,27 @@ type Snapshot struct {
 	Members  map[string]*v1alpha1.Member
 	Profiles map[string]*v1alpha1.Profile
 	Tenants  map[string]*v1alpha1.Tenant
-	// Sources maps each object to the file that defines it.
+	// Sources maps each object to where it is defined, as its errors name
+	// it (decode.Error.File): a manifest file, an etcd key. Read an
+	// object's problems with [Snapshot.ErrorsOf].
 	Sources map[Key]string
-	// Errors are the current manifest problems, in file and line order. A
-	// file with errors keeps the objects it last defined without them.
+	// Errors are the current definition problems, in source and line
+	// order. A source with errors keeps the objects it last defined
+	// without them.
 	Errors decode.ErrorList
 	// Unresolved are the Members' references that name no object of the
 	// snapshot — a spec.profile without its Profile, a tenant target
 	// without its Tenant — located where they are written, with the very
 	// errors `fleetd validate` prints ([decode.CheckReferences]). Such a
-	// member is not an error of its file: it waits at Ready=False for the
+	// member is not an error of its source: it waits at Ready=False for the
 	// object to appear.
 	Unresolved decode.ErrorList
-	// DirErr is set while the manifests directory cannot be read; the
-	// objects are then the last ones read.
-	DirErr error
+	// Unreadable is set while the source cannot be read (a manifests
+	// directory gone or unreadable, etcd that does not answer); the objects
+	// are then the last ones read. Its message is the backend's and names
+	// the source; it matches ErrUnavailable when the source did not answer
+	// rather than being broken.
+	Unreadable error
 	// Stale, when set, says why the store cannot confirm that this is the
 	// current desired state: it is the last state it saw of a source it has
 	// lost (etcd unreachable or without quorum), and another node may have
@@ -103,28 +105,32 @@ type Snapshot struct {
 // Referenced returns the object a Member's reference names, or nil when the
 // snapshot has none (see [v1alpha1.Member.References]).
 func (s *Snapshot) Referenced(ref v1alpha1.Reference) v1alpha1.Object {
-	switch ref.Kind {
-	case v1alpha1.KindProfile:
-		if p, ok := s.Profiles[ref.Name]; ok {
-			return p
-		}
-	case v1alpha1.KindTenant:
-		if t, ok := s.Tenants[ref.Name]; ok {
-			return t
-		}
+	if o, ok := s.Object(Key{Kind: ref.Kind, Name: ref.Name}); ok && ref.Kind != v1alpha1.KindMember {
+		return o
 	}
 	return nil
 }
 
-// ErrorsIn returns the errors reported for file.
-func (s *Snapshot) ErrorsIn(file string) decode.ErrorList {
+// ErrorsIn returns the errors reported for one source (a file, an etcd
+// key).
+func (s *Snapshot) ErrorsIn(source string) decode.ErrorList {
 	var out decode.ErrorList
 	for _, e := range s.Errors {
-		if e.File == file {
+		if e.File == source {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// ErrorsOf returns the errors of the source that defines key's object;
+// none for an object the snapshot does not hold.
+func (s *Snapshot) ErrorsOf(key Key) decode.ErrorList {
+	source, ok := s.Sources[key]
+	if !ok {
+		return nil
+	}
+	return s.ErrorsIn(source)
 }
 
 // List returns the objects of one kind, sorted by name.
@@ -164,6 +170,21 @@ func (s *Snapshot) Object(key Key) (v1alpha1.Object, bool) {
 	return nil, false
 }
 
+// Put adds obj to the snapshot, defined at source.
+func (s *Snapshot) Put(obj v1alpha1.Object, source string) {
+	switch o := obj.(type) {
+	case *v1alpha1.Member:
+		s.Members[o.Name] = o
+	case *v1alpha1.Profile:
+		s.Profiles[o.Name] = o
+	case *v1alpha1.Tenant:
+		s.Tenants[o.Name] = o
+	default:
+		return
+	}
+	s.Sources[Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}] = source
+}
+
 // NewSnapshot returns an empty snapshot (not Synced), every map made.
 func NewSnapshot() *Snapshot {
 	return &Snapshot{
@@ -172,6 +193,78 @@ func NewSnapshot() *Snapshot {
 		Tenants:  map[string]*v1alpha1.Tenant{},
 		Sources:  map[Key]string{},
 	}
+}
+
+// Published is a backend's current snapshot and its change signal: the
+// reads every backend serves the same way — Snapshot, Get, List, Watch,
+// Changed — from memory, never waiting on the source. A backend embeds it
+// and calls Publish with each new snapshot. The zero value holds an empty
+// snapshot, not Synced.
+type Published struct {
+	mu       sync.Mutex // held only to read or swap the pointer and to signal
+	snap     *Snapshot
+	watchers map[chan struct{}]struct{}
+	changed  notify.Signal
+}
+
+// Snapshot returns the current desired state.
+func (p *Published) Snapshot() *Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.snap == nil {
+		p.snap = NewSnapshot()
+	}
+	return p.snap
+}
+
+// Publish makes next the current snapshot and wakes every watcher. The
+// backend alone calls it.
+func (p *Published) Publish(next *Snapshot) {
+	p.mu.Lock()
+	p.snap = next
+	for ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+	p.changed.Notify()
+}
+
+// Get returns one object by kind and name.
+func (p *Published) Get(kind, name string) (v1alpha1.Object, bool) {
+	return p.Snapshot().Object(Key{Kind: kind, Name: name})
+}
+
+// List returns every object of one kind, sorted by name.
+func (p *Published) List(kind string) []v1alpha1.Object {
+	return p.Snapshot().List(kind)
+}
+
+// Changed returns a channel closed at the next Publish.
+func (p *Published) Changed() <-chan struct{} { return p.changed.Changed() }
+
+// Signal is the change signal itself, for a notify.Signal that follows
+// the store among other sources ([notify.Signal.Follow]).
+func (p *Published) Signal() *notify.Signal { return &p.changed }
+
+// Watch returns a channel that receives a value at every Publish until ctx
+// ends; values coalesce, so a slow reader sees one for many changes.
+func (p *Published) Watch(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	p.mu.Lock()
+	if p.watchers == nil {
+		p.watchers = map[chan struct{}]struct{}{}
+	}
+	p.watchers[ch] = struct{}{}
+	p.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		delete(p.watchers, ch)
+		p.mu.Unlock()
+	})
+	return ch
 }
 
 // NewUID returns a new metadata.uid: a random (version 4) UUID. Every store

@@ -17,15 +17,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/daemon"
-	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/etcd/session"
 )
 
 // The fleet benchmarks' knobs (go test -args; BENCHARGS in make, shared
 // with test/bench, so each flag here has a name of its own there).
 var (
 	fleetMembers = flag.Int("fleet-members", 100, "members per node of BenchmarkFleetConvergence (one node with N, three with 3N)")
-	lostTTL      = flag.Duration("lost-ttl", etcdstore.DefaultNodeTTL, "node lease TTL of BenchmarkFleetNodeLost")
+	lostTTL      = flag.Duration("lost-ttl", session.DefaultTTL, "node lease TTL of BenchmarkFleetNodeLost")
 	lostRuns     = flag.Int("lost-runs", 3, "kills of BenchmarkFleetNodeLost")
 	idleSizes    = flag.String("idle-sizes", "10,100", "fleet sizes (members over three nodes) of BenchmarkFleetIdleEtcd; the first is the baseline")
 	idleWindow   = flag.Duration("idle-window", 30*time.Second, "how long BenchmarkFleetIdleEtcd counts an idle fleet's etcd requests")
@@ -373,7 +372,7 @@ func measureNodeLost(b *testing.B, cli *clientv3.Client, f *hostFleet, a, other 
 	}, &nodeLost)
 	poll("/members/lost", func(body string) bool {
 		var m v1alpha1.Member
-		return json.Unmarshal([]byte(body), &m) == nil && readyOf(m).Reason == daemon.ReasonNodeLost
+		return json.Unmarshal([]byte(body), &m) == nil && readyOf(m).Reason == v1alpha1.ReasonNodeLost
 	}, &memberLost)
 	cutMu.Lock()
 	cut = time.Now()

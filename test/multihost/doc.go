@@ -6,7 +6,8 @@
 // The tests cover the etcd store behind the REST API and the reconciler,
 // TLS, node registration, placement by name, selector and spread, node
 // loss and rescheduling (the returning node closes its copy), the quorum
-// lost and restored, and at fleet level: one etcd member down — the
+// lost and restored, a stop of a member another node runs (it waits for
+// that node's report, and says so when none comes), and at fleet level: one etcd member down — the
 // leader — while nodes apply and delete (nothing running recreated), and a
 // node killed mid-traffic and restarted on its state (no second pane,
 // nothing typed twice, open turns answered into the mailbox). The

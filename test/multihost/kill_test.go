@@ -14,7 +14,6 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
-	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -265,7 +264,7 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 
 	// a is lost for b; its members wait for it (pinned), b keeps serving.
 	b.untilNode(t, "a", "NodeLost", func(n v1alpha1.Node) bool { return n.ReadyCondition().Reason == v1alpha1.ReasonNodeLost })
-	b.untilMember(t, "busy", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == daemon.ReasonNodeLost })
+	b.untilMember(t, "busy", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == v1alpha1.ReasonNodeLost })
 	if out := mustSend(primaryB, "steady", "while a is down", map[string]any{"timeoutMs": 30_000}); out.Outcome != "reply" {
 		t.Errorf("steady's answer while a is down = %+v", out)
 	}

@@ -184,14 +184,14 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	if lost.ReadyCondition().Status != v1alpha1.ConditionFalse || lost.Status.Members != 2 {
 		t.Errorf("lost node a: %+v, members %d; want NotReady with its 2 members", lost.ReadyCondition(), lost.Status.Members)
 	}
-	m := b.untilMember(t, "keep", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == daemon.ReasonNodeLost })
+	m := b.untilMember(t, "keep", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == v1alpha1.ReasonNodeLost })
 	if c := readyOf(m); c.Status != v1alpha1.ConditionUnknown || m.Status.NodeName != "a" || !strings.Contains(c.Message, "spec.nodeName pins it there") {
 		t.Errorf("keep while a is lost: node %q, Ready %+v", m.Status.NodeName, c)
 	}
 
 	// After the grace free runs on b; keep still waits for a.
 	b.waitFor(t, "free ready on b", readyOn("free"))
-	if m := b.untilMember(t, "keep", "still on a", func(v1alpha1.Member) bool { return true }); m.Status.NodeName != "a" || readyOf(m).Reason != daemon.ReasonNodeLost {
+	if m := b.untilMember(t, "keep", "still on a", func(v1alpha1.Member) bool { return true }); m.Status.NodeName != "a" || readyOf(m).Reason != v1alpha1.ReasonNodeLost {
 		t.Errorf("keep after the grace: node %q, Ready %+v; want it to wait for a", m.Status.NodeName, readyOf(m))
 	}
 	if got := agentPanes(herdrA, "free"); len(got) != 1 || got[0] != oldFree[0] {

@@ -70,7 +70,7 @@ func TestPlacement_TwoNodesRunTheirOwnMembers(t *testing.T) {
 		return m.Status.NodeName == "laptop" && m.Status.Phase == v1alpha1.PhaseReady && m.Status.PaneID != ""
 	})
 	c := readyOf(got["nowhere"])
-	if got["nowhere"].Status.NodeName != "" || c.Status != v1alpha1.ConditionFalse || c.Reason != daemon.ReasonUnschedulable ||
+	if got["nowhere"].Status.NodeName != "" || c.Status != v1alpha1.ConditionFalse || c.Reason != v1alpha1.ReasonUnschedulable ||
 		c.Message != "0/2 nodes are available: 2 do not match nodeSelector gpu=h100." {
 		t.Errorf("nowhere: %+v, want Ready=False Unschedulable saying no node matches", got["nowhere"].Status)
 	}

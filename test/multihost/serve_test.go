@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/fleet"
 )
 
 var (
@@ -91,7 +91,7 @@ func TestServe_EtcdStoreFromFlagsAndEnvironment(t *testing.T) {
 			if err != nil || len(resp.Kvs) != 1 {
 				t.Fatalf("node key while serving: %v %v", resp, err)
 			}
-			var info etcdstore.NodeInfo
+			var info fleet.NodeInfo
 			if err := json.Unmarshal(resp.Kvs[0].Value, &info); err != nil || !maps.Equal(info.Labels, tc.labels) || info.MaxMembers != tc.maxMembers {
 				t.Errorf("registered %s (%v), want labels %v and maxMembers %d", resp.Kvs[0].Value, err, tc.labels, tc.maxMembers)
 			}

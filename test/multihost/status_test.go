@@ -155,7 +155,7 @@ func TestStatus_AKilledNodesMembersShowNodeLost(t *testing.T) {
 
 	proxy.cut()
 	stopB()
-	m := a.untilMember(t, "onb", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == daemon.ReasonNodeLost })
+	m := a.untilMember(t, "onb", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == v1alpha1.ReasonNodeLost })
 	if m.Status.Phase == v1alpha1.PhaseReady || m.Status.PaneID != "" || readyOf(m).Status != v1alpha1.ConditionUnknown || m.Status.NodeName != "b" {
 		t.Errorf("onb after b was killed: %+v, want Ready=Unknown NodeLost on b, not b's last status", m.Status)
 	}

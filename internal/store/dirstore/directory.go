@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/fleetd-dev/fleetd/internal/store"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // Defaults for Options.
@@ -60,11 +60,13 @@ type Options struct {
 // Two locks keep file-system calls away from readers. sem serializes
 // everything that touches the directory — a scan, Apply, Delete — and is
 // held across their file-system calls (each of them bounded: see
-// [decode.ReadManifest]). mu guards only the published snapshot and the
-// watchers; it is held to read or swap a pointer and to signal channels,
-// never across a file-system call or a log line, so store.Snapshot, Get, List
-// and Watch — what request handlers call — never wait on the disk.
+// [decode.ReadManifest]). The published snapshot ([store.Published]) has a
+// lock of its own, held only to read or swap a pointer, never across a
+// file-system call or a log line, so Snapshot, Get, List and Watch — what
+// request handlers call — never wait on the disk.
 type Directory struct {
+	store.Published // replaced with sem held
+
 	dir      string
 	clock    clock.Clock
 	debounce time.Duration
@@ -78,11 +80,9 @@ type Directory struct {
 	files map[string]*fileState // by path; sem
 	meta  *metaBook             // sem
 
-	mu       sync.Mutex
-	snap     *store.Snapshot // replaced with sem and mu held: read it under either
-	watchers map[chan struct{}]struct{}
-	scans    int           // completed scans, for tests
-	scanned  chan struct{} // tests: signalled (coalesced) after every scan, if set
+	mu      sync.Mutex
+	scans   int           // completed scans, for tests; mu
+	scanned chan struct{} // tests: signalled (coalesced) after every scan, if set
 }
 
 // location is where an object in effect is written: Objects[i] of a file's
@@ -103,7 +103,7 @@ var _ store.Store = (*Directory)(nil)
 
 // New returns a Directory for dir and reads it once. A directory
 // that cannot be read is not an error here: the snapshot reports it in
-// DirErr and Run keeps trying.
+// Unreadable and Run keeps trying.
 func New(dir string, opts *Options) (*Directory, error) {
 	var o Options
 	if opts != nil {
@@ -140,8 +140,6 @@ func New(dir string, opts *Options) (*Directory, error) {
 		sem:      make(chan struct{}, 1),
 		files:    map[string]*fileState{},
 		meta:     meta,
-		snap:     store.NewSnapshot(),
-		watchers: map[chan struct{}]struct{}{},
 	}
 	d.rescan(context.Background())
 	return d, nil
@@ -162,38 +160,6 @@ func (d *Directory) unlock() { <-d.sem }
 
 // Path returns the manifests directory.
 func (d *Directory) Path() string { return d.dir }
-
-// Snapshot returns the current desired state.
-func (d *Directory) Snapshot() *store.Snapshot {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.snap
-}
-
-// Get returns one object by kind and name.
-func (d *Directory) Get(kind, name string) (v1alpha1.Object, bool) {
-	return d.Snapshot().Object(store.Key{Kind: kind, Name: name})
-}
-
-// List returns every object of one kind, sorted by name.
-func (d *Directory) List(kind string) []v1alpha1.Object {
-	return d.Snapshot().List(kind)
-}
-
-// Watch returns a channel signalled after every snapshot change until ctx
-// ends. Signals coalesce: a slow reader sees one for many changes.
-func (d *Directory) Watch(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	d.mu.Lock()
-	d.watchers[ch] = struct{}{}
-	d.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		d.mu.Lock()
-		delete(d.watchers, ch)
-		d.mu.Unlock()
-	})
-	return ch
-}
 
 // Run watches the directory (or, with Options.Rescan, waits for
 // nudges) until ctx ends. It returns nil on cancellation and an error only
@@ -234,7 +200,7 @@ func (d *Directory) Run(ctx context.Context) error {
 		}
 	}
 	for {
-		if retry == nil && (!watching || d.Snapshot().DirErr != nil) {
+		if retry == nil && (!watching || d.Snapshot().Unreadable != nil) {
 			retry = d.clock.NewTimer(d.retry)
 			retryC = retry.C()
 		}
@@ -311,10 +277,10 @@ func (d *Directory) rescan(ctx context.Context) {
 func (d *Directory) scan() {
 	paths, err := decode.ManifestPaths(d.dir)
 	if err != nil {
-		if d.snap.DirErr == nil || d.snap.DirErr.Error() != err.Error() {
+		if prev := d.Snapshot(); prev.Unreadable == nil || prev.Unreadable.Error() != err.Error() {
 			d.log.Error("manifests directory unreadable; keeping every object as last read", "dir", d.dir, "err", err)
-			next := *d.snap
-			next.DirErr = err
+			next := *prev
+			next.Unreadable = err
 			d.publish(&next)
 		}
 		return
@@ -369,6 +335,7 @@ func (d *Directory) scan() {
 // second copy of a running member's file never tears the member down;
 // deleting either copy ends the error.
 func (d *Directory) build() *store.Snapshot {
+	prev := d.Snapshot()
 	next := store.NewSnapshot()
 	next.Synced = true
 	paths := make([]string, 0, len(d.files))
@@ -377,7 +344,7 @@ func (d *Directory) build() *store.Snapshot {
 	}
 	sort.Strings(paths)
 	files := make([]decode.FileResult, 0, len(paths))
-	defs := make(map[store.Key]int, len(d.snap.Sources))
+	defs := make(map[store.Key]int, len(prev.Sources))
 	dup := false
 	for _, p := range paths {
 		st := d.files[p]
@@ -400,15 +367,7 @@ func (d *Directory) build() *store.Snapshot {
 	present := map[string]bool{}
 	put := func(key store.Key, obj v1alpha1.Object, at location) {
 		present[key.String()] = true
-		next.Sources[key] = at.file.Path
-		switch o := obj.(type) {
-		case *v1alpha1.Member:
-			next.Members[o.Name] = o
-		case *v1alpha1.Profile:
-			next.Profiles[o.Name] = o
-		case *v1alpha1.Tenant:
-			next.Tenants[o.Name] = o
-		}
+		next.Put(obj, at.file.Path)
 	}
 	// refs are the Members in effect, where they are written, for the
 	// reference check: whole files where nothing is duplicated.
@@ -425,12 +384,12 @@ func (d *Directory) build() *store.Snapshot {
 			case n > 1:
 				whole = false
 				defs[key] = -1
-				if prev, ok := d.snap.Object(key); ok {
-					if was, ok := copyIn(files, key, d.snap.Sources[key]); ok {
+				if last, ok := prev.Object(key); ok {
+					if was, ok := copyIn(files, key, prev.Sources[key]); ok {
 						at = was
 					} // else its file no longer defines it: point at this copy
-					put(key, prev, at)
-					refs = append(refs, inEffect(at, prev))
+					put(key, last, at)
+					refs = append(refs, inEffect(at, last))
 					continue
 				}
 				copyAt, ok := d.recordedCopy(files, key)
@@ -441,8 +400,8 @@ func (d *Directory) build() *store.Snapshot {
 			}
 			obj = obj.(interface{ DeepCopyObject() v1alpha1.Object }).DeepCopyObject()
 			d.meta.stamp(obj, now)
-			if prev, ok := d.snap.Object(key); ok && sameObject(prev, obj) {
-				obj = prev
+			if last, ok := prev.Object(key); ok && sameObject(last, obj) {
+				obj = last
 			}
 			put(key, obj, at)
 			if n := defs[key]; n < 0 {
@@ -514,14 +473,13 @@ func (d *Directory) recordedCopy(files []decode.FileResult, key store.Key) (loca
 }
 
 // publish installs next if it differs from the current snapshot, logs
-// changed manifest errors and signals watchers. d.sem must be held; d.mu
-// is taken only for the swap.
+// changed manifest errors and signals watchers. d.sem must be held.
 func (d *Directory) publish(next *store.Snapshot) {
-	prev := d.snap
+	prev := d.Snapshot()
 	if sameSnapshot(prev, next) {
 		return
 	}
-	if prev.DirErr != nil && next.DirErr == nil {
+	if prev.Unreadable != nil && next.Unreadable == nil {
 		d.log.Info("manifests directory readable again", "dir", d.dir)
 	}
 	old := map[string]bool{}
@@ -549,20 +507,12 @@ func (d *Directory) publish(next *store.Snapshot) {
 			d.log.Warn("member references an object that is not defined; it waits at Ready=False", "file", e.File, "line", e.Line, "err", e.Error())
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.snap = next
-	for ch := range d.watchers {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	d.Publish(next)
 }
 
 func sameSnapshot(a, b *store.Snapshot) bool {
-	if a.Synced != b.Synced || (a.DirErr == nil) != (b.DirErr == nil) ||
-		(a.DirErr != nil && a.DirErr.Error() != b.DirErr.Error()) {
+	if a.Synced != b.Synced || (a.Unreadable == nil) != (b.Unreadable == nil) ||
+		(a.Unreadable != nil && a.Unreadable.Error() != b.Unreadable.Error()) {
 		return false
 	}
 	if !sameErrors(a.Errors, b.Errors) || !sameErrors(a.Unresolved, b.Unresolved) || len(a.Sources) != len(b.Sources) {

@@ -1,9 +1,8 @@
-// Package store is fleetd's desired state: the Members, Profiles and Tenants
-// the reconciler works towards, behind the small [store.Store] interface so that a
-// distributed backend (etcd, a Kubernetes CRD) can replace the directory one
-// day.
+// Package dirstore is fleetd's default desired-state backend: the
+// [store.Store] of one manifests directory (package etcdstore is the other,
+// for a fleet of machines).
 //
-// [Directory] is the default backend. It watches one manifests directory
+// [Directory] watches the manifests directory
 // with fsnotify — the directory, not the files, so an editor's
 // write-temp-then-rename save is seen — debounces bursts, and reads every
 // *.yaml / *.yml file (not dotfiles or editor backups), one object per YAML
@@ -21,9 +20,9 @@
 //     block, and nothing is read past the limit.
 //   - No file-system call runs under the lock readers take. Scans, Apply
 //     and Delete are serialized by a lock of their own and do their I/O
-//     there; the snapshot's lock is held only to swap in a finished
-//     snapshot, so store.Snapshot, Get, List and Watch — what every request
-//     handler calls — never wait on the disk.
+//     there; the published snapshot's lock is held only to swap in a
+//     finished snapshot, so Snapshot, Get, List and Watch — what every
+//     request handler calls — never wait on the disk.
 //   - An object defined twice (in two files, or twice in one) is rejected
 //     the way package decode and `fleetd validate` reject it: neither
 //     definition takes effect, and the error sits on the later one naming
@@ -34,7 +33,7 @@
 //     member down.
 //   - A directory that vanishes or becomes unreadable prunes nothing. The
 //     store keeps the last state it read, reports the problem in
-//     store.Snapshot.DirErr, and picks up where it was when the directory returns
+//     store.Snapshot.Unreadable, and picks up where it was when the directory returns
 //     (it watches the parent and retries periodically).
 //
 // The store reads files with the decoder's positions (decode.Manifest) and

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fleetd-dev/fleetd/internal/store"
 	"io/fs"
 	"os"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 // metaRecord is what the store remembers about an object across restarts.

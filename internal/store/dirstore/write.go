@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fleetd-dev/fleetd/internal/store"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/yamledit"
 )
 
@@ -61,10 +61,11 @@ func (d *Directory) apply(ctx context.Context, obj v1alpha1.Object, write bool) 
 		return fmt.Errorf("apply %s: %w", key, err)
 	}
 	defer d.unlock()
-	if d.snap.DirErr != nil {
-		return fmt.Errorf("apply %s: %w", key, d.snap.DirErr)
+	snap := d.Snapshot()
+	if snap.Unreadable != nil {
+		return fmt.Errorf("apply %s: %w", key, snap.Unreadable)
 	}
-	path, exists := d.snap.Sources[key]
+	path, exists := snap.Sources[key]
 	var old, data []byte
 	if exists {
 		old, err = d.read(path, d.maxBytes)
@@ -128,10 +129,11 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	defer d.unlock()
-	if d.snap.DirErr != nil {
-		return fmt.Errorf("delete %s: %w", key, d.snap.DirErr)
+	snap := d.Snapshot()
+	if snap.Unreadable != nil {
+		return fmt.Errorf("delete %s: %w", key, snap.Unreadable)
 	}
-	path, ok := d.snap.Sources[key]
+	path, ok := snap.Sources[key]
 	if !ok {
 		return fmt.Errorf("delete %s: %w", key, store.ErrNotFound)
 	}

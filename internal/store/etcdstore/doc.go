@@ -1,7 +1,7 @@
 // Package etcdstore is fleetd's desired state kept in etcd: the
 // [store.Store] the controllers read and the gateway writes, for a fleet
 // whose machines each run a fleetd next to their own herdr and share one
-// desired state. The directory store (internal/store) stays the default;
+// desired state. The directory store (package dirstore) stays the default;
 // `fleetd serve --store etcd` selects this one.
 //
 // Layout. Every object is one key under a prefix (default /fleetd):
@@ -10,7 +10,7 @@
 // generation, creationTimestamp) and without status, which each node keeps
 // for itself and publishes apart. Other keys under the prefix (nodes,
 // bindings, the scheduler election, published statuses, the primary
-// token's hash) are not objects.
+// token's hash, messages) are not objects.
 //
 // Versions. An object's metadata.resourceVersion is its key's mod
 // revision, as in Kubernetes. Apply is a compare-and-swap on that
@@ -23,29 +23,27 @@
 // its state directory, here in the value itself. A write that would change
 // nothing writes nothing.
 //
-// Reads never wait on etcd. Run lists the prefix at one revision (in
-// pages), then watches it from the next revision; Snapshot, Get, List and
-// Watch serve that watched state from memory, so a stuck or unreachable
-// etcd never blocks a request handler. A watch that fails because etcd
-// compacted past it (ErrCompacted) is followed by a full list, which sees
-// what was created, changed and deleted meanwhile; any other failure
-// (including the member losing its leader: the watch requires one) also
-// lists again; so does a client connection that finds no member for
-// three RetryIntervals (the client's own watch would wait quietly for one; the
-// store follows the connection's state, which costs no request). From the
-// end of such a watch to the next successful list the snapshot is Stale:
-// it may be behind etcd, where another node may have taken over a member
-// since, so the controllers keep every agent running and create no pane
-// from it (no restart, no replacement, no first start). While etcd cannot be listed the snapshot also keeps every object
-// as last seen and says why in DirErr, which /readyz reports, until a list
-// succeeds again.
+// Reads never wait on etcd. Each key space of the store — the members,
+// the profiles, the tenants, the bindings — is mirrored by an informer
+// (package internal/etcd/informer: a list at one revision in pages, a watch
+// from the next, a full list again after a compaction or a failure), and
+// Snapshot, Get, List and Watch serve that mirror from memory, so a stuck
+// or unreachable etcd never blocks a request handler. From the end of a
+// watch to the next successful list the snapshot is Stale: it may be behind
+// etcd, where another node may have taken over a member since, so the
+// controllers keep every agent running and create no pane from it (no
+// restart, no replacement, no first start). While etcd cannot be listed
+// the snapshot also keeps every object as last seen and says why in
+// Unreadable (matching store.ErrUnavailable), which /readyz reports, until
+// a list succeeds again.
 //
 // Writes are bounded and read their own result. Every request has a
 // timeout (Options.RequestTimeout); a write etcd does not answer fails
-// with an error matching ErrUnavailable and nothing is known to be written.
-// On a successful return the store's own snapshot already reflects the
-// write (Apply and Delete wait for the watch to reach the write's
-// revision, within the caller's context), so Run must be running.
+// with an error matching ErrUnavailable (and store.ErrUnavailable) and
+// nothing is known to be written. On a successful return the store's own
+// snapshot already reflects the write (Apply and Delete wait for the
+// watch to reach the write's revision, within the caller's context), so
+// Run must be running.
 //
 // Input is held to the rules of manifest files. A written object is decoded
 // strictly, defaulted and validated by api/decode before anything is sent;
@@ -60,52 +58,11 @@
 // it has generation 1 and a uid derived from the key's create revision,
 // which the store keeps when it first writes the object.
 //
-// Nodes. [RegisterNode] puts PREFIX/nodes/NAME (a [NodeInfo]: labels,
-// capacity, gateway, herdr, member count) under a lease (DefaultNodeTTL),
-// which [Node.Run] keeps alive and revokes on a clean stop; [Node.Update]
-// rewrites the registration under the lease when what it says changed. The
-// Store reads every registration from its list and watch of the prefix and
-// serves them from memory ([Store.Nodes], with a Ready condition).
-//
-// Placement. [RunScheduler] campaigns in an etcd election; the leader
-// binds each unbound Member to the node [Place] picks, writing
-// PREFIX/bindings/MEMBER = {node, memberUID} fenced on the member's
-// revision, the binding's and the leader's key. Many bindings go in one
-// transaction (up to 63, within etcd's default --max-txn-ops of 128); a
-// batch whose fences fail is split in halves and tried again, down to
-// single bindings, so one member changed meanwhile holds back only itself.
-// No fence covers a node's capacity (maxMembers), counted from the fleet:
-// a pass waits until the store has seen the scheduler's own last bindings
-// before it counts. A Store with
-// Options.Node shows in its snapshot only the members bound to that node
-// with the bound uid; [Store.Fleet] shows every member, binding and node.
-//
-// Node loss. A node members are bound to whose registration is gone (its
-// lease expired) is lost: the Store keeps a tombstone of it, dated by its
-// clock when it first saw it so, in [Fleet.Lost] and in [Store.Nodes]
-// (NotReady, NodeLost, as last registered). The scheduler rebinds the
-// members of a node lost for SchedulerOptions.RescheduleAfter to another
-// node, fenced on the old binding's revision, except those whose
-// spec.nodeName pins them there; the lost node, back, no longer finds them
-// in its snapshot and closes their panes.
-
-// Status across nodes. [PublishStatuses] keeps PREFIX/status/MEMBER (a
-// [PublishedStatus]: the node, the member's uid, the binding revision it
-// saw, the member's status and its messaging state) current for every
-// member a node runs: written only when it changes, in bursts of a few and
-// then at most once per interval per member, a bounded number at once,
-// fenced on the key's revision, deleted when the node stops running the
-// member (and by the scheduler when the member is gone and its node is not
-// registered). Every Store reads the statuses in its list and watch
-// ([Store.Status],
-// [Store.StatusChanged]); [Store.BoundStatus] says whether to believe one.
-//
-// The primary token. PREFIX/tokens/primary holds the SHA-256 of the
-// fleet's one primary token and the node that minted it ([FleetToken]),
-// claimed by the first node with a create-if-absent transaction
-// ([Store.ClaimPrimaryToken]) and read by every Store's watch
-// ([Store.PrimaryToken]); a deleted or malformed value leaves the last good
-// one in effect. The token itself is never written to etcd.
+// Placement. A Member's node is its binding, PREFIX/bindings/MEMBER =
+// {node, memberUID}, written by the fleet's scheduler (package scheduler).
+// A Store with Options.Node shows in its snapshot only the members bound to
+// that node with the bound uid; [Store.Assignments] shows every member and
+// binding, for the scheduler and the fleet view (package fleet).
 //
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.
@@ -113,4 +70,9 @@
 // Nothing secret is written to etcd: a Profile whose spec.env has a key
 // that reads as a credential (v1alpha1.ClassifyKey) is refused; such a
 // value belongs in the environment of each node's fleetd.
+//
+// The store is only the store: the nodes' registrations, the statuses
+// they publish and the fleet's primary token are package fleet's, the
+// scheduler is package scheduler's, messages across nodes are package
+// fleetmsg's — each reads its own key space with its own informer.
 package etcdstore

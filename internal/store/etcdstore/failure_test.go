@@ -24,25 +24,20 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 	writer.apply(member("kept", "one"))
 	writer.apply(member("changed", "one"))
 	writer.apply(member("deleted", "one"))
-	statusKey := func(name string) string { return prefix(t) + "/status/" + name }
-	if _, err := writer.cli.Put(context.Background(), statusKey("deleted"), `{"node":"a","memberUID":"u1","status":{"phase":"Ready"}}`); err != nil {
-		t.Fatal(err)
-	}
 
 	lists := make(chan int64, 10)
-	st, err := New(newClient(t), &Options{Prefix: prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := true
-	st.listed = func(rev int64) {
+	st, err := New(newClient(t), &Options{Prefix: prefix(t), afterList: func(dir string, rev int64) {
+		if dir != "members" {
+			return
+		}
 		lists <- rev
 		if !first {
 			return
 		}
 		first = false
-		// Between the first list and its watch: change everything, then
-		// compact past the listed revision.
+		// Between the first list of the members and its watch: change
+		// everything, then compact past the listed revision.
 		ctx := context.Background()
 		c := writer.member("changed").DeepCopy()
 		c.ResourceVersion, c.Spec.Paused = "", true
@@ -51,14 +46,6 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 			t.Error(err)
 		}
 		writer.apply(member("created", "one"))
-		// Published statuses and the token hash too.
-		for _, op := range []clientv3.Op{clientv3.OpDelete(statusKey("deleted")),
-			clientv3.OpPut(statusKey("created"), `{"node":"a","memberUID":"u2","status":{"phase":"Starting"}}`),
-			clientv3.OpPut(prefix(t)+"/tokens/primary", `{"sha256":"`+strings.Repeat("ab", 32)+`","node":"a"}`)} {
-			if _, err := writer.cli.Do(ctx, op); err != nil {
-				t.Error(err)
-			}
-		}
 		resp, err := writer.cli.Get(ctx, "compact-marker")
 		if err != nil {
 			t.Error(err)
@@ -67,6 +54,9 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 		if _, err := writer.cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 			t.Error(err)
 		}
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{t: t, st: st, cli: writer.cli, change: st.Watch(ctx)}
@@ -82,15 +72,6 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 	if s.Members["deleted"] != nil || !s.Members["changed"].Spec.Paused || s.Members["kept"] == nil {
 		t.Errorf("after the relist: members %v, changed paused %v", memberNames(s), s.Members["changed"].Spec.Paused)
 	}
-	if _, ok := st.Status("deleted"); ok {
-		t.Error("after the relist: a status deleted meanwhile is still shown")
-	}
-	if got, ok := st.Status("created"); !ok || got.Status.Phase != v1alpha1.PhaseStarting {
-		t.Errorf("after the relist: the status published meanwhile is %+v (%v)", got, ok)
-	}
-	if tok, ok := st.PrimaryToken(); !ok || tok.Node != "a" {
-		t.Errorf("after the relist: the token hash put meanwhile is %+v (%v)", tok, ok)
-	}
 	// The hook runs after a list has published its snapshot: wait for
 	// the second one's call rather than count at once.
 	deadline := time.NewTimer(waitLimit)
@@ -99,14 +80,14 @@ func TestStore_CompactionRelistsAndMissesNothing(t *testing.T) {
 		select {
 		case <-lists:
 		case <-deadline.C:
-			t.Fatalf("%d lists, want 2 (the first, and one after ErrCompacted)", i)
+			t.Fatalf("%d lists of the members, want 2 (the first, and one after ErrCompacted)", i)
 		}
 	}
 	// And it watches again from the new list.
 	writer.apply(member("later", "one"))
 	n.until("a change after the relist seen", func(s *store.Snapshot) bool { return s.Members["later"] != nil })
 	if len(lists) != 0 {
-		t.Errorf("%d more lists, want none: the watch after the relist follows changes", len(lists))
+		t.Errorf("%d more lists of the members, want none: the watch after the relist follows changes", len(lists))
 	}
 }
 
@@ -131,8 +112,8 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 		cluster.Stop(i)
 		a.apply(member("while-"+string(rune('a'+i)), "one"))
 		b.until("the write seen while a member is down", func(s *store.Snapshot) bool { return s.Members["while-"+string(rune('a'+i))] != nil })
-		if s := b.st.Snapshot(); s.DirErr != nil {
-			t.Errorf("member %d down: DirErr %v", i, s.DirErr)
+		if s := b.st.Snapshot(); s.Unreadable != nil {
+			t.Errorf("member %d down: Unreadable %v", i, s.Unreadable)
 		}
 		if err := cluster.Restart(i); err != nil {
 			t.Fatal(err)
@@ -145,7 +126,7 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 	if got := logs.String(); strings.Contains(got, "no etcd member reachable") {
 		t.Errorf("b's watch ended for its connection while a single member was down:\n%s", got)
 	}
-	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.DirErr == nil })
+	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.Unreadable == nil })
 }
 
 // lockedBuffer is a log destination safe for concurrent use.
@@ -178,12 +159,12 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 
 	restart := stopMembers(t, 1, 2)
 
-	s := n.until("etcd reported unavailable", func(s *store.Snapshot) bool { return s.DirErr != nil })
+	s := n.until("etcd reported unavailable", func(s *store.Snapshot) bool { return s.Unreadable != nil })
 	if s.Members["alpha"] != alpha || !s.Synced {
 		t.Errorf("without quorum: alpha %+v synced %v, want the last state", s.Members["alpha"], s.Synced)
 	}
-	if !strings.Contains(s.DirErr.Error(), "etcd unavailable") {
-		t.Errorf("DirErr %q", s.DirErr)
+	if !strings.Contains(s.Unreadable.Error(), "etcd unavailable") || !errors.Is(s.Unreadable, store.ErrUnavailable) {
+		t.Errorf("Unreadable %q; want etcd unavailable, matching store.ErrUnavailable", s.Unreadable)
 	}
 	if s.Stale == nil {
 		t.Error("without quorum: the snapshot is not Stale")
@@ -205,7 +186,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 	}
 
 	restart()
-	n.until("etcd available again", func(s *store.Snapshot) bool { return s.DirErr == nil && s.Stale == nil })
+	n.until("etcd available again", func(s *store.Snapshot) bool { return s.Unreadable == nil && s.Stale == nil })
 	// Written through another member once the quorum is back.
 	other := newClient(t, cluster.Endpoint(2))
 	if _, err := other.Put(context.Background(), prefix(t)+"/members/gamma", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"gamma"},"spec":{"profile":"one"}}`); err != nil {
@@ -222,7 +203,7 @@ func TestStore_QuorumLostServesLastStateThenRecovers(t *testing.T) {
 
 // A leaderless etcd ends the store's watch (it requires a leader) at once:
 // the snapshot is Stale from then on — before the list that follows has
-// timed out and DirErr says etcd is unavailable — so that no controller
+// timed out and Unreadable says etcd is unavailable — so that no controller
 // creates a pane from it. It is current again after the next list.
 func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 	opts := &Options{RequestTimeout: time.Minute, RetryInterval: 50 * time.Millisecond}
@@ -235,8 +216,8 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 
 	restart := stopMembers(t, 1, 2)
 	s := n.until("stale", func(s *store.Snapshot) bool { return s.Stale != nil })
-	if s.DirErr != nil {
-		t.Errorf("stale only once the list failed (DirErr %v); want at the end of the watch", s.DirErr)
+	if s.Unreadable != nil {
+		t.Errorf("stale only once the list failed (Unreadable %v); want at the end of the watch", s.Unreadable)
 	}
 	if !strings.Contains(s.Stale.Error(), "etcd unavailable") {
 		t.Errorf("Stale %q", s.Stale)
@@ -247,8 +228,8 @@ func TestStore_QuorumLostMakesTheSnapshotStaleBeforeTheListFails(t *testing.T) {
 
 	restart()
 	s = n.until("current again", func(s *store.Snapshot) bool { return s.Stale == nil })
-	if s.DirErr != nil || s.Members["alpha"] != alpha {
-		t.Errorf("current again: DirErr %v, alpha %+v", s.DirErr, s.Members["alpha"])
+	if s.Unreadable != nil || s.Members["alpha"] != alpha {
+		t.Errorf("current again: Unreadable %v, alpha %+v", s.Unreadable, s.Members["alpha"])
 	}
 }
 

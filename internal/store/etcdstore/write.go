@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -20,8 +19,8 @@ import (
 
 // ErrUnavailable is wrapped by a write that etcd did not answer (no quorum,
 // no member reachable, the request timed out): nothing is known to be
-// written.
-var ErrUnavailable = errors.New("etcd unavailable")
+// written. It matches store.ErrUnavailable.
+var ErrUnavailable = fmt.Errorf("etcd %w", store.ErrUnavailable)
 
 // Apply writes obj's definition with a compare-and-swap on the key's
 // revision: with metadata.resourceVersion set, only over that revision
@@ -66,7 +65,7 @@ func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 			return fmt.Errorf("apply %s: %w", skey, err)
 		}
 		if cur != nil && bytes.Equal(value, cur.value) {
-			return s.waitRev(ctx, curRev)
+			return s.waitWritten(ctx, kind, curRev)
 		}
 		if len(value) > s.maxBytes {
 			return fmt.Errorf("apply %s: %w", skey, decode.ErrorList{&decode.Error{File: key,
@@ -82,7 +81,7 @@ func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 			return fmt.Errorf("apply %s: %w: %w", skey, ErrUnavailable, err)
 		}
 		if resp.Succeeded {
-			return s.waitRev(ctx, resp.Header.Revision)
+			return s.waitWritten(ctx, kind, resp.Header.Revision)
 		}
 		if want != 0 {
 			return fmt.Errorf("apply %s: resourceVersion %d, but another write came first: %w", skey, want, store.ErrConflict)
@@ -117,7 +116,7 @@ func (s *Store) Delete(ctx context.Context, kind, name string) error {
 	if resp.Deleted == 0 {
 		return fmt.Errorf("delete %s: %w", skey, store.ErrNotFound)
 	}
-	return s.waitRev(ctx, resp.Header.Revision)
+	return s.waitWritten(ctx, kind, resp.Header.Revision)
 }
 
 // current is the stored object a write replaces.

@@ -1,0 +1,208 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/internal/console"
+	"github.com/fleetd-dev/fleetd/internal/etcd/session"
+	"github.com/fleetd-dev/fleetd/internal/fleet"
+	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/scheduler"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/store"
+	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+	"github.com/fleetd-dev/fleetd/internal/version"
+	"github.com/fleetd-dev/fleetd/mcp"
+)
+
+// A backend is where the desired state is kept — the manifests directory,
+// or etcd for a fleet of nodes — and what a node runs with it. serve wires
+// what it gets and never asks which one it is.
+type backend struct {
+	// store is the desired state; the controllers run it (its Run, if it
+	// has one).
+	store store.Store
+	// source says where the desired state is, for the log and Info.
+	source string
+	// node is this node's name in a fleet; "" for the directory.
+	node string
+	// close releases what the backend holds once every part stopped.
+	close func()
+	// onNode adds what the backend runs on this node once its controllers
+	// and messaging core exist.
+	onNode func(mgr *controllers.Manager, core *messaging.Core, mopts messaging.Options) (*nodeParts, error)
+}
+
+// nodeParts are what a backend adds on a node.
+type nodeParts struct {
+	// members are the members the gateway and the console show, waiter
+	// wakes on their changes: the controllers', or the whole fleet's.
+	members interface {
+		mcp.MemberSource
+		console.Members
+	}
+	waiter mcp.MemberWaiter
+	// messages is the messaging the gateway and the console use: the
+	// core, or the relay across nodes over it.
+	messages messenger
+	// nodes serves GET /nodes; nil for the directory.
+	nodes mcp.NodeSource
+	// run are the backend's parts, each until its context ends.
+	run []func(ctx context.Context) error
+}
+
+// messenger is the messaging the gateway and the console use.
+type messenger interface {
+	mcp.Messenger
+	console.Messenger
+}
+
+// directoryBackend is the manifests directory (the default).
+func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*backend, error) {
+	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
+	if err != nil {
+		return nil, err
+	}
+	return &backend{store: d, source: cfg.ManifestsDir, close: func() {},
+		onNode: func(mgr *controllers.Manager, core *messaging.Core, _ messaging.Options) (*nodeParts, error) {
+			return &nodeParts{members: mgr, waiter: mgr, messages: core}, nil
+		}}, nil
+}
+
+// etcdBackend is a fleet of nodes on etcd: the node's one lease, its
+// registration, the store of the members bound to it, the nodes, the
+// published statuses and the fleet's primary token, read once before the
+// node serves (etcdFleet.onNode adds the rest). The node is registered
+// before anything reconciles, and toks accepts the fleet's primary token
+// before the gateway serves.
+func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (_ *backend, err error) {
+	cli, err := dialEtcd(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cli.Close()
+		}
+	}()
+	f := &etcdFleet{cfg: cfg, cli: cli, toks: toks, log: log, prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix)}
+	fo := &fleet.Options{Prefix: f.prefix, RequestTimeout: cfg.RequestTimeout, Logger: log}
+	f.sessions = session.New(cli, &session.Options{TTL: cfg.NodeTTL, RequestTimeout: cfg.RequestTimeout, Logger: log})
+	if err := f.sessions.Start(ctx); err != nil {
+		err = fmt.Errorf("register node %s: %w: %w", cfg.Node, etcdstore.ErrUnavailable, err)
+		if why := explainTLS(cfg); why != nil {
+			err = fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
+		}
+		return nil, err
+	}
+	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version}
+	if f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo); err != nil {
+		return nil, err
+	}
+	// The node's snapshot holds only the members bound to it: its
+	// controllers reconcile those alone.
+	if f.store, err = etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node}); err != nil {
+		return nil, err
+	}
+	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
+	// Read once before serving, as the directory store does, so that the
+	// first requests see the fleet rather than an empty one.
+	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync} {
+		if err := sync(ctx); err != nil {
+			return nil, fmt.Errorf("read the desired state from etcd: %w", err)
+		}
+	}
+	if err := f.token.Adopt(ctx, toks, state, cfg.Node); err != nil {
+		return nil, err
+	}
+	return &backend{store: f.store, node: cfg.Node, close: func() { cli.Close() }, onNode: f.onNode,
+		source: fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
+}
+
+// etcdFleet is what etcdBackend opened.
+type etcdFleet struct {
+	cfg      *EtcdConfig
+	prefix   string
+	cli      *clientv3.Client
+	toks     *tokens.Registry
+	log      *slog.Logger
+	sessions *session.Session
+	reg      *fleet.Registration
+	store    *etcdstore.Store
+	nodes    *fleet.Nodes
+	statuses *fleet.Statuses
+	token    *fleet.Token
+}
+
+// onNode adds on the node the fleet view (what the gateway and the console
+// show), the relay across nodes (what they message through), GET /nodes,
+// and the parts that run: the lease, the registration and what it says of
+// the node's herdr and members, the nodes, statuses and token, the status
+// publisher, the scheduler and the relay.
+func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts messaging.Options) (*nodeParts, error) {
+	state := fleet.NewState(f.store, f.nodes, f.statuses)
+	view := fleet.NewView(mgr, state, f.cfg.Node)
+	local := fleet.NewLocalStatuses(mgr, core)
+	relay, err := newRelay(core, f.cli, f.sessions, f.store, view, f.cfg, mopts, f.log)
+	if err != nil {
+		return nil, err
+	}
+	publisher := &fleet.StatusPublisherOptions{Options: fleet.Options{Prefix: f.prefix, RequestTimeout: f.cfg.RequestTimeout, Logger: f.log}, Node: f.cfg.Node}
+	sched := &scheduler.Options{Prefix: f.prefix, Candidate: f.cfg.Node, RequestTimeout: f.cfg.RequestTimeout, RescheduleAfter: f.cfg.RescheduleAfter, Logger: f.log}
+	return &nodeParts{members: view, waiter: view, messages: relay, nodes: f.nodes, run: []func(context.Context) error{
+		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, relay.Run,
+		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
+		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },
+		func(ctx context.Context) error { view.Run(ctx); return nil },
+		func(ctx context.Context) error { local.Run(ctx); return nil },
+		func(ctx context.Context) error {
+			return fleet.PublishStatuses(ctx, f.cli.KV, f.store, f.statuses, local, publisher)
+		},
+		func(ctx context.Context) error { return scheduler.Run(ctx, f.cli, f.sessions, state, sched) },
+	}}, nil
+}
+
+// herdrSide is what a node publishes about itself from its controllers:
+// herdr reachable (their view of it in sync), its version and protocol
+// (their herdr cache's last ping), and how many members it reconciles.
+type herdrSide struct{ mgr *controllers.Manager }
+
+func (h herdrSide) Herdr() v1alpha1.NodeHerdr {
+	version, protocol := h.mgr.Cache().Herdr()
+	return v1alpha1.NodeHerdr{Reachable: h.mgr.HerdrSynced(), Version: version, Protocol: protocol}
+}
+
+func (h herdrSide) Members() int { return len(h.mgr.Store().Snapshot().Members) }
+
+func (h herdrSide) Changed() <-chan struct{} { return h.mgr.Changed() }
+
+// newRelay is the gateway's messaging on a fleet in etcd: the node's core
+// for its own members, etcd for the others' (package fleetmsg), the calls
+// it holds under the node's lease. A member's node is its binding as the
+// store last read it; its messaging state is what that node publishes
+// (fleet.View.RemoteWorker).
+func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Session, st *etcdstore.Store, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
+	return fleetmsg.New(core, &fleetmsg.Options{
+		Client: cli, Session: sessions, Prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix), Node: cfg.Node,
+		Locate: func(member string) (string, bool) {
+			b, ok := st.Bound(member)
+			return b.Node, ok
+		},
+		RemoteStatus: func(member, _ string) (messaging.WorkerStatus, bool) { return view.RemoteWorker(member) },
+		PrimaryName:  mcp.PrimaryName, Logger: log, RequestTimeout: cfg.RequestTimeout,
+		DefaultTimeout: mopts.DefaultTimeout, MaxContentBytes: mopts.MaxContentBytes, MaxPollBytes: mopts.MaxPollBytes,
+		MaxMailboxMessages: mopts.MaxMailboxMessages, // the fleet mailbox's bytes stay fleetmsg's (etcd holds them)
+	})
+}
