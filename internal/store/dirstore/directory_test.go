@@ -52,6 +52,7 @@ type harness struct {
 	d     *Directory
 	watch <-chan struct{}
 
+	written  int             // reads completed when write last wrote
 	nudge    chan struct{}   // newHarness: the running Directory's Rescan
 	deadline <-chan struct{} // newWatchedHarness: closed when the test has waited too long
 	logs     lockedBuffer    // what the Directories logged
@@ -142,6 +143,9 @@ func (h *harness) start() {
 
 func (h *harness) write(name, content string) {
 	h.t.Helper()
+	if h.d != nil {
+		h.written = h.scans()
+	}
 	if err := os.WriteFile(filepath.Join(h.dir, name), []byte(content), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
@@ -199,14 +203,16 @@ func (h *harness) waitScans(n int) {
 	h.until("scanned", func() bool { return h.scans() >= n })
 }
 
-// settle waits for a read that started after the call.
+// settle waits for a read after the last write: counted from before the
+// write, since on a busy machine the read the write caused may be over
+// before settle is called.
 func (h *harness) settle() {
 	h.t.Helper()
 	if h.deadline == nil {
 		h.rescan()
 		return
 	}
-	h.waitScans(h.scans() + 1)
+	h.waitScans(h.written + 1)
 }
 
 func (h *harness) drainWatch() {
