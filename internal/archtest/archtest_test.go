@@ -84,3 +84,19 @@ func TestFleetdBinaryLinksNoSchemaValidator(t *testing.T) {
 		t.Errorf("the fleetd binary links %s, which graph.go's notInFleetd keeps out of it (schema checks and etcd's server are test-only)", p)
 	}
 }
+
+func TestLayers(t *testing.T) {
+	for _, v := range CheckLayers(layers, allowed) {
+		t.Error(v)
+	}
+	if t.Failed() {
+		t.Log("the layers are written down in internal/archtest/graph.go: an edge may only point to the same layer or a lower one")
+	}
+}
+
+func TestNoUnusedAllowedEdges(t *testing.T) {
+	module, pkgs := modulePackages(t)
+	for _, v := range Unused(module, allowed, pkgs) {
+		t.Errorf("%s may import %s, but nothing in it does: remove the edge from internal/archtest/graph.go", v.From, v.To)
+	}
+}

@@ -4,19 +4,31 @@
 //
 // The graph (graph.go) lists, for every package of the module, what it may
 // import besides the standard library: other packages of the module and
-// third-party modules. Imports point one way — api at the bottom; the herdr
-// client, the clock, atomic files and the state directory beside it; the
-// store, work queue, herdr cache and the controllers above them; the
-// messaging core free of herdr and of the controllers (its herdr adapter,
-// internal/messaging/herdrprompt, is where herdr's error codes are read);
-// the controllers free of the harness adapters, the token registry, the
-// messaging core and mcp (they declare the one launch contract,
-// controllers/launch, which internal/harness implements); mcp reading the
-// desired state through an interface of its own rather than
-// internal/store; and internal/daemon and the commands wiring it all.
-// Whole-system tests under test/ may import anything and nothing imports
-// them. A package missing from the graph fails the test too: a new package
-// takes its place in the graph when it is added.
+// third-party modules. Above it, the layers, bottom first:
+//
+//	leaves                     atomic files, the clock, notify, sse, retry, the state directory, …
+//	api                        the API objects, decode/encode, the store's contract, plan, guard
+//	herdr and etcd             the herdr client and its simulation, etcd's primitives
+//	controllers and messaging  the controllers, the store backends, the messaging core, harness, tokens, tail
+//	mcp and console            the gateway, the console, the stdio bridge, the simulated agents
+//	fleet                      the fleet on etcd, the scheduler, messaging across nodes
+//	daemon                     the wiring of a running fleetd, its listener
+//	cmd                        the commands and the command line's libraries
+//
+// TestLayers fails on an allowed edge that points up a layer (or a package
+// no layer places), so the graph cannot grow an upward edge even on
+// purpose without moving a package; TestNoUnusedAllowedEdges fails on an
+// edge no import uses, so the graph stays the code's own. Within a layer
+// the graph keeps the finer rules: the messaging core free of herdr and of
+// the controllers (its herdr adapter, internal/messaging/herdrprompt, is
+// where herdr's error codes are read); the controllers free of the harness
+// adapters, the token registry, the messaging core, the store backends and
+// mcp (they declare the one launch contract, controllers/launch, which
+// internal/harness implements); mcp and the console reading the desired
+// state through interfaces of their own (the store's contract only for its
+// shared errors). Whole-system tests under test/ may import anything and
+// nothing imports them. A package missing from the graph fails the test
+// too: a new package takes its place in the graph when it is added.
 //
 // The test also checks what the fleetd binary links: not
 // github.com/santhosh-tekuri/jsonschema (herdr's JSON Schema validator, used
