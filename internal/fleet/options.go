@@ -41,11 +41,7 @@ func (o *Options) withDefaults() Options {
 	r.Prefix = cmp.Or(r.Prefix, etcdstore.DefaultPrefix)
 	r.RequestTimeout = cmp.Or(r.RequestTimeout, DefaultRequestTimeout)
 	r.RetryInterval = cmp.Or(r.RetryInterval, DefaultRetryInterval)
-	if r.Clock == nil {
-		r.Clock = clock.Real{}
-	}
-	if r.Logger == nil {
-		r.Logger = slog.Default()
-	}
+	r.Clock = cmp.Or[clock.Clock](r.Clock, clock.Real{})
+	r.Logger = cmp.Or(r.Logger, slog.Default())
 	return r
 }

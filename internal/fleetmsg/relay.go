@@ -133,9 +133,7 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Prefix = "/fleetd"
 	}
 	r.PrimaryName = cmp.Or(r.PrimaryName, messaging.DefaultPrimaryName)
-	if r.Clock == nil {
-		r.Clock = clock.Real{}
-	}
+	r.Clock = cmp.Or[clock.Clock](r.Clock, clock.Real{})
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}

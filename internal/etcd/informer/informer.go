@@ -102,12 +102,8 @@ func New[E any](o Options[E]) *Informer[E] {
 	o.PageSize = cmp.Or(o.PageSize, DefaultPageSize)
 	o.RequestTimeout = cmp.Or(o.RequestTimeout, DefaultRequestTimeout)
 	o.RetryInterval = cmp.Or(o.RetryInterval, DefaultRetryInterval)
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return &Informer[E]{o: o, items: map[string]Item[E]{}}
 }
 

@@ -67,12 +67,8 @@ func New(cli *clientv3.Client, opts *Options) *Session {
 	o.TTL = cmp.Or(o.TTL, DefaultTTL)
 	o.RequestTimeout = cmp.Or(o.RequestTimeout, DefaultRequestTimeout)
 	o.RetryInterval = cmp.Or(o.RetryInterval, DefaultRetryInterval)
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return &Session{cli: cli, o: o, ttl: int(max((o.TTL+time.Second-1)/time.Second, 1))}
 }
 

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -121,12 +122,8 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	s := &Store{cli: cli, prefix: o.Prefix + "/", timeout: o.RequestTimeout, maxBytes: o.MaxObjectBytes,
 		clock: o.Clock, log: o.Logger, node: o.Node, kinds: map[string]*informer.Informer[*entry]{}, full: store.NewSnapshot()}
 	afterList := func(dir string) func(int64) {
