@@ -70,6 +70,10 @@ var allowed = Graph{
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
+	// git, run with fixed arguments; gitrepotest makes throwaway
+	// repositories for tests.
+	"internal/gitrepo":             {},
+	"internal/gitrepo/gitrepotest": {},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
