@@ -49,6 +49,21 @@ const (
 	ReasonTenantNotFound    = "TenantNotFound"
 	ReasonCredentialMissing = "CredentialMissing"
 	ReasonInvalidSpec       = "InvalidSpec"
+	// ReasonWorktreeConflict: another member claims the same branch of
+	// the same repository (spec.worktree, or its profile's); the member
+	// waits until one of them changes.
+	ReasonWorktreeConflict = "WorktreeConflict"
+
+	// ReasonWorktreeFailed: the member's git worktree could not be made
+	// or opened — its repository path is no repository, git or herdr
+	// refused; the message says why. The member is Failed and tried again
+	// with backoff.
+	ReasonWorktreeFailed = "WorktreeFailed"
+	// ReasonWorktreeKept and ReasonWorktreeRemoved are events of a
+	// deleted member's worktree: kept (cleanup: Never, or what OnDelete
+	// found would be lost) or removed (cleanup: OnDelete).
+	ReasonWorktreeKept    = "WorktreeKept"
+	ReasonWorktreeRemoved = "WorktreeRemoved"
 
 	ReasonHerdrUnavailable = "HerdrUnavailable"
 	// ReasonStoreUnavailable: the store cannot confirm the desired state

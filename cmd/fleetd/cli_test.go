@@ -105,6 +105,23 @@ spec:
 	}
 }
 
+// Two members on one branch of one repository — the second through its
+// profile's worktree setting — are a problem of the later one, naming the
+// first and its line.
+func TestValidate_ReportsASharedWorktreeBranch(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: agents}\nspec:\n  harness: codex\n  worktree: {repo: /srv/api, branchPrefix: agents}\n",
+		"a.yaml":        "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: first}\nspec:\n  profile: agents\n  worktree: {repo: /srv/api, branch: agents/second}\n",
+		"b.yaml":        "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: second}\nspec: {profile: agents}\n",
+	})
+	code, stdout, _ := runCLI(t, "validate", dir)
+	want := filepath.Join(dir, "b.yaml") + `:4: spec.profile: branch "agents/second" of repository /srv/api (profile "agents" gives it to member "second") is claimed by member "first" too (` +
+		filepath.Join(dir, "a.yaml") + ":6); two members never share a worktree: give each a branch of its own\n"
+	if code != 1 || stdout != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant exit 1 and:\n%s", code, stdout, want)
+	}
+}
+
 func TestValidate_PrintsDecodeProblemsInFileAndLineOrder(t *testing.T) {
 	dir := writeTree(t, map[string]string{
 		"b.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec:\n  harness: claude\n  colour: blue\n",

@@ -80,10 +80,11 @@ type Snapshot struct {
 	Errors decode.ErrorList
 	// Unresolved are the Members' references that name no object of the
 	// snapshot — a spec.profile without its Profile, a tenant target
-	// without its Tenant — located where they are written, with the very
-	// errors `fleetd validate` prints ([decode.CheckReferences]). Such a
-	// member is not an error of its file: it waits at Ready=False for the
-	// object to appear.
+	// without its Tenant — and the worktree branches two Members claim,
+	// located where they are written, with the very errors `fleetd
+	// validate` prints ([decode.CheckReferences], [decode.CheckWorktrees]).
+	// Such a member is not an error of its file: it waits at Ready=False
+	// for the object to appear, or the claim to end.
 	Unresolved decode.ErrorList
 	// DirErr is set while the manifests directory cannot be read; the
 	// objects are then the last ones read.

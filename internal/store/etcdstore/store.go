@@ -738,6 +738,7 @@ func (s *Store) build() *store.Snapshot {
 		}
 		return false
 	}, "etcd under "+strings.TrimSuffix(s.prefix, "/"))
+	next.Unresolved = append(next.Unresolved, decode.CheckWorktrees(goods, func(name string) *v1alpha1.Profile { return next.Profiles[name] })...)
 	next.Unresolved.Sort()
 	return next
 }
