@@ -46,8 +46,10 @@ func TestWorktreeMethods_ExactRequestsAndResults(t *testing.T) {
 			want: &WorktreeWorkspace{Workspace: wantLinkedWorkspace, Tab: wantTab, RootPane: wantPane, Worktree: wantWorktree},
 		},
 		{
-			name:       "worktree.create of a workspace's repository, herdr's defaults",
-			call:       func(ctx context.Context, c *Client) (any, error) { return c.CreateWorktree(ctx, WorktreeCreateParams{WorkspaceID: "w2"}) },
+			name: "worktree.create of a workspace's repository, herdr's defaults",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.CreateWorktree(ctx, WorktreeCreateParams{WorkspaceID: "w2"})
+			},
 			wantMethod: "worktree.create", wantParams: `{"workspace_id":"w2"}`,
 			result: `{"type":"worktree_created","workspace":` + linkedWorkspaceJSON + `,"tab":` + tabJSON + `,"root_pane":` + paneJSON +
 				`,"worktree":` + worktreeJSON + `}`,
@@ -63,8 +65,10 @@ func TestWorktreeMethods_ExactRequestsAndResults(t *testing.T) {
 			want:   &WorktreeWorkspace{Workspace: wantLinkedWorkspace, Tab: wantTab, RootPane: wantPane, Worktree: wantWorktree, AlreadyOpen: true},
 		},
 		{
-			name:       "worktree.list",
-			call:       func(ctx context.Context, c *Client) (any, error) { return c.ListWorktrees(ctx, WorktreeListParams{CWD: "/srv/api"}) },
+			name: "worktree.list",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.ListWorktrees(ctx, WorktreeListParams{CWD: "/srv/api"})
+			},
 			wantMethod: "worktree.list", wantParams: `{"cwd":"/srv/api"}`,
 			result: `{"type":"worktree_list","source":{"repo_key":"/srv/api","repo_name":"api","repo_root":"/srv/api",` +
 				`"source_checkout_path":"/srv/api","source_workspace_id":null},"worktrees":[` + worktreeJSON +
@@ -73,8 +77,10 @@ func TestWorktreeMethods_ExactRequestsAndResults(t *testing.T) {
 				Worktrees: []WorktreeInfo{wantWorktree, {Path: "/srv/api", Label: "api", IsDetached: true}}},
 		},
 		{
-			name:       "worktree.remove",
-			call:       func(ctx context.Context, c *Client) (any, error) { return c.RemoveWorktree(ctx, WorktreeRemoveParams{WorkspaceID: "w1"}) },
+			name: "worktree.remove",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.RemoveWorktree(ctx, WorktreeRemoveParams{WorkspaceID: "w1"})
+			},
 			wantMethod: "worktree.remove", wantParams: `{"workspace_id":"w1"}`,
 			result: `{"type":"worktree_removed","workspace_id":"w1","path":"/srv/api.worktrees/agents/x","forced":false}`,
 			want:   &WorktreeRemoved{WorkspaceID: "w1", Path: "/srv/api.worktrees/agents/x"},

@@ -75,11 +75,12 @@ var allowed = Graph{
 	"internal/gitrepo":             {},
 	"internal/gitrepo/gitrepotest": {},
 
-	// herdr: the client is stdlib only; the fake never imports the client;
+	// herdr: the client is stdlib only; the fake never imports the client
+	// (it runs git for the worktree methods, as herdr does);
 	// the schema validator and the fake-with-validation are for tests and
 	// test tools only (see notInFleetd).
 	"herdr":                      {},
-	"herdr/herdrsim":             {"internal/clock", "internal/notify"},
+	"herdr/herdrsim":             {"internal/clock", "internal/notify", "internal/gitrepo"},
 	"herdr/internal/schemacheck": {schemaValidator},
 	"herdr/herdrsim/validated":   {"herdr/herdrsim", "herdr/internal/schemacheck"},
 

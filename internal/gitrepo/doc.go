@@ -28,6 +28,10 @@
 // with git's own message, bounded; [ErrNotRepository] and [ErrNoGit] are
 // matched with errors.Is.
 //
+// [Run] is the exec itself, for a command these functions do not cover
+// (the fake herdr's forced removal, which herdr does and fleetd never
+// asks for).
+//
 // What it never does: run git under a lock of its caller's (it takes none
 // and is called outside them), delete a branch, force a removal, write a
 // file itself, or decide policy — which path a worktree gets and when it may

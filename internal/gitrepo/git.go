@@ -107,6 +107,16 @@ func checkValue(what, v string) error {
 	return nil
 }
 
+// Run runs git in dir with args and returns its output without the final
+// newline: the one exec of git, bounded like every call here, for a command
+// this package has no function for. args are the caller's fixed list; the
+// values in it must be checked by the caller. fleetd's own code uses the
+// functions above; the fake herdr uses Run for what herdr does and fleetd
+// never does (worktree.remove with force).
+func Run(ctx context.Context, dir string, args ...string) (string, error) {
+	return output(ctx, dir, args...)
+}
+
 // run runs git in dir and returns its stdout, at most MaxOutput bytes.
 func run(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	var out boundedBuffer
