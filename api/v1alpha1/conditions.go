@@ -59,11 +59,6 @@ const (
 	// refused; the message says why. The member is Failed and tried again
 	// with backoff.
 	ReasonWorktreeFailed = "WorktreeFailed"
-	// ReasonWorktreeKept and ReasonWorktreeRemoved are events of a
-	// deleted member's worktree: kept (cleanup: Never, or what OnDelete
-	// found would be lost) or removed (cleanup: OnDelete).
-	ReasonWorktreeKept    = "WorktreeKept"
-	ReasonWorktreeRemoved = "WorktreeRemoved"
 
 	ReasonHerdrUnavailable = "HerdrUnavailable"
 	// ReasonStoreUnavailable: the store cannot confirm the desired state

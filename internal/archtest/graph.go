@@ -99,7 +99,7 @@ var allowed = Graph{
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", prometheus},
+		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/statedir", prometheus},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.

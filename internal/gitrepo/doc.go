@@ -17,7 +17,8 @@
 // (paths, branch and ref names, validated by api/v1alpha1) follow "--" or
 // an option that takes them, and a value that could be read as an option
 // (a leading "-") or holds a NUL is refused before git runs. Every call is
-// bounded: by its context and at most [Timeout], and its output by
+// bounded: by its context and at most [Timeout] ([CheckoutTimeout] for
+// one that writes or deletes a checkout), and its output by
 // [MaxOutput] (a dirty count is counted as git streams it, so a checkout
 // with many changes costs no memory). git runs with the caller's
 // environment minus the variables that would point it at another

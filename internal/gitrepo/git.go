@@ -14,8 +14,12 @@ import (
 
 // Limits of one git call.
 const (
-	// Timeout bounds every git call, whatever its context allows.
+	// Timeout bounds every git call, whatever its context allows, but
+	// the ones that write a checkout.
 	Timeout = 30 * time.Second
+	// CheckoutTimeout bounds a call that writes or deletes a checkout
+	// (AddWorktree, RemoveWorktree): a large repository takes a while.
+	CheckoutTimeout = 5 * time.Minute
 	// MaxOutput bounds what one call may print (its stdout); a command
 	// that prints more fails with ErrOutputLimit.
 	MaxOutput = 1 << 20
@@ -54,6 +58,7 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
 
 // Is makes a failure in a directory that is no repository match
 // ErrNotRepository.
@@ -119,8 +124,13 @@ func Run(ctx context.Context, dir string, args ...string) (string, error) {
 
 // run runs git in dir and returns its stdout, at most MaxOutput bytes.
 func run(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	return runFor(ctx, Timeout, dir, args...)
+}
+
+// runFor is run bounded by timeout instead.
+func runFor(ctx context.Context, timeout time.Duration, dir string, args ...string) ([]byte, error) {
 	var out boundedBuffer
-	if err := stream(ctx, dir, &out, args...); err != nil {
+	if err := stream(ctx, timeout, dir, &out, args...); err != nil {
 		return nil, err
 	}
 	return out.Bytes(), nil
@@ -132,9 +142,10 @@ func output(ctx context.Context, dir string, args ...string) (string, error) {
 	return strings.TrimSuffix(string(b), "\n"), err
 }
 
-// stream runs git in dir ("git -C dir ARGS…") with its stdout going to w.
-func stream(ctx context.Context, dir string, w io.Writer, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+// stream runs git in dir ("git -C dir ARGS…") with its stdout going to w,
+// for at most timeout.
+func stream(ctx context.Context, timeout time.Duration, dir string, w io.Writer, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := checkValue("directory", dir); err != nil {
 		return err

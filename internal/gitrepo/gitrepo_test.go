@@ -299,7 +299,7 @@ func TestRemoveWorktree_RefusesChangesKeepsBranch(t *testing.T) {
 func TestOutputIsBounded(t *testing.T) {
 	repo := gitrepotest.Repo(t)
 	out := &boundedBuffer{limit: 10}
-	err := stream(context.Background(), repo, out, "rev-parse", "HEAD") // 41 bytes
+	err := stream(context.Background(), Timeout, repo, out, "rev-parse", "HEAD") // 41 bytes
 	if !errors.Is(err, ErrOutputLimit) {
 		t.Fatalf("err = %v, want ErrOutputLimit", err)
 	}

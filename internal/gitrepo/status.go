@@ -85,7 +85,7 @@ func resolveBase(ctx context.Context, repo, base string) (string, error) {
 // git prints them, without keeping them.
 func dirtyCount(ctx context.Context, path string) (int, error) {
 	var c entryCounter
-	if err := stream(ctx, path, &c, "status", "--porcelain=v1", "-z", "--untracked-files=normal"); err != nil {
+	if err := stream(ctx, Timeout, path, &c, "status", "--porcelain=v1", "-z", "--untracked-files=normal"); err != nil {
 		return 0, err
 	}
 	return c.n, nil

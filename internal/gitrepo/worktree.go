@@ -133,7 +133,7 @@ func AddWorktree(ctx context.Context, dir, path, branch, base string) error {
 		}
 		args = []string{"worktree", "add", "-b", branch, "--", path, base}
 	}
-	_, err = run(ctx, dir, args...)
+	_, err = runFor(ctx, CheckoutTimeout, dir, args...)
 	return err
 }
 
@@ -143,7 +143,7 @@ func RemoveWorktree(ctx context.Context, dir, path string) error {
 	if err := checkValue("worktree path", path); err != nil {
 		return err
 	}
-	_, err := run(ctx, dir, "worktree", "remove", "--", path)
+	_, err := runFor(ctx, CheckoutTimeout, dir, "worktree", "remove", "--", path)
 	return err
 }
 
