@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/gitrepo/gitrepotest"
 )
 
 // runCLI runs the fleetd command line as run does, with its output
@@ -61,12 +63,29 @@ func copyTree(t *testing.T, src string) string {
 	return writeTree(t, readTree(t, src))
 }
 
+// demoRepo is the repository of the example fleet's worktree member, which
+// `make run` creates (manifests/builder.yaml).
+const demoRepo = "/tmp/fleetd-demo-repo"
+
+// copyExamples copies the example fleet (manifests/*.yaml) into a new
+// directory, its worktree member on a throwaway repository of the test's
+// instead of make run's demoRepo.
+func copyExamples(t *testing.T) (dir, repo string) {
+	t.Helper()
+	repo = gitrepotest.Repo(t)
+	files := readTree(t, "../../manifests")
+	for name, content := range files {
+		files[name] = strings.ReplaceAll(content, demoRepo, repo)
+	}
+	return writeTree(t, files), repo
+}
+
 func TestValidate_ExampleManifestsAreValid(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "validate", "../../manifests")
 	if code != 0 || stderr != "" {
 		t.Fatalf("validate manifests: exit %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
-	if want := "../../manifests: 6 objects valid (3 Members, 2 Profiles, 1 Tenant)\n"; stdout != want {
+	if want := "../../manifests: 7 objects valid (4 Members, 2 Profiles, 1 Tenant)\n"; stdout != want {
 		t.Errorf("stdout = %q, want %q", stdout, want)
 	}
 }

@@ -76,7 +76,7 @@ func (o *validateOptions) Run(context.Context) error {
 }
 
 // summary is the line printed for a valid directory, such as
-// "manifests/: 6 objects valid (3 Members, 2 Profiles, 1 Tenant)".
+// "manifests/: 7 objects valid (4 Members, 2 Profiles, 1 Tenant)".
 func summary(dir string, objs []v1alpha1.Object) string {
 	if len(objs) == 0 {
 		return dir + ": no objects (no manifest files, or only empty documents)"
