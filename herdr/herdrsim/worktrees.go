@@ -200,24 +200,31 @@ type worktreeParams struct {
 	Focus  bool    `json:"focus"`
 }
 
+// worktreeTarget decodes the params of worktree.create or open and runs
+// git to find the repository they name: its main working tree and its
+// worktrees.
+func (s *Server) worktreeTarget(ctx context.Context, raw json.RawMessage) (p worktreeParams, root string, list []gitrepo.Worktree, aerr *apiError) {
+	if aerr = decode(raw, &p); aerr != nil {
+		return p, "", nil, aerr
+	}
+	dir, _, aerr := s.repository(p.repoParams)
+	if aerr != nil {
+		return p, "", nil, aerr
+	}
+	root, _, list, aerr = repoOf(ctx, dir)
+	return p, root, list, aerr
+}
+
 // worktree.create: git worktree add (the branch as it is, or new from
 // base), then a new workspace linked to the repository.
 func (s *Server) worktreeCreate(ctx context.Context, raw json.RawMessage) (typed, *apiError) {
-	var p worktreeParams
-	if aerr := decode(raw, &p); aerr != nil {
-		return nil, aerr
-	}
-	dir, _, aerr := s.repository(p.repoParams)
+	p, root, _, aerr := s.worktreeTarget(ctx, raw)
 	if aerr != nil {
 		return nil, aerr
 	}
 	branch, path := deref(p.Branch), deref(p.Path)
 	if branch == "" && path == "" {
 		return nil, errorf("invalid_request", "invalid request: worktree.create needs a branch or a path")
-	}
-	root, _, _, aerr := repoOf(ctx, dir)
-	if aerr != nil {
-		return nil, aerr
 	}
 	if path == "" {
 		path = filepath.Join(filepath.Dir(root), filepath.Base(root)+".worktrees", branch)
@@ -249,15 +256,7 @@ func (s *Server) worktreeCreate(ctx context.Context, raw json.RawMessage) (typed
 // worktree.open: the workspace that shows the worktree (already_open), or
 // a new one.
 func (s *Server) worktreeOpen(ctx context.Context, raw json.RawMessage) (typed, *apiError) {
-	var p worktreeParams
-	if aerr := decode(raw, &p); aerr != nil {
-		return nil, aerr
-	}
-	dir, _, aerr := s.repository(p.repoParams)
-	if aerr != nil {
-		return nil, aerr
-	}
-	root, _, list, aerr := repoOf(ctx, dir)
+	p, root, list, aerr := s.worktreeTarget(ctx, raw)
 	if aerr != nil {
 		return nil, aerr
 	}

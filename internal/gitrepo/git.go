@@ -59,7 +59,6 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-
 // Is makes a failure in a directory that is no repository match
 // ErrNotRepository.
 func (e *Error) Is(target error) bool {

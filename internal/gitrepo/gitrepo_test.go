@@ -232,19 +232,9 @@ func TestCheckRemovable(t *testing.T) {
 			gitrepotest.Commit(t, path, "x", "x", "work")
 			gitrepotest.Git(t, repo, "merge", "--quiet", "--no-edit", "feature")
 		}, true, ""},
-		{"committed and pushed", func(t *testing.T, repo, path string) {
-			remote := filepath.Join(t.TempDir(), "remote.git")
-			gitrepotest.Git(t, repo, "init", "--quiet", "--bare", remote)
-			gitrepotest.Git(t, repo, "remote", "add", "origin", remote)
-			gitrepotest.Commit(t, path, "x", "x", "work")
-			gitrepotest.Git(t, path, "push", "--quiet", "-u", "origin", "feature")
-		}, true, ""},
+		{"committed and pushed", commitAndPush, true, ""},
 		{"pushed, then more work", func(t *testing.T, repo, path string) {
-			remote := filepath.Join(t.TempDir(), "remote.git")
-			gitrepotest.Git(t, repo, "init", "--quiet", "--bare", remote)
-			gitrepotest.Git(t, repo, "remote", "add", "origin", remote)
-			gitrepotest.Commit(t, path, "x", "x", "work")
-			gitrepotest.Git(t, path, "push", "--quiet", "-u", "origin", "feature")
+			commitAndPush(t, repo, path)
 			gitrepotest.Commit(t, path, "y", "y", "more work")
 		}, false, "not all of it is pushed to origin/feature"},
 		{"moved off its branch", func(t *testing.T, repo, path string) {
@@ -265,6 +255,16 @@ func TestCheckRemovable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// commitAndPush commits in the worktree at path and pushes its branch,
+// feature, to a new bare remote of repo, as its upstream.
+func commitAndPush(t *testing.T, repo, path string) {
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	gitrepotest.Git(t, repo, "init", "--quiet", "--bare", remote)
+	gitrepotest.Git(t, repo, "remote", "add", "origin", remote)
+	gitrepotest.Commit(t, path, "x", "x", "work")
+	gitrepotest.Git(t, path, "push", "--quiet", "-u", "origin", "feature")
 }
 
 func TestRemoveWorktree_RefusesChangesKeepsBranch(t *testing.T) {
