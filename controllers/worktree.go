@@ -518,8 +518,8 @@ func (m *Manager) releaseWorktree(ctx context.Context, name string) {
 }
 
 // removeWorktree removes a worktree the delete check cleared: herdr 0.9
-// removes it with the workspace that shows it; without that workspace, or
-// on herdr 0.8, git does. Neither forces.
+// removes it with the workspace that shows it; without that workspace, on
+// herdr 0.8, or with herdr away, git does. Neither forces.
 func (m *Manager) removeWorktree(ctx context.Context, own OwnedWorktree) error {
 	if own.WorkspaceID != "" {
 		_, err := m.herdr.RemoveWorktree(ctx, herdr.WorktreeRemoveParams{WorkspaceID: own.WorkspaceID})
@@ -527,8 +527,10 @@ func (m *Manager) removeWorktree(ctx context.Context, own OwnedWorktree) error {
 		case err == nil:
 			m.cache.WorkspaceClosed(own.WorkspaceID)
 			return nil
+		case errors.Is(err, herdr.ErrUnavailable):
+			_ = m.callFailed(err) // herdr is away: the cache must not be trusted meanwhile
 		case !herdr.IsCode(err, "workspace_not_found") && !errors.Is(err, herdr.ErrUnsupported):
-			return m.callFailed(err)
+			return err // herdr (git through it) refused
 		}
 	}
 	return gitrepo.RemoveWorktree(ctx, own.Repo, own.Path)
