@@ -1,7 +1,3 @@
-// Package gitrepotest makes throwaway git repositories for tests: a
-// repository with one commit, commits, and git commands whose failure fails
-// the test. It runs the system git in a hermetic environment (no global or
-// system configuration, a fixed identity) and is imported by tests only.
 package gitrepotest
 
 import (
