@@ -4,6 +4,7 @@
 // the system git in a hermetic environment (no global or system
 // configuration, a fixed identity, [Env]).
 //
-// It is imported by tests only, never by fleetd's own code, and it never
-// touches a directory it did not create in the test's temporary directory.
+// It is imported by tests only, never by fleetd's own code; Repo makes its
+// repository in the test's temporary directory, and the other functions
+// act only on the directories a test gives them.
 package gitrepotest
