@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/fleetd-dev/fleetd/internal/version.Version=$(VERSION)
 FUZZTIME  ?= 50000x
 
-.PHONY: all build run run-cluster test lint fmt bench fuzz chaos clean
+.PHONY: all build run demo-repo run-cluster test lint fmt bench fuzz chaos clean
 
 all: lint test build
 
@@ -17,10 +17,23 @@ build:
 
 # The embedded default: the simulated herdr plus the example manifests. The
 # example tenant's credential is a demo value unless you export your own.
+# The example member builder works in a git worktree of a throwaway
+# repository, DEMO_REPO (manifests/builder.yaml names it): created here with
+# one commit on main when missing (docs/worktrees.md).
 ACME_FLEETD_TOKEN ?= sim-demo-credential
-run: build
+DEMO_REPO         := /tmp/fleetd-demo-repo
+run: build demo-repo
 	./$(BIN) validate manifests/
 	ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests manifests/
+
+demo-repo:
+	@if [ ! -d $(DEMO_REPO)/.git ]; then \
+		git init -q $(DEMO_REPO) && git -C $(DEMO_REPO) symbolic-ref HEAD refs/heads/main && \
+		echo "a throwaway repository for make run's worktree example" > $(DEMO_REPO)/README && \
+		git -C $(DEMO_REPO) add README && \
+		git -C $(DEMO_REPO) -c user.name=fleetd -c user.email=demo@fleetd.invalid commit -q -m "initial commit" && \
+		echo "created $(DEMO_REPO), a throwaway git repository for the example member builder's worktree"; \
+	fi
 
 # A fleet of two nodes on one machine (docs/multi-host.md): an embedded
 # single-member etcd on loopback (cmd/etcd-demo; etcd's server is never in

@@ -57,7 +57,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 			}
 		}
 	}
-	ws, err := r.m.ensureWorkspace(r.ctx, name, mem.Spec.Workspace, cwd)
+	ws, cwd, wt, err := r.workspaceFor(cwd) // worktree.go
 	if err != nil {
 		undo()
 		return r.createFailed(err)
@@ -81,8 +81,8 @@ func (r *memberReconcile) createPane() (Result, error) {
 		Member: name, UID: mem.UID, Generation: mem.Generation,
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
-		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID),
-		Restarts:         r.b.st.Restarts, StartedAt: r.m.o.Clock.Now(),
+		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID), Worktree: wt,
+		Restarts: r.b.st.Restarts, StartedAt: r.m.o.Clock.Now(),
 	}
 	r.m.cache.TabCreated(*created)
 	err = r.m.own.put(rec)
@@ -129,11 +129,15 @@ func (r *memberReconcile) unlaunchable(err error) Result {
 	return Result{}
 }
 
-// createFailed handles a failed workspace.create or tab.create: herdr
-// unreachable waits for it silently; a refused spec fails for good; any
-// other refusal is shown in the status and retried with the queue's
-// backoff.
+// createFailed handles a failed workspace.create or tab.create, or a
+// worktree that could not be had: herdr unreachable waits for it silently;
+// a worktree problem is shown as such (worktreeFailure); a refused spec
+// fails for good; any other refusal is shown in the status and retried
+// with the queue's backoff.
 func (r *memberReconcile) createFailed(err error) (Result, error) {
+	if we := (*worktreeError)(nil); errors.As(err, &we) {
+		return r.worktreeFailure(we)
+	}
 	if herdrcache.Unreachable(err) {
 		return Result{}, r.m.callFailed(err)
 	}

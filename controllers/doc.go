@@ -53,6 +53,14 @@
 //     resume: Never, and starting afresh, with an event, when that cannot
 //     work (resume.go); or create the member's dedicated, labelled tab (pane
 //     environment set at creation) in its workspace and issue agent.start.
+//     A member with a git worktree (its spec.worktree, or its profile's)
+//     gets its tab in its worktree instead, found or made first —
+//     worktree.list, then worktree.open or worktree.create on herdr 0.9,
+//     `git worktree add` on herdr 0.8 — and a deleted member's worktree is
+//     kept, or removed when its cleanup says so and nothing would be lost;
+//     worktree.go is all of it, called once from create and once from
+//     deleted, with a refresher that reads each worktree's status with git
+//     when herdr reports a worktree event or the agent goes idle.
 //     Status is written only when it changes; a condition's
 //     lastTransitionTime moves only when it flips.
 //   - A start never holds a worker (start.go): the reconcile that issues
@@ -73,7 +81,8 @@
 //     imports the harness adapters or the token registry.
 //
 // Ownership records in the state directory (one file per member: uid,
-// generation, terminal id, pane id, tab id, the credential's handle),
+// generation, terminal id, pane id, tab id, the credential's handle, the
+// worktree),
 // written atomically right after tab.create and before agent.start, let a
 // restarted fleetd adopt its panes instead of creating duplicates — by
 // terminal id, or, after herdr restarted or handed off (new terminal ids,

@@ -33,6 +33,7 @@ type Manager struct {
 	metrics  *Metrics
 	queue    *workqueue.Queue
 	own      *ownBook
+	wt       *worktrees // members' git worktrees (worktree.go)
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
@@ -93,6 +94,7 @@ func New(opts *Options) (*Manager, error) {
 		return nil, err
 	}
 	m.own = own
+	m.wt = newWorktrees(own.all())
 	m.created = map[string]CreatedWorkspace{}
 	for _, r := range own.all() {
 		if r.CreatedWorkspace != nil {
@@ -172,10 +174,14 @@ func (m *Manager) run(ctx context.Context) error {
 	m.mu.Lock()
 	m.herdrDownAt = m.o.Clock.Now()
 	m.mu.Unlock()
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		m.watchStore(ctx, changes)
+	}()
+	go func() {
+		defer wg.Done()
+		m.refreshWorktrees(ctx)
 	}()
 	go func() {
 		defer wg.Done()

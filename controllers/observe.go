@@ -30,8 +30,10 @@ func (m *Manager) ownedPanes() []string {
 }
 
 // onEvent queues the member an applied herdr event concerns (every member
-// when a workspace closed).
+// when a workspace closed), and asks for a read of the worktree a worktree
+// event is about.
 func (m *Manager) onEvent(ev herdr.Event) {
+	m.worktreeEvent(ev)
 	if ev.Kind == herdr.EventWorkspaceClosed {
 		m.enqueueAll()
 		return
@@ -52,6 +54,7 @@ func (m *Manager) onEvent(ev herdr.Event) {
 // agent listing after a resubscription catches up on changes no stream
 // delivered — comes with no event, and the member would show the old status
 // until the next resync (herdr 0.9 replays nothing to a new subscription).
+// An idle agent's worktree is read again (a turn ended).
 func (m *Manager) onAgentStatus(paneID, status string, seq uint64) {
 	name, ok := m.own.ownerOf(paneID, "")
 	if !ok {
@@ -60,6 +63,7 @@ func (m *Manager) onAgentStatus(paneID, status string, seq uint64) {
 	if m.showsOtherAgentStatus(name, status) {
 		m.queue.Add(name)
 	}
+	m.worktreeIdle(name, status)
 	if m.o.OnAgentStatus != nil {
 		m.o.OnAgentStatus(name, status, seq)
 	}

@@ -56,12 +56,22 @@ type Herdr interface {
 	LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error)
 	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
+	worktreeAPI
+}
+
+// worktreeAPI is herdr 0.9's worktree methods (worktree.go).
+type worktreeAPI interface {
+	ListWorktrees(ctx context.Context, p herdr.WorktreeListParams) (*herdr.WorktreeList, error)
+	OpenWorktree(ctx context.Context, p herdr.WorktreeOpenParams) (*herdr.WorktreeWorkspace, error)
+	CreateWorktree(ctx context.Context, p herdr.WorktreeCreateParams) (*herdr.WorktreeWorkspace, error)
+	RemoveWorktree(ctx context.Context, p herdr.WorktreeRemoveParams) (*herdr.WorktreeRemoved, error)
 }
 
 // herdrWriter is what the reconciler does to herdr. It reads herdr through
 // the cache, except for one agent.get to confirm what an event about a
 // starting agent said, one bounded read of the screen of an agent that
-// waits at a dialog, and one tab.list before it closes a workspace.
+// waits at a dialog, one tab.list before it closes a workspace, and one
+// worktree.list before it opens or makes a member's worktree.
 type herdrWriter interface {
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
@@ -71,6 +81,7 @@ type herdrWriter interface {
 	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
 	ListTabs(ctx context.Context, workspaceID string) ([]herdr.TabInfo, error)
+	worktreeAPI
 }
 
 // Options configure a Manager. nil means defaults wherever that makes sense;

@@ -42,6 +42,9 @@ type Ownership struct {
 	// the workspace is closed once its last member is deleted and it holds
 	// nothing but the tab it was created with.
 	CreatedWorkspace *CreatedWorkspace `json:"createdWorkspace,omitempty"`
+	// Worktree is the git worktree the pane runs in (worktree.go), for a
+	// member that has one.
+	Worktree *OwnedWorktree `json:"worktree,omitempty"`
 }
 
 // CreatedWorkspace describes a workspace fleetd created (workspace.create).

@@ -108,6 +108,7 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 		return r
 	}
 	r.b = m.statusOf(r.mem)
+	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)
 	r.rt = m.runtimeOf(name)
 	manifestCondition(r.b, snap, name)
 	if r.owned {
@@ -139,6 +140,7 @@ func (r *memberReconcile) deleted() (Result, error) {
 		r.event(v1alpha1.EventNormal, reasonDeleted, fmt.Sprintf("member deleted; closed its tab %s", r.rec.TabID))
 		r.m.closeEmptyWorkspace(r.ctx, r.rec)
 	}
+	r.m.releaseWorktree(r.ctx, r.name) // kept, or removed when that loses nothing (worktree.go)
 	if err := r.m.launcher.Forget(r.name); err != nil {
 		r.m.log.Warn("launcher could not forget deleted member", "member", r.name, "err", err)
 	}

@@ -55,15 +55,53 @@ func ptr[T any](v T) *T { return &v }
 // TestMethods_ExactRequestsAndResults pins, for every method, the request
 // herdr receives (method and params, schema-validated by the server) and the
 // decoding of herdr's result, including fields the client does not know.
+// methodCase is one call of a client method against a scripted herdr: the
+// exact request it must send and the result herdr answers.
+type methodCase struct {
+	name       string
+	call       func(context.Context, *Client) (any, error)
+	wantMethod string
+	wantParams string
+	result     string
+	want       any
+}
+
+// run makes the call against a scripted herdr checked as opts says, and
+// checks the request, the decoded result and that one connection was used.
+func (tt methodCase) run(t *testing.T, opts serverOptions) {
+	t.Helper()
+	srv := startServerOpts(t, opts, func(c *scriptConn) {
+		if c.req.Method != tt.wantMethod {
+			t.Errorf("method = %q, want %q", c.req.Method, tt.wantMethod)
+		}
+		var got, want any
+		if err := json.Unmarshal(c.req.Params, &got); err != nil {
+			t.Errorf("params %s: %v", c.req.Params, err)
+		}
+		if err := json.Unmarshal([]byte(tt.wantParams), &want); err != nil {
+			t.Fatalf("bad wantParams: %v", err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("params mismatch (-want +got):\n%s", diff)
+		}
+		c.result(tt.result)
+	})
+	got, err := tt.call(t.Context(), newClient(t, &Options{SocketPath: srv.path}))
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if tt.want != nil {
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("result mismatch (-want +got):\n%s", diff)
+		}
+	}
+	if n := srv.accepted.Load(); n != 1 {
+		t.Errorf("connections = %d, want 1", n)
+	}
+}
+
 func TestMethods_ExactRequestsAndResults(t *testing.T) {
-	tests := []struct {
-		name       string
-		call       func(context.Context, *Client) (any, error)
-		wantMethod string
-		wantParams string
-		result     string
-		want       any
-	}{
+	tests := []methodCase{
 		{
 			name:       "ping",
 			call:       func(ctx context.Context, c *Client) (any, error) { return c.Ping(ctx) },
@@ -333,36 +371,7 @@ func TestMethods_ExactRequestsAndResults(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := startServer(t, func(c *scriptConn) {
-				if c.req.Method != tt.wantMethod {
-					t.Errorf("method = %q, want %q", c.req.Method, tt.wantMethod)
-				}
-				var got, want any
-				if err := json.Unmarshal(c.req.Params, &got); err != nil {
-					t.Errorf("params %s: %v", c.req.Params, err)
-				}
-				if err := json.Unmarshal([]byte(tt.wantParams), &want); err != nil {
-					t.Fatalf("bad wantParams: %v", err)
-				}
-				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("params mismatch (-want +got):\n%s", diff)
-				}
-				c.result(tt.result)
-			})
-			got, err := tt.call(t.Context(), newClient(t, &Options{SocketPath: srv.path}))
-			if err != nil {
-				t.Fatalf("call: %v", err)
-			}
-			if tt.want != nil {
-				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Errorf("result mismatch (-want +got):\n%s", diff)
-				}
-			}
-			if n := srv.accepted.Load(); n != 1 {
-				t.Errorf("connections = %d, want 1", n)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, serverOptions{}) })
 	}
 }
 

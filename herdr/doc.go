@@ -70,6 +70,16 @@
 // screen or within scroll.viewport_rows. A missing boolean in herdr's
 // output means false.
 //
+// Worktrees (protocol 22). [Client.CreateWorktree], [Client.OpenWorktree],
+// [Client.ListWorktrees] and [Client.RemoveWorktree] are herdr 0.9's
+// worktree.create|open|list|remove: a linked git worktree opened as a
+// workspace linked to its repository. herdr 0.8 has no such methods; their
+// error then matches [ErrUnsupported] (herdr's [*Error] stays in the
+// chain), so that a caller falls back without knowing protocol numbers.
+// The worktree_created|opened|removed events decode with their
+// [WorktreeInfo] (subscribe with [SubWorktreeCreated] and its kin, which
+// herdr 0.8 refuses).
+//
 // Socket. [New] with nil options finds the socket as herdr does
 // ([ResolveSocketPath]: $HERDR_SOCKET_PATH, then HERDR_SESSION, then the
 // config directory); [Options.SocketPath] overrides it, and [Options.Dial]
@@ -86,11 +96,12 @@
 // above this package and the engine of `fleetd serve --herdr=sim`. It models
 // the transport rules, herdr's id formats, pane env with herdr's injected
 // HERDR_* variables, agent start/readiness/prompt/wait semantics and error
-// codes, and event emission order in both envelope styles (including
-// tab.close without pane_closed and process exit with pane_exited only). It
-// does not model real processes or terminals, screen detection, hook
-// reports, metadata, worktrees, layouts beyond split/close, pane.move, or
-// herdr's 100 ms tick; its doc comment lists the details. When the fake and
+// codes, event emission order in both envelope styles (including
+// tab.close without pane_closed and process exit with pane_exited only),
+// and protocol 22's worktree methods on real git. It does not model real
+// processes or terminals, screen detection, hook reports, metadata,
+// layouts beyond split/close, pane.move, or herdr's 100 ms tick; its doc
+// comment lists the details. When the fake and
 // this client disagree, PROTOCOL.md and the schema decide.
 //
 // What the client must never do: keep or reuse a connection, write after the

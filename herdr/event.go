@@ -36,6 +36,10 @@ const (
 	EventPaneOutputMatched      EventKind = "pane_output_matched"
 	EventPaneScrollChanged      EventKind = "pane_scroll_changed"
 	EventLayoutUpdated          EventKind = "layout_updated"
+	// Protocol 22's worktree events (worktree.create, open, remove).
+	EventWorktreeCreated EventKind = "worktree_created"
+	EventWorktreeOpened  EventKind = "worktree_opened"
+	EventWorktreeRemoved EventKind = "worktree_removed"
 )
 
 var knownKinds = map[EventKind]bool{
@@ -46,6 +50,7 @@ var knownKinds = map[EventKind]bool{
 	EventPaneMoved: true, EventPaneExited: true, EventPaneOutputChanged: true,
 	EventPaneAgentDetected: true, EventPaneAgentStatusChanged: true,
 	EventPaneOutputMatched: true, EventPaneScrollChanged: true, EventLayoutUpdated: true,
+	EventWorktreeCreated: true, EventWorktreeOpened: true, EventWorktreeRemoved: true,
 }
 
 // Event is one decoded herdr event, from an events.subscribe stream or an
@@ -81,6 +86,14 @@ type Event struct {
 	PreviousPaneID      string `json:"previous_pane_id"`
 	PreviousWorkspaceID string `json:"previous_workspace_id"`
 	PreviousTabID       string `json:"previous_tab_id"`
+
+	// worktree_created, worktree_opened, worktree_removed (protocol 22):
+	// the worktree; whether the workspace showed it already (opened); whether
+	// its removal was forced (removed, which names the workspace by
+	// WorkspaceID and carries Workspace only while it still exists).
+	Worktree    *WorktreeInfo `json:"worktree"`
+	AlreadyOpen bool          `json:"already_open"`
+	Forced      bool          `json:"forced"`
 
 	MatchedLine string          `json:"matched_line"` // pane_output_matched
 	Read        *PaneReadResult `json:"read"`         // pane_output_matched
@@ -198,6 +211,10 @@ const (
 	SubPaneAgentStatusChanged = "pane.agent_status_changed"
 	SubPaneOutputMatched      = "pane.output_matched"
 	SubPaneScrollChanged      = "pane.scroll_changed"
+	// Protocol 22 only: herdr 0.8 refuses a subscription that names them.
+	SubWorktreeCreated = "worktree.created"
+	SubWorktreeOpened  = "worktree.opened"
+	SubWorktreeRemoved = "worktree.removed"
 )
 
 // OutputMatch is a substring or regex (Rust syntax) matched per line.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,6 +172,9 @@ func (s *scriptServer) requests() [][]byte {
 
 type serverOptions struct {
 	skipValidation bool // for the test that proves the validator rejects bad requests
+	// protocol, when set, checks the exchange against that protocol's
+	// schema only (a method only protocol 22 has); 0 checks every one.
+	protocol int
 }
 
 // startServer serves handler on a fresh socket until the test ends. After the
@@ -183,6 +187,9 @@ func startServer(t *testing.T, handler func(c *scriptConn)) *scriptServer {
 func startServerOpts(t *testing.T, opts serverOptions, handler func(c *scriptConn)) *scriptServer {
 	t.Helper()
 	v := mustValidator(t)
+	if opts.protocol != 0 {
+		v = slices.DeleteFunc(v, func(x *schemacheck.Validator) bool { return x.Protocol() != opts.protocol })
+	}
 	s := &scriptServer{path: filepath.Join(t.TempDir(), "herdr.sock")}
 	ln, err := net.Listen("unix", s.path)
 	if err != nil {

@@ -347,6 +347,9 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 		}
 		return MemberView{}, "", toolErr(codeInvalidSpec, "%s: no %s named %q%s", ref.Field, ref.Kind, ref.Name, hint)
 	}
+	if err := ms.worktreeFree(m); err != nil {
+		return MemberView{}, "", err
+	}
 	result := resultCreated
 	if obj, ok := ms.store.Get(v1alpha1.KindMember, m.Name); ok {
 		old := obj.(*v1alpha1.Member)
@@ -402,6 +405,30 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 		}
 	}
 	return viewOf(cur), result, nil
+}
+
+// worktreeFree refuses a member whose worktree branch another member
+// claims (see decode.CheckWorktrees, which the stores and `fleetd validate`
+// report): two members never share a worktree.
+func (ms *members) worktreeFree(m *v1alpha1.Member) error {
+	profile := func(name string) *v1alpha1.Profile {
+		p, _ := ms.store.Get(v1alpha1.KindProfile, name)
+		prof, _ := p.(*v1alpha1.Profile)
+		return prof
+	}
+	var others []*v1alpha1.Member
+	for _, o := range ms.store.List(v1alpha1.KindMember) {
+		if om, ok := o.(*v1alpha1.Member); ok {
+			others = append(others, om)
+		}
+	}
+	rival := m.WorktreeRival(others, profile)
+	if rival == nil {
+		return nil
+	}
+	c := m.WorktreeOf(profile(m.Spec.Profile)).Claim()
+	return toolErr(codeInvalidSpec, "%s: %s is claimed by member %q too; two members never share a worktree: give each a branch of its own",
+		m.WorktreeField(), c, rival.Name)
 }
 
 // writeErr is a failed store write as a tool error: what in the Member is

@@ -151,6 +151,7 @@ var spawnLeavesOut = map[string]string{
 	"paused":       "a spawn starts a worker; pausing one is a later change of its manifest",
 	"nodeName":     "where a member runs in a fleet on etcd is the operator's choice",
 	"nodeSelector": "where a member runs in a fleet on etcd is the operator's choice",
+	"worktree":     "a repository on the operator's machine is the operator's choice: a Profile's worktree gives every member spawned from it its own branch",
 }
 
 // TestSpawnArgs_CoverTheMemberSpec fails when a MemberSpec field is added

@@ -170,3 +170,59 @@ func TestREST_StaleResourceVersionIsAConflict(t *testing.T) {
 		t.Errorf("the store got resourceVersion %q, want the body's \"4\"", got)
 	}
 }
+
+// worktreeStore knows a Profile whose members get worktrees of /srv/api
+// (branches agents/NAME) and one member, holder, on branch agents/holder.
+type worktreeStore struct{ recordingStore }
+
+func (s worktreeStore) Get(kind, name string) (v1alpha1.Object, bool) {
+	if kind == v1alpha1.KindProfile && name == "agents" {
+		return &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: name},
+			Spec: v1alpha1.ProfileSpec{Harness: "codex", Worktree: &v1alpha1.ProfileWorktree{Repo: "/srv/api", BranchPrefix: "agents"}}}, true
+	}
+	return s.recordingStore.Get(kind, name)
+}
+
+func (worktreeStore) List(kind string) []v1alpha1.Object {
+	if kind != v1alpha1.KindMember {
+		return nil
+	}
+	return []v1alpha1.Object{&v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "holder"}, Spec: v1alpha1.MemberSpec{Profile: "agents"}}}
+}
+
+// TestREST_WorktreeBranchOfAnotherMemberIsRefused: a member whose worktree
+// branch another member claims is refused before it is written, naming the
+// other; a branch of its own is written.
+func TestREST_WorktreeBranchOfAnotherMemberIsRefused(t *testing.T) {
+	member := func(name, worktree string) string {
+		return `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"` + name + `"},"spec":{"profile":"claude"` + worktree + `}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		wantStatus int
+		wantInBody string
+		wantWrites int
+	}{
+		{"the branch the profile gives another member", member("mine", `,"worktree":{"repo":"/srv/api/","branch":"agents/holder"}`),
+			http.StatusUnprocessableEntity, `spec.worktree.branch: branch \"agents/holder\" of repository /srv/api is claimed by member \"holder\" too`, 0},
+		{"a branch of its own", member("mine", `,"worktree":{"repo":"/srv/api","branch":"agents/mine"}`), http.StatusCreated, `"result": "created"`, 1},
+		{"spawned from the profile: its own branch", `{"profile":"agents","name":"fresh"}`, http.StatusCreated, `"result": "created"`, 1},
+		{"the claiming member itself, written again", `{"profile":"agents","name":"holder"}`, http.StatusCreated, `"result"`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writes := 0
+			h, err := NewHandler(Options{Members: fakeMembers{"mine": {}, "fresh": {}, "holder": {}}, Tokens: fakeTokens{"primary-secret": {Role: "primary"}},
+				Store: worktreeStore{recordingStore{applied: &writes}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("POST", "/members", strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer primary-secret")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantStatus || !strings.Contains(rec.Body.String(), tc.wantInBody) || writes != tc.wantWrites {
+				t.Errorf("POST /members = %d %s (%d writes), want %d with %s (%d writes)", rec.Code, rec.Body, writes, tc.wantStatus, tc.wantInBody, tc.wantWrites)
+			}
+		})
+	}
+}

@@ -18,11 +18,16 @@ const (
 	msgClosedURL     = "a Member never carries URLs or credentials; declare a Tenant (spec.url, spec.credentialEnv) and reference it with spec.mcpTarget"
 )
 
-// closedKey returns why key may not appear in a Member's spec, or "" when
-// it may. The words are [v1alpha1.ClassifyKey]'s, shared with the spawn
-// guard: "baseURL", "api_key" and "X-Headers" all match. A provider's name
+// closedKey returns why key, at field path path, may not appear in a
+// Member's spec, or "" when it may. The words are [v1alpha1.ClassifyKey]'s,
+// shared with the spawn guard: "baseURL", "api_key" and "X-Headers" all
+// match; the spec's own fields among them ([v1alpha1.IsOwnField]:
+// spec.worktree.base) are let through by their path. A provider's name
 // alone is no reason here (it would be an unknown field anyway).
-func closedKey(key string) string {
+func closedKey(path, key string) string {
+	if v1alpha1.IsOwnField(path) {
+		return ""
+	}
 	switch v1alpha1.ClassifyKey(key) {
 	case v1alpha1.KeyEnvironment:
 		return msgClosedEnv
@@ -58,7 +63,7 @@ func checkClosedValue(errs *ErrorList, path string, v any) {
 		slices.Sort(keys)
 		for _, k := range keys {
 			p := joinField(path, k)
-			if msg := closedKey(k); msg != "" {
+			if msg := closedKey(p, k); msg != "" {
 				*errs = append(*errs, &Error{Field: p, Msg: msg})
 				continue
 			}

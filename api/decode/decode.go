@@ -396,7 +396,7 @@ func (d *docDecoder) checkClosed(n *yaml.Node, path string, depth int) {
 				continue
 			}
 			p := joinField(path, k.Value)
-			if msg := closedKey(k.Value); msg != "" {
+			if msg := closedKey(p, k.Value); msg != "" {
 				d.skip[k] = true
 				d.errorf(p, d.line(k), "%s", msg)
 				continue

@@ -85,7 +85,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 			name: "unknown fields are all reported",
 			in:   member("profile: a", "colour: red", "mcpTarget: {kind: resident, flavour: x}"),
 			want: []string{
-				`m.yaml:7: spec.colour: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector`,
+				`m.yaml:7: spec.colour: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector, worktree`,
 				`m.yaml:8: spec.mcpTarget.flavour: unknown field; want one of kind, tenantId`,
 			},
 		},
@@ -235,7 +235,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				`m.yaml:12: spec.command: a Member never carries a command or arguments; put them in a Profile (spec.harness, spec.args)`,
 				`m.yaml:13: spec.args: a Member never carries a command or arguments; put them in a Profile (spec.harness, spec.args)`,
 				`m.yaml:14: spec.extraHeaders: a Member never carries headers; fleetd derives them from a Tenant's spec.credentialEnv, referenced with spec.mcpTarget`,
-				`m.yaml:15: spec.options: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector`,
+				`m.yaml:15: spec.options: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector, worktree`,
 				`m.yaml:16: spec.options[0].bearer_token: a Member never carries URLs or credentials; declare a Tenant (spec.url, spec.credentialEnv) and reference it with spec.mcpTarget`,
 				`m.yaml:17: spec.credentialEnv: a Member never carries URLs or credentials; declare a Tenant (spec.url, spec.credentialEnv) and reference it with spec.mcpTarget`,
 			},
@@ -251,7 +251,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				profile("harness: codex", "bogus: 1") + "---\nkind: [\n---\n" + tenant("url: https://a.example"),
 			want: []string{
 				`m.yaml:7: spec.transport: unknown value "http"; want stdio or streamable-http`,
-				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume`,
+				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume, worktree`,
 				`m.yaml:20: invalid YAML: did not find expected node content`,
 				`m.yaml:26: spec.credentialEnv: required; want the NAME of the environment variable holding the credential`,
 			},

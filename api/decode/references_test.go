@@ -99,3 +99,57 @@ func TestCheckReferences(t *testing.T) {
 		t.Errorf("errors = %v, want none", errs)
 	}
 }
+
+// TestCheckWorktrees: a branch of a repository claimed twice — by two
+// members' own spec.worktree, or by one of them through its profile — is an
+// error on the later member naming the first and where it is written;
+// another branch, another repository or a member that opts out with cwd is
+// fine.
+func TestCheckWorktrees(t *testing.T) {
+	const profiles = `apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: agents}
+spec:
+  harness: codex
+  worktree: {repo: /srv/api, branchPrefix: agents}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: plain}
+spec: {harness: codex}
+`
+	member := func(name, profile, extra string) string {
+		return "---\napiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: " + profile + "\n" + extra
+	}
+	own := func(repo, branch string) string {
+		return "  worktree:\n    repo: " + repo + "\n    branch: " + branch + "\n"
+	}
+	files := []FileResult{
+		Manifest("profiles.yaml", []byte(profiles)),
+		Manifest("a.yaml", []byte(member("alpha", "plain", own("/srv/api", "feature")))),
+		Manifest("b.yaml", []byte(member("beta", "plain", own("/srv/api/", "feature"))+ // the same repository
+			member("gamma", "plain", own("/srv/web", "feature"))+ // another repository
+			member("delta", "plain", own("/srv/api", "agents/eps")))),
+		Manifest("c.yaml", []byte(member("eps", "agents", "")+ // agents/eps of /srv/api, like delta
+			member("zeta", "agents", "  cwd: /srv\n")+ // opts out
+			member("eta", "agents", "")+
+			member("orphan", "missing", ""))),
+	}
+	for _, f := range files {
+		if len(f.Errors) > 0 {
+			t.Fatalf("%s: %v", f.Path, f.Errors)
+		}
+	}
+	byName := map[string]*v1alpha1.Profile{}
+	for _, o := range files[0].Objects {
+		byName[o.GetName()] = o.(*v1alpha1.Profile)
+	}
+	got := errStrings(CheckWorktrees(files, func(name string) *v1alpha1.Profile { return byName[name] }))
+	want := []string{
+		`b.yaml:9: spec.worktree.branch: branch "feature" of repository /srv/api is claimed by member "alpha" too (a.yaml:9); two members never share a worktree: give each a branch of its own`,
+		`c.yaml:6: spec.profile: branch "agents/eps" of repository /srv/api (profile "agents" gives it to member "eps") is claimed by member "delta" too (b.yaml:27); two members never share a worktree: give each a branch of its own`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -126,6 +126,19 @@ func wordClass(w string) KeyClass {
 
 func isProvider(w string) bool { return slices.Contains(providerWords, w) }
 
+// ownFields are the fields of a Member's spec whose key the word list
+// flags: spec.worktree.base is a git ref ("base" is an endpoint word, as in
+// api_base). Validation checks such a value as what it is (a ref name
+// cannot hold a URL or a variable), and the spawn guard's value rules
+// still apply to it.
+var ownFields = []string{"spec.worktree.base"}
+
+// IsOwnField reports whether path (a field path as the decoder and the
+// spawn guard write it, such as spec.worktree.base) is one of a Member
+// spec's own fields whose key [ClassifyKey] flags: the closed-shape checks
+// let it through by its path, never by its key alone.
+func IsOwnField(path string) bool { return slices.Contains(ownFields, path) }
+
 // KeyWords splits a key into lower-case words at every character that is
 // not a letter or digit (snake_case, kebab-case, dots, slashes, spaces) and
 // at camelCase boundaries: before an upper-case letter that follows a

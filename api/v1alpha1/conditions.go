@@ -49,6 +49,16 @@ const (
 	ReasonTenantNotFound    = "TenantNotFound"
 	ReasonCredentialMissing = "CredentialMissing"
 	ReasonInvalidSpec       = "InvalidSpec"
+	// ReasonWorktreeConflict: another member claims the same branch of
+	// the same repository (spec.worktree, or its profile's); the member
+	// waits until one of them changes.
+	ReasonWorktreeConflict = "WorktreeConflict"
+
+	// ReasonWorktreeFailed: the member's git worktree could not be made
+	// or opened — its repository path is no repository, git or herdr
+	// refused; the message says why. The member is Failed and tried again
+	// with backoff.
+	ReasonWorktreeFailed = "WorktreeFailed"
 
 	ReasonHerdrUnavailable = "HerdrUnavailable"
 	// ReasonStoreUnavailable: the store cannot confirm the desired state

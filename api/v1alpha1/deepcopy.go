@@ -50,6 +50,34 @@ func (s *MemberSpec) DeepCopyInto(out *MemberSpec) {
 	if s.NodeSelector != nil {
 		out.NodeSelector = maps.Clone(s.NodeSelector)
 	}
+	out.Worktree = s.Worktree.DeepCopy()
+}
+
+// DeepCopy returns a deep copy of w.
+func (w *MemberWorktree) DeepCopy() *MemberWorktree {
+	if w == nil {
+		return nil
+	}
+	out := *w
+	return &out
+}
+
+// DeepCopy returns a deep copy of w.
+func (w *ProfileWorktree) DeepCopy() *ProfileWorktree {
+	if w == nil {
+		return nil
+	}
+	out := *w
+	return &out
+}
+
+// DeepCopy returns a deep copy of s.
+func (s *WorktreeStatus) DeepCopy() *WorktreeStatus {
+	if s == nil {
+		return nil
+	}
+	out := *s
+	return &out
 }
 
 // DeepCopyInto copies c into out.
@@ -70,6 +98,7 @@ func (s *MemberStatus) DeepCopyInto(out *MemberStatus) {
 		copy(out.Plan, s.Plan)
 	}
 	out.ResumedSession = s.ResumedSession.DeepCopy()
+	out.Worktree = s.Worktree.DeepCopy()
 }
 
 // DeepCopyInto copies s into out.
@@ -114,6 +143,7 @@ func (s *ProfileSpec) DeepCopyInto(out *ProfileSpec) {
 		copy(out.Args, s.Args)
 	}
 	out.Env = copyStringMap(s.Env)
+	out.Worktree = s.Worktree.DeepCopy()
 }
 
 // DeepCopyInto copies p into out.

@@ -159,7 +159,8 @@ func TestDeepCopy_SharesNothing(t *testing.T) {
 	}
 	t.Run("nil", func(t *testing.T) {
 		if (*Member)(nil).DeepCopy() != nil || (*Profile)(nil).DeepCopy() != nil || (*Tenant)(nil).DeepCopy() != nil ||
-			(*ObjectMeta)(nil).DeepCopy() != nil || (*MCPTarget)(nil).DeepCopy() != nil || (*AgentSession)(nil).DeepCopy() != nil {
+			(*ObjectMeta)(nil).DeepCopy() != nil || (*MCPTarget)(nil).DeepCopy() != nil || (*AgentSession)(nil).DeepCopy() != nil ||
+			(*MemberWorktree)(nil).DeepCopy() != nil || (*ProfileWorktree)(nil).DeepCopy() != nil || (*WorktreeStatus)(nil).DeepCopy() != nil {
 			t.Errorf("DeepCopy of nil is not nil")
 		}
 	})

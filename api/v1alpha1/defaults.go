@@ -12,8 +12,8 @@ const (
 )
 
 // SetDefaults fills the fields an operator may leave out: mcpTarget absent
-// means {kind: resident}, transport empty means streamable-http and workspace
-// empty means "fleetd". It never overwrites a value that is set, so calling
+// means {kind: resident}, transport empty means streamable-http, workspace
+// empty means "fleetd" and a worktree's cleanup empty means Never. It never overwrites a value that is set, so calling
 // it twice changes nothing the second time.
 func (m *Member) SetDefaults() {
 	if m.Spec.MCPTarget == nil {
@@ -25,10 +25,15 @@ func (m *Member) SetDefaults() {
 	if m.Spec.Workspace == "" {
 		m.Spec.Workspace = DefaultWorkspace
 	}
+	if w := m.Spec.Worktree; w != nil && w.Cleanup == "" {
+		w.Cleanup = CleanupNever
+	}
 }
 
 // SetDefaults fills restartPolicy (Always), startupTimeout (60s),
-// toolTimeout (15m) and resume (Auto) when they are empty or zero.
+// toolTimeout (15m) and resume (Auto) when they are empty or zero, and a
+// worktree setting's branchPrefix (fleetd) and cleanup (Never) when it
+// names a repository.
 func (p *Profile) SetDefaults() {
 	if p.Spec.RestartPolicy == "" {
 		p.Spec.RestartPolicy = DefaultRestartPolicy
@@ -41,6 +46,14 @@ func (p *Profile) SetDefaults() {
 	}
 	if p.Spec.ToolTimeout.Duration == 0 {
 		p.Spec.ToolTimeout.Duration = DefaultToolTimeout
+	}
+	if w := p.Spec.Worktree; w != nil && w.Repo != "" {
+		if w.BranchPrefix == "" {
+			w.BranchPrefix = DefaultBranchPrefix
+		}
+		if w.Cleanup == "" {
+			w.Cleanup = CleanupNever
+		}
 	}
 }
 

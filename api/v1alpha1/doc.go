@@ -28,11 +28,24 @@
 // content to (it takes its default from here), so a prompt that could never
 // be delivered is refused where it is written.
 //
+// A Member may work in a git worktree of its own (worktree.go): its
+// spec.worktree (repository, branch, base, cleanup), or the one its
+// Profile's spec.worktree gives every member that sets no spec.cwd (branch
+// PREFIX/NAME). Validation holds these to paths and git names — an
+// absolute repository path, branch and base names by git's own
+// check-ref-format rules and never option-like, spec.worktree and
+// spec.cwd exclusive — and [Member.WorktreeOf] is the one statement of
+// which worktree a member gets; [MemberWorktree.Claim] is what no two
+// members may share (the decoder's cross-object check and the gateway's
+// write check compare it).
+//
 // The closed shape of a Member's spec has its one word list here as well:
 // [KeyWords] splits a field name into words and [ClassifyKey] says whether
 // it names an environment bag, a command, headers, an endpoint, a
 // credential or a provider's setting. The manifest decoder and the spawn
-// guard both judge keys with it, each refusing the classes its rule covers.
+// guard both judge keys with it, each refusing the classes its rule covers;
+// [IsOwnField] names the spec's own fields whose key the list flags
+// (spec.worktree.base, a git ref), let through by their path only.
 //
 // This package never reads files, the environment or the network, and never
 // talks to herdr; decoding from YAML, with file and line numbers, lives in

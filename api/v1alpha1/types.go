@@ -101,6 +101,10 @@ type MemberSpec struct {
 	// NodeSelector places the member only on a node whose labels hold
 	// every pair, as in Kubernetes. Unused by the directory store.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Worktree makes the member work in a git worktree of its own (see
+	// [MemberWorktree]); it excludes Cwd. A member without it gets its
+	// profile's (see [Member.WorktreeOf]) unless it sets Cwd.
+	Worktree *MemberWorktree `json:"worktree,omitempty"`
 }
 
 // Member phases.
@@ -162,6 +166,9 @@ type MemberStatus struct {
 	// launched to resume (the harness's resume command); nil for a fresh
 	// start.
 	ResumedSession *AgentSession `json:"resumedSession,omitempty"`
+	// Worktree is the member's git worktree as last read; nil for a
+	// member without one, or before it was first made.
+	Worktree *WorktreeStatus `json:"worktree,omitempty"`
 }
 
 // Profile says how to launch a kind of agent. Operator-owned: the only
@@ -202,6 +209,9 @@ type ProfileSpec struct {
 	// session when herdr reported one (agent_session) and the harness has
 	// a resume command; Never: every relaunch is a fresh start.
 	Resume string `json:"resume,omitempty"`
+	// Worktree gives the profile's members worktrees of one repository,
+	// and says whether herdr may trust it (see [ProfileWorktree]).
+	Worktree *ProfileWorktree `json:"worktree,omitempty"`
 }
 
 // Resume policies for ProfileSpec.Resume.

@@ -147,6 +147,7 @@ func (m *Member) Validate() FieldErrors {
 		errs.add("spec.prompt", "%d bytes, over the limit of %d bytes on a message's content; it could never be delivered: shorten it", n, MaxContentBytes)
 	}
 	validateCwd(&errs, s.Cwd)
+	validateWorktree(&errs, s)
 	if s.NodeName != "" && !IsObjectName(s.NodeName) {
 		errs.add("spec.nodeName", "invalid node name %q; want %s", s.NodeName, ObjectNamePattern)
 	}
@@ -204,6 +205,7 @@ func (p *Profile) Validate() FieldErrors {
 	default:
 		errs.add("spec.resume", "unknown value %q; want Auto or Never", s.Resume)
 	}
+	validateProfileWorktree(&errs, s.Worktree)
 	return errs
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 // printBanner is what `fleetd serve` prints once it listens: where it
-// serves, and commands to try in a second terminal that run exactly as
+// serves, a member on a git worktree if there is one, and commands to try
+// in a second terminal that run exactly as
 // printed — this binary by the name the shell finds it under (its absolute
 // path when `fleetd` on $PATH is another one, as under `make run`), a
 // member that exists, and --server and --state-dir when they differ from
@@ -42,13 +43,29 @@ func printBanner(out io.Writer, manifests string, info daemon.Info, sim bool) {
 	if sim {
 		fmt.Fprintln(out, "(simulated agents answer every prompt with \"echo: <prompt>\" through the gateway)")
 	}
+	if m, ok := worktreeMember(info.Members); ok {
+		w := m.Spec.Worktree
+		fmt.Fprintf(out, "(%s works in a git worktree of %s on branch %s: `get members -o wide` shows its BRANCH, `describe member %s` its commits; docs/worktrees.md)\n",
+			shellWord(m.Name), shellWord(w.Repo), shellWord(w.Branch), shellWord(m.Name))
+	}
+}
+
+// worktreeMember is the first member, by name, with a spec.worktree.
+func worktreeMember(members []v1alpha1.Member) (v1alpha1.Member, bool) {
+	for _, m := range members {
+		if m.Spec.Worktree != nil {
+			return m, true
+		}
+	}
+	return v1alpha1.Member{}, false
 }
 
 // residentMember is the first member, by name, that talks to this fleetd's
-// own gateway (a simulated agent of a tenant's member cannot answer), or "".
+// own gateway (a simulated agent of a tenant's member cannot answer) and
+// needs no repository (a worktree member's may not exist), or "".
 func residentMember(members []v1alpha1.Member) string {
 	for _, m := range members {
-		if (m.Spec.MCPTarget == nil || m.Spec.MCPTarget.Kind != v1alpha1.TargetTenant) && !m.Spec.Paused {
+		if (m.Spec.MCPTarget == nil || m.Spec.MCPTarget.Kind != v1alpha1.TargetTenant) && !m.Spec.Paused && m.Spec.Worktree == nil {
 			return m.Name
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/gitrepo/gitrepotest"
 )
 
 // runCLI runs the fleetd command line as run does, with its output
@@ -61,12 +63,29 @@ func copyTree(t *testing.T, src string) string {
 	return writeTree(t, readTree(t, src))
 }
 
+// demoRepo is the repository of the example fleet's worktree member, which
+// `make run` creates (manifests/builder.yaml).
+const demoRepo = "/tmp/fleetd-demo-repo"
+
+// copyExamples copies the example fleet (manifests/*.yaml) into a new
+// directory, its worktree member on a throwaway repository of the test's
+// instead of make run's demoRepo.
+func copyExamples(t *testing.T) (dir, repo string) {
+	t.Helper()
+	repo = gitrepotest.Repo(t)
+	files := readTree(t, "../../manifests")
+	for name, content := range files {
+		files[name] = strings.ReplaceAll(content, demoRepo, repo)
+	}
+	return writeTree(t, files), repo
+}
+
 func TestValidate_ExampleManifestsAreValid(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "validate", "../../manifests")
 	if code != 0 || stderr != "" {
 		t.Fatalf("validate manifests: exit %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
-	if want := "../../manifests: 6 objects valid (3 Members, 2 Profiles, 1 Tenant)\n"; stdout != want {
+	if want := "../../manifests: 7 objects valid (4 Members, 2 Profiles, 1 Tenant)\n"; stdout != want {
 		t.Errorf("stdout = %q, want %q", stdout, want)
 	}
 }
@@ -102,6 +121,23 @@ spec:
 	}
 	if wantErr := "fleetd validate: 2 problems in " + dir + "\n"; stderr != wantErr {
 		t.Errorf("stderr = %q, want %q", stderr, wantErr)
+	}
+}
+
+// Two members on one branch of one repository — the second through its
+// profile's worktree setting — are a problem of the later one, naming the
+// first and its line.
+func TestValidate_ReportsASharedWorktreeBranch(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: agents}\nspec:\n  harness: codex\n  worktree: {repo: /srv/api, branchPrefix: agents}\n",
+		"a.yaml":        "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: first}\nspec:\n  profile: agents\n  worktree: {repo: /srv/api, branch: agents/second}\n",
+		"b.yaml":        "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: second}\nspec: {profile: agents}\n",
+	})
+	code, stdout, _ := runCLI(t, "validate", dir)
+	want := filepath.Join(dir, "b.yaml") + `:4: spec.profile: branch "agents/second" of repository /srv/api (profile "agents" gives it to member "second") is claimed by member "first" too (` +
+		filepath.Join(dir, "a.yaml") + ":6); two members never share a worktree: give each a branch of its own\n"
+	if code != 1 || stdout != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant exit 1 and:\n%s", code, stdout, want)
 	}
 }
 

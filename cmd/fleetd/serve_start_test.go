@@ -101,11 +101,15 @@ func waitLine(t *testing.T, w *lineWriter, s string) string {
 func TestServe_BannerCommandsRunAsPrinted(t *testing.T) {
 	t.Setenv("ACME_FLEETD_TOKEN", "sim-demo-credential")
 	state := t.TempDir()
-	out, _ := startServe(t, "--herdr=sim", "--sim-ready-delay", "10ms", "--manifests", "../../manifests", "--state-dir", state, "--listen", "127.0.0.1:0")
+	manifests, repo := copyExamples(t)
+	out, _ := startServe(t, "--herdr=sim", "--sim-ready-delay", "10ms", "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0")
 	waitLine(t, out, "In a second terminal, try:")
 	var commands []string
 	for line := waitLine(t, out, ""); strings.HasPrefix(line, "  "); line = waitLine(t, out, "") {
 		commands = append(commands, strings.TrimPrefix(line, "  "))
+	}
+	if line, want := waitLine(t, out, "works in a git worktree"), "(builder works in a git worktree of "+repo+" on branch agents/builder:"; !strings.HasPrefix(line, want) {
+		t.Errorf("banner says %q, want the worktree member named: %q", line, want)
 	}
 	exe, err := fleetdExecutable()
 	if err != nil {

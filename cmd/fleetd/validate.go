@@ -76,7 +76,7 @@ func (o *validateOptions) Run(context.Context) error {
 }
 
 // summary is the line printed for a valid directory, such as
-// "manifests/: 6 objects valid (3 Members, 2 Profiles, 1 Tenant)".
+// "manifests/: 7 objects valid (4 Members, 2 Profiles, 1 Tenant)".
 func summary(dir string, objs []v1alpha1.Object) string {
 	if len(objs) == 0 {
 		return dir + ": no objects (no manifest files, or only empty documents)"
@@ -102,8 +102,9 @@ func plural(n int, noun string) string {
 }
 
 // unresolvedReferences reports every Member whose spec.profile names no
-// Profile, or whose spec.mcpTarget.tenantId names no Tenant, among the
-// objects decoded from the directory, at the lines the decoder recorded.
+// Profile, whose spec.mcpTarget.tenantId names no Tenant, or whose worktree
+// branch another Member claims, among the objects decoded from the
+// directory, at the lines the decoder recorded.
 // fleetd serve would hold such a member at Ready=False (ProfileNotFound,
 // TenantNotFound) and its store reports the same error; validate says so
 // before it runs. An object defined twice still counts as defined: the
@@ -115,5 +116,12 @@ func unresolvedReferences(r *decode.DirResult) decode.ErrorList {
 			defined[o.GetObjectKind()+"/"+o.GetName()] = true
 		}
 	}
-	return decode.CheckReferences(r.Files, func(kind, name string) bool { return defined[kind+"/"+name] }, r.Dir)
+	profiles := map[string]*v1alpha1.Profile{}
+	for _, o := range r.Objects() {
+		if p, ok := o.(*v1alpha1.Profile); ok {
+			profiles[p.Name] = p
+		}
+	}
+	return append(decode.CheckReferences(r.Files, func(kind, name string) bool { return defined[kind+"/"+name] }, r.Dir),
+		decode.CheckWorktrees(r.Files, func(name string) *v1alpha1.Profile { return profiles[name] })...)
 }

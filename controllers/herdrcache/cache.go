@@ -89,7 +89,9 @@ func (o *Options) withDefaults() Options {
 type Handler struct {
 	// OnEvent is called with every herdr event the cache applied (after
 	// applying it): workspace created or closed, tab closed, pane moved,
-	// closed or exited, agent detected or released, agent status changed.
+	// closed or exited, agent detected or released, agent status changed;
+	// and with herdr 0.9's worktree created, opened or removed, which
+	// change nothing in the cache.
 	// Events the cache does not apply (tab or pane created: subscriptions
 	// start with replays of past ones) are not passed on.
 	OnEvent func(ev herdr.Event)
@@ -155,6 +157,10 @@ type Cache struct {
 	// noSnapshot: herdr answered session.snapshot as a method it does not
 	// know; list instead until herdr is lost. Only Run's goroutine uses it.
 	noSnapshot bool
+	// noWorktreeEvents: herdr refused the worktree event subscriptions
+	// (herdr 0.8 has no worktrees); subscribe without them until herdr
+	// is lost. Only Run's goroutine uses it.
+	noWorktreeEvents bool
 
 	// pong is herdr's last ping answer (version, protocol), for Herdr.
 	pong atomic.Pointer[herdr.Pong]

@@ -22,7 +22,9 @@
 //     to readers ([Cache.Herdr]: a node of a fleet publishes it),
 //     warns about a protocol newer than [herdr.LatestProtocol] and reports a herdr
 //     the client refuses.
-//   - Keeping current: lifecycle events plus pane.agent_status_changed for
+//   - Keeping current: lifecycle events (and herdr 0.9's worktree events,
+//     passed on to handlers; herdr 0.8 refuses them, and the cache then
+//     subscribes without them) plus pane.agent_status_changed for
 //     every pane a reader asked to [Cache.Watch]. The stream is renewed
 //     when the watched panes change (one renewal per burst,
 //     [Options.ResubscribeDelay] after its first change; the new stream

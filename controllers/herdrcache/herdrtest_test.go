@@ -2,6 +2,7 @@ package herdrcache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
+	"github.com/fleetd-dev/fleetd/internal/gitrepo/gitrepotest"
 )
 
 // hookedSource runs before (once) when the cache first subscribes, before
@@ -411,4 +413,55 @@ func startAgentW(t *testing.T, protocol int) (context.Context, *herdrsim.Server,
 	cache := herdrcache.New(herdrcache.FromClient(hc), &herdrcache.Options{Logger: slog.New(slog.DiscardHandler),
 		ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
 	return ctx, srv, ws, cache
+}
+
+// herdr 0.9's worktree events reach the handlers (the cache follows them
+// where herdr has them); herdr 0.8 refuses a subscription that names them,
+// and the cache follows the other events without them.
+func TestCache_OnFakeHerdr_WorktreeEventsWhereHerdrHasThem(t *testing.T) {
+	for _, protocol := range []int{herdrsim.DefaultProtocol, herdrsim.Protocol20} {
+		t.Run(fmt.Sprint("protocol", protocol), func(t *testing.T) {
+			repo := gitrepotest.Repo(t)
+			synctest.Test(t, func(t *testing.T) {
+				ctx, srv, ws, cache := startAgentW(t, protocol)
+				var mu sync.Mutex
+				var kinds []herdr.EventKind
+				cache.AddHandler(herdrcache.Handler{OnEvent: func(ev herdr.Event) {
+					mu.Lock()
+					defer mu.Unlock()
+					kinds = append(kinds, ev.Kind)
+				}})
+				runCache(t, ctx, cache)
+				synctest.Wait()
+				if !cache.Synced() {
+					t.Fatal("cache not synced")
+				}
+				hc := herdr.New(&herdr.Options{Dial: srv.Dial})
+				_, err := hc.CreateWorktree(ctx, herdr.WorktreeCreateParams{CWD: repo, Branch: "agents/w"})
+				if protocol == herdrsim.Protocol20 {
+					if !errors.Is(err, herdr.ErrUnsupported) {
+						t.Fatalf("worktree.create on protocol 20: %v, want ErrUnsupported", err)
+					}
+					if err := hc.CloseTab(ctx, ws.Tab.TabID); err != nil { // an event the stream must still carry
+						t.Fatal(err)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				want := []herdr.EventKind{herdr.EventWorkspaceCreated, herdr.EventWorktreeCreated}
+				if protocol == herdrsim.Protocol20 {
+					want = []herdr.EventKind{herdr.EventTabClosed, herdr.EventWorkspaceClosed}
+				}
+				// Order holds within one subscription entry only.
+				slices.Sort(want)
+				slices.Sort(kinds)
+				if diff := cmp.Diff(want, kinds); diff != "" {
+					t.Errorf("events passed on (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
 }

@@ -20,6 +20,12 @@ var globalSubscriptions = []string{
 	herdr.SubPaneAgentDetected,
 }
 
+// worktreeSubscriptions are herdr 0.9's worktree events, followed where
+// herdr has them: herdr 0.8 refuses a subscription that names them
+// (invalid_request), and the cache then subscribes without them until
+// herdr is lost.
+var worktreeSubscriptions = []string{herdr.SubWorktreeCreated, herdr.SubWorktreeOpened, herdr.SubWorktreeRemoved}
+
 var errReconnect = errors.New("herdr call failed; reconnecting")
 
 // run keeps the cache current: an events.subscribe stream, and a full read
@@ -80,7 +86,7 @@ func (c *Cache) checkProtocol(ctx context.Context) error {
 	if c.view.isSynced() {
 		return nil
 	}
-	c.noSnapshot = false // a herdr that came back may be a newer one
+	c.noSnapshot, c.noWorktreeEvents = false, false // a herdr that came back may be a newer one
 	cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
 	defer cancel()
 	pong, err := c.src.Ping(cctx)
@@ -291,7 +297,27 @@ func (c *Cache) open(ctx context.Context) (Stream, func(), []string, error) {
 // like the context deadlines of the listing calls: it bounds real I/O, and
 // on an injected fake clock a test's jump of a resync period would cancel a
 // subscription that is merely in flight.
+//
+// The worktree events are added to subs where herdr has them; a herdr
+// that refuses them is subscribed to again without them.
 func (c *Cache) subscribe(ctx context.Context, subs []herdr.Subscription) (Stream, func(), error) {
+	if !c.noWorktreeEvents {
+		all := slices.Clone(subs)
+		for _, t := range worktreeSubscriptions {
+			all = append(all, herdr.Subscription{Type: t})
+		}
+		stream, stop, err := c.subscribeOnce(ctx, all)
+		if !herdr.IsCode(err, "invalid_request") {
+			return stream, stop, err
+		}
+		c.noWorktreeEvents = true
+		c.log.Info("herdr refuses worktree event subscriptions (herdr 0.8 has no worktrees); following the other events", "err", err)
+	}
+	return c.subscribeOnce(ctx, subs)
+}
+
+// subscribeOnce is one subscription of subscribe.
+func (c *Cache) subscribeOnce(ctx context.Context, subs []herdr.Subscription) (Stream, func(), error) {
 	sctx, cancel := context.WithCancel(ctx)
 	expired := time.AfterFunc(c.o.CallTimeout, cancel)
 	stream, err := c.src.Subscribe(sctx, subs)
@@ -508,6 +534,9 @@ func (c *Cache) apply(ev herdr.Event) {
 	case herdr.EventPaneAgentStatusChanged:
 		c.view.setAgentStatus(ev.PaneID, ev.AgentStatus)
 		c.observe(ev.PaneID, string(ev.AgentStatus))
+	case herdr.EventWorktreeCreated, herdr.EventWorktreeOpened, herdr.EventWorktreeRemoved:
+		// Nothing of the view: the workspace events that come with
+		// them change it. Passed on for the worktrees' readers.
 	default:
 		return
 	}

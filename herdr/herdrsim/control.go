@@ -298,6 +298,7 @@ func (s *Server) AddLinkedWorkspace(primaryID, cwd string) (string, error) {
 	}
 	ws := s.newWorkspaceLocked("", cwd)
 	ws.primary = primary
+	ws.tree = &checkout{repo: primary.cwd, path: cwd, linked: true}
 	t := s.newTabLocked(ws, "")
 	root := s.newPaneLocked(t, cwd, nil)
 	t.root = &layoutNode{pane: root}

@@ -68,11 +68,24 @@
 // Options.Clock (internal/clock, the one clock fleetd uses); with a
 // clock.Fake a test moves time itself and never sleeps.
 //
+// Worktrees (protocol 22): worktree.create, open, list and remove run the
+// system git (package internal/gitrepo) on real repositories — tests make
+// throwaway ones — outside the model's lock: a new worktree opens as a
+// workspace linked to its repository (WorkspaceInfo.worktree, and
+// workspace_group_close_required on the repository's own workspace),
+// worktree.open answers already_open for a worktree a workspace shows,
+// worktree.remove refuses a checkout with changes unless forced and closes
+// the workspace that showed it, and each emits its worktree_* event after
+// the workspace's creation events. [Server.TrustedRepositories] lists what
+// trust_repository asked to trust. worktrees.go lists the fake's own
+// choices (error codes, default paths and labels). Protocol 20 answers the
+// four methods with invalid_request, as herdr 0.8 answers an unknown method.
+//
 // What it does not model: real processes or terminals (a pane's screen is
 // a list of lines: typed input is echoed, Enter submits, agents' replies
 // are text a test provides), ANSI output (format "ansi" returns plain
 // text), screen-manifest detection, hook reports (pane.report_agent),
-// metadata, worktrees, plugins, layouts beyond split/close, pane.move,
+// metadata, plugins, layouts beyond split/close, pane.move,
 // focus and rename methods, scroll events, herdr's 100 ms tick (events are
 // delivered as soon as they happen, so herdr's coalescing of statuses
 // between ticks is not reproduced), the auto-created default workspace,

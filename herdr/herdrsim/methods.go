@@ -98,6 +98,9 @@ func (s *Server) dispatch(c *conn, req Request) {
 	case "events.subscribe":
 		s.subscribe(c, req)
 		return
+	case "worktree.create", "worktree.open", "worktree.list", "worktree.remove":
+		s.worktreeMethod(c, req) // runs git outside the lock
+		return
 	case "events.wait", "agent.wait", "agent.prompt", "pane.wait_for_output":
 		long := map[string]func(*Server, *conn, Request) *response{
 			"events.wait":          (*Server).eventsWait,

@@ -165,6 +165,7 @@ type Server struct {
 	parkedChanged notify.Signal  // notified when parked changes
 	timers        map[int]func() bool
 	nextTimer     int
+	trusted       []string // repositories a worktree method was asked to trust
 
 	wg sync.WaitGroup // accept loop, connections, hooks
 }

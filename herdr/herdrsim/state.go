@@ -18,6 +18,7 @@ type workspace struct {
 	nextPane int // last pane number handed out; never reused
 	cwd      string
 	primary  *workspace // set on a linked worktree workspace: the workspace of its main checkout
+	tree     *checkout  // the git checkout a worktree workspace shows (worktrees.go)
 }
 
 type tab struct {
@@ -408,12 +409,9 @@ func (s *Server) workspaceInfoLocked(ws *workspace) workspaceInfo {
 	if ws.active != nil {
 		info.ActiveTabID = ws.active.id
 	}
-	if root := ws.primary; root != nil || len(s.linkedWorkspacesLocked(ws)) > 0 {
-		if root == nil {
-			root = ws
-		}
-		info.Worktree = &worktreeInfo{RepoKey: root.cwd, RepoName: filepath.Base(root.cwd), RepoRoot: root.cwd,
-			CheckoutPath: ws.cwd, IsLinkedWorktree: ws.primary != nil}
+	if t := s.checkoutLocked(ws); t != nil {
+		info.Worktree = &worktreeInfo{RepoKey: t.repo, RepoName: filepath.Base(t.repo), RepoRoot: t.repo,
+			CheckoutPath: t.path, IsLinkedWorktree: t.linked}
 	}
 	return info
 }

@@ -27,6 +27,25 @@ type worktreeInfo struct {
 	IsLinkedWorktree bool   `json:"is_linked_worktree"`
 }
 
+type wireWorktree struct {
+	Path             string  `json:"path"`
+	Branch           *string `json:"branch"`
+	Label            string  `json:"label"`
+	IsBare           bool    `json:"is_bare"`
+	IsDetached       bool    `json:"is_detached"`
+	IsPrunable       bool    `json:"is_prunable"`
+	IsLinkedWorktree bool    `json:"is_linked_worktree"`
+	OpenWorkspaceID  *string `json:"open_workspace_id"`
+}
+
+type wireWorktreeSource struct {
+	RepoKey            string  `json:"repo_key"`
+	RepoName           string  `json:"repo_name"`
+	RepoRoot           string  `json:"repo_root"`
+	SourceCheckoutPath string  `json:"source_checkout_path"`
+	SourceWorkspaceID  *string `json:"source_workspace_id"`
+}
+
 type tabInfo struct {
 	TabID       string `json:"tab_id"`
 	WorkspaceID string `json:"workspace_id"`

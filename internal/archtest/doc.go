@@ -8,7 +8,7 @@
 //
 //	leaves                     atomic files, the clock, notify, sse, retry, the state directory, …
 //	api                        the API objects, decode/encode, the store's contract, plan, guard
-//	herdr and etcd             the herdr client and its simulation, etcd's primitives
+//	herdr, etcd and git        the herdr client and its simulation, etcd's primitives, git's plumbing
 //	controllers and messaging  the controllers, the store backends, the messaging core, harness, tokens, tail
 //	mcp and console            the gateway, the console, the stdio bridge, the simulated agents
 //	fleet                      the fleet on etcd, the scheduler, messaging across nodes

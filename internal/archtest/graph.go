@@ -70,12 +70,17 @@ var allowed = Graph{
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
+	// git, run with fixed arguments; gitrepotest makes throwaway
+	// repositories for tests.
+	"internal/gitrepo":             {},
+	"internal/gitrepo/gitrepotest": {},
 
-	// herdr: the client is stdlib only; the fake never imports the client;
+	// herdr: the client is stdlib only; the fake never imports the client
+	// (it runs git for the worktree methods, as herdr does);
 	// the schema validator and the fake-with-validation are for tests and
 	// test tools only (see notInFleetd).
 	"herdr":                      {},
-	"herdr/herdrsim":             {"internal/clock", "internal/notify"},
+	"herdr/herdrsim":             {"internal/clock", "internal/notify", "internal/gitrepo"},
 	"herdr/internal/schemacheck": {schemaValidator},
 	"herdr/herdrsim/validated":   {"herdr/herdrsim", "herdr/internal/schemacheck"},
 
@@ -94,7 +99,7 @@ var allowed = Graph{
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", prometheus},
+		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/statedir", prometheus},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
@@ -177,9 +182,9 @@ var layers = []Layer{
 	// the store's contract, the MCP plan, the subscription guard, the
 	// legacy migration.
 	{Name: "api", Packages: []string{"api/...", "internal/store", "internal/plan", "internal/guard", "internal/migrate"}},
-	// The clients of the systems fleetd drives: herdr (and its simulation)
-	// and etcd's primitives.
-	{Name: "herdr and etcd", Packages: []string{"herdr/...", "internal/etcd/...", "internal/etcdtest"}},
+	// The clients of the systems fleetd drives: herdr (and its simulation),
+	// etcd's primitives, git.
+	{Name: "herdr, etcd and git", Packages: []string{"herdr/...", "internal/etcd/...", "internal/etcdtest", "internal/gitrepo/..."}},
 	// The south face and the messaging core: the controllers and what they
 	// run on (the store's backends, the launch contract's harness
 	// adapters, the tokens, the terminal tail).

@@ -688,3 +688,28 @@ func TestMemberPage_AMemberOnAnotherNodeNamesItsNode(t *testing.T) {
 		t.Errorf("near's page: want its tail:\n%s", page)
 	}
 }
+
+// TestMemberPage_ShowsTheMembersWorktree: a member on a worktree shows its
+// branch, ahead/behind, the uncommitted file count and the last commit's
+// subject, escaped; a member without one shows none of it.
+func TestMemberPage_ShowsTheMembersWorktree(t *testing.T) {
+	on := member("builder", v1alpha1.PhaseReady)
+	on.Status.Worktree = &v1alpha1.WorktreeStatus{Path: "/srv/api.worktrees/agents/builder", Branch: "agents/builder",
+		Head: "0123456789abcdef0123456789abcdef01234567", Dirty: 2, Ahead: 1, Behind: 3, LastCommit: "fix <script>alert(1)</script> parser"}
+	off := member("plain", v1alpha1.PhaseReady)
+	e := newEnv(t, nil, on, off)
+	c, _ := e.login()
+	_, page := e.get(c, "/ui/members/builder")
+	for _, want := range []string{
+		"<code>/srv/api.worktrees/agents/builder</code>",
+		"<code>agents/builder</code> · ahead 1, behind 3 · 2 uncommitted files",
+		"<code>0123456789ab</code> fix &lt;script&gt;alert(1)&lt;/script&gt; parser",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("builder's page lacks %q:\n%s", want, page)
+		}
+	}
+	if _, page := e.get(c, "/ui/members/plain"); strings.Contains(page, `id="branch"`) {
+		t.Errorf("a member without a worktree shows a branch:\n%s", page)
+	}
+}

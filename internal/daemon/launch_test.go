@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
+	"github.com/fleetd-dev/fleetd/internal/gitrepo/gitrepotest"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -44,10 +45,12 @@ func (b *syncBuffer) String() string {
 }
 
 // copyExamples copies the example fleet (manifests/*.yaml, not its
-// subdirectories) into a fresh directory.
+// subdirectories) into a fresh directory, its worktree member
+// (manifests/builder.yaml) on a throwaway repository instead of the one
+// `make run` creates.
 func copyExamples(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir, repo := t.TempDir(), gitrepotest.Repo(t)
 	entries, err := os.ReadDir("../../manifests")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +63,7 @@ func copyExamples(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		b = bytes.ReplaceAll(b, []byte("/tmp/fleetd-demo-repo"), []byte(repo))
 		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +181,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 				return false
 			}
 		}
-		return len(ms) == 3
+		return len(ms) == 4
 	})
 	if err != nil {
 		t.Fatalf("second start: %v (members %+v)", err, members)

@@ -75,8 +75,11 @@ func (e *DuplicateKeyError) Error() string {
 //   - a string value contains a URL (scheme://…): spawn requests never
 //     choose where a worker sends its traffic.
 //
-// The text of the prompt ("prompt", or "spec.prompt" in a Member-shaped
-// body) is exempt from the value rules: fleetd types it into the agent as a
+// A Member spec's own fields whose key the word list flags
+// ([v1alpha1.IsOwnField]: spec.worktree.base, a git ref) are exempt from
+// the key rule by their path; their values are still checked. The text of
+// the prompt ("prompt", or "spec.prompt" in a Member-shaped body) is exempt
+// from the value rules: fleetd types it into the agent as a
 // message and never expands, executes or forwards it, and prompts
 // legitimately quote URLs and variable names. Its key is still checked.
 // Input that is not valid JSON is an ordinary error, not a boundary error.
@@ -109,7 +112,7 @@ func walk(dec *json.Decoder, path string) error {
 				}
 				key, _ := k.(string)
 				p := join(path, key)
-				if why := keyViolation(key); why != "" {
+				if why := keyViolation(key); why != "" && !v1alpha1.IsOwnField(p) {
 					return &BoundaryError{Path: p, Why: why}
 				}
 				if err := walk(dec, p); err != nil {

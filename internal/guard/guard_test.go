@@ -21,6 +21,13 @@ func TestCheckSpawnJSON(t *testing.T) {
 		{name: "spec.prompt is exempt too", req: `{"spec":{"profile":"p","prompt":"fetch https://example.com with $GITHUB_TOKEN"}}`},
 		{name: "harmless variable reference", req: `{"profile":"p","workspace":"$HOME"}`},
 		{name: "lower-case member name that reads like a secret word", req: `{"profile":"p","name":"api-key-rotator"}`},
+		{name: "a Member's worktree and its base ref", req: `{"kind":"Member","spec":{"profile":"p","worktree":{"repo":"/srv/api","branch":"agents/x","base":"origin/main"}}}`},
+
+		// "base" is an endpoint word (api_base) everywhere but a worktree's
+		// base ref, whose value is still checked.
+		{name: "base elsewhere", req: `{"spec":{"profile":"p","base":"main"}}`, wantPath: "spec.base"},
+		{name: "worktree base outside a spec", req: `{"profile":"p","worktree":{"base":"main"}}`, wantPath: "worktree.base"},
+		{name: "a URL as the worktree's base", req: `{"spec":{"profile":"p","worktree":{"base":"https://proxy.example"}}}`, wantPath: "spec.worktree.base"},
 
 		// Environment bags.
 		{name: "top-level env", req: `{"profile":"p","env":{"LANG":"C"}}`, wantPath: "env"},

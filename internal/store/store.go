@@ -79,10 +79,11 @@ type Snapshot struct {
 	Errors decode.ErrorList
 	// Unresolved are the Members' references that name no object of the
 	// snapshot — a spec.profile without its Profile, a tenant target
-	// without its Tenant — located where they are written, with the very
-	// errors `fleetd validate` prints ([decode.CheckReferences]). Such a
-	// member is not an error of its source: it waits at Ready=False for the
-	// object to appear.
+	// without its Tenant — and the worktree branches two Members claim,
+	// located where they are written, with the very errors `fleetd
+	// validate` prints ([decode.CheckReferences], [decode.CheckWorktrees]).
+	// Such a member is not an error of its source: it waits at Ready=False
+	// for the object to appear, or the claim to end.
 	Unresolved decode.ErrorList
 	// Unreadable is set while the source cannot be read (a manifests
 	// directory gone or unreadable, etcd that does not answer); the objects

@@ -79,3 +79,16 @@ func targetString(t *v1alpha1.MCPTarget) string {
 		return dash(t.Kind)
 	}
 }
+
+// branch is a member's BRANCH: the branch its worktree has checked out, or
+// before fleetd read it, the one its spec.worktree names; "" for a member
+// without a worktree (or one its profile gives, until it is read).
+func branch(m *v1alpha1.Member) string {
+	if w := m.Status.Worktree; w != nil && w.Branch != "" {
+		return w.Branch
+	}
+	if w := m.Spec.Worktree; w != nil {
+		return w.Branch
+	}
+	return ""
+}

@@ -94,6 +94,35 @@ var memberSpecFields = []field[v1alpha1.MemberSpec]{
 	// Placement means something only in a fleet on etcd: shown when set.
 	{label: "Node Name", value: func(s *v1alpha1.MemberSpec) string { return dash(s.NodeName) }, shown: placed},
 	{label: "Node Selector", value: func(s *v1alpha1.MemberSpec) string { return mapString(s.NodeSelector) }, shown: placed},
+	{label: "Worktree", value: func(s *v1alpha1.MemberSpec) string { return memberWorktree(s.Worktree) },
+		shown: func(s *v1alpha1.MemberSpec) bool { return s.Worktree != nil }},
+}
+
+// memberWorktree is a spec.worktree's line, shown when it is set:
+// "branch agents/x of /srv/api, from main, cleanup Never" (a profile may
+// give a member without one a worktree: the status shows it).
+func memberWorktree(w *v1alpha1.MemberWorktree) string {
+	return fmt.Sprintf("branch %s of %s, from %s, cleanup %s", w.Branch, w.Repo, baseText(w.Base), dash(w.Cleanup))
+}
+
+// baseText names a worktree's base: the ref, or the repository's HEAD.
+func baseText(base string) string {
+	if base == "" {
+		return "the repository's HEAD"
+	}
+	return base
+}
+
+// worktreeShown: a member's status shows worktree lines once fleetd read
+// its worktree.
+func worktreeShown(m *v1alpha1.Member) bool { return m.Status.Worktree != nil }
+
+// shortHead is a commit hash as git abbreviates it by default.
+func shortHead(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return dash(h)
 }
 
 func placed(s *v1alpha1.MemberSpec) bool { return s.NodeName != "" || len(s.NodeSelector) > 0 }
@@ -112,6 +141,20 @@ var memberStatusFields = []field[v1alpha1.Member]{
 	{label: "Terminal ID", value: func(m *v1alpha1.Member) string { return dash(m.Status.TerminalID) }},
 	{label: "Restarts", value: func(m *v1alpha1.Member) string { return fmt.Sprint(m.Status.Restarts) }},
 	{label: "Resumed Session", value: func(m *v1alpha1.Member) string { return resumedSession(m.Status.ResumedSession) }},
+	// The worktree: where, the branch against its base, what is not
+	// committed, and the last commit.
+	{label: "Worktree", shown: worktreeShown, value: func(m *v1alpha1.Member) string { return dash(m.Status.Worktree.Path) }},
+	{label: "Branch", shown: worktreeShown, value: func(m *v1alpha1.Member) string {
+		w := m.Status.Worktree
+		return fmt.Sprintf("%s (ahead %d, behind %d)", dash(w.Branch), w.Ahead, w.Behind)
+	}},
+	{label: "Uncommitted", shown: worktreeShown, value: func(m *v1alpha1.Member) string {
+		return fmt.Sprintf("%d %s", m.Status.Worktree.Dirty, map[bool]string{true: "file", false: "files"}[m.Status.Worktree.Dirty == 1])
+	}},
+	{label: "Last Commit", shown: worktreeShown, value: func(m *v1alpha1.Member) string {
+		w := m.Status.Worktree
+		return shortHead(w.Head) + " " + w.LastCommit
+	}},
 	{label: "Last Error", value: func(m *v1alpha1.Member) string { return dash(m.Status.LastError) }},
 }
 
@@ -188,6 +231,22 @@ var profileSpecFields = []field[v1alpha1.ProfileSpec]{
 	{label: "Tool Timeout", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.ToolTimeout) }},
 	{label: "Restart Policy", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.RestartPolicy) }},
 	{label: "Resume", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.Resume) }},
+	{label: "Worktree", value: func(s *v1alpha1.ProfileSpec) string { return profileWorktree(s.Worktree) },
+		shown: func(s *v1alpha1.ProfileSpec) bool { return s.Worktree != nil }},
+}
+
+// profileWorktree is a Profile's worktree line, shown when it is set: the
+// branches it gives its members, and whether herdr trusts their
+// repositories.
+func profileWorktree(w *v1alpha1.ProfileWorktree) string {
+	line := "none given"
+	if w.Repo != "" {
+		line = fmt.Sprintf("branch %s/MEMBER of %s for each member without cwd, from %s, cleanup %s", w.BranchPrefix, w.Repo, baseText(w.Base), dash(w.Cleanup))
+	}
+	if w.TrustRepository {
+		return line + "; herdr trusts the repositories"
+	}
+	return line
 }
 
 // DescribeProfile prints a Profile.

@@ -134,12 +134,12 @@ var tables = map[string]table{
 // memberTable is the member table of get and of get -w.
 var memberTable = table{
 	columns: []string{"NAME", "PHASE", "AGENT", "PANE", "RESTARTS", "AGE"},
-	wide:    []string{"NODE", "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "TERMINAL", "SESSION"},
+	wide:    []string{"NODE", "PROFILE", "TARGET", "TRANSPORT", "WORKSPACE", "BRANCH", "TERMINAL", "SESSION"},
 	cells: func(o Object, now time.Time) ([]string, []string) {
 		m := o.(*v1alpha1.Member)
 		return []string{m.Name, phase(m), dash(m.Status.AgentStatus), dash(m.Status.PaneID), strconv.Itoa(int(m.Status.Restarts)), age(m.CreationTimestamp, now)},
 			[]string{dash(m.Status.NodeName), m.Spec.Profile, targetString(m.Spec.MCPTarget), dash(m.Spec.Transport),
-				dash(m.Spec.Workspace), dash(m.Status.TerminalID), dash(m.Status.SessionID)}
+				dash(m.Spec.Workspace), dash(branch(m)), dash(m.Status.TerminalID), dash(m.Status.SessionID)}
 	},
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,28 @@ func TestHumanDuration(t *testing.T) {
 		if got := humanDuration(d); got != want {
 			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestDescribeMember_Worktree: a member on a worktree shows its spec and,
+// once read, where the worktree is, the branch against its base, what is
+// not committed and the last commit — its subject on one line, escaped.
+func TestDescribeMember_Worktree(t *testing.T) {
+	m := sampleMembers()[1]
+	m.Spec.Cwd = ""
+	m.Spec.Worktree = &v1alpha1.MemberWorktree{Repo: "/srv/api", Branch: "agents/reviewer", Cleanup: v1alpha1.CleanupOnDelete}
+	m.Status.Worktree = &v1alpha1.WorktreeStatus{Path: "/srv/api.worktrees/agents/reviewer", Branch: "agents/reviewer",
+		Head: "0123456789abcdef0123456789abcdef01234567", Dirty: 1, Ahead: 1, LastCommit: "fix \x1b[31mred\x1b[0m\nparser"}
+	var buf bytes.Buffer
+	if err := DescribeMember(&buf, &m, nil, printNow); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe-member-worktree.golden", buf.Bytes())
+	var wide bytes.Buffer
+	if err := (Printer{Kind: v1alpha1.KindMember, Plural: "members", Format: Format{name: "wide"}, Now: printNow}).PrintOne(&wide, &m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(wide.String(), "BRANCH") || !strings.Contains(wide.String(), " agents/reviewer ") {
+		t.Errorf("get -o wide shows no branch:\n%s", wide.String())
 	}
 }

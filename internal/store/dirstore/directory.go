@@ -426,6 +426,7 @@ func (d *Directory) build() *store.Snapshot {
 		_, ok := next.Object(store.Key{Kind: kind, Name: name})
 		return ok
 	}, d.dir)
+	next.Unresolved = append(next.Unresolved, decode.CheckWorktrees(refs, func(name string) *v1alpha1.Profile { return next.Profiles[name] })...)
 	next.Unresolved.Sort()
 	return next
 }

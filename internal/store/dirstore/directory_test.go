@@ -522,6 +522,27 @@ func TestDirectory_UnresolvedReferencesAtTheirLines(t *testing.T) {
 	})
 }
 
+// TestDirectory_SharedWorktreeBranchIsUnresolved: two Members on one
+// branch of one repository both stay in the snapshot and the later one is
+// reported, as fleetd validate reports it, until one of them moves.
+func TestDirectory_SharedWorktreeBranchIsUnresolved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		worktree := func(branch string) string { return "  worktree: {repo: /srv/api, branch: " + branch + "}\n" }
+		h := newHarness(t, map[string]string{
+			"profile.yaml": profileDoc,
+			"alpha.yaml":   memberDoc("alpha", "codex-fast") + worktree("shared"),
+			"beta.yaml":    memberDoc("beta", "codex-fast") + worktree("shared"),
+		})
+		s := h.d.Snapshot()
+		if len(s.Unresolved) != 1 || len(s.Members) != 2 ||
+			strings.ReplaceAll(s.Unresolved[0].Error(), h.dir, "DIR") != `DIR/beta.yaml:6: spec.worktree.branch: branch "shared" of repository /srv/api is claimed by member "alpha" too (DIR/alpha.yaml:6); two members never share a worktree: give each a branch of its own` {
+			t.Errorf("members %v, unresolved %v", memberNames(s), s.Unresolved)
+		}
+		h.write("beta.yaml", memberDoc("beta", "codex-fast")+worktree("own"))
+		h.until("the claim ends", func() bool { return len(h.d.Snapshot().Unresolved) == 0 })
+	})
+}
+
 func TestDirectory_VanishedDirectoryPrunesNothing(t *testing.T) {
 	h := newWatchedHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
 	before := h.d.Snapshot()

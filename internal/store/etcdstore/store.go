@@ -271,6 +271,7 @@ func (s *Store) build() *store.Snapshot {
 		_, ok := next.Object(store.Key{Kind: kind, Name: name})
 		return ok
 	}, "etcd under "+strings.TrimSuffix(s.prefix, "/"))
+	next.Unresolved = append(next.Unresolved, decode.CheckWorktrees(goods, func(name string) *v1alpha1.Profile { return next.Profiles[name] })...)
 	next.Unresolved.Sort()
 	return next
 }

@@ -412,3 +412,23 @@ func (n *node) caughtUp() {
 		}
 	}
 }
+
+// TestStore_SharedWorktreeBranchIsUnresolved: two Members whose worktrees
+// claim one branch of one repository (one through its Profile) are both in
+// the snapshot, and the claim is reported, as fleetd validate reports it.
+func TestStore_SharedWorktreeBranchIsUnresolved(t *testing.T) {
+	n := startNode(t, nil, cluster.Endpoint(0))
+	p := profile("agents")
+	p.Spec.Worktree = &v1alpha1.ProfileWorktree{Repo: "/srv/api", BranchPrefix: "agents"}
+	n.apply(p)
+	alpha := member("alpha", "agents")
+	n.apply(alpha)
+	own := member("beta", "agents")
+	own.Spec.Worktree = &v1alpha1.MemberWorktree{Repo: "/srv/api", Branch: "agents/alpha", Cleanup: v1alpha1.CleanupNever}
+	n.apply(own)
+	got := n.until("both members seen", func(s *store.Snapshot) bool { return s.Members["alpha"] != nil && s.Members["beta"] != nil })
+	if len(got.Unresolved) != 1 || !strings.Contains(got.Unresolved[0].Error(), `branch "agents/alpha" of repository /srv/api`) ||
+		!strings.Contains(got.Unresolved[0].Error(), prefix(t)+"/members/beta") {
+		t.Errorf("unresolved: %v", got.Unresolved)
+	}
+}
