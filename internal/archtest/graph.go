@@ -70,6 +70,7 @@ var allowed = Graph{
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
+	"internal/listener":   {},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
@@ -123,7 +124,7 @@ var allowed = Graph{
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/herdrcache",
 		"herdr", "herdr/herdrsim", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
 		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
-		"internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
+		"internal/version", "internal/console", "internal/listener", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
 
 	// The command line's libraries: JSONPath, label selectors and the
 	// printers print and pick what the client reads from a running fleetd
@@ -137,7 +138,7 @@ var allowed = Graph{
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
-	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
+	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
 		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},

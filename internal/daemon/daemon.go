@@ -27,6 +27,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
 	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/listener"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
@@ -85,7 +86,7 @@ type Config struct {
 	ToolCallBurst int
 	// Listener bounds the REST/MCP/metrics listener (connections,
 	// timeouts, header size); nil means its defaults.
-	Listener *ListenerLimits
+	Listener *listener.Limits
 	// SessionTimeout and MaxSessionsPerToken bound the gateway's MCP
 	// sessions (mcp.Options); 0 means mcp's defaults.
 	SessionTimeout      time.Duration
@@ -148,7 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if _, err := cfg.Listener.withDefaults(); err != nil {
+	if _, err := cfg.Listener.WithDefaults(); err != nil {
 		return err
 	}
 	state, err := statedir.Abs(cfg.StateDir)
@@ -374,7 +375,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	limits, err := cfg.Listener.withDefaults()
+	limits, err := cfg.Listener.WithDefaults()
 	if err != nil {
 		return err
 	}
@@ -382,7 +383,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	srv, ln := boundedServer(withConsole(handler, ui, loopback), ln, limits, log)
+	srv, ln := listener.NewServer(withConsole(handler, ui, loopback), ln, limits, log)
 	srv.RegisterOnShutdown(ui.EndStreams)      // the console's event streams never go idle
 	srv.RegisterOnShutdown(handler.EndStreams) // nor do log follow and watch streams
 

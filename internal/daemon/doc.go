@@ -62,7 +62,7 @@
 //     create-if-absent transaction; every node's registry accepts only that
 //     token, and follows the hash when it changes.
 //
-// The listener is bounded ([ListenerLimits], Config.Listener): a cap on
+// The listener is bounded (package listener, Config.Listener): a cap on
 // open connections (at the cap the connection idle longest is closed to
 // make room; only when all are busy do new ones wait in the kernel's
 // accept queue), deadlines on reading

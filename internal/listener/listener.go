@@ -1,4 +1,4 @@
-package daemon
+package listener
 
 import (
 	"cmp"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Defaults of [ListenerLimits]. docs/security.md ("The listener's bounds")
+// Defaults of [Limits]. docs/security.md ("The listener's bounds")
 // repeats them for operators.
 const (
 	// DefaultMaxConns caps the connections open at once. Each worker's MCP
@@ -34,11 +34,11 @@ const (
 	DefaultMaxHeaderBytes = 64 << 10
 )
 
-// ListenerLimits bound the REST/MCP/metrics listener, so that no number of
+// Limits bound the REST/MCP/metrics listener, so that no number of
 // idle, slow or stalled clients can take it down; request bodies are
 // bounded by size in package mcp (mcp.Options.MaxBodyBytes). A zero field
 // means its default; a negative one is an error.
-type ListenerLimits struct {
+type Limits struct {
 	// MaxConns caps the connections open at once. At the cap a new
 	// connection closes the one idle longest (no request in flight:
 	// silent since it connected, or kept alive between requests), so a
@@ -60,10 +60,10 @@ type ListenerLimits struct {
 	MaxHeaderBytes int
 }
 
-// withDefaults returns l with every zero field set to its default, or an
+// WithDefaults returns l with every zero field set to its default, or an
 // error naming a negative one.
-func (l *ListenerLimits) withDefaults() (ListenerLimits, error) {
-	var v ListenerLimits
+func (l *Limits) WithDefaults() (Limits, error) {
+	var v Limits
 	if l != nil {
 		v = *l
 	}
@@ -87,7 +87,7 @@ func (l *ListenerLimits) withDefaults() (ListenerLimits, error) {
 	return v, nil
 }
 
-// boundedServer returns the HTTP server for handler within limits (which
+// NewServer returns the HTTP server for handler within limits (which
 // have their defaults) and the listener to serve it on: ln capped at
 // limits.MaxConns ([connLimiter], which the server's ConnState hook keeps
 // informed of idle connections).
@@ -97,7 +97,7 @@ func (l *ListenerLimits) withDefaults() (ListenerLimits, error) {
 // a blocking delegation held for minutes and every MCP event stream.
 // Writes are bounded one by one instead ([stallBound]). ReadTimeout is safe
 // for held calls: net/http clears the read deadline once the body is read.
-func boundedServer(handler http.Handler, ln net.Listener, limits ListenerLimits, log *slog.Logger) (*http.Server, net.Listener) {
+func NewServer(handler http.Handler, ln net.Listener, limits Limits, log *slog.Logger) (*http.Server, net.Listener) {
 	capped := newConnLimiter(ln, limits.MaxConns)
 	srv := &http.Server{
 		Handler:           stallBound(handler, limits.WriteTimeout),
