@@ -3,9 +3,11 @@ package listener
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -40,12 +42,15 @@ const (
 // means its default; a negative one is an error.
 type Limits struct {
 	// MaxConns caps the connections open at once. At the cap a new
-	// connection closes the one idle longest (no request in flight:
-	// silent since it connected, or kept alive between requests), so a
-	// flood of idle connections delays nobody; only when every connection
-	// has a request in flight do new ones wait in the kernel's accept
-	// queue until one ends. Either way fleetd never runs out of file
-	// descriptors.
+	// connection closes one that carries no call: the one idle longest
+	// (silent since it connected, or kept alive between requests), else
+	// the one whose request body has been arriving longest, else the one
+	// whose client has been refusing its answer longest ([connLimiter]),
+	// so that a flood of idle, slow or stalled connections delays nobody.
+	// Only when every connection carries a call (its request read, its
+	// handler running) do new ones wait in the kernel's accept queue until
+	// one ends; [Limits.HeldCalls] keeps that from happening. Either way
+	// fleetd never runs out of file descriptors.
 	MaxConns int
 	// ReadHeaderTimeout bounds the arrival of a request's headers.
 	ReadHeaderTimeout time.Duration
@@ -87,21 +92,33 @@ func (l *Limits) WithDefaults() (Limits, error) {
 	return v, nil
 }
 
+// HeldCalls is how many calls held for their outcome (waits, watches, log
+// follows, event streams) the listener's connections carry at most, all
+// callers together, for the handlers to enforce (mcp.Options.Holds, the
+// console's): three quarters of MaxConns, so that at least a quarter of
+// the connections is always left for everything else — /healthz and
+// /readyz, short calls — and the connection cap never has to make a probe
+// wait. l must have its defaults.
+func (l Limits) HeldCalls() int { return max(1, l.MaxConns*3/4) }
+
 // NewServer returns the HTTP server for handler within limits (which
 // have their defaults) and the listener to serve it on: ln capped at
-// limits.MaxConns ([connLimiter], which the server's ConnState hook keeps
-// informed of idle connections).
+// limits.MaxConns ([connLimiter], which the server's ConnState and
+// ConnContext hooks and [requestGuard] keep informed of what each
+// connection is doing).
 //
 // http.Server.WriteTimeout is left unset on purpose: it is a deadline on
 // the whole response from the end of the request's headers, and would cut
 // a blocking delegation held for minutes and every MCP event stream.
-// Writes are bounded one by one instead ([stallBound]). ReadTimeout is safe
-// for held calls: net/http clears the read deadline once the body is read.
+// Writes are bounded one by one instead ([requestGuard]). ReadTimeout is
+// safe for held calls: net/http clears the read deadline once the body is
+// read.
 func NewServer(handler http.Handler, ln net.Listener, limits Limits, log *slog.Logger) (*http.Server, net.Listener) {
 	capped := newConnLimiter(ln, limits.MaxConns)
 	srv := &http.Server{
-		Handler:           stallBound(handler, limits.WriteTimeout),
+		Handler:           requestGuard(handler, limits.WriteTimeout),
 		ConnState:         capped.track,
+		ConnContext:       capped.context,
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		ReadTimeout:       limits.ReadTimeout,
 		IdleTimeout:       limits.IdleTimeout,
@@ -111,44 +128,135 @@ func NewServer(handler http.Handler, ln net.Listener, limits Limits, log *slog.L
 	return srv, capped
 }
 
-// stallBound gives every write of a response (and its flushes) a deadline
-// of d from the moment it starts, so that a client that stops reading
-// frees its connection and handler after d, however long the response
-// was held before or streams after.
-func stallBound(next http.Handler, d time.Duration) http.Handler {
+// requestGuard wraps every request's handler:
+//
+//   - It tells the connection cap when the request has been read in full
+//     (its body read to its end, or it has none): until then the
+//     connection may be closed for room, from then on it carries a call.
+//   - A response to a request whose body was not read in full, and every
+//     401 and 413, closes the connection (Connection: close), and what is
+//     left of such a body is never read: net/http would otherwise read up
+//     to 256 KiB of it after the handler returns, for as long as the read
+//     timeout allows, from a client that sends it a byte at a time.
+//   - Every write of the response (and its flushes) gets a deadline of d
+//     from the moment it starts, so that a client that stops reading frees
+//     its connection and handler after d, however long the response was
+//     held before or streams after; while a write is blocked the cap may
+//     close the connection for room.
+func requestGuard(next http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &stallWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+		c := connOf(r)
+		body := &requestBody{ReadCloser: r.Body, left: r.ContentLength, conn: c}
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			body.finish()
+		} else {
+			r.Body = body
+		}
+		gw := &guardedWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, conn: c, body: body}
 		// What net/http itself writes before the handler does (a 100
 		// Continue) gets a deadline too, never the last request's.
-		sw.arm()
-		next.ServeHTTP(sw, r)
-		// net/http flushes what is buffered after the handler returns.
-		sw.arm()
+		gw.arm()
+		next.ServeHTTP(gw, r)
+		if !body.done() {
+			// net/http drains an unread body after the handler returns;
+			// with the read deadline passed, that read ends at once.
+			_ = gw.rc.SetReadDeadline(time.Now())
+		}
+		// net/http flushes what is buffered after the handler returns:
+		// from here on the connection only waits for its client.
+		gw.arm()
+		c.writeStarted()
 	})
 }
 
-// stallWriter is a ResponseWriter whose writes each get a fresh deadline.
+// requestBody is a request's body that reports when it has been read in
+// full. left is what remains of a declared length (-1: none declared).
+type requestBody struct {
+	io.ReadCloser
+	left int64
+	conn *limitedConn
+
+	mu  sync.Mutex
+	end bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+	}
+	if err != nil || b.left == 0 {
+		// EOF, the declared length read, or an error after which nothing
+		// more is read of it (the response closes the connection).
+		b.finish()
+	}
+	return n, err
+}
+
+// finish marks the body read in full, once.
+func (b *requestBody) finish() {
+	b.mu.Lock()
+	first := !b.end
+	b.end = true
+	b.mu.Unlock()
+	if first {
+		b.conn.served()
+	}
+}
+
+func (b *requestBody) done() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.end
+}
+
+// guardedWriter is a request's ResponseWriter: each write gets a fresh
+// deadline and is known to the connection cap while it runs, and the
+// response closes the connection when [requestGuard] says it must.
 // http.ResponseController reaches the original through Unwrap.
-type stallWriter struct {
+type guardedWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
-	d  time.Duration
+	rc          *http.ResponseController
+	d           time.Duration
+	conn        *limitedConn
+	body        *requestBody
+	wroteHeader bool
 }
 
 // arm sets the connection's write deadline d from now. A writer that has
 // no deadlines (a test's recorder) is left as it is.
-func (s *stallWriter) arm() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.d)) }
+func (g *guardedWriter) arm() { _ = g.rc.SetWriteDeadline(time.Now().Add(g.d)) }
 
-func (s *stallWriter) Write(p []byte) (int, error) {
-	s.arm()
-	return s.ResponseWriter.Write(p)
+func (g *guardedWriter) WriteHeader(code int) {
+	if !g.wroteHeader && code >= 200 {
+		g.wroteHeader = true
+		if code == http.StatusUnauthorized || code == http.StatusRequestEntityTooLarge || !g.body.done() {
+			g.Header().Set("Connection", "close")
+		}
+	}
+	g.ResponseWriter.WriteHeader(code)
 }
 
-func (s *stallWriter) FlushError() error {
-	s.arm()
-	return s.rc.Flush()
+func (g *guardedWriter) Write(p []byte) (int, error) {
+	if !g.wroteHeader {
+		g.WriteHeader(http.StatusOK)
+	}
+	g.arm()
+	g.conn.writeStarted()
+	defer g.conn.writeEnded()
+	return g.ResponseWriter.Write(p)
 }
 
-func (s *stallWriter) Flush() { _ = s.FlushError() }
+func (g *guardedWriter) FlushError() error {
+	if !g.wroteHeader {
+		g.WriteHeader(http.StatusOK)
+	}
+	g.arm()
+	g.conn.writeStarted()
+	defer g.conn.writeEnded()
+	return g.rc.Flush()
+}
 
-func (s *stallWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (g *guardedWriter) Flush() { _ = g.FlushError() }
+
+func (g *guardedWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }

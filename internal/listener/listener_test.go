@@ -85,19 +85,20 @@ func waitClosed(t *testing.T, c net.Conn) string {
 	return string(b) // EOF, or a reset: closed by the server either way
 }
 
-// wentIdle waits until the server has reported c idle on idle, the client
-// addresses of connections gone idle in the order the server saw them.
-func wentIdle(t *testing.T, idle <-chan string, c net.Conn) {
+// reported waits until the server has reported c on states, the client
+// addresses of connections that went into a state in the order the server
+// saw them.
+func reported(t *testing.T, states <-chan string, c net.Conn) {
 	t.Helper()
 	timeout := time.After(closedWithin)
 	for {
 		select {
-		case a := <-idle:
+		case a := <-states:
 			if a == c.LocalAddr().String() {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("the server never reported %s idle", c.LocalAddr())
+			t.Fatalf("the server never reported %s", c.LocalAddr())
 		}
 	}
 }
@@ -205,7 +206,7 @@ func TestListener_AtTheCapTheLongestIdleConnectionMakesRoom(t *testing.T) {
 	// rightly counts keptAlive busy, and, with the server's goroutine
 	// descheduled long enough, would close the third connection (idle
 	// sooner by its count) for the fourth.
-	wentIdle(t, idle, keptAlive)
+	reported(t, idle, keptAlive)
 	// A third connection is served at once: the one idle longest (silent
 	// since it connected) is closed to make room, then the next.
 	if resp := get(t, dial(t, addr), "/healthz"); resp.StatusCode != http.StatusOK {
@@ -278,5 +279,191 @@ func TestLimits_RefusesNegativeBounds(t *testing.T) {
 		if _, err := (&l).WithDefaults(); err == nil {
 			t.Errorf("WithDefaults(%+v) = nil error, want one naming the bound", l)
 		}
+	}
+}
+
+// slowBody sends a request that announces a body of 200000 bytes and sends
+// two of them: a client feeding its body a few bytes at a time.
+func slowBody(t *testing.T, c net.Conn, path, auth string) {
+	t.Helper()
+	if auth != "" {
+		auth = "Authorization: Bearer " + auth + "\r\n"
+	}
+	if _, err := io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n"+auth+"Content-Type: application/json\r\nContent-Length: 200000\r\n\r\n{\""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readResponse reads one response from c and returns it with its body.
+func readResponse(t *testing.T, c net.Conn) (*http.Response, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(closedWithin))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// An answer given before the request's body is in (a 401 to a client that
+// announced 200 KB and sends it a byte at a time, or a 413 once the body
+// passed its bound) closes the connection at once: the rest of the body is
+// never waited for, however long the read timeout.
+func TestListener_AnAnswerBeforeTheBodyClosesTheConnectionAtOnce(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		send    string
+		status  int
+	}{{
+		name: "401 without reading the body",
+		handler: func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "no token", http.StatusUnauthorized)
+		},
+		status: http.StatusUnauthorized,
+	}, {
+		name: "413 once the body passed its bound",
+		handler: func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1)); err != nil {
+				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			io.WriteString(w, "read it all\n")
+		},
+		status: http.StatusRequestEntityTooLarge,
+	}, {
+		name: "404 without reading the body",
+		handler: func(w http.ResponseWriter, _ *http.Request) {
+			http.NotFound(w, nil)
+		},
+		status: http.StatusNotFound,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := serveBounded(t, tt.handler, Limits{ReadTimeout: time.Hour})
+			c := dial(t, addr)
+			slowBody(t, c, "/members", "")
+			resp, _ := readResponse(t, c)
+			if resp.StatusCode != tt.status || !resp.Close {
+				t.Fatalf("answer %s (Connection: close %v), want %d and the connection closed", resp.Status, resp.Close, tt.status)
+			}
+			waitClosed(t, c)
+		})
+	}
+}
+
+// A 401 closes its connection even when the request had no body.
+func TestListener_A401ClosesItsConnection(t *testing.T) {
+	addr := serveBounded(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no token", http.StatusUnauthorized)
+	}), Limits{IdleTimeout: time.Hour})
+	c := dial(t, addr)
+	if resp := get(t, c, "/members"); resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("GET = %s (close %v), want 401 and Connection: close", resp.Status, resp.Close)
+	}
+	waitClosed(t, c)
+}
+
+// At the cap, when no connection is idle, the one whose request body has
+// been arriving longest is closed to make room — slow bodies hold no slot
+// a probe needs — while a call whose request was read in full is never
+// closed for room.
+func TestListener_AtTheCapAConnectionStillSendingItsBodyMakesRoom(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok\n")
+	})
+	active := make(chan string, 16) // the client addresses of connections whose headers were read
+	addr := serveWatched(t, h, Limits{MaxConns: 3, ReadTimeout: time.Hour, ReadHeaderTimeout: time.Hour},
+		func(c net.Conn, s http.ConnState) {
+			if s == http.StateActive {
+				active <- c.RemoteAddr().String()
+			}
+		})
+	held := dial(t, addr)
+	io.WriteString(held, "POST /hold HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}")
+	<-entered
+	// Two slow bodies fill the cap; each probe closes the one arriving
+	// longest, and a new slow body takes its place.
+	slow := []net.Conn{dial(t, addr), dial(t, addr)}
+	for _, c := range slow {
+		slowBody(t, c, "/upload", "")
+		reported(t, active, c)
+	}
+	for range 2 {
+		probe := dial(t, addr)
+		// The probe closes its connection after its answer, so that the
+		// next one finds no idle connection to close.
+		io.WriteString(probe, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+		if resp, _ := readResponse(t, probe); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET over the cap = %s, want 200", resp.Status)
+		}
+		waitClosed(t, slow[0])
+		waitClosed(t, probe)
+		next := dial(t, addr)
+		slowBody(t, next, "/upload", "")
+		reported(t, active, next)
+		slow = append(slow[1:], next)
+	}
+	// The held call is still there, and answers when released.
+	release <- struct{}{}
+	if resp, body := readResponse(t, held); resp.StatusCode != http.StatusOK || body != "ok\n" {
+		t.Fatalf("held call = %s %q, want 200 ok", resp.Status, body)
+	}
+}
+
+// At the cap, a connection whose client stopped reading its answer is
+// closed to make room, long before the write deadline would cut it; a call
+// that waits for its outcome is not.
+func TestListener_AtTheCapAClientThatStoppedReadingMakesRoom(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hold":
+			entered <- struct{}{}
+			<-release
+		case "/big":
+			// Far more than the socket buffers hold.
+			chunk := make([]byte, 1<<20)
+			for i := 0; i < 256; i++ {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}
+		io.WriteString(w, "ok\n")
+	})
+	addr := serveBounded(t, h, Limits{MaxConns: 2, WriteTimeout: time.Hour})
+	held := dial(t, addr)
+	io.WriteString(held, "GET /hold HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	<-entered
+	stalled := dial(t, addr)
+	io.WriteString(stalled, "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") // and never read
+
+	probe := dial(t, addr)
+	io.WriteString(probe, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+	if resp, _ := readResponse(t, probe); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET over the cap = %s, want 200", resp.Status)
+	}
+	stalled.SetReadDeadline(time.Now().Add(closedWithin))
+	// EOF (or a reset) before the whole answer: closed by the server.
+	n, err := io.Copy(io.Discard, stalled)
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() || n >= 256<<20 {
+		t.Fatalf("the stalled connection read %d bytes, then %v; want it closed before its answer", n, err)
+	}
+	release <- struct{}{}
+	if resp, body := readResponse(t, held); resp.StatusCode != http.StatusOK || body != "ok\n" {
+		t.Fatalf("held call = %s %q, want 200 ok", resp.Status, body)
 	}
 }
