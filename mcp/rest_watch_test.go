@@ -18,7 +18,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/notify"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // liveFleet is a MemberSource and MemberWaiter whose members a test
@@ -221,13 +220,15 @@ func TestWatch_Refusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for range 2 {
+		openWatch(ctx, t, srv.URL, "worker-secret").expect("ADDED a Ready", "SYNCED")
+	}
+	if r := openWatch(ctx, t, srv.URL, "worker-secret"); r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("third stream of one worker token: %d, want 429", r.resp.StatusCode)
+	}
+	// The primary is not held to a worker's allowance.
+	for range 3 {
 		openWatch(ctx, t, srv.URL, "primary-secret").expect("ADDED a Ready", "SYNCED")
 	}
-	if r := openWatch(ctx, t, srv.URL, "primary-secret"); r.resp.StatusCode != http.StatusTooManyRequests {
-		t.Errorf("third stream of one token: %d, want 429", r.resp.StatusCode)
-	}
-	// Another token has its own allowance.
-	openWatch(ctx, t, srv.URL, "worker-secret").expect("ADDED a Ready", "SYNCED")
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/members?watch=1", nil)
 	req.Header.Set("Authorization", "Bearer primary-secret")
@@ -254,15 +255,66 @@ func TestWatch_Refusals(t *testing.T) {
 	}
 }
 
-func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
+// The workers' watches together never take the primary's share.
+func TestWatch_TheWorkersLeaveThePrimarysShare(t *testing.T) {
+	fleet := newLiveFleet(member("a", "Ready"))
+	srv, _ := newWatchServer(t, fleet, Options{MaxWatchers: 4}) // a quarter, 1, is the primary's
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		openWatch(ctx, t, srv.URL, "worker-secret").expect("ADDED a Ready", "SYNCED")
+	}
+	if r := openWatch(ctx, t, srv.URL, "worker-secret"); r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a worker's watch past the workers' share: %d, want 429", r.resp.StatusCode)
+	}
+	openWatch(ctx, t, srv.URL, "primary-secret").expect("ADDED a Ready", "SYNCED")
+}
+
+// A watcher's queue is bounded by bytes as well as by events: a watcher
+// that does not read while large members change is dropped once what it
+// has queued passes the bound, long before its 512 events.
+func TestWatchHub_DropsAWatcherPastItsByteBound(t *testing.T) {
 	fleet := newLiveFleet()
 	feed := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(context.Background(), fleet, feed, 0)
-	slow, _, err := hub.join(tokens.Identity{Role: "primary"})
+	hub := newWatchHub(context.Background(), fleet, feed)
+	slow, _, err := hub.join()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, _, err := hub.join(tokens.Identity{Role: "worker", Member: "w"})
+	hub.mu.Lock()
+	sub := hub.sub
+	hub.mu.Unlock()
+	big := member("a", "Ready")
+	big.Annotations = map[string]string{"note": strings.Repeat("x", 256<<10)}
+	published := 0
+	for dropped := false; !dropped; published++ {
+		big.Status.Restarts = int32(published)
+		hub.publish(sub, []v1alpha1.Member{big})
+		select {
+		case <-slow.dropped:
+			dropped = true
+		default:
+		}
+		if published > watchBuffer {
+			t.Fatalf("a watcher that reads nothing was not dropped after %d events of 256 KiB", published)
+		}
+	}
+	if max := watchBufferBytes/(256<<10) + 2; published > max {
+		t.Errorf("dropped after %d events of 256 KiB, want at most %d (%d MiB)", published, max, watchBufferBytes>>20)
+	}
+	hub.leave(slow)
+	<-feed.returned
+}
+
+func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
+	fleet := newLiveFleet()
+	feed := idleWaiter{returned: make(chan struct{})}
+	hub := newWatchHub(context.Background(), fleet, feed)
+	slow, _, err := hub.join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, _, err := hub.join()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +327,7 @@ func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	for i := range watchBuffer + 1 {
 		// Returns at once every time, though slow never reads.
 		hub.publish(sub, []v1alpha1.Member{member("a", fmt.Sprint(i))})
-		<-fast.frames
+		fast.queued.Add(-int64(len(<-fast.frames)))
 		got++
 	}
 	if got != watchBuffer+1 {
@@ -314,10 +366,10 @@ func BenchmarkWatchHub_Publish(b *testing.B) {
 	}
 	fleet := newLiveFleet(all...)
 	feed := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(context.Background(), fleet, feed, 0)
+	hub := newWatchHub(context.Background(), fleet, feed)
 	var ws []*watcher
-	for i := range 8 {
-		w, _, err := hub.join(tokens.Identity{Role: "worker", Member: fmt.Sprint(i)})
+	for range 8 {
+		w, _, err := hub.join()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -331,7 +383,7 @@ func BenchmarkWatchHub_Publish(b *testing.B) {
 		all[7].Status.Restarts = int32(i + 1)
 		hub.publish(sub, all)
 		for _, w := range ws {
-			<-w.frames
+			w.queued.Add(-int64(len(<-w.frames)))
 		}
 	}
 	b.StopTimer()

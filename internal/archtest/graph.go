@@ -71,6 +71,7 @@ var allowed = Graph{
 	"internal/notify":     {},
 	"internal/sse":        {},
 	"internal/listener":   {},
+	"internal/quota":      {},
 
 	// herdr: the client is stdlib only; the fake never imports the client;
 	// the schema validator and the fake-with-validation are for tests and
@@ -103,14 +104,14 @@ var allowed = Graph{
 
 	// The north face: desired state through mcp's own interface, never
 	// controllers or internal/store.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/sse", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/quota", "internal/sse", "internal/tail", "internal/tokens", "internal/plan", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself, never mcp,
 	// controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/tail", "internal/tokens", difflib, sigsyaml},
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/quota", "internal/sse", "internal/tail", "internal/tokens", difflib, sigsyaml},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client; etcdtest embeds etcd's server for tests (see notInFleetd).
@@ -123,7 +124,7 @@ var allowed = Graph{
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "api/decode", "controllers", "controllers/launch", "internal/store", "internal/store/dirstore", "controllers/herdrcache",
 		"herdr", "herdr/herdrsim", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/harness",
-		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent", "internal/tail", "internal/tokens",
+		"internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/quota", "internal/simagent", "internal/tail", "internal/tokens",
 		"internal/version", "internal/console", "internal/listener", "mcp", prometheus, errgroup, "internal/store/etcdstore", "internal/fleetmsg", etcdClient, zap},
 
 	// The command line's libraries: JSONPath, label selectors and the

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
@@ -94,6 +95,10 @@ type Options struct {
 	// MaxStreams bounds the open event streams (all sessions together);
 	// default DefaultMaxStreams.
 	MaxStreams int
+	// Holds is the quota of calls held open on fleetd's listener, shared
+	// with the gateway (mcp.Options.Holds): every event stream takes one of
+	// the primary's slots. nil bounds nothing beyond MaxStreams.
+	Holds *quota.Quota
 }
 
 // Other bounds.

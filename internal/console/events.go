@@ -24,6 +24,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 		writeJSON(w, http.StatusTooManyRequests, result{Error: "too many console pages are open; close some"})
 		return
 	}
+	release, err := c.o.Holds.Acquire(c.o.PrimaryName, true)
+	if err != nil {
+		writeJSON(w, http.StatusTooManyRequests, result{Error: "fleetd's listener holds as many open calls as it can carry; close some console pages or held calls"})
+		return
+	}
+	defer release()
 	member := r.URL.Query().Get("member")
 	if member != "" {
 		if _, ok := c.o.Members.Member(member); !ok {

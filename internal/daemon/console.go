@@ -11,6 +11,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/console"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -31,7 +32,7 @@ type ConsoleOptions struct {
 // another node's member's status with what its node publishes) and its
 // token registry. With a fleet view (a fleet on etcd) it lists every
 // node's members, with the status their nodes publish.
-func newConsole(mgr *controllers.Manager, view *fleetView, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, log *slog.Logger) (*console.Console, error) {
+func newConsole(mgr *controllers.Manager, view *fleetView, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, holds *quota.Quota, cfg Config, log *slog.Logger) (*console.Console, error) {
 	var members console.Members = mgr
 	if view != nil {
 		members = view
@@ -44,6 +45,7 @@ func newConsole(mgr *controllers.Manager, view *fleetView, messages console.Mess
 		Tokens:      toks,
 		Tails:       prompter,
 		PrimaryName: mcp.PrimaryName,
+		Holds:       holds,
 		Logger:      log,
 		Herdr: func() error {
 			if !mgr.HerdrSynced() {

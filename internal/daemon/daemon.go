@@ -31,6 +31,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
@@ -347,6 +348,15 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		}
 		messages = relay
 	}
+	limits, err := cfg.Listener.WithDefaults()
+	if err != nil {
+		return err
+	}
+	// The calls held open on the listener, the gateway's and the console's.
+	holds, err := quota.New(mcp.HeldLimits(limits.HeldCalls()))
+	if err != nil {
+		return err
+	}
 	handler, err = mcp.NewHandler(mcp.Options{
 		Members:    members,
 		Tokens:     toks,
@@ -367,6 +377,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		SessionTimeout:      cfg.SessionTimeout,
 		MaxSessionsPerToken: cfg.MaxSessionsPerToken,
 		Terminals:           tail.New(prompter, mgr, nil),
+		Holds:               holds,
 	})
 	if err != nil {
 		return err
@@ -375,11 +386,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 	if err != nil {
 		return err
 	}
-	limits, err := cfg.Listener.WithDefaults()
-	if err != nil {
-		return err
-	}
-	ui, err := newConsole(mgr, view, messages, toks, prompter, cfg, log)
+	ui, err := newConsole(mgr, view, messages, toks, prompter, holds, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -228,7 +228,7 @@ func (l *connLimiter) setLocked(c *limitedConn, s connState) {
 	l.seq++
 	c.state, c.since = s, l.seq
 	if s != connServing {
-		c.writing = 0 // a new request, or none: the last response is out
+		c.writing = 0    // a new request, or none: the last response is out
 		l.notifyLocked() // it can be closed for room now
 	}
 }
