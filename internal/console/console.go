@@ -128,6 +128,7 @@ type Console struct {
 	sessions *sessions
 	pages    *template.Template
 	streams  chan struct{} // a slot per open event stream
+	live     livePages     // the live parts the streams show, rendered once per change
 	mux      *http.ServeMux
 	// ending is closed by EndStreams: every event stream ends.
 	ending  chan struct{}
@@ -179,6 +180,8 @@ func New(o Options) (*Console, error) {
 	mux.HandleFunc("GET /ui/members/{name}", c.page(c.memberPage))
 	mux.HandleFunc("GET /ui/apply", c.page(c.applyPage))
 	mux.HandleFunc("GET /ui/events", c.authed(c.events))
+	mux.HandleFunc("GET /ui/messages/{id}", c.page(c.messageText))
+	mux.HandleFunc("GET /ui/questions/{turn}", c.page(c.questionText))
 	mux.HandleFunc("POST /ui/logout", c.action(c.logout))
 	mux.HandleFunc("POST /ui/members/{name}/send", c.action(c.send))
 	mux.HandleFunc("POST /ui/members/{name}/pause", c.action(c.pause(true)))

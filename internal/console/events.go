@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -13,6 +14,8 @@ import (
 // the messaging core (a question, a reply, an ack) report a change, and
 // sends an "update" event only when the rendering differs from the last
 // one sent. Nothing polls: the stream sleeps on the two change channels.
+// The rendering is made once per change for every stream of the same page
+// and written as it was encoded ([livePages]).
 //
 // A stream does not keep its session alive, and ends with it: at logout,
 // and when the session expires (an "ended" event tells the page).
@@ -41,10 +44,14 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 	if err != nil {
 		return
 	}
+	page := c.live.open(member)
+	defer c.live.close(member, page)
+	// A rendering is shared: it must not end with the stream that made it.
+	renderCtx := context.WithoutCancel(r.Context())
+	render := func(tails tailCaches) (string, bool) { return c.fragment(renderCtx, member, tails) }
 	ctx := r.Context()
 	id := sessionID(r)
-	last := ""
-	tails := tailCaches{}
+	var sent uint64
 	for {
 		until, live := c.sessions.expiry(id)
 		if !live {
@@ -54,16 +61,18 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s session) {
 		// The channels are taken before the state is read, so that a
 		// change made while rendering wakes the next round.
 		members, messages := c.o.Members.Changed(), c.o.Messages.Changed()
-		html, found := c.fragment(ctx, member, tails)
-		if !found {
+		frame, version, err := page.current(ctx, members, messages, render)
+		switch {
+		case err != nil:
+			return
+		case frame == nil:
 			_ = sw.Send(sse.Event{Name: "gone"})
 			return
-		}
-		if html != last {
-			if err := sw.Send(sse.Event{Name: "update", Data: []byte(html)}); err != nil {
+		case version != sent:
+			if err := sw.WriteEncoded(frame); err != nil {
 				return
 			}
-			last = html
+			sent = version
 		}
 		expires := c.o.Clock.NewTimer(until.Sub(c.o.Clock.Now()))
 		select {
