@@ -8,17 +8,17 @@ import (
 )
 
 // connLimiter is a listener that keeps at most max connections open. At
-// the cap it makes room by closing one connection that is not carrying a
-// call, in this order:
+// the cap it makes room by closing, of the connections that are waiting
+// on their client, the one that has been waiting longest:
 //
-//  1. the one idle longest — no request in flight: accepted but silent, or
-//     kept alive between requests;
-//  2. the one whose request has been arriving longest — its headers are in
-//     but its body is not (a client sending a body a few bytes at a time),
-//     or its handler answered without reading the body;
-//  3. the one whose client has been refusing its answer longest — a write
-//     of the response is blocked, or the handler is done and net/http's
-//     last flush is (a client that stopped reading).
+//   - idle — no request in flight: accepted but silent, or kept alive
+//     between requests;
+//   - its request still arriving — its headers are in but its body is not
+//     (a client sending a body a few bytes at a time), or its handler
+//     answered without reading the body;
+//   - its answer refused — a write of the response is blocked, or the
+//     handler is done and net/http's last flush is (a client that stopped
+//     reading).
 //
 // A connection whose request was read in full and whose handler is
 // running — a call held for its outcome, an event stream between events —
@@ -78,18 +78,17 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// rank says how readily c is closed to make room (lower first) and since
-// when it has been so; ok is false for a connection carrying a call.
-func (c *limitedConn) rank() (rank int, since uint64, ok bool) {
+// waiting reports since when c has been waiting on its client (idle, its
+// request arriving, or a write blocked); ok is false for a connection
+// carrying a call.
+func (c *limitedConn) waiting() (since uint64, ok bool) {
 	switch {
-	case c.state == connIdle:
-		return 0, c.since, true
-	case c.state == connReading:
-		return 1, c.since, true
+	case c.state != connServing:
+		return c.since, true
 	case c.writing > 0:
-		return 2, c.writeSince, true
+		return c.writeSince, true
 	}
-	return 0, 0, false
+	return 0, false
 }
 
 // Accept returns the next connection once there is room for it.
@@ -127,12 +126,10 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 // one carries a call.
 func (l *connLimiter) victimLocked() *limitedConn {
 	var victim *limitedConn
-	var vRank int
 	var vSince uint64
 	for o := range l.open {
-		rank, since, ok := o.rank()
-		if ok && (victim == nil || rank < vRank || rank == vRank && since < vSince) {
-			victim, vRank, vSince = o, rank, since
+		if since, ok := o.waiting(); ok && (victim == nil || since < vSince) {
+			victim, vSince = o, since
 		}
 	}
 	return victim

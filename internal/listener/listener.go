@@ -42,11 +42,11 @@ const (
 // means its default; a negative one is an error.
 type Limits struct {
 	// MaxConns caps the connections open at once. At the cap a new
-	// connection closes one that carries no call: the one idle longest
-	// (silent since it connected, or kept alive between requests), else
-	// the one whose request body has been arriving longest, else the one
-	// whose client has been refusing its answer longest ([connLimiter]),
-	// so that a flood of idle, slow or stalled connections delays nobody.
+	// connection closes the one that has been waiting on its client
+	// longest — idle (silent since it connected, or kept alive between
+	// requests), its request body still arriving, or its answer not read
+	// ([connLimiter]) — so that a flood of idle, slow or stalled
+	// connections delays nobody.
 	// Only when every connection carries a call (its request read, its
 	// handler running) do new ones wait in the kernel's accept queue until
 	// one ends; [Limits.HeldCalls] keeps that from happening. Either way
