@@ -252,15 +252,21 @@ func streamQuota(totalName string, total, totalDef int, perTokenName string, per
 	return quota.New(quota.Limits{PerCaller: perToken, Total: total, Reserved: total / 4})
 }
 
-// takeStream takes a slot of q, a stream quota of what ("watch streams",
-// "terminal follows"), for id, or says why it cannot.
-func takeStream(q *quota.Quota, what string, id tokens.Identity) (release func(), te *ToolError) {
+// holdStream takes, for id, a slot of q — a stream quota of what ("watch
+// streams", "terminal follows") — and a held-call slot, or says why it
+// cannot; release gives back both.
+func (s *restServer) holdStream(q *quota.Quota, what string, id tokens.Identity) (release func(), te *ToolError) {
 	key, primary := quotaKey(id)
-	release, err := q.Acquire(key, primary)
+	stream, err := q.Acquire(key, primary)
 	var ee *quota.ExceededError
 	switch {
 	case err == nil:
-		return release, nil
+		held, te := s.hold(id)
+		if te != nil {
+			stream()
+			return nil, te
+		}
+		return func() { held(); stream() }, nil
 	case !errors.As(err, &ee):
 		return nil, toolErr(codeInternal, "%s: %v", what, err)
 	case ee.Scope == quota.ScopeCaller:

@@ -99,13 +99,7 @@ func (s *restServer) memberLogs(w http.ResponseWriter, r *http.Request, id token
 		writeJSON(w, http.StatusOK, LogsOutput{Member: t.Member, PaneID: t.PaneID, Lines: t.Lines})
 		return
 	}
-	release, te := takeStream(s.follows, "terminal follows", id)
-	if te != nil {
-		writeToolError(w, te)
-		return
-	}
-	defer release()
-	release, te = s.hold(id)
+	release, te := s.holdStream(s.follows, "terminal follows", id)
 	if te != nil {
 		writeToolError(w, te)
 		return

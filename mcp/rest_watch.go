@@ -287,13 +287,7 @@ func (s *restServer) watchMembers(w http.ResponseWriter, r *http.Request, id tok
 		writeError(w, http.StatusInternalServerError, codeInternal, "this connection cannot stream")
 		return
 	}
-	release, te := takeStream(s.watches, "watch streams", id)
-	if te != nil {
-		writeToolError(w, te)
-		return
-	}
-	defer release()
-	release, te = s.hold(id)
+	release, te := s.holdStream(s.watches, "watch streams", id)
 	if te != nil {
 		writeToolError(w, te)
 		return

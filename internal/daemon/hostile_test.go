@@ -103,3 +103,15 @@ func TestListener_OneWorkerTokenCannotShutOutTheAPI(t *testing.T) {
 		<-codes
 	}
 }
+
+// The gateway's default held-call quota is the one the daemon gives it
+// for the listener's default connection cap.
+func TestHeldCallDefaults_MatchTheListener(t *testing.T) {
+	limits, err := (&listener.Limits{}).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := limits.HeldCalls(); got != mcp.DefaultHeldCalls {
+		t.Errorf("the default listener carries %d held calls; mcp.DefaultHeldCalls is %d", got, mcp.DefaultHeldCalls)
+	}
+}

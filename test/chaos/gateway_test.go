@@ -274,17 +274,7 @@ func (w *world) startSlowClient(hold bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("session: %w", err)
 	}
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	conn, err := d.DialContext(ctx, "tcp", gw.addr)
+	conn, err := smallReceiveBuffer.DialContext(ctx, "tcp", gw.addr)
 	if err != nil {
 		return "", fmt.Errorf("dial: %w", err)
 	}
@@ -353,6 +343,18 @@ func (w *world) deleteSession(s *slowClient) string {
 	resp.Body.Close()
 	return fmt.Sprintf("its session's DELETE answered %s in %s", resp.Status, time.Since(start).Round(time.Millisecond))
 }
+
+// smallReceiveBuffer dials with a 2 KiB receive buffer: a client that
+// reads slowly, or not at all, holds the server's writes at once.
+var smallReceiveBuffer = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
+	}); err != nil {
+		return err
+	}
+	return serr
+}}
 
 // dropSlowClient hangs up the slow client, if there is one.
 func (w *world) dropSlowClient(why string) {

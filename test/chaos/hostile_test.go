@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -140,14 +139,7 @@ func slowBody(gw *gateway, i int) net.Conn {
 // stalledWatch opens the member watch with a receive buffer of 2 KiB and
 // never reads it.
 func stalledWatch(gw *gateway) net.Conn {
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) }); err != nil {
-			return err
-		}
-		return serr
-	}}
-	c, err := d.Dial("tcp", gw.addr)
+	c, err := smallReceiveBuffer.Dial("tcp", gw.addr)
 	if err != nil {
 		return nil
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/internal/mcpbridge"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -435,20 +436,13 @@ func (f *fleetd) addr() string { return strings.TrimPrefix(f.url, "http://") }
 
 // mcpSession opens an MCP session with token.
 func (f *fleetd) mcpSession(ctx context.Context, token string) (*sdk.ClientSession, error) {
+	bt, err := mcpbridge.NewBearerTransport(f.url, token, nil)
+	if err != nil {
+		return nil, err
+	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "hostile", Version: "1"}, nil)
 	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: f.url + "/mcp", DisableStandaloneSSE: true,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
-}
-
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
+		HTTPClient: &http.Client{Transport: bt}, MaxRetries: -1}, nil)
 }
 
 // smallReceiveBuffer dials with a 2 KiB receive buffer: a reader that
