@@ -63,7 +63,7 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.Float64Var(&cfg.ToolCallRate, "tool-rate", mcp.DefaultToolCallRate, "MCP tool calls per second allowed to each token (refill of its bucket); a negative value turns the limit off")
 	f.IntVar(&cfg.ToolCallBurst, "tool-burst", mcp.DefaultToolCallBurst, "MCP tool calls one token may make at once before --tool-rate applies")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.IntVar(&cfg.Listener.MaxConns, "max-connections", listener.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one idle longest")
+	f.IntVar(&cfg.Listener.MaxConns, "max-connections", listener.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one waiting on its client longest (idle, sending its body slowly, or not reading); calls held open take at most three quarters")
 	f.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", mcp.DefaultMaxSessionsPerToken, "MCP sessions one token may hold; a new one evicts its least recently used idle session")
 	for _, d := range o.durations() {
 		f.DurationVar(d.value, d.name, d.def, d.usage)
