@@ -63,13 +63,14 @@
 //     token, and follows the hash when it changes.
 //
 // The listener is bounded (package listener, Config.Listener): a cap on
-// open connections (at the cap the connection idle longest is closed to
-// make room; only when all are busy do new ones wait in the kernel's
-// accept queue), deadlines on reading
-// headers and whole requests, idle keep-alive connections reaped, and a
-// deadline on each write of a response rather than on the response, so
-// that a client that stops reading is cut while a call held for minutes
-// and the MCP event streams are not.
+// open connections (at the cap the one waiting on its client longest is
+// closed to make room), deadlines on reading headers and whole requests,
+// idle keep-alive connections reaped, and a deadline on each write of a
+// response rather than on the response, so that a client that stops
+// reading is cut while a call held for minutes and the MCP event streams
+// are not. The gateway and the console share one quota of calls held open
+// (internal/quota), three quarters of the connections
+// (listener.Limits.HeldCalls), so that /healthz always finds one.
 //
 // [Run] runs the parts in one errgroup: the first to fail cancels the
 // others and its error is the one returned. On shutdown the messaging core
