@@ -95,7 +95,7 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 		return nil, fmt.Errorf("ownership records: %w", err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() && statedir.IsOwnedSpare(e.Name()) && len(b.spares) < maxSpares {
+		if e.Type().IsRegular() && statedir.IsOwnedSpare(e.Name()) && len(b.spares) < maxSpares {
 			b.spares = append(b.spares, filepath.Join(dir, e.Name()))
 			continue
 		}
@@ -103,7 +103,7 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(path)
+		data, err := statedir.ReadFile(path, statedir.MaxRecordBytes)
 		if err != nil {
 			return nil, fmt.Errorf("ownership records: %w", err)
 		}

@@ -35,8 +35,13 @@
 // Inputs are bounded where they enter (limits.go): every timeoutMs lies in
 // [0, MaxTimeout], bridge_poll returns a bounded page with a cursor and sends
 // each content once (in the structured result; its text block only
-// summarises), and each bearer token's tool calls pass a token bucket
-// (rate_limited beyond it).
+// summarises), each bearer token's tool calls pass a token bucket
+// (rate_limited beyond it), and every call held open — a wait, a watch, a
+// log follow, a session's event stream — takes a slot of the held-call
+// quota (Options.Holds, shared with the console): a few per worker token,
+// three quarters for the workers together, the rest the primary's
+// (too_many_waiters, HTTP 429, beyond it), so that one worker never fills
+// the listener.
 //
 // MCP sessions are bounded (sessions.go): a session with no request in
 // flight for Options.SessionTimeout is closed, and a token holds at most
@@ -46,9 +51,11 @@
 // The member watch (rest_watch.go, GET /members?watch=1) is a server-sent
 // event stream fed by one subscription to the controllers' status changes
 // (MemberWaiter), shared by every open stream and running only while one
-// is: a stream that falls behind is dropped rather than waited for, a token
-// holds at most Options.MaxWatchersPerToken, and a heartbeat comment keeps a
-// quiet one open. It and the log follow write their events through
+// is: a stream that falls behind (by events or bytes) is dropped rather
+// than waited for, a worker token holds at most Options.MaxWatchersPerToken
+// and the workers together three quarters of Options.MaxWatchers (the log
+// follow is bounded the same way), and a heartbeat comment keeps a quiet
+// one open. It and the log follow write their events through
 // internal/sse, fleetd's one event-stream framing. Members are named the same way everywhere — name, pane,
 // terminal or session id — by the one resolver, [ResolveMember]
 // (memberref.go).

@@ -24,6 +24,7 @@ const (
 	codeTooLarge             = string(messaging.CodeTooLarge)
 	codeUnavailable          = string(messaging.CodeUnavailable)
 	codeMailboxFull          = string(messaging.CodeMailboxFull)
+	codeTooManyWaiters       = string(messaging.CodeTooManyWaiters)
 	codeRateLimited          = "rate_limited"
 	codeCancelled            = "cancelled"
 	codeInternal             = "internal"
@@ -80,7 +81,7 @@ func httpStatus(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case codeUnavailable:
 		return http.StatusServiceUnavailable
-	case codeRateLimited:
+	case codeRateLimited, codeTooManyWaiters:
 		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError

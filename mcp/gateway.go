@@ -16,6 +16,10 @@ package mcp
 //   - session bounds: every authenticated request passes the gateway's
 //     session table (sessions.go), which expires idle sessions and caps
 //     each token's.
+//   - held calls: a session's event stream (GET /mcp) and a tool call that
+//     waits for its outcome take a slot of the held-call quota (limits.go)
+//     for as long as they are held, or are refused with 429 (the stream)
+//     or too_many_waiters (the call).
 //
 //   - request scope: a tool call ends when the HTTP request that carried
 //     it ends (its client went away), so that a held call releases its
@@ -75,6 +79,15 @@ func (s *restServer) newGateway(srv *sdk.Server) http.Handler {
 		if !known {
 			unauthorized(w)
 			return
+		}
+		if r.Method == http.MethodGet {
+			// A session's event stream is held until the session ends.
+			release, te := s.hold(id)
+			if te != nil {
+				writeToolError(w, te)
+				return
+			}
+			defer release()
 		}
 		sum := sha256.Sum256([]byte(token))
 		c := caller{Identity: id, sessionKey: "token-sha256:" + hex.EncodeToString(sum[:])}

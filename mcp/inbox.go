@@ -92,6 +92,14 @@ func (s *restServer) getInbox(w http.ResponseWriter, r *http.Request, id tokens.
 	}
 	in.Limit = int(limit)
 	in.Cursor = q.Get("cursor")
+	if in.Wait {
+		release, te := s.hold(id)
+		if te != nil {
+			writeToolError(w, te)
+			return
+		}
+		defer release()
+	}
 	out, err := s.mailbox.Poll(r.Context(), id, in)
 	if err != nil {
 		writeToolError(w, err)

@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 )
 
 // toolError calls a tool and returns its error, or fails the test when the
@@ -198,6 +201,140 @@ func TestGateway_PollReturnsAPageAndEachContentOnce(t *testing.T) {
 	for _, limit := range []int{-1, maxPollLimit + 1} {
 		if te := toolError(t, primary, toolPoll, map[string]any{"limit": limit}); te.Code != codeInvalidArgument {
 			t.Errorf("limit %d: %+v, want invalid_argument", limit, te)
+		}
+	}
+}
+
+// holdingMessenger is fakeMessenger whose polls with wait hold until their
+// request ends or the test wakes one of the recipient's, reporting each on
+// entered.
+type holdingMessenger struct {
+	fakeMessenger
+	entered chan string
+	wake    map[string]chan struct{} // by recipient
+}
+
+func (h *holdingMessenger) PollPage(ctx context.Context, recipient string, r messaging.PollRequest) (messaging.PollPage, error) {
+	if r.Wait {
+		h.entered <- recipient
+		select {
+		case <-ctx.Done():
+			return messaging.PollPage{}, ctx.Err()
+		case <-h.wake[recipient]:
+		}
+	}
+	return messaging.PollPage{}, nil
+}
+
+// Calls held open are bounded per worker token and for the workers
+// together, a share kept for the primary: past a bound a held call is
+// refused at once with too_many_waiters (429), over REST and MCP alike,
+// and a slot given back is taken again.
+func TestHeldCalls_BoundedPerWorkerTokenWithThePrimarysShareKept(t *testing.T) {
+	msg := &holdingMessenger{entered: make(chan string, 8), wake: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), PrimaryName: make(chan struct{})}}
+	holds, err := quota.New(quota.Limits{PerCaller: 2, Total: 4, Reserved: 1}) // the workers: 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := fakeTokens{"primary-secret": {Role: "primary"}, "a-secret": {Role: "worker", Member: "a"}, "b-secret": {Role: "worker", Member: "b"}}
+	h, err := NewHandler(Options{Members: fakeMembers{}, Tokens: toks, Messages: msg, Holds: holds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() }) // after the session's own cleanup
+
+	answered := make(chan int, 8) // the statuses of held calls that ended
+	hold := func(token string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/inbox?wait=true", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answered <- 0
+				return
+			}
+			resp.Body.Close()
+			answered <- resp.StatusCode
+		}()
+		<-msg.entered
+	}
+	// end wakes one held call of recipient and waits for its answer: its
+	// slot is given back before the answer is sent.
+	end := func(recipient string) {
+		t.Helper()
+		msg.wake[recipient] <- struct{}{}
+		if code := <-answered; code != http.StatusOK {
+			t.Fatalf("a held call that ended: %d, want 200", code)
+		}
+	}
+	refused := func(token, want string) {
+		t.Helper()
+		code, body := do(t, "GET", srv.URL+"/inbox?wait=true", token, "")
+		if code != http.StatusTooManyRequests || !strings.Contains(body, `"too_many_waiters"`) || !strings.Contains(body, want) {
+			t.Fatalf("a held call over the bound: %d %s, want 429 too_many_waiters saying %q", code, body, want)
+		}
+	}
+	hold("a-secret")
+	hold("a-secret")
+	refused("a-secret", "the most one worker may")
+	if code, _ := do(t, "GET", srv.URL+"/inbox", "a-secret", ""); code != http.StatusOK {
+		t.Errorf("a poll that does not wait, at the bound: %d, want 200", code)
+	}
+	hold("b-secret")
+	refused("b-secret", "the rest is the primary's") // the workers hold 3
+	hold("primary-secret")                           // the primary's share
+	refused("primary-secret", "the most this fleetd's listener carries")
+
+	// Over MCP the same bound refuses a held tool call (bridge_poll with
+	// wait), and lets one that does not wait through.
+	cs, err := connectWithoutStream(t, srv.URL, "a-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if te := toolError(t, cs, "bridge_poll", map[string]any{"wait": true}); te.Code != "too_many_waiters" {
+		t.Errorf("bridge_poll with wait over the bound: %+v, want too_many_waiters", te)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bridge_poll", Arguments: map[string]any{}}); err != nil {
+		t.Errorf("bridge_poll without wait over the bound: %v", err)
+	}
+
+	end("a")
+	hold("a-secret") // a slot given back is taken again
+	for _, r := range []string{"a", "a", "b", PrimaryName} {
+		end(r)
+	}
+}
+
+// connectWithoutStream opens an MCP session that opens no event stream of
+// its own (GET /mcp), which would take a held-call slot.
+func connectWithoutStream(t *testing.T, url, token string) (*sdk.ClientSession, error) {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url + "/mcp", DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: tokenHeader{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	if err == nil {
+		t.Cleanup(func() { s.Close() })
+	}
+	return s, err
+}
+
+func TestHeldTool_TheCallsThatWaitForAnOutcome(t *testing.T) {
+	for _, tt := range []struct {
+		tool, args string
+		held       bool
+	}{
+		{toolAsk, `{"content":"?"}`, true},
+		{toolSend, `{"content":"x"}`, true}, // wait defaults to true
+		{toolSend, `{"content":"x","wait":false}`, false},
+		{toolPoll, `{}`, false},
+		{toolPoll, `{"wait":true}`, true},
+		{toolStatus, `{}`, false},
+		{toolSend, `not json`, true},
+	} {
+		if got := heldTool(tt.tool, json.RawMessage(tt.args)); got != tt.held {
+			t.Errorf("heldTool(%s, %s) = %v, want %v", tt.tool, tt.args, got, tt.held)
 		}
 	}
 }

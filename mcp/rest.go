@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -99,16 +99,26 @@ type Options struct {
 	Node string
 
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
-	// the route out. MaxFollowers caps its follow streams open at once;
-	// default [DefaultMaxFollowers].
-	Terminals    Terminals
-	MaxFollowers int
+	// the route out. MaxFollowers caps its follow streams open at once,
+	// all tokens together, a quarter of them kept for the primary;
+	// MaxFollowersPerToken caps a worker token's. Defaults
+	// [DefaultMaxFollowers], [DefaultMaxFollowersPerToken].
+	Terminals            Terminals
+	MaxFollowers         int
+	MaxFollowersPerToken int
 	// WatchHeartbeat is the interval of the comment lines that keep a
 	// quiet member watch stream open; default [DefaultWatchHeartbeat].
 	WatchHeartbeat time.Duration
-	// MaxWatchersPerToken caps the member watch streams one token holds
-	// open; default [DefaultMaxWatchersPerToken]. The watch needs Waiter.
+	// MaxWatchersPerToken caps the member watch streams a worker token
+	// holds open, MaxWatchers all tokens' together, a quarter of them kept
+	// for the primary; defaults [DefaultMaxWatchersPerToken],
+	// [DefaultMaxWatchers]. The watch needs Waiter.
 	MaxWatchersPerToken int
+	MaxWatchers         int
+	// Holds is the quota of calls held open (limits.go: waits, watches,
+	// follows, MCP event streams), shared with the console's event
+	// streams; nil makes one of HeldLimits(DefaultHeldCalls).
+	Holds *quota.Quota
 }
 
 // Handler is the HTTP handler of fleetd's listener.
@@ -142,7 +152,7 @@ func (h *Handler) Close() error {
 }
 
 // NewHandler returns the HTTP handler of fleetd's listener. It fails when
-// a session bound or MaxFollowers is negative or the tool-call counter
+// a session, follow or watch bound is negative or the tool-call counter
 // cannot be registered.
 func NewHandler(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
@@ -155,14 +165,20 @@ func NewHandler(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.MaxFollowers < 0 {
-		return nil, fmt.Errorf("MaxFollowers %d: want a positive number, or 0 for the default", opts.MaxFollowers)
+	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst), holds: opts.Holds}
+	if s.holds == nil {
+		s.holds, _ = quota.New(HeldLimits(DefaultHeldCalls))
 	}
-	s := &restServer{opts: opts, toolCalls: newToolCalls(), limits: newCallerLimits(opts.ToolCallRate, opts.ToolCallBurst)}
+	if s.follows, err = streamQuota("MaxFollowers", opts.MaxFollowers, DefaultMaxFollowers, "MaxFollowersPerToken", opts.MaxFollowersPerToken, DefaultMaxFollowersPerToken); err != nil {
+		return nil, err
+	}
+	if s.watches, err = streamQuota("MaxWatchers", opts.MaxWatchers, DefaultMaxWatchers, "MaxWatchersPerToken", opts.MaxWatchersPerToken, DefaultMaxWatchersPerToken); err != nil {
+		return nil, err
+	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, node: opts.Node, gone: newPaneGone()}
 	if opts.Waiter != nil {
-		s.watch = newWatchHub(s.streams, opts.Members, opts.Waiter, opts.MaxWatchersPerToken)
+		s.watch = newWatchHub(s.streams, opts.Members, opts.Waiter)
 	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.toolCalls); err != nil {
@@ -213,7 +229,9 @@ type restServer struct {
 	sessions  *sessionTable // the gateway's sessions; nil without mcpServer
 	mailbox   *Mailbox      // nil without a messaging core
 
-	followers  atomic.Int64       // GET /members/{ref}/logs?follow=1 streams open
+	holds      *quota.Quota       // calls held open (limits.go)
+	follows    *quota.Quota       // GET /members/{ref}/logs?follow=1 streams open
+	watches    *quota.Quota       // GET /members?watch=1 streams open
 	streams    context.Context    // ends every event stream when cancelled
 	endStreams context.CancelFunc // by Handler.EndStreams
 	watch      *watchHub          // the member watch streams; nil without a Waiter

@@ -7,13 +7,14 @@ package mcp
 // [LogFrame]) with the tail, then one per change of the screen, until the
 // client goes, the member is deleted (event "gone") or a read fails before
 // the first frame (event "error"). Bounds: lines is 0 (the whole screen) to
-// tail.MaxLines; at most [Options.MaxFollowers] streams at once (429
-// beyond); a follower holds one screen, never a queue, and one that stops
-// reading is cut by the listener's per-write bound like any response.
+// tail.MaxLines; at most [Options.MaxFollowersPerToken] streams per worker
+// token and [Options.MaxFollowers] in all, a quarter of them the primary's
+// alone (429 beyond), each a held call (limits.go); a follower holds one
+// screen, never a queue, and one that stops reading is cut by the
+// listener's per-write bound like any response.
 // Only the primary, or a worker for its own terminal, may read one.
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,8 +33,12 @@ type Terminals interface {
 	Follow(ctx context.Context, name string, lines int, emit func(tail.Frame) error) error
 }
 
-// DefaultMaxFollowers is the default of [Options.MaxFollowers].
-const DefaultMaxFollowers = 32
+// Defaults of [Options.MaxFollowers] and [Options.MaxFollowersPerToken]:
+// each follow reads herdr on every change of its screen.
+const (
+	DefaultMaxFollowers         = 32
+	DefaultMaxFollowersPerToken = 4
+)
 
 // LogsOutput is the body of GET /members/{ref}/logs.
 type LogsOutput struct {
@@ -94,16 +99,14 @@ func (s *restServer) memberLogs(w http.ResponseWriter, r *http.Request, id token
 		writeJSON(w, http.StatusOK, LogsOutput{Member: t.Member, PaneID: t.PaneID, Lines: t.Lines})
 		return
 	}
-	if n := s.followers.Add(1); n > int64(s.maxFollowers()) {
-		s.followers.Add(-1)
-		writeToolError(w, toolErr(codeRateLimited, "%d terminals are followed already, the most this fleetd serves at once; retry once one ends", s.maxFollowers()))
+	release, te := s.holdStream(s.follows, "terminal follows", id)
+	if te != nil {
+		writeToolError(w, te)
 		return
 	}
-	defer s.followers.Add(-1)
+	defer release()
 	s.followLogs(w, r, m.Name, int(lines))
 }
-
-func (s *restServer) maxFollowers() int { return cmp.Or(s.opts.MaxFollowers, DefaultMaxFollowers) }
 
 // followLogs streams member name's terminal as server-sent events until the
 // client goes, the member is deleted or the handler's streams end.

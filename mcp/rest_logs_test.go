@@ -152,8 +152,13 @@ func events(r io.Reader) <-chan event {
 
 func openFollow(t *testing.T, url, path string) (*http.Response, <-chan event) {
 	t.Helper()
+	return openFollowAs(t, url, path, "primary-secret")
+}
+
+func openFollowAs(t *testing.T, url, path, token string) (*http.Response, <-chan event) {
+	t.Helper()
 	req, _ := http.NewRequest("GET", url+path, nil)
-	req.Header.Set("Authorization", "Bearer primary-secret")
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +231,7 @@ func TestREST_LogsFollowersAreCapped(t *testing.T) {
 		<-terms.started
 		streams = append(streams, evs)
 	}
-	if code, body := do(t, "GET", url+"/members/a/logs?follow=1", "primary-secret", ""); code != 429 || !strings.Contains(body, "2 terminals are followed already") {
+	if code, body := do(t, "GET", url+"/members/a/logs?follow=1", "primary-secret", ""); code != 429 || !strings.Contains(body, "2 terminal follows are open already") {
 		t.Fatalf("a third follower: %d %s, want 429", code, body)
 	}
 	if code, _ := do(t, "GET", url+"/members/a/logs", "primary-secret", ""); code != 200 {
@@ -269,6 +274,33 @@ func TestREST_LogsFollowersAreCapped(t *testing.T) {
 				t.Fatal("a stream still open 10s after EndStreams")
 			}
 		}
+	}
+}
+
+// The follow caps are per token, a quarter of them kept for the primary:
+// one worker following its own terminal as often as it likes goes no
+// further than its own few, and the primary's `fleetd logs -f` still
+// follows.
+func TestREST_LogsFollowCapsArePerTokenWithThePrimarysShareKept(t *testing.T) {
+	terms := newFakeTerminals()
+	url, _ := startLogs(t, terms, 0) // the defaults
+	for i := range DefaultMaxFollowers {
+		resp, _ := openFollowAs(t, url, "/members/a/logs?follow=1", "worker-secret")
+		switch {
+		case i < DefaultMaxFollowersPerToken && resp.StatusCode == http.StatusOK:
+			<-terms.started
+		case i < DefaultMaxFollowersPerToken:
+			t.Fatalf("the worker's follow %d: %d, want 200", i+1, resp.StatusCode)
+		case resp.StatusCode != http.StatusTooManyRequests:
+			t.Fatalf("the worker's follow %d, past its own: %d, want 429", i+1, resp.StatusCode)
+		}
+	}
+	resp, _ := openFollow(t, url, "/members/b/logs?follow=1")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the primary's follow while a worker follows all it may: %d, want 200", resp.StatusCode)
+	}
+	if got := <-terms.started; got != "b 0" {
+		t.Errorf("followed %q, want the primary's follow of b", got)
 	}
 }
 

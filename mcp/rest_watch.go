@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -38,19 +39,27 @@ import (
 // whose buffer is full — a client reading slower than the fleet changes —
 // is dropped with an ERROR event (code too_slow) rather than holding up
 // the others; a client that stops reading altogether is cut by the
-// listener's write deadline. A comment line (": heartbeat") every
-// [DefaultWatchHeartbeat] keeps proxies and idle timeouts from closing a
-// quiet stream. One token holds at most [DefaultMaxWatchersPerToken]
-// streams; one more is refused with 429.
+// listener's write deadline. A buffer is bounded by events and by bytes
+// (the frames are encoded once and shared by every watcher, so what the
+// watchers hold together is at most one buffer's worth). A comment line
+// (": heartbeat") every [DefaultWatchHeartbeat] keeps proxies and idle
+// timeouts from closing a quiet stream. A worker token holds at most
+// [Options.MaxWatchersPerToken] streams, all tokens together
+// [Options.MaxWatchers], a quarter of them the primary's alone; one more is
+// refused with 429. Each stream is a held call (limits.go).
 
 // Watch defaults.
 const (
 	DefaultWatchHeartbeat      = 15 * time.Second
 	DefaultMaxWatchersPerToken = 8
-	// watchBuffer is how many events one watcher may have queued before
-	// it is dropped as too slow: a change of every member of a large
-	// fleet at once still fits.
-	watchBuffer = 512
+	DefaultMaxWatchers         = 64
+	// watchBuffer and watchBufferBytes are how many events, and how many
+	// bytes of them, one watcher may have queued before it is dropped as
+	// too slow: a change of every member of a large fleet at once still
+	// fits, and so do several of the largest members (api/v1alpha1's
+	// MaxObjectJSONBytes).
+	watchBuffer      = 512
+	watchBufferBytes = 16 << 20
 )
 
 // Watch event types.
@@ -75,13 +84,11 @@ type WatchEvent struct {
 // watchHub fans the controllers' member changes out to the open watch
 // streams.
 type watchHub struct {
-	source    MemberSource
-	waiter    MemberWaiter
-	maxPerTok int
+	source MemberSource
+	waiter MemberWaiter
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
-	perToken map[tokens.Identity]int
 	sub      *subscription         // the running subscription; nil with no watchers
 	last     map[string]watchEntry // member name → as last sent, for join
 	stop     context.CancelFunc    // stops sub
@@ -103,40 +110,33 @@ type watchEntry struct {
 	json   []byte
 }
 
-// watcher is one open stream: the frames queued for it and the signal that
-// it was dropped.
+// watcher is one open stream: the frames queued for it (and their bytes)
+// and the signal that it was dropped.
 type watcher struct {
-	id      tokens.Identity
 	frames  chan []byte
+	queued  atomic.Int64
 	dropped chan struct{}
 }
 
 // newWatchHub returns a hub whose streams end, and which refuses new ones,
 // once done does.
-func newWatchHub(done context.Context, source MemberSource, waiter MemberWaiter, maxPerToken int) *watchHub {
-	h := &watchHub{source: source, waiter: waiter, maxPerTok: cmp.Or(maxPerToken, DefaultMaxWatchersPerToken),
-		watchers: map[*watcher]struct{}{}, perToken: map[tokens.Identity]int{}, done: done}
+func newWatchHub(done context.Context, source MemberSource, waiter MemberWaiter) *watchHub {
+	h := &watchHub{source: source, waiter: waiter, watchers: map[*watcher]struct{}{}, done: done}
 	context.AfterFunc(done, h.end)
 	return h
 }
 
-// errWatchLimit and errWatchEnded are join's refusals.
-var (
-	errWatchLimit = errors.New("too many watch streams for this token")
-	errWatchEnded = errors.New("fleetd is shutting down")
-)
+// errWatchEnded is join's refusal once the handler's streams have ended.
+var errWatchEnded = errors.New("fleetd is shutting down")
 
-// join registers a watcher for id and returns it with the frames of the
-// current state (ADDED for every member, then SYNCED): the state the
-// watcher's later events are changes of.
-func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
+// join registers a watcher and returns it with the frames of the current
+// state (ADDED for every member, then SYNCED): the state the watcher's
+// later events are changes of.
+func (h *watchHub) join() (*watcher, []byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done.Err() != nil {
 		return nil, nil, errWatchEnded
-	}
-	if h.perToken[id] >= h.maxPerTok {
-		return nil, nil, errWatchLimit
 	}
 	if h.sub == nil {
 		// The first watcher: the state now is what the subscription
@@ -155,9 +155,8 @@ func (h *watchHub) join(id tokens.Identity) (*watcher, []byte, error) {
 			})
 		}()
 	}
-	w := &watcher{id: id, frames: make(chan []byte, watchBuffer), dropped: make(chan struct{})}
+	w := &watcher{frames: make(chan []byte, watchBuffer), dropped: make(chan struct{})}
 	h.watchers[w] = struct{}{}
-	h.perToken[id]++
 	var initial []byte
 	for _, name := range sortedKeys(h.last) {
 		initial = appendEvent(initial, WatchAdded, h.last[name].json)
@@ -177,9 +176,6 @@ func (h *watchHub) removeLocked(w *watcher) {
 		return
 	}
 	delete(h.watchers, w)
-	if h.perToken[w.id]--; h.perToken[w.id] <= 0 {
-		delete(h.perToken, w.id)
-	}
 	if len(h.watchers) == 0 && h.sub != nil {
 		h.stop()
 		h.sub, h.stop, h.last = nil, nil, nil
@@ -224,10 +220,12 @@ func (h *watchHub) publish(sub *subscription, all []v1alpha1.Member) {
 	h.last = next
 	for w := range h.watchers {
 		for _, f := range frames {
-			select {
-			case w.frames <- f:
-				continue
-			default:
+			if w.queued.Add(int64(len(f))) <= watchBufferBytes {
+				select {
+				case w.frames <- f:
+					continue
+				default:
+				}
 			}
 			close(w.dropped)
 			h.removeLocked(w)
@@ -289,13 +287,14 @@ func (s *restServer) watchMembers(w http.ResponseWriter, r *http.Request, id tok
 		writeError(w, http.StatusInternalServerError, codeInternal, "this connection cannot stream")
 		return
 	}
-	wt, initial, err := s.watch.join(id)
-	switch err {
-	case nil:
-	case errWatchLimit:
-		writeError(w, http.StatusTooManyRequests, codeRateLimited, fmt.Sprintf("this token already holds %d watch streams; close one first", s.watch.maxPerTok))
+	release, te := s.holdStream(s.watches, "watch streams", id)
+	if te != nil {
+		writeToolError(w, te)
 		return
-	default:
+	}
+	defer release()
+	wt, initial, err := s.watch.join()
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, err.Error())
 		return
 	}
@@ -321,21 +320,25 @@ func (s *restServer) watchMembers(w http.ResponseWriter, r *http.Request, id tok
 func (s *restServer) watchStep(ctx context.Context, wt *watcher, t clock.Timer, sw *sse.Writer) bool {
 	select {
 	case f := <-wt.frames:
-		// Send what else is queued with it in one write.
-		buf := append([]byte(nil), f...)
+		// Send what else is queued with it, each frame as it was encoded
+		// once for every watcher, then flush once.
+		frames := [][]byte{f}
 		for more := true; more; {
 			select {
 			case f := <-wt.frames:
-				buf = append(buf, f...)
+				frames = append(frames, f)
 			default:
 				more = false
 			}
 		}
-		return sw.WriteEncoded(buf) == nil
+		for _, f := range frames {
+			wt.queued.Add(-int64(len(f)))
+		}
+		return sw.WriteEncoded(frames...) == nil
 	case <-wt.dropped:
 		var body APIError
 		body.Error.Code = "too_slow"
-		body.Error.Message = "this watch fell more than " + fmt.Sprint(watchBuffer) + " events behind and was dropped; watch again"
+		body.Error.Message = fmt.Sprintf("this watch fell more than %d events (or %d MiB) behind and was dropped; watch again", watchBuffer, watchBufferBytes>>20)
 		b, _ := json.Marshal(body)
 		_ = sw.WriteEncoded(appendEvent(nil, WatchError, b))
 		return false

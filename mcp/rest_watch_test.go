@@ -18,7 +18,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/notify"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // liveFleet is a MemberSource and MemberWaiter whose members a test
@@ -146,7 +145,7 @@ func (r *sseReader) expect(want ...string) {
 func newWatchServer(t *testing.T, fleet *liveFleet, opts Options) (*httptest.Server, *Handler) {
 	t.Helper()
 	opts.Members, opts.Waiter = fleet, fleet
-	opts.Tokens = fakeTokens{"primary-secret": {Role: "primary"}, "worker-secret": {Role: "worker", Member: "a"}}
+	opts.Tokens = fakeTokens{"primary-secret": {Role: "primary"}, "worker-secret": {Role: "worker", Member: "a"}, "other-secret": {Role: "worker", Member: "b"}}
 	h, err := NewHandler(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -217,17 +216,22 @@ func TestWatch_HeartbeatOnAQuietStream(t *testing.T) {
 
 func TestWatch_Refusals(t *testing.T) {
 	fleet := newLiveFleet(member("a", "Ready"))
-	srv, _ := newWatchServer(t, fleet, Options{MaxWatchersPerToken: 2})
+	srv, _ := newWatchServer(t, fleet, Options{MaxWatchersPerToken: 2, MaxWatchers: 4}) // a quarter, 1, is the primary's
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for range 2 {
-		openWatch(ctx, t, srv.URL, "primary-secret").expect("ADDED a Ready", "SYNCED")
+		openWatch(ctx, t, srv.URL, "worker-secret").expect("ADDED a Ready", "SYNCED")
 	}
-	if r := openWatch(ctx, t, srv.URL, "primary-secret"); r.resp.StatusCode != http.StatusTooManyRequests {
-		t.Errorf("third stream of one token: %d, want 429", r.resp.StatusCode)
+	if r := openWatch(ctx, t, srv.URL, "worker-secret"); r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("third stream of one worker token: %d, want 429", r.resp.StatusCode)
 	}
-	// Another token has its own allowance.
-	openWatch(ctx, t, srv.URL, "worker-secret").expect("ADDED a Ready", "SYNCED")
+	// Another worker has its own allowance, but the workers together
+	// never take the primary's share.
+	openWatch(ctx, t, srv.URL, "other-secret").expect("ADDED a Ready", "SYNCED")
+	if r := openWatch(ctx, t, srv.URL, "other-secret"); r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a worker's stream past the workers' share: %d, want 429", r.resp.StatusCode)
+	}
+	openWatch(ctx, t, srv.URL, "primary-secret").expect("ADDED a Ready", "SYNCED")
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/members?watch=1", nil)
 	req.Header.Set("Authorization", "Bearer primary-secret")
@@ -254,28 +258,42 @@ func TestWatch_Refusals(t *testing.T) {
 	}
 }
 
+// A watcher's queue is bounded by bytes as well as by events: a watcher
+// that does not read while large members change is dropped once what it
+// has queued passes the bound, long before its 512 events.
+func TestWatchHub_DropsAWatcherPastItsByteBound(t *testing.T) {
+	hub, feed, sub, ws := hubOf(t, newLiveFleet(), 1)
+	slow := ws[0]
+	big := member("a", "Ready")
+	big.Annotations = map[string]string{"note": strings.Repeat("x", 256<<10)}
+	published := 0
+	for dropped := false; !dropped; published++ {
+		big.Status.Restarts = int32(published)
+		hub.publish(sub, []v1alpha1.Member{big})
+		select {
+		case <-slow.dropped:
+			dropped = true
+		default:
+		}
+		if published > watchBuffer {
+			t.Fatalf("a watcher that reads nothing was not dropped after %d events of 256 KiB", published)
+		}
+	}
+	if max := watchBufferBytes/(256<<10) + 2; published > max {
+		t.Errorf("dropped after %d events of 256 KiB, want at most %d (%d MiB)", published, max, watchBufferBytes>>20)
+	}
+	hub.leave(slow)
+	<-feed.returned
+}
+
 func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
-	fleet := newLiveFleet()
-	feed := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(context.Background(), fleet, feed, 0)
-	slow, _, err := hub.join(tokens.Identity{Role: "primary"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, _, err := hub.join(tokens.Identity{Role: "worker", Member: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The subscription waits and never calls publish; the test calls
-	// publish as it would.
-	hub.mu.Lock()
-	sub := hub.sub
-	hub.mu.Unlock()
+	hub, feed, sub, ws := hubOf(t, newLiveFleet(), 2)
+	slow, fast := ws[0], ws[1]
 	got := 0
 	for i := range watchBuffer + 1 {
 		// Returns at once every time, though slow never reads.
 		hub.publish(sub, []v1alpha1.Member{member("a", fmt.Sprint(i))})
-		<-fast.frames
+		fast.queued.Add(-int64(len(<-fast.frames)))
 		got++
 	}
 	if got != watchBuffer+1 {
@@ -296,6 +314,26 @@ func TestWatchHub_DropsASlowWatcherWithoutBlockingTheOthers(t *testing.T) {
 	<-feed.returned // the subscription stopped with the last watcher
 }
 
+// hubOf returns a hub of fleet on a feed that never sees a change, with n
+// watchers joined, and its subscription: the test calls publish on it as
+// the feed would.
+func hubOf(tb testing.TB, fleet *liveFleet, n int) (*watchHub, idleWaiter, *subscription, []*watcher) {
+	tb.Helper()
+	feed := idleWaiter{returned: make(chan struct{})}
+	hub := newWatchHub(context.Background(), fleet, feed)
+	var ws []*watcher
+	for range n {
+		w, _, err := hub.join()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	return hub, feed, hub.sub, ws
+}
+
 // idleWaiter is a subscription that never sees a change.
 type idleWaiter struct{ returned chan struct{} }
 
@@ -312,26 +350,13 @@ func BenchmarkWatchHub_Publish(b *testing.B) {
 	for i := range all {
 		all[i] = member(fmt.Sprintf("m%04d", i), "Ready")
 	}
-	fleet := newLiveFleet(all...)
-	feed := idleWaiter{returned: make(chan struct{})}
-	hub := newWatchHub(context.Background(), fleet, feed, 0)
-	var ws []*watcher
-	for i := range 8 {
-		w, _, err := hub.join(tokens.Identity{Role: "worker", Member: fmt.Sprint(i)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ws = append(ws, w)
-	}
-	hub.mu.Lock()
-	sub := hub.sub
-	hub.mu.Unlock()
+	hub, feed, sub, ws := hubOf(b, newLiveFleet(all...), 8)
 	b.ResetTimer()
 	for i := range b.N {
 		all[7].Status.Restarts = int32(i + 1)
 		hub.publish(sub, all)
 		for _, w := range ws {
-			<-w.frames
+			w.queued.Add(-int64(len(<-w.frames)))
 		}
 	}
 	b.StopTimer()

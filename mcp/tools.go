@@ -274,7 +274,7 @@ func (s *restServer) newMCPServer() *sdk.Server {
 	t := &tools{msg: s.opts.Messages, mailbox: s.mailbox, members: s.members}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: cmp.Or(s.opts.Version, "dev")},
 		&sdk.ServerOptions{Instructions: instructions})
-	srv.AddReceivingMiddleware(s.toolMiddleware, s.rateLimit)
+	srv.AddReceivingMiddleware(s.toolMiddleware, s.rateLimit, s.holdLimit)
 
 	sdk.AddTool(srv, &sdk.Tool{Name: toolSend,
 		Description: "Primary only. Give a worker a task (typed into its agent when it is idle) and, by default, wait for the outcome: " +

@@ -192,7 +192,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 			want: []string{
 				`m.yaml:7: spec.workspace: invalid label: "api\x1b[2J" holds the control character U+001B; want plain text`,
 				`m.yaml:8: spec.prompt: 262145 bytes, over the limit of 262144 bytes on a message's content; it could never be delivered: shorten it`,
-				`m.yaml:14: metadata.labels[team]: invalid label: "a\nb" holds the control character U+000A; want plain text`,
+				`m.yaml:14: metadata.labels[team]: invalid label value: "a\nb": want at most 63 characters: alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric (or empty)`,
 				`m.yaml:17: spec.workspace: invalid label: 64 characters; want at most 63`,
 			},
 		},

@@ -21,12 +21,18 @@
 // because a member's name becomes its herdr agent name, and
 // [ObjectNamePattern] for Profiles, Tenants and references to them), enum
 // values, herdr's startupTimeout bounds and environment variable names, and
-// bounds what fleetd hands to herdr or prints: a label — a metadata.labels
-// key or value, a Member's spec.workspace — is at most [MaxLabelLength]
-// characters without control characters, and a spec.prompt at most
+// bounds every object at entry: metadata.labels and annotations follow
+// Kubernetes' rules and limits (a key is a name of at most [MaxLabelLength]
+// characters with an optional DNS-subdomain prefix of at most
+// [MaxLabelPrefixLength]; annotations hold at most [MaxAnnotationsBytes]),
+// a Member's spec.workspace (a herdr label) is at most [MaxLabelLength]
+// characters without control characters, a spec.prompt at most
 // [MaxContentBytes], the limit the messaging core holds every message's
 // content to (it takes its default from here), so a prompt that could never
-// be delivered is refused where it is written.
+// be delivered is refused where it is written, every other free text has a
+// bound of its own ([MaxPathBytes], [MaxLaunchBytes], …), and the whole —
+// metadata and spec as JSON — is at most [MaxObjectJSONBytes], so that any
+// member fits in one event of the member watch.
 //
 // A Member may work in a git worktree of its own (worktree.go): its
 // spec.worktree (repository, branch, base, cleanup), or the one its

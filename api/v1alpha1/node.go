@@ -90,6 +90,6 @@ func ValidateNodeLabels(labels map[string]string) FieldErrors {
 		errs.add("metadata.labels", "%d labels; a node carries at most %d", len(labels), MaxNodeLabels)
 		return errs
 	}
-	validateLabels(&errs, labels)
+	validateLabelMap(&errs, "metadata.labels", labels)
 	return errs
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path"
@@ -29,10 +30,42 @@ const (
 )
 
 // MaxLabelLength is the most characters a label may have — a
-// metadata.labels key or value, or a Member's spec.workspace (the label of
-// the herdr workspace its tab is placed in). It is a Kubernetes label
-// value's limit.
+// metadata.labels value, the name part of its key, or a Member's
+// spec.workspace (the label of the herdr workspace its tab is placed in).
+// It is a Kubernetes label value's limit.
 const MaxLabelLength = 63
+
+// Bounds of what an object may hold. metadata follows Kubernetes' own
+// limits (k8s.io/apimachinery's validation), so that the types stay usable
+// as a CRD; the rest bounds each free-text field; and the whole, metadata
+// and spec as JSON, is at most [MaxObjectJSONBytes].
+const (
+	// MaxLabelPrefixLength bounds the optional prefix of a label or
+	// annotation key (a DNS subdomain, before a slash).
+	MaxLabelPrefixLength = 253
+	// MaxAnnotationsBytes bounds an object's annotations: their keys and
+	// values together (Kubernetes' TotalAnnotationSizeLimitB).
+	MaxAnnotationsBytes = 256 << 10
+	// MaxPathBytes bounds a working directory (spec.cwd): PATH_MAX.
+	MaxPathBytes = 4096
+	// MaxDescriptionBytes bounds a Profile's description, shown to models
+	// by bridge_profiles.
+	MaxDescriptionBytes = 4 << 10
+	// MaxLaunchBytes bounds what a Profile starts a pane with: its args
+	// and its env's names and values together (herdr takes them in one
+	// request).
+	MaxLaunchBytes = 256 << 10
+	// MaxURLBytes bounds a Tenant's spec.url.
+	MaxURLBytes = 2048
+	// MaxEnvNameBytes bounds the name of an environment variable.
+	MaxEnvNameBytes = 256
+	// MaxObjectJSONBytes bounds an object's metadata and spec encoded as
+	// JSON (encoding/json, which writes each <, > and & in six bytes): 3
+	// MiB. A member's status is fleetd's own, a few KiB, so that every
+	// member fits in one event of the member watch, which a client reads
+	// up to 4 MiB (`fleetd get -w`).
+	MaxObjectJSONBytes = 3 << 20
+)
 
 // MaxContentBytes is the limit on one message's content — what the
 // messaging core accepts from bridge_send, bridge_reply and the like — and
@@ -114,7 +147,7 @@ func (m *Member) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, m.TypeMeta, KindMember)
 	validateName(&errs, m.Name, MemberNamePattern, IsMemberName, "it becomes the herdr agent name")
-	validateLabels(&errs, m.Labels)
+	validateMeta(&errs, &m.ObjectMeta)
 	s := &m.Spec
 	validateRef(&errs, "spec.profile", s.Profile, "a Profile")
 	switch t := s.MCPTarget; {
@@ -153,17 +186,12 @@ func (m *Member) Validate() FieldErrors {
 	}
 	if len(s.NodeSelector) > MaxNodeLabels {
 		errs.add("spec.nodeSelector", "%d pairs; a node carries at most %d labels", len(s.NodeSelector), MaxNodeLabels)
+	} else {
+		validateLabelMap(&errs, "spec.nodeSelector", s.NodeSelector)
 	}
-	for _, k := range sortedKeys(s.NodeSelector) {
-		switch why := labelProblem(k); {
-		case k == "":
-			errs.add("spec.nodeSelector", "empty label key")
-		case why != "":
-			errs.add("spec.nodeSelector", "invalid label key: %s", why)
-		default:
-			validateLabel(&errs, "spec.nodeSelector["+k+"]", s.NodeSelector[k])
-		}
-	}
+	whole := *m
+	whole.Status = MemberStatus{}
+	validateSize(&errs, &whole)
 	return errs
 }
 
@@ -172,22 +200,36 @@ func (p *Profile) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, p.TypeMeta, KindProfile)
 	validateName(&errs, p.Name, ObjectNamePattern, IsObjectName, "")
-	validateLabels(&errs, p.Labels)
+	validateMeta(&errs, &p.ObjectMeta)
 	s := &p.Spec
 	switch {
 	case s.Harness == "":
 		errs.add("spec.harness", "required; want a herdr agent kind such as claude or codex")
-	case !isToken(s.Harness):
-		errs.add("spec.harness", "invalid value %q; want a lower-case herdr agent kind such as claude or codex", s.Harness)
+	case len(s.Harness) > MaxLabelLength || !isToken(s.Harness):
+		errs.add("spec.harness", "invalid value %q; want a lower-case herdr agent kind such as claude or codex", truncated(s.Harness))
+	}
+	if n := len(s.Description); n > MaxDescriptionBytes {
+		errs.add("spec.description", "%d bytes; want at most %d", n, MaxDescriptionBytes)
+	}
+	launch := 0
+	for _, a := range s.Args {
+		launch += len(a)
 	}
 	for _, k := range sortedKeys(s.Env) {
+		launch += len(k) + len(s.Env[k])
 		switch {
 		case k == "":
 			errs.add("spec.env", "empty variable name")
+		case len(k) > MaxEnvNameBytes:
+			errs.add("spec.env", "a variable name of %d bytes; want at most %d", len(k), MaxEnvNameBytes)
 		case strings.ContainsAny(k, "=\x00"):
 			errs.add("spec.env", "invalid variable name %q: must not contain \"=\" or NUL", k)
 		}
 	}
+	if launch > MaxLaunchBytes {
+		errs.add("spec", "args and env hold %d bytes together; want at most %d", launch, MaxLaunchBytes)
+	}
+	validateSize(&errs, p)
 	validateCwd(&errs, s.Cwd)
 	if d := s.StartupTimeout.Duration; d <= MinStartupTimeout || d > MaxStartupTimeout {
 		errs.add("spec.startupTimeout", "%s out of range; want more than %s and at most %s%s", d, MinStartupTimeout, MaxStartupTimeout, zeroHint(d, DefaultStartupTimeout))
@@ -226,10 +268,12 @@ func (t *Tenant) Validate() FieldErrors {
 	var errs FieldErrors
 	validateType(&errs, t.TypeMeta, KindTenant)
 	validateName(&errs, t.Name, ObjectNamePattern, IsObjectName, "")
-	validateLabels(&errs, t.Labels)
+	validateMeta(&errs, &t.ObjectMeta)
 	s := &t.Spec
 	if s.URL == "" {
 		errs.add("spec.url", "required; want the tenant gateway's absolute https URL")
+	} else if len(s.URL) > MaxURLBytes {
+		errs.add("spec.url", "%d bytes; want at most %d", len(s.URL), MaxURLBytes)
 	} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs.add("spec.url", "invalid value %q; want an absolute http or https URL", s.URL)
 	} else if u.User != nil {
@@ -238,9 +282,12 @@ func (t *Tenant) Validate() FieldErrors {
 	switch {
 	case s.CredentialEnv == "":
 		errs.add("spec.credentialEnv", "required; want the NAME of the environment variable holding the credential")
+	case len(s.CredentialEnv) > MaxEnvNameBytes:
+		errs.add("spec.credentialEnv", "%d bytes; want a variable name of at most %d", len(s.CredentialEnv), MaxEnvNameBytes)
 	case !IsEnvName(s.CredentialEnv):
 		errs.add("spec.credentialEnv", "invalid variable name %q; want %s", s.CredentialEnv, EnvNamePattern)
 	}
+	validateSize(&errs, t)
 	return errs
 }
 
@@ -304,24 +351,133 @@ func validateLabel(errs *FieldErrors, field, s string) {
 	}
 }
 
-// validateLabels checks metadata.labels: every key (not empty) and value
-// is a label. A bad key is reported on metadata.labels, so that the field
-// path never carries what the key holds.
-func validateLabels(errs *FieldErrors, labels map[string]string) {
+// validateSize checks that obj (its metadata and spec) encodes to at most
+// MaxObjectJSONBytes of JSON.
+func validateSize(errs *FieldErrors, obj any) {
+	b, err := json.Marshal(obj)
+	switch {
+	case err != nil:
+		errs.add("spec", "cannot be encoded as JSON: %v", err)
+	case len(b) > MaxObjectJSONBytes:
+		errs.add("spec", "with its metadata the object is %d bytes of JSON, more than an object may take (%d, 3 MiB): shorten spec.prompt or metadata.annotations", len(b), MaxObjectJSONBytes)
+	}
+}
+
+// validateMeta checks what metadata an operator writes: labels and
+// annotations, by Kubernetes' rules and limits.
+func validateMeta(errs *FieldErrors, m *ObjectMeta) {
+	validateLabelMap(errs, "metadata.labels", m.Labels)
+	size := 0
+	for _, k := range sortedKeys(m.Annotations) {
+		size += len(k) + len(m.Annotations[k])
+		if why := labelKeyProblem(k); why != "" {
+			errs.add("metadata.annotations", "invalid key: %s", why)
+		}
+	}
+	if size > MaxAnnotationsBytes {
+		errs.add("metadata.annotations", "keys and values hold %d bytes together; want at most %d (256 KiB)", size, MaxAnnotationsBytes)
+	}
+}
+
+// validateLabelMap checks labels (metadata.labels, spec.nodeSelector) by
+// Kubernetes' rules. A bad key is reported on the map's path, so that the
+// field path never carries what the key holds.
+func validateLabelMap(errs *FieldErrors, field string, labels map[string]string) {
 	for _, k := range sortedKeys(labels) {
-		switch why := labelProblem(k); {
-		case k == "":
-			errs.add("metadata.labels", "empty label key")
-		case why != "":
-			errs.add("metadata.labels", "invalid label key: %s", why)
-		default:
-			validateLabel(errs, "metadata.labels["+k+"]", labels[k])
+		if why := labelKeyProblem(k); why != "" {
+			errs.add(field, "invalid label key: %s", why)
+		} else if why := labelValueProblem(labels[k]); why != "" {
+			errs.add(field+"["+k+"]", "invalid label value: %s", why)
 		}
 	}
 }
 
+// labelKeyProblem says why k cannot be a label or annotation key, or ""
+// when it can: Kubernetes' qualified name — a name of at most
+// MaxLabelLength characters (alphanumerics, '-', '_', '.', beginning and
+// ending with an alphanumeric), with an optional prefix of at most
+// MaxLabelPrefixLength characters that is a DNS subdomain, and a slash.
+func labelKeyProblem(k string) string {
+	if k == "" {
+		return "empty; want a name such as team or example.com/team"
+	}
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		prefix, name = "", k
+	}
+	switch {
+	case hasPrefix && (len(prefix) > MaxLabelPrefixLength || !isDNSSubdomain(prefix)):
+		return fmt.Sprintf("%q has a prefix that is not a DNS subdomain of at most %d characters (lower-case alphanumerics, '-' and '.')", truncated(k), MaxLabelPrefixLength)
+	case len(name) > MaxLabelLength || !isLabelName(name):
+		return fmt.Sprintf("%q: want a name of at most %d characters: alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric (with an optional DNS subdomain prefix and '/')", truncated(k), MaxLabelLength)
+	}
+	return ""
+}
+
+// labelValueProblem says why v cannot be a label value, or "" when it can:
+// empty, or a name of at most MaxLabelLength characters as in a key.
+func labelValueProblem(v string) string {
+	if v != "" && (len(v) > MaxLabelLength || !isLabelName(v)) {
+		return fmt.Sprintf("%q: want at most %d characters: alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric (or empty)", truncated(v), MaxLabelLength)
+	}
+	return ""
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// isLabelName reports whether s is ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9].
+func isLabelName(s string) bool {
+	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSSubdomain reports whether s is lower-case DNS labels joined by
+// dots: [a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*.
+func isDNSSubdomain(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := range len(label) {
+			if c := label[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// truncated is s, cut to a length an error message can show.
+func truncated(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	cut := 80
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 func validateCwd(errs *FieldErrors, cwd string) {
-	if cwd != "" && !path.IsAbs(cwd) {
+	switch {
+	case len(cwd) > MaxPathBytes:
+		errs.add("spec.cwd", "%d bytes; want a path of at most %d", len(cwd), MaxPathBytes)
+	case strings.ContainsRune(cwd, 0):
+		errs.add("spec.cwd", "holds NUL; want a path")
+	case cwd != "" && !path.IsAbs(cwd):
 		errs.add("spec.cwd", "want an absolute path, got %q", cwd)
 	}
 }

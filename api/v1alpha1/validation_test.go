@@ -170,32 +170,114 @@ func TestFieldErrors_Err(t *testing.T) {
 	}
 }
 
-// metadata.labels follow the label rule on every kind: keys and values of
-// at most MaxLabelLength characters without control characters.
+// metadata.labels follow Kubernetes' rule on every kind: a key is a name
+// of at most 63 characters (alphanumerics, '-', '_', '.', alphanumeric at
+// both ends) with an optional DNS-subdomain prefix of at most 253 and a
+// slash; a value is empty or such a name. A bad key is reported without
+// the key in the field path.
 func TestValidate_Labels(t *testing.T) {
-	labels := map[string]string{
-		"team":                   "api",
-		"app.kubernetes.io/name": "",
-		"":                       "x",
-		"bad\x1bkey":             "v",
-		"long":                   strings.Repeat("v", 64),
-		"ctl":                    "a\x00b",
+	long := func(n int) string { return strings.Repeat("v", n) }
+	prefix253 := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
+	tests := []struct {
+		key, value string
+		want       string // "" valid
+	}{
+		{"team", "api", ""},
+		{"app.kubernetes.io/name", "", ""},
+		{"Team_1.x", "A-b_c.9", ""},
+		{long(63), long(63), ""},
+		{prefix253 + "/" + long(63), "v", ""},
+		{"", "x", `metadata.labels: invalid label key: empty; want a name such as team or example.com/team`},
+		{long(64), "v", `metadata.labels: invalid label key: "` + long(64) + `": want a name of at most 63 characters`},
+		{prefix253 + "e/name", "v", `metadata.labels: invalid label key: "` + truncated(prefix253+"e/name") + `" has a prefix that is not a DNS subdomain of at most 253 characters`},
+		{"Example.com/name", "v", `metadata.labels: invalid label key: "Example.com/name" has a prefix that is not a DNS subdomain`},
+		{"bad\x1bkey", "v", `metadata.labels: invalid label key: "bad\x1bkey": want a name`},
+		{"-team", "v", `metadata.labels: invalid label key: "-team": want a name`},
+		{"a/b/c", "v", `metadata.labels: invalid label key: "a/b/c": want a name`},
+		{"k", long(64), `metadata.labels[k]: invalid label value: "` + long(64) + `": want at most 63 characters`},
+		{"k", "a\x00b", `metadata.labels[k]: invalid label value: "a\x00b": want at most 63 characters`},
+		{"k", "api team", `metadata.labels[k]: invalid label value: "api team": want at most 63 characters`},
+		{"k", "team-", `metadata.labels[k]: invalid label value: "team-": want at most 63 characters`},
 	}
-	want := []string{
-		`metadata.labels: empty label key`,
-		`metadata.labels: invalid label key: "bad\x1bkey" holds the control character U+001B; want plain text`,
-		`metadata.labels[ctl]: invalid label: "a\x00b" holds the control character U+0000; want plain text`,
-		`metadata.labels[long]: invalid label: 64 characters; want at most 63`,
+	for _, tt := range tests {
+		labels := map[string]string{tt.key: tt.value}
+		m := validMember()
+		m.Labels = labels
+		p := &Profile{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindProfile}, ObjectMeta: ObjectMeta{Name: "p", Labels: labels}, Spec: ProfileSpec{Harness: "codex"}}
+		p.SetDefaults()
+		tn := &Tenant{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindTenant}, ObjectMeta: ObjectMeta{Name: "t", Labels: labels},
+			Spec: TenantSpec{URL: "https://a.example/mcp", CredentialEnv: "T"}}
+		for kind, errs := range map[string]FieldErrors{KindMember: m.Validate(), KindProfile: p.Validate(), KindTenant: tn.Validate()} {
+			got := fieldErrs(errs)
+			switch {
+			case tt.want == "" && len(got) != 0:
+				t.Errorf("%s label %q=%q: %v, want valid", kind, tt.key, tt.value, got)
+			case tt.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tt.want)):
+				t.Errorf("%s label %q=%q: %q, want one error beginning %q", kind, tt.key, tt.value, got, tt.want)
+			}
+		}
 	}
+}
+
+// Annotations: keys as label keys, keys and values together at most
+// 256 KiB (Kubernetes' limit) — a 1.5 MB annotation is refused where it
+// enters, not streamed to every watcher.
+func TestValidate_Annotations(t *testing.T) {
 	m := validMember()
-	m.Labels = labels
-	p := &Profile{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindProfile}, ObjectMeta: ObjectMeta{Name: "p", Labels: labels}, Spec: ProfileSpec{Harness: "codex"}}
-	p.SetDefaults()
-	tn := &Tenant{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindTenant}, ObjectMeta: ObjectMeta{Name: "t", Labels: labels},
-		Spec: TenantSpec{URL: "https://a.example/mcp", CredentialEnv: "T"}}
-	for kind, errs := range map[string]FieldErrors{KindMember: m.Validate(), KindProfile: p.Validate(), KindTenant: tn.Validate()} {
-		if diff := cmp.Diff(want, fieldErrs(errs)); diff != "" {
-			t.Errorf("%s: errors (-want +got):\n%s", kind, diff)
+	m.Annotations = map[string]string{"note": strings.Repeat("x", MaxAnnotationsBytes-len("note")), "": ""}
+	if got := fieldErrs(m.Validate()); len(got) != 1 || got[0] != `metadata.annotations: invalid key: empty; want a name such as team or example.com/team` {
+		t.Errorf("annotations of 256 KiB with an empty key: %q, want the key refused only", got)
+	}
+	m.Annotations = map[string]string{"note": strings.Repeat("<", 1500<<10)}
+	want := `metadata.annotations: keys and values hold 1536004 bytes together; want at most 262144 (256 KiB)`
+	if got := fieldErrs(m.Validate()); len(got) == 0 || got[0] != want {
+		t.Errorf("an annotation of 1.5 MB: %q, want %q", got, want)
+	}
+}
+
+// Every other free text of the objects is bounded too, and the whole —
+// metadata and spec as JSON — is at most MaxObjectJSONBytes.
+func TestValidate_BoundsEveryFreeText(t *testing.T) {
+	withMember := func(edit func(m *Member)) FieldErrors {
+		m := validMember()
+		edit(m)
+		return m.Validate()
+	}
+	profile := func(edit func(p *ProfileSpec)) FieldErrors {
+		p := &Profile{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindProfile}, ObjectMeta: ObjectMeta{Name: "p"}, Spec: ProfileSpec{Harness: "codex"}}
+		p.SetDefaults()
+		edit(&p.Spec)
+		return p.Validate()
+	}
+	tenant := func(edit func(s *TenantSpec)) FieldErrors {
+		tn := &Tenant{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindTenant}, ObjectMeta: ObjectMeta{Name: "t"}, Spec: TenantSpec{URL: "https://a.example/mcp", CredentialEnv: "T"}}
+		edit(&tn.Spec)
+		return tn.Validate()
+	}
+	for _, tt := range []struct {
+		name string
+		errs FieldErrors
+		want string
+	}{
+		{"a cwd longer than PATH_MAX", withMember(func(m *Member) { m.Spec.Cwd = "/" + strings.Repeat("d", MaxPathBytes) }), "spec.cwd: 4097 bytes; want a path of at most 4096"},
+		{"a cwd with NUL", withMember(func(m *Member) { m.Spec.Cwd = "/a\x00b" }), "spec.cwd: holds NUL"},
+		{"a prompt and annotations of 3 MiB of JSON together", withMember(func(m *Member) {
+			m.Spec.Prompt = strings.Repeat("<", MaxContentBytes)
+			m.Annotations = map[string]string{"note": strings.Repeat("<", MaxAnnotationsBytes-len("note"))}
+		}), "spec: with its metadata the object is "},
+		{"a long description", profile(func(p *ProfileSpec) { p.Description = strings.Repeat("d", MaxDescriptionBytes+1) }), "spec.description: 4097 bytes; want at most 4096"},
+		{"args and env over the launch bound", profile(func(p *ProfileSpec) {
+			p.Args = []string{strings.Repeat("a", MaxLaunchBytes/2)}
+			p.Env = map[string]string{"E": strings.Repeat("e", MaxLaunchBytes/2)}
+		}), "spec: args and env hold 262145 bytes together; want at most 262144"},
+		{"a long variable name", profile(func(p *ProfileSpec) { p.Env = map[string]string{strings.Repeat("E", MaxEnvNameBytes+1): "x"} }), "spec.env: a variable name of 257 bytes"},
+		{"a long harness", profile(func(p *ProfileSpec) { p.Harness = strings.Repeat("h", 64) }), "spec.harness: invalid value"},
+		{"a long URL", tenant(func(s *TenantSpec) { s.URL = "https://a.example/" + strings.Repeat("p", MaxURLBytes) }), "spec.url: 2066 bytes; want at most 2048"},
+		{"a long credentialEnv", tenant(func(s *TenantSpec) { s.CredentialEnv = strings.Repeat("T", MaxEnvNameBytes+1) }), "spec.credentialEnv: 257 bytes"},
+	} {
+		got := fieldErrs(tt.errs)
+		if len(got) != 1 || !strings.HasPrefix(got[0], tt.want) {
+			t.Errorf("%s: %q, want one error beginning %q", tt.name, got, tt.want)
 		}
 	}
 }
@@ -211,8 +293,8 @@ func TestValidate_Placement(t *testing.T) {
 	m.Spec.NodeSelector = map[string]string{"": "x", "ctl": "a\x00b"}
 	want := []string{
 		`spec.nodeName: invalid node name "Build Box"; want ^[a-z][a-z0-9_-]{0,62}$`,
-		`spec.nodeSelector: empty label key`,
-		`spec.nodeSelector[ctl]: invalid label: "a\x00b" holds the control character U+0000; want plain text`,
+		`spec.nodeSelector: invalid label key: empty; want a name such as team or example.com/team`,
+		`spec.nodeSelector[ctl]: invalid label value: "a\x00b": want at most 63 characters: alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric (or empty)`,
 	}
 	if diff := cmp.Diff(want, fieldErrs(m.Validate())); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/listener"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -32,7 +33,7 @@ type serveOptions struct {
 }
 
 func newServeCmd() *cobra.Command {
-	o := &serveOptions{mailboxBytes: sizeFlag(messaging.DefaultMaxMailboxBytes), cfg: daemon.Config{Listener: &daemon.ListenerLimits{}}}
+	o := &serveOptions{mailboxBytes: sizeFlag(messaging.DefaultMaxMailboxBytes), cfg: daemon.Config{Listener: &listener.Limits{}}}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the fleetd daemon: reconcile members into herdr and serve the REST API and MCP gateway",
@@ -62,7 +63,7 @@ them. Only one fleetd may use a state directory at a time.`,
 	f.Float64Var(&cfg.ToolCallRate, "tool-rate", mcp.DefaultToolCallRate, "MCP tool calls per second allowed to each token (refill of its bucket); a negative value turns the limit off")
 	f.IntVar(&cfg.ToolCallBurst, "tool-burst", mcp.DefaultToolCallBurst, "MCP tool calls one token may make at once before --tool-rate applies")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.IntVar(&cfg.Listener.MaxConns, "max-connections", daemon.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one idle longest")
+	f.IntVar(&cfg.Listener.MaxConns, "max-connections", listener.DefaultMaxConns, "connections the listener keeps open at once; past it a new one closes the one waiting on its client longest (idle, sending its body slowly, or not reading); calls held open take at most three quarters")
 	f.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", mcp.DefaultMaxSessionsPerToken, "MCP sessions one token may hold; a new one evicts its least recently used idle session")
 	for _, d := range o.durations() {
 		f.DurationVar(d.value, d.name, d.def, d.usage)
@@ -87,10 +88,10 @@ func (o *serveOptions) durations() []durationFlag {
 	cfg := &o.cfg
 	return []durationFlag{
 		{name: "resync", value: &cfg.ResyncPeriod, def: 60 * time.Second, usage: "how often herdr is listed in full as a safety net"},
-		{name: "read-header-timeout", value: &cfg.Listener.ReadHeaderTimeout, def: daemon.DefaultReadHeaderTimeout, usage: "close a connection whose request headers take longer than this"},
-		{name: "read-timeout", value: &cfg.Listener.ReadTimeout, def: daemon.DefaultReadTimeout, usage: "bound on reading one whole request, body included (held calls are not affected)"},
-		{name: "write-timeout", value: &cfg.Listener.WriteTimeout, def: daemon.DefaultWriteTimeout, usage: "bound on each write of a response: cuts clients that stop reading, never a held call"},
-		{name: "idle-timeout", value: &cfg.Listener.IdleTimeout, def: daemon.DefaultIdleTimeout, usage: "close kept-alive connections idle for this long"},
+		{name: "read-header-timeout", value: &cfg.Listener.ReadHeaderTimeout, def: listener.DefaultReadHeaderTimeout, usage: "close a connection whose request headers take longer than this"},
+		{name: "read-timeout", value: &cfg.Listener.ReadTimeout, def: listener.DefaultReadTimeout, usage: "bound on reading one whole request, body included (held calls are not affected)"},
+		{name: "write-timeout", value: &cfg.Listener.WriteTimeout, def: listener.DefaultWriteTimeout, usage: "bound on each write of a response: cuts clients that stop reading, never a held call"},
+		{name: "idle-timeout", value: &cfg.Listener.IdleTimeout, def: listener.DefaultIdleTimeout, usage: "close kept-alive connections idle for this long"},
 		{name: "session-timeout", value: &cfg.SessionTimeout, def: mcp.DefaultSessionTimeout, usage: "close an MCP session with no request in flight (its event stream counts) for this long"},
 		{name: "sim-ready-delay", value: &cfg.SimReadyDelay, def: 2 * time.Second, zeroOK: true, usage: "with --herdr=sim, how long simulated agents take to become ready"},
 	}

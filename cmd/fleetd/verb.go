@@ -125,7 +125,7 @@ func fromEnv(cmd *cobra.Command, flag, env string, v *string) {
 func (o *serverOptions) client() (*client.Client, error) {
 	token := o.token
 	if token == "" {
-		b, err := os.ReadFile(statedir.At(o.stateDir).PrimaryToken())
+		b, err := statedir.ReadFile(statedir.At(o.stateDir).PrimaryToken(), statedir.MaxTokenBytes)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("no primary token in %s: start `fleetd serve --state-dir %s` first, or set FLEETD_TOKEN "+

@@ -70,6 +70,7 @@ var allowed = Graph{
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
+	"internal/quota":      {},
 	// git, run with fixed arguments; gitrepotest makes throwaway
 	// repositories for tests.
 	"internal/gitrepo":             {},
@@ -108,14 +109,14 @@ var allowed = Graph{
 	// The north face: desired state through mcp's own interface (the
 	// store's contract only for its shared errors), never controllers or a
 	// store backend.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/sse", "internal/store", "internal/tail", "internal/tokens", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/quota", "internal/sse", "internal/store", "internal/tail", "internal/tokens", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
 	// The browser console: the controllers, the messaging core and the
 	// desired state through interfaces it declares itself (the store's
 	// contract only for its shared errors), never mcp, controllers or herdr.
-	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/sse", "internal/store", "internal/tail", "internal/tokens", difflib, sigsyaml},
+	"internal/console": {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/quota", "internal/sse", "internal/store", "internal/tail", "internal/tokens", difflib, sigsyaml},
 
 	// etcd, one primitive each: the retry pace of every loop, the one
 	// reader of a key space (list, watch, relist), the node's one lease.
@@ -138,10 +139,14 @@ var allowed = Graph{
 	// neither mcp nor the controllers nor herdr.
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify", "internal/retry", etcdClient, etcdAPI},
 
+	// The listener: bounded connections, evicting those that wait on
+	// their client longest.
+	"internal/listener": {"internal/notify"},
+
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock", "internal/notify",
+	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",
 		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
-		"internal/tail", "internal/tokens", "internal/version", "internal/console", "mcp", prometheus, errgroup, "internal/store/etcdstore",
+		"internal/tail", "internal/tokens", "internal/version", "internal/console", "internal/listener", "internal/quota", "mcp", prometheus, errgroup, "internal/store/etcdstore",
 		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},
 
 	// The command line's libraries: JSONPath, label selectors and the
@@ -156,7 +161,7 @@ var allowed = Graph{
 
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
-	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/mcpbridge", "internal/messaging", "internal/migrate",
+	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
 		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
@@ -176,7 +181,7 @@ var allowed = Graph{
 // most specific entry places a package; whole-system tests are in none.
 var layers = []Layer{
 	// The leaves: no fleetd behaviour, only what every layer shares.
-	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/notify", "internal/retry", "internal/sse",
+	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
 		"internal/statedir", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
 	// The API objects, their decoding and what is a pure function of them:
 	// the store's contract, the MCP plan, the subscription guard, the

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
@@ -94,6 +95,10 @@ type Options struct {
 	// MaxStreams bounds the open event streams (all sessions together);
 	// default DefaultMaxStreams.
 	MaxStreams int
+	// Holds is the quota of calls held open on fleetd's listener, shared
+	// with the gateway (mcp.Options.Holds): every event stream takes one of
+	// the primary's slots. nil bounds nothing beyond MaxStreams.
+	Holds *quota.Quota
 }
 
 // Other bounds.
@@ -123,6 +128,7 @@ type Console struct {
 	sessions *sessions
 	pages    *template.Template
 	streams  chan struct{} // a slot per open event stream
+	live     livePages     // the live parts the streams show, rendered once per change
 	mux      *http.ServeMux
 	// ending is closed by EndStreams: every event stream ends.
 	ending  chan struct{}
@@ -174,6 +180,8 @@ func New(o Options) (*Console, error) {
 	mux.HandleFunc("GET /ui/members/{name}", c.page(c.memberPage))
 	mux.HandleFunc("GET /ui/apply", c.page(c.applyPage))
 	mux.HandleFunc("GET /ui/events", c.authed(c.events))
+	mux.HandleFunc("GET /ui/messages/{id}", c.page(c.messageText))
+	mux.HandleFunc("GET /ui/questions/{turn}", c.page(c.questionText))
 	mux.HandleFunc("POST /ui/logout", c.action(c.logout))
 	mux.HandleFunc("POST /ui/members/{name}/send", c.action(c.send))
 	mux.HandleFunc("POST /ui/members/{name}/pause", c.action(c.pause(true)))

@@ -713,3 +713,102 @@ func TestMemberPage_ShowsTheMembersWorktree(t *testing.T) {
 		t.Errorf("a member without a worktree shows a branch:\n%s", page)
 	}
 }
+
+// TestEvents_RenderedOncePerChangeForEveryStream: however many streams
+// show the overview, a change is rendered once (one read of the mailbox),
+// not once per stream, and every stream gets it.
+func TestEvents_RenderedOncePerChangeForEveryStream(t *testing.T) {
+	e := newEnv(t, nil, member("a", v1alpha1.PhaseStarting))
+	c, _ := e.login()
+	const streams = 8
+	before := e.fleet.pollCount()
+	var all []<-chan string
+	for range streams {
+		resp, _ := e.events(c, "/ui/events")
+		evs := readEvents(resp.Body)
+		if first := <-evs; !strings.Contains(first, `phase-starting">Starting<`) {
+			t.Fatalf("first update does not show a Starting:\n%s", first)
+		}
+		all = append(all, evs)
+	}
+	e.fleet.change(func(f *fleet) {
+		m := f.members["a"]
+		m.Status.Phase = v1alpha1.PhaseReady
+		f.members["a"] = m
+	})
+	for i, evs := range all {
+		if next := <-evs; !strings.Contains(next, `phase-ready">Ready<`) {
+			t.Fatalf("stream %d: the update after the change does not show Ready:\n%s", i, next)
+		}
+	}
+	if n := e.fleet.pollCount() - before; n != 2 {
+		t.Errorf("%d streams rendered the overview %d times for one change; want 2 (the first state and the change)", streams, n)
+	}
+}
+
+// TestPages_ShowABoundedPartOfWorkerTextAndLinkTheRest: what the overview
+// shows of a worker's text is a few KiB of each (escaped once), however
+// long the text; the rest is one click away, served whole as plain text.
+func TestPages_ShowABoundedPartOfWorkerTextAndLinkTheRest(t *testing.T) {
+	long := "<b>" + strings.Repeat("x", 256<<10) + "</b>"
+	e := newEnv(t, nil, member("asker", v1alpha1.PhaseReady))
+	for i := range 20 {
+		turn := fmt.Sprintf("t-%d", i)
+		e.fleet.turns["asker"] = append(e.fleet.turns["asker"], messaging.TurnStatus{ID: turn, Caller: messaging.DefaultPrimaryName, Asking: true, Question: long, CreatedAt: epoch})
+		e.fleet.mail = append(e.fleet.mail, messaging.Message{ID: fmt.Sprintf("m-%d", i), From: "asker", Kind: messaging.KindQuestion, Content: long, TurnID: turn, CreatedAt: epoch})
+	}
+	page, _ := e.con.fragment(context.Background(), "", nil)
+	if len(page) > 256<<10 {
+		t.Errorf("twenty questions of 256 KiB make an overview of %d bytes, want at most 256 KiB", len(page))
+	}
+	if !strings.Contains(page, "&lt;b&gt;xxx") || strings.Contains(page, "&amp;lt;") {
+		t.Errorf("the overview does not show the text escaped once")
+	}
+	for _, link := range []string{`href="/ui/questions/t-7"`, `href="/ui/messages/m-7"`} {
+		if !strings.Contains(page, link) {
+			t.Errorf("the overview has no link %s to the rest of the text", link)
+		}
+	}
+	c, _ := e.login()
+	for _, path := range []string{"/ui/questions/t-7", "/ui/messages/m-7"} {
+		resp, body := e.get(c, path)
+		if resp.StatusCode != http.StatusOK || body != long || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			t.Errorf("GET %s: %s, %s, %d bytes; want the whole text as text/plain", path, resp.Status, resp.Header.Get("Content-Type"), len(body))
+		}
+	}
+	for _, path := range []string{"/ui/questions/t-99", "/ui/messages/m-99"} {
+		if resp, _ := e.get(c, path); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %s, want 404", path, resp.Status)
+		}
+	}
+	if resp, _ := e.get(e.browser(), "/ui/messages/m-7"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("GET /ui/messages/m-7 without a session: %s, want a redirect to the login page", resp.Status)
+	}
+}
+
+// TestEvents_ACraftedReplyCannotCloseTheMemberPage: a worker's reply built
+// to forge the "gone" event that makes a member page say "This member is
+// gone" and close its stream reaches the page as text inside an update,
+// and the stream goes on to the next change.
+func TestEvents_ACraftedReplyCannotCloseTheMemberPage(t *testing.T) {
+	e := newEnv(t, nil, member("w", v1alpha1.PhaseReady))
+	for i, reply := range []string{"done\r\r", "done\r\revent: gone\r\rdata: x\r\r", "done\n\nevent: gone\ndata: x\n\n"} {
+		e.fleet.mail = append(e.fleet.mail, messaging.Message{ID: fmt.Sprint("m-", i), From: "w", Kind: messaging.KindReply, Content: reply, CreatedAt: epoch})
+	}
+	c, _ := e.login()
+	resp, _ := e.events(c, "/ui/events?member=w")
+	rd := sse.NewReader(resp.Body, 1<<20)
+	first, err := rd.Next()
+	if err != nil || first.Name != "update" || !strings.Contains(string(first.Data), "event: gone") {
+		t.Fatalf("first event %q (%v), want an update showing the replies as text:\n%s", first.Name, err, first.Data)
+	}
+	e.fleet.change(func(f *fleet) {
+		m := f.members["w"]
+		m.Status.AgentStatus = "working"
+		f.members["w"] = m
+	})
+	next, err := rd.Next()
+	if err != nil || next.Name != "update" || !strings.Contains(string(next.Data), `id="agent">working<`) {
+		t.Fatalf("after a change: event %q (%v), want the next update", next.Name, err)
+	}
+}

@@ -37,9 +37,17 @@
 // ([Messenger.Changed]: a question, a reply, an answer, an ack), and sends
 // only a rendering that differs from the last, framed by internal/sse (the
 // rendering holds worker text: no line end in it can end the event early
-// or forge another). Nothing polls; the one
+// or forge another). A page's rendering is made once per change and shared
+// by every stream that shows the page, each writing the same encoded event
+// (live.go): a stream keeps no copy of its own. Nothing polls; the one
 // timer is the session's expiry. At most [DefaultMaxStreams] streams are
-// open at once. A stream does not keep its session alive (only requests
+// open at once, each a held call of the listener's quota (Options.Holds).
+//
+// What a page shows of a text someone else wrote — a worker's reply or
+// question, an agent's screen, an error — is at most a few KiB of it
+// (maxShownBytes; a member's spec maxSpecBytes), escaped once by the
+// templates; a reply or question cut short links to GET /ui/messages/{id}
+// or /ui/questions/{turn}, which serve it whole as plain text (text.go). A stream does not keep its session alive (only requests
 // do) and ends with it: at logout or expiry it sends "ended" and closes, so
 // a page left open after logging out elsewhere stops showing the fleet.
 //
@@ -61,7 +69,7 @@
 // herdrprompt's reader, whose read is tail.Screen: reading changes
 // nothing), once per
 // state of the agent (pane, status, state-change sequence, last delivery)
-// for each stream, at most [maxPromptReads] blocked agents per overview.
+// for each page, at most [maxPromptReads] blocked agents per overview.
 //
 // In a fleet on etcd (Options.Node set) Members lists every node's members
 // with the status their nodes publish, and Messenger's Status gives a

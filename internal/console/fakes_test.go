@@ -28,6 +28,7 @@ type fleet struct {
 	mail     []messaging.Message
 	applied  []*v1alpha1.Member
 	profiles map[string]bool
+	polls    int // PollPage calls: one per rendering of a page
 }
 
 func newFleet(members ...v1alpha1.Member) *fleet {
@@ -94,6 +95,7 @@ func (f *fleet) Busy() []string {
 func (f *fleet) PollPage(context.Context, string, messaging.PollRequest) (messaging.PollPage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.polls++
 	return messaging.PollPage{Messages: append([]messaging.Message{}, f.mail...)}, nil
 }
 
@@ -176,4 +178,10 @@ func (f *fakeTails) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reads
+}
+
+func (f *fleet) pollCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.polls
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -390,7 +392,54 @@ func (c *Console) fragment(ctx context.Context, member string, tails tailCaches)
 	return buf.String(), true
 }
 
+// What a page shows of a text someone else wrote — a worker's reply or
+// question, an agent's screen, an error — is bounded, so that a page (and
+// every event that carries one) stays small however much a worker writes:
+// maxShownBytes of each text, a link to read the rest where there is one
+// (GET /ui/messages/{id}, /ui/questions/{turn}: text.go), briefBytes in an
+// attribute, maxSpecBytes of a member's spec.
+const (
+	maxShownBytes = 2 << 10
+	briefBytes    = 160
+	maxSpecBytes  = 16 << 10
+)
+
+// clipped is a text cut to what a page shows, and how many bytes of it
+// are not shown.
+type clipped struct {
+	Text string
+	More int
+}
+
+// clipTo cuts s to at most n bytes, at a character boundary.
+func clipTo(s string, n int) clipped {
+	if len(s) <= n {
+		return clipped{Text: s}
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return clipped{Text: s[:cut] + "…", More: len(s) - cut}
+}
+
+// moreLink is the "more" template's data: a clipped text and where to read
+// all of it ("" when nowhere).
+type moreLink struct {
+	More int
+	Href string
+}
+
 var funcs = template.FuncMap{
+	"clip":     func(s string) clipped { return clipTo(s, maxShownBytes) },
+	"clipSpec": func(s string) clipped { return clipTo(s, maxSpecBytes) },
+	"brief":    func(s string) string { return clipTo(s, briefBytes).Text },
+	"more": func(c clipped, prefix, id string) moreLink {
+		if prefix == "" || id == "" {
+			return moreLink{More: c.More}
+		}
+		return moreLink{More: c.More, Href: prefix + url.PathEscape(id)}
+	},
 	"age": func(now, t time.Time) string {
 		if t.IsZero() {
 			return ""

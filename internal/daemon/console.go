@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -30,7 +31,7 @@ type ConsoleOptions struct {
 // the gateway shows (the controllers', or the whole fleet's with the
 // status each node publishes), the messaging the gateway uses (the core,
 // or the relay across nodes) and its token registry.
-func newConsole(mgr *controllers.Manager, members console.Members, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, cfg Config, node string, log *slog.Logger) (*console.Console, error) {
+func newConsole(mgr *controllers.Manager, members console.Members, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, holds *quota.Quota, cfg Config, node string, log *slog.Logger) (*console.Console, error) {
 	o := console.Options{
 		Node:        node,
 		Members:     members,
@@ -39,6 +40,7 @@ func newConsole(mgr *controllers.Manager, members console.Members, messages cons
 		Tokens:      toks,
 		Tails:       prompter,
 		PrimaryName: mcp.PrimaryName,
+		Holds:       holds,
 		Logger:      log,
 		Herdr: func() error {
 			if !mgr.HerdrSynced() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetd-dev/fleetd/internal/listener"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,7 +73,7 @@ type Config struct {
 	ToolCallBurst int
 	// Listener bounds the REST/MCP/metrics listener (connections,
 	// timeouts, header size); nil means its defaults.
-	Listener *ListenerLimits
+	Listener *listener.Limits
 	// SessionTimeout and MaxSessionsPerToken bound the gateway's MCP
 	// sessions (mcp.Options); 0 means mcp's defaults.
 	SessionTimeout      time.Duration
@@ -135,7 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if _, err := cfg.Listener.withDefaults(); err != nil {
+	if _, err := cfg.Listener.WithDefaults(); err != nil {
 		return err
 	}
 	state, err := statedir.Abs(cfg.StateDir)

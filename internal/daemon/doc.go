@@ -59,14 +59,15 @@
 //     are typed into that pane when its agent is idle or done, besides
 //     landing in the durable mailbox.
 //
-// The listener is bounded ([ListenerLimits], Config.Listener): a cap on
-// open connections (at the cap the connection idle longest is closed to
-// make room; only when all are busy do new ones wait in the kernel's
-// accept queue), deadlines on reading headers and whole requests, idle
-// keep-alive connections reaped, and a deadline on each write of a
+// The listener is bounded (package listener, Config.Listener): a cap on
+// open connections (at the cap the one waiting on its client longest is
+// closed to make room), deadlines on reading headers and whole requests,
+// idle keep-alive connections reaped, and a deadline on each write of a
 // response rather than on the response, so that a client that stops
 // reading is cut while a call held for minutes and the MCP event streams
-// are not.
+// are not. The gateway and the console share one quota of calls held open
+// (internal/quota), three quarters of the connections
+// (listener.Limits.HeldCalls), so that /healthz always finds one.
 //
 // On shutdown the messaging core first releases the calls held on the
 // gateway, then the listener drains, then every part stops; the state

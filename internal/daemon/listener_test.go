@@ -1,299 +1,46 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/internal/listener"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
-// The listener tests run boundedServer on a real loopback socket and talk
-// to it with raw connections. Nothing sleeps: a test that expects the
-// server to close a connection reads from it with a generous deadline and
-// wants EOF (or a reset) long before the deadline, which it only gets if
-// the server closed it.
+// The listener's own tests are in internal/listener; these check that the
+// daemon serves through it.
 
-// closedWithin is how long a test waits for the server to close a
-// connection whose bound (tens of milliseconds) has passed.
-const closedWithin = 10 * time.Second
-
-// serveBounded serves handler within limits on a fresh loopback listener
-// until the test ends, and returns its address.
-func serveBounded(t *testing.T, handler http.Handler, limits ListenerLimits) string {
-	t.Helper()
-	return serveWatched(t, handler, limits, nil)
-}
-
-// serveWatched is serveBounded that also tells seen (if not nil) of every
-// connection state the server reports, after the listener's own ConnState
-// hook has seen it: once seen has it, so has the cap.
-func serveWatched(t *testing.T, handler http.Handler, limits ListenerLimits, seen func(net.Conn, http.ConnState)) string {
-	t.Helper()
-	limits, err := (&limits).withDefaults()
-	if err != nil {
-		t.Fatal(err)
+func TestRun_RefusesANegativeListenerBound(t *testing.T) {
+	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: t.TempDir(), Listener: &listener.Limits{WriteTimeout: -1}})
+	if err == nil || !strings.Contains(err.Error(), "WriteTimeout") {
+		t.Errorf("Run with a negative WriteTimeout = %v, want an error naming it", err)
 	}
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, ln := boundedServer(handler, raw, limits, slog.New(slog.DiscardHandler))
-	if seen != nil {
-		track := srv.ConnState
-		srv.ConnState = func(c net.Conn, s http.ConnState) {
-			track(c, s)
-			seen(c, s)
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return raw.Addr().String()
-}
-
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // waitClosed reads c until the server closes it; it fails the test if c is
-// still open after closedWithin. It returns what was read.
-func waitClosed(t *testing.T, c net.Conn) string {
+// still open after 10s.
+func waitClosed(t *testing.T, c net.Conn) {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(closedWithin))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	b, err := io.ReadAll(c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("connection still open after %v (read %q)", closedWithin, b)
-	}
-	return string(b) // EOF, or a reset: closed by the server either way
-}
-
-// wentIdle waits until the server has reported c idle on idle, the client
-// addresses of connections gone idle in the order the server saw them.
-func wentIdle(t *testing.T, idle <-chan string, c net.Conn) {
-	t.Helper()
-	timeout := time.After(closedWithin)
-	for {
-		select {
-		case a := <-idle:
-			if a == c.LocalAddr().String() {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("the server never reported %s idle", c.LocalAddr())
-		}
-	}
-}
-
-// get sends a GET on c and reads its response.
-func get(t *testing.T, c net.Conn, path string) *http.Response {
-	t.Helper()
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(closedWithin))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
-
-var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-
-func TestListener_ClosesConnectionsThatSendNothing(t *testing.T) {
-	addr := serveBounded(t, okHandler, ListenerLimits{ReadHeaderTimeout: 50 * time.Millisecond})
-	silent := dial(t, addr)
-	waitClosed(t, silent)
-
-	// Half a request line is no better than nothing.
-	partial := dial(t, addr)
-	io.WriteString(partial, "GET /healthz HTTP/1.1\r\nHost: 127.0")
-	waitClosed(t, partial)
-}
-
-func TestListener_ClosesIdleKeptAliveConnections(t *testing.T) {
-	addr := serveBounded(t, okHandler, ListenerLimits{IdleTimeout: 50 * time.Millisecond})
-	c := dial(t, addr)
-	if resp := get(t, c, "/healthz"); resp.StatusCode != http.StatusOK || resp.Close {
-		t.Fatalf("GET = %s (close %v), want 200 on a kept-alive connection", resp.Status, resp.Close)
-	}
-	waitClosed(t, c)
-}
-
-func TestListener_CutsASlowBody(t *testing.T) {
-	read := make(chan error, 1)
-	h := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		_, err := io.ReadAll(r.Body)
-		read <- err
-	})
-	addr := serveBounded(t, h, ListenerLimits{ReadTimeout: 50 * time.Millisecond})
-	c := dial(t, addr)
-	io.WriteString(c, "POST /members HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
-	select {
-	case err := <-read:
-		if err == nil {
-			t.Fatal("the handler read a whole body that never arrived")
-		}
-	case <-time.After(closedWithin):
-		t.Fatal("the body read was not cut")
-	}
-	waitClosed(t, c)
-}
-
-func TestListener_CutsAClientThatStopsReading(t *testing.T) {
-	wrote := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		// Far more than the socket buffers hold: the writes block until
-		// the client reads, or their deadline passes.
-		chunk := make([]byte, 1<<20)
-		var err error
-		for i := 0; i < 256 && err == nil; i++ {
-			_, err = w.Write(chunk)
-		}
-		wrote <- err
-	})
-	addr := serveBounded(t, h, ListenerLimits{WriteTimeout: 50 * time.Millisecond})
-	c := dial(t, addr)
-	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-	select {
-	case err := <-wrote:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("write to a client that reads nothing = %v, want the deadline exceeded", err)
-		}
-	case <-time.After(closedWithin):
-		t.Fatal("a write to a client that reads nothing was never cut")
-	}
-}
-
-func TestListener_AtTheCapTheLongestIdleConnectionMakesRoom(t *testing.T) {
-	idle := make(chan string, 16) // the client addresses of connections gone idle
-	// Headers may take a minute and idle connections stay for one: only
-	// the cap decides here.
-	addr := serveWatched(t, okHandler, ListenerLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute},
-		func(c net.Conn, s http.ConnState) {
-			if s == http.StateIdle {
-				idle <- c.RemoteAddr().String()
-			}
-		})
-	silent := dial(t, addr)
-	keptAlive := dial(t, addr)
-	if resp := get(t, keptAlive, "/healthz"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET = %s, want 200", resp.Status)
-	}
-	// net/http reports a connection idle only after it has flushed the
-	// response, so the client can read it first. Until then the cap
-	// rightly counts keptAlive busy, and, with the server's goroutine
-	// descheduled long enough, would close the third connection (idle
-	// sooner by its count) for the fourth.
-	wentIdle(t, idle, keptAlive)
-	// A third connection is served at once: the one idle longest (silent
-	// since it connected) is closed to make room, then the next.
-	if resp := get(t, dial(t, addr), "/healthz"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET over the cap = %s, want 200", resp.Status)
-	}
-	waitClosed(t, silent)
-	if resp := get(t, dial(t, addr), "/healthz"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET over the cap = %s, want 200", resp.Status)
-	}
-	waitClosed(t, keptAlive)
-}
-
-func TestListener_AtTheCapWithEveryConnectionBusyNewOnesWait(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-release
-		}
-		io.WriteString(w, "ok\n")
-	})
-	addr := serveBounded(t, h, ListenerLimits{MaxConns: 2})
-	held := []net.Conn{dial(t, addr), dial(t, addr)}
-	for _, c := range held {
-		io.WriteString(c, "GET /hold HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		select {
-		case <-entered:
-		case <-time.After(closedWithin):
-			t.Fatal("a held request never reached the handler")
-		}
-	}
-
-	// A third connection gets through the kernel's accept queue but is not
-	// served while both have a request in flight; neither is cut for it.
-	third := dial(t, addr)
-	io.WriteString(third, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-	br := bufio.NewReader(third)
-	third.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := br.Peek(1); err == nil {
-		t.Fatal("a connection over the cap was served while every connection was busy")
-	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-		t.Fatalf("a connection over the cap: %v, want it queued", err)
-	}
-
-	// Once a held request ends, its connection goes idle and makes room.
-	release <- struct{}{}
-	third.SetReadDeadline(time.Now().Add(closedWithin))
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("queued connection after a request ended: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("queued GET = %s, want 200", resp.Status)
-	}
-	close(release)
-}
-
-func TestListener_LimitsHeaderSize(t *testing.T) {
-	addr := serveBounded(t, okHandler, ListenerLimits{MaxHeaderBytes: 1 << 10})
-	c := dial(t, addr)
-	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "+strings.Repeat("a", 64<<10)+"\r\n\r\n")
-	if got := waitClosed(t, c); !strings.HasPrefix(got, "HTTP/1.1 431") {
-		t.Fatalf("64 KiB of headers got %.40q, want 431 and the connection closed", got)
-	}
-}
-
-func TestListenerLimits_RefusesNegativeBounds(t *testing.T) {
-	for _, l := range []ListenerLimits{{MaxConns: -1}, {IdleTimeout: -time.Second}, {ReadTimeout: -1}, {MaxHeaderBytes: -5}} {
-		if _, err := (&l).withDefaults(); err == nil {
-			t.Errorf("withDefaults(%+v) = nil error, want one naming the bound", l)
-		}
-	}
-	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: t.TempDir(), Listener: &ListenerLimits{WriteTimeout: -1}})
-	if err == nil || !strings.Contains(err.Error(), "WriteTimeout") {
-		t.Errorf("Run with a negative WriteTimeout = %v, want an error naming it", err)
+		t.Fatalf("connection still open after 10s (read %q)", b)
 	}
 }
 
 func TestListener_HeldCallOutlivesTheTimeouts(t *testing.T) {
 	// Reading a request and each write are bounded by 200ms; a silent
 	// connection is closed after 400ms.
-	limits := &ListenerLimits{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, ReadHeaderTimeout: 400 * time.Millisecond}
+	limits := &listener.Limits{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, ReadHeaderTimeout: 400 * time.Millisecond}
 	f := startFleetConfig(t, "", Config{Listener: limits, Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
 	w := f.spawn("coder")
 	sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "do X", "sessionId": "coder"})
@@ -305,7 +52,12 @@ func TestListener_HeldCallOutlivesTheTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitClosed(t, dial(t, u.Host))
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitClosed(t, c)
 
 	reply := callOK[mcp.ReplyOutput](f, w.sess, "bridge_reply", map[string]any{"content": "result"})
 	out := waitOK(t, f.ctx, sent)

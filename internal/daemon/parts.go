@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetd-dev/fleetd/internal/listener"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"log/slog"
 	"net"
 	"net/http"
@@ -183,12 +185,21 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	if p.node, err = p.backend.onNode(p.mgr, p.core, p.mopts); err != nil {
 		return err
 	}
+	limits, err := p.cfg.Listener.WithDefaults()
+	if err != nil {
+		return err
+	}
+	// The calls held open on the listener, the gateway's and the console's.
+	holds, err := quota.New(mcp.HeldLimits(limits.HeldCalls()))
+	if err != nil {
+		return err
+	}
 	p.handler, err = mcp.NewHandler(mcp.Options{
 		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
 		Loopback: p.loopback, Logger: p.log, Store: p.mgr.Store(), Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,
-		MaxSessionsPerToken: p.cfg.MaxSessionsPerToken, Terminals: tail.New(p.prompter, p.mgr, nil),
+		MaxSessionsPerToken: p.cfg.MaxSessionsPerToken, Terminals: tail.New(p.prompter, p.mgr, nil), Holds: holds,
 	})
 	if err != nil {
 		return err
@@ -200,14 +211,10 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	// first prompt owed), then the gateway (bridge_stop's wait).
 	p.gone.add(p.prompts.WorkerGone)
 	p.gone.add(func(_, paneID, _ string) { p.handler.PaneGone(paneID) })
-	limits, err := p.cfg.Listener.withDefaults()
-	if err != nil {
+	if p.ui, err = newConsole(p.mgr, p.node.members, p.node.messages, p.toks, p.prompter, holds, p.cfg, p.backend.node, p.log); err != nil {
 		return err
 	}
-	if p.ui, err = newConsole(p.mgr, p.node.members, p.node.messages, p.toks, p.prompter, p.cfg, p.backend.node, p.log); err != nil {
-		return err
-	}
-	p.srv, p.ln = boundedServer(withConsole(p.handler, p.ui, p.loopback), ln, limits, p.log)
+	p.srv, p.ln = listener.NewServer(withConsole(p.handler, p.ui, p.loopback), ln, limits, p.log)
 	p.srv.RegisterOnShutdown(p.ui.EndStreams)      // the console's event streams never go idle
 	p.srv.RegisterOnShutdown(p.handler.EndStreams) // nor do log follow and watch streams
 	return nil

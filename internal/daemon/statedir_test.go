@@ -5,8 +5,14 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -40,5 +46,80 @@ func TestRun_RefusesAnUnsafeStateDirectory(t *testing.T) {
 				t.Errorf("the lock file exists (%v): the check must come before the lock", err)
 			}
 		})
+	}
+}
+
+// TestRun_RefusesStateFilesThatAreNotRegularFiles: a FIFO or a symbolic
+// link (to /dev/zero, say) where fleetd keeps a record, the journal or an
+// index stops start-up at once with an error naming the path and what to
+// do — it neither hangs on the FIFO nor reads the device without end.
+func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
+	fifo := func(path string) error { return syscall.Mkfifo(path, 0o600) }
+	zero := func(path string) error { return os.Symlink("/dev/zero", path) }
+	for _, tc := range []struct {
+		name  string
+		path  func(l statedir.Layout) string
+		plant func(path string) error
+	}{
+		{"a FIFO at an ownership record", func(l statedir.Layout) string { return l.Owned("a") }, fifo},
+		{"a FIFO at the journal", func(l statedir.Layout) string { return filepath.Join(l.Messages(), messaging.JournalFile) }, fifo},
+		{"a FIFO at objects.json", statedir.Layout.Objects, fifo},
+		{"a FIFO at prompts-delivered.json", statedir.Layout.Prompts, fifo},
+		{"a FIFO at the lock", statedir.Layout.LockFile, fifo},
+		{"/dev/zero at the journal", func(l statedir.Layout) string { return filepath.Join(l.Messages(), messaging.JournalFile) }, zero},
+		{"/dev/zero at objects.json", statedir.Layout.Objects, zero},
+		{"/dev/zero at an ownership record", func(l statedir.Layout) string { return l.Owned("a") }, zero},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := statedir.At(t.TempDir())
+			path := tc.path(l)
+			if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.plant(path); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: l.Root(), Listen: "127.0.0.1:0", Sim: true})
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, statedir.ErrNotRegular) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove it") {
+					t.Fatalf("Run = %v, want start-up refused, naming %s and what to do", err, path)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("start-up still runs 10s later: it hangs on %s", path)
+			}
+		})
+	}
+}
+
+// TestRun_IgnoresASpareRecordFileThatIsNotARegularFile: a FIFO where fleetd
+// keeps a spare for its next ownership record is not taken for one (its
+// write would wait for a reader for good): the member's record is written
+// and it becomes Ready.
+func TestRun_IgnoresASpareRecordFileThatIsNotARegularFile(t *testing.T) {
+	l := statedir.At(t.TempDir())
+	if err := os.MkdirAll(l.OwnedDir(), statedir.DirMode); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(l.OwnedSpare("planted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(profileOnly+"---\napiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder}\nspec: {profile: claude}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := runDaemon(t, Config{ManifestsDir: dir, StateDir: l.Root()})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
+		return len(ms) == 1 && ms[0].Status.Phase == v1alpha1.PhaseReady
+	}); err != nil {
+		t.Fatalf("the member never became Ready with a FIFO among the spare records: %v", err)
+	}
+	if _, err := os.Stat(l.Owned("coder")); err != nil {
+		t.Errorf("the member's ownership record: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 
@@ -98,7 +97,7 @@ func NewFirstPrompts(path string, fleet Fleet, roster Roster, sender Sender, opt
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	fp := &FirstPrompts{path: path, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]string{}, lostIn: map[string]string{}}
-	data, err := os.ReadFile(path)
+	data, err := statedir.ReadFile(path, statedir.MaxIndexBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:

@@ -146,11 +146,14 @@ func (w *Writer) Comment(text string) error {
 	return w.WriteEncoded(b)
 }
 
-// WriteEncoded writes events already framed by [Append] (several at once,
-// say, encoded once for many streams) and flushes them.
-func (w *Writer) WriteEncoded(frames []byte) error {
-	if _, err := w.w.Write(frames); err != nil {
-		return &WriteError{err}
+// WriteEncoded writes events already framed by [Append] — encoded once
+// and shared by many streams, say: they are written as they are, never
+// copied — and flushes them once.
+func (w *Writer) WriteEncoded(frames ...[]byte) error {
+	for _, f := range frames {
+		if _, err := w.w.Write(f); err != nil {
+			return &WriteError{err}
+		}
 	}
 	if err := w.rc.Flush(); err != nil {
 		return &WriteError{err}

@@ -38,7 +38,18 @@
 // it before it takes the lock and refuses to start otherwise, with an
 // error naming the path, its mode or owner, and the fix.
 //
-// This package knows file names, modes and the lock, nothing else: what a
-// file holds is the business of the package that writes it. It imports
-// only the standard library.
+// [Open] and [ReadFile] are the one way fleetd opens a file it keeps here,
+// for every package that keeps one (the lock, the token files, the
+// ownership records, objects.json, prompts-delivered.json, the message
+// journal): only a regular file is opened — a symbolic link is refused
+// (O_NOFOLLOW), a FIFO too, without waiting for a writer (O_NONBLOCK, then
+// fstat), a device, a socket or a directory as well — and at most a bound
+// per kind of file is read ([MaxRecordBytes] and the others). A refusal is
+// a start-up error naming the path and what to do: a FIFO planted at a
+// record does not hang start-up, a symbolic link to /dev/zero does not
+// read without end.
+//
+// This package knows file names, modes, how they are opened and the lock,
+// nothing else: what a file holds is the business of the package that
+// writes it. It imports only the standard library.
 package statedir

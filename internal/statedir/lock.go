@@ -29,7 +29,7 @@ func (l Layout) Lock() (*Lock, error) {
 		return nil, fmt.Errorf("lock state directory: %w", err)
 	}
 	path := l.LockFile()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	f, err := Open(path, os.O_RDWR|os.O_CREATE, MaxLockBytes)
 	if err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)
 	}
@@ -37,7 +37,7 @@ func (l Layout) Lock() (*Lock, error) {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder := "unknown pid"
-			if b, rerr := os.ReadFile(path); rerr == nil {
+			if b, rerr := ReadFile(path, MaxLockBytes); rerr == nil {
 				if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
 					holder = "pid " + strconv.Itoa(pid)
 				}

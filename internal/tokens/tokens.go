@@ -323,7 +323,7 @@ type registryFile struct {
 const registryVersion = 1
 
 func (r *Registry) load() error {
-	f, err := os.Open(r.path)
+	f, err := statedir.Open(r.path, os.O_RDONLY, statedir.MaxIndexBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -441,7 +441,7 @@ func readPrimary(path string) (string, error) {
 	if err := checkPrivate(path, fi); err != nil {
 		return "", fmt.Errorf("primary token: %w", err)
 	}
-	b, err := os.ReadFile(path)
+	b, err := statedir.ReadFile(path, statedir.MaxTokenBytes)
 	if err != nil {
 		return "", fmt.Errorf("primary token: %w", err)
 	}

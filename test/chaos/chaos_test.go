@@ -67,6 +67,9 @@ func TestChaos(t *testing.T) {
 			w.begin()
 			for i := range *flagSteps {
 				w.record(fmt.Sprintf("%3d %s", i, w.step(rng)))
+				if w.hostile != nil && w.fd != nil {
+					w.record("    " + w.probeHostile())
+				}
 				w.noteUncertain()
 			}
 			w.settle(rng)
@@ -124,6 +127,8 @@ var actions = []action{
 	{2, (*world).actSlowClient},
 	{1, (*world).actFlood},
 	{1, (*world).actVanishingSender},
+	// Issue 24's slow-client fault (hostile_test.go).
+	{2, (*world).actHostile},
 }
 
 // step plays one random step. A stopped fleetd or herdr usually comes back
@@ -354,6 +359,7 @@ func (w *world) actPause(rng *rand.Rand) string {
 // the fleet converges, herdr matches it and no message is in flight.
 func (w *world) settle(rng *rand.Rand) {
 	w.dropSlowClient("the schedule ended")
+	w.dropHostile("the schedule ended")
 	if w.herdrDown {
 		w.record("settle: " + w.actHerdr(rng))
 	}

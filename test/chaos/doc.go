@@ -19,9 +19,19 @@
 // session deleted), whose message must still end in the mailbox; and a
 // flood from one worker, progress notes far over the tool-
 // call rate (through the MCP gateway) and the mailbox bounds (straight into
-// the core). The chaos fleet serves package mcp's gateway with small
-// bounds: 24 messages and 128 KiB per mailbox, 32 KiB pages, 16 KiB
-// contents, 16 tool calls per burst.
+// the core). It also plays issue 24's slow-client fault (hostile_test.go):
+// more request bodies sent a byte at a time than the listener has
+// connections (without a token and with a worker's, renewed as the
+// listener closes them), one worker token holding twice as many waits
+// (GET /inbox?wait=true) as there are connections, and member watches
+// whose readers never read; from the step that starts them to the one that
+// ends them, /healthz, the primary's GET /inbox and bridge_status on a new
+// session must each answer within a second, measured with the real clock
+// (the whole system's behaviour; nothing waits for it). The chaos fleet
+// serves package mcp's gateway through the daemon's bounded listener
+// (internal/listener, capped at 64 connections, and the held-call quota it
+// implies) with small bounds: 24 messages and 128 KiB per mailbox, 32 KiB
+// pages, 16 KiB contents, 16 tool calls per burst.
 //
 // When it ends the test lets everything settle (condition-based, never by
 // sleeping) and checks the invariants: every member converged to its spec;

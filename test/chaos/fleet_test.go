@@ -124,6 +124,7 @@ type world struct {
 	nextMsg   int
 	nextCwd   int
 	slow      *slowClient // the slow MCP client, while there is one
+	hostile   *hostile    // the hostile clients, while they are on (hostile_test.go)
 
 	// The heap in use after the initial fleet converged, and its peak
 	// since (after floods and at the end).
@@ -275,6 +276,7 @@ func (w *world) killFleetd() {
 	fd := w.fd
 	w.fd = nil
 	w.dropSlowClient("fleetd was killed")
+	w.dropHostile("fleetd was killed")
 	fd.cancel()
 	if err := <-fd.done; err != nil {
 		w.t.Errorf("controllers Run: %v", err)

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,7 +18,9 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/internal/listener"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/quota"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -50,29 +51,56 @@ func (chaosTokens) Resolve(token string) (tokens.Identity, bool) {
 const probeTimeout = 5 * time.Second
 
 // gateway is one fleetd's MCP gateway (package mcp's handler, as the
-// daemon serves it, with the chaos fleet's small tool-call rate) on a
-// loopback listener, and the HTTP transport of the schedule's clients.
+// daemon serves it, with the chaos fleet's small tool-call rate and the
+// member watch) on a loopback listener bounded as the daemon bounds it
+// (internal/listener, with the chaos fleet's small connection cap and the
+// held-call quota it implies), and the HTTP transport of the schedule's
+// clients.
 type gateway struct {
-	h   *mcp.Handler
-	srv *httptest.Server
-	tr  *http.Transport
+	h      *mcp.Handler
+	srv    *http.Server
+	served chan error // Serve's result
+	url    string     // http://ADDR
+	addr   string
+	tr     *http.Transport
 }
+
+// chaosConns is the chaos listener's connection cap: small, so that the
+// hostile clients (hostile_test.go) reach it in one step.
+const chaosConns = 64
 
 func (w *world) startGateway(mgr *controllers.Manager, core *messaging.Core) *gateway {
 	w.t.Helper()
-	h, err := mcp.NewHandler(mcp.Options{Members: mgr, Tokens: chaosTokens{}, Loopback: true, Logger: w.log,
-		Messages: core, ToolCallRate: toolCallRate, ToolCallBurst: toolCallBurst})
+	limits, err := (&listener.Limits{MaxConns: chaosConns}).WithDefaults()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	holds, err := quota.New(mcp.HeldLimits(limits.HeldCalls()))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	h, err := mcp.NewHandler(mcp.Options{Members: mgr, Waiter: mgr, Tokens: chaosTokens{}, Loopback: true, Logger: w.log,
+		Messages: core, ToolCallRate: toolCallRate, ToolCallBurst: toolCallBurst, Holds: holds})
 	if err != nil {
 		w.t.Fatalf("mcp handler: %v", err)
 	}
-	return &gateway{h: h, srv: httptest.NewServer(h), tr: &http.Transport{}}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	srv, ln := listener.NewServer(h, raw, limits, w.log)
+	g := &gateway{h: h, srv: srv, served: make(chan error, 1), url: "http://" + raw.Addr().String(), addr: raw.Addr().String(), tr: &http.Transport{}}
+	go func() { g.served <- srv.Serve(ln) }()
+	return g
 }
 
 // close cuts every connection (held calls included), stops the listener
 // and ends the sessions left open.
 func (g *gateway) close(t *testing.T) {
-	g.srv.CloseClientConnections()
 	g.srv.Close()
+	if err := <-g.served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("chaos gateway: %v", err)
+	}
 	if err := g.h.Close(); err != nil {
 		t.Errorf("mcp gateway close: %v", err)
 	}
@@ -81,9 +109,14 @@ func (g *gateway) close(t *testing.T) {
 
 // connect opens an MCP session with token, as an agent's MCP client does.
 func (g *gateway) connect(ctx context.Context, token string) (*sdk.ClientSession, error) {
+	return g.connectWith(ctx, token, g.tr)
+}
+
+// connectWith is connect through the HTTP transport tr.
+func (g *gateway) connectWith(ctx context.Context, token string, tr http.RoundTripper) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "chaos", Version: "1"}, nil)
-	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: g.srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token, g.tr}}, MaxRetries: -1}, nil)
+	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: g.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token, tr}}, MaxRetries: -1}, nil)
 }
 
 type bearer struct {
@@ -143,7 +176,7 @@ func (w *world) probe(why string) string {
 		w.problem("%s: bridge_status of a second session failed within %s: %v %s", why, probeTimeout, err, code)
 		return "probe: bridge_status failed"
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", gw.srv.URL+"/healthz", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", gw.url+"/healthz", nil)
 	resp, err := (&http.Client{Transport: gw.tr}).Do(req)
 	if err != nil {
 		w.problem("%s: /healthz failed within %s: %v", why, probeTimeout, err)
@@ -175,7 +208,7 @@ type slowClient struct {
 func (g *gateway) initSession(ctx context.Context, token string) (string, string, error) {
 	hc := &http.Client{Transport: bearer{token, g.tr}}
 	post := func(session, body string) (*http.Response, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, "POST", g.srv.URL+"/mcp", strings.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, "POST", g.url+"/mcp", strings.NewReader(body))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -241,17 +274,7 @@ func (w *world) startSlowClient(hold bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("session: %w", err)
 	}
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	conn, err := d.DialContext(ctx, "tcp", gw.srv.Listener.Addr().String())
+	conn, err := smallReceiveBuffer.DialContext(ctx, "tcp", gw.addr)
 	if err != nil {
 		return "", fmt.Errorf("dial: %w", err)
 	}
@@ -262,7 +285,7 @@ func (w *world) startSlowClient(hold bool) (string, error) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bridge_poll","arguments":` + args + `}}`
 	head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nContent-Length: %d\r\n\r\n",
-		gw.srv.Listener.Addr(), primaryToken, session, version, len(body))
+		gw.addr, primaryToken, session, version, len(body))
 	req := []byte(head + body)
 	half := len(head) + len(body)/2
 	if _, err := conn.Write(req[:half]); err != nil {
@@ -310,7 +333,7 @@ func (w *world) deleteSession(s *slowClient) string {
 	ctx, cancel := context.WithTimeout(w.ctx, probeTimeout)
 	defer cancel()
 	start := time.Now()
-	req, _ := http.NewRequestWithContext(ctx, "DELETE", gw.srv.URL+"/mcp", nil)
+	req, _ := http.NewRequestWithContext(ctx, "DELETE", gw.url+"/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", s.session)
 	resp, err := (&http.Client{Transport: bearer{primaryToken, gw.tr}}).Do(req)
 	if err != nil {
@@ -320,6 +343,18 @@ func (w *world) deleteSession(s *slowClient) string {
 	resp.Body.Close()
 	return fmt.Sprintf("its session's DELETE answered %s in %s", resp.Status, time.Since(start).Round(time.Millisecond))
 }
+
+// smallReceiveBuffer dials with a 2 KiB receive buffer: a client that
+// reads slowly, or not at all, holds the server's writes at once.
+var smallReceiveBuffer = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
+	}); err != nil {
+		return err
+	}
+	return serr
+}}
 
 // dropSlowClient hangs up the slow client, if there is one.
 func (w *world) dropSlowClient(why string) {
@@ -374,7 +409,7 @@ func (w *world) actVanishingSender(rng *rand.Rand) string {
 	text := fmt.Sprintf("task-%d-%d", w.seed, w.nextMsg)
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bridge_send","arguments":`+
 		`{"sessionId":%q,"content":%q,"wait":true,"timeoutMs":600000}}}`, name, text)
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", gw.srv.Listener.Addr().String())
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", gw.addr)
 	if err != nil {
 		w.problem("vanishing sender: dial: %v", err)
 		return "vanishing sender: no connection"
@@ -382,7 +417,7 @@ func (w *world) actVanishingSender(rng *rand.Rand) string {
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nContent-Length: %d\r\n"+
 		"Connection: close\r\n\r\n%s", // so that an answer ends with the connection
-		gw.srv.Listener.Addr(), primaryToken, session, version, len(body), body)
+		gw.addr, primaryToken, session, version, len(body), body)
 	turn := ""
 	for turn == "" && ctx.Err() == nil { // the send opens its turn within milliseconds
 		for _, ot := range core.Status(name).OpenTurns {

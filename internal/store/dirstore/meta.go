@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -42,7 +41,7 @@ func loadMeta(stateDir string) (*metaBook, error) {
 	}
 	b.state = statedir.At(stateDir)
 	b.path = b.state.Objects()
-	data, err := os.ReadFile(b.path)
+	data, err := statedir.ReadFile(b.path, statedir.MaxIndexBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return b, nil
 	}

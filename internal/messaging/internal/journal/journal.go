@@ -92,7 +92,7 @@ func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, 
 	if wrap == nil {
 		wrap = func(f File) File { return f }
 	}
-	osf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, statedir.FileMode)
+	osf, err := statedir.Open(path, os.O_RDWR|os.O_CREATE, statedir.MaxJournalBytes)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("open journal: %w", err)
 	}
@@ -557,7 +557,7 @@ func Check(path string, valid func([]byte) error) (Report, error) {
 }
 
 func check(path string, valid func([]byte) error) (Report, [][]byte, error) {
-	f, err := os.Open(path)
+	f, err := statedir.Open(path, os.O_RDONLY, statedir.MaxJournalBytes)
 	if err != nil {
 		return Report{}, nil, fmt.Errorf("check journal: %w", err)
 	}
@@ -622,7 +622,7 @@ func preserve(path, backup string) error {
 	} else if errors.Is(err, os.ErrExist) {
 		return err
 	}
-	src, err := os.Open(path)
+	src, err := statedir.Open(path, os.O_RDONLY, statedir.MaxJournalBytes)
 	if err != nil {
 		return err
 	}
