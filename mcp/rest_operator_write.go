@@ -76,6 +76,9 @@ func (s *restServer) applyOperatorObject(kind string, update bool) http.HandlerF
 			return
 		}
 		stored, found := s.opts.Store.Get(kind, name)
+		if !found {
+			stored = nil // a store may answer a nil pointer
+		}
 		if update && !found {
 			writeError(w, http.StatusNotFound, codeNotFound, kind+" "+quote(name)+" not found; POST "+kindPath(kind)+" creates it")
 			return

@@ -37,9 +37,14 @@ func newVersionedObjects(objs ...v1alpha1.Object) *versionedObjects {
 	return s
 }
 
+// Get answers as the real stores do: a nil pointer of the kind for an
+// object it does not hold.
 func (s *versionedObjects) Get(kind, name string) (v1alpha1.Object, bool) {
-	o, ok := s.objects[store.Key{Kind: kind, Name: name}]
-	return o, ok
+	if o, ok := s.objects[store.Key{Kind: kind, Name: name}]; ok {
+		return o, true
+	}
+	return map[string]v1alpha1.Object{v1alpha1.KindMember: (*v1alpha1.Member)(nil),
+		v1alpha1.KindProfile: (*v1alpha1.Profile)(nil), v1alpha1.KindTenant: (*v1alpha1.Tenant)(nil)}[kind], false
 }
 
 func (s *versionedObjects) List(kind string) []v1alpha1.Object {

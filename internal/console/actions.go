@@ -202,7 +202,10 @@ func (c *Console) decodeApply(data []byte) (v1alpha1.Object, int, error) {
 	case len(objs) != 1:
 		return nil, http.StatusUnprocessableEntity, fmt.Errorf("%s: want exactly one Member, Profile or Tenant, got %d objects", applyFile, len(objs))
 	}
-	stored, _ := c.o.Store.Get(objs[0].GetObjectKind(), objs[0].GetName())
+	stored, found := c.o.Store.Get(objs[0].GetObjectKind(), objs[0].GetName())
+	if !found {
+		stored = nil // a store may answer a nil pointer
+	}
 	if err := guard.CheckObjectWrite(objs[0], stored); err != nil {
 		return nil, http.StatusForbidden, err
 	}

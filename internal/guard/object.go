@@ -15,7 +15,8 @@ const keepOnly = "; written over REST or the console, an object keeps such a val
 
 // CheckObjectWrite checks a Profile or Tenant that arrived over REST or
 // the console (POST or PUT /profiles and /tenants, the console's apply)
-// against the stored definition of the same object (nil for a new one).
+// against the stored definition of the same object (nil, or a nil pointer,
+// for a new one).
 // Such a write may create and change Profiles and Tenants, but it never
 // sets what the spawn guard keeps out of requests: it fails with a
 // [*BoundaryError] when
@@ -44,13 +45,13 @@ func CheckObjectWrite(obj, stored v1alpha1.Object) error {
 	switch o := obj.(type) {
 	case *v1alpha1.Profile:
 		var old v1alpha1.ProfileSpec
-		if s, ok := stored.(*v1alpha1.Profile); ok {
+		if s, ok := stored.(*v1alpha1.Profile); ok && s != nil {
 			old = s.Spec
 		}
 		return checkProfile(o.Spec, old)
 	case *v1alpha1.Tenant:
 		var old v1alpha1.TenantSpec
-		if s, ok := stored.(*v1alpha1.Tenant); ok {
+		if s, ok := stored.(*v1alpha1.Tenant); ok && s != nil {
 			old = s.Spec
 		}
 		if env := o.Spec.CredentialEnv; env != old.CredentialEnv && isProviderName(env) {

@@ -39,6 +39,8 @@ func TestCheckObjectWrite(t *testing.T) {
 		{name: "an argument setting a provider's endpoint", obj: profile(nil, "-c", "model_providers.x.base_url=evil"), wantPath: "spec.args[1]"},
 		{name: "an argument moved is still the operator's", obj: profile(map[string]string{"ANTHROPIC_BASE_URL": "https://proxy.corp", "RUST_LOG": "warn"}, "https://corp/settings.json", "--settings"), stored: operators},
 		{name: "a Tenant given a provider's credential", obj: tenant("ANTHROPIC_API_KEY"), wantPath: "spec.credentialEnv"},
+		{name: "a new Profile, stored as a nil pointer", obj: profile(map[string]string{"GH_TOKEN": "x"}), stored: (*v1alpha1.Profile)(nil), wantPath: "spec.env.GH_TOKEN"},
+		{name: "a new Tenant, stored as a nil pointer", obj: tenant("OPENAI_API_KEY"), stored: (*v1alpha1.Tenant)(nil), wantPath: "spec.credentialEnv"},
 		{name: "a Tenant's credential switched to a provider's", obj: tenant("OPEN_AI_KEY"), stored: tenant("ACME_FLEETD_TOKEN"), wantPath: "spec.credentialEnv"},
 	}
 	for _, tt := range tests {
