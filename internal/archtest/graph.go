@@ -160,8 +160,9 @@ var allowed = Graph{
 		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
-	// make run-cluster: an embedded etcd and two fleetd processes.
-	"cmd/etcd-demo": {"api/decode", "api/v1alpha1", "internal/etcdtest", "internal/statedir", etcdClient, zap},
+	// make run-cluster: an embedded etcd and two fleetd processes, which it
+	// gives the example objects with `fleetd apply`.
+	"cmd/etcd-demo": {"api/v1alpha1", "internal/etcdtest", "internal/statedir"},
 
 	// This package.
 	"internal/archtest": {},

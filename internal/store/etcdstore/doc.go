@@ -71,7 +71,10 @@
 // {node, memberUID}, written by the fleet's scheduler (package scheduler).
 // A Store with Options.Node shows in its snapshot only the members bound to
 // that node with the bound uid; [Store.Assignments] shows every member and
-// binding, for the scheduler and the fleet view (package fleet).
+// binding, for the scheduler and the fleet view (package fleet), and
+// [Store.Fleet] is the store with every member, for the writes of the
+// gateway and the console (a member another node runs is configured or
+// unchanged by an apply, not created).
 //
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.

@@ -492,8 +492,9 @@ func TestStore_ProfilesAndTenantsAreWrittenUnderTheirKeys(t *testing.T) {
 }
 
 // A Profile or Tenant a Member references is not deleted, whichever node
-// the Member is bound to — also one no node runs yet — and whether or not
-// the deleting node has seen the Member yet.
+// the Member is bound to — also one no node runs yet, which only the
+// store's Fleet view shows — and whether or not the deleting node has seen
+// the Member yet.
 func TestStore_DeleteOfAReferencedObjectIsRefused(t *testing.T) {
 	n := startNode(t, &Options{Node: "laptop"})
 	ctx := context.Background()
@@ -502,6 +503,15 @@ func TestStore_DeleteOfAReferencedObjectIsRefused(t *testing.T) {
 	far := member("far", "claude")
 	far.Spec.MCPTarget = &v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "acme"}
 	n.apply(far) // bound to no node: not in this node's snapshot
+	if _, ok := n.st.Get(v1alpha1.KindMember, "far"); ok {
+		t.Fatal("a member bound to no node is in the node's snapshot")
+	}
+	if got, ok := n.st.Fleet().Get(v1alpha1.KindMember, "far"); !ok || got.GetMeta().UID == "" {
+		t.Errorf("the fleet's view lacks member far: %v", got)
+	}
+	if got := n.st.Fleet().List(v1alpha1.KindMember); len(got) != 1 {
+		t.Errorf("the fleet's view lists %d members, want far alone", len(got))
+	}
 	for _, kind := range []string{v1alpha1.KindProfile, v1alpha1.KindTenant} {
 		name := map[string]string{v1alpha1.KindProfile: "claude", v1alpha1.KindTenant: "acme"}[kind]
 		err := n.st.Delete(ctx, kind, name)

@@ -139,10 +139,7 @@ func (s *Store) Delete(ctx context.Context, kind, name string) error {
 			// The revision first: the snapshot read next reflects at least
 			// it, so a member the check does not see fails the compare.
 			rev := s.kinds[v1alpha1.KindMember].Revision()
-			s.mu.Lock()
-			full := s.full
-			s.mu.Unlock()
-			if err := store.InUse(skey, slices.Collect(maps.Values(full.Members))); err != nil {
+			if err := store.InUse(skey, slices.Collect(maps.Values(s.fullSnapshot().Members))); err != nil {
 				return fmt.Errorf("delete %s: %w", skey, err)
 			}
 			guard = append(guard, clientv3.Compare(clientv3.ModRevision(membersDir), "<", rev+1).WithPrefix())
