@@ -147,7 +147,7 @@ var allowed = Graph{
 	// The command line's libraries: JSONPath, label selectors and the
 	// printers print and pick what the client reads from a running fleetd
 	// (its REST API and gateway, whose wire types are mcp's); manifests
-	// reads the Members of -f.
+	// reads the Members, Profiles and Tenants of -f.
 	"internal/cli/jsonpath":  {"internal/termtext"},
 	"internal/cli/labels":    {},
 	"internal/cli/printers":  {"api/v1alpha1", "internal/cli/jsonpath", "internal/termtext", "mcp", sigsyaml},
