@@ -123,6 +123,14 @@ func TestApplyDiffDelete_MixedDirectory(t *testing.T) {
 	}
 	run(0, "profile/claude unchanged\ntenant/acme unchanged\nmember/reviewer unchanged\nmember/triage unchanged\n", "", "apply", "-f", team)
 	run(0, "", "", "diff", "-f", team)
+	// get -o yaml of Profiles and Tenants is a List that apply takes back.
+	for _, kind := range []string{"profiles", "tenants"} {
+		_, list, _ := f.run(t, "", "get", kind, "-o", "yaml")
+		want := map[string]string{"profiles": "profile/claude unchanged\n", "tenants": "tenant/acme unchanged\n"}[kind]
+		if code, stdout, stderr := f.run(t, list, "apply", "-f", "-"); code != 0 || stdout != want {
+			t.Errorf("get %s -o yaml | apply -f -: exit %d, stdout %q, stderr:\n%s", kind, code, stdout, stderr)
+		}
+	}
 
 	// A change to the Profile is written into its file, only that field.
 	changed := filepath.Join(team, "profiles.yaml")
