@@ -33,9 +33,14 @@ func (s *restServer) operatorObjectRoutes(mux *http.ServeMux) {
 
 // primaryRead refuses a worker's token with 403.
 func (s *restServer) primaryRead(next http.HandlerFunc) func(http.ResponseWriter, *http.Request, tokens.Identity) {
+	return primaryRoute("profiles and tenants are the operator's; only the primary may read them (workers: bridge_profiles)", next)
+}
+
+// primaryRoute refuses a worker's token with 403 and why.
+func primaryRoute(why string, next http.HandlerFunc) func(http.ResponseWriter, *http.Request, tokens.Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
 		if !isPrimary(id) {
-			writeError(w, http.StatusForbidden, codeForbidden, "profiles and tenants are the operator's; only the primary may read them (workers: bridge_profiles)")
+			writeError(w, http.StatusForbidden, codeForbidden, why)
 			return
 		}
 		next(w, r)

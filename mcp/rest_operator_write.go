@@ -43,13 +43,7 @@ func (s *restServer) operatorObjectWriteRoutes(mux *http.ServeMux, path, kind st
 
 // primaryWrite refuses a worker's token with 403.
 func (s *restServer) primaryWrite(next http.HandlerFunc) func(http.ResponseWriter, *http.Request, tokens.Identity) {
-	return func(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
-		if !isPrimary(id) {
-			writeError(w, http.StatusForbidden, codeForbidden, "profiles and tenants are the operator's; only the primary may write them")
-			return
-		}
-		next(w, r)
-	}
+	return primaryRoute("profiles and tenants are the operator's; only the primary may write them", next)
 }
 
 // applyOperatorObject is POST PATH (create or update) and, with update,

@@ -89,17 +89,8 @@ func checkProfile(spec, old v1alpha1.ProfileSpec) error {
 // keyClass says what an environment variable's name gives away, as the
 // spawn guard's key rule reads it; "" when nothing.
 func keyClass(key string) string {
-	switch v1alpha1.ClassifyKey(key) {
-	case v1alpha1.KeyEnvironment:
-		return "names an environment bag"
-	case v1alpha1.KeyHeader:
-		return "names headers or cookies"
-	case v1alpha1.KeyEndpoint:
-		return "names an endpoint"
-	case v1alpha1.KeyCredential:
-		return "names a credential"
-	case v1alpha1.KeyProvider:
-		return "names a provider's setting"
+	if w, ok := keyWords[v1alpha1.ClassifyKey(key)]; ok {
+		return "names " + w.one
 	}
 	return ""
 }
