@@ -110,7 +110,9 @@ func (s *restServer) applyOperatorObject(kind string, update bool) http.HandlerF
 	}
 }
 
-// deleteOperatorObject is DELETE PATH/{name}.
+// deleteOperatorObject is DELETE PATH/{name}: 409 while a Member
+// references the object (or while members changed under every attempt to
+// check that none does).
 func (s *restServer) deleteOperatorObject(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -118,7 +120,7 @@ func (s *restServer) deleteOperatorObject(kind string) http.HandlerFunc {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeError(w, http.StatusNotFound, codeNotFound, kind+" "+quote(name)+" not found")
-		case errors.Is(err, store.ErrInUse):
+		case errors.Is(err, store.ErrInUse), errors.Is(err, store.ErrConflict):
 			writeToolError(w, toolErr(codeConflict, "%v", err))
 		case err != nil:
 			writeToolError(w, toolErr(codeUnavailable, "%v", err))
