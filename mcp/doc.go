@@ -1,9 +1,11 @@
 // Package mcp is fleetd's north face: the HTTP listener that carries the REST
-// API (GET, POST and DELETE /members, the member watch, GET /profiles and
-// /tenants, a member's terminal tail at /members/{ref}/logs — an event stream
-// with follow=1 — the caller's mailbox at /inbox, health and readiness,
-// /metrics) and, at /mcp, the MCP gateway with the eleven bridge_* tools of
-// DESIGN §5.2. [Mailbox] is bridge_poll and bridge_ack as a type that other
+// API (GET, POST and DELETE /members, the member watch; GET, POST, PUT and
+// DELETE /profiles and /tenants, the primary's, their writes held to the
+// subscription guard; a member's terminal tail at /members/{ref}/logs, an
+// event stream with follow=1; the caller's mailbox at /inbox; health and
+// readiness; /metrics) and, at /mcp, the MCP gateway with the eleven
+// bridge_* tools of DESIGN §5.2, whose one write, bridge_spawn, writes
+// Members only. [Mailbox] is bridge_poll and bridge_ack as a type that other
 // packages can use.
 //
 // Every request that reads or changes the fleet is authenticated by its

@@ -352,16 +352,15 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 	}
 	result := resultCreated
 	if obj, ok := ms.store.Get(v1alpha1.KindMember, m.Name); ok {
-		old := obj.(*v1alpha1.Member)
 		result = resultConfigured
-		if reflect.DeepEqual(old.Spec, m.Spec) && reflect.DeepEqual(old.Labels, m.Labels) && reflect.DeepEqual(old.Annotations, m.Annotations) {
+		if sameDefinition(m, obj) {
 			result = resultUnchanged
 		}
 	}
 	if req.dryRun {
 		if c, ok := ms.store.(applyChecker); ok && result != resultUnchanged {
 			if err := c.CheckApply(ctx, m); err != nil {
-				return MemberView{}, "", writeErr(m.Name, err)
+				return MemberView{}, "", writeErr("member "+m.Name, err)
 			}
 		}
 		view := MemberView{Name: m.Name, Profile: m.Spec.Profile}
@@ -373,7 +372,7 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 	}
 	if result != resultUnchanged {
 		if err := ms.store.Apply(ctx, m); err != nil {
-			return MemberView{}, "", writeErr(m.Name, err)
+			return MemberView{}, "", writeErr("member "+m.Name, err)
 		}
 	}
 	cur, ok := ms.source.Member(m.Name)
@@ -431,18 +430,18 @@ func (ms *members) worktreeFree(m *v1alpha1.Member) error {
 		m.WorktreeField(), c, rival.Name)
 }
 
-// writeErr is a failed store write as a tool error: what in the Member is
-// invalid, that it was written against a stale resourceVersion, or that the
-// write could not be made.
-func writeErr(name string, err error) error {
+// writeErr is a failed store write of an object ("member reviewer") as a
+// tool error: what in the object is invalid, that it was written against a
+// stale resourceVersion, or that the write could not be made.
+func writeErr(what string, err error) error {
 	var errs decode.ErrorList
 	if errors.As(err, &errs) {
 		return specErr(errs)
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return toolErr(codeConflict, "write member %s: %v; read it again and reapply", name, err)
+		return toolErr(codeConflict, "write %s: %v; read it again and reapply", what, err)
 	}
-	return toolErr(codeUnavailable, "write member %s: %v", name, err)
+	return toolErr(codeUnavailable, "write %s: %v", what, err)
 }
 
 // settled: the member runs the given generation, or cannot without a change.

@@ -13,7 +13,8 @@ import (
 // loaded, for fleetd get and describe: one object, or a ProfileList or
 // TenantList shaped like [MemberList]. They are the primary's: a Profile's
 // env is operator-owned and may hold what a worker must not read (workers
-// see name, harness and description through bridge_profiles).
+// see name, harness and description through bridge_profiles). Their writes
+// are in rest_operator_write.go.
 
 // objectList is the body of GET /profiles and /tenants.
 type objectList struct {
@@ -26,14 +27,20 @@ func (s *restServer) operatorObjectRoutes(mux *http.ServeMux) {
 	for _, r := range []struct{ path, kind string }{{"/profiles", v1alpha1.KindProfile}, {"/tenants", v1alpha1.KindTenant}} {
 		mux.Handle("GET "+r.path, s.authenticated(s.primaryRead(s.listOperatorObjects(r.kind))))
 		mux.Handle("GET "+r.path+"/{name}", s.authenticated(s.primaryRead(s.getOperatorObject(r.kind))))
+		s.operatorObjectWriteRoutes(mux, r.path, r.kind) // rest_operator_write.go
 	}
 }
 
 // primaryRead refuses a worker's token with 403.
 func (s *restServer) primaryRead(next http.HandlerFunc) func(http.ResponseWriter, *http.Request, tokens.Identity) {
+	return primaryRoute("profiles and tenants are the operator's; only the primary may read them (workers: bridge_profiles)", next)
+}
+
+// primaryRoute refuses a worker's token with 403 and why.
+func primaryRoute(why string, next http.HandlerFunc) func(http.ResponseWriter, *http.Request, tokens.Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
 		if !isPrimary(id) {
-			writeError(w, http.StatusForbidden, codeForbidden, "profiles and tenants are the operator's; only the primary may read them (workers: bridge_profiles)")
+			writeError(w, http.StatusForbidden, codeForbidden, why)
 			return
 		}
 		next(w, r)

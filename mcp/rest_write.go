@@ -29,15 +29,8 @@ func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tok
 		writeToolError(w, toolErr(codeForbidden, "only the primary may create members"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody()))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
-				"request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes; a Member manifest is far smaller")
-			return
-		}
-		writeToolError(w, toolErr(codeInvalidArgument, "read request body: %v", err))
+	body, ok := s.readBody(w, r, "a Member manifest")
+	if !ok {
 		return
 	}
 	req, err := decodeMemberBody(body)
@@ -45,15 +38,11 @@ func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tok
 		writeToolError(w, err)
 		return
 	}
-	q := r.URL.Query()
-	switch v := q.Get("dryRun"); v {
-	case "":
-	case "All":
-		req.dryRun = true
-	default:
-		writeToolError(w, toolErr(codeInvalidArgument, "dryRun: unknown value %s; want All (or leave it out)", quote(v)))
+	if req.dryRun, err = dryRunArg(r); err != nil {
+		writeToolError(w, err)
 		return
 	}
+	q := r.URL.Query()
 	if v := q.Get("wait"); v != "" {
 		req.wait = v == "true"
 	}
@@ -106,6 +95,36 @@ func (s *restServer) deleteMember(w http.ResponseWriter, r *http.Request, id tok
 		return
 	}
 	writeJSON(w, http.StatusOK, WriteResult{Result: resultDeleted, Member: viewOf(m)})
+}
+
+// readBody reads a write's body within the bound, or answers 413 (what
+// names what the body should be) or 400 and returns false.
+func (s *restServer) readBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody()))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
+				"request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes; "+what+" is far smaller")
+			return nil, false
+		}
+		writeToolError(w, toolErr(codeInvalidArgument, "read request body: %v", err))
+		return nil, false
+	}
+	return body, true
+}
+
+// dryRunArg reads ?dryRun=All, as in Kubernetes: check everything a write
+// checks and write nothing.
+func dryRunArg(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("dryRun"); v {
+	case "":
+		return false, nil
+	case "All":
+		return true, nil
+	default:
+		return false, toolErr(codeInvalidArgument, "dryRun: unknown value %s; want All (or leave it out)", quote(v))
+	}
 }
 
 func writeToolError(w http.ResponseWriter, err error) {

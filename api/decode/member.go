@@ -21,7 +21,7 @@ func Member(path string, data []byte) (*v1alpha1.Member, error) {
 	}
 	m, ok := objs[0].(*v1alpha1.Member)
 	if !ok {
-		return nil, fmt.Errorf("kind: want Member, got %s; Profiles and Tenants are operator files", objs[0].GetObjectKind())
+		return nil, fmt.Errorf("kind: want Member, got %s; Profiles and Tenants are written with POST /profiles and /tenants, or fleetd apply", objs[0].GetObjectKind())
 	}
 	return m, nil
 }

@@ -18,7 +18,7 @@ func TestMember(t *testing.T) {
 		{"invalid", member("profile: claude", "bogus: 1"), "member.yaml:", true},
 		{"none", "", "want exactly one Member, got 0 objects", false},
 		{"two", member("profile: claude") + "---\n" + member("profile: claude"), "want exactly one Member, got 2 objects", false},
-		{"profile", profile("harness: claude"), "kind: want Member, got Profile; Profiles and Tenants are operator files", false},
+		{"profile", profile("harness: claude"), "kind: want Member, got Profile; Profiles and Tenants are written with POST /profiles and /tenants, or fleetd apply", false},
 	} {
 		m, err := Member("member.yaml", []byte(tt.data))
 		var errs ErrorList

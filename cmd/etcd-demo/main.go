@@ -1,10 +1,10 @@
 // Command etcd-demo is `make run-cluster`: a fleet of two fleetd nodes on
 // one machine. It starts a single-member etcd on loopback inside this
-// process (etcd's server is linked here, never into fleetd), puts the
-// example Profiles into it, starts two `fleetd serve --store etcd
-// --herdr=sim` nodes (laptop, labelled kind=laptop, and buildbox, labelled
-// gpu=a100) with their own state directories and ports, applies
-// manifests/cluster through the first, waits until every placeable member
+// process (etcd's server is linked here, never into fleetd), starts two
+// `fleetd serve --store etcd --herdr=sim` nodes (laptop, labelled
+// kind=laptop, and buildbox, labelled gpu=a100) with their own state
+// directories and ports, applies the example Profiles and manifests/cluster
+// through the first (`fleetd apply -f`), waits until every placeable member
 // is Ready on its node, prints `fleetd get nodes` and `fleetd get
 // members -o wide`, and sends a message through laptop to a member on
 // buildbox (`fleetd send`, answered by the simulated agent). Then it runs until interrupted (or, with -once, stops
@@ -27,10 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -40,7 +36,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.fleetd, "fleetd", "bin/fleetd", "the fleetd binary")
 	flag.StringVar(&o.dir, "dir", "", "where etcd and the nodes keep their state (default: a temporary directory, removed at the end)")
-	flag.StringVar(&o.profiles, "profiles", "manifests/profiles.yaml", "the Profiles to put into etcd")
+	flag.StringVar(&o.profiles, "profiles", "manifests/profiles.yaml", "the Profiles to apply")
 	flag.StringVar(&o.members, "members", "manifests/cluster", "the Members to apply")
 	flag.BoolVar(&o.once, "once", false, "print the fleet once it is placed, then stop everything and exit")
 	flag.Parse()
@@ -82,9 +78,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	defer cluster.Close()
 	endpoint := cluster.Endpoint(0)
 	fmt.Fprintf(out, "etcd (embedded, single member) on %s\n", endpoint)
-	if err := putProfiles(ctx, endpoint, o.profiles); err != nil {
-		return err
-	}
 
 	nodes := []*demoNode{{name: "laptop", labels: "kind=laptop"}, {name: "buildbox", labels: "gpu=a100"}}
 	defer func() {
@@ -111,9 +104,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		}
 	}
 	first := nodes[0]
-	if msg, err := first.fleetctl(ctx, o, "apply", "-f", o.members); err != nil {
-		return fmt.Errorf("apply %s: %w\n%s", o.members, err, msg)
+	fmt.Fprintf(out, "\n$ fleetd apply -f %s -f %s   (asking node %s)\n", o.profiles, o.members, first.name)
+	msg, err := first.fleetctl(ctx, o, "apply", "-f", o.profiles, "-f", o.members)
+	if err != nil {
+		return fmt.Errorf("apply %s and %s: %w\n%s", o.profiles, o.members, err, msg)
 	}
+	fmt.Fprint(out, msg)
 	if err := waitPlaced(ctx, nodes); err != nil {
 		return err
 	}
@@ -138,42 +134,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	fmt.Fprintf(out, "\nTry: %s get members -o wide --server %s --state-dir %s\nCtrl-C stops the nodes and etcd.\n", o.fleetd, first.url, first.state)
 	<-ctx.Done()
-	return nil
-}
-
-// putProfiles puts each Profile of a manifest file into etcd as JSON, as
-// an operator would with etcdctl.
-func putProfiles(ctx context.Context, endpoint, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	f := decode.Manifest(path, data)
-	if len(f.Errors) > 0 {
-		return f.Errors
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	for _, obj := range f.Objects {
-		p, ok := obj.(*v1alpha1.Profile)
-		if !ok {
-			continue
-		}
-		p.APIVersion, p.Kind = v1alpha1.GroupVersion, v1alpha1.KindProfile
-		value, err := json.Marshal(p)
-		if err != nil {
-			return err
-		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.Put(pctx, prefix+"/profiles/"+p.Name, string(value))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("put profile %s: %w", p.Name, err)
-		}
-	}
 	return nil
 }
 

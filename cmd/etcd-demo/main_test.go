@@ -30,6 +30,7 @@ func TestRun_PlacesMembersOnBothNodes(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
+		`(?m)^profile/claude created\nprofile/codex created\nmember/reviewer created\n`, // the Profiles through fleetd apply, before the Members
 		`(?m)^buildbox\s+Ready\s+gpu=a100\s+2\s`,
 		`(?m)^laptop\s+Ready\s+kind=laptop\s+2\s`,
 		`(?m)^reviewer\s+Ready\s.*\slaptop\s`,

@@ -10,6 +10,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/encode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/cli/client"
+	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
 
@@ -25,27 +26,32 @@ func newApplyCmd() *cobra.Command {
 	o := &applyOptions{}
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [--dry-run=server|client]",
-		Short: "Create or update Members in a running fleetd from manifest files",
+		Short: "Create or update Members, Profiles and Tenants in a running fleetd from manifest files",
 		Long: `apply reads each FILE, the manifest files of each DIR (*.yaml, *.yml, not
 recursive) or standard input (-f -), decodes every document the way fleetd
 serve reads manifests — a document may also be a List, as fleetd get -o yaml
-prints several members, and status and the metadata fleetd owns are ignored —
-and sends each Member to the running fleetd (POST /members), which writes it
-into its manifests directory: a Member already defined in a file there is
-edited in place, only the fields that change, and defaults are never written.
-It prints one line per Member: member/NAME created, configured or unchanged.
+prints several objects, and status and the metadata fleetd owns are ignored —
+and sends each Member, Profile and Tenant to the running fleetd (POST
+/members, /profiles, /tenants), which writes it into its desired state: the
+manifests directory, where an object already defined in a file is edited in
+place, only the fields that change, and defaults are never written; or etcd.
+Profiles and Tenants are sent before the Members, so that what a Member
+references exists when it arrives. It prints one line per object:
+KIND/NAME created, configured or unchanged (member/reviewer created).
 
 Nothing is sent unless all input is valid: problems are printed as
-FILE:LINE: field: message. Only Members can be applied; Profiles and Tenants
-are the operator's files and are edited in the manifests directory itself.
+FILE:LINE: field: message. A Profile or Tenant sent this way keeps any
+credential or endpoint setting its stored definition has, but cannot add or
+change one (the subscription guard): such a setting is written in the
+operator's own manifest file, or put into etcd.
 
---dry-run=server sends each Member to fleetd, which validates it and checks
-its Profile, its Tenant and the file it would write as for a real apply, but
-writes nothing; lines end in
-"(server dry run)". --dry-run=client only decodes the input here and reads the
-live members to say what would happen; lines end in "(dry run)".`,
+--dry-run=server sends each object to fleetd, which validates it and checks
+a Member's Profile and Tenant and what it would write as for a real apply,
+but writes nothing; lines end in "(server dry run)". --dry-run=client only
+decodes the input here and reads the live objects to say what would happen;
+lines end in "(dry run)".`,
 		Example: `  fleetd apply -f reviewer.yaml
-  fleetd apply -f team/ --dry-run=server
+  fleetd apply -f manifests/ --dry-run=server
   fleetd get members -o yaml | fleetd apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: runVerb(o),
@@ -73,7 +79,7 @@ func (o *applyOptions) Validate() error {
 }
 
 func (o *applyOptions) Run(ctx context.Context) error {
-	members, err := o.readMembers(o.files, "apply", "applied")
+	objs, err := o.readObjects(o.files, "apply", "applied")
 	if err != nil {
 		return err
 	}
@@ -83,19 +89,19 @@ func (o *applyOptions) Run(ctx context.Context) error {
 	}
 	suffix := map[string]string{"server": " (server dry run)", "client": " (dry run)"}[o.dryRun]
 	failed := false
-	for _, m := range members {
+	for _, obj := range manifests.ForApply(objs) {
 		var result string
 		if o.dryRun == "client" {
-			result, err = clientDryRun(ctx, c, m)
+			result, err = clientDryRun(ctx, c, obj)
 		} else {
-			result, err = c.ApplyMember(ctx, m, o.dryRun == "server")
+			result, err = c.Apply(ctx, obj, o.dryRun == "server")
 		}
 		if err != nil {
-			fmt.Fprintf(o.errOut, "fleetd apply: member/%s: %s\n", m.Name, client.ErrorText(err))
+			fmt.Fprintf(o.errOut, "fleetd apply: %s: %s\n", kindName(obj), client.ErrorText(err))
 			failed = true
 			continue
 		}
-		fmt.Fprintf(o.out, "member/%s %s%s\n", m.Name, termtext.Line(result), suffix)
+		fmt.Fprintf(o.out, "%s %s%s\n", kindName(obj), termtext.Line(result), suffix)
 	}
 	if failed {
 		return &exitError{code: 1}
@@ -103,15 +109,15 @@ func (o *applyOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// clientDryRun says what applying m would do without sending it: created
-// when fleetd has no such member, unchanged when the live definition is
-// the same (package api/encode), configured otherwise.
-func clientDryRun(ctx context.Context, c *client.Client, m *v1alpha1.Member) (string, error) {
-	live, found, err := c.LiveMember(ctx, m.Name)
+// clientDryRun says what applying obj would do without sending it:
+// created when fleetd has no such object, unchanged when the live
+// definition is the same (package api/encode), configured otherwise.
+func clientDryRun(ctx context.Context, c *client.Client, obj v1alpha1.Object) (string, error) {
+	live, found, err := c.Live(ctx, obj.GetObjectKind(), obj.GetName())
 	if err != nil || !found {
 		return "created", err
 	}
-	want, err := encode.Canonical(m)
+	want, err := encode.Canonical(obj)
 	if err != nil {
 		return "", err
 	}

@@ -65,6 +65,36 @@ func newRESTFleetd(t *testing.T) *restFleetd {
 		}
 		writeTestJSON(w, a.status, a.body)
 	})
+	for _, path := range []string{"/profiles", "/tenants"} {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+			var obj map[string]any
+			if err := json.NewDecoder(r.Body).Decode(&obj); err != nil {
+				writeTestJSON(w, 422, `{"error":{"code":"invalid_spec","message":"not JSON"}}`)
+				return
+			}
+			f.mu.Lock()
+			f.bodies = append(f.bodies, obj)
+			f.mu.Unlock()
+			switch name, _ := obj["metadata"].(map[string]any)["name"].(string); name {
+			case "claude", "acme":
+				writeTestJSON(w, 201, `{"result":"created","kind":"`+obj["kind"].(string)+`","name":"`+name+`"}`)
+			case "keyed":
+				writeTestJSON(w, 403, `{"error":{"code":"subscription_boundary","message":"spec.env.ANTHROPIC_BASE_URL: names an endpoint"}}`)
+			default:
+				writeTestJSON(w, 200, `{"result":"unchanged","kind":"`+obj["kind"].(string)+`","name":"`+name+`"}`)
+			}
+		})
+		mux.HandleFunc("DELETE "+path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
+			switch name := r.PathValue("name"); name {
+			case "claude":
+				writeTestJSON(w, 409, `{"error":{"code":"conflict","message":"delete Profile/claude: referenced by member/coder (spec.profile); delete those members or change what they reference first: object in use"}}`)
+			case "codex", "acme":
+				writeTestJSON(w, 200, `{"result":"deleted","name":"`+name+`"}`)
+			default:
+				writeTestJSON(w, 404, `{"error":{"code":"not_found","message":"not found"}}`)
+			}
+		})
+	}
 	mux.HandleFunc("DELETE /members/{ref}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("ref") {
 		case "reviewer", "w1:p2":
@@ -146,7 +176,7 @@ func TestApply(t *testing.T) {
 		stdin              bool
 		wantCode           int
 		wantOut, wantErr   string
-		wantPosted         []string // member names POSTed, in order
+		wantPosted         []string // KIND/NAME POSTed, in order
 		wantErrContains    []string // when wantErr is not exact
 		wantNoRequestAtAll bool
 		noFile             bool // leave -f out
@@ -155,13 +185,13 @@ func TestApply(t *testing.T) {
 	}{
 		{name: "created, configured and unchanged", file: threeMembers,
 			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
-			wantPosted: []string{"reviewer", "coder", "triage"}},
+			wantPosted: []string{"Member/reviewer", "Member/coder", "Member/triage"}},
 		{name: "a directory", file: threeMembers, dir: true,
 			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
-			wantPosted: []string{"reviewer", "coder", "triage"}},
+			wantPosted: []string{"Member/reviewer", "Member/coder", "Member/triage"}},
 		{name: "from stdin", file: threeMembers, stdin: true,
 			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
-			wantPosted: []string{"reviewer", "coder", "triage"}},
+			wantPosted: []string{"Member/reviewer", "Member/coder", "Member/triage"}},
 		{name: "refusals are reported and the rest applied", wantCode: 1,
 			file: "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: outside}\nspec: {profile: claude}\n---\n" +
 				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: broken}\nspec: {profile: nope}\n---\n" +
@@ -169,29 +199,37 @@ func TestApply(t *testing.T) {
 			wantOut: "member/reviewer created\n",
 			wantErr: "fleetd apply: member/outside: subscription_boundary: tenant \"acme\" is not connected\n" +
 				"fleetd apply: member/broken: invalid_spec: spec.profile: profile \"nope\" not found\n",
-			wantPosted: []string{"outside", "broken", "reviewer"}},
+			wantPosted: []string{"Member/outside", "Member/broken", "Member/reviewer"}},
 		{name: "invalid file sends nothing", wantCode: 1, wantNoRequestAtAll: true,
 			file: "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: reviewer}\nspec: {profile: claude}\n---\n" +
 				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder}\nspec:\n  profile: claude\n  transport: http\n",
 			wantErrContains: []string{"members.yaml:11: spec.transport: ", "fleetd apply: nothing was applied"}},
-		{name: "a Profile sends nothing", wantCode: 1, wantNoRequestAtAll: true,
-			file: threeMembers + "---\napiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n",
-			wantErr: "members.yaml: Profile \"claude\": fleetd apply takes only Members; Profiles are the operator's: edit them in the manifests directory fleetd serve watches (--manifests)\n" +
-				"fleetd apply: nothing was applied\n"},
+		{name: "Profiles and Tenants are applied before the Members",
+			file: threeMembers + "---\napiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_TOKEN}\n" +
+				"---\napiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n" +
+				"---\napiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex}\nspec: {harness: codex}\n",
+			wantOut:    "profile/claude created\nprofile/codex unchanged\ntenant/acme created\nmember/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
+			wantPosted: []string{"Profile/claude", "Profile/codex", "Tenant/acme", "Member/reviewer", "Member/coder", "Member/triage"}},
+		{name: "a refused Profile is reported and the rest applied", wantCode: 1,
+			file: "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: keyed}\nspec: {harness: claude, env: {ANTHROPIC_BASE_URL: https://proxy}}\n---\n" +
+				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: reviewer}\nspec: {profile: claude}\n",
+			wantOut:    "member/reviewer created\n",
+			wantErr:    "fleetd apply: profile/keyed: subscription_boundary: spec.env.ANTHROPIC_BASE_URL: names an endpoint\n",
+			wantPosted: []string{"Profile/keyed", "Member/reviewer"}},
 		{name: "a List, as get -o yaml prints several members, status ignored",
 			file: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: reviewer, uid: u-1}\n  spec: {profile: claude}\n  status: {phase: Ready}\n" +
 				"- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: coder}\n  spec: {profile: claude}\n---\n" +
 				"apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: triage}\nspec: {profile: codex}\n",
 			wantOut:    "member/reviewer created\nmember/coder configured\nmember/triage unchanged\n",
-			wantPosted: []string{"reviewer", "coder", "triage"}},
+			wantPosted: []string{"Member/reviewer", "Member/coder", "Member/triage"}},
 		{name: "a problem in a List item is located at its line", wantCode: 1, wantNoRequestAtAll: true,
 			file: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: reviewer}\n  spec: {profile: claude}\n" +
 				"- apiVersion: fleetd.dev/v1alpha1\n  kind: Member\n  metadata: {name: coder}\n  spec:\n    profile: claude\n    transport: http\n",
 			wantErrContains: []string{"members.yaml:13: spec.transport: ", "fleetd apply: nothing was applied"}},
 		{name: "empty file", wantCode: 1, wantNoRequestAtAll: true, file: "# nothing\n",
-			wantErr: "members.yaml: no Members to apply\nfleetd apply: nothing was applied\n"},
+			wantErr: "members.yaml: no Members, Profiles or Tenants to apply\nfleetd apply: nothing was applied\n"},
 		{name: "a directory without manifests", wantCode: 1, wantNoRequestAtAll: true, dir: true, noManifest: true,
-			wantErr: "DIR: no Members to apply\nfleetd apply: nothing was applied\n"},
+			wantErr: "DIR: no Members, Profiles or Tenants to apply\nfleetd apply: nothing was applied\n"},
 		{name: "no -f is a usage error", wantCode: 2, wantNoRequestAtAll: true, noFile: true,
 			wantErrContains: []string{"fleetd apply: -f FILE is required"}},
 	} {
@@ -236,13 +274,13 @@ func TestApply(t *testing.T) {
 			}
 			var posted []string
 			for _, b := range bodies {
-				if b["apiVersion"] != "fleetd.dev/v1alpha1" || b["kind"] != "Member" {
-					t.Errorf("POSTed body without Member type: %v", b)
+				if b["apiVersion"] != "fleetd.dev/v1alpha1" || b["kind"] == nil {
+					t.Errorf("POSTed body without its type: %v", b)
 				}
 				if _, ok := b["status"]; ok {
 					t.Errorf("POSTed body carries status: %v", b)
 				}
-				posted = append(posted, b["metadata"].(map[string]any)["name"].(string))
+				posted = append(posted, b["kind"].(string)+"/"+b["metadata"].(map[string]any)["name"].(string))
 			}
 			if diff := cmp.Diff(tt.wantPosted, posted); diff != "" {
 				t.Errorf("POSTed members (-want +got):\n%s", diff)

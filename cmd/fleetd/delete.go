@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/internal/cli/client"
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
 // deleteOptions are `fleetd delete member NAME` and `fleetd delete -f`'s.
@@ -22,23 +22,26 @@ func newDeleteCmd() *cobra.Command {
 	o := &deleteOptions{}
 	cmd := &cobra.Command{
 		Use:   "delete member NAME | delete -f FILE|DIR|-",
-		Short: "Delete a Member from a running fleetd; its tab is closed",
+		Short: "Delete a Member from a running fleetd (its tab is closed), or what manifest files define",
 		Long: `delete removes the Member's manifest from the directory fleetd serve watches
 (DELETE /members/NAME); fleetd then closes its tab and revokes its token.
 NAME may also be the member's pane id, terminal id or session id.
 
-With -f, it deletes every Member the files define (read as apply reads
-them: files, directories, - for standard input, Lists); a member fleetd does
-not have is reported, the others are still deleted, and the exit status is
-1 (0 with --ignore-not-found).`,
+With -f, it deletes every Member, Profile and Tenant the files define (read
+as apply reads them: files, directories, - for standard input, Lists), the
+Members first: fleetd refuses to delete a Profile or Tenant that a Member
+still references, and says which. An object fleetd does not have is
+reported, the others are still deleted, and the exit status is 1 (0 with
+--ignore-not-found).`,
 		Example: `  fleetd delete member reviewer
-  fleetd delete -f reviewer.yaml`,
+  fleetd delete -f reviewer.yaml
+  fleetd delete -f manifests/`,
 		Args:              cobra.ArbitraryArgs, // Validate checks them
 		ValidArgsFunction: completeResourceNamesOf(&o.serverOptions, memberResource),
 		RunE:              runVerb(o),
 	}
-	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "delete the Members these manifest files or directories define (repeatable; - for standard input)")
-	cmd.Flags().BoolVar(&o.ignoreNotFound, "ignore-not-found", false, "with -f, a member fleetd does not have is not an error")
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "delete the Members, Profiles and Tenants these manifest files or directories define (repeatable; - for standard input)")
+	cmd.Flags().BoolVar(&o.ignoreNotFound, "ignore-not-found", false, "with -f, an object fleetd does not have is not an error")
 	o.serverOptions.addFlags(cmd)
 	return cmd
 }
@@ -84,42 +87,7 @@ func (o *deleteOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// deleteFiles is `fleetd delete -f`: DELETE /members/NAME for every Member
-// the files define, in file order. A member fleetd does not have is
-// reported (unless --ignore-not-found) and the rest are still deleted; any
-// failure makes the exit status 1. Invalid input deletes nothing.
-func (o *deleteOptions) deleteFiles(ctx context.Context) error {
-	members, err := o.readMembers(o.files, "delete", "deleted")
-	if err != nil {
-		return err
-	}
-	c, err := o.client()
-	if err != nil {
-		return err
-	}
-	failed := false
-	for _, m := range members {
-		_, err := c.DeleteMember(ctx, m.Name)
-		switch {
-		case err == nil:
-			fmt.Fprintf(o.out, "member/%s deleted\n", m.Name)
-		case client.IsNotFound(err) && o.ignoreNotFound:
-		default:
-			o.deleteFailed(m.Name, err)
-			failed = true
-		}
-	}
-	if failed {
-		return &exitError{code: 1}
-	}
-	return nil
-}
-
 // deleteFailed says why member ref was not deleted.
 func (o *deleteOptions) deleteFailed(ref string, err error) {
-	if client.IsNotFound(err) {
-		fmt.Fprintf(o.errOut, "fleetd delete: member %q not found\n", ref)
-		return
-	}
-	fmt.Fprintf(o.errOut, "fleetd delete: member/%s: %s\n", ref, client.ErrorText(err))
+	o.objectDeleteFailed(&v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: ref}}, err) // deletefile.go
 }

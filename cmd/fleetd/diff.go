@@ -26,20 +26,22 @@ func newDiffCmd() *cobra.Command {
 	o := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR|-",
-		Short: "Show how the Members in manifest files differ from the running fleetd's",
+		Short: "Show how the Members, Profiles and Tenants in manifest files differ from the running fleetd's",
 		Long: `diff reads the files as apply does (files, directories, - for standard input,
-Lists) and prints, for each Member whose definition differs from the live
-one, a unified diff from the live definition to the desired one. Both sides
-are written the same way: what you write in a manifest — metadata.name,
-labels, annotations and spec — without status, without the metadata fleetd
-owns and without defaults, so a diff shows only what applying would change.
-A Member fleetd does not have shows as all new lines.
+Lists) and prints, for each Member, Profile and Tenant whose definition
+differs from the live one, a unified diff from the live definition to the
+desired one (live/KIND/NAME to desired/KIND/NAME, in apply's order). Both
+sides are written the same way: what you write in a manifest —
+metadata.name, labels, annotations and spec — without status, without the
+metadata fleetd owns and without defaults, so a diff shows only what
+applying would change. An object fleetd does not have shows as all new
+lines.
 
 Exit status, as kubectl diff and diff(1): 0 when nothing differs, 1 when
 something does, 2 (or more) when diff itself failed — invalid input, or
 fleetd unreachable.`,
 		Example: `  fleetd diff -f reviewer.yaml
-  fleetd diff -f team/ && echo "nothing to apply"`,
+  fleetd diff -f manifests/ && echo "nothing to apply"`,
 		Args: cobra.NoArgs,
 		RunE: runVerb(o),
 	}
@@ -61,7 +63,7 @@ func (o *diffOptions) Validate() error {
 }
 
 func (o *diffOptions) Run(ctx context.Context) error {
-	members, err := manifests.ReadMembers(o.in, o.files, "diff")
+	objs, err := manifests.Read(o.in, o.files, "diff")
 	if err != nil {
 		fmt.Fprintln(o.errOut, err)
 		return &exitError{code: 2}
@@ -72,10 +74,10 @@ func (o *diffOptions) Run(ctx context.Context) error {
 		return &exitError{code: 2}
 	}
 	differs, failed := false, false
-	for _, m := range members {
-		text, err := diffMember(ctx, c, m)
+	for _, obj := range manifests.ForApply(objs) {
+		text, err := diffObject(ctx, c, obj)
 		if err != nil {
-			fmt.Fprintf(o.errOut, "fleetd diff: member/%s: %s\n", m.Name, client.ErrorText(err))
+			fmt.Fprintf(o.errOut, "fleetd diff: %s: %s\n", kindName(obj), client.ErrorText(err))
 			failed = true
 			continue
 		}
@@ -93,14 +95,14 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// diffMember returns the unified diff from the live definition of m to m,
-// or "" when they are the same definition.
-func diffMember(ctx context.Context, c *client.Client, m *v1alpha1.Member) (string, error) {
-	want, err := definitionText(m)
+// diffObject returns the unified diff from the live definition of obj to
+// obj, or "" when they are the same definition.
+func diffObject(ctx context.Context, c *client.Client, obj v1alpha1.Object) (string, error) {
+	want, err := definitionText(obj)
 	if err != nil {
 		return "", err
 	}
-	live, found, err := c.LiveMember(ctx, m.Name)
+	live, found, err := c.Live(ctx, obj.GetObjectKind(), obj.GetName())
 	if err != nil {
 		return "", err
 	}
@@ -116,8 +118,8 @@ func diffMember(ctx context.Context, c *client.Client, m *v1alpha1.Member) (stri
 	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A:        lines(got),
 		B:        lines(want),
-		FromFile: "live/member/" + m.Name,
-		ToFile:   "desired/member/" + m.Name,
+		FromFile: "live/" + kindName(obj),
+		ToFile:   "desired/" + kindName(obj),
 		Context:  3,
 	})
 }
@@ -132,12 +134,12 @@ func lines(text string) []string {
 	return l
 }
 
-// definitionText is a Member as a manifest would say it (api/encode's
+// definitionText is an object as a manifest would say it (api/encode's
 // Minimal: no status, no fleetd-owned metadata, no defaults), safe to print
 // on a terminal: a value someone else wrote cannot smuggle in an escape
 // sequence (package termtext).
-func definitionText(m *v1alpha1.Member) (string, error) {
-	n, err := encode.Minimal(m, nil)
+func definitionText(obj v1alpha1.Object) (string, error) {
+	n, err := encode.Minimal(obj, nil)
 	if err != nil {
 		return "", err
 	}

@@ -78,17 +78,23 @@ func (s *ioStreams) fail(verb, format string, args ...any) error {
 	return &exitError{code: 1}
 }
 
-// readMembers reads the Members of -f (package manifests) for verb, or
-// prints every problem and that nothing was done ("nothing was applied")
-// and makes the process exit 1.
-func (s *ioStreams) readMembers(files []string, verb, done string) ([]*v1alpha1.Member, error) {
-	members, err := manifests.ReadMembers(s.in, files, verb)
+// readObjects reads the Members, Profiles and Tenants of -f (package
+// manifests) for verb, or prints every problem and that nothing was done
+// ("nothing was applied") and makes the process exit 1.
+func (s *ioStreams) readObjects(files []string, verb, done string) ([]v1alpha1.Object, error) {
+	objs, err := manifests.Read(s.in, files, verb)
 	if err != nil {
 		fmt.Fprintln(s.errOut, err)
 		fmt.Fprintf(s.errOut, "fleetd %s: nothing was %s\n", verb, done)
 		return nil, &exitError{code: 1}
 	}
-	return members, nil
+	return objs, nil
+}
+
+// kindName names an object as kubectl does in its output: kind/name, the kind
+// in lower case (member/reviewer, profile/claude).
+func kindName(obj v1alpha1.Object) string {
+	return strings.ToLower(obj.GetObjectKind()) + "/" + obj.GetName()
 }
 
 // serverOptions are the options of every command that talks to a running

@@ -152,7 +152,7 @@ var allowed = Graph{
 	// The command line's libraries: JSONPath, label selectors and the
 	// printers print and pick what the client reads from a running fleetd
 	// (its REST API and gateway, whose wire types are mcp's); manifests
-	// reads the Members of -f.
+	// reads the Members, Profiles and Tenants of -f.
 	"internal/cli/jsonpath":  {"internal/termtext"},
 	"internal/cli/labels":    {},
 	"internal/cli/printers":  {"api/v1alpha1", "internal/cli/jsonpath", "internal/termtext", "mcp", sigsyaml},
@@ -165,8 +165,9 @@ var allowed = Graph{
 		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
-	// make run-cluster: an embedded etcd and two fleetd processes.
-	"cmd/etcd-demo": {"api/decode", "api/v1alpha1", "internal/etcdtest", "internal/statedir", etcdClient, zap},
+	// make run-cluster: an embedded etcd and two fleetd processes, which it
+	// gives the example objects with `fleetd apply`.
+	"cmd/etcd-demo": {"api/v1alpha1", "internal/etcdtest", "internal/statedir"},
 
 	// This package.
 	"internal/archtest": {},

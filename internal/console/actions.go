@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -95,7 +96,7 @@ func (c *Console) pause(paused bool) func(http.ResponseWriter, *http.Request) (r
 		}
 		m.Spec.Paused = paused
 		if err := c.o.Store.Apply(r.Context(), m); err != nil {
-			return storeFail(name, err)
+			return storeFail("member "+name, err)
 		}
 		return ok(name + " " + word)
 	}
@@ -107,64 +108,106 @@ func (c *Console) deleteMember(_ http.ResponseWriter, r *http.Request) (result, 
 		if errors.Is(err, desired.ErrNotFound) {
 			return fail(http.StatusNotFound, fmt.Sprintf("member %q not found", name))
 		}
-		return storeFail(name, err)
+		return storeFail("member "+name, err)
 	}
 	return result{OK: true, Message: name + " deleted", Redirect: "/ui/"}, http.StatusOK
 }
 
-func storeFail(name string, err error) (result, int) {
+// storeFail is a failed write of an object ("member a") as an answer.
+func storeFail(what string, err error) (result, int) {
 	var errs decode.ErrorList
 	if errors.As(err, &errs) {
 		return fail(http.StatusUnprocessableEntity, errs.Error())
 	}
-	return fail(http.StatusServiceUnavailable, fmt.Sprintf("write member %s: %v", name, err))
+	return fail(http.StatusServiceUnavailable, fmt.Sprintf("write %s: %v", what, err))
 }
 
-// apply is POST /ui/apply: a Member's YAML (form field yaml) is checked as
-// POST /members (and so `fleetd apply`) checks it — the subscription guard
-// on every key and value as written, duplicate keys refused; then strict
-// decoding and validation with package decode, as `fleetd validate` and the
-// store do; the Profile and Tenant it names must exist — and compared with
-// the stored definition. With dryRun=1 nothing is written and the diff is
-// returned; otherwise the Member is written.
+// apply is POST /ui/apply: one Member, Profile or Tenant (form field yaml)
+// is checked as the REST API (and so `fleetd apply`) checks it, and
+// compared with the stored definition. A Member goes through the
+// subscription guard on every key and value as written, duplicate keys
+// refused, then strict decoding and validation with package decode, as
+// `fleetd validate` and the store do, and the Profile and Tenant it names
+// must exist. A Profile or Tenant is decoded the same way and held to
+// guard.CheckObjectWrite against its stored definition. With dryRun=1
+// nothing is written and the diff is returned; otherwise the object is
+// written.
 func (c *Console) apply(_ http.ResponseWriter, r *http.Request) (result, int) {
-	data := []byte(r.PostFormValue("yaml"))
-	asJSON, err := sigsyaml.YAMLToJSONStrict(data)
+	obj, status, err := c.decodeApply([]byte(r.PostFormValue("yaml")))
 	if err != nil {
-		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
+		return fail(status, err.Error())
 	}
-	if err := guard.CheckSpawnJSON(asJSON); err != nil {
-		if errors.Is(err, guard.ErrSubscriptionBoundary) {
-			return fail(http.StatusForbidden, err.Error())
-		}
-		return fail(http.StatusUnprocessableEntity, "member.yaml: "+err.Error())
-	}
-	m, err := decode.Member("member.yaml", data)
-	if err != nil {
-		return fail(http.StatusUnprocessableEntity, err.Error())
-	}
-	for _, ref := range m.References() {
-		if _, found := c.o.Store.Get(ref.Kind, ref.Name); !found {
-			return fail(http.StatusUnprocessableEntity, fmt.Sprintf("%s: no %s named %q", ref.Field, ref.Kind, ref.Name))
-		}
-	}
+	kind, name := obj.GetObjectKind(), obj.GetName()
+	what := strings.ToLower(kind) + " " + name
 	// The diff compares what a user writes (name, labels, annotations,
 	// spec) as YAML; no diff against a stored definition is "unchanged".
 	before, verb := "", "created"
-	if obj, found := c.o.Store.Get(v1alpha1.KindMember, m.Name); found {
-		before, verb = specYAML(*obj.(*v1alpha1.Member)), "configured"
+	if stored, found := c.o.Store.Get(kind, name); found {
+		before, verb = specYAML(stored), "configured"
 	}
-	diff := lineDiff(before, specYAML(*m))
+	diff := lineDiff(before, specYAML(obj))
 	if before != "" && diff == "" {
 		verb = "unchanged"
 	}
 	if r.PostFormValue("dryRun") == "1" {
-		return result{OK: true, Message: fmt.Sprintf("member %s would be %s (dry run: nothing written)", m.Name, verb), Diff: diff}, http.StatusOK
+		return result{OK: true, Message: fmt.Sprintf("%s would be %s (dry run: nothing written)", what, verb), Diff: diff}, http.StatusOK
 	}
 	if verb != "unchanged" {
-		if err := c.o.Store.Apply(r.Context(), m); err != nil {
-			return storeFail(m.Name, err)
+		if err := c.o.Store.Apply(r.Context(), obj); err != nil {
+			return storeFail(what, err)
 		}
 	}
-	return result{OK: true, Message: fmt.Sprintf("member %s %s", m.Name, verb), Diff: diff, Redirect: "/ui/members/" + m.Name}, http.StatusOK
+	res := result{OK: true, Message: fmt.Sprintf("%s %s", what, verb), Diff: diff}
+	if kind == v1alpha1.KindMember {
+		res.Redirect = "/ui/members/" + name
+	}
+	return res, http.StatusOK
+}
+
+// applyFile names the apply form's text in the errors that locate a
+// problem in it.
+const applyFile = "manifest.yaml"
+
+// decodeApply checks the apply form's text and decodes its one object, or
+// says why not with the status to answer.
+func (c *Console) decodeApply(data []byte) (v1alpha1.Object, int, error) {
+	asJSON, err := sigsyaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, http.StatusUnprocessableEntity, fmt.Errorf("%s: %w", applyFile, err)
+	}
+	var head struct{ Kind string }
+	_ = json.Unmarshal(asJSON, &head) // a body that is no object fails to decode below
+	if head.Kind == v1alpha1.KindMember {
+		if err := guard.CheckSpawnJSON(asJSON); err != nil {
+			if errors.Is(err, guard.ErrSubscriptionBoundary) {
+				return nil, http.StatusForbidden, err
+			}
+			return nil, http.StatusUnprocessableEntity, fmt.Errorf("%s: %w", applyFile, err)
+		}
+		m, err := decode.Member(applyFile, data)
+		if err != nil {
+			return nil, http.StatusUnprocessableEntity, err
+		}
+		for _, ref := range m.References() {
+			if _, found := c.o.Store.Get(ref.Kind, ref.Name); !found {
+				return nil, http.StatusUnprocessableEntity, fmt.Errorf("%s: no %s named %q", ref.Field, ref.Kind, ref.Name)
+			}
+		}
+		return m, 0, nil
+	}
+	objs, errs := decode.File(applyFile, data)
+	switch {
+	case len(errs) > 0:
+		return nil, http.StatusUnprocessableEntity, errs
+	case len(objs) != 1:
+		return nil, http.StatusUnprocessableEntity, fmt.Errorf("%s: want exactly one Member, Profile or Tenant, got %d objects", applyFile, len(objs))
+	}
+	stored, found := c.o.Store.Get(objs[0].GetObjectKind(), objs[0].GetName())
+	if !found {
+		stored = nil // a store may answer a nil pointer
+	}
+	if err := guard.CheckObjectWrite(objs[0], stored); err != nil {
+		return nil, http.StatusForbidden, err
+	}
+	return objs[0], 0, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/sse"
+	desired "github.com/fleetd-dev/fleetd/internal/store"
 )
 
 var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -462,9 +463,11 @@ func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
 	}
 
 	bad := []struct{ name, yaml, want string }{
-		{"unknown field", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, colour: red}\n", "member.yaml:4"},
+		{"unknown field", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, colour: red}\n", "manifest.yaml:4"},
 		{"unknown profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: nope}\n", `spec.profile: no Profile named "nope"`},
-		{"a profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec: {harness: claude}\n", "want Member"},
+		{"an invalid profile", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec: {harness: claude, restartPolicy: Sometimes}\n", "manifest.yaml:4: spec.restartPolicy"},
+		{"two objects", "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: a}\nspec: {url: https://a.example/mcp, credentialEnv: A_TOKEN}\n---\napiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: b}\nspec: {url: https://b.example/mcp, credentialEnv: B_TOKEN}\n", "want exactly one"},
+		{"a profile's endpoint", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec: {harness: claude, env: {ANTHROPIC_BASE_URL: https://sk-x.example}}\n", "subscription_boundary: spec.env.ANTHROPIC_BASE_URL"},
 		{"a duplicate key", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, profile: other}\n", `line 4: key "profile" already set`},
 		{"a credential", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: b}\nspec: {profile: claude, env: {ANTHROPIC_API_KEY: sk-x}}\n", "subscription_boundary: spec.env"},
 	}
@@ -479,6 +482,35 @@ func TestApply_DryRunShowsTheDiffAndWritesNothing(t *testing.T) {
 				t.Errorf("apply: %d %+v, want %d with %q (and never the value)", status, r, want, tt.want)
 			}
 		})
+	}
+}
+
+// TestApply_ProfilesAndTenants: the apply page takes a Profile or a Tenant
+// too — a diff against the stored definition, then the write — and stays
+// on the page (they have no page of their own).
+func TestApply_ProfilesAndTenants(t *testing.T) {
+	e := newEnv(t, nil)
+	c, csrf := e.login()
+	h := map[string]string{"Origin": e.srv.URL, "X-CSRF-Token": csrf}
+	for _, tt := range []struct{ kind, yaml, changed, diff string }{
+		{v1alpha1.KindProfile, "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex}\nspec: {harness: codex}\n",
+			"apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex}\nspec: {harness: codex, args: [-m, gpt-5.4]}\n", "+   - gpt-5.4"},
+		{v1alpha1.KindTenant, "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_TOKEN}\n",
+			"apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_FLEETD_TOKEN}\n", "+   credentialEnv: ACME_FLEETD_TOKEN"},
+	} {
+		what := strings.ToLower(tt.kind)
+		name := map[string]string{v1alpha1.KindProfile: "codex", v1alpha1.KindTenant: "acme"}[tt.kind]
+		key := desired.Key{Kind: tt.kind, Name: name}
+		if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {tt.yaml}, "dryRun": {"1"}}, h); status != 200 || !strings.Contains(r.Message, what+" "+name+" would be created") || e.fleet.others[key] != nil {
+			t.Fatalf("dry run of a new %s: %d %+v", what, status, r)
+		}
+		if status, r := e.post(c, "/ui/apply", url.Values{"yaml": {tt.yaml}}, h); status != 200 || r.Message != what+" "+name+" created" || r.Redirect != "" || e.fleet.others[key] == nil {
+			t.Fatalf("apply of a new %s: %d %+v", what, status, r)
+		}
+		status, r := e.post(c, "/ui/apply", url.Values{"yaml": {tt.changed}, "dryRun": {"1"}}, h)
+		if status != 200 || !strings.Contains(r.Diff, tt.diff) || !strings.Contains(r.Message, "would be configured") {
+			t.Errorf("dry run of a changed %s: %d %+v, want a diff with %q", what, status, r, tt.diff)
+		}
 	}
 }
 

@@ -3,7 +3,7 @@
 // worker's question waiting for the primary, a crash-looping member,
 // herdr unreachable), what every member is doing, and the primary's
 // actions — send a task, answer a question, pause, resume, delete, apply a
-// Member — from one page.
+// Member, Profile or Tenant — from one page.
 //
 // # Login
 //
@@ -59,9 +59,11 @@
 // show), an answer is bridge_send with the question's turn id (it resolves
 // the worker's held bridge_ask), pause and resume set spec.paused and
 // delete removes the Member through the desired-state store, and apply
-// decodes one Member strictly with package decode, checks the Profile and
-// Tenant it names, shows a diff against the stored definition (dry run),
-// and writes it through the store.
+// decodes one Member, Profile or Tenant strictly with package decode,
+// checks it as the REST API does (a Member: the spawn guard and the
+// Profile and Tenant it names; a Profile or Tenant: guard.CheckObjectWrite
+// against its stored definition), shows a diff against the stored
+// definition (dry run), and writes it through the store.
 //
 // The member page's terminal tail, and the end of the screen of an agent
 // blocked at a prompt under Needs you (a tail.Excerpt of it), are read

@@ -28,12 +28,13 @@ type fleet struct {
 	mail     []messaging.Message
 	applied  []*v1alpha1.Member
 	profiles map[string]bool
-	polls    int // PollPage calls: one per rendering of a page
+	polls    int                             // PollPage calls: one per rendering of a page
+	others   map[desired.Key]v1alpha1.Object // Profiles and Tenants applied
 }
 
 func newFleet(members ...v1alpha1.Member) *fleet {
 	f := &fleet{members: map[string]v1alpha1.Member{}, turns: map[string][]messaging.TurnStatus{},
-		profiles: map[string]bool{"claude": true}}
+		profiles: map[string]bool{"claude": true}, others: map[desired.Key]v1alpha1.Object{}}
 	for _, m := range members {
 		f.members[m.Name] = m
 	}
@@ -115,6 +116,9 @@ type store struct{ *fleet }
 func (s store) Get(kind, name string) (v1alpha1.Object, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if o, ok := s.others[desired.Key{Kind: kind, Name: name}]; ok {
+		return o, true
+	}
 	switch kind {
 	case v1alpha1.KindProfile:
 		if s.profiles[name] {
@@ -129,7 +133,11 @@ func (s store) Get(kind, name string) (v1alpha1.Object, bool) {
 }
 
 func (s store) Apply(_ context.Context, obj v1alpha1.Object) error {
-	m := obj.(*v1alpha1.Member)
+	m, ok := obj.(*v1alpha1.Member)
+	if !ok {
+		s.change(func(f *fleet) { f.others[desired.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}] = obj })
+		return nil
+	}
 	s.change(func(f *fleet) {
 		f.applied = append(f.applied, m.DeepCopy())
 		f.members[m.Name] = *m.DeepCopy()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -228,7 +229,7 @@ func (c *Console) member(ctx context.Context, name string, tails tailCaches) (me
 		return memberView{}, false
 	}
 	v := memberView{Member: m, Events: c.o.Members.MemberEvents(name), Worker: c.o.Messages.Status(name)}
-	v.Spec = specYAML(m)
+	v.Spec = specYAML(&m)
 	v.Needs = memberNeeds(m)
 	inbox := c.inbox(ctx)
 	for _, q := range c.questions(inbox.Messages) {
@@ -319,10 +320,21 @@ func (c *Console) tail(ctx context.Context, m v1alpha1.Member, w messaging.Worke
 	return text, msg
 }
 
-// specYAML shows a member as its manifest would say it: kind, metadata
-// the user writes, spec.
-func specYAML(m v1alpha1.Member) string {
-	doc := map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": v1alpha1.KindMember, "spec": m.Spec}
+// specYAML shows an object as its manifest would say it: kind, metadata
+// name, labels and annotations, and spec — nothing fleetd owns.
+func specYAML(obj v1alpha1.Object) string {
+	var spec struct {
+		Spec any `json:"spec"`
+	}
+	raw, err := json.Marshal(obj)
+	if err == nil {
+		err = json.Unmarshal(raw, &spec)
+	}
+	if err != nil {
+		return "# " + err.Error()
+	}
+	doc := map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": obj.GetObjectKind(), "spec": spec.Spec}
+	m := obj.GetMeta()
 	meta := map[string]any{"name": m.Name}
 	if len(m.Labels) > 0 {
 		meta["labels"] = m.Labels

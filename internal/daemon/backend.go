@@ -54,6 +54,13 @@ type nodeParts struct {
 		console.Members
 	}
 	waiter mcp.MemberWaiter
+	// desired is the desired state the gateway and the console read and
+	// write: the controllers' store, or the whole fleet's (every node's
+	// members, etcdstore.Fleet).
+	desired interface {
+		mcp.DesiredState
+		console.DesiredState
+	}
 	// messages is the messaging the gateway and the console use: the
 	// core, or the relay across nodes over it.
 	messages messenger
@@ -77,7 +84,7 @@ func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*bac
 	}
 	return &backend{store: d, source: cfg.ManifestsDir, close: func() {},
 		onNode: func(mgr *controllers.Manager, core *messaging.Core, _ messaging.Options) (*nodeParts, error) {
-			return &nodeParts{members: mgr, waiter: mgr, messages: core}, nil
+			return &nodeParts{members: mgr, waiter: mgr, desired: d, messages: core}, nil
 		}}, nil
 }
 
@@ -161,7 +168,7 @@ func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts
 	}
 	publisher := &fleet.StatusPublisherOptions{Options: fleet.Options{Prefix: f.prefix, RequestTimeout: f.cfg.RequestTimeout, Logger: f.log}, Node: f.cfg.Node}
 	sched := &scheduler.Options{Prefix: f.prefix, Candidate: f.cfg.Node, RequestTimeout: f.cfg.RequestTimeout, RescheduleAfter: f.cfg.RescheduleAfter, Logger: f.log}
-	return &nodeParts{members: view, waiter: view, messages: relay, nodes: f.nodes, run: []func(context.Context) error{
+	return &nodeParts{members: view, waiter: view, desired: f.store.Fleet(), messages: relay, nodes: f.nodes, run: []func(context.Context) error{
 		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, relay.Run,
 		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
 		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },

@@ -29,14 +29,15 @@ type ConsoleOptions struct {
 
 // newConsole builds the browser console on the controllers, the members
 // the gateway shows (the controllers', or the whole fleet's with the
-// status each node publishes), the messaging the gateway uses (the core,
-// or the relay across nodes) and its token registry.
-func newConsole(mgr *controllers.Manager, members console.Members, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, holds *quota.Quota, cfg Config, node string, log *slog.Logger) (*console.Console, error) {
+// status each node publishes), the desired state it writes, the messaging
+// the gateway uses (the core, or the relay across nodes) and its token
+// registry.
+func newConsole(mgr *controllers.Manager, members console.Members, desired console.DesiredState, messages console.Messenger, toks *tokens.Registry, prompter *herdrprompt.Prompter, holds *quota.Quota, cfg Config, node string, log *slog.Logger) (*console.Console, error) {
 	o := console.Options{
 		Node:        node,
 		Members:     members,
 		Messages:    messages,
-		Store:       mgr.Store(),
+		Store:       desired,
 		Tokens:      toks,
 		Tails:       prompter,
 		PrimaryName: mcp.PrimaryName,

@@ -197,7 +197,7 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	p.handler, err = mcp.NewHandler(mcp.Options{
 		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
-		Loopback: p.loopback, Logger: p.log, Store: p.mgr.Store(), Registerer: p.reg, Version: version.Version,
+		Loopback: p.loopback, Logger: p.log, Store: p.node.desired, Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,
 		MaxSessionsPerToken: p.cfg.MaxSessionsPerToken, Terminals: tail.New(p.prompter, p.mgr, nil), Holds: holds,
 	})
@@ -211,7 +211,7 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	// first prompt owed), then the gateway (bridge_stop's wait).
 	p.gone.add(p.prompts.WorkerGone)
 	p.gone.add(func(_, paneID, _ string) { p.handler.PaneGone(paneID) })
-	if p.ui, err = newConsole(p.mgr, p.node.members, p.node.messages, p.toks, p.prompter, holds, p.cfg, p.backend.node, p.log); err != nil {
+	if p.ui, err = newConsole(p.mgr, p.node.members, p.node.desired, p.node.messages, p.toks, p.prompter, holds, p.cfg, p.backend.node, p.log); err != nil {
 		return err
 	}
 	p.srv, p.ln = listener.NewServer(withConsole(p.handler, p.ui, p.loopback), ln, limits, p.log)

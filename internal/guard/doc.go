@@ -13,8 +13,15 @@
 // words that give a key away are api/v1alpha1's one closed-spec word list
 // ([v1alpha1.ClassifyKey]), shared with the manifest decoder.
 //
+// Profiles and Tenants may also be written over REST and the console (the
+// primary's token): [CheckObjectWrite] holds such a write to the same line.
+// It may keep what the stored definition — the operator's file, or what
+// the operator put into etcd — already says, but never add or change a
+// Profile's environment entry or argument that names or carries a
+// credential or an endpoint, nor point a Tenant at a provider's variable.
+//
 // This package only judges requests. It never reads the process
 // environment, never echoes a request's values in an error (only the path
-// of the offending field), and knows nothing about Profiles, which are
-// trusted operator files and are not checked here.
+// of the offending field), and never judges a definition read from the
+// operator's manifests directory or etcd: those are trusted.
 package guard

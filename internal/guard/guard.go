@@ -156,19 +156,21 @@ func join(path, key string) string {
 // decoder's closed-spec check uses too. Commands and arguments are not a
 // subscription matter: the closed-spec check refuses them (invalid_spec).
 func keyViolation(key string) string {
-	switch v1alpha1.ClassifyKey(key) {
-	case v1alpha1.KeyEnvironment:
-		return "environment is not accepted from spawn requests"
-	case v1alpha1.KeyHeader:
-		return "headers and cookies are not accepted from spawn requests"
-	case v1alpha1.KeyEndpoint:
-		return "endpoints and URLs are not accepted from spawn requests"
-	case v1alpha1.KeyCredential:
-		return "credentials are not accepted from spawn requests"
-	case v1alpha1.KeyProvider:
-		return "provider settings are not accepted from spawn requests"
+	if w, ok := keyWords[v1alpha1.ClassifyKey(key)]; ok {
+		return w.many + " not accepted from spawn requests"
 	}
 	return ""
+}
+
+// keyWords say what a key of each class that the guard refuses carries:
+// as a kind of field ("endpoints and URLs are"), and as what one
+// variable's name gives away ("an endpoint").
+var keyWords = map[v1alpha1.KeyClass]struct{ many, one string }{
+	v1alpha1.KeyEnvironment: {"environment is", "an environment bag"},
+	v1alpha1.KeyHeader:      {"headers and cookies are", "headers or cookies"},
+	v1alpha1.KeyEndpoint:    {"endpoints and URLs are", "an endpoint"},
+	v1alpha1.KeyCredential:  {"credentials are", "a credential"},
+	v1alpha1.KeyProvider:    {"provider settings are", "a provider's setting"},
 }
 
 // IsCredentialName reports whether an environment variable (or field) name

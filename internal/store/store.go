@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
@@ -35,12 +36,20 @@ type Store interface {
 	// ErrUnavailable.
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	// Delete removes the object's definition; ErrNotFound if there is none.
+	// A Profile or Tenant that a Member references is not deleted: the
+	// error matches ErrInUse and names the Members (see [InUse]).
 	Delete(ctx context.Context, kind, name string) error
 }
 
 // ErrNotFound is returned (wrapped) by Delete for an object the store does
 // not hold.
 var ErrNotFound = errors.New("object not found")
+
+// ErrInUse is returned (wrapped) by Delete of a Profile or Tenant that a
+// Member references (spec.profile, spec.mcpTarget.tenantId): delete those
+// Members, or point them elsewhere, first. Deleting it anyway would leave
+// them at Ready=False until it comes back.
+var ErrInUse = errors.New("object in use")
 
 // ErrConflict is returned (wrapped) by a write whose precondition failed:
 // the object's metadata.resourceVersion is not the stored object's, because
@@ -55,6 +64,27 @@ var ErrConflict = errors.New("the object changed since it was read (stale resour
 // definitions. A backend names its source in front of it ("etcd
 // unavailable").
 var ErrUnavailable = errors.New("unavailable")
+
+// InUse is Delete's refusal of key's object while members reference it,
+// or nil when none does: an error matching ErrInUse that names, in name
+// order, each Member and the field that references the object (the
+// backend puts the object's key in front of it). members
+// are every Member of the store — not only one node's.
+func InUse(key Key, members []*v1alpha1.Member) error {
+	var refs []string
+	for _, m := range members {
+		for _, ref := range m.References() {
+			if ref.Kind == key.Kind && ref.Name == key.Name && key.Kind != v1alpha1.KindMember {
+				refs = append(refs, fmt.Sprintf("member/%s (%s)", m.Name, ref.Field))
+			}
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	slices.Sort(refs)
+	return fmt.Errorf("referenced by %s; delete those members or change what they reference first: %w", strings.Join(refs, ", "), ErrInUse)
+}
 
 // Key names one object.
 type Key struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/sse"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -53,9 +54,9 @@ func TestRequests_CarryTheTokenAndReportFleetdsErrors(t *testing.T) {
 	if err == nil || err.Error() != `no member with name, pane id, terminal id or session id "ghost"; fleetd get members lists them` {
 		t.Errorf("Member(ghost) = %v", err)
 	}
-	_, found, err := c.LiveMember(context.Background(), "ghost")
+	_, found, err := c.Live(context.Background(), "Member", "ghost")
 	if found || err != nil {
-		t.Errorf("LiveMember(ghost) = found %v, %v; want not found, no error", found, err)
+		t.Errorf("Live(Member, ghost) = found %v, %v; want not found, no error", found, err)
 	}
 	_, err = c.DeleteMember(context.Background(), "ghost")
 	var he *HTTPError
@@ -114,5 +115,47 @@ func TestFollowLogs(t *testing.T) {
 				t.Errorf("FollowLogs = %v, want %q (matching %v)", err, tt.wantErr, tt.wantIs)
 			}
 		})
+	}
+}
+
+// TestObjects_TakeEveryKindsPath: Apply, Live and DeleteObject reach
+// /members, /profiles and /tenants by the object's kind, and Apply reads
+// the result of either write answer.
+func TestObjects_TakeEveryKindsPath(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.RequestURI())
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/tenants/ghost":
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error":{"code":"not_found","message":"Tenant \"ghost\" not found"}}`))
+		case r.Method == http.MethodGet:
+			w.Write([]byte(`{"apiVersion":"fleetd.dev/v1alpha1","kind":"Profile","metadata":{"name":"claude"},"spec":{"harness":"claude"}}`))
+		case r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"result":"created","kind":"Profile","name":"claude"}`))
+		default:
+			w.Write([]byte(`{"result":"deleted"}`))
+		}
+	}))
+	defer srv.Close()
+	c := New(srv.URL, "tok")
+	ctx := context.Background()
+	p := &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: "claude"}, Spec: v1alpha1.ProfileSpec{Harness: "claude"}}
+	if res, err := c.Apply(ctx, p, true); err != nil || res != "created" {
+		t.Errorf("Apply(profile, dry run) = %q, %v", res, err)
+	}
+	if live, found, err := c.Live(ctx, v1alpha1.KindProfile, "claude"); err != nil || !found || live.(*v1alpha1.Profile).Spec.Harness != "claude" {
+		t.Errorf("Live(Profile, claude) = %+v, %v, %v", live, found, err)
+	}
+	if _, found, err := c.Live(ctx, v1alpha1.KindTenant, "ghost"); found || err != nil {
+		t.Errorf("Live(Tenant, ghost) = found %v, %v; want not found, no error", found, err)
+	}
+	if err := c.DeleteObject(ctx, v1alpha1.KindTenant, "acme"); err != nil {
+		t.Errorf("DeleteObject(Tenant, acme) = %v", err)
+	}
+	want := []string{"POST /profiles?dryRun=All", "GET /profiles/claude", "GET /tenants/ghost", "DELETE /tenants/acme"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -30,40 +29,11 @@ func (c *Client) Member(ctx context.Context, ref string) (v1alpha1.Member, error
 	return m, err
 }
 
-// LiveMember reads member name; found is false when fleetd has none by
-// that name.
-func (c *Client) LiveMember(ctx context.Context, name string) (m *v1alpha1.Member, found bool, err error) {
-	m = &v1alpha1.Member{}
-	if err := c.Get(ctx, memberPath(name, ""), m); err != nil {
-		if IsNotFound(err) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	return m, true, nil
-}
-
 // MemberEvents reads member name's recent events.
 func (c *Client) MemberEvents(ctx context.Context, name string) ([]v1alpha1.Event, error) {
 	var events []v1alpha1.Event
 	err := c.Get(ctx, memberPath(name, "/events"), &events)
 	return events, err
-}
-
-// ApplyMember sends m to fleetd (POST /members), which writes it into its
-// desired state, and returns what that did: created, configured or
-// unchanged. With dryRun fleetd checks everything and writes nothing.
-func (c *Client) ApplyMember(ctx context.Context, m *v1alpha1.Member, dryRun bool) (string, error) {
-	path := "/members"
-	if dryRun {
-		path += "?dryRun=All"
-	}
-	var res mcp.WriteResult
-	status, err := c.Post(ctx, path, m, &res)
-	if err == nil && res.Result == "" && status == http.StatusCreated {
-		return "created", nil
-	}
-	return res.Result, err
 }
 
 // DeleteMember deletes member ref (DELETE /members/{ref}) and returns the

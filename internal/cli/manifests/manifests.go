@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -18,17 +19,17 @@ import (
 // but not by this much.
 const MaxInputBytes = 4 * decode.DefaultMaxManifestBytes
 
-// ReadMembers reads and strictly decodes every -f argument: a file, a
-// directory (its manifest files, as fleetd serve lists them: *.yaml and
-// *.yml, not recursive) or "-" for stdin. A file may hold several
-// documents, and a document may be a List (what `fleetd get -o yaml`
-// prints for several members: kind List or MemberList, with items); status
-// and the metadata fleetd owns are ignored. It returns every problem,
-// located by FILE:LINE, or the Members in argument and file order. Input
-// that holds anything but Members, or nothing, is an error; verb names the
-// command in that message.
-func ReadMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Member, error) {
-	var members []*v1alpha1.Member
+// Read reads and strictly decodes every -f argument: a file, a directory
+// (its manifest files, as fleetd serve lists them: *.yaml and *.yml, not
+// recursive) or "-" for stdin. A file may hold several documents, and a
+// document may be a List (what `fleetd get -o yaml` prints for several
+// objects: kind List, MemberList, ProfileList or TenantList, with items);
+// status and the metadata fleetd owns are ignored. It returns every
+// problem, located by FILE:LINE, or every Member, Profile and Tenant in
+// argument and file order, apiVersion and kind set. Input that holds no
+// object is an error; verb names the command in that message.
+func Read(stdin io.Reader, files []string, verb string) ([]v1alpha1.Object, error) {
+	var objects []v1alpha1.Object
 	var problems []error
 	var names []string
 	for _, arg := range files {
@@ -52,27 +53,62 @@ func ReadMembers(stdin io.Reader, files []string, verb string) ([]*v1alpha1.Memb
 				continue
 			}
 			for _, o := range objs {
-				m, ok := o.(*v1alpha1.Member)
-				if !ok {
-					problems = append(problems, fmt.Errorf("%s: %s %q: fleetd %s takes only Members; %ss are the operator's: edit them in the manifests directory fleetd serve watches (--manifests)",
-						name, o.GetObjectKind(), o.GetName(), verb, o.GetObjectKind()))
-					continue
-				}
-				m.APIVersion, m.Kind = v1alpha1.GroupVersion, v1alpha1.KindMember
-				members = append(members, m)
+				setTypeMeta(o)
+				objects = append(objects, o)
 			}
 		}
 	}
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
-	if len(members) == 0 {
+	if len(objects) == 0 {
 		if len(names) == 0 {
 			names = files // directories without manifest files
 		}
-		return nil, fmt.Errorf("%s: no Members to %s", strings.Join(names, ", "), verb)
+		return nil, fmt.Errorf("%s: no Members, Profiles or Tenants to %s", strings.Join(names, ", "), verb)
 	}
-	return members, nil
+	return objects, nil
+}
+
+// setTypeMeta sets an object's apiVersion and kind, as its manifest says
+// them.
+func setTypeMeta(o v1alpha1.Object) {
+	tm := v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: o.GetObjectKind()}
+	switch o := o.(type) {
+	case *v1alpha1.Member:
+		o.TypeMeta = tm
+	case *v1alpha1.Profile:
+		o.TypeMeta = tm
+	case *v1alpha1.Tenant:
+		o.TypeMeta = tm
+	}
+}
+
+// applyRank is where a kind goes in apply's order: what a Member
+// references before the Members.
+var applyRank = map[string]int{v1alpha1.KindProfile: 0, v1alpha1.KindTenant: 1, v1alpha1.KindMember: 2}
+
+// ForApply returns objs in the order apply sends them: Profiles, then
+// Tenants, then Members, each kind in input order — so that the Profile
+// and Tenant a Member references exist when the Member arrives.
+func ForApply(objs []v1alpha1.Object) []v1alpha1.Object {
+	out := slices.Clone(objs)
+	slices.SortStableFunc(out, func(a, b v1alpha1.Object) int {
+		return applyRank[a.GetObjectKind()] - applyRank[b.GetObjectKind()]
+	})
+	return out
+}
+
+// ForDelete returns objs in the order delete removes them, apply's
+// reversed by kind: Members, then Tenants, then Profiles, each kind in
+// input order — so that no Profile or Tenant is deleted while a Member of
+// the input still references it.
+func ForDelete(objs []v1alpha1.Object) []v1alpha1.Object {
+	out := slices.Clone(objs)
+	slices.SortStableFunc(out, func(a, b v1alpha1.Object) int {
+		return applyRank[b.GetObjectKind()] - applyRank[a.GetObjectKind()]
+	})
+	return out
 }
 
 // readInput reads one file ("-": stdin) within MaxInputBytes, by the
@@ -145,14 +181,15 @@ func decodeInput(name string, data []byte) ([]v1alpha1.Object, decode.ErrorList)
 }
 
 // listItems returns the items sequence of a document that is a List (kind
-// List, or MemberList as GET /members answers), or nil.
+// List, or MemberList, ProfileList or TenantList as GET /members,
+// /profiles and /tenants answer), or nil.
 func listItems(doc *yaml.Node) *yaml.Node {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
 	root := doc.Content[0]
 	kind, items := mappingValue(root, "kind"), mappingValue(root, "items")
-	if kind == nil || (kind.Value != "List" && kind.Value != "MemberList") {
+	if kind == nil || !listKinds[kind.Value] {
 		return nil
 	}
 	if items == nil || items.Kind != yaml.SequenceNode {
@@ -160,6 +197,9 @@ func listItems(doc *yaml.Node) *yaml.Node {
 	}
 	return items
 }
+
+// listKinds are the kinds of a List document.
+var listKinds = map[string]bool{"List": true, "MemberList": true, "ProfileList": true, "TenantList": true}
 
 func mappingValue(m *yaml.Node, key string) *yaml.Node {
 	for i := 0; i+1 < len(m.Content); i += 2 {

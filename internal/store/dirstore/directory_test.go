@@ -800,3 +800,77 @@ func TestDirectory_IgnoresResourceVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestDirectory_ProfilesAndTenantsAreWrittenAsMembersAre: a new Profile
+// goes to DIR/profile-NAME.yaml and a new Tenant to DIR/tenant-NAME.yaml,
+// written without defaults; an existing one is edited in place in the
+// operator's file, its comments kept; and a Profile or Tenant a Member
+// references is not deleted until that Member is gone.
+func TestDirectory_ProfilesAndTenantsAreWrittenAsMembersAre(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tenant := "# the acme gateway\napiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec:\n  url: https://fleet.acme.example/mcp   # public\n  credentialEnv: ACME_TOKEN\n"
+		triage := "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: triage}\nspec:\n  profile: claude\n  mcpTarget: {kind: tenant, tenantId: acme}\n"
+		h := newHarness(t, map[string]string{"acme.yaml": tenant})
+		ctx := context.Background()
+		read := func(name string) string {
+			t.Helper()
+			data, err := os.ReadFile(filepath.Join(h.dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(data)
+		}
+
+		p := &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: "claude"}, Spec: v1alpha1.ProfileSpec{Harness: "claude", Args: []string{"--model", "sonnet"}}}
+		p.SetDefaults()
+		if err := h.d.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		want := "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata:\n  name: claude\nspec:\n  harness: claude\n  args:\n    - --model\n    - sonnet\n"
+		if diff := cmp.Diff(want, read("profile-claude.yaml")); diff != "" {
+			t.Errorf("a new Profile's file (-want +got):\n%s", diff)
+		}
+		n := &v1alpha1.Tenant{ObjectMeta: v1alpha1.ObjectMeta{Name: "beta"}, Spec: v1alpha1.TenantSpec{URL: "https://beta.example/mcp", CredentialEnv: "BETA_TOKEN"}}
+		if err := h.d.Apply(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if got := read("tenant-beta.yaml"); !strings.Contains(got, "kind: Tenant\n") || !strings.Contains(got, "credentialEnv: BETA_TOKEN\n") {
+			t.Errorf("a new Tenant's file:\n%s", got)
+		}
+
+		acme := h.d.Snapshot().Tenants["acme"].DeepCopy()
+		acme.Spec.CredentialEnv = "ACME_FLEETD_TOKEN"
+		if err := h.d.Apply(ctx, acme); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(strings.Replace(tenant, "ACME_TOKEN", "ACME_FLEETD_TOKEN", 1), read("acme.yaml")); diff != "" {
+			t.Errorf("an edited Tenant's file (-want +got):\n%s", diff)
+		}
+
+		h.write("triage.yaml", triage)
+		h.settle()
+		for _, key := range []store.Key{{Kind: v1alpha1.KindProfile, Name: "claude"}, {Kind: v1alpha1.KindTenant, Name: "acme"}} {
+			err := h.d.Delete(ctx, key.Kind, key.Name)
+			if !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), "member/triage (") {
+				t.Errorf("delete %s while triage references it: %v, want ErrInUse naming member/triage", key, err)
+			}
+			if _, ok := h.d.Get(key.Kind, key.Name); !ok {
+				t.Errorf("%s is gone after a refused delete", key)
+			}
+		}
+		if err := h.d.Delete(ctx, v1alpha1.KindMember, "triage"); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			key  store.Key
+			file string
+		}{{store.Key{Kind: v1alpha1.KindProfile, Name: "claude"}, "profile-claude.yaml"}, {store.Key{Kind: v1alpha1.KindTenant, Name: "acme"}, "acme.yaml"}} {
+			if err := h.d.Delete(ctx, tc.key.Kind, tc.key.Name); err != nil {
+				t.Errorf("delete %s once nothing references it: %v", tc.key, err)
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, tc.file)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still there after its one object was deleted: %v", tc.file, err)
+			}
+		}
+	})
+}

@@ -61,5 +61,9 @@
 // already defined in a file in place (package internal/yamledit, with the
 // definition package api/encode makes): only what changes is rewritten, the
 // file's comments, key order and other documents stay byte for byte, an
-// equal definition writes nothing, and a default is never written.
+// equal definition writes nothing, and a default is never written. Every
+// kind is written the same way: a new Member goes to DIR/NAME.yaml, a new
+// Profile or Tenant to DIR/profile-NAME.yaml or DIR/tenant-NAME.yaml.
+// Delete refuses a Profile or Tenant that a Member of the directory
+// references (store.InUse); a person may still delete its file.
 package dirstore

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -119,7 +121,9 @@ func (d *Directory) apply(ctx context.Context, obj v1alpha1.Object, write bool) 
 }
 
 // Delete removes the object's definition: its file, or only its document
-// in a multi-document file. On return the snapshot reflects the removal.
+// in a multi-document file. A Profile or Tenant that a Member of the
+// directory references is not deleted (store.InUse). On return the
+// snapshot reflects the removal.
 func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -136,6 +140,9 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 	path, ok := snap.Sources[key]
 	if !ok {
 		return fmt.Errorf("delete %s: %w", key, store.ErrNotFound)
+	}
+	if err := store.InUse(key, slices.Collect(maps.Values(snap.Members))); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	old, err := d.read(path, d.maxBytes)
 	if err != nil {

@@ -53,16 +53,28 @@
 // Snapshot.Errors at its key while the object keeps its last good
 // definition, as a manifest file that stops parsing does.
 //
-// A value may also be put by hand, as YAML or JSON — the document of a
-// manifest file (etcdctl put PREFIX/profiles/claude "$(cat claude.yaml)");
-// it has generation 1 and a uid derived from the key's create revision,
-// which the store keeps when it first writes the object.
+// Every kind is written the same way — `fleetd apply -f` and the REST API
+// write Members, Profiles and Tenants through Apply and Delete. A value may
+// also be put by hand, as YAML or JSON — the document of a manifest file
+// (etcdctl put PREFIX/profiles/claude "$(cat claude.yaml)"); it has
+// generation 1 and a uid derived from the key's create revision, which the
+// store keeps when it first writes the object. CheckApply makes Apply's
+// checks against what etcd holds and writes nothing (a dry run).
+//
+// References. Delete refuses a Profile or Tenant that a Member of the
+// fleet references (store.InUse), whichever node the Member is bound to:
+// the check reads the members as the informer last read them, and the
+// delete is a transaction that holds only if no member's key changed since
+// that revision — a member written meanwhile makes the delete check again.
 //
 // Placement. A Member's node is its binding, PREFIX/bindings/MEMBER =
 // {node, memberUID}, written by the fleet's scheduler (package scheduler).
 // A Store with Options.Node shows in its snapshot only the members bound to
 // that node with the bound uid; [Store.Assignments] shows every member and
-// binding, for the scheduler and the fleet view (package fleet).
+// binding, for the scheduler and the fleet view (package fleet), and
+// [Store.Fleet] is the store with every member, for the writes of the
+// gateway and the console (a member another node runs is configured or
+// unchanged by an apply, not created).
 //
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.

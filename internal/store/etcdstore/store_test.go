@@ -432,3 +432,113 @@ func TestStore_SharedWorktreeBranchIsUnresolved(t *testing.T) {
 		t.Errorf("unresolved: %v", got.Unresolved)
 	}
 }
+
+func tenant(name string) *v1alpha1.Tenant {
+	return &v1alpha1.Tenant{ObjectMeta: v1alpha1.ObjectMeta{Name: name}, Spec: v1alpha1.TenantSpec{URL: "https://" + name + ".example/mcp", CredentialEnv: "TENANT_TOKEN"}}
+}
+
+// Profiles and Tenants are written like Members: under their keys, with
+// versions, a generation bumped by a spec change, a dry run that writes
+// nothing, and a delete.
+func TestStore_ProfilesAndTenantsAreWrittenUnderTheirKeys(t *testing.T) {
+	n := startNode(t, nil)
+	ctx := context.Background()
+	for _, obj := range []v1alpha1.Object{profile("claude"), tenant("acme")} {
+		kind, name := obj.GetObjectKind(), obj.GetName()
+		key := prefix(t) + "/" + strings.ToLower(kind) + "s/" + name
+		if err := n.st.CheckApply(ctx, obj); err != nil {
+			t.Fatalf("dry run of a new %s: %v", kind, err)
+		}
+		if resp, err := n.cli.Get(ctx, key, clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+			t.Fatalf("a dry run wrote %s: %v %v", key, resp, err)
+		}
+		n.apply(obj)
+		got, ok := n.st.Get(kind, name)
+		if !ok || got.GetMeta().Generation != 1 || got.GetMeta().UID == "" {
+			t.Fatalf("%s/%s after apply: %+v", kind, name, got)
+		}
+		resp, err := n.cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 || got.GetMeta().ResourceVersion != strconv.FormatInt(resp.Kvs[0].ModRevision, 10) {
+			t.Fatalf("%s: %v %v; the object's resourceVersion %s", key, resp, err, got.GetMeta().ResourceVersion)
+		}
+
+		changed := got.(interface{ DeepCopyObject() v1alpha1.Object }).DeepCopyObject()
+		switch c := changed.(type) {
+		case *v1alpha1.Profile:
+			c.Spec.Args = []string{"--model", "opus"}
+		case *v1alpha1.Tenant:
+			c.Spec.URL = "https://other.example/mcp"
+		}
+		n.apply(changed)
+		after, _ := n.st.Get(kind, name)
+		if after.GetMeta().Generation != 2 || after.GetMeta().UID != got.GetMeta().UID {
+			t.Errorf("%s/%s after a spec change: generation %d uid %q, want 2 and %q", kind, name, after.GetMeta().Generation, after.GetMeta().UID, got.GetMeta().UID)
+		}
+		// The version read before the change is stale now, for a dry run too.
+		if err := n.st.CheckApply(ctx, got); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("dry run over a stale resourceVersion: %v, want ErrConflict", err)
+		}
+
+		if err := n.st.Delete(ctx, kind, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := n.st.Get(kind, name); ok {
+			t.Errorf("%s/%s still in the snapshot after its delete returned", kind, name)
+		}
+		if err := n.st.Delete(ctx, kind, name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleting %s/%s again: %v, want ErrNotFound", kind, name, err)
+		}
+	}
+}
+
+// A Profile or Tenant a Member references is not deleted, whichever node
+// the Member is bound to — also one no node runs yet, which only the
+// store's Fleet view shows — and whether or not the deleting node has seen
+// the Member yet.
+func TestStore_DeleteOfAReferencedObjectIsRefused(t *testing.T) {
+	n := startNode(t, &Options{Node: "laptop"})
+	ctx := context.Background()
+	n.apply(profile("claude"))
+	n.apply(tenant("acme"))
+	far := member("far", "claude")
+	far.Spec.MCPTarget = &v1alpha1.MCPTarget{Kind: v1alpha1.TargetTenant, TenantID: "acme"}
+	n.apply(far) // bound to no node: not in this node's snapshot
+	if _, ok := n.st.Get(v1alpha1.KindMember, "far"); ok {
+		t.Fatal("a member bound to no node is in the node's snapshot")
+	}
+	if got, ok := n.st.Fleet().Get(v1alpha1.KindMember, "far"); !ok || got.GetMeta().UID == "" {
+		t.Errorf("the fleet's view lacks member far: %v", got)
+	}
+	if got := n.st.Fleet().List(v1alpha1.KindMember); len(got) != 1 {
+		t.Errorf("the fleet's view lists %d members, want far alone", len(got))
+	}
+	for _, kind := range []string{v1alpha1.KindProfile, v1alpha1.KindTenant} {
+		name := map[string]string{v1alpha1.KindProfile: "claude", v1alpha1.KindTenant: "acme"}[kind]
+		err := n.st.Delete(ctx, kind, name)
+		if !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), "member/far") {
+			t.Errorf("delete %s/%s while far references it: %v, want ErrInUse naming member/far", kind, name, err)
+		}
+	}
+	if err := n.st.Delete(ctx, v1alpha1.KindMember, "far"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A member put straight into etcd just before the delete: the delete
+	// either sees it or fails its compare and checks again.
+	other := newClient(t)
+	for i := range 10 {
+		name := fmt.Sprintf("racer-%d", i)
+		if _, err := other.Put(ctx, prefix(t)+"/members/"+name, `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"`+name+`"},"spec":{"profile":"claude"}}`); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.st.Delete(ctx, v1alpha1.KindProfile, "claude"); !errors.Is(err, store.ErrInUse) {
+			t.Fatalf("delete of the profile right after %s referenced it: %v, want ErrInUse", name, err)
+		}
+		if err := n.st.Delete(ctx, v1alpha1.KindMember, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.st.Delete(ctx, v1alpha1.KindProfile, "claude"); err != nil {
+		t.Errorf("delete once no member references it: %v", err)
+	}
+}

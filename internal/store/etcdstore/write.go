@@ -32,6 +32,18 @@ var ErrUnavailable = fmt.Errorf("etcd %w", store.ErrUnavailable)
 // before anything is written; a write that would change nothing writes
 // nothing. On return the snapshot reflects the write.
 func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
+	return s.apply(ctx, obj, true)
+}
+
+// CheckApply makes every check [Store.Apply] makes — the object decodes
+// and is no secret, its resourceVersion is the stored one, it is within the
+// size limit — against what etcd holds now, and writes nothing: a dry run
+// (POST /members?dryRun=All).
+func (s *Store) CheckApply(ctx context.Context, obj v1alpha1.Object) error {
+	return s.apply(ctx, obj, false)
+}
+
+func (s *Store) apply(ctx context.Context, obj v1alpha1.Object, write bool) error {
 	kind, name := obj.GetObjectKind(), obj.GetName()
 	skey := store.Key{Kind: kind, Name: name}
 	key, err := s.Key(kind, name)
@@ -65,11 +77,17 @@ func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 			return fmt.Errorf("apply %s: %w", skey, err)
 		}
 		if cur != nil && bytes.Equal(value, cur.value) {
+			if !write {
+				return nil
+			}
 			return s.waitWritten(ctx, kind, curRev)
 		}
 		if len(value) > s.maxBytes {
 			return fmt.Errorf("apply %s: %w", skey, decode.ErrorList{&decode.Error{File: key,
 				Msg: fmt.Sprintf("the object would be %d bytes, over the limit of %d bytes on one object", len(value), s.maxBytes)}})
+		}
+		if !write {
+			return nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, err := s.cli.Txn(rctx).
@@ -101,22 +119,57 @@ func describeRev(rev int64) string {
 
 // Delete removes the object's key; ErrNotFound if there is none. On return
 // the snapshot reflects the removal.
+//
+// A Profile or Tenant that a Member of the fleet references — any node's,
+// as the members' informer last read them — is not deleted
+// (store.InUse). The check holds at the delete itself: the delete is
+// made only if no member's key changed since the revision the check read
+// (a compare on the members' prefix); if one did, the check is made again
+// once the informer has read that change, a bounded number of times.
 func (s *Store) Delete(ctx context.Context, kind, name string) error {
 	skey := store.Key{Kind: kind, Name: name}
 	key, err := s.Key(kind, name)
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", skey, err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.timeout)
-	resp, err := s.cli.Delete(rctx, key)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("delete %s: %w: %w", skey, ErrUnavailable, err)
+	membersDir := s.prefix + kindDirs[v1alpha1.KindMember] + "/"
+	for attempt := 1; ; attempt++ {
+		var guard []clientv3.Cmp
+		if kind != v1alpha1.KindMember {
+			// The revision first: the snapshot read next reflects at least
+			// it, so a member the check does not see fails the compare.
+			rev := s.kinds[v1alpha1.KindMember].Revision()
+			if err := store.InUse(skey, slices.Collect(maps.Values(s.fullSnapshot().Members))); err != nil {
+				return fmt.Errorf("delete %s: %w", skey, err)
+			}
+			guard = append(guard, clientv3.Compare(clientv3.ModRevision(membersDir), "<", rev+1).WithPrefix())
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Txn(rctx).If(guard...).Then(clientv3.OpDelete(key)).
+			// On a failed compare: the member written last, whose revision
+			// the informer must reach before the check is made again.
+			Else(clientv3.OpGet(membersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))).
+			Commit()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("delete %s: %w: %w", skey, ErrUnavailable, err)
+		}
+		if resp.Succeeded {
+			if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
+				return fmt.Errorf("delete %s: %w", skey, store.ErrNotFound)
+			}
+			return s.waitWritten(ctx, kind, resp.Header.Revision)
+		}
+		if attempt == maxWriteAttempts {
+			return fmt.Errorf("delete %s: the members changed %d times while this delete checked that none references it; delete again: %w", skey, attempt, store.ErrConflict)
+		}
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			if err := s.waitWritten(ctx, v1alpha1.KindMember, kvs[0].ModRevision); err != nil {
+				return fmt.Errorf("delete %s: %w", skey, err)
+			}
+		}
 	}
-	if resp.Deleted == 0 {
-		return fmt.Errorf("delete %s: %w", skey, store.ErrNotFound)
-	}
-	return s.waitWritten(ctx, kind, resp.Header.Revision)
 }
 
 // current is the stored object a write replaces.
