@@ -77,7 +77,7 @@ func (s *restServer) applyOperatorObject(kind string, update bool) http.HandlerF
 			writeError(w, http.StatusNotFound, codeNotFound, kind+" "+quote(name)+" not found; POST "+kindPath(kind)+" creates it")
 			return
 		}
-		if err := guard.CheckObjectWrite(obj, stored); err != nil {
+		if err := guard.CheckObjectWrite(obj, stored, s.opts.Store.List(v1alpha1.KindTenant)); err != nil {
 			writeToolError(w, boundaryErr(err))
 			return
 		}

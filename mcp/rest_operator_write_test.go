@@ -131,7 +131,7 @@ func TestREST_ProfileAndTenantWrites(t *testing.T) {
 	const (
 		codex      = "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex}\nspec: {harness: codex}\n"
 		codexArgs  = `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Profile","metadata":{"name":"codex"},"spec":{"harness":"codex","args":["-m","gpt-5.4"]}}`
-		acme       = "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_TOKEN}\n"
+		acme       = "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_FLEETD_TOKEN}\n"
 		claude     = "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec:\n  harness: claude\n  env: {ANTHROPIC_BASE_URL: https://proxy.corp}\n"
 		claudeMore = "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec:\n  harness: claude\n  args: [--model, opus]\n  env: {ANTHROPIC_BASE_URL: https://proxy.corp}\n"
 	)
@@ -153,7 +153,9 @@ func TestREST_ProfileAndTenantWrites(t *testing.T) {
 		{"a Tenant to the profiles' path", "POST", "/profiles", "p", acme, 422, "invalid_spec", "", "kind: want Profile, got Tenant", 3},
 		{"an invalid profile", "POST", "/profiles", "p", "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: x}\nspec: {harness: claude, restartPolicy: Sometimes}\n", 422, "invalid_spec", "", "spec.restartPolicy", 3},
 		{"a new tenant", "POST", "/tenants", "p", acme, 201, "", "created", "", 4},
-		{"a tenant given a provider's credential", "PUT", "/tenants/acme", "p", strings.Replace(acme, "ACME_TOKEN", "ANTHROPIC_API_KEY", 1), 403, "subscription_boundary", "", "spec.credentialEnv", 4},
+		{"a tenant given a provider's credential", "PUT", "/tenants/acme", "p", strings.Replace(acme, "ACME_FLEETD_TOKEN", "ANTHROPIC_API_KEY", 1), 403, "subscription_boundary", "", "spec.credentialEnv", 4},
+		{"a tenant's gateway moved: its credential would follow", "PUT", "/tenants/acme", "p", strings.Replace(acme, "acme.example", "evil.example", 1), 403, "subscription_boundary", "", "spec.url", 4},
+		{"a new tenant naming acme's credential", "POST", "/tenants", "p", strings.Replace(strings.Replace(acme, "acme.example", "evil.example", 1), "{name: acme}", "{name: evil}", 1), 403, "subscription_boundary", "", "credential goes to its own gateway only", 4},
 		{"the operator's endpoint kept, another field changed", "POST", "/profiles", "p", claudeMore, 200, "", "configured", "", 5},
 		{"the operator's endpoint changed", "POST", "/profiles", "p", strings.Replace(claude, "proxy.corp", "elsewhere.example", 1), 403, "subscription_boundary", "", "spec.env.ANTHROPIC_BASE_URL", 5},
 		{"a profile a member references is not deleted", "DELETE", "/profiles/claude", "p", "", 409, "conflict", "", "member/reviewer (spec.profile)", 5},

@@ -206,7 +206,7 @@ func (c *Console) decodeApply(data []byte) (v1alpha1.Object, int, error) {
 	if !found {
 		stored = nil // a store may answer a nil pointer
 	}
-	if err := guard.CheckObjectWrite(objs[0], stored); err != nil {
+	if err := guard.CheckObjectWrite(objs[0], stored, c.o.Store.List(v1alpha1.KindTenant)); err != nil {
 		return nil, http.StatusForbidden, err
 	}
 	return objs[0], 0, nil

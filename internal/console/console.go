@@ -53,6 +53,7 @@ type Messenger interface {
 // the REST API and bridge_spawn write (controllers.Manager.Store()).
 type DesiredState interface {
 	Get(kind, name string) (v1alpha1.Object, bool)
+	List(kind string) []v1alpha1.Object
 	Apply(ctx context.Context, obj v1alpha1.Object) error
 	Delete(ctx context.Context, kind, name string) error
 }

@@ -495,8 +495,8 @@ func TestApply_ProfilesAndTenants(t *testing.T) {
 	for _, tt := range []struct{ kind, yaml, changed, diff string }{
 		{v1alpha1.KindProfile, "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex}\nspec: {harness: codex}\n",
 			"apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex}\nspec: {harness: codex, args: [-m, gpt-5.4]}\n", "+   - gpt-5.4"},
-		{v1alpha1.KindTenant, "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_TOKEN}\n",
-			"apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_FLEETD_TOKEN}\n", "+   credentialEnv: ACME_FLEETD_TOKEN"},
+		{v1alpha1.KindTenant, "apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_FLEETD_TOKEN}\n",
+			"apiVersion: fleetd.dev/v1alpha1\nkind: Tenant\nmetadata: {name: acme, labels: {team: api}}\nspec: {url: https://acme.example/mcp, credentialEnv: ACME_FLEETD_TOKEN}\n", "+     team: api"},
 	} {
 		what := strings.ToLower(tt.kind)
 		name := map[string]string{v1alpha1.KindProfile: "codex", v1alpha1.KindTenant: "acme"}[tt.kind]

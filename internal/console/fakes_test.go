@@ -132,6 +132,20 @@ func (s store) Get(kind, name string) (v1alpha1.Object, bool) {
 	return nil, false
 }
 
+// List lists the Profiles and Tenants applied (the console's apply lists
+// the Tenants); Members are read through Get.
+func (s store) List(kind string) []v1alpha1.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []v1alpha1.Object
+	for k, o := range s.others {
+		if k.Kind == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 func (s store) Apply(_ context.Context, obj v1alpha1.Object) error {
 	m, ok := obj.(*v1alpha1.Member)
 	if !ok {

@@ -31,9 +31,15 @@ const keepOnly = "; written over REST or the console, an object keeps such a val
 //     do not hold and that breaks those value rules (a URL, a
 //     base_url=… setting, $OPENAI_API_KEY);
 //   - a Tenant's spec.credentialEnv, not the stored Tenant's, names a
-//     provider's variable (ANTHROPIC_…, OPENAI_…, AWS_…, …): the
-//     subscription's credentials never go to a tenant gateway set over
-//     REST.
+//     provider's variable (ANTHROPIC_…, OPENAI_…, AWS_…, …), does not end
+//     in _FLEETD_TOKEN (the convention for a variable the operator set
+//     aside for one tenant's gateway), or is another Tenant's (of others):
+//     no credential of fleetd's environment goes to a gateway chosen over
+//     REST other than one meant for a tenant, and a tenant's credential
+//     goes to its own gateway only;
+//   - a stored Tenant with a credentialEnv gets another credentialEnv or
+//     another spec.url: its credential would go to a URL set over REST.
+//     Moving a tenant's gateway is done in its manifest (or in etcd).
 //
 // An entry equal to the stored one passes, so that an operator's own
 // definition — written in a manifest file or put into etcd — can be
@@ -41,7 +47,7 @@ const keepOnly = "; written over REST or the console, an object keeps such a val
 // -f manifests/`) and its other fields changed. Removing an entry always
 // passes. A Member is not checked here: its requests go through
 // [CheckSpawnJSON].
-func CheckObjectWrite(obj, stored v1alpha1.Object) error {
+func CheckObjectWrite(obj, stored v1alpha1.Object, others []v1alpha1.Object) error {
 	switch o := obj.(type) {
 	case *v1alpha1.Profile:
 		var old v1alpha1.ProfileSpec
@@ -54,8 +60,36 @@ func CheckObjectWrite(obj, stored v1alpha1.Object) error {
 		if s, ok := stored.(*v1alpha1.Tenant); ok && s != nil {
 			old = s.Spec
 		}
-		if env := o.Spec.CredentialEnv; env != old.CredentialEnv && isProviderName(env) {
-			return &BoundaryError{Path: "spec.credentialEnv", Why: "names a provider's variable" + keepOnly}
+		return checkTenant(o, old, others)
+	}
+	return nil
+}
+
+// tenantCredentialSuffix ends the name of every variable a Tenant written
+// over REST may send to its gateway.
+const tenantCredentialSuffix = "_FLEETD_TOKEN"
+
+func checkTenant(t *v1alpha1.Tenant, old v1alpha1.TenantSpec, others []v1alpha1.Object) error {
+	env := t.Spec.CredentialEnv
+	if old.CredentialEnv != "" && (env != old.CredentialEnv || t.Spec.URL != old.URL) {
+		path := "spec.url"
+		if env != old.CredentialEnv {
+			path = "spec.credentialEnv"
+		}
+		return &BoundaryError{Path: path, Why: fmt.Sprintf("the tenant's credential (%s) would go to a gateway set over REST; change a tenant's url or credentialEnv in its manifest file (or in etcd)", old.CredentialEnv)}
+	}
+	if env == "" || env == old.CredentialEnv {
+		return nil
+	}
+	if isProviderName(env) {
+		return &BoundaryError{Path: "spec.credentialEnv", Why: "names a provider's variable" + keepOnly}
+	}
+	if !strings.HasSuffix(env, tenantCredentialSuffix) {
+		return &BoundaryError{Path: "spec.credentialEnv", Why: fmt.Sprintf("%s does not end in %s; written over REST or the console, a Tenant may only name a variable set aside for a tenant's gateway", env, tenantCredentialSuffix)}
+	}
+	for _, o := range others {
+		if other, ok := o.(*v1alpha1.Tenant); ok && other != nil && other.Name != t.Name && other.Spec.CredentialEnv == env {
+			return &BoundaryError{Path: "spec.credentialEnv", Why: fmt.Sprintf("%s is tenant %q's credential; a tenant's credential goes to its own gateway only", env, other.Name)}
 		}
 	}
 	return nil

@@ -15,11 +15,16 @@ func TestCheckObjectWrite(t *testing.T) {
 	tenant := func(credentialEnv string) *v1alpha1.Tenant {
 		return &v1alpha1.Tenant{ObjectMeta: v1alpha1.ObjectMeta{Name: "acme"}, Spec: v1alpha1.TenantSpec{URL: "https://acme.example/mcp", CredentialEnv: credentialEnv}}
 	}
+	moved := tenant("ACME_FLEETD_TOKEN")
+	moved.Spec.URL = "https://evil.example/mcp"
+	evil := &v1alpha1.Tenant{ObjectMeta: v1alpha1.ObjectMeta{Name: "evil"}, Spec: v1alpha1.TenantSpec{URL: "https://evil.example/mcp", CredentialEnv: "ACME_FLEETD_TOKEN"}}
+	others := []v1alpha1.Object{tenant("ACME_FLEETD_TOKEN")}
 	operators := profile(map[string]string{"ANTHROPIC_BASE_URL": "https://proxy.corp", "RUST_LOG": "warn"}, "--settings", "https://corp/settings.json")
 	tests := []struct {
 		name        string
 		obj, stored v1alpha1.Object
-		wantPath    string // "" = allowed
+		others      []v1alpha1.Object // the store's Tenants
+		wantPath    string            // "" = allowed
 	}{
 		{name: "a new Profile with plain env and args", obj: profile(map[string]string{"RUST_LOG": "warn", "LANG": "C.UTF-8"}, "--model", "sonnet")},
 		{name: "a new Tenant with its own credential variable", obj: tenant("ACME_FLEETD_TOKEN")},
@@ -42,10 +47,15 @@ func TestCheckObjectWrite(t *testing.T) {
 		{name: "a new Profile, stored as a nil pointer", obj: profile(map[string]string{"GH_TOKEN": "x"}), stored: (*v1alpha1.Profile)(nil), wantPath: "spec.env.GH_TOKEN"},
 		{name: "a new Tenant, stored as a nil pointer", obj: tenant("OPENAI_API_KEY"), stored: (*v1alpha1.Tenant)(nil), wantPath: "spec.credentialEnv"},
 		{name: "a Tenant's credential switched to a provider's", obj: tenant("OPEN_AI_KEY"), stored: tenant("ACME_FLEETD_TOKEN"), wantPath: "spec.credentialEnv"},
+		{name: "a Tenant's credential switched to another tenant variable", obj: tenant("BETA_FLEETD_TOKEN"), stored: tenant("ACME_FLEETD_TOKEN"), wantPath: "spec.credentialEnv"},
+		{name: "a Tenant with a credential moved to another URL", obj: moved, stored: tenant("ACME_FLEETD_TOKEN"), wantPath: "spec.url"},
+		{name: "a new Tenant naming a variable not set aside for tenants", obj: tenant("GITHUB_TOKEN"), wantPath: "spec.credentialEnv"},
+		{name: "a new Tenant naming another tenant's credential", obj: evil, others: others, wantPath: "spec.credentialEnv"},
+		{name: "the operator's Tenant applied again among the others", obj: tenant("ACME_FLEETD_TOKEN"), stored: tenant("ACME_FLEETD_TOKEN"), others: others},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckObjectWrite(tt.obj, tt.stored)
+			err := CheckObjectWrite(tt.obj, tt.stored, tt.others)
 			if tt.wantPath == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
