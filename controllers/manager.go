@@ -46,7 +46,7 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
-	changed   notify.Signal  // any member's status, or the desired state, changed
+	changed   notify.Signal  // any member's status or events, or the desired state, changed
 	herdrUp   bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.

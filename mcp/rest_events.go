@@ -1,0 +1,182 @@
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/sse"
+	"github.com/fleetd-dev/fleetd/internal/tokens"
+)
+
+// GET /events is the recent events of every member (`fleetd get events`),
+// oldest first, as the controllers keep them for describe: an
+// [EventList]. member=REF keeps one member's (by name, pane id, terminal
+// id or session id; a name no member has yet is taken as a name).
+//
+// With watch=1 it is a server-sent event stream shaped like the member
+// watch (rest_watch.go): an ADDED event per current event, SYNCED, then
+// ADDED for each new event and MODIFIED for a repeat of the last one (the
+// same reason and message again: its count and time change), until the
+// client goes or fleetd stops. Each stream waits on the controllers'
+// change signal ([MemberWaiter.WaitFor]) — every event wakes it — and
+// diffs the events against what it sent; nothing polls. A comment line
+// every [DefaultWatchHeartbeat] keeps a quiet stream open; at most
+// [DefaultMaxEventWatchers] streams are open at once (429 beyond).
+
+// DefaultMaxEventWatchers bounds the open event watch streams.
+const DefaultMaxEventWatchers = 32
+
+// EventList is the body of GET /events.
+type EventList struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Items      []MemberEvent `json:"items"`
+}
+
+// MemberEvent is an event of one member.
+type MemberEvent struct {
+	Member string `json:"member"`
+	v1alpha1.Event
+}
+
+// eventWatchers counts the open event watch streams.
+type eventWatchers struct{ open atomic.Int64 }
+
+func (s *restServer) eventRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /events", s.authenticated(s.listEvents))
+}
+
+func (s *restServer) listEvents(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
+	member := r.URL.Query().Get("member")
+	if member != "" {
+		if m, ok := s.members.resolve(member); ok {
+			member = m.Name
+		}
+	}
+	if isWatch(r) {
+		s.watchEvents(w, r, member)
+		return
+	}
+	writeJSON(w, http.StatusOK, EventList{APIVersion: v1alpha1.GroupVersion, Kind: "EventList", Items: s.eventsOf(s.opts.Members.Members(), member)})
+}
+
+// eventsOf are the events of members (of member alone unless it is
+// ""), oldest first.
+func (s *restServer) eventsOf(members []v1alpha1.Member, member string) []MemberEvent {
+	out := []MemberEvent{}
+	for _, m := range members {
+		if member != "" && m.Name != member {
+			continue
+		}
+		for _, e := range s.opts.Members.MemberEvents(m.Name) {
+			out = append(out, MemberEvent{Member: m.Name, Event: e})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b MemberEvent) int {
+		return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.Member, b.Member))
+	})
+	return out
+}
+
+// eventKey identifies one state of an event: a repeat changes its count
+// and time, and so its key.
+type eventKey struct {
+	member, typ, reason, message string
+	count                        int32
+	unixNano                     int64
+}
+
+func keyOf(e MemberEvent) eventKey {
+	return eventKey{e.Member, e.Type, e.Reason, e.Message, e.Count, e.Time.UnixNano()}
+}
+
+// watchEvents serves GET /events?watch=1.
+func (s *restServer) watchEvents(w http.ResponseWriter, r *http.Request, member string) {
+	if s.opts.Waiter == nil {
+		writeError(w, http.StatusNotImplemented, codeUnavailable, "this fleetd has no event stream to watch")
+		return
+	}
+	if accept := r.Header.Get("Accept"); accept != "" && !acceptsEventStream(accept) {
+		writeError(w, http.StatusNotAcceptable, "not_acceptable", "a watch answers with text/event-stream; send Accept: text/event-stream")
+		return
+	}
+	if s.streams.Err() != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, errWatchEnded.Error())
+		return
+	}
+	if n := s.eventWatchers.open.Add(1); n > DefaultMaxEventWatchers {
+		s.eventWatchers.open.Add(-1)
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, fmt.Sprintf("%d event streams are open already, the most this fleetd serves at once; retry once one ends", DefaultMaxEventWatchers))
+		return
+	}
+	defer s.eventWatchers.open.Add(-1)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.streams, cancel)
+	defer stop()
+	sw, err := sse.Start(w)
+	if err != nil {
+		return
+	}
+	sent := map[eventKey]bool{}
+	var frames []byte
+	for _, e := range s.eventsOf(s.opts.Members.Members(), member) {
+		sent[keyOf(e)] = true
+		frames = appendEvent(frames, WatchAdded, eventJSON(e))
+	}
+	if sw.WriteEncoded(appendEvent(frames, WatchSynced, nil)) != nil {
+		return
+	}
+	beat := cmp.Or(s.opts.WatchHeartbeat, DefaultWatchHeartbeat)
+	for ctx.Err() == nil {
+		var fresh []MemberEvent
+		waitCtx, beatDone := context.WithCancel(ctx)
+		t := s.opts.Clock.AfterFunc(beat, beatDone)
+		err := s.opts.Waiter.WaitFor(waitCtx, func(all []v1alpha1.Member) bool {
+			fresh = fresh[:0]
+			now := map[eventKey]bool{}
+			for _, e := range s.eventsOf(all, member) {
+				k := keyOf(e)
+				now[k] = true
+				if !sent[k] {
+					fresh = append(fresh, e)
+				}
+			}
+			sent = now // what is no longer kept is forgotten
+			return len(fresh) > 0
+		})
+		t.Stop()
+		beatDone()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil: // the heartbeat's turn
+			if sw.Comment("heartbeat") != nil {
+				return
+			}
+			continue
+		}
+		frames = frames[:0]
+		for _, e := range fresh {
+			typ := WatchAdded
+			if e.Count > 1 {
+				typ = WatchModified // a repeat of the member's last event
+			}
+			frames = appendEvent(frames, typ, eventJSON(e))
+		}
+		if sw.WriteEncoded(frames) != nil {
+			return
+		}
+	}
+}
+
+func eventJSON(e MemberEvent) []byte {
+	b, _ := json.Marshal(e) // plain data: this does not fail
+	return b
+}
