@@ -206,7 +206,7 @@ func (m *Manager) run(ctx context.Context) error {
 	<-ctx.Done()
 	m.queue.ShutDown()
 	wg.Wait()
-	m.log.Info("member controller stopped; agents keep running and will be adopted on the next start")
+	m.log.Info("member controller stopped; it left the members' panes running")
 	select {
 	case err := <-storeErr:
 		return fmt.Errorf("controllers: %w", err)
