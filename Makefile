@@ -26,13 +26,16 @@ build:
 # repository, DEMO_REPO (manifests/builder.yaml names /tmp/fleetd-demo-repo;
 # the scratch copy names DEMO_REPO): created here with one commit on main
 # when missing (docs/worktrees.md).
+# serve runs through env, not a shell, so that make runs it itself: Ctrl-C
+# then ends it as fleetd ends, without make reporting the recipe
+# "Interrupt"ed (cmd/fleetd's TestMakeRun_ACleanCloneStaysClean).
 ACME_FLEETD_TOKEN ?= sim-demo-credential
 LISTEN            ?= 127.0.0.1:8080
 DEMO_REPO         ?= /tmp/fleetd-demo-repo
 DEMO_MANIFESTS    := $(CURDIR)/bin/manifests
 run: build demo-repo demo-manifests
 	./$(BIN) validate $(DEMO_MANIFESTS)
-	ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests $(DEMO_MANIFESTS) --listen $(LISTEN)
+	env ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests $(DEMO_MANIFESTS) --listen $(LISTEN)
 
 demo-manifests:
 	@if [ ! -d $(DEMO_MANIFESTS) ]; then \

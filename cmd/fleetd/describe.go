@@ -26,7 +26,7 @@ func newDescribeCmd() *cobra.Command {
 	o := &describeOptions{}
 	cmd := &cobra.Command{
 		Use:   "describe member|profile|tenant|node NAME",
-		Short: "Show a member's spec, status, conditions and recent events, or a profile or tenant",
+		Short: "Show a member's spec, status, conditions and recent events, or a profile, tenant or node",
 		Long: `describe shows one object of the running fleetd in full. A member's NAME may
 also be its pane id, terminal id or session id. A member that is not there
 because the manifest that declares it has errors is named with that file and

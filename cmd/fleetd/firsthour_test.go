@@ -188,7 +188,7 @@ func TestFirstHour_SimStopsHonestlyAndRestartsFromZero(t *testing.T) {
 // the file and its errors.
 func TestFirstHour_ATypoInANewManifestIsVisible(t *testing.T) {
 	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet,
-		"typo.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: typo}\nspec: {profile: claude, transport: http}\n",
+		"typo.yaml":   "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: typo}\nspec: {profile: claude, transport: http}\n",
 		"broken.yaml": "kind: Member\nmetadata: {name: [\n"})
 	f.waitReady(t, "reviewer")
 	dir, err := filepath.Abs(f.manifests)
