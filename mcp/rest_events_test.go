@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -55,17 +54,7 @@ func (f *eventFleet) record(name, reason, msg string) {
 
 func (f *eventFleet) newServer(t *testing.T, opts Options) string {
 	t.Helper()
-	opts.Members, opts.Waiter = f, f
-	opts.Tokens = fakeTokens{"primary-secret": {Role: "primary"}, "worker-secret": {Role: "worker", Member: "a"}}
-	h, err := NewHandler(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		h.EndStreams()
-		srv.Close()
-	})
+	srv, _ := newWatchServer(t, f, opts)
 	return srv.URL
 }
 

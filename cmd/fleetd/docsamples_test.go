@@ -374,21 +374,8 @@ func docSamplesAdopt(t *testing.T) {
 func docSamplesWatch(t *testing.T) {
 	// Each in a workspace of its own: panes of one workspace are numbered
 	// in the order the members happen to start.
-	manifests := writeTree(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
-kind: Profile
-metadata: {name: claude}
-spec: {harness: claude}
----
-apiVersion: fleetd.dev/v1alpha1
-kind: Member
-metadata: {name: reviewer}
-spec: {profile: claude, workspace: review}
----
-apiVersion: fleetd.dev/v1alpha1
-kind: Member
-metadata: {name: tester}
-spec: {profile: claude, workspace: qa}
-`})
+	manifests := writeTree(t, map[string]string{"fleet.yaml": claudeProfile +
+		memberDoc("reviewer", "{profile: claude, workspace: review}") + memberDoc("tester", "{profile: claude, workspace: qa}")})
 	state := t.TempDir()
 	p := startProc(t, "serve", "--herdr=sim", "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0")
 	first := p.waitFor(t, p.stdout, `^fleetd is serving `)
@@ -396,7 +383,7 @@ spec: {profile: claude, workspace: qa}
 	settle(t, client, map[string]string{"reviewer": "Ready idle", "tester": "Ready idle"})
 	w := startProc(t, append([]string{"get", "members", "-w", "--output-watch-events"}, client...)...)
 	w.waitFor(t, w.stdout, `^ADDED\s+tester\s`)
-	coder := writeTree(t, map[string]string{"coder.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder}\nspec: {profile: claude}\n"})
+	coder := writeTree(t, map[string]string{"coder.yaml": memberDoc("coder", "{profile: claude}")})
 	if code, _, stderr := execFleetd(t, append([]string{"apply", "-f", filepath.Join(coder, "coder.yaml")}, client...)...); code != 0 {
 		t.Fatalf("apply coder: %s", stderr)
 	}

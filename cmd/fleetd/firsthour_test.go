@@ -123,16 +123,16 @@ func (p *proc) interrupt(t *testing.T) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-const firstHourFleet = `apiVersion: fleetd.dev/v1alpha1
-kind: Profile
-metadata: {name: claude}
-spec: {harness: claude}
----
-apiVersion: fleetd.dev/v1alpha1
-kind: Member
-metadata: {name: reviewer}
-spec: {profile: claude}
-`
+// claudeProfile is a Profile named claude, a document of a manifest.
+const claudeProfile = "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"
+
+// memberDoc is a Member document with spec written in YAML's flow style.
+func memberDoc(name, spec string) string {
+	return "---\napiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec: " + spec + "\n"
+}
+
+// firstHourFleet is claude and one member of it, reviewer.
+var firstHourFleet = claudeProfile + memberDoc("reviewer", "{profile: claude}")
 
 // TestFirstHour_PortInUseSaysHowToPickAnother: 1. a taken port is an error
 // that says how to pick another address, with no INFO "stopped" line
@@ -224,12 +224,7 @@ func TestFirstHour_ATypoInANewManifestIsVisible(t *testing.T) {
 // recent events, --for member/NAME one's, -o json an EventList, and -w
 // follows them as they happen.
 func TestFirstHour_GetEvents(t *testing.T) {
-	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet + `---
-apiVersion: fleetd.dev/v1alpha1
-kind: Member
-metadata: {name: tester}
-spec: {profile: claude}
-`})
+	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet + memberDoc("tester", "{profile: claude}")})
 	f.waitReady(t, "reviewer", "tester")
 	code, stdout, stderr := execFleetd(t, append([]string{"get", "events"}, f.client...)...)
 	rows := regexp.MustCompile(`(?m)^\d+s\s+Normal\s+Started\s+member/(reviewer|tester)\s+agent claude started in pane w\d+:p\d+ \(tab w\d+:t\d+\)$`).FindAllString(stdout, -1)
@@ -252,7 +247,7 @@ spec: {profile: claude}
 	}
 
 	w := startProc(t, append([]string{"get", "events", "-w", "--for", "member/newbie"}, f.client...)...)
-	applied := writeTree(t, map[string]string{"newbie.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: newbie}\nspec: {profile: claude}\n"})
+	applied := writeTree(t, map[string]string{"newbie.yaml": memberDoc("newbie", "{profile: claude}")})
 	// The watch is open once it answers; an event before that is in its
 	// initial list anyway.
 	if code, _, stderr := execFleetd(t, append([]string{"apply", "-f", applied}, f.client...)...); code != 0 {
@@ -341,7 +336,7 @@ func TestFirstHour_HintsNameCommandsThatReachThisFleetd(t *testing.T) {
 	if want := "the reply will land in the primary's mailbox: fleetd inbox --wait" + flags + "\n"; code != 0 || !strings.HasSuffix(stdout, want) {
 		t.Errorf("send --no-wait: exit %d, stdout %q, stderr %q; want it to end %q", code, stdout, stderr, want)
 	}
-	missing := writeTree(t, map[string]string{"ghost.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: ghost}\nspec: {profile: nope}\n"})
+	missing := writeTree(t, map[string]string{"ghost.yaml": memberDoc("ghost", "{profile: nope}")})
 	code, _, stderr = execFleetd(t, append([]string{"apply", "-f", missing}, f.client...)...)
 	if code != 1 || !strings.Contains(stderr, "`fleetd get profiles` lists the operator's profiles") || strings.Contains(stderr, "bridge_") {
 		t.Errorf("apply of an unknown profile: exit %d, stderr %q; want the CLI command that lists profiles", code, stderr)

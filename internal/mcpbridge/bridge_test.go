@@ -466,7 +466,7 @@ func TestRun_AnswersACallInFlightWhenStdinCloses(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"text":"hi"}}}`,
 	}, "\n") + "\n"
-	var out syncBuffer
+	var out bytes.Buffer // read only once Run has returned
 	done := make(chan error, 1)
 	go func() {
 		done <- mcpbridge.Run(context.Background(), strings.NewReader(input), &out, mcpbridge.Options{URL: g.url(), Token: goodToken})
@@ -503,22 +503,4 @@ func TestRun_AnswersACallInFlightWhenStdinCloses(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &answer); err != nil || answer.ID != 2 || len(answer.Result.Content) != 1 || answer.Result.Content[0].Text != "done: hi" {
 		t.Errorf("last line on stdout = %q (%v), want the answer to call 2", lines[len(lines)-1], err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
