@@ -48,8 +48,12 @@
 // (MemberWaiter), shared by every open stream and running only while one
 // is: a stream that falls behind is dropped rather than waited for, a token
 // holds at most Options.MaxWatchersPerToken, and a heartbeat comment keeps a
-// quiet one open. It and the log follow write their events through
-// internal/sse, fleetd's one event-stream framing. Members are named the same way everywhere — name, pane,
+// quiet one open. The event watch (rest_events.go, GET /events?watch=1)
+// waits on the same change signal, one loop per stream that diffs the
+// members' events against what it sent. They and the log follow write
+// their events through internal/sse, fleetd's one event-stream framing.
+// GET /manifests/errors (rest_manifests.go) serves the desired state's
+// current problems to the primary. Members are named the same way everywhere — name, pane,
 // terminal or session id — by the one resolver, [ResolveMember]
 // (memberref.go).
 //
