@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/sse"
@@ -98,21 +99,7 @@ func keyOf(e MemberEvent) eventKey {
 
 // watchEvents serves GET /events?watch=1.
 func (s *restServer) watchEvents(w http.ResponseWriter, r *http.Request, member string) {
-	if s.opts.Waiter == nil {
-		writeError(w, http.StatusNotImplemented, codeUnavailable, "this fleetd has no event stream to watch")
-		return
-	}
-	if accept := r.Header.Get("Accept"); accept != "" && !acceptsEventStream(accept) {
-		writeError(w, http.StatusNotAcceptable, "not_acceptable", "a watch answers with text/event-stream; send Accept: text/event-stream")
-		return
-	}
-	if s.streams.Err() != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, errWatchEnded.Error())
-		return
-	}
-	if n := s.eventWatchers.open.Add(1); n > DefaultMaxEventWatchers {
-		s.eventWatchers.open.Add(-1)
-		writeError(w, http.StatusTooManyRequests, codeRateLimited, fmt.Sprintf("%d event streams are open already, the most this fleetd serves at once; retry once one ends", DefaultMaxEventWatchers))
+	if !s.eventWatchAllowed(w, r) {
 		return
 	}
 	defer s.eventWatchers.open.Add(-1)
@@ -124,56 +111,100 @@ func (s *restServer) watchEvents(w http.ResponseWriter, r *http.Request, member 
 	if err != nil {
 		return
 	}
-	sent := map[eventKey]bool{}
-	var frames []byte
-	for _, e := range s.eventsOf(s.opts.Members.Members(), member) {
-		sent[keyOf(e)] = true
-		frames = appendEvent(frames, WatchAdded, eventJSON(e))
-	}
-	if sw.WriteEncoded(appendEvent(frames, WatchSynced, nil)) != nil {
+	c := &eventCursor{s: s, member: member}
+	initial, _ := c.fresh(s.opts.Members.Members())
+	if sw.WriteEncoded(appendEvent(eventFrames(initial, true), WatchSynced, nil)) != nil {
 		return
 	}
 	beat := cmp.Or(s.opts.WatchHeartbeat, DefaultWatchHeartbeat)
-	for ctx.Err() == nil {
-		var fresh []MemberEvent
-		waitCtx, beatDone := context.WithCancel(ctx)
-		t := s.opts.Clock.AfterFunc(beat, beatDone)
-		err := s.opts.Waiter.WaitFor(waitCtx, func(all []v1alpha1.Member) bool {
-			fresh = fresh[:0]
-			now := map[eventKey]bool{}
-			for _, e := range s.eventsOf(all, member) {
-				k := keyOf(e)
-				now[k] = true
-				if !sent[k] {
-					fresh = append(fresh, e)
-				}
-			}
-			sent = now // what is no longer kept is forgotten
-			return len(fresh) > 0
-		})
-		t.Stop()
-		beatDone()
+	for {
+		fresh, err := c.next(ctx, beat)
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil: // the heartbeat's turn
-			if sw.Comment("heartbeat") != nil {
-				return
-			}
-			continue
+		case err != nil: // a quiet beat
+			err = sw.Comment("heartbeat")
+		default:
+			err = sw.WriteEncoded(eventFrames(fresh, false))
 		}
-		frames = frames[:0]
-		for _, e := range fresh {
-			typ := WatchAdded
-			if e.Count > 1 {
-				typ = WatchModified // a repeat of the member's last event
-			}
-			frames = appendEvent(frames, typ, eventJSON(e))
-		}
-		if sw.WriteEncoded(frames) != nil {
+		if err != nil {
 			return
 		}
 	}
+}
+
+// eventWatchAllowed refuses a watch this fleetd cannot serve now, saying
+// why, or counts it among the open ones (the caller uncounts it).
+func (s *restServer) eventWatchAllowed(w http.ResponseWriter, r *http.Request) bool {
+	switch accept := r.Header.Get("Accept"); {
+	case s.opts.Waiter == nil:
+		writeError(w, http.StatusNotImplemented, codeUnavailable, "this fleetd has no event stream to watch")
+	case accept != "" && !acceptsEventStream(accept):
+		writeError(w, http.StatusNotAcceptable, "not_acceptable", "a watch answers with text/event-stream; send Accept: text/event-stream")
+	case s.streams.Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, errWatchEnded.Error())
+	case s.eventWatchers.open.Add(1) > DefaultMaxEventWatchers:
+		s.eventWatchers.open.Add(-1)
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, fmt.Sprintf("%d event streams are open already, the most this fleetd serves at once; retry once one ends", DefaultMaxEventWatchers))
+	default:
+		return true
+	}
+	return false
+}
+
+// eventCursor is what one event stream has sent: the events of member
+// ("" for all) in the states it sent them.
+type eventCursor struct {
+	s      *restServer
+	member string
+	sent   map[eventKey]bool
+}
+
+// fresh returns the events of members that were not sent, and takes the
+// events there are now as sent (what the controllers no longer keep is
+// forgotten).
+func (c *eventCursor) fresh(members []v1alpha1.Member) ([]MemberEvent, bool) {
+	var fresh []MemberEvent
+	now := map[eventKey]bool{}
+	for _, e := range c.s.eventsOf(members, c.member) {
+		k := keyOf(e)
+		now[k] = true
+		if !c.sent[k] {
+			fresh = append(fresh, e)
+		}
+	}
+	c.sent = now
+	return fresh, len(fresh) > 0
+}
+
+// next waits, woken by every change the controllers signal, for events not
+// sent yet; after beat without any it returns an error (the heartbeat's
+// turn), and ctx's when ctx ends.
+func (c *eventCursor) next(ctx context.Context, beat time.Duration) ([]MemberEvent, error) {
+	waitCtx, beatDone := context.WithCancel(ctx)
+	defer beatDone()
+	t := c.s.opts.Clock.AfterFunc(beat, beatDone)
+	defer t.Stop()
+	var fresh []MemberEvent
+	err := c.s.opts.Waiter.WaitFor(waitCtx, func(all []v1alpha1.Member) (ok bool) {
+		fresh, ok = c.fresh(all)
+		return ok
+	})
+	return fresh, err
+}
+
+// eventFrames are events as watch events: ADDED, or MODIFIED for a repeat
+// of a member's last event (its count above one) unless initial.
+func eventFrames(events []MemberEvent, initial bool) []byte {
+	var frames []byte
+	for _, e := range events {
+		typ := WatchAdded
+		if e.Count > 1 && !initial {
+			typ = WatchModified
+		}
+		frames = appendEvent(frames, typ, eventJSON(e))
+	}
+	return frames
 }
 
 func eventJSON(e MemberEvent) []byte {
