@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/fleetd-dev/fleetd/internal/version.Version=$(VERSION)
 FUZZTIME  ?= 50000x
 
-.PHONY: all build run demo-repo run-cluster test lint fmt bench fuzz chaos clean
+.PHONY: all build run demo-repo demo-manifests run-cluster test lint fmt bench fuzz chaos clean
 
 all: lint test build
 
@@ -17,14 +17,33 @@ build:
 
 # The embedded default: the simulated herdr plus the example manifests. The
 # example tenant's credential is a demo value unless you export your own.
+# fleetd serves DEMO_MANIFESTS, a scratch copy of manifests/*.yaml made by
+# the first `make run` (`make clean` removes it, the next run copies the
+# examples again), so that what you apply or delete from the banner never
+# edits a git-tracked file. LISTEN is the listener's address: `make run
+# LISTEN=127.0.0.1:18080` when 8080 is taken.
 # The example member builder works in a git worktree of a throwaway
-# repository, DEMO_REPO (manifests/builder.yaml names it): created here with
-# one commit on main when missing (docs/worktrees.md).
+# repository, DEMO_REPO (manifests/builder.yaml names /tmp/fleetd-demo-repo;
+# the scratch copy names DEMO_REPO): created here with one commit on main
+# when missing (docs/worktrees.md).
+# serve runs through env, not a shell, so that make runs it itself: Ctrl-C
+# then ends it as fleetd ends, without make reporting the recipe
+# "Interrupt"ed (cmd/fleetd's TestMakeRun_ACleanCloneStaysClean).
 ACME_FLEETD_TOKEN ?= sim-demo-credential
-DEMO_REPO         := /tmp/fleetd-demo-repo
-run: build demo-repo
-	./$(BIN) validate manifests/
-	ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests manifests/
+LISTEN            ?= 127.0.0.1:8080
+DEMO_REPO         ?= /tmp/fleetd-demo-repo
+DEMO_MANIFESTS    := $(CURDIR)/bin/manifests
+run: build demo-repo demo-manifests
+	./$(BIN) validate $(DEMO_MANIFESTS)
+	env ACME_FLEETD_TOKEN=$(ACME_FLEETD_TOKEN) ./$(BIN) serve --herdr=sim --manifests $(DEMO_MANIFESTS) --listen $(LISTEN)
+
+demo-manifests:
+	@if [ ! -d $(DEMO_MANIFESTS) ]; then \
+		mkdir -p $(DEMO_MANIFESTS).tmp && \
+		for f in manifests/*.yaml; do sed 's#/tmp/fleetd-demo-repo#$(DEMO_REPO)#g' $$f > $(DEMO_MANIFESTS).tmp/$${f#manifests/}; done && \
+		mv $(DEMO_MANIFESTS).tmp $(DEMO_MANIFESTS) && \
+		echo "copied manifests/*.yaml to $(DEMO_MANIFESTS), the scratch copy make run serves (make clean removes it)"; \
+	fi
 
 demo-repo:
 	@if [ ! -d $(DEMO_REPO)/.git ]; then \
@@ -36,11 +55,15 @@ demo-repo:
 	fi
 
 # A fleet of two nodes on one machine (docs/multi-host.md): an embedded
-# single-member etcd on loopback (cmd/etcd-demo; etcd's server is never in
-# $(BIN)) and two `fleetd serve --store etcd --herdr=sim` nodes with the
-# members of manifests/cluster placed on both. Ctrl-C stops it all.
+# single-member etcd on loopback (cmd/etcd-demo, built into bin/; etcd's
+# server is never in $(BIN)) and two `fleetd serve --store etcd --herdr=sim`
+# nodes with the members of manifests/cluster placed on both, on free
+# loopback ports (with LISTEN given, `make run-cluster
+# LISTEN=127.0.0.1:18080`, the first node listens there and the second on
+# the next port). Ctrl-C stops it all.
 run-cluster: build
-	$(GO) run ./cmd/etcd-demo -fleetd $(BIN)
+	$(GO) build -o bin/etcd-demo ./cmd/etcd-demo
+	./bin/etcd-demo -fleetd $(BIN)$(if $(filter command line environment,$(origin LISTEN)), -listen $(LISTEN))
 
 test:
 	$(GO) test -race -count=1 $(PKGS)

@@ -46,7 +46,7 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
-	changed   notify.Signal  // any member's status, or the desired state, changed
+	changed   notify.Signal  // any member's status or events, or the desired state, changed
 	herdrUp   bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
@@ -206,7 +206,7 @@ func (m *Manager) run(ctx context.Context) error {
 	<-ctx.Done()
 	m.queue.ShutDown()
 	wg.Wait()
-	m.log.Info("member controller stopped; agents keep running and will be adopted on the next start")
+	m.log.Info("member controller stopped; it left the members' panes running")
 	select {
 	case err := <-storeErr:
 		return fmt.Errorf("controllers: %w", err)

@@ -224,8 +224,9 @@ func (m *Manager) runtimeOf(name string) *runtime {
 	return r
 }
 
-// event records something that happened to a member, for describe, and
-// logs it. A repeat of the previous event only bumps its count.
+// event records something that happened to a member, for describe and
+// the event watch (woken by Changed), and logs it. A repeat of the
+// previous event only bumps its count.
 func (m *Manager) event(name, typ, reason, msg string) {
 	now := m.o.Clock.Now().UTC()
 	m.mu.Lock()
@@ -244,6 +245,7 @@ func (m *Manager) event(name, typ, reason, msg string) {
 		}
 	}
 	m.mu.Unlock()
+	m.changed.Notify()
 	if typ == v1alpha1.EventWarning {
 		m.log.Warn(msg, "member", name, "reason", reason)
 	} else {

@@ -57,8 +57,13 @@
 // than waited for, a worker token holds at most Options.MaxWatchersPerToken
 // and the workers together three quarters of Options.MaxWatchers (the log
 // follow is bounded the same way), and a heartbeat comment keeps a quiet
-// one open. It and the log follow write their events through
-// internal/sse, fleetd's one event-stream framing. Members are named the same way everywhere — name, pane,
+// one open. The event watch (rest_events.go,
+// GET /events?watch=1) waits on the same change signal, one loop per
+// stream that diffs the members' events against what it sent, and counts
+// as a member watch. They and the log follow write their events through
+// internal/sse, fleetd's one event-stream framing. GET /manifests/errors
+// (rest_manifests.go) serves the desired state's current problems to the
+// primary. Members are named the same way everywhere — name, pane,
 // terminal or session id — by the one resolver, [ResolveMember]
 // (memberref.go).
 //

@@ -105,6 +105,7 @@ type spawnRequest struct {
 	wait    bool
 	timeout time.Duration
 	dryRun  bool // check and answer, but write nothing and wait for nothing
+	rest    bool // POST /members: hints name fleetd's commands, not the tools
 }
 
 // spawnArgs are bridge_spawn's arguments, which a POST /members body may
@@ -252,14 +253,14 @@ func decodeMemberBody(body []byte) (spawnRequest, error) {
 	if _, ok := raw["kind"]; !ok {
 		// Over REST nothing waits unless asked to (here or with ?wait=true).
 		req, err := spawnFromArgs(raw)
-		req.wait = raw["wait"] == true
+		req.wait, req.rest = raw["wait"] == true, true
 		return req, err
 	}
 	m, err := decodeMember("request body", body)
 	if err != nil {
 		return spawnRequest{}, err
 	}
-	return spawnRequest{member: m, wait: false}, nil
+	return spawnRequest{member: m, wait: false, rest: true}, nil
 }
 
 // decodeMember decodes exactly one Member strictly (closed shape, unknown
@@ -342,8 +343,13 @@ func (ms *members) apply(ctx context.Context, req spawnRequest) (MemberView, str
 			continue
 		}
 		hint := ""
-		if ref.Kind == v1alpha1.KindProfile {
+		switch {
+		case ref.Kind == v1alpha1.KindProfile && req.rest:
+			hint = "; `fleetd get profiles` lists the operator's profiles"
+		case ref.Kind == v1alpha1.KindProfile:
 			hint = "; bridge_profiles lists the operator's profiles"
+		case req.rest:
+			hint = "; `fleetd get tenants` lists the operator's tenants"
 		}
 		return MemberView{}, "", toolErr(codeInvalidSpec, "%s: no %s named %q%s", ref.Field, ref.Kind, ref.Name, hint)
 	}

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/quota"
@@ -97,6 +98,13 @@ type Options struct {
 	// waits for that node's report (a Waiter that can: internal/fleet's
 	// View), not for a pane of this node.
 	Node string
+
+	// ManifestErrors serves GET /manifests/errors (rest_manifests.go): the
+	// desired state's current definition problems; nil leaves the route
+	// out. ManifestsDir is the watched manifests directory, absolute ("" on
+	// etcd): relative file paths in the errors are made absolute.
+	ManifestErrors func() decode.ErrorList
+	ManifestsDir   string
 
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
 	// the route out. MaxFollowers caps its follow streams open at once,
@@ -196,7 +204,9 @@ func NewHandler(opts Options) (*Handler, error) {
 	mux.Handle("GET /members", s.authenticated(s.listMembers))
 	mux.Handle("GET /members/{name}", s.authenticated(s.getMember))
 	mux.Handle("GET /members/{name}/events", s.authenticated(s.memberEvents))
-	s.nodeRoutes(mux) // rest_nodes.go
+	s.eventRoutes(mux)         // rest_events.go
+	s.nodeRoutes(mux)          // rest_nodes.go
+	s.manifestErrorRoutes(mux) // rest_manifests.go
 	if opts.Terminals != nil {
 		mux.Handle("GET /members/{name}/logs", s.authenticated(s.memberLogs))
 	}

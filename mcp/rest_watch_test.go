@@ -142,7 +142,10 @@ func (r *sseReader) expect(want ...string) {
 	}
 }
 
-func newWatchServer(t *testing.T, fleet *liveFleet, opts Options) (*httptest.Server, *Handler) {
+func newWatchServer(t *testing.T, fleet interface {
+	MemberSource
+	MemberWaiter
+}, opts Options) (*httptest.Server, *Handler) {
 	t.Helper()
 	opts.Members, opts.Waiter = fleet, fleet
 	opts.Tokens = fakeTokens{"primary-secret": {Role: "primary"}, "worker-secret": {Role: "worker", Member: "a"}, "other-secret": {Role: "worker", Member: "b"}}

@@ -77,6 +77,12 @@ func Manifest(path string, data []byte) FileResult {
 				skip:  map[*yaml.Node]bool{},
 			}
 			obj := d.decode(&root)
+			if len(d.errs) > 0 {
+				kind, name := declared(&root)
+				for _, e := range d.errs {
+					e.Kind, e.Name = kind, name
+				}
+			}
 			errs = append(errs, d.errs...)
 			if obj != nil && len(d.errs) == 0 {
 				objs = append(objs, obj)
@@ -86,6 +92,26 @@ func Manifest(path string, data []byte) FileResult {
 	}
 	errs.Sort()
 	return FileResult{Path: path, Objects: objs, Errors: errs, positions: pos}
+}
+
+// declared is the kind and metadata.name a document's mapping spells, each
+// "" unless written as a plain string.
+func declared(root *yaml.Node) (kind, name string) {
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return "", ""
+	}
+	str := func(n *yaml.Node) string {
+		if n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			return n.Value
+		}
+		return ""
+	}
+	_, k := lookup(root.Content[0], "kind")
+	if _, meta := lookup(root.Content[0], "metadata"); meta != nil && meta.Kind == yaml.MappingNode {
+		_, n := lookup(meta, "name")
+		name = str(n)
+	}
+	return str(k), name
 }
 
 // IsManifestFile reports whether a directory entry named name is a manifest:

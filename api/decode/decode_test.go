@@ -393,3 +393,32 @@ func TestFile_AliasBombIsRefused(t *testing.T) {
 		t.Errorf("self-referencing alias: no error")
 	}
 }
+
+// TestManifest_ErrorsNameTheObjectTheirDocumentDeclares: a document with
+// errors defines no object, and its errors say which one it meant, so that
+// `fleetd describe member NAME` can point at the broken file; a syntax
+// error cannot tell.
+func TestManifest_ErrorsNameTheObjectTheirDocumentDeclares(t *testing.T) {
+	data := []byte(`apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: typo}
+spec: {profile: claude, transport: http}
+---
+apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: 7}
+spec: {profile: claude, bogus: 1}
+---
+kind: Member
+metadata: {name: [broken
+`)
+	f := Manifest("m.yaml", data)
+	var got []string
+	for _, e := range f.Errors {
+		got = append(got, fmt.Sprintf("%d %s/%s", e.Line, e.Kind, e.Name))
+	}
+	want := []string{"4 Member/typo", "8 Member/", "9 Member/", "12 /"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors' declared objects (-want +got):\n%s\n%v", diff, f.Errors)
+	}
+}

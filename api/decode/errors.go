@@ -14,6 +14,12 @@ type Error struct {
 	Line  int    // 1-based; 0 when unknown
 	Field string // field path such as spec.mcpTarget.tenantId; "" for the whole document
 	Msg   string
+	// Kind and Name are the object the failing document declares — its
+	// kind and metadata.name as written — when both read as strings: a
+	// document with errors defines no object, and they say which one it
+	// meant (`fleetd describe member NAME` names the broken file). Empty
+	// for a syntax error and for problems not of one document.
+	Kind, Name string
 
 	cause error // the file-system error behind a read failure, for errors.Is
 }

@@ -7,8 +7,14 @@
 // through the first (`fleetd apply -f`), waits until every placeable member
 // is Ready on its node, prints `fleetd get nodes` and `fleetd get
 // members -o wide`, and sends a message through laptop to a member on
-// buildbox (`fleetd send`, answered by the simulated agent). Then it runs until interrupted (or, with -once, stops
-// everything and exits).
+// buildbox (`fleetd send`, answered by the simulated agent). Then it runs
+// until interrupted (or, with -once, stops everything and exits).
+//
+// The nodes listen on free loopback ports, or, with -listen HOST:PORT, the
+// first on that address and the second on the next port. Ctrl-C (SIGINT)
+// or SIGTERM stops the nodes and etcd and exits 0: `make run-cluster` runs
+// the built binary, not `go run`, which exits 1 whenever its child was
+// interrupted, so that make reports no error either.
 package main
 
 import (
@@ -18,11 +24,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +47,7 @@ func main() {
 	flag.StringVar(&o.profiles, "profiles", "manifests/profiles.yaml", "the Profiles to apply")
 	flag.StringVar(&o.members, "members", "manifests/cluster", "the Members to apply")
 	flag.BoolVar(&o.once, "once", false, "print the fleet once it is placed, then stop everything and exit")
+	flag.StringVar(&o.listen, "listen", "", "HOST:PORT of the first node's listener; the next node listens on the next port (default: free loopback ports)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -51,13 +60,31 @@ func main() {
 type options struct {
 	fleetd, dir, profiles, members string
 	once                           bool
+	listen                         string // the first node's; "" for free ports
+}
+
+// nodeListen is the --listen of node i (0 is the first): the port after
+// the one before it when o.listen is set, else a free port.
+func (o options) nodeListen(i int) (string, error) {
+	if o.listen == "" {
+		return "127.0.0.1:0", nil
+	}
+	host, port, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return "", fmt.Errorf("-listen %s: want HOST:PORT", o.listen)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p+i > 65535 {
+		return "", fmt.Errorf("-listen %s: want a port from 1 to %d", o.listen, 65535-i)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+i)), nil
 }
 
 // demoNode is one fleetd node of the demo.
 type demoNode struct {
-	name, labels, state, url string
-	cmd                      *exec.Cmd
-	done                     chan error
+	name, labels, listen, state, url string
+	cmd                              *exec.Cmd
+	done                             chan error
 }
 
 const prefix = "/fleetd"
@@ -71,6 +98,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		defer os.RemoveAll(dir)
 		o.dir = dir
 	}
+	nodes := []*demoNode{{name: "laptop", labels: "kind=laptop"}, {name: "buildbox", labels: "gpu=a100"}}
+	for i, n := range nodes {
+		if n.listen, err = o.nodeListen(i); err != nil {
+			return err
+		}
+	}
 	cluster, err := etcdtest.Start(1, &etcdtest.Options{Dir: filepath.Join(o.dir, "etcd"), TickMs: 100, ElectionMs: 1000})
 	if err != nil {
 		return err
@@ -79,7 +112,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	endpoint := cluster.Endpoint(0)
 	fmt.Fprintf(out, "etcd (embedded, single member) on %s\n", endpoint)
 
-	nodes := []*demoNode{{name: "laptop", labels: "kind=laptop"}, {name: "buildbox", labels: "gpu=a100"}}
 	defer func() {
 		for _, n := range nodes {
 			if n.cmd != nil {
@@ -134,6 +166,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	fmt.Fprintf(out, "\nTry: %s get members -o wide --server %s --state-dir %s\nCtrl-C stops the nodes and etcd.\n", o.fleetd, first.url, first.state)
 	<-ctx.Done()
+	fmt.Fprintln(out, "\nStopping the nodes and etcd; the simulated herdrs and their agents stop with them.")
 	return nil
 }
 
@@ -149,7 +182,7 @@ func (n *demoNode) start(ctx context.Context, o options, endpoint string, token 
 		}
 	}
 	n.cmd = exec.Command(o.fleetd, "serve", "--store", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
-		"--node", n.name, "--node-labels", n.labels, "--herdr", "sim", "--listen", "127.0.0.1:0", "--state-dir", n.state, "--log-level", "error")
+		"--node", n.name, "--node-labels", n.labels, "--herdr", "sim", "--listen", n.listen, "--state-dir", n.state, "--log-level", "error")
 	n.cmd.Env = append(os.Environ(), "ACME_FLEETD_TOKEN=sim-demo-credential")
 	stdout, err := n.cmd.StdoutPipe()
 	if err != nil {

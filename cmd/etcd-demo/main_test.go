@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +55,115 @@ func TestRun_PlacesMembersOnBothNodes(t *testing.T) {
 	}
 	if buildbox, err := os.ReadFile(filepath.Join(dir, "buildbox", "primary.token")); err != nil || string(buildbox) != string(laptop) {
 		t.Errorf("buildbox's primary.token is not laptop's (%v)", err)
+	}
+}
+
+// TestDemo_CtrlCExitsZeroOnTheAskedPorts runs the demo as `make
+// run-cluster LISTEN=…` does — the built binary with -listen — and presses
+// Ctrl-C once it waits: the nodes listen on the asked port and the next,
+// and the demo stops everything and exits 0 (make then reports no error).
+func TestDemo_CtrlCExitsZeroOnTheAskedPorts(t *testing.T) {
+	dir := t.TempDir()
+	fleetd, demo := filepath.Join(dir, "fleetd"), filepath.Join(dir, "etcd-demo")
+	for bin, pkg := range map[string]string{fleetd: "./cmd/fleetd", demo: "./cmd/etcd-demo"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	port := freePortPair(t)
+	cmd := exec.Command(demo, "-fleetd", fleetd, "-dir", filepath.Join(dir, "state"), "-listen", "127.0.0.1:"+strconv.Itoa(port),
+		"-profiles", "../../manifests/profiles.yaml", "-members", "../../manifests/cluster")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	waiting := make(chan struct{})
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			out.WriteString(lines.Text() + "\n")
+			if strings.HasPrefix(lines.Text(), "Ctrl-C stops") {
+				close(waiting)
+			}
+		}
+	}()
+	select {
+	case <-waiting:
+	case <-copied:
+		_ = cmd.Wait()
+		t.Fatalf("the demo ended before it waited for Ctrl-C:\n%s\nstderr:\n%s", out.String(), stderr.String())
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-copied
+		_ = cmd.Wait()
+		t.Fatalf("the demo did not reach Ctrl-C within 2 minutes:\n%s\nstderr:\n%s", out.String(), stderr.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	<-copied
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after Ctrl-C the demo exited with %v, want 0; stderr:\n%s", err, stderr.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"node laptop (kind=laptop) on http://127.0.0.1:" + strconv.Itoa(port) + ",",
+		"node buildbox (gpu=a100) on http://127.0.0.1:" + strconv.Itoa(port+1) + ",",
+		"Stopping the nodes and etcd; the simulated herdrs and their agents stop with them.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output has no %q:\n%s", want, text)
+		}
+	}
+}
+
+// freePortPair is a loopback port that is free, with the next one free too.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := a.Addr().(*net.TCPAddr).Port
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return port
+		}
+	}
+	t.Fatal("no two free consecutive loopback ports")
+	return 0
+}
+
+func TestNodeListen(t *testing.T) {
+	for _, tt := range []struct {
+		listen string
+		i      int
+		want   string
+		err    string
+	}{
+		{"", 1, "127.0.0.1:0", ""},
+		{"127.0.0.1:18080", 0, "127.0.0.1:18080", ""},
+		{"127.0.0.1:18080", 1, "127.0.0.1:18081", ""},
+		{"[::1]:9000", 1, "[::1]:9001", ""},
+		{"18080", 0, "", "want HOST:PORT"},
+		{"127.0.0.1:65535", 1, "", "want a port from 1 to 65534"},
+	} {
+		got, err := options{listen: tt.listen}.nodeListen(tt.i)
+		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("nodeListen(%q, %d) = %q, %v; want %q, error %q", tt.listen, tt.i, got, err, tt.want, tt.err)
+		}
 	}
 }

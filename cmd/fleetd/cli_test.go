@@ -203,9 +203,9 @@ func checkUsageErrors(t *testing.T, tests []usageCase) {
 func TestValidate_UsageAndDirectoryErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "absent")
 	checkUsageErrors(t, []usageCase{
-		{"validate without a directory", []string{"validate"}, 2, "fleetd validate: want exactly one directory, got 0 arguments\nUsage: fleetd validate DIR"},
-		{"validate with two directories", []string{"validate", "a", "b"}, 2, "fleetd validate: want exactly one directory, got 2 arguments\n"},
+		{"validate without a directory", []string{"validate"}, 2, "fleetd validate: missing DIR|FILE...\nUsage: fleetd validate DIR|FILE..."},
 		{"validate with an unknown flag", []string{"validate", "--strict", "."}, 2, "fleetd validate: unknown flag: --strict\n"},
-		{"validate a missing directory", []string{"validate", missing}, 1, "fleetd validate: read manifests directory: open " + missing + ": no such file or directory\n"},
+		{"validate a missing directory", []string{"validate", missing}, 1, "fleetd validate: " + missing + ": no such file or directory\n"},
+		{"validate a missing file among others", []string{"validate", "../../manifests", missing}, 1, "fleetd validate: " + missing + ": no such file or directory\n"},
 	})
 }

@@ -66,7 +66,7 @@ func TestDiffDryRunDelete(t *testing.T) {
 	noTesterFile(t)
 	missing := writeFile(t, "ghost.yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: ghost}\nspec: {profile: nope}\n")
 	check(t, []string{"apply", "-f", missing, "--dry-run=server"}, "", 1, "",
-		"fleetd apply: member/ghost: invalid_spec: spec.profile: no Profile named \"nope\"; bridge_profiles lists the operator's profiles\n")
+		"fleetd apply: member/ghost: invalid_spec: spec.profile: no Profile named \"nope\"; `fleetd get profiles` lists the operator's profiles\n")
 	// The store's own checks run too: stray.yaml, the file a member named
 	// stray would get, holds something else.
 	stray := writeFile(t, "stray.yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: stray}\nspec: {profile: codex}\n")

@@ -4,7 +4,10 @@
 // struct that cobra fills from the flags, with Complete, Validate and Run
 // (verb.go says how; kubectl's commands are written the same way), and is
 // registered in newRootCmd; a command appears in --help only once it works.
-// usage.go makes every usage error exit 2 with the problem and a hint.
+// usage.go makes every usage error exit 2 with the problem and a hint (the
+// command or flag meant, when it can tell); hints.go writes the commands
+// a command suggests next so that they reach the same fleetd (--server,
+// --state-dir) and names the broken manifest behind a missing member.
 //
 // What the commands share is not here: the client of a running fleetd
 // (internal/cli/client), the printers of get, describe and inbox

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -67,6 +68,86 @@ func TestDocs_ServerFlag(t *testing.T) {
 		slices.Sort(documented)
 		if diff := cmp.Diff(have, documented); diff != "" {
 			t.Errorf("%s: commands with --server (-have +documented):\n%s", doc.path, diff)
+		}
+	}
+}
+
+// TestDocs_CiteOnlyFilesThatExist: a path of the repository a doc names —
+// a relative link, or a path under one of the repository's top
+// directories anywhere in its text — is a file or directory that exists.
+// (docs/multi-host.md once told operators to cat
+// manifests/profile-claude.yaml, which never existed.)
+func TestDocs_CiteOnlyFilesThatExist(t *testing.T) {
+	notCitations := map[string]bool{
+		"docs/manifests.md api/workspace":  true, // sed 's/workspace: api/workspace: qa/'
+		"docs/worktrees.md docs/config.md": true, // a member's prompt: the file its agent is to write
+	}
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`\]\(([^)#\s:]+)(#[^)]*)?\)`)
+	path := regexp.MustCompile(`(?:^|[^\w/~.$-])((?:api|cmd|controllers|docs|herdr|internal|manifests|mcp|test)/[\w./-]*\w)`)
+	for _, doc := range append(docs, "../../README.md") {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(doc, "../../")
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(doc), m[1])); err != nil {
+				t.Errorf("%s links to %s, which does not exist", name, m[1])
+			}
+		}
+		for _, m := range path.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join("../..", m[1])); err != nil && !notCitations[name+" "+m[1]] {
+				t.Errorf("%s names %s, which does not exist", name, m[1])
+			}
+		}
+	}
+}
+
+// TestDocs_NameOnlyTestsThatExist: a test, benchmark or fuzz target a doc
+// names exists, and so does the benchmark of every row of
+// docs/performance.md's tables (`Convergence/members=100` is
+// BenchmarkConvergence's). The figures stay tied to code that still
+// measures them.
+func TestDocs_NameOnlyTestsThatExist(t *testing.T) {
+	defined := map[string]bool{}
+	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)\w+)\(`)
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		for _, m := range funcs.FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile("`((?:Test|Benchmark|Fuzz)[A-Z]\\w*)`")
+	for _, doc := range docs {
+		for _, m := range named.FindAllStringSubmatch(readDoc(t, strings.TrimPrefix(doc, "../../")), -1) {
+			if !defined[m[1]] {
+				t.Errorf("%s names %s, which no test file defines", doc, m[1])
+			}
+		}
+	}
+	// Process/members=N is benchtable's own measurement of bin/fleetd.
+	if strings.Contains(readDoc(t, "test/bench/cmd/benchtable/process.go"), `"Process/members=%d"`) {
+		defined["BenchmarkProcess"] = true
+	}
+	row := regexp.MustCompile(`(?m)^\| ([A-Z]\w+)(?:/[^ |]*)? \| `)
+	for _, m := range row.FindAllStringSubmatch(readDoc(t, "docs/performance.md"), -1) {
+		if name := "Benchmark" + m[1]; !defined[name] {
+			t.Errorf("docs/performance.md has figures of %s, which no test file defines", name)
 		}
 	}
 }

@@ -82,9 +82,9 @@ func TestGet_SelectorsOutputsAndSortThroughTheCLI(t *testing.T) {
 		{"sort by label", []string{"get", "members", "--sort-by", ".metadata.labels.team", "-o", "name"}, 0, "member/tester\nmember/reviewer\n", ""},
 		{"sort by braces", []string{"get", "members", "--sort-by", "{.spec.profile}", "-o", "name"}, 0, "member/reviewer\nmember/tester\n", ""},
 		{"bad sort", []string{"get", "members", "--sort-by", "..x"}, 2, "", `--sort-by "..x": path "..x": recursive descent`},
-		{"unknown resource", []string{"get", "pods"}, 2, "", `unknown resource type "pods"; fleetd serves: members, profiles, tenants or nodes`},
-		{"unknown member", []string{"get", "members", "nobody"}, 1, "", `member "nobody" not found (by name, pane id, terminal id or session id)`},
-		{"watch a profile", []string{"get", "profiles", "-w"}, 2, "", "only members can be watched"},
+		{"unknown resource", []string{"get", "pods"}, 2, "", `unknown resource type "pods"; fleetd serves: members, profiles, tenants, nodes or events`},
+		{"unknown member", []string{"get", "members", "nobody"}, 1, "", `fleetd get: no member with name, pane id, terminal id or session id "nobody"; ` + "`fleetd get members --server"},
+		{"watch a profile", []string{"get", "profiles", "-w"}, 2, "", "only members and events can be watched"},
 		{"watch events without watch", []string{"get", "members", "--output-watch-events"}, 2, "", "--output-watch-events needs --watch"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,7 +33,8 @@ JSON-RPC message between stdin/stdout and the gateway at --url — requests,
 responses, notifications and progress in both directions — sending the bearer
 token read from the environment variable named by --token-env.
 
-It exits 0 when stdin closes. It exits 1 with a message on stderr when the
+It exits 0 when stdin closes, once the calls still in flight are answered
+on stdout. It exits 1 with a message on stderr when the
 token variable is empty, the gateway cannot be reached, or the gateway
 refuses the token. stdout carries only MCP messages.`,
 		Example: `  FLEETD_TOKEN=… fleetd mcp-bridge --url http://127.0.0.1:8080/mcp`,

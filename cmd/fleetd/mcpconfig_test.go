@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 )
 
@@ -44,63 +46,59 @@ func adapterOutput(t *testing.T, in harness.PrimaryInput) string {
 	return out
 }
 
+// startForConfig serves an empty fleet: what mcp-config checks its token
+// against. Its state directory holds the primary token it minted.
+func startForConfig(t *testing.T, tune ...func(*daemon.Config)) *liveFleetd {
+	t.Helper()
+	return startFleetd(t, map[string]string{}, tune...)
+}
+
 func TestMCPConfig_ShellHarnesses(t *testing.T) {
+	f := startForConfig(t)
 	tests := []struct {
 		harness string
-		url     string
+		args    []string
+		url     string // the gateway URL printed
 		command string // what the harness's own "mcp add" line starts with
+		stderr  string
 	}{
-		{"claude", "", "claude mcp add "},
-		{"codex", "http://127.0.0.1:9090/mcp", "codex mcp add fleetd --url http://127.0.0.1:9090/mcp "},
+		{"claude", []string{"--server", f.info.URL}, f.info.MCPURL, "claude mcp add ", ""},
+		{"codex", []string{"--server", f.info.URL + "/"}, f.info.MCPURL, "codex mcp add fleetd --url " + f.info.MCPURL + " ", ""},
+		// The deprecated spelling still works, and says what replaces it.
+		{"codex", []string{"--url", f.info.MCPURL}, f.info.MCPURL, "codex mcp add fleetd --url " + f.info.MCPURL + " ", "fleetd mcp-config: --url is deprecated: use --server"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.harness, func(t *testing.T) {
-			stateDir := filepath.Join(t.TempDir(), "state")
-			args := []string{"mcp-config", "--harness", tt.harness, "--state-dir", stateDir}
-			if tt.url != "" {
-				args = append(args, "--url", tt.url)
-			}
+		t.Run(tt.harness+strings.Join(tt.args, " "), func(t *testing.T) {
+			args := append([]string{"mcp-config", "--harness", tt.harness, "--state-dir", f.stateDir}, tt.args...)
 			code, stdout, stderr := runCLI(t, args...)
-			if code != 0 {
-				t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+			if code != 0 || !strings.Contains(stderr, tt.stderr) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 0 and %q", code, stderr, tt.stderr)
 			}
-			token := readPrimaryToken(t, stateDir) // created on first use
+			token := readPrimaryToken(t, f.stateDir)
 			if strings.Contains(stdout, token) {
 				t.Errorf("output contains the primary token value:\n%s", stdout)
 			}
-			tokenFile := filepath.Join(stateDir, "primary.token")
+			tokenFile := filepath.Join(f.stateDir, "primary.token")
 			export := `export FLEETD_TOKEN="$(cat ` + tokenFile + `)"` + "\n"
 			for _, want := range []string{export, "\n" + tt.command} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("output lacks %q:\n%s", want, stdout)
 				}
 			}
-			url := tt.url
-			if url == "" {
-				url = defaultGatewayURL
-			}
-			want := adapterOutput(t, harness.PrimaryInput{Harness: tt.harness, URL: url, TokenFile: tokenFile, Token: token})
+			want := adapterOutput(t, harness.PrimaryInput{Harness: tt.harness, URL: tt.url, TokenFile: tokenFile, Token: token})
 			if diff := cmp.Diff(want, stdout); diff != "" {
 				t.Errorf("output is not the adapter's (-want +got):\n%s", diff)
 			}
 			if strings.Contains(stdout, "ANTHROPIC_BASE_URL") {
 				t.Errorf("primary config sets ANTHROPIC_BASE_URL:\n%s", stdout)
 			}
-
-			// A second run reuses the same token.
-			if code, _, stderr := runCLI(t, args...); code != 0 {
-				t.Fatalf("second run: exit %d, stderr:\n%s", code, stderr)
-			}
-			if again := readPrimaryToken(t, stateDir); again != token {
-				t.Error("second mcp-config run replaced the primary token")
-			}
 		})
 	}
 }
 
 func TestMCPConfig_ClaudeDesktop(t *testing.T) {
-	stateDir := t.TempDir()
-	code, stdout, stderr := runCLI(t, "mcp-config", "--harness", "claude-desktop", "--state-dir", stateDir)
+	f := startForConfig(t)
+	code, stdout, stderr := runCLI(t, "mcp-config", "--harness", "claude-desktop", "--state-dir", f.stateDir, "--server", f.info.URL)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
@@ -122,7 +120,7 @@ func TestMCPConfig_ClaudeDesktop(t *testing.T) {
 	if entry.Command != exe || !filepath.IsAbs(entry.Command) {
 		t.Errorf("command = %q, want the absolute path of this executable %q", entry.Command, exe)
 	}
-	token := readPrimaryToken(t, stateDir)
+	token := readPrimaryToken(t, f.stateDir)
 	if diff := cmp.Diff(map[string]string{"FLEETD_TOKEN": token}, entry.Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
@@ -130,8 +128,8 @@ func TestMCPConfig_ClaudeDesktop(t *testing.T) {
 		t.Errorf("args %q: want the bridge's arguments, never the token", entry.Args)
 	}
 	// The entry itself (its args) is the adapter's spelling.
-	want := adapterOutput(t, harness.PrimaryInput{Harness: harness.PrimaryClaudeDesktop, URL: defaultGatewayURL,
-		TokenFile: filepath.Join(stateDir, "primary.token"), Token: token, Executable: exe})
+	want := adapterOutput(t, harness.PrimaryInput{Harness: harness.PrimaryClaudeDesktop, URL: f.info.MCPURL,
+		TokenFile: filepath.Join(f.stateDir, "primary.token"), Token: token, Executable: exe})
 	if diff := cmp.Diff(want, stdout); diff != "" {
 		t.Errorf("output is not the adapter's (-want +got):\n%s", diff)
 	}
@@ -140,17 +138,64 @@ func TestMCPConfig_ClaudeDesktop(t *testing.T) {
 	}
 }
 
-func TestMCPConfig_DefaultStateDirFollowsXDG(t *testing.T) {
+// TestMCPConfig_DefaultsFollowTheEnvironment: like every client command,
+// mcp-config finds fleetd at $FLEETD_SERVER and its state directory under
+// $XDG_STATE_HOME — run as its own process, as a user types it.
+func TestMCPConfig_DefaultsFollowTheEnvironment(t *testing.T) {
 	xdg := t.TempDir()
+	f := startForConfig(t, func(c *daemon.Config) { c.StateDir = filepath.Join(xdg, "fleetd") })
 	t.Setenv("XDG_STATE_HOME", xdg)
-	code, stdout, stderr := runCLI(t, "mcp-config", "--harness", "codex")
+	t.Setenv("FLEETD_SERVER", f.info.URL)
+	code, stdout, stderr := execFleetd(t, "mcp-config", "--harness", "codex")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	tokenFile := filepath.Join(xdg, "fleetd", "primary.token")
-	readPrimaryToken(t, filepath.Dir(tokenFile))
-	if !strings.Contains(stdout, tokenFile) {
-		t.Errorf("output does not read the token from %s:\n%s", tokenFile, stdout)
+	for _, want := range []string{tokenFile, "--url " + f.info.MCPURL + " "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestMCPConfig_RefusesAConfigThatWouldGet401: mcp-config prints nothing a
+// harness would be refused with, says why, and never creates a primary
+// token in a state directory no running fleetd uses (it used to, and the
+// harness then got 401: `claude mcp list` said "Failed to connect").
+func TestMCPConfig_RefusesAConfigThatWouldGet401(t *testing.T) {
+	f := startForConfig(t)
+	free := freeAddress("127.0.0.1:1") // nothing listens there
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "primary.token"), []byte("not-the-token-of-that-fleetd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "state")
+	for _, tt := range []struct {
+		name      string
+		args      []string
+		wantErr   string
+		tokenMade string // a state directory where no token may appear
+	}{
+		{"no fleetd at --server", []string{"--server", "http://" + free, "--state-dir", f.stateDir},
+			"fleetd mcp-config: cannot reach fleetd at http://" + free, ""},
+		{"no token in the state directory", []string{"--server", f.info.URL, "--state-dir", empty},
+			"fleetd mcp-config: no primary token in " + empty + ": no fleetd has started with this state directory", empty},
+		{"another fleetd's state directory", []string{"--server", f.info.URL, "--state-dir", other},
+			"fleetd mcp-config: the fleetd at " + f.info.URL + " refuses the primary token in " + other + ", so your harness would be refused too: that fleetd uses another state directory; give its --state-dir", ""},
+		{"not a URL", []string{"--server", "localhost:8080", "--state-dir", f.stateDir},
+			"fleetd mcp-config: --server localhost:8080: want an absolute http:// or https:// URL", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := execFleetd(t, append([]string{"mcp-config", "--harness", "claude"}, tt.args...)...)
+			if code != 1 || stdout != "" || !strings.HasPrefix(stderr, tt.wantErr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 1, nothing printed, and %q", code, stdout, stderr, tt.wantErr)
+			}
+			if tt.tokenMade != "" {
+				if _, err := os.Stat(tt.tokenMade); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("mcp-config created %s (stat: %v); it must not mint a token no fleetd uses", tt.tokenMade, err)
+				}
+			}
+		})
 	}
 }
 
@@ -183,13 +228,6 @@ func TestMCPConfig_UsageErrors(t *testing.T) {
 	}
 }
 
-func TestMCPConfig_BadURL(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "mcp-config", "--harness", "claude", "--state-dir", t.TempDir(), "--url", "localhost:8080")
-	if code != 1 || stdout != "" || !strings.Contains(stderr, "want an absolute http:// or https:// URL") {
-		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the URL problem", code, stdout, stderr)
-	}
-}
-
 // TestMCPConfig_ExampleKeepsTheExports runs the command line mcp-config's
 // help suggests, as printed, in a POSIX shell (fleetd and claude are
 // stubs): the exports must still be set in that shell afterwards, where
@@ -199,8 +237,8 @@ func TestMCPConfig_ExampleKeepsTheExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := t.TempDir()
-	code, out, stderr := runCLI(t, "mcp-config", "--harness", "claude", "--state-dir", state)
+	f := startForConfig(t)
+	code, out, stderr := runCLI(t, "mcp-config", "--harness", "claude", "--state-dir", f.stateDir, "--server", f.info.URL)
 	if code != 0 {
 		t.Fatalf("mcp-config: exit %d, stderr %q", code, stderr)
 	}
@@ -217,7 +255,7 @@ test "$FLEETD_TOKEN" = "$(cat "$TOKEN_FILE")" || { echo "FLEETD_TOKEN is not the
 test "$MCP_TOOL_TIMEOUT" = 660000 || { echo "MCP_TOOL_TIMEOUT=$MCP_TOOL_TIMEOUT"; exit 1; }
 `
 	cmd := exec.Command(sh, "-e", "-c", script)
-	cmd.Env = append(os.Environ(), "PRINTED="+printed, "TOKEN_FILE="+filepath.Join(state, "primary.token"), "FLEETD_TOKEN=", "MCP_TOOL_TIMEOUT=")
+	cmd.Env = append(os.Environ(), "PRINTED="+printed, "TOKEN_FILE="+filepath.Join(f.stateDir, "primary.token"), "FLEETD_TOKEN=", "MCP_TOOL_TIMEOUT=")
 	if res, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("%s: %v\n%s", example, err, res)
 	}

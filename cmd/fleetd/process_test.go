@@ -41,9 +41,9 @@ func TestProcess_ExitCodes(t *testing.T) {
 	}{
 		{[]string{"serve", "manifests/"}, 2, "fleetd serve: unexpected argument \"manifests/\"; serve takes no arguments: a file or directory is given with --manifests\nDid you mean: fleetd serve --manifests manifests/\n"},
 		{[]string{"--bogus"}, 2, "fleetd: unknown flag: --bogus\nUsage: fleetd [flags]\n"},
-		{[]string{"get"}, 2, "fleetd get: missing the resource type (members|profiles|tenants|nodes)\nUsage: fleetd get members|profiles|tenants|nodes [NAME] [flags]\n"},
+		{[]string{"get"}, 2, "fleetd get: missing the resource type (members|profiles|tenants|nodes|events)\nUsage: fleetd get members|profiles|tenants|nodes|events [NAME] [flags]\n"},
 		{[]string{"validate", "../../manifests"}, 0, ""},
-		{[]string{"validate", "/nonexistent-dir"}, 1, "fleetd validate: read manifests directory: open /nonexistent-dir: no such file or directory\n"},
+		{[]string{"validate", "/nonexistent-dir"}, 1, "fleetd validate: /nonexistent-dir: no such file or directory\n"},
 	} {
 		code, _, stderr := execFleetd(t, tt.args...)
 		if code != tt.code || stderr != tt.wantStderr {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ var (
 	}
 )
 
-const resourceNames = "members, profiles, tenants or nodes"
+const resourceNames = "members, profiles, tenants, nodes or events"
 
 // lookupResource finds a resource by its plural, singular or short name.
 func lookupResource(s string) (resource, bool) {
@@ -91,4 +92,27 @@ func fetchAs[T any, P interface {
 		out[i] = P(&list.Items[i])
 	}
 	return out, nil
+}
+
+// notAKind is the usage error for a first argument that names no kind,
+// `fleetd describe reviewer`: problem on one line, then the command meant
+// when o's fleetd has a member, profile, tenant or node by that name
+// (`fleetd describe member reviewer`; get's plural for get), else usage.
+// It exits 2 like every usage error; it is told by Run, not Validate,
+// because the hint asks the running fleetd what the word names.
+func (s *ioStreams) notAKind(ctx context.Context, o *serverOptions, c *client.Client, verb, word, problem, usage string) error {
+	hint := usage
+	for _, r := range resources {
+		if _, err := r.fetch(ctx, c, word); err != nil {
+			continue
+		}
+		kind := strings.ToLower(r.kind)
+		if verb == "get" {
+			kind = r.plural
+		}
+		hint = "Did you mean: " + o.command(verb, kind, word) + "?"
+		break
+	}
+	fmt.Fprintf(s.errOut, "fleetd %s: %s\n%s\n", verb, problem, hint)
+	return &exitError{code: 2}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -84,6 +85,12 @@ func (o *sendOptions) Run(ctx context.Context) error {
 	}
 	name := o.args[0]
 	got, err := c.Send(ctx, mcp.SendInput{Content: o.args[1], SessionID: name, TimeoutMs: o.timeout.Milliseconds(), Wait: !o.noWait, TurnID: o.turn})
+	var te *mcp.ToolError
+	if errors.As(err, &te) && te.Code == "not_found" {
+		if _, found, lerr := c.LiveMember(ctx, name); lerr == nil && !found {
+			return o.noMember(ctx, &o.serverOptions, c, "send", name)
+		}
+	}
 	if err != nil {
 		return o.fail("send", "%v", err)
 	}
@@ -97,7 +104,7 @@ func (o *sendOptions) Run(ctx context.Context) error {
 		fmt.Fprint(o.out, withNewline(text))
 	case "question":
 		fmt.Fprintf(o.out, "%s asks (turn %s):\n%s", who, turn, withNewline(indent(text)))
-		fmt.Fprintf(o.out, "Answer with: fleetd send %s --turn %s ANSWER\n", termtext.Line(name), turn)
+		fmt.Fprintf(o.out, "Answer with: %s ANSWER\n", o.command("send", termtext.Line(name), "--turn", turn))
 	case "turn_done":
 		fmt.Fprintf(o.out, "%s ended its turn %s without replying; the end of its terminal:\n%s", who, turn, withNewline(indent(text)))
 	case "dispatched":
@@ -105,9 +112,9 @@ func (o *sendOptions) Run(ctx context.Context) error {
 		if got.DispatchID != "" { // none for a member on another node: its node queues the message
 			ids += ", message " + termtext.Line(got.DispatchID)
 		}
-		fmt.Fprintf(o.out, "queued for %s (%s); the reply will land in the primary's mailbox (bridge_poll)\n", who, ids)
+		fmt.Fprintf(o.out, "queued for %s (%s); the reply will land in the primary's mailbox: %s\n", who, ids, o.command("inbox", "--wait"))
 	case "timeout":
-		return o.fail("send", "no outcome from %s within %s; turn %s stays open and its reply will land in the primary's mailbox (bridge_poll)", who, o.timeout, turn)
+		return o.fail("send", "no outcome from %s within %s; turn %s stays open and its reply will land in the primary's mailbox: %s", who, o.timeout, turn, o.command("inbox", "--wait"))
 	default:
 		return o.fail("send", "bridge_send: unknown outcome %q", got.Outcome)
 	}

@@ -88,7 +88,7 @@ func TestSend(t *testing.T) {
 			wantOut:  "echo: hello\n",
 			wantCall: &mcp.SendInput{Content: "hello", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
 		{name: "question", args: []string{"reviewer", "which config", "--timeout", "90s"},
-			wantOut:  "reviewer asks (turn t-2):\n  which config?\n  A or B\nAnswer with: fleetd send reviewer --turn t-2 ANSWER\n",
+			wantOut:  "reviewer asks (turn t-2):\n  which config?\n  A or B\nAnswer with: fleetd send reviewer --turn t-2{FLAGS} ANSWER\n",
 			wantCall: &mcp.SendInput{Content: "which config", SessionID: "reviewer", TimeoutMs: 90000, Wait: true}},
 		{name: "answer with --turn", args: []string{"reviewer", "--turn", "t-2", "use A"},
 			wantOut:  "done with A\n",
@@ -97,13 +97,13 @@ func TestSend(t *testing.T) {
 			wantOut:  "reviewer ended its turn t-3 without replying; the end of its terminal:\n  $ make\n  ok\n",
 			wantCall: &mcp.SendInput{Content: "silent", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
 		{name: "timeout", args: []string{"reviewer", "slow", "--timeout", "2m"}, wantCode: 1,
-			wantErr:  "fleetd send: no outcome from reviewer within 2m0s; turn t-4 stays open and its reply will land in the primary's mailbox (bridge_poll)\n",
+			wantErr:  "fleetd send: no outcome from reviewer within 2m0s; turn t-4 stays open and its reply will land in the primary's mailbox: fleetd inbox --wait{FLAGS}\n",
 			wantCall: &mcp.SendInput{Content: "slow", SessionID: "reviewer", TimeoutMs: 120000, Wait: true}},
 		{name: "no wait", args: []string{"reviewer", "later", "--no-wait"},
-			wantOut:  "queued for reviewer (turn t-5, message m-9); the reply will land in the primary's mailbox (bridge_poll)\n",
+			wantOut:  "queued for reviewer (turn t-5, message m-9); the reply will land in the primary's mailbox: fleetd inbox --wait{FLAGS}\n",
 			wantCall: &mcp.SendInput{Content: "later", SessionID: "reviewer", TimeoutMs: 600000, Wait: false}},
 		{name: "no wait, another node", args: []string{"trainer", "elsewhere", "--no-wait"},
-			wantOut:  "queued for trainer (turn t-6); the reply will land in the primary's mailbox (bridge_poll)\n",
+			wantOut:  "queued for trainer (turn t-6); the reply will land in the primary's mailbox: fleetd inbox --wait{FLAGS}\n",
 			wantCall: &mcp.SendInput{Content: "elsewhere", SessionID: "trainer", TimeoutMs: 600000, Wait: false}},
 		{name: "tool error", args: []string{"reviewer", "gone"}, wantCode: 1,
 			wantErr:  "fleetd send: worker_gone: reviewer was deleted while the call waited\n",
@@ -112,13 +112,13 @@ func TestSend(t *testing.T) {
 			wantOut:  "ok\\x03 done\n",
 			wantCall: &mcp.SendInput{Content: "evil reply", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
 		{name: "question made safe", args: []string{"reviewer", "evil question"},
-			wantOut:  "rev asks (turn t-7):\n  pick\n  A\nAnswer with: fleetd send reviewer --turn t-7 ANSWER\n",
+			wantOut:  "rev asks (turn t-7):\n  pick\n  A\nAnswer with: fleetd send reviewer --turn t-7{FLAGS} ANSWER\n",
 			wantCall: &mcp.SendInput{Content: "evil question", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
 		{name: "terminal tail made safe", args: []string{"reviewer", "evil tail"},
 			wantOut:  "reviewer ended its turn t-8 without replying; the end of its terminal:\n  $ make\n  ok\\u202e\n",
 			wantCall: &mcp.SendInput{Content: "evil tail", SessionID: "reviewer", TimeoutMs: 600000, Wait: true}},
 		{name: "ids made safe", args: []string{"reviewer", "evil queued", "--no-wait"},
-			wantOut:  "queued for reviewer (turn t-9, message m-1\\n[fleetd] x); the reply will land in the primary's mailbox (bridge_poll)\n",
+			wantOut:  "queued for reviewer (turn t-9, message m-1\\n[fleetd] x); the reply will land in the primary's mailbox: fleetd inbox --wait{FLAGS}\n",
 			wantCall: &mcp.SendInput{Content: "evil queued", SessionID: "reviewer", TimeoutMs: 600000, Wait: false}},
 		{name: "tool error made safe", args: []string{"reviewer", "evil error"}, wantCode: 1,
 			wantErr:  "fleetd send: mailbox_full: no room\\nfor you\n",
@@ -129,6 +129,10 @@ func TestSend(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newMCPFleetd(t)
 			code, stdout, stderr := runCLI(t, append(append([]string{"send"}, tt.args...), "--server", f.url, "--state-dir", f.stateDir)...)
+			// Hints reach this fleetd: its --server and --state-dir.
+			flags := " --server " + f.url + " --state-dir " + f.stateDir
+			tt.wantOut = strings.ReplaceAll(tt.wantOut, "{FLAGS}", flags)
+			tt.wantErr = strings.ReplaceAll(tt.wantErr, "{FLAGS}", flags)
 			if code != tt.wantCode || stdout != tt.wantOut {
 				t.Errorf("exit %d, stdout:\n%s\nwant exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, tt.wantCode, tt.wantOut, stderr)
 			}

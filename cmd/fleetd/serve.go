@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -42,7 +44,10 @@ in its own tab, serves the REST API, the MCP gateway (/mcp) and Prometheus
 metrics on a loopback listener, and keeps its records in the state directory.
 
 Stopping it (Ctrl-C, SIGTERM) leaves the agents running; the next start adopts
-them. Only one fleetd may use a state directory at a time.`,
+them (with --herdr=sim the simulated herdr stops with fleetd, and the next
+start creates its agents again). Only one fleetd may use a state directory
+at a time. When --listen's port is taken, pick another: --listen
+127.0.0.1:18080 (make run LISTEN=127.0.0.1:18080).`,
 		Example: `  fleetd serve --manifests ./manifests
   fleetd serve --herdr=sim --manifests manifests/   # with the embedded simulated herdr`,
 		Args: cobra.NoArgs,
@@ -133,10 +138,40 @@ func (o *serveOptions) Run(ctx context.Context) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := daemon.Run(ctx, cfg)
-	if err == nil {
+	switch {
+	case err == nil && cfg.Sim:
+		fmt.Fprintln(o.out, "fleetd stopped, and the simulated herdr with it: its agents are gone; the next start creates them again")
+	case err == nil:
 		fmt.Fprintln(o.out, "fleetd stopped; agents keep running and will be adopted on the next start")
+	case errors.Is(err, syscall.EADDRINUSE):
+		return o.fail("serve", "%s is in use by another program (another fleetd?): pick a free address with --listen, e.g. --listen %s (make run LISTEN=%s)",
+			cfg.Listen, freeAddress(cfg.Listen), freeAddress(cfg.Listen))
 	}
 	return err
+}
+
+// freeAddress is an address on listen's host with a port free right now,
+// to suggest when listen's port is taken; the host with a port of 18080
+// and up when none can be found.
+func freeAddress(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = "127.0.0.1"
+	}
+	if p, err := strconv.Atoi(port); err == nil && p > 0 && p+10000 <= 65535 {
+		for try := p + 10000; try < p+10010 && try <= 65535; try++ {
+			addr := net.JoinHostPort(host, strconv.Itoa(try))
+			if ln, err := net.Listen("tcp", addr); err == nil {
+				ln.Close()
+				return addr
+			}
+		}
+	}
+	if ln, err := net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	return net.JoinHostPort(host, "18080")
 }
 
 // sizeFlag is a byte count given as a number, optionally with KiB, MiB or

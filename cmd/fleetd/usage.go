@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // exitError carries a process exit code out of a command without printing
@@ -30,9 +32,66 @@ func usageHint(cmd *cobra.Command, problem, hint string) error {
 	return &exitError{code: 2}
 }
 
-// flagErrorExit2 turns a bad flag into a usage error (exit 2).
+// flagErrorExit2 turns a bad flag into a usage error (exit 2). An unknown
+// flag that is a typo of one of cmd's (`--sever`) gets the flag meant as
+// its hint, the way an unknown command does.
 func flagErrorExit2(cmd *cobra.Command, err error) error {
+	if m := unknownFlag.FindStringSubmatch(err.Error()); m != nil {
+		if meant := flagsMeant(cmd, m[1]); len(meant) > 0 {
+			return usageHint(cmd, err.Error(), "Did you mean "+orList(meant)+"?")
+		}
+	}
 	return usageErrorf(cmd, "%v", err)
+}
+
+// unknownFlag matches pflag's error for an unknown long flag.
+var unknownFlag = regexp.MustCompile(`^unknown flag: --([^=\s]+)`)
+
+// flagsMeant are the flags of cmd (its own and those it inherits) that
+// typed is most likely a typo of: those at the smallest edit distance, at
+// most 2 (as cobra suggests commands), or that typed is a prefix of.
+func flagsMeant(cmd *cobra.Command, typed string) []string {
+	best := 3
+	var meant []string
+	consider := func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := editDistance(strings.ToLower(typed), f.Name)
+		if d > 2 && strings.HasPrefix(f.Name, typed) {
+			d = 2
+		}
+		switch {
+		case d < best:
+			best, meant = d, []string{"--" + f.Name}
+		case d == best && !slices.Contains(meant, "--"+f.Name):
+			meant = append(meant, "--"+f.Name)
+		}
+	}
+	cmd.Flags().VisitAll(consider)
+	cmd.InheritedFlags().VisitAll(consider)
+	return meant
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // requireDirArg accepts exactly one argument, the manifests directory; any

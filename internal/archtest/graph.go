@@ -11,6 +11,7 @@ const (
 	errgroup   = "golang.org/x/sync/errgroup"
 	mcpsdk     = "github.com/modelcontextprotocol/go-sdk"
 	cobra      = "github.com/spf13/cobra"
+	pflag      = "github.com/spf13/pflag" // cobra's flags: the flag a typo meant
 	difflib    = "github.com/pmezard/go-difflib"
 	// jsonschemaGo is the MCP go-sdk's own tool-schema library (the SDK's
 	// tool definitions are built from it); it is not a validator of
@@ -162,8 +163,8 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/tokens", "internal/version", "internal/console", "mcp",
-		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, difflib},
+		"internal/statedir", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
+		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it
 	// gives the example objects with `fleetd apply`.

@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -247,11 +248,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 			return
 		}
-		c.render(w, http.StatusOK, "login", loginView{Title: "log in"})
+		c.render(w, http.StatusOK, "login", loginView{Title: "log in", UICommand: uiCommand(r.Host)})
 		return
 	}
 	if !c.codes.redeem(code) {
-		c.render(w, http.StatusUnauthorized, "login", loginView{Title: "log in", Refused: true})
+		c.render(w, http.StatusUnauthorized, "login", loginView{Title: "log in", Refused: true, UICommand: uiCommand(r.Host)})
 		return
 	}
 	id, _ := c.sessions.start()
@@ -263,6 +264,17 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 type loginView struct {
 	Title, CSRF string // CSRF is always empty: no session yet
 	Refused     bool
+	UICommand   string // the `fleetd ui` that reaches this fleetd
+}
+
+// uiCommand is the `fleetd ui` that reaches the fleetd the browser asked
+// at host: with --server unless that is the command's default address
+// (port 8080 of the loopback).
+func uiCommand(host string) string {
+	if h, port, err := net.SplitHostPort(host); err == nil && port == "8080" && (h == "127.0.0.1" || h == "localhost") {
+		return "fleetd ui"
+	}
+	return "fleetd ui --server http://" + host
 }
 
 func (c *Console) current(r *http.Request) (session, bool) {

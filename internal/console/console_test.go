@@ -185,12 +185,32 @@ func TestLogin_CodeIsExchangedOnceForAStrictHttpOnlyCookie(t *testing.T) {
 	}
 }
 
+// TestLogin_ExpiredCodeIsRefused: an expired link says so, and how to get
+// a new one from this fleetd: `fleetd ui` with the --server it listens on
+// (this one is not on the default port).
 func TestLogin_ExpiredCodeIsRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	_, code := e.mint(primaryToken)
 	e.clock.Step(DefaultCodeTTL)
-	if resp, _ := e.get(e.browser(), code.Path); resp.StatusCode != http.StatusUnauthorized {
+	resp, body := e.get(e.browser(), code.Path)
+	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("code after its TTL: %s, want 401", resp.Status)
+	}
+	if want := "<pre>fleetd ui --server " + e.srv.URL + "</pre>"; !strings.Contains(body, want) {
+		t.Errorf("the expired link's page does not say %q:\n%s", want, body)
+	}
+}
+
+func TestLogin_UICommandNamesTheServerUnlessDefault(t *testing.T) {
+	for host, want := range map[string]string{
+		"127.0.0.1:8080":  "fleetd ui",
+		"localhost:8080":  "fleetd ui",
+		"127.0.0.1:18080": "fleetd ui --server http://127.0.0.1:18080",
+		"[::1]:8080":      "fleetd ui --server http://[::1]:8080",
+	} {
+		if got := uiCommand(host); got != want {
+			t.Errorf("uiCommand(%q) = %q, want %q", host, got, want)
+		}
 	}
 }
 

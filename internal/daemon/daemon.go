@@ -160,8 +160,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	served := false // a start-up error is not a stop: no "stopped" line before it
 	defer func() {
-		log.Info("fleetd stopped; releasing the state directory", "state_dir", state.Root())
+		if served {
+			log.Info("fleetd stopped; releasing the state directory", "state_dir", state.Root())
+		}
 		if uerr := lock.Unlock(); uerr != nil {
 			log.Warn("release the state directory", "err", uerr)
 		}
@@ -172,18 +175,20 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
-	return serve(ctx, cfg, state, ln, log)
+	served, err = serve(ctx, cfg, state, ln, log)
+	return err
 }
 
 // serve builds the parts on the locked state directory and runs them until
 // ctx ends or one fails. It returns once every part has stopped and the
-// messaging core has closed its journal.
-func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listener, log *slog.Logger) error {
+// messaging core has closed its journal; served says whether every part
+// opened and fleetd served (false: err is a start-up error).
+func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listener, log *slog.Logger) (served bool, err error) {
 	p := &parts{cfg: cfg, state: state, log: log}
 	defer p.close()
 	gateway, err := p.listen(ln)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, open := range []func() error{
 		p.openHerdr,
@@ -193,10 +198,10 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		func() error { return p.openGateway(ln) },
 	} {
 		if err := open(); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return p.run(ctx, ln, gateway)
+	return true, p.run(ctx, ln, gateway)
 }
 
 // openBackend opens the desired state the configuration names.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -194,8 +195,15 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	if err != nil {
 		return err
 	}
+	var manifestsDir string // absolute: what `fleetd validate` takes from any directory
+	if p.cfg.Etcd == nil {
+		if manifestsDir, err = filepath.Abs(p.cfg.ManifestsDir); err != nil {
+			return fmt.Errorf("manifests directory: %w", err)
+		}
+	}
 	p.handler, err = mcp.NewHandler(mcp.Options{
 		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
+		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
 		Loopback: p.loopback, Logger: p.log, Store: p.node.desired, Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,

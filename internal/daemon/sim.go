@@ -35,6 +35,9 @@ func startSimulation(state statedir.Layout, opts herdrsim.Options, log *slog.Log
 	// A socket left by a killed run would make bind fail; the state lock
 	// says no other fleetd is using this one.
 	_ = os.Remove(path)
+	if err := forgetEarlierPanes(state); err != nil {
+		return nil, err
+	}
 	agents := simagent.New(&simagent.Options{Logger: log.With("component", "sim-agent")})
 	opts.SocketPath, opts.InitialWorkspace, opts.Behavior = path, true, agents.Behavior()
 	srv, err := herdrsim.Start(&opts)
@@ -44,6 +47,17 @@ func startSimulation(state statedir.Layout, opts herdrsim.Options, log *slog.Log
 	}
 	agents.Attach(srv)
 	return &simulation{Server: srv, agents: agents}, nil
+}
+
+// forgetEarlierPanes drops the ownership records of an earlier run: the
+// simulated herdr starts empty, so none of their panes can be adopted, and
+// the controllers would take each for a pane that closed and count a
+// restart of every member at every start. Its members start afresh.
+func forgetEarlierPanes(state statedir.Layout) error {
+	if err := os.RemoveAll(state.OwnedDir()); err != nil {
+		return fmt.Errorf("simulated herdr: drop the earlier run's pane records: %w", err)
+	}
+	return nil
 }
 
 // Close ends the agents' turns still in flight, then stops the simulated

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,15 @@ type Options struct {
 	// the gateway would not take, a standalone stream that reconnects).
 	// Nil discards them.
 	Logger *slog.Logger
+	// DrainTimeout bounds how long the relay, once stdin has closed, waits
+	// for the answers to the calls still in flight; 0 means
+	// [DefaultDrainTimeout].
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is the default of [Options.DrainTimeout]: longer than
+// a bridge_send held for its default ten minutes.
+const DefaultDrainTimeout = 15 * time.Minute
 
 // Protocol details the relay must know about. Everything else in a message
 // passes through untouched.
@@ -62,11 +71,11 @@ const (
 // stdio transport) and the Streamable HTTP gateway at opts.URL until in
 // reaches EOF, ctx is cancelled, or the gateway fails the session.
 //
-// It returns nil when in is exhausted — at once, without waiting for answers
-// to calls still in flight, since a harness that closes stdin is leaving —
-// ctx.Err() when ctx is cancelled, and
-// otherwise an error that wraps [ErrTokenRefused], [ErrUnreachable] or the
-// transport's failure. Run does not close in or out; a Read on in that never
+// It returns nil when in is exhausted, once every call still in flight
+// has been answered on out (a script that writes its requests and closes
+// stdin still gets its answers; [Options.DrainTimeout] bounds the wait),
+// ctx.Err() when ctx is cancelled, and otherwise an error that wraps
+// [ErrTokenRefused], [ErrUnreachable] or the transport's failure. Run does not close in or out; a Read on in that never
 // returns keeps one reader goroutine alive until it does (as with any
 // os.Stdin reader).
 func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
@@ -107,6 +116,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 		remote:     remote,
 		cancel:     cancel,
 		initCalls:  make(map[jsonrpc.ID]bool),
+		inFlight:   make(map[jsonrpc.ID]bool),
 		retryDelay: time.Second,
 		maxRetries: 5,
 	}
@@ -164,6 +174,8 @@ type relay struct {
 
 	mu        sync.Mutex
 	initCalls map[jsonrpc.ID]bool // initialize requests awaiting their response
+	inFlight  map[jsonrpc.ID]bool // the harness's calls not answered yet
+	eof       bool                // stdin has closed: stop once inFlight is empty
 
 	// Standalone stream reconnection policy.
 	retryDelay time.Duration
@@ -190,13 +202,18 @@ func (r *relay) up(ctx context.Context) {
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, io.EOF):
-				r.stop(nil)
+				r.drain(ctx)
 			default:
 				r.stop(fmt.Errorf("read from stdin: %w", err))
 			}
 			return
 		}
 		req, isRequest := msg.(*jsonrpc.Request)
+		if isRequest && req.IsCall() {
+			r.mu.Lock()
+			r.inFlight[req.ID] = true
+			r.mu.Unlock()
+		}
 		switch {
 		case isRequest && req.Method == methodInitialize:
 			// Sent inline: the session id it yields must be known before
@@ -215,6 +232,39 @@ func (r *relay) up(ctx context.Context) {
 			// Notifications and responses are answered 202 at once.
 			r.send(ctx, msg)
 		}
+	}
+}
+
+// drain ends the relay once every call in flight is answered — at once
+// when none is — or when the drain timeout passes first.
+func (r *relay) drain(ctx context.Context) {
+	r.mu.Lock()
+	r.eof = true
+	pending := len(r.inFlight)
+	r.mu.Unlock()
+	if pending == 0 {
+		r.stop(nil)
+		return
+	}
+	t := time.NewTimer(cmp.Or(r.opts.DrainTimeout, DefaultDrainTimeout))
+	defer t.Stop()
+	select {
+	case <-ctx.Done(): // the last answer, or an error, ended the relay
+	case <-t.C:
+		r.opts.Logger.Warn("stdin closed; stopping without the answers to calls still in flight", "calls", pending)
+		r.stop(nil)
+	}
+}
+
+// answered notes that the harness got the answer to call id; the last
+// answer after stdin closed ends the relay.
+func (r *relay) answered(id jsonrpc.ID) {
+	r.mu.Lock()
+	delete(r.inFlight, id)
+	done := r.eof && len(r.inFlight) == 0
+	r.mu.Unlock()
+	if done {
+		r.stop(nil)
 	}
 }
 
@@ -241,6 +291,9 @@ func (r *relay) send(ctx context.Context, msg jsonrpc.Message) {
 		if werr := r.stdio.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: wire}); werr != nil && ctx.Err() == nil {
 			r.stop(fmt.Errorf("write to stdout: %w", werr))
 			return
+		}
+		if fatal == nil {
+			r.answered(req.ID)
 		}
 	} else if fatal == nil {
 		r.opts.Logger.Warn("gateway did not take a message", "err", err)
@@ -288,7 +341,8 @@ func (r *relay) down(ctx context.Context) {
 			}
 			return
 		}
-		if resp, ok := msg.(*jsonrpc.Response); ok {
+		resp, isResponse := msg.(*jsonrpc.Response)
+		if isResponse {
 			r.observeResponse(ctx, resp)
 		}
 		if err := r.stdio.Write(ctx, msg); err != nil {
@@ -296,6 +350,9 @@ func (r *relay) down(ctx context.Context) {
 				r.stop(fmt.Errorf("write to stdout: %w", err))
 			}
 			return
+		}
+		if isResponse {
+			r.answered(resp.ID)
 		}
 	}
 }

@@ -444,3 +444,63 @@ func TestRun_RejectsBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_AnswersACallInFlightWhenStdinCloses: a script that writes its
+// requests and closes stdin at once (`printf … | fleetd mcp-bridge`) gets
+// the answer to its call before the bridge exits.
+func TestRun_AnswersACallInFlightWhenStdinCloses(t *testing.T) {
+	g := newGateway(t, goodToken)
+	release := make(chan struct{})
+	called := make(chan struct{})
+	mcp.AddTool(g.server, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+		close(called)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done: " + in.Text}}}, nil, nil
+	})
+	input := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"text":"hi"}}}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer // read only once Run has returned
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpbridge.Run(context.Background(), strings.NewReader(input), &out, mcpbridge.Options{URL: g.url(), Token: goodToken})
+	}()
+	select {
+	case <-called:
+	case err := <-done:
+		t.Fatalf("Run returned %v before the call reached the gateway; stdout:\n%s", err, out.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never reached the gateway")
+	}
+	// stdin is exhausted by now; the answer is still owed.
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v with a call in flight; stdout:\n%s", err, out.String())
+	default:
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the last answer")
+	}
+	var answer struct {
+		ID     int `json:"id"`
+		Result struct {
+			Content []struct{ Text string }
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &answer); err != nil || answer.ID != 2 || len(answer.Result.Content) != 1 || answer.Result.Content[0].Text != "done: hi" {
+		t.Errorf("last line on stdout = %q (%v), want the answer to call 2", lines[len(lines)-1], err)
+	}
+}

@@ -20,8 +20,9 @@
 // What it must never do: put the token anywhere but the Authorization header
 // of requests to the gateway's own origin — not in an error, a log line or a
 // request to another host a redirect points at. It must not outlive its
-// input: when stdin closes it ends the gateway session (DELETE) and returns
-// nil. A gateway that cannot be reached or answers 401 ends the relay with an
+// input: when stdin closes it writes the answers to the calls still in
+// flight (bounded by Options.DrainTimeout), then ends the gateway session
+// (DELETE) and returns nil. A gateway that cannot be reached or answers 401 ends the relay with an
 // error that says which, and the harness's pending request is answered with
 // that error so the user sees it there too.
 package mcpbridge

@@ -51,8 +51,9 @@ func TestRequests_CarryTheTokenAndReportFleetdsErrors(t *testing.T) {
 	defer srv.Close()
 	c := New(srv.URL+"/", "tok")
 	_, err := c.Member(context.Background(), "ghost")
-	if err == nil || err.Error() != `no member with name, pane id, terminal id or session id "ghost"; fleetd get members lists them` {
-		t.Errorf("Member(ghost) = %v", err)
+	var nm *NoMemberError
+	if !errors.As(err, &nm) || nm.Ref != "ghost" || err.Error() != `no member with name, pane id, terminal id or session id "ghost"` {
+		t.Errorf("Member(ghost) = %v, want a *NoMemberError", err)
 	}
 	_, found, err := c.Live(context.Background(), "Member", "ghost")
 	if found || err != nil {

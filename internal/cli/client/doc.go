@@ -1,15 +1,17 @@
 // Package client is the fleetd CLI's client of a running fleetd: its REST
 // API (GET, POST and DELETE of members, profiles, tenants, nodes and the
-// inbox) and its MCP gateway (bridge_send), as the holder of one bearer
-// token — the primary's, or a worker's own $FLEETD_TOKEN.
+// inbox; the members' events; the manifests' errors) and its MCP gateway
+// (bridge_send), as the holder of one bearer token — the primary's, or a
+// worker's own $FLEETD_TOKEN.
 //
 // A [Client] makes each request with the token and a 30-second bound; a
 // non-2xx answer is an [*HTTPError] carrying fleetd's code word and
 // message ([IsNotFound] for a 404). The long-lived calls have their own
-// bounds: the member watch ([Client.WatchMembers]) and a log follow
-// ([Client.FollowLogs]) are server-sent event streams read with package
-// sse, each event bounded, the watch ended when it hears nothing — not even
-// fleetd's heartbeat — for a minute; a held inbox poll and bridge_send are
+// bounds: the member and event watches ([Client.WatchMembers],
+// [Client.WatchEvents]) and a log follow ([Client.FollowLogs]) are
+// server-sent event streams read with package sse, each event bounded, a
+// watch ended when it hears nothing — not even fleetd's heartbeat — for a
+// minute; a held inbox poll and bridge_send are
 // bounded by their own timeout plus a margin, so that fleetd's timeout
 // answer arrives first.
 //

@@ -18,15 +18,35 @@ func memberPath(ref, rest string) string { return "/members/" + url.PathEscape(r
 // Member finds the member ref names — its name, pane id, terminal id or
 // session id — the way every fleetd command accepts one: the running
 // fleetd resolves it (GET /members/{ref}, the resolver DELETE and the
-// bridge tools use). A reference that names no member is an error saying
-// so.
+// bridge tools use). A reference that names no member is a
+// [*NoMemberError].
 func (c *Client) Member(ctx context.Context, ref string) (v1alpha1.Member, error) {
 	var m v1alpha1.Member
 	err := c.Get(ctx, memberPath(ref, ""), &m)
 	if IsNotFound(err) {
-		return m, fmt.Errorf("no member with name, pane id, terminal id or session id %s; fleetd get members lists them", termtext.Line(fmt.Sprintf("%q", ref)))
+		return m, &NoMemberError{Ref: ref}
 	}
 	return m, err
+}
+
+// NoMemberError is a reference that names no member of the fleetd asked.
+type NoMemberError struct{ Ref string }
+
+func (e *NoMemberError) Error() string {
+	return fmt.Sprintf("no member with name, pane id, terminal id or session id %s", termtext.Line(fmt.Sprintf("%q", e.Ref)))
+}
+
+// LiveMember reads member name; found is false when fleetd has none by
+// that name.
+func (c *Client) LiveMember(ctx context.Context, name string) (m *v1alpha1.Member, found bool, err error) {
+	m = &v1alpha1.Member{}
+	if err := c.Get(ctx, memberPath(name, ""), m); err != nil {
+		if IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return m, true, nil
 }
 
 // MemberEvents reads member name's recent events.
@@ -78,4 +98,13 @@ func (c *Client) Logs(ctx context.Context, ref string, lines int) (mcp.LogsOutpu
 
 func logsPath(ref string, lines int) string {
 	return memberPath(ref, "/logs?lines="+strconv.Itoa(lines))
+}
+
+// ManifestErrors reads the problems of the manifests fleetd watches (GET
+// /manifests/errors): what `fleetd validate` would print of them, each
+// with the object its document declares.
+func (c *Client) ManifestErrors(ctx context.Context) (mcp.ManifestErrorList, error) {
+	var list mcp.ManifestErrorList
+	err := c.Get(ctx, "/manifests/errors", &list)
+	return list, err
 }

@@ -38,9 +38,18 @@ type WatchHandler struct {
 // the stream ends — an error: fleetd stopped, dropped the watch or went
 // silent — or ctx does (nil). An error of h ends it too.
 func (c *Client) WatchMembers(ctx context.Context, match func(*v1alpha1.Member) bool, h WatchHandler) error {
+	view := &memberView{match: match, h: h, shown: map[string]bool{}}
+	return c.watch(ctx, "/members?watch=1", func(we mcp.WatchEvent) error { return view.event(we.Type, we.Object) })
+}
+
+// watch follows one of fleetd's watches at path (server-sent events, each
+// a [mcp.WatchEvent]), calling on with each, until the stream ends — an
+// error: fleetd stopped, dropped the watch or went silent — or ctx does
+// (nil). An error of on ends it too.
+func (c *Client) watch(ctx context.Context, path string, on func(mcp.WatchEvent) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	body, err := c.openStream(ctx, "/members?watch=1")
+	body, err := c.openStream(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -57,7 +66,6 @@ func (c *Client) WatchMembers(ctx context.Context, match func(*v1alpha1.Member) 
 		}
 		return n, err
 	}), maxWatchEvent)
-	view := &memberView{match: match, h: h, shown: map[string]bool{}}
 	for {
 		ev, err := events.next()
 		if err != nil {
@@ -76,7 +84,12 @@ func (c *Client) WatchMembers(ctx context.Context, match func(*v1alpha1.Member) 
 		if err := json.Unmarshal(ev.Data, &we); err != nil {
 			return fmt.Errorf("watch stream from %s: bad event: %w", c.server, err)
 		}
-		if err := view.event(we.Type, we.Object); err != nil {
+		if we.Type == mcp.WatchError {
+			var e mcp.APIError
+			_ = json.Unmarshal(we.Object, &e)
+			return fmt.Errorf("fleetd ended the watch: %s (%s)", termtext.Line(e.Error.Message), termtext.Line(e.Error.Code))
+		}
+		if err := on(we); err != nil {
 			return err
 		}
 	}
@@ -99,10 +112,6 @@ type memberView struct {
 
 func (v *memberView) event(typ string, raw json.RawMessage) error {
 	switch typ {
-	case mcp.WatchError:
-		var e mcp.APIError
-		_ = json.Unmarshal(raw, &e)
-		return fmt.Errorf("fleetd ended the watch: %s (%s)", termtext.Line(e.Error.Message), termtext.Line(e.Error.Code))
 	case mcp.WatchSynced:
 		v.synced = true
 		if err := v.h.Synced(v.initial); err != nil {

@@ -2,10 +2,12 @@
 // the way kubectl prints: the tables of `fleetd get` (and -o wide), the
 // other output formats (-o yaml, json, name, jsonpath=…, go-template=…),
 // the watch table of `get -w` whose change lines line up under it,
-// `fleetd describe`'s pages and the inbox table.
+// the members' events of `get events` (and -w), `fleetd describe`'s pages
+// and the inbox table.
 //
 // A [Format] is a parsed -o; a [Printer] prints the objects of one kind in
-// one format; [MemberStream] prints a member watch as it arrives. Lists
+// one format; [MemberStream] prints a member watch as it arrives, and
+// [EventStream] the events. Lists
 // print as kubectl's List (members, which `fleetd apply -f` takes back) or
 // as KINDList (as GET /profiles and /tenants send them).
 //

@@ -105,9 +105,12 @@ func (s *MemberStream) row(typ string, m *v1alpha1.Member) []string {
 	return r
 }
 
-// writeRow writes cells padded to the table's widths, three spaces apart;
-// a wider cell pushes the rest right.
-func (s *MemberStream) writeRow(cells []string) error {
+func (s *MemberStream) writeRow(cells []string) error { return writeRow(s.w, cells, s.widths) }
+
+// writeRow writes cells padded to widths, three spaces apart, the way a
+// table that grows line by line keeps its columns; a wider cell pushes
+// the rest right.
+func writeRow(w io.Writer, cells []string, widths []int) error {
 	var b strings.Builder
 	for i, c := range cells {
 		b.WriteString(c)
@@ -115,19 +118,20 @@ func (s *MemberStream) writeRow(cells []string) error {
 			break
 		}
 		pad := 3
-		if i < len(s.widths) {
-			pad += s.widths[i] - len([]rune(c))
+		if i < len(widths) {
+			pad += widths[i] - len([]rune(c))
 		}
 		b.WriteString(strings.Repeat(" ", max(pad, 1)))
 	}
 	b.WriteByte('\n')
-	_, err := io.WriteString(s.w, b.String())
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // streamMinWidths are the widths a column of the watch table starts with,
 // so that a later phase or agent status lines up too.
-var streamMinWidths = map[string]int{"EVENT": len("MODIFIED"), "PHASE": len(v1alpha1.PhaseTerminating), "AGENT": len("working")}
+var streamMinWidths = map[string]int{"EVENT": len("MODIFIED"), "PHASE": len(v1alpha1.PhaseTerminating), "AGENT": len("working"),
+	"LAST SEEN": len("59m (x10)"), "TYPE": len(v1alpha1.EventWarning), "REASON": len("WorkspaceCreated"), "OBJECT": len("member/") + 16}
 
 // columnWidths are the widths of rows' columns; the first row is the
 // header.
