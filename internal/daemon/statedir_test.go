@@ -80,8 +80,12 @@ func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
+			// A herdr that is not there, not the simulation: --herdr=sim
+			// drops the earlier run's ownership records at start, and the
+			// planted one with them.
+			herdrSocket := filepath.Join(t.TempDir(), "herdr.sock")
 			go func() {
-				done <- Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: l.Root(), Listen: "127.0.0.1:0", Sim: true})
+				done <- Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: l.Root(), Listen: "127.0.0.1:0", HerdrSocket: herdrSocket})
 			}()
 			select {
 			case err := <-done:
