@@ -11,11 +11,15 @@ import (
 )
 
 // create decides when a member without a pane gets one, and makes it:
-// not before the member or its profile changes when it failed for good
+// never from a stale snapshot (stale) — checked first, so that the hold is
+// what the status says whatever the member's failures and backoff; not
+// before the member or its profile changes when it failed for good
 // (restartPolicy Never, a spec herdr cannot launch); not before its
-// restart backoff ran out (failed set it); not from a stale snapshot
-// (stale); else now (createPane).
+// restart backoff ran out (failed set it); else now (createPane).
 func (r *memberReconcile) create() (Result, error) {
+	if r.snap.Stale != nil {
+		return r.stale()
+	}
 	if r.rt.failedGen == r.mem.Generation && r.rt.failedProfile == r.profile {
 		r.write()
 		return Result{}, nil // wait for a change
@@ -23,9 +27,6 @@ func (r *memberReconcile) create() (Result, error) {
 	if now := r.m.o.Clock.Now(); now.Before(r.rt.nextAttempt) {
 		r.write()
 		return Result{RequeueAfter: r.rt.nextAttempt.Sub(now)}, nil
-	}
-	if r.snap.Stale != nil {
-		return r.stale()
 	}
 	return r.createPane()
 }
