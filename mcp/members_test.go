@@ -151,6 +151,10 @@ var spawnLeavesOut = map[string]string{
 	"paused":       "a spawn starts a worker; pausing one is a later change of its manifest",
 	"nodeName":     "where a member runs in a fleet on etcd is the operator's choice",
 	"nodeSelector": "where a member runs in a fleet on etcd is the operator's choice",
+	// How long a busy agent may hold up its own stop or replacement is
+	// the operator's to say, in a Profile or a manifest.
+	"terminationGracePeriod": "how long a busy worker's tab may stay open once stopped is the operator's choice",
+	"updateStrategy":         "how a spec change waits for a busy worker is the operator's choice",
 }
 
 // TestSpawnArgs_CoverTheMemberSpec fails when a MemberSpec field is added

@@ -9,6 +9,9 @@ const (
 	DefaultResume         = ResumeAuto
 	DefaultStartupTimeout = 60 * time.Second
 	DefaultToolTimeout    = 15 * time.Minute
+	// DefaultTerminationGracePeriod is a Profile's
+	// spec.terminationGracePeriod when it sets none.
+	DefaultTerminationGracePeriod = 10 * time.Minute
 )
 
 // SetDefaults fills the fields an operator may leave out: mcpTarget absent
@@ -28,7 +31,8 @@ func (m *Member) SetDefaults() {
 }
 
 // SetDefaults fills restartPolicy (Always), startupTimeout (60s),
-// toolTimeout (15m) and resume (Auto) when they are empty or zero.
+// toolTimeout (15m), resume (Auto) and terminationGracePeriod (10m) when
+// they are empty or zero.
 func (p *Profile) SetDefaults() {
 	if p.Spec.RestartPolicy == "" {
 		p.Spec.RestartPolicy = DefaultRestartPolicy
@@ -41,6 +45,9 @@ func (p *Profile) SetDefaults() {
 	}
 	if p.Spec.ToolTimeout.Duration == 0 {
 		p.Spec.ToolTimeout.Duration = DefaultToolTimeout
+	}
+	if p.Spec.TerminationGracePeriod.Duration == 0 {
+		p.Spec.TerminationGracePeriod.Duration = DefaultTerminationGracePeriod
 	}
 }
 

@@ -94,6 +94,21 @@ var memberSpecFields = []field[v1alpha1.MemberSpec]{
 	// Placement means something only in a fleet on etcd: shown when set.
 	{label: "Node Name", value: func(s *v1alpha1.MemberSpec) string { return dash(s.NodeName) }, shown: placed},
 	{label: "Node Selector", value: func(s *v1alpha1.MemberSpec) string { return mapString(s.NodeSelector) }, shown: placed},
+	// How a busy agent is waited for: shown when the member says it
+	// (otherwise its profile's grace period applies, and an update waits
+	// for idle however long).
+	{label: "Termination Grace Period", value: func(s *v1alpha1.MemberSpec) string { return durationPtr(s.TerminationGracePeriod) },
+		shown: func(s *v1alpha1.MemberSpec) bool { return s.TerminationGracePeriod != nil }},
+	{label: "Update Max Wait", value: func(s *v1alpha1.MemberSpec) string { return durationPtr(s.UpdateStrategy.MaxWait) },
+		shown: func(s *v1alpha1.MemberSpec) bool { return s.UpdateStrategy != nil && s.UpdateStrategy.MaxWait != nil }},
+}
+
+// durationPtr is an optional duration, "-" when unset.
+func durationPtr(d *v1alpha1.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return durationText(*d)
 }
 
 func placed(s *v1alpha1.MemberSpec) bool { return s.NodeName != "" || len(s.NodeSelector) > 0 }
@@ -188,6 +203,7 @@ var profileSpecFields = []field[v1alpha1.ProfileSpec]{
 	{label: "Tool Timeout", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.ToolTimeout) }},
 	{label: "Restart Policy", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.RestartPolicy) }},
 	{label: "Resume", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.Resume) }},
+	{label: "Termination Grace Period", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.TerminationGracePeriod) }},
 }
 
 // DescribeProfile prints a Profile.
