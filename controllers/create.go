@@ -51,6 +51,15 @@ func (r *memberReconcile) createPane() (Result, error) {
 		}
 		return Result{}, fmt.Errorf("prepare launch of %q: %w", name, err)
 	}
+	// The new pane runs the current definition: a replacement or restart
+	// that waited is done (cleared before herdr is touched, so that a
+	// failed write cannot restart the new pane).
+	if err := r.remember(func(mm *memory) { mm.Update = nil }); err != nil {
+		if spec.Cleanup != nil {
+			_ = spec.Cleanup()
+		}
+		return Result{}, err
+	}
 	undo := func() {
 		if spec.Cleanup != nil {
 			if err := spec.Cleanup(); err != nil {
@@ -79,7 +88,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		return r.createFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
-		Member: name, UID: mem.UID, Generation: mem.Generation,
+		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem),
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID),

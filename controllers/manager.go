@@ -33,6 +33,7 @@ type Manager struct {
 	metrics  *Metrics
 	queue    *workqueue.Queue
 	own      *ownBook
+	memory   *memoryBook
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
@@ -45,8 +46,16 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
-	changed   notify.Signal  // any member's status, or the desired state, changed
-	herdrUp   bool
+	// waiting: members waiting for their agent to be idle, and for what
+	// (graceful.go); working: since when each member's agent works;
+	// forced and restarts: what Expedite and Restart asked, until the
+	// member's reconcile takes it.
+	waiting  map[string]string
+	working  map[string]time.Time
+	forced   map[string]bool
+	restarts map[string]bool
+	changed  notify.Signal // any member's status, or the desired state, changed
+	herdrUp  bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
 	herdrDownAt time.Time
@@ -80,6 +89,10 @@ func New(opts *Options) (*Manager, error) {
 		runtimes:   map[string]*runtime{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
+		waiting:    map[string]string{},
+		working:    map[string]time.Time{},
+		forced:     map[string]bool{},
+		restarts:   map[string]bool{},
 		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
@@ -93,6 +106,9 @@ func New(opts *Options) (*Manager, error) {
 		return nil, err
 	}
 	m.own = own
+	if m.memory, err = loadMemory(o.StateDir); err != nil {
+		return nil, err
+	}
 	m.created = map[string]CreatedWorkspace{}
 	for _, r := range own.all() {
 		if r.CreatedWorkspace != nil {
@@ -189,6 +205,13 @@ func (m *Manager) run(ctx context.Context) error {
 		defer wg.Done()
 		m.sweeper(ctx)
 	}()
+	if a := m.o.Activity; a != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.followActivity(ctx, a)
+		}()
+	}
 	for range m.o.Workers {
 		wg.Add(1)
 		go func() {

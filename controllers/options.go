@@ -114,6 +114,13 @@ type Options struct {
 	// per pane, from 1 for each new pane. It suits
 	// messaging.Core.ObserveStatus.
 	OnAgentStatus func(member, status string, seq uint64)
+	// Activity, if set, tells what the messaging core holds open for a
+	// member (a turn, a queued message, a question): a member deleted,
+	// stopped or paused keeps its tab, and a spec change waits to replace
+	// its agent, while it does (graceful.go). *messaging.Core implements
+	// it. Without it only herdr's status of the agent (working, blocked)
+	// makes a member wait.
+	Activity Activity
 	// Registerer receives the metrics when Metrics is nil.
 	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of creating series on Registerer

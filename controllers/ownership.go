@@ -22,9 +22,13 @@ import (
 // instead of creating a duplicate: by TerminalID while herdr runs on, by
 // PaneID (confirmed by the agent's name and session) after herdr restarted.
 type Ownership struct {
-	Member      string `json:"member"`
-	UID         string `json:"uid"`
-	Generation  int64  `json:"generation"`
+	Member     string `json:"member"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	// Launch is the digest of what the pane's launch was made of
+	// (launchHash): a newer generation with the same digest runs in the
+	// same agent. "" in a record of an older fleetd.
+	Launch      string `json:"launch,omitempty"`
 	TerminalID  string `json:"terminalId"`
 	PaneID      string `json:"paneId"`
 	TabID       string `json:"tabId"`
