@@ -119,7 +119,9 @@ func (p *parts) openBackend(ctx context.Context, gateway plan.Gateway) error {
 		return err
 	}
 	p.onClose(p.backend.close) // after every part has stopped
-	p.roster = Roster(p.backend.store)
+	// The controllers, opened later and before anything reads the
+	// roster, say which panes still run for members it no longer runs.
+	p.roster = Roster(p.backend.store, func(member string) bool { return p.mgr != nil && p.mgr.RunsPane(member) })
 	return nil
 }
 
@@ -151,6 +153,9 @@ func (p *parts) openControllers() error {
 	mgr, err := controllers.New(&controllers.Options{
 		OnAgentStatus: p.prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
 		OnPaneGone:    p.gone.report,
+		// A member to close or replace waits for what the core holds
+		// open for it.
+		Activity: core,
 		// A prompt typed into an agent herdr relaunched is lost with it:
 		// its turn ends now, not at its deadline.
 		OnAgentRelaunched: func(member, paneID string) {
