@@ -189,7 +189,7 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 		return err
 	}
 	p.handler, err = mcp.NewHandler(mcp.Options{
-		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
+		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node, Expediter: p.mgr,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
 		Loopback: p.loopback, Logger: p.log, Store: p.mgr.Store(), Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,
