@@ -166,8 +166,9 @@ func (r *memberReconcile) takeRequests() error {
 
 // closeWhenIdle is the graceful close of the member's tab for reason
 // (goneDeleted or gonePaused; why says it in words). It starts the close's
-// clock the first time — the grace period from the member's spec, its
-// profile's, or the default — and reports wait while the agent is busy,
+// clock the first time; the deadline is the grace period — the member's
+// spec, its profile's, or the default — from then. It reports wait while
+// the agent is busy,
 // before the deadline and unforced, with the member Terminating and its
 // conditions saying what it waits for; res looks again at the deadline.
 // Otherwise the caller closes the tab now.
@@ -183,8 +184,11 @@ func (r *memberReconcile) closeWhenIdle(reason, why string) (wait bool, res Resu
 	started := r.memo.Close == nil
 	if err := r.remember(func(mm *memory) {
 		if mm.Close == nil {
-			mm.Close = &closing{Since: now, Deadline: now.Add(grace)}
+			mm.Close = &closing{Since: now}
 		}
+		// From when the close began: a grace period edited meanwhile (a
+		// paused member's) moves the deadline.
+		mm.Close.Deadline = mm.Close.Since.Add(grace)
 		mm.Close.Reason = reason
 		if obj != nil {
 			mm.Close.Member = obj
