@@ -37,7 +37,10 @@ const (
 // resumed agent that ran stably and crashes later is resumed again, with
 // whatever session herdr then reports. A member deleted and declared again
 // under its name is another member (another uid) and resumes nothing of
-// the first.
+// the first. In a fleet of nodes (Options.Sessions) every session
+// remembered is also kept where every node reads it, and a member that
+// comes to this node without one in its memory resumes the one kept
+// there.
 
 // observeSession remembers the agent_session herdr reports for the
 // member's agent (on the agent, or on its pane), if it reports one.
@@ -45,22 +48,51 @@ func (r *memberReconcile) observeSession(p herdrcache.Pane) error {
 	return r.rememberSession(agentSession(sessionOf(p.Agent, p.PaneInfo)))
 }
 
-// rememberSession keeps s, if not nil, as the member's agent's session.
+// rememberSession keeps s, if not nil, as the member's agent's session,
+// and has the fleet keep the session remembered (Options.Sessions).
 func (r *memberReconcile) rememberSession(s *v1alpha1.AgentSession) error {
-	if s == nil {
-		return nil
+	if s != nil {
+		if err := r.remember(func(mm *memory) { mm.Session, mm.UID = s, r.mem.UID }); err != nil {
+			return err
+		}
 	}
-	return r.remember(func(mm *memory) { mm.Session, mm.UID = s, r.mem.UID })
+	if k := r.m.o.Sessions; k != nil {
+		if own := r.ownSession(); own != nil {
+			if kept, ok := k.Session(r.name, r.mem.UID); !ok || kept != *own {
+				k.Keep(r.name, r.mem.UID, own)
+			}
+		}
+	}
+	return nil
 }
 
-// forgetSession makes the member's next launch a fresh start.
+// forgetSession makes the member's next launch a fresh start, here and on
+// any node of its fleet.
 func (r *memberReconcile) forgetSession() error {
+	if k := r.m.o.Sessions; k != nil {
+		k.Keep(r.name, r.mem.UID, nil)
+	}
 	return r.remember(func(mm *memory) { mm.Session = nil })
 }
 
-// session is the member's agent's last known session, nil if none or if it
-// was another member's of the same name.
+// session is the member's agent's last known session: the one in its
+// memory, else (a member that ran on another node until now) the one its
+// fleet keeps; nil if none.
 func (r *memberReconcile) session() *v1alpha1.AgentSession {
+	if s := r.ownSession(); s != nil {
+		return s
+	}
+	if k := r.m.o.Sessions; k != nil {
+		if s, ok := k.Session(r.name, r.mem.UID); ok {
+			return &s
+		}
+	}
+	return nil
+}
+
+// ownSession is the session in the member's memory, nil if none or if it
+// was another member's of the same name.
+func (r *memberReconcile) ownSession() *v1alpha1.AgentSession {
 	if r.memo.UID != "" && r.memo.UID != r.mem.UID {
 		return nil
 	}

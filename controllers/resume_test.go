@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -247,4 +249,62 @@ func TestManager_SessionResumedAcrossEveryRelaunch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// fleetSessions is a fleet's kept sessions (internal/fleet's Sessions),
+// by member, whatever the uid.
+type fleetSessions struct {
+	mu   sync.Mutex
+	kept map[string]v1alpha1.AgentSession
+}
+
+func (f *fleetSessions) Session(member, _ string) (v1alpha1.AgentSession, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.kept[member]
+	return s, ok
+}
+
+func (f *fleetSessions) Keep(member, _ string, s *v1alpha1.AgentSession) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s == nil {
+		delete(f.kept, member)
+		return
+	}
+	f.kept[member] = *s
+}
+
+// A member that comes to this node with no session in its memory — it ran
+// on another node of the fleet until now — resumes the session the fleet
+// keeps for it; and the session its agent reports here is kept for the
+// fleet in turn.
+func TestManager_MovedMemberResumesTheFleetsSession(t *testing.T) {
+	const id, next = "0b6b4c8e-6f1e-4c43-9d8e-3f3c1a2b9e10", "7c1d2e3f-0000-4c43-9d8e-3f3c1a2b9e10"
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		reg, err := tokens.Open(e.state, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
+			Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet := &fleetSessions{kept: map[string]v1alpha1.AgentSession{"alpha": {Source: "herdr:codex", Agent: "codex", Kind: "id", Value: id}}}
+		e.tweak = func(o *Options) { o.Launcher, o.Sessions, o.ResyncPeriod = l, fleet, time.Second }
+		e.start()
+		st := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		if args := e.startArgs()[0]; !slices.Equal(args[len(args)-2:], []string{"resume", id}) {
+			t.Errorf("the first start here: agent.start %q; want it to resume the fleet's session %s", args, id)
+		}
+		if s := st.ResumedSession; s == nil || s.Value != id {
+			t.Errorf("status.resumedSession = %+v, want %s", s, id)
+		}
+		if err := e.fake.SetAgentSession(st.PaneID, herdrsim.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: next}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitForHerdr("the fleet keeps the new session", func() bool { s, _ := fleet.Session("alpha", ""); return s.Value == next })
+	})
 }

@@ -156,6 +156,7 @@ func (p *parts) openControllers() error {
 		// A member to close or replace waits for what the core holds
 		// open for it.
 		Activity: core,
+		Sessions: p.backend.sessions, // nil for the directory
 		// A prompt typed into an agent herdr relaunched is lost with it:
 		// its turn ends now, not at its deadline.
 		OnAgentRelaunched: func(member, paneID string) {
