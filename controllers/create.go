@@ -60,6 +60,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		}
 		return Result{}, err
 	}
+	r.updateWaits = false
 	undo := func() {
 		if spec.Cleanup != nil {
 			if err := spec.Cleanup(); err != nil {

@@ -59,6 +59,9 @@ const (
 	reasonGraceEnded   = "GracePeriodEnded"
 	reasonMaxWaitEnded = "MaxWaitEnded"
 	reasonUpdated      = "Updated"
+	// reasonCloseCancelled: a member whose tab waited to close is
+	// declared, and not paused, again.
+	reasonCloseCancelled = "CloseCancelled"
 )
 
 // Activity is what the messaging core knows of a member's work, for the

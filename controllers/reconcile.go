@@ -276,7 +276,7 @@ func (r *memberReconcile) keep() error {
 	if r.memo.Close == nil {
 		return nil
 	}
-	r.event(v1alpha1.EventNormal, v1alpha1.ReasonAgentReady, "the member is declared and not paused again; its tab stays")
+	r.event(v1alpha1.EventNormal, reasonCloseCancelled, "the member is declared and not paused again before its tab closed; its tab stays")
 	return r.closed()
 }
 

@@ -186,9 +186,16 @@ func discard() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// write writes a manifest file the way editors save one — a dot-file
+// renamed over it — so that the store never reads it half written (an
+// empty file would delete its members for a moment).
 func (e *env) write(name, content string) {
 	e.t.Helper()
-	if err := os.WriteFile(filepath.Join(e.dir, name), []byte(content), 0o644); err != nil {
+	tmp := filepath.Join(e.dir, ".tmp-"+name)
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(e.dir, name)); err != nil {
 		e.t.Fatal(err)
 	}
 	e.changedDir()
