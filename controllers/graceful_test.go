@@ -82,6 +82,23 @@ func (e *env) setStatus(pane, status string) {
 	})
 }
 
+// deleteBusy starts the Manager, makes member alpha's agent work and
+// deletes alpha: it returns alpha's status before, when it was deleted,
+// and alpha once it shows Terminating.
+func (e *env) deleteBusy() (old v1alpha1.MemberStatus, deleted time.Time, terminating v1alpha1.Member) {
+	e.t.Helper()
+	e.start()
+	old = e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+	e.setStatus(old.PaneID, "working")
+	e.waitIdle()
+	deleted = time.Now()
+	e.remove("alpha.yaml")
+	terminating = e.waitFor("alpha Terminating", func(ms map[string]v1alpha1.Member) bool {
+		return ms["alpha"].Status.Phase == v1alpha1.PhaseTerminating
+	})["alpha"]
+	return old, deleted, terminating
+}
+
 // waiting is fleetd_members_waiting{reason}.
 func (e *env) waiting(reason string) float64 {
 	return testutil.ToFloat64(e.metrics.waiting.WithLabelValues(reason))
@@ -218,15 +235,7 @@ func TestGraceful_GracePeriodEndsOrForceClosesAtOnce(t *testing.T) {
 				logs := &logBuffer{}
 				e.tweak = func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
 				e.withActivity()
-				e.start()
-				old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
-				e.setStatus(old.PaneID, "working")
-				e.waitIdle()
-				t0 := time.Now()
-				e.remove("alpha.yaml")
-				e.waitFor("alpha Terminating", func(ms map[string]v1alpha1.Member) bool {
-					return ms["alpha"].Status.Phase == v1alpha1.PhaseTerminating
-				})
+				old, t0, _ := e.deleteBusy()
 				if tc.force {
 					if !e.mgr.Expedite("alpha") {
 						t.Fatal("Expedite says alpha waits for nothing")
@@ -264,15 +273,7 @@ func TestGraceful_GracePeriodEndsOrForceClosesAtOnce(t *testing.T) {
 func TestGraceful_RestartKeepsTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha", "terminationGracePeriod: 5m")})
-		e.start()
-		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
-		e.setStatus(old.PaneID, "working")
-		e.waitIdle()
-		t0 := time.Now()
-		e.remove("alpha.yaml")
-		before := e.waitFor("alpha Terminating", func(ms map[string]v1alpha1.Member) bool {
-			return ms["alpha"].Status.Phase == v1alpha1.PhaseTerminating
-		})["alpha"]
+		old, t0, before := e.deleteBusy()
 		time.Sleep(2 * time.Minute)
 		e.stop()
 

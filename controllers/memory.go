@@ -94,12 +94,9 @@ func loadMemory(stateDir string) (*memoryBook, error) {
 	}
 	b.state, b.disk = statedir.At(stateDir), true
 	dir := b.state.MemoryDir()
-	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
-		return nil, fmt.Errorf("member memory: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
+	entries, err := recordDir(dir, "member memory")
 	if err != nil {
-		return nil, fmt.Errorf("member memory: %w", err)
+		return nil, err
 	}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".json")

@@ -88,12 +88,9 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 	}
 	b.state, b.disk = statedir.At(stateDir), true
 	dir := b.state.OwnedDir()
-	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
-		return nil, fmt.Errorf("ownership records: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
+	entries, err := recordDir(dir, "ownership records")
 	if err != nil {
-		return nil, fmt.Errorf("ownership records: %w", err)
+		return nil, err
 	}
 	for _, e := range entries {
 		if !e.IsDir() && statedir.IsOwnedSpare(e.Name()) && len(b.spares) < maxSpares {
@@ -115,6 +112,19 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 		b.recs[r.Member] = r
 	}
 	return b, nil
+}
+
+// recordDir lists dir, a directory of per-member records (what names them
+// in errors), creating it first if it is missing.
+func recordDir(dir, what string) ([]os.DirEntry, error) {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return entries, nil
 }
 
 func (b *ownBook) get(name string) (Ownership, bool) {

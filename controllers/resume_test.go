@@ -15,9 +15,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
-	"github.com/fleetd-dev/fleetd/internal/harness"
-	"github.com/fleetd-dev/fleetd/internal/plan"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 // exitingResumes is herdr on which a resumed agent exits right after it
@@ -85,15 +82,7 @@ func TestManager_CrashedAgentResumesItsSession(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			eachProtocol(t, map[string]string{"profile.yaml": testProfile + tt.profile, "alpha.yaml": memberYAML("alpha")}, func(t *testing.T, e *env) {
-				reg, err := tokens.Open(e.state, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
-					Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, l := e.harnessLauncher()
 				e.startFake(nil)
 				e.tweak = func(o *Options) {
 					if tt.failResume {
@@ -201,15 +190,7 @@ func TestManager_SessionResumedAcrossEveryRelaunch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			eachProtocol(t, map[string]string{"profile.yaml": testProfile + tt.profile, "claude.yaml": claude, "alpha.yaml": memberYAML("alpha")}, func(t *testing.T, e *env) {
-				reg, err := tokens.Open(e.state, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
-					Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, l := e.harnessLauncher()
 				e.tweak = func(o *Options) { o.Launcher, o.ResyncPeriod = l, time.Second } // the session arrives with a listing
 				e.start()
 				st := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
@@ -283,15 +264,7 @@ func TestManager_MovedMemberResumesTheFleetsSession(t *testing.T) {
 	const id, next = "0b6b4c8e-6f1e-4c43-9d8e-3f3c1a2b9e10", "7c1d2e3f-0000-4c43-9d8e-3f3c1a2b9e10"
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		reg, err := tokens.Open(e.state, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
-			Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, l := e.harnessLauncher()
 		fleet := &fleetSessions{kept: map[string]v1alpha1.AgentSession{"alpha": {Source: "herdr:codex", Agent: "codex", Kind: "id", Value: id}}}
 		e.tweak = func(o *Options) { o.Launcher, o.Sessions, o.ResyncPeriod = l, fleet, time.Second }
 		e.start()
