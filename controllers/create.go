@@ -36,6 +36,9 @@ func (r *memberReconcile) create() (Result, error) {
 // to be ready (see launch and checkStart).
 func (r *memberReconcile) createPane() (Result, error) {
 	name, mem, p := r.name, r.mem, r.profile
+	if err := r.updated(); err != nil {
+		return Result{}, err
+	}
 	cwd := mem.Spec.Cwd
 	if cwd == "" {
 		cwd = p.Spec.Cwd
@@ -51,16 +54,6 @@ func (r *memberReconcile) createPane() (Result, error) {
 		}
 		return Result{}, fmt.Errorf("prepare launch of %q: %w", name, err)
 	}
-	// The new pane runs the current definition: a replacement or restart
-	// that waited is done (cleared before herdr is touched, so that a
-	// failed write cannot restart the new pane).
-	if err := r.remember(func(mm *memory) { mm.Update = nil }); err != nil {
-		if spec.Cleanup != nil {
-			_ = spec.Cleanup()
-		}
-		return Result{}, err
-	}
-	r.updateWaits = false
 	undo := func() {
 		if spec.Cleanup != nil {
 			if err := spec.Cleanup(); err != nil {

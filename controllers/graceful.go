@@ -178,25 +178,8 @@ func (r *memberReconcile) takeRequests() error {
 func (r *memberReconcile) closeWhenIdle(reason, why string) (wait bool, res Result, err error) {
 	defer r.waited(&wait)
 	now := r.m.o.Clock.Now()
-	var obj *v1alpha1.Member
-	if r.b != nil {
-		obj = r.b.obj.DeepCopy()
-		obj.Status = v1alpha1.MemberStatus{}
-	}
-	grace := r.gracePeriod(obj)
 	started := r.memo.Close == nil
-	if err := r.remember(func(mm *memory) {
-		if mm.Close == nil {
-			mm.Close = &closing{Since: now}
-		}
-		// From when the close began: a grace period edited meanwhile (a
-		// paused member's) moves the deadline.
-		mm.Close.Deadline = mm.Close.Since.Add(grace)
-		mm.Close.Reason = reason
-		if obj != nil {
-			mm.Close.Member = obj
-		}
-	}); err != nil {
+	if err := r.startClose(reason, now); err != nil {
 		return false, Result{}, err
 	}
 	c := r.memo.Close
@@ -230,6 +213,29 @@ func (r *memberReconcile) closeWhenIdle(reason, why string) (wait bool, res Resu
 		r.write()
 	}
 	return true, Result{RequeueAfter: c.Deadline.Sub(now)}, nil
+}
+
+// startClose records the graceful close in the member's memory: begun now
+// the first time, its deadline the grace period from then (a grace period
+// edited meanwhile, a paused member's, moves it), what it closes for, and
+// the member as last declared.
+func (r *memberReconcile) startClose(reason string, now time.Time) error {
+	var obj *v1alpha1.Member
+	if r.b != nil {
+		obj = r.b.obj.DeepCopy()
+		obj.Status = v1alpha1.MemberStatus{}
+	}
+	grace := r.gracePeriod(obj)
+	return r.remember(func(mm *memory) {
+		if mm.Close == nil {
+			mm.Close = &closing{Since: now}
+		}
+		mm.Close.Deadline = mm.Close.Since.Add(grace)
+		mm.Close.Reason = reason
+		if obj != nil {
+			mm.Close.Member = obj
+		}
+	})
 }
 
 // closed is told that the member's tab was closed: the graceful close, if
@@ -311,23 +317,9 @@ func (r *memberReconcile) needsNewAgent() bool {
 func (r *memberReconcile) replaceWhenIdle() (wait bool, err error) {
 	defer r.waited(&wait)
 	now := r.m.o.Clock.Now()
-	var maxWait time.Duration
-	if u := r.mem.Spec.UpdateStrategy; u != nil && u.MaxWait != nil {
-		maxWait = u.MaxWait.Duration
-	}
 	started := r.memo.Update == nil
-	if err := r.remember(func(mm *memory) {
-		if mm.Update == nil {
-			mm.Update = &updating{Since: now}
-		}
-		if !mm.Update.Restart {
-			mm.Update.Generation = r.mem.Generation
-		}
-		mm.Update.Deadline = time.Time{}
-		if maxWait > 0 {
-			mm.Update.Deadline = mm.Update.Since.Add(maxWait)
-		}
-	}); err != nil {
+	maxWait, err := r.startUpdate(now)
+	if err != nil {
 		return false, err
 	}
 	u := r.memo.Update
@@ -360,6 +352,36 @@ func (r *memberReconcile) replaceWhenIdle() (wait bool, err error) {
 	r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionFalse, v1alpha1.ReasonWaitingForIdle, msg)
 	r.updateWaits = true
 	return true, nil
+}
+
+// updated is told that the member gets a new pane, which runs its current
+// definition: a replacement or restart that waited is done. It is said
+// before herdr is touched, so that a failed write cannot restart the new
+// pane.
+func (r *memberReconcile) updated() error {
+	r.updateWaits = false
+	return r.remember(func(mm *memory) { mm.Update = nil })
+}
+
+// startUpdate records the waiting replacement in the member's memory:
+// begun now the first time (a later change keeps it), its deadline the
+// update strategy's maxWait from then, if any, which it returns.
+func (r *memberReconcile) startUpdate(now time.Time) (maxWait time.Duration, err error) {
+	if u := r.mem.Spec.UpdateStrategy; u != nil && u.MaxWait != nil {
+		maxWait = u.MaxWait.Duration
+	}
+	return maxWait, r.remember(func(mm *memory) {
+		if mm.Update == nil {
+			mm.Update = &updating{Since: now}
+		}
+		if !mm.Update.Restart {
+			mm.Update.Generation = r.mem.Generation
+		}
+		mm.Update.Deadline = time.Time{}
+		if maxWait > 0 {
+			mm.Update.Deadline = mm.Update.Since.Add(maxWait)
+		}
+	})
 }
 
 // busyPane says what keeps the member's agent from being idle, "" when
