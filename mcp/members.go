@@ -484,8 +484,10 @@ type stopped struct {
 // returns with closing set once the timeout passed. With force its tab
 // closes at once, whatever its agent is doing — a member deleted before
 // and still closing too. A member another node runs is waited for on that
-// node's report (remoteStops), and cannot be forced from here; a local
-// member's pane is waited for as the controllers report it closed.
+// node's report (remoteStops), and cannot be forced from here: a report
+// that does not come in time is closing for an agent that was busy, and
+// an error otherwise (the node does not reach etcd); a local member's
+// pane is waited for as the controllers report it closed.
 func (ms *members) stop(ctx context.Context, ref string, wait, force bool, timeout time.Duration) (stopped, error) {
 	if ms.store == nil {
 		return stopped{}, toolErr(codeUnavailable, "this gateway has no desired-state store")
@@ -533,10 +535,15 @@ func (ms *members) stop(ctx context.Context, ref string, wait, force bool, timeo
 			if ctx.Err() != nil {
 				return stopped{existed: true}, fromCore(ctx.Err())
 			}
-			// Its node is alive (a lost node counts as stopped): it
-			// closes the tab once the agent is idle, or does not reach
-			// etcd.
-			return stopped{existed: true, closing: true}, nil
+			// Its node is not lost (that counts as stopped). An agent
+			// that was busy when it was deleted finishes first: its tab
+			// closes once it is idle. Otherwise the node should have
+			// closed it by now: it does not reach etcd.
+			if busyAgent(m) {
+				return stopped{existed: true, closing: true}, nil
+			}
+			return stopped{existed: true}, toolErr(codeUnavailable, "member %s is deleted, but node %s, which runs it, has not reported its pane closed within %s; "+
+				"it closes the pane when it sees the deletion, once the agent finished what it was given (is it running and reaching etcd?)", m.Name, node, timeout)
 		}
 		return stopped{existed: true}, nil
 	}
@@ -550,6 +557,12 @@ func (ms *members) stop(ctx context.Context, ref string, wait, force bool, timeo
 		return stopped{existed: true, closing: true}, nil
 	}
 	return stopped{existed: true}, nil
+}
+
+// busyAgent reports whether m's agent was in the middle of a turn when m
+// was last seen: its node keeps its tab open until it is idle.
+func busyAgent(m v1alpha1.Member) bool {
+	return m.Status.AgentStatus == "working" || m.Status.AgentStatus == "blocked"
 }
 
 // expedite forces the close of deleted member m's tab once the

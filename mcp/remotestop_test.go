@@ -38,13 +38,14 @@ func (r nodeReports) WaitStopped(ctx context.Context, m v1alpha1.Member) error {
 
 // A stop with wait of a member another node runs waits for that node's
 // report, not for a pane here (whose id may be any node's): it answers once
-// the report comes, and answers that the member is still terminating when
-// it does not come in time (the node, alive, closes the tab once the
-// agent is idle). A member of this node is still waited for as its pane
-// closes here. Forcing a stop of a member another node runs is refused
-// before anything is deleted: the force acts on the node that runs it.
+// the report comes; when it does not come in time, it answers that the
+// member is still terminating if its agent was busy (its node closes the
+// tab once the agent is idle), and unavailable otherwise. A member of this
+// node is still waited for as its pane closes here.
 func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 	remote := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "far", UID: "u-far"}, Status: v1alpha1.MemberStatus{NodeName: "b", PaneID: "w1:p2"}}
+	busy := remote
+	busy.Status.AgentStatus = "working"
 	local := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "near"}, Status: v1alpha1.MemberStatus{NodeName: "a", PaneID: "w1:p2"}}
 	for _, tc := range []struct {
 		name       string
@@ -55,7 +56,8 @@ func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 		wantAsked  bool
 	}{
 		{"remote, reported", remote, true, false, http.StatusOK, true},
-		{"remote, no report in time", remote, false, true, http.StatusOK, true},
+		{"remote, no report in time", remote, false, true, http.StatusServiceUnavailable, true},
+		{"remote and busy, no report in time", busy, false, true, http.StatusOK, true},
 		{"local, its pane closed", local, false, true, http.StatusOK, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,8 +90,16 @@ func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 				}
 				var res WriteResult
 				json.Unmarshal(rec.Body.Bytes(), &res)
-				if late := !tc.report && tc.member.Name == "far"; res.Terminating != late || (late && time.Since(start) != DefaultStopTimeout) {
-					t.Errorf("after %s: %s; want terminating %v (after %s without the report)", time.Since(start), rec.Body, late, DefaultStopTimeout)
+				var body APIError
+				json.Unmarshal(rec.Body.Bytes(), &body)
+				late := !tc.report && tc.member.Name == "far"
+				switch {
+				case late && time.Since(start) != DefaultStopTimeout:
+					t.Errorf("answered after %s; want %s without the report", time.Since(start), DefaultStopTimeout)
+				case late && tc.wantStatus == http.StatusServiceUnavailable && !strings.Contains(body.Error.Message, "node b"):
+					t.Errorf("after %s: %s; want unavailable, naming node b", time.Since(start), rec.Body)
+				case res.Terminating != (late && tc.wantStatus == http.StatusOK):
+					t.Errorf("%s; want terminating only for a busy member without the report", rec.Body)
 				}
 				select {
 				case m := <-waiter.asked:
@@ -110,6 +120,8 @@ func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 // refused, naming that node, and delete nothing.
 func TestREST_ForcedDeleteOfAnotherNodesMemberIsRefused(t *testing.T) {
 	remote := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "far", UID: "u-far"}, Status: v1alpha1.MemberStatus{NodeName: "b", PaneID: "w1:p2"}}
+	busy := remote
+	busy.Status.AgentStatus = "working"
 	h, err := NewHandler(Options{Members: fakeMembers{"far": remote}, Tokens: fakeTokens{"primary-secret": {Role: "primary"}},
 		Store: refusingDeletes{t}, Node: "a", Expediter: expediteNothing{}})
 	if err != nil {
