@@ -11,11 +11,15 @@ import (
 )
 
 // create decides when a member without a pane gets one, and makes it:
-// not before the member or its profile changes when it failed for good
+// never from a stale snapshot (stale) — checked first, so that the hold is
+// what the status says whatever the member's failures and backoff; not
+// before the member or its profile changes when it failed for good
 // (restartPolicy Never, a spec herdr cannot launch); not before its
-// restart backoff ran out (failed set it); not from a stale snapshot
-// (stale); else now (createPane).
+// restart backoff ran out (failed set it); else now (createPane).
 func (r *memberReconcile) create() (Result, error) {
+	if r.snap.Stale != nil {
+		return r.stale()
+	}
 	if r.rt.failedGen == r.mem.Generation && r.rt.failedProfile == r.profile {
 		r.write()
 		return Result{}, nil // wait for a change
@@ -23,9 +27,6 @@ func (r *memberReconcile) create() (Result, error) {
 	if now := r.m.o.Clock.Now(); now.Before(r.rt.nextAttempt) {
 		r.write()
 		return Result{RequeueAfter: r.rt.nextAttempt.Sub(now)}, nil
-	}
-	if r.snap.Stale != nil {
-		return r.stale()
 	}
 	return r.createPane()
 }
@@ -35,6 +36,9 @@ func (r *memberReconcile) create() (Result, error) {
 // to be ready (see launch and checkStart).
 func (r *memberReconcile) createPane() (Result, error) {
 	name, mem, p := r.name, r.mem, r.profile
+	if err := r.updated(); err != nil {
+		return Result{}, err
+	}
 	cwd := mem.Spec.Cwd
 	if cwd == "" {
 		cwd = p.Spec.Cwd
@@ -78,7 +82,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		return r.createFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
-		Member: name, UID: mem.UID, Generation: mem.Generation,
+		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem),
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID), Worktree: wt,

@@ -33,25 +33,26 @@
 //   - Reconcile is level-based, like controller-runtime's: given a name it
 //     compares desired and observed state and takes the next step, in
 //     named phases, each a method of one per-call struct (reconcile.go):
-//     deleted, pause, resolve (references, the herdr gate), replace (with
-//     the store gate), the owned pane (owned.go) and create (the backoff
-//     and store gates; create.go). It returns a [Result] with RequeueAfter
-//     only; a step that must follow at once — the first recreation after a
-//     failure — is taken in the same reconcile. The steps: close the tab of
-//     a deleted or paused member, the member Terminating (a deleted one
-//     still listed) until herdr confirmed the close; report a missing
-//     profile or tenant (Ready=False, not retried until something changes);
-//     replace the tab on a spec change (generation bump), Terminating while
-//     the old one closes; adopt a live pane by terminal id, or by pane id
+//     what was asked of the member (Expedite, Restart), deleted, pause,
+//     resolve (references, the herdr gate), update (with the store gate),
+//     the owned pane (owned.go) and create (the store and backoff gates;
+//     create.go). It returns a [Result] with RequeueAfter only; a step that
+//     must follow at once — the first recreation after a failure — is taken
+//     in the same reconcile. The steps: close the tab of a deleted or paused
+//     member once its agent is idle (graceful.go), the member Terminating
+//     (a deleted one still listed) while it waits and until herdr confirmed
+//     the close; report a missing profile or tenant (Ready=False, not
+//     retried until something changes); take a spec change that needs no
+//     new agent (labels, annotations, prompt, grace period, update
+//     strategy) as it is, and replace the tab on one that does once its
+//     agent is idle (UpToDate=False meanwhile, shown as Updating),
+//     Terminating while the old one closes; adopt a live pane by terminal id, or by pane id
 //     after herdr restarted (see below), waiting for herdr to relaunch a
 //     restored pane's agent; close a deleted
 //     member's workspace when fleetd created it and it is now empty;
 //     recreate a closed pane or exited agent per restartPolicy
 //     with exponential backoff, counting restarts and turning Degraded in a
-//     crash loop — resuming the agent's own session herdr reported
-//     (agent_session) through launch.Resumer unless the profile says
-//     resume: Never, and starting afresh, with an event, when that cannot
-//     work (resume.go); or create the member's dedicated, labelled tab (pane
+//     crash loop; or create the member's dedicated, labelled tab (pane
 //     environment set at creation) in its workspace and issue agent.start.
 //     A member with a git worktree (its spec.worktree, or its profile's)
 //     gets its tab in its worktree instead, found or made first —
@@ -61,6 +62,22 @@
 //     worktree.go is all of it, called once from create and once from
 //     deleted, with a refresher that reads each worktree's status with git
 //     when herdr reports a worktree event or the agent goes idle.
+//     Every launch resumes the agent's own session herdr last reported
+//     (agent_session, kept in the member's memory across panes and fleetd
+//     restarts) through launch.Resumer, unless the profile says resume:
+//     Never or runs another harness, and starts afresh, with an event,
+//     when that cannot work (resume.go).
+//   - Nothing closes a busy agent (graceful.go): a member deleted, stopped
+//     or paused keeps its tab while herdr shows its agent working or
+//     blocked or the messaging core holds something open for it
+//     ([Options.Activity]: a turn, a queued message, a question), at most
+//     its termination grace period; a replacement waits the same way, at
+//     most its update strategy's maxWait; [Manager.Expedite] forces either
+//     at once, [Manager.Restart] asks for a replacement of the same
+//     definition. Each wait's deadline and force are in the member's
+//     memory before the status shows the wait, so a restart of fleetd
+//     keeps them, and a wait looks again when the agent's status or the
+//     messaging core changes and at its deadline.
 //     Status is written only when it changes; a condition's
 //     lastTransitionTime moves only when it flips.
 //   - A start never holds a worker (start.go): the reconcile that issues
@@ -80,9 +97,15 @@
 //     internal/harness's, which implements it directly. This package never
 //     imports the harness adapters or the token registry.
 //
+// Each member's memory (memory.go; one file per member in the state
+// directory's members/, written only when it changes) keeps what outlives
+// a pane: the agent's own session, and a graceful close or replacement
+// under way — for a deleted member, also what it was, so that it is still
+// listed after a restart.
+//
 // Ownership records in the state directory (one file per member: uid,
-// generation, terminal id, pane id, tab id, the credential's handle, the
-// worktree),
+// generation, the digest of what the launch was made of, terminal id,
+// pane id, tab id, the credential's handle, the worktree),
 // written atomically right after tab.create and before agent.start, let a
 // restarted fleetd adopt its panes instead of creating duplicates — by
 // terminal id, or, after herdr restarted or handed off (new terminal ids,

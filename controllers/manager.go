@@ -34,6 +34,7 @@ type Manager struct {
 	queue    *workqueue.Queue
 	own      *ownBook
 	wt       *worktrees // members' git worktrees (worktree.go)
+	memory   *memoryBook
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
@@ -46,8 +47,16 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
-	changed   notify.Signal  // any member's status or events, or the desired state, changed
-	herdrUp   bool
+	// waiting: members waiting for their agent to be idle, and for what
+	// (graceful.go); working: since when each member's agent works;
+	// forced and restarts: what Expedite and Restart asked, until the
+	// member's reconcile takes it.
+	waiting  map[string]string
+	working  map[string]time.Time
+	forced   map[string]bool
+	restarts map[string]bool
+	changed  notify.Signal // any member's status or events, or the desired state, changed
+	herdrUp  bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
 	herdrDownAt time.Time
@@ -81,6 +90,10 @@ func New(opts *Options) (*Manager, error) {
 		runtimes:   map[string]*runtime{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
+		waiting:    map[string]string{},
+		working:    map[string]time.Time{},
+		forced:     map[string]bool{},
+		restarts:   map[string]bool{},
 		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {
@@ -95,6 +108,9 @@ func New(opts *Options) (*Manager, error) {
 	}
 	m.own = own
 	m.wt = newWorktrees(own.all())
+	if m.memory, err = loadMemory(o.StateDir); err != nil {
+		return nil, err
+	}
 	m.created = map[string]CreatedWorkspace{}
 	for _, r := range own.all() {
 		if r.CreatedWorkspace != nil {
@@ -195,6 +211,13 @@ func (m *Manager) run(ctx context.Context) error {
 		defer wg.Done()
 		m.sweeper(ctx)
 	}()
+	if a := m.o.Activity; a != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.followActivity(ctx, a)
+		}()
+	}
 	for range m.o.Workers {
 		wg.Add(1)
 		go func() {

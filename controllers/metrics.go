@@ -39,6 +39,7 @@ type Metrics struct {
 	reconcileTime   *prometheus.HistogramVec
 	members         *prometheus.GaugeVec
 	awaitingInput   prometheus.Gauge
+	waiting         *prometheus.GaugeVec
 	restarts        prometheus.Counter
 	herdrRequests   *prometheus.CounterVec
 	herdrDuration   *prometheus.HistogramVec
@@ -70,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		awaitingInput: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetd_members_awaiting_input", Help: "Number of members whose agent waits at a dialog for a person to answer it in herdr.",
 		}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetd_members_waiting",
+			Help: "Number of members waiting for their agent to be idle (no turn open, nothing queued, no question held) before their tab closes (reason Terminating) or their agent is replaced by a new definition (reason Updating).",
+		}, []string{"reason"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleetd_member_restarts_total", Help: "Total number of member panes recreated after their pane closed or agent exited.",
 		}),
@@ -96,8 +101,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, p := range allPhases {
 		m.members.WithLabelValues(p)
 	}
+	for _, w := range []string{waitTerminating, waitUpdating} {
+		m.waiting.WithLabelValues(w)
+	}
 	if reg != nil {
-		reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.members, m.awaitingInput, m.restarts,
+		reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.members, m.awaitingInput, m.waiting, m.restarts,
 			m.herdrRequests, m.herdrDuration, m.herdrUp, m.manifestErrors)
 	}
 	return m

@@ -49,7 +49,8 @@ func (m *Manager) onEvent(ev herdr.Event) {
 
 // onAgentStatus passes an owned pane's agent status, numbered by the cache
 // (idle and done are one state), to Options.OnAgentStatus, and queues a
-// Ready member whose status shows another agent status. An event queues its
+// Ready member whose status shows another agent status, and a member that
+// waits for its agent to be idle (graceful.go). An event queues its
 // member anyway (onEvent), but a status that only a read brought — the
 // agent listing after a resubscription catches up on changes no stream
 // delivered — comes with no event, and the member would show the old status
@@ -60,7 +61,8 @@ func (m *Manager) onAgentStatus(paneID, status string, seq uint64) {
 	if !ok {
 		return
 	}
-	if m.showsOtherAgentStatus(name, status) {
+	m.noteAgentStatus(name, status)
+	if m.showsOtherAgentStatus(name, status) || m.isWaiting(name) {
 		m.queue.Add(name)
 	}
 	m.worktreeIdle(name, status)

@@ -125,6 +125,19 @@ type Options struct {
 	// per pane, from 1 for each new pane. It suits
 	// messaging.Core.ObserveStatus.
 	OnAgentStatus func(member, status string, seq uint64)
+	// Activity, if set, tells what the messaging core holds open for a
+	// member (a turn, a queued message, a question): a member deleted,
+	// stopped or paused keeps its tab, and a spec change waits to replace
+	// its agent, while it does (graceful.go). *messaging.Core implements
+	// it. Without it only herdr's status of the agent (working, blocked)
+	// makes a member wait.
+	Activity Activity
+	// Sessions, if set, keeps each member's agent session where every
+	// node of a fleet reads it (internal/fleet's Sessions, in etcd): a
+	// member this node starts that has no session in its own memory — it
+	// ran on another node until now — resumes the one kept there, and
+	// every session this node remembers is kept there too (resume.go).
+	Sessions SessionKeeper
 	// Registerer receives the metrics when Metrics is nil.
 	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of creating series on Registerer
@@ -213,6 +226,16 @@ func (o *Options) withDefaults() Options {
 		out.PollInterval = herdr.DefaultPollInterval
 	}
 	return out
+}
+
+// SessionKeeper keeps members' agent sessions for a fleet of nodes
+// (internal/fleet's *Sessions). Neither method may block.
+type SessionKeeper interface {
+	// Session returns the session kept for member name when it is of the
+	// member with uid.
+	Session(member, uid string) (v1alpha1.AgentSession, bool)
+	// Keep asks for the member's kept session to be s (nil: none).
+	Keep(member, uid string, s *v1alpha1.AgentSession)
 }
 
 // profileLauncher is the default Launcher: the profile's args and env, no

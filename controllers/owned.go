@@ -73,7 +73,9 @@ func (r *memberReconcile) adopt(p herdrcache.Pane) (Result, error) {
 	} else if r.b.st.PaneID == "" {
 		r.event(v1alpha1.EventNormal, reasonAdopted, fmt.Sprintf("adopted running pane %s (terminal %s)", pane.PaneID, pane.TerminalID))
 	}
-	observeSession(r.rt, p)
+	if err := r.observeSession(p); err != nil {
+		return Result{}, err
+	}
 	if agent.LaunchPending && !agent.InteractiveReady {
 		return r.checkStart() // adopted in the middle of a start
 	}
@@ -96,7 +98,9 @@ func (r *memberReconcile) lost(alive bool, p herdrcache.Pane) error {
 	var err error
 	switch {
 	case alive:
-		observeSession(r.rt, p)
+		if err := r.observeSession(p); err != nil {
+			return err
+		}
 		why = fmt.Sprintf("agent in pane %s exited", p.PaneID)
 		err = r.m.closeOwned(r.ctx, r.rec, goneAgentExited)
 	case r.m.tabLabelled(r.rec.TabID, TabLabelPrefix+r.name):
@@ -157,7 +161,9 @@ func degradedCond(rt *runtime, after int) [3]string {
 // Degraded after DegradedAfter failures in a row. Never a tight loop.
 func (r *memberReconcile) failed(why string) {
 	rt, b := r.rt, r.b
-	r.m.resumeFailed(r.name, rt, why)
+	if err := r.resumeFailed(why); err != nil {
+		r.m.log.Warn("could not forget the session of a resumed agent that failed", "member", r.name, "err", err)
+	}
 	rt.failures++
 	rt.lastError = why
 	rt.start = nil

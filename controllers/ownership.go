@@ -22,9 +22,13 @@ import (
 // instead of creating a duplicate: by TerminalID while herdr runs on, by
 // PaneID (confirmed by the agent's name and session) after herdr restarted.
 type Ownership struct {
-	Member      string `json:"member"`
-	UID         string `json:"uid"`
-	Generation  int64  `json:"generation"`
+	Member     string `json:"member"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	// Launch is the digest of what the pane's launch was made of
+	// (launchHash): a newer generation with the same digest runs in the
+	// same agent. "" in a record of an older fleetd.
+	Launch      string `json:"launch,omitempty"`
 	TerminalID  string `json:"terminalId"`
 	PaneID      string `json:"paneId"`
 	TabID       string `json:"tabId"`
@@ -87,12 +91,9 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 	}
 	b.state, b.disk = statedir.At(stateDir), true
 	dir := b.state.OwnedDir()
-	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
-		return nil, fmt.Errorf("ownership records: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
+	entries, err := recordDir(dir, "ownership records")
 	if err != nil {
-		return nil, fmt.Errorf("ownership records: %w", err)
+		return nil, err
 	}
 	for _, e := range entries {
 		if e.Type().IsRegular() && statedir.IsOwnedSpare(e.Name()) && len(b.spares) < maxSpares {
@@ -114,6 +115,19 @@ func loadOwnership(stateDir string) (*ownBook, error) {
 		b.recs[r.Member] = r
 	}
 	return b, nil
+}
+
+// recordDir lists dir, a directory of per-member records (what names them
+// in errors), creating it first if it is missing.
+func recordDir(dir, what string) ([]os.DirEntry, error) {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return entries, nil
 }
 
 func (b *ownBook) get(name string) (Ownership, bool) {

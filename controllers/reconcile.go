@@ -47,23 +47,40 @@ var invalidSpecCodes = map[string]bool{
 // pane is gone from a cache that is not synced.
 func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	r := m.newReconcile(ctx, name)
+	res, err := r.run()
+	m.setWaiting(name, r.waiting)
+	if !r.requeueBy.IsZero() {
+		if d := max(r.requeueBy.Sub(m.o.Clock.Now()), time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
+		}
+	}
+	return res, err
+}
+
+// run takes the phases in order: what was asked of the member (forces,
+// restarts), deleted, pause, resolve (references, the herdr gate), update
+// (a newer definition or a restart: taken as it is, waiting for idle, or
+// replaced, with the store gate), the owned pane (owned.go) and create
+// (the backoff and store gates; create.go).
+func (r *memberReconcile) run() (Result, error) {
+	if err := r.takeRequests(); err != nil {
+		return Result{}, err
+	}
 	if r.mem == nil {
 		return r.deleted()
 	}
 	if r.mem.Spec.Paused {
 		return r.pause()
 	}
+	if err := r.keep(); err != nil {
+		return Result{}, err
+	}
 	if !r.resolve() {
 		return Result{}, nil
 	}
-	if r.owned && r.specChanged() {
-		if r.snap.Stale != nil {
-			// The old agent keeps running: a replacement could not be
-			// created, and the new definition may not be this node's.
-			return r.stale()
-		}
-		if replaced, err := r.replace(); !replaced {
-			return Result{}, err
+	if r.owned && r.outdated() {
+		if res, done, err := r.update(); done {
+			return res, err
 		}
 	}
 	if r.owned {
@@ -86,23 +103,34 @@ type memberReconcile struct {
 	// profile is the member's Profile, from resolve on.
 	profile *v1alpha1.Profile
 	// b is the member's status being built; nil for a deleted member
-	// this fleetd has not reconciled (deleted while it was down).
+	// this fleetd knows nothing of (no status, no pane).
 	b  *statusBuilder
 	rt *runtime
 	// rec is the record of the pane fleetd runs for the member, if owned.
 	rec   Ownership
 	owned bool
+	// memo is the member's memory (memory.go) as read at the start and
+	// after every change (remember); never edited in place.
+	memo memory
+	// waiting is what the member waits for idle to do (graceful.go), ""
+	// nothing; updateWaits says its UpToDate condition is False for it.
+	waiting     string
+	updateWaits bool
+	// requeueBy, if set, is when the member is looked at again at the
+	// latest (a wait's deadline).
+	requeueBy time.Time
 }
 
 // newReconcile reads what one reconcile of name starts from: the desired
-// state, the ownership record and, for a member that exists, its status
-// (with the ManifestValid condition) and restart bookkeeping.
+// state, the ownership record, the member's memory and, for a member that
+// exists (or is still closing), its status (with the ManifestValid
+// condition) and restart bookkeeping.
 func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcile {
 	snap := m.store.Snapshot()
-	r := &memberReconcile{m: m, ctx: ctx, name: name, snap: snap, mem: snap.Members[name]}
+	r := &memberReconcile{m: m, ctx: ctx, name: name, snap: snap, mem: snap.Members[name], memo: m.memory.get(name)}
 	r.rec, r.owned = m.own.get(name)
 	if r.mem == nil {
-		if obj := m.lastObject(name); obj != nil {
+		if obj := r.deletedObject(); obj != nil {
 			r.b = m.statusOf(obj)
 		}
 		return r
@@ -117,15 +145,44 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 	return r
 }
 
-// write stores the status built so far (if it changed).
-func (r *memberReconcile) write() { r.m.writeStatus(r.name, r.b) }
+// deletedObject is what a deleted member is listed as while its tab
+// closes: the object its status was last written for, else (after a
+// restart of fleetd) the one its graceful close remembers, else, for a
+// pane fleetd runs, the little its ownership record knows. nil when there
+// is nothing to list.
+func (r *memberReconcile) deletedObject() *v1alpha1.Member {
+	if obj := r.m.lastObject(r.name); obj != nil {
+		return obj
+	}
+	if c := r.memo.Close; c != nil && c.Member != nil {
+		return c.Member
+	}
+	if !r.owned {
+		return nil
+	}
+	return &v1alpha1.Member{
+		TypeMeta:   v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},
+		ObjectMeta: v1alpha1.ObjectMeta{Name: r.name, UID: r.rec.UID, Generation: r.rec.Generation},
+	}
+}
+
+// write stores the status built so far (if it changed). A declared
+// member's UpToDate condition is True unless its replacement waits
+// (replaceWhenIdle).
+func (r *memberReconcile) write() {
+	if r.mem != nil && !r.updateWaits {
+		r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionTrue, v1alpha1.ReasonAsExpected, "")
+	}
+	r.m.writeStatus(r.name, r.b)
+}
 
 // event records an event of the member.
 func (r *memberReconcile) event(typ, reason, msg string) { r.m.event(r.name, typ, reason, msg) }
 
 // deleted decides for a member deleted from the desired state: its tab is
-// closed (the member listed as Terminating until herdr confirmed it), then
-// its workspace if fleetd created it and it is now empty, and the member is
+// closed once its agent is idle (closeWhenIdle; the member listed as
+// Terminating meanwhile and until herdr confirmed the close), then its
+// workspace if fleetd created it and it is now empty, and the member is
 // forgotten. Nothing is pruned before the manifests were read, and nothing
 // is closed while herdr is not in sync: the member stays Terminating until
 // it is.
@@ -134,6 +191,9 @@ func (r *memberReconcile) deleted() (Result, error) {
 		return Result{}, nil // the manifests were never read: prune nothing
 	}
 	if r.owned {
+		if wait, res, err := r.closeWhenIdle(goneDeleted, "the member was deleted"); wait || err != nil {
+			return res, err
+		}
 		if closed, err := r.closeTab(goneDeleted, "the member was deleted"); !closed {
 			return Result{}, err // retried, or closed once herdr is back
 		}
@@ -148,15 +208,23 @@ func (r *memberReconcile) deleted() (Result, error) {
 	return Result{}, nil
 }
 
-// pause decides for a paused member: its tab is closed (Terminating until
-// herdr confirmed it, which waits while herdr is not in sync) and it is
-// Paused, its restart bookkeeping cleared.
+// pause decides for a paused member: its tab is closed once its agent is
+// idle (closeWhenIdle; Terminating meanwhile and until herdr confirmed the
+// close, which waits while herdr is not in sync) and it is Paused, its
+// restart bookkeeping cleared; its memory (the agent's session) is kept
+// for when it is unpaused.
 func (r *memberReconcile) pause() (Result, error) {
 	if r.owned {
+		if wait, res, err := r.closeWhenIdle(gonePaused, "spec.paused is true"); wait || err != nil {
+			return res, err
+		}
 		if closed, err := r.closeTab(gonePaused, "spec.paused is true"); !closed {
 			return Result{}, err
 		}
 		r.event(v1alpha1.EventNormal, v1alpha1.ReasonPaused, fmt.Sprintf("member paused; closed its tab %s", r.rec.TabID))
+	}
+	if err := r.closed(); err != nil {
+		return Result{}, err
 	}
 	*r.rt = runtime{}
 	r.b.clearPane()
@@ -203,6 +271,17 @@ func (r *memberReconcile) closeTab(reason, why string) (closed bool, err error) 
 	return true, nil
 }
 
+// keep cancels a graceful close under way of a member that is declared
+// and not paused again (deleted and declared again, or unpaused, before
+// its agent was idle): its tab stays.
+func (r *memberReconcile) keep() error {
+	if r.memo.Close == nil {
+		return nil
+	}
+	r.event(v1alpha1.EventNormal, reasonCloseCancelled, "the member is declared and not paused again before its tab closed; its tab stays")
+	return r.closed()
+}
+
 // resolve finds the member's profile, and reports whether the reconcile
 // goes on. It does not when an object the member references is missing
 // (Ready=False with the reason; not retried until the member or that
@@ -233,17 +312,20 @@ func (r *memberReconcile) specChanged() bool {
 	return r.rec.UID != r.mem.UID || r.rec.Generation != r.mem.Generation
 }
 
-// replace closes the tab that runs an older definition of the member
-// (Terminating until herdr confirmed it), and reports whether it did; then
-// the member's restart bookkeeping is cleared, it is Starting, and create
-// makes the new tab.
+// replace closes the tab that runs an older definition of the member, or
+// that is to restart (Terminating until herdr confirmed it), and reports
+// whether it did; then the member's restart bookkeeping is cleared, it is
+// Starting, and create makes the new tab (resuming the agent's session).
 func (r *memberReconcile) replace() (bool, error) {
 	old := r.rec
-	if closed, err := r.closeTab(goneReplaced, fmt.Sprintf("spec changed (generation %d → %d); a new tab replaces it", old.Generation, r.mem.Generation)); !closed {
+	why := fmt.Sprintf("spec changed (generation %d → %d)", old.Generation, r.mem.Generation)
+	if !r.specChanged() {
+		why = "a restart was asked for"
+	}
+	if closed, err := r.closeTab(goneReplaced, why+"; a new tab replaces it"); !closed {
 		return false, err
 	}
-	r.event(v1alpha1.EventNormal, reasonReplacing,
-		fmt.Sprintf("spec changed (generation %d → %d); closed tab %s to start a new one", old.Generation, r.mem.Generation, old.TabID))
+	r.event(v1alpha1.EventNormal, reasonReplacing, fmt.Sprintf("%s; closed tab %s to start a new one", why, old.TabID))
 	*r.rt = runtime{}
 	msg := fmt.Sprintf("closed tab %s of generation %d; starting generation %d", old.TabID, old.Generation, r.mem.Generation)
 	r.b.clearPane()

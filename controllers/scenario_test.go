@@ -24,10 +24,8 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
-	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
-	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
 const testProfile = `apiVersion: fleetd.dev/v1alpha1
@@ -186,9 +184,16 @@ func discard() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// write writes a manifest file the way editors save one — a dot-file
+// renamed over it — so that the store never reads it half written (an
+// empty file would delete its members for a moment).
 func (e *env) write(name, content string) {
 	e.t.Helper()
-	if err := os.WriteFile(filepath.Join(e.dir, name), []byte(content), 0o644); err != nil {
+	tmp := filepath.Join(e.dir, ".tmp-"+name)
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(e.dir, name)); err != nil {
 		e.t.Fatal(err)
 	}
 	e.changedDir()
@@ -1050,15 +1055,7 @@ func TestNew_PreinitialisesReconcileSeries(t *testing.T) {
 func TestManager_HarnessLauncherTokenOnlyInPaneEnv(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		reg, err := tokens.Open(e.state, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := harness.NewLauncher(harness.LauncherOptions{StateDir: e.state,
-			Gateway: plan.Gateway{URL: "http://127.0.0.1:8080/mcp"}, Tokens: reg, Executable: "/usr/local/bin/fleetd"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg, l := e.harnessLauncher()
 		var gone []string
 		goneCh := make(chan struct{}, 4)
 		e.tweak = func(o *Options) {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -186,4 +187,71 @@ func TestManager_StaleHoldLooksAgainWithoutAChange(t *testing.T) {
 			t.Errorf("gamma %s after the store was current for %s: no pane; want one (the hold looks again)", g.Phase, staleRecheck+time.Second)
 		}
 	})
+}
+
+// A member in a crash loop whose pane dies while the snapshot is stale is
+// held like any other: its status says StoreUnavailable at once, whatever
+// its restart count and backoff, and no backoff timer that runs out
+// meanwhile creates a pane. (The crash-loop backoff won before: the member
+// showed CrashLoop, "recreating in …", until its backoff ran out.)
+func TestManager_StaleHoldWinsOverCrashLoopBackoff(t *testing.T) {
+	for _, restarts := range []int32{0, 1, 3} {
+		t.Run(fmt.Sprintf("%d restarts", restarts), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+				st := &staleStore{}
+				e.tweak = func(o *Options) {
+					st.Store = o.Store
+					o.Store = st
+					o.RestartBackoff = 2 * time.Second
+				}
+				e.start()
+				a := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+				for a.Restarts < restarts {
+					if err := e.fake.KillPane(a.PaneID); err != nil {
+						t.Fatal(err)
+					}
+					a = e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
+						s := ms["alpha"].Status
+						return s.Phase != v1alpha1.PhaseStarting && s.PaneID != "" && s.PaneID != a.PaneID
+					})["alpha"].Status
+				}
+				e.waitIdle()
+				calls := e.fake.Calls()
+
+				st.set(errors.New("etcd unavailable; keeping every object as last seen: etcdserver: no leader"))
+				e.waitIdle()
+				if err := e.fake.KillPane(a.PaneID); err != nil {
+					t.Fatal(err)
+				}
+				e.waitForHerdr("the kill seen", func() bool {
+					m, _ := e.mgr.Member("alpha")
+					return m.Status.PaneID == ""
+				})
+				e.waitIdle() // no time passes: every backoff is still running
+				m, _ := e.mgr.Member("alpha")
+				if c := condition(m, v1alpha1.ConditionReady); c.Status != v1alpha1.ConditionUnknown || c.Reason != v1alpha1.ReasonStoreUnavailable {
+					t.Errorf("Ready after the pane died while stale (%d restarts before) = %+v; want Unknown, StoreUnavailable", restarts, c)
+				}
+				if got := m.DisplayPhase(); got != "Unknown (StoreUnavailable)" {
+					t.Errorf("get members shows %q; want Unknown (StoreUnavailable)", got)
+				}
+				time.Sleep(10 * time.Minute) // past every backoff
+				e.waitIdle()
+				if now := e.fake.Calls(); now["tab.create"] != calls["tab.create"] {
+					t.Errorf("tab.create +%d while stale; want none", now["tab.create"]-calls["tab.create"])
+				}
+				m, _ = e.mgr.Member("alpha")
+				if c := condition(m, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonStoreUnavailable {
+					t.Errorf("Ready 10 minutes later, still stale = %+v; want StoreUnavailable", c)
+				}
+
+				st.set(nil)
+				e.waitFor("alpha back", func(ms map[string]v1alpha1.Member) bool {
+					s := ms["alpha"].Status
+					return s.Phase != v1alpha1.PhaseStarting && s.PaneID != "" && s.Restarts == restarts+1
+				})
+			})
+		})
+	}
 }

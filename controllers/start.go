@@ -195,7 +195,9 @@ func (r *memberReconcile) checkStart() (Result, error) {
 		if err := r.m.noteSession(&r.rec, *a, herdr.PaneInfo{}); err != nil {
 			return Result{}, err
 		}
-		r.m.started(r.name, r.rt, *a)
+		if err := r.started(*a); err != nil {
+			return Result{}, err
+		}
 		return r.running(a.AgentStatus), nil
 	}
 	if !a.LaunchPending {

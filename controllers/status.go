@@ -41,10 +41,9 @@ type runtime struct {
 	failedGen     int64
 	failedProfile *v1alpha1.Profile
 	lastError     string
-	// session is the agent_session herdr last reported for the member's
-	// agent; resumed is the session the current pane's launch resumed
-	// (nil: a fresh start), at resumedAt (resume.go).
-	session   *v1alpha1.AgentSession
+	// resumed is the session the current pane's launch resumed (nil: a
+	// fresh start), at resumedAt (resume.go); the session itself is in
+	// the member's memory (memory.go).
 	resumed   *v1alpha1.AgentSession
 	resumedAt time.Time
 	// start is the agent start under way in the recorded pane, from
@@ -207,7 +206,12 @@ func (m *Manager) forgetMember(name string) {
 		delete(m.states, name)
 	}
 	delete(m.runtimes, name)
+	delete(m.working, name)
 	m.mu.Unlock()
+	m.setWaiting(name, "")
+	if err := m.memory.forget(name); err != nil {
+		m.log.Warn("could not forget a deleted member's memory", "member", name, "err", err)
+	}
 	if ok {
 		m.changed.Notify()
 	}

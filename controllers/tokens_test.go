@@ -22,6 +22,15 @@ import (
 // a token registry in the state directory, as the daemon does.
 func (e *env) withTokens() *tokens.Registry {
 	e.t.Helper()
+	reg, l := e.harnessLauncher()
+	e.tweak = func(o *Options) { o.Launcher = l }
+	return reg
+}
+
+// harnessLauncher is fleetd's harness launcher on a token registry in the
+// state directory, as the daemon builds it.
+func (e *env) harnessLauncher() (*tokens.Registry, *harness.Launcher) {
+	e.t.Helper()
 	reg, err := tokens.Open(e.state, nil)
 	if err != nil {
 		e.t.Fatal(err)
@@ -31,8 +40,7 @@ func (e *env) withTokens() *tokens.Registry {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.tweak = func(o *Options) { o.Launcher = l }
-	return reg
+	return reg, l
 }
 
 // paneToken is the FLEETD_TOKEN herdr gave a live pane.

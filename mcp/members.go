@@ -50,6 +50,14 @@ type applyChecker interface {
 	CheckApply(ctx context.Context, obj v1alpha1.Object) error
 }
 
+// Expediter ends a member's wait for its agent to be idle at once: the
+// tab of a deleted member whose agent is busy closes now
+// (controllers.Manager.Expedite). It reports whether the member was
+// waiting; it must not block.
+type Expediter interface {
+	Expedite(member string) bool
+}
+
 // MemberWaiter wakes on every change of the members' status
 // (controllers.Manager).
 type MemberWaiter interface {
@@ -323,11 +331,12 @@ func generatedName(profile string) string {
 
 // members carries out member writes for tools and REST alike.
 type members struct {
-	source MemberSource
-	store  DesiredState
-	waiter MemberWaiter
-	node   string // this node's name in a fleet on etcd; "" for one machine
-	gone   *paneGone
+	source    MemberSource
+	store     DesiredState
+	waiter    MemberWaiter
+	expediter Expediter // nil: stops cannot be forced
+	node      string    // this node's name in a fleet on etcd; "" for one machine
+	gone      *paneGone
 }
 
 // apply checks references, writes the Member and, with wait, returns once
@@ -492,51 +501,119 @@ func (ms *members) resolveWorker(ref string) (v1alpha1.Member, error) {
 	return v1alpha1.Member{}, toolErr(codeInvalidArgument, "sessionId is required when there are several workers (%s)", strings.Join(names, ", "))
 }
 
+// stopped is what a stop did.
+type stopped struct {
+	// existed is false for an unknown member.
+	existed bool
+	// closing: the member's tab was still open when the stop returned —
+	// its agent finishes what it was given first.
+	closing bool
+}
+
 // stop deletes a member's definition and, with wait, returns once its pane
-// is closed or the timeout passed. existed is false for an unknown member.
-// A member another node runs is waited for on that node's report
-// (remoteStops), and one that does not come in time is an error; a local
-// member's pane is waited for as the controllers report it closed.
-func (ms *members) stop(ctx context.Context, ref string, wait bool, timeout time.Duration) (existed bool, err error) {
+// is closed or the timeout passed. A member whose agent is busy keeps its
+// tab until the agent is idle (at most its grace period): the stop then
+// returns with closing set once the timeout passed. With force its tab
+// closes at once, whatever its agent is doing — a member deleted before
+// and still closing too. A member another node runs is waited for on that
+// node's report (remoteStops), and cannot be forced from here: a report
+// that does not come in time is closing for an agent that was busy, and
+// an error otherwise (the node does not reach etcd); a local member's
+// pane is waited for as the controllers report it closed.
+func (ms *members) stop(ctx context.Context, ref string, wait, force bool, timeout time.Duration) (stopped, error) {
 	if ms.store == nil {
-		return false, toolErr(codeUnavailable, "this gateway has no desired-state store")
+		return stopped{}, toolErr(codeUnavailable, "this gateway has no desired-state store")
 	}
 	m, ok := ms.resolve(ref)
 	if !ok {
-		return false, nil
+		return stopped{}, nil
+	}
+	node := m.Status.NodeName
+	remote := node != "" && node != ms.node
+	switch {
+	case force && remote:
+		return stopped{existed: true}, toolErr(codeInvalidArgument, "member %s runs on node %s: a stop is forced on the node that runs the member; "+
+			"ask node %s's gateway (fleetd get nodes shows it), or stop it without force: its tab closes once its agent is idle", m.Name, node, node)
+	case force && ms.expediter == nil:
+		return stopped{existed: true}, toolErr(codeUnavailable, "this gateway cannot force a stop; stop %s without force", m.Name)
 	}
 	if err := ms.store.Delete(ctx, v1alpha1.KindMember, m.Name); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
+		// A member deleted before whose tab is still closing may be
+		// forced now.
+		if !errors.Is(err, store.ErrNotFound) {
+			return stopped{existed: true}, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)
 		}
-		return true, toolErr(codeUnavailable, "delete member %s: %v", m.Name, err)
-	}
-	if !wait {
-		return true, nil
+		if !force || m.Status.Phase != v1alpha1.PhaseTerminating || !ms.expediter.Expedite(m.Name) {
+			return stopped{}, nil
+		}
 	}
 	timeout = cmp.Or(timeout, DefaultStopTimeout)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if node := m.Status.NodeName; node != "" && node != ms.node {
-		remote, ok := ms.waiter.(remoteStops)
+	if force {
+		if err := ms.expedite(wctx, m); err != nil && ctx.Err() != nil {
+			return stopped{existed: true}, fromCore(ctx.Err())
+		}
+	}
+	if !wait {
+		return stopped{existed: true}, nil
+	}
+	if remote {
+		rs, ok := ms.waiter.(remoteStops)
 		if !ok {
-			return true, nil // nothing here hears of another node's panes
+			return stopped{existed: true}, nil // nothing here hears of another node's panes
 		}
-		if err := remote.WaitStopped(wctx, m); err != nil {
+		if err := rs.WaitStopped(wctx, m); err != nil {
 			if ctx.Err() != nil {
-				return true, fromCore(ctx.Err())
+				return stopped{existed: true}, fromCore(ctx.Err())
 			}
-			return true, toolErr(codeUnavailable, "member %s is deleted, but node %s, which runs it, has not reported its pane closed within %s; "+
-				"it closes the pane when it sees the deletion (is it running and reaching etcd?)", m.Name, node, timeout)
+			// Its node is not lost (that counts as stopped). An agent
+			// that was busy when it was deleted finishes first: its tab
+			// closes once it is idle. Otherwise the node should have
+			// closed it by now: it does not reach etcd.
+			if busyAgent(m) {
+				return stopped{existed: true, closing: true}, nil
+			}
+			return stopped{existed: true}, toolErr(codeUnavailable, "member %s is deleted, but node %s, which runs it, has not reported its pane closed within %s; "+
+				"it closes the pane when it sees the deletion, once the agent finished what it was given (is it running and reaching etcd?)", m.Name, node, timeout)
 		}
-		return true, nil
+		return stopped{existed: true}, nil
 	}
-	if m.Status.PaneID != "" {
-		if err := ms.gone.wait(wctx, m.Status.PaneID); err != nil && ctx.Err() != nil {
-			return true, fromCore(ctx.Err())
+	if m.Status.PaneID == "" {
+		return stopped{existed: true}, nil
+	}
+	if err := ms.gone.wait(wctx, m.Status.PaneID); err != nil {
+		if ctx.Err() != nil {
+			return stopped{existed: true}, fromCore(ctx.Err())
 		}
+		return stopped{existed: true, closing: true}, nil
 	}
-	return true, nil
+	return stopped{existed: true}, nil
+}
+
+// busyAgent reports whether m's agent was in the middle of a turn when m
+// was last seen: its node keeps its tab open until it is idle.
+func busyAgent(m v1alpha1.Member) bool {
+	return m.Status.AgentStatus == "working" || m.Status.AgentStatus == "blocked"
+}
+
+// expedite forces the close of deleted member m's tab once the
+// controllers are on it: they show it Terminating (its agent busy) or it
+// is gone. It returns when it forced the close or there was nothing to
+// force, or with ctx's error.
+func (ms *members) expedite(ctx context.Context, m v1alpha1.Member) error {
+	if ms.waiter == nil {
+		ms.expediter.Expedite(m.Name)
+		return nil
+	}
+	return ms.waiter.WaitFor(ctx, func(all []v1alpha1.Member) bool {
+		for _, o := range all {
+			if o.Name == m.Name && o.UID == m.UID {
+				return o.Status.Phase == v1alpha1.PhaseTerminating && ms.expediter.Expedite(m.Name)
+			}
+		}
+		return true // gone: closed already
+	})
 }
 
 // paneGone remembers the panes the controllers reported closed, so that a

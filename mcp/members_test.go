@@ -152,6 +152,10 @@ var spawnLeavesOut = map[string]string{
 	"nodeName":     "where a member runs in a fleet on etcd is the operator's choice",
 	"nodeSelector": "where a member runs in a fleet on etcd is the operator's choice",
 	"worktree":     "a repository on the operator's machine is the operator's choice: a Profile's worktree gives every member spawned from it its own branch",
+	// How long a busy agent may hold up its own stop or replacement is
+	// the operator's to say, in a Profile or a manifest.
+	"terminationGracePeriod": "how long a busy worker's tab may stay open once stopped is the operator's choice",
+	"updateStrategy":         "how a spec change waits for a busy worker is the operator's choice",
 }
 
 // TestSpawnArgs_CoverTheMemberSpec fails when a MemberSpec field is added

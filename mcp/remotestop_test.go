@@ -38,10 +38,14 @@ func (r nodeReports) WaitStopped(ctx context.Context, m v1alpha1.Member) error {
 
 // A stop with wait of a member another node runs waits for that node's
 // report, not for a pane here (whose id may be any node's): it answers once
-// the report comes, and answers unavailable when it does not come in time.
-// A member of this node is still waited for as its pane closes here.
+// the report comes; when it does not come in time, it answers that the
+// member is still terminating if its agent was busy (its node closes the
+// tab once the agent is idle), and unavailable otherwise. A member of this
+// node is still waited for as its pane closes here.
 func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 	remote := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "far", UID: "u-far"}, Status: v1alpha1.MemberStatus{NodeName: "b", PaneID: "w1:p2"}}
+	busy := remote
+	busy.Status.AgentStatus = "working"
 	local := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "near"}, Status: v1alpha1.MemberStatus{NodeName: "a", PaneID: "w1:p2"}}
 	for _, tc := range []struct {
 		name       string
@@ -53,6 +57,7 @@ func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 	}{
 		{"remote, reported", remote, true, false, http.StatusOK, true},
 		{"remote, no report in time", remote, false, true, http.StatusServiceUnavailable, true},
+		{"remote and busy, no report in time", busy, false, true, http.StatusOK, true},
 		{"local, its pane closed", local, false, true, http.StatusOK, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,15 +85,21 @@ func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 					close(waiter.reported)
 				}
 				<-done
-				var body APIError
-				json.Unmarshal(rec.Body.Bytes(), &body)
 				if rec.Code != tc.wantStatus {
 					t.Errorf("DELETE ?wait=true = %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
 				}
-				if tc.wantStatus == http.StatusServiceUnavailable {
-					if took := time.Since(start); took != DefaultStopTimeout || !strings.Contains(body.Error.Message, "node b") {
-						t.Errorf("after %s: %s; want unavailable after %s, naming node b", took, rec.Body, DefaultStopTimeout)
-					}
+				var res WriteResult
+				json.Unmarshal(rec.Body.Bytes(), &res)
+				var body APIError
+				json.Unmarshal(rec.Body.Bytes(), &body)
+				late := !tc.report && tc.member.Name == "far"
+				switch {
+				case late && time.Since(start) != DefaultStopTimeout:
+					t.Errorf("answered after %s; want %s without the report", time.Since(start), DefaultStopTimeout)
+				case late && tc.wantStatus == http.StatusServiceUnavailable && !strings.Contains(body.Error.Message, "node b"):
+					t.Errorf("after %s: %s; want unavailable, naming node b", time.Since(start), rec.Body)
+				case res.Terminating != (late && tc.wantStatus == http.StatusOK):
+					t.Errorf("%s; want terminating only for a busy member without the report", rec.Body)
 				}
 				select {
 				case m := <-waiter.asked:
@@ -104,3 +115,43 @@ func TestREST_DeleteWaitsForTheOwningNodesReport(t *testing.T) {
 		})
 	}
 }
+
+// bridge_stop and DELETE with force of a member another node runs are
+// refused, naming that node, and delete nothing.
+func TestREST_ForcedDeleteOfAnotherNodesMemberIsRefused(t *testing.T) {
+	remote := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "far", UID: "u-far"}, Status: v1alpha1.MemberStatus{NodeName: "b", PaneID: "w1:p2"}}
+	busy := remote
+	busy.Status.AgentStatus = "working"
+	h, err := NewHandler(Options{Members: fakeMembers{"far": remote}, Tokens: fakeTokens{"primary-secret": {Role: "primary"}},
+		Store: refusingDeletes{t}, Node: "a", Expediter: expediteNothing{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("DELETE", "/members/far?now=true", nil)
+	req.Header.Set("Authorization", "Bearer primary-secret")
+	h.ServeHTTP(rec, req)
+	var body APIError
+	json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != http.StatusBadRequest || body.Error.Code != codeInvalidArgument || !strings.Contains(body.Error.Message, "runs on node b") {
+		t.Errorf("DELETE ?now=true of node b's member = %d %s; want 400 invalid_argument naming node b", rec.Code, rec.Body)
+	}
+}
+
+// refusingDeletes fails the test on a delete.
+type refusingDeletes struct {
+	t *testing.T
+}
+
+func (refusingDeletes) Get(string, string) (v1alpha1.Object, bool)   { return nil, false }
+func (refusingDeletes) List(string) []v1alpha1.Object                { return nil }
+func (refusingDeletes) Apply(context.Context, v1alpha1.Object) error { return nil }
+func (s refusingDeletes) Delete(context.Context, string, string) error {
+	s.t.Error("deleted a member the stop was refused for")
+	return nil
+}
+
+// expediteNothing finds nothing to force.
+type expediteNothing struct{}
+
+func (expediteNothing) Expedite(string) bool { return false }

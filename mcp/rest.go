@@ -58,6 +58,10 @@ type Options struct {
 	// Waiter lets spawn and stop wait for a member to be Ready or gone;
 	// nil returns at once.
 	Waiter MemberWaiter
+	// Expediter forces the close of a deleted member's tab whose agent is
+	// still busy (bridge_stop with force, DELETE /members/NAME?now=true);
+	// nil makes such a stop fail with unavailable.
+	Expediter Expediter
 	// Messages is the messaging core behind the bridge_* tools; nil leaves
 	// /mcp out.
 	Messages Messenger
@@ -184,7 +188,7 @@ func NewHandler(opts Options) (*Handler, error) {
 		return nil, err
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, node: opts.Node, gone: newPaneGone()}
+	s.members = &members{source: opts.Members, store: opts.Store, waiter: opts.Waiter, expediter: opts.Expediter, node: opts.Node, gone: newPaneGone()}
 	if opts.Waiter != nil {
 		s.watch = newWatchHub(s.streams, opts.Members, opts.Waiter)
 	}

@@ -15,6 +15,10 @@ import (
 type WriteResult struct {
 	Result string     `json:"result"`
 	Member MemberView `json:"member"`
+	// Terminating (a DELETE with ?wait=true): the member's tab was still
+	// open when the stop timeout passed, its agent finishing what it was
+	// given.
+	Terminating bool `json:"terminating,omitempty"`
 }
 
 // createMember is POST /members, bridge_spawn for non-MCP clients. The body
@@ -73,7 +77,9 @@ func (s *restServer) createMember(w http.ResponseWriter, r *http.Request, id tok
 
 // deleteMember is DELETE /members/{paneId or name}, bridge_stop for non-MCP
 // clients; unlike the tool, an unknown member is a 404. ?wait=true waits
-// until the pane is closed.
+// until the pane is closed (or the stop timeout passed: Terminating then
+// says the tab is still open, its agent finishing a turn); ?now=true
+// closes it at once, whatever the agent is doing (bridge_stop's force).
 func (s *restServer) deleteMember(w http.ResponseWriter, r *http.Request, id tokens.Identity) {
 	if !isPrimary(id) {
 		writeToolError(w, toolErr(codeForbidden, "only the primary may delete members"))
@@ -85,16 +91,17 @@ func (s *restServer) deleteMember(w http.ResponseWriter, r *http.Request, id tok
 		writeError(w, http.StatusNotFound, codeNotFound, memberNotFound(ref))
 		return
 	}
-	existed, err := s.members.stop(r.Context(), m.Name, r.URL.Query().Get("wait") == "true", 0)
+	q := r.URL.Query()
+	did, err := s.members.stop(r.Context(), m.Name, q.Get("wait") == "true", q.Get("now") == "true", 0)
 	if err != nil {
 		writeToolError(w, err)
 		return
 	}
-	if !existed {
+	if !did.existed {
 		writeError(w, http.StatusNotFound, codeNotFound, "member "+quote(ref)+" not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, WriteResult{Result: resultDeleted, Member: viewOf(m)})
+	writeJSON(w, http.StatusOK, WriteResult{Result: resultDeleted, Member: viewOf(m), Terminating: did.closing})
 }
 
 // readBody reads a write's body within the bound, or answers 413 (what

@@ -207,12 +207,16 @@ type StopInput struct {
 	PaneID    string `json:"paneId" jsonschema:"the worker to stop: pane id, member name, session UUID or terminal id"`
 	Wait      bool   `json:"wait,omitempty" jsonschema:"true (default): return once its pane is closed (or the timeout passed)"`
 	TimeoutMs int64  `json:"timeoutMs,omitempty" jsonschema:"how long to wait, in milliseconds (default 30000)"`
+	Force     bool   `json:"force,omitempty" jsonschema:"true: close its pane now even if its agent is in the middle of a turn (its work is lost and calls waiting on it end with worker_gone); also forces a worker stopped before whose pane is still closing"`
 }
 
 // StopOutput is bridge_stop's result.
 type StopOutput struct {
 	Stopped bool `json:"stopped" jsonschema:"always true: the member is gone (stopping twice is fine)"`
 	Existed bool `json:"existed" jsonschema:"false when no such member existed"`
+	// Terminating: the member's pane was still open when the call
+	// returned.
+	Terminating bool `json:"terminating,omitempty" jsonschema:"true when its pane is still open: its agent finishes what it was given (a reply to a waiting bridge_send still arrives) and the pane closes once it is idle, at the latest at the end of its grace period; force: true closes it now"`
 }
 
 // ProfileView is one Profile as models may see it: never its env or args.
@@ -314,7 +318,7 @@ func (s *restServer) newMCPServer() *sdk.Server {
 		InputSchema: schemaFor[struct{}](nil),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}}, t.list)
 	sdk.AddTool(srv, &sdk.Tool{Name: toolStop,
-		Description: "Primary only. Stop a worker for good: its manifest is removed and its pane closed; calls waiting on it end with worker_gone. Stopping an unknown or already stopped worker succeeds.",
+		Description: "Primary only. Stop a worker for good: its manifest is removed and it takes no new message; a worker in the middle of a turn finishes it first (its reply still reaches a waiting bridge_send), then its pane closes — at the latest at the end of its grace period (10 minutes unless its profile says otherwise); force: true closes it at once, and calls waiting on it end with worker_gone. Stopping an unknown or already stopped worker succeeds.",
 		InputSchema: schemaFor[StopInput](map[string]any{"wait": true, "timeoutMs": int64(DefaultStopTimeout / time.Millisecond)}),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}}, t.stop)
 	sdk.AddTool(srv, &sdk.Tool{Name: toolProfiles,
@@ -595,11 +599,11 @@ func (t *tools) stop(ctx context.Context, req *sdk.CallToolRequest, in StopInput
 	if err != nil {
 		return nil, StopOutput{}, err
 	}
-	existed, err := t.members.stop(ctx, in.PaneID, in.Wait, timeout)
+	did, err := t.members.stop(ctx, in.PaneID, in.Wait, in.Force, timeout)
 	if err != nil {
 		return nil, StopOutput{}, err
 	}
-	return nil, StopOutput{Stopped: true, Existed: existed}, nil
+	return nil, StopOutput{Stopped: true, Existed: did.existed, Terminating: did.closing}, nil
 }
 
 func (t *tools) profiles(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, ProfilesOutput, error) {

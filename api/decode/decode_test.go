@@ -85,7 +85,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 			name: "unknown fields are all reported",
 			in:   member("profile: a", "colour: red", "mcpTarget: {kind: resident, flavour: x}"),
 			want: []string{
-				`m.yaml:7: spec.colour: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector, worktree`,
+				`m.yaml:7: spec.colour: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector, worktree, terminationGracePeriod, updateStrategy`,
 				`m.yaml:8: spec.mcpTarget.flavour: unknown field; want one of kind, tenantId`,
 			},
 		},
@@ -173,6 +173,16 @@ func TestFile_ErrorClasses(t *testing.T) {
 			},
 		},
 		{
+			name: "grace periods and waits written as zero",
+			in: profile("harness: codex", "terminationGracePeriod: 0s") + "---\n" +
+				member("profile: codex-fast", "terminationGracePeriod: 0s", "updateStrategy: {maxWait: 0m}"),
+			want: []string{
+				`m.yaml:7: spec.terminationGracePeriod: 0s out of range; want more than 0s (0s is not the default: leave the field out for 10m0s)`,
+				`m.yaml:15: spec.terminationGracePeriod: 0s out of range; want more than 0s (0s is not the default: leave the field out for the profile's spec.terminationGracePeriod)`,
+				`m.yaml:16: spec.updateStrategy.maxWait: 0s out of range; want more than 0s (0s is not the default: leave the field out for waiting until the agent is idle, however long)`,
+			},
+		},
+		{
 			name: "tenant validation",
 			in:   tenant("url: fleet.acme.example/mcp", "credentialEnv: ACME-TOKEN") + "---\n" + tenant("url: https://u:p@acme.example/mcp"),
 			want: []string{
@@ -235,7 +245,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				`m.yaml:12: spec.command: a Member never carries a command or arguments; put them in a Profile (spec.harness, spec.args)`,
 				`m.yaml:13: spec.args: a Member never carries a command or arguments; put them in a Profile (spec.harness, spec.args)`,
 				`m.yaml:14: spec.extraHeaders: a Member never carries headers; fleetd derives them from a Tenant's spec.credentialEnv, referenced with spec.mcpTarget`,
-				`m.yaml:15: spec.options: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector, worktree`,
+				`m.yaml:15: spec.options: unknown field; want one of profile, mcpTarget, transport, workspace, cwd, prompt, paused, nodeName, nodeSelector, worktree, terminationGracePeriod, updateStrategy`,
 				`m.yaml:16: spec.options[0].bearer_token: a Member never carries URLs or credentials; declare a Tenant (spec.url, spec.credentialEnv) and reference it with spec.mcpTarget`,
 				`m.yaml:17: spec.credentialEnv: a Member never carries URLs or credentials; declare a Tenant (spec.url, spec.credentialEnv) and reference it with spec.mcpTarget`,
 			},
@@ -251,7 +261,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				profile("harness: codex", "bogus: 1") + "---\nkind: [\n---\n" + tenant("url: https://a.example"),
 			want: []string{
 				`m.yaml:7: spec.transport: unknown value "http"; want stdio or streamable-http`,
-				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume, worktree`,
+				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume, worktree, terminationGracePeriod`,
 				`m.yaml:20: invalid YAML: did not find expected node content`,
 				`m.yaml:26: spec.credentialEnv: required; want the NAME of the environment variable holding the credential`,
 			},
@@ -332,13 +342,14 @@ spec:
 			TypeMeta:   tm("Profile"),
 			ObjectMeta: v1alpha1.ObjectMeta{Name: "codex-fast"},
 			Spec: v1alpha1.ProfileSpec{
-				Harness:        "codex",
-				Args:           []string{"-m", "gpt-5.4"},
-				Env:            map[string]string{"OPENAI_BASE_URL": "http://localhost:1"},
-				StartupTimeout: v1alpha1.Duration{Duration: 60 * time.Second},
-				RestartPolicy:  v1alpha1.RestartAlways,
-				ToolTimeout:    v1alpha1.Duration{Duration: 15 * time.Minute},
-				Resume:         v1alpha1.ResumeNever,
+				Harness:                "codex",
+				Args:                   []string{"-m", "gpt-5.4"},
+				Env:                    map[string]string{"OPENAI_BASE_URL": "http://localhost:1"},
+				StartupTimeout:         v1alpha1.Duration{Duration: 60 * time.Second},
+				RestartPolicy:          v1alpha1.RestartAlways,
+				ToolTimeout:            v1alpha1.Duration{Duration: 15 * time.Minute},
+				Resume:                 v1alpha1.ResumeNever,
+				TerminationGracePeriod: v1alpha1.Duration{Duration: v1alpha1.DefaultTerminationGracePeriod},
 			},
 		},
 		&v1alpha1.Tenant{

@@ -11,7 +11,18 @@ const (
 	// parses; False means the member runs on the file's last good
 	// definition.
 	ConditionManifestValid = "ManifestValid"
+	// ConditionUpToDate reports whether the running agent runs the
+	// member's current definition. False (WaitingForIdle) while a spec
+	// change that needs a new agent waits for the agent's next idle
+	// moment; `fleetd get` shows the phase as Updating meanwhile.
+	ConditionUpToDate = "UpToDate"
 )
+
+// PhaseUpdating is the phase [Member.DisplayPhase] shows for a running
+// member whose replacement waits for its agent to be idle
+// (UpToDate=False, WaitingForIdle). It is a display of that condition, not
+// a value of status.phase, which stays Ready or Degraded: the agent runs.
+const PhaseUpdating = "Updating"
 
 // Condition statuses.
 const (
@@ -42,6 +53,13 @@ const (
 	// says which tab and why. The phase is Terminating until herdr
 	// confirmed the close.
 	ReasonTerminating = "Terminating"
+	// ReasonWaitingForIdle: what the member was asked for — to close its
+	// tab (deleted, stopped, paused) or to be replaced by a new definition
+	// — waits for its agent to be idle with nothing open (no turn, no
+	// queued message, no question held), at most the termination grace
+	// period or the update strategy's maxWait; the message says what it
+	// waits for, since when, and until when.
+	ReasonWaitingForIdle = "WaitingForIdle"
 
 	// Reasons a member waits for its spec, or an object it references, to
 	// change (Ready=False, no retries).

@@ -51,6 +51,8 @@ func (s *MemberSpec) DeepCopyInto(out *MemberSpec) {
 		out.NodeSelector = maps.Clone(s.NodeSelector)
 	}
 	out.Worktree = s.Worktree.DeepCopy()
+	out.TerminationGracePeriod = s.TerminationGracePeriod.DeepCopy()
+	out.UpdateStrategy = s.UpdateStrategy.DeepCopy()
 }
 
 // DeepCopy returns a deep copy of w.
@@ -78,6 +80,31 @@ func (s *WorktreeStatus) DeepCopy() *WorktreeStatus {
 	}
 	out := *s
 	return &out
+}
+
+// DeepCopy returns a deep copy of d.
+func (d *Duration) DeepCopy() *Duration {
+	if d == nil {
+		return nil
+	}
+	out := *d
+	return &out
+}
+
+// DeepCopyInto copies u into out.
+func (u *UpdateStrategy) DeepCopyInto(out *UpdateStrategy) {
+	*out = *u
+	out.MaxWait = u.MaxWait.DeepCopy()
+}
+
+// DeepCopy returns a deep copy of u.
+func (u *UpdateStrategy) DeepCopy() *UpdateStrategy {
+	if u == nil {
+		return nil
+	}
+	out := new(UpdateStrategy)
+	u.DeepCopyInto(out)
+	return out
 }
 
 // DeepCopyInto copies c into out.

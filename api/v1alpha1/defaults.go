@@ -9,6 +9,9 @@ const (
 	DefaultResume         = ResumeAuto
 	DefaultStartupTimeout = 60 * time.Second
 	DefaultToolTimeout    = 15 * time.Minute
+	// DefaultTerminationGracePeriod is a Profile's
+	// spec.terminationGracePeriod when it sets none.
+	DefaultTerminationGracePeriod = 10 * time.Minute
 )
 
 // SetDefaults fills the fields an operator may leave out: mcpTarget absent
@@ -31,9 +34,9 @@ func (m *Member) SetDefaults() {
 }
 
 // SetDefaults fills restartPolicy (Always), startupTimeout (60s),
-// toolTimeout (15m) and resume (Auto) when they are empty or zero, and a
-// worktree setting's branchPrefix (fleetd) and cleanup (Never) when it
-// names a repository.
+// toolTimeout (15m), resume (Auto) and terminationGracePeriod (10m) when
+// they are empty or zero, and a worktree setting's branchPrefix (fleetd)
+// and cleanup (Never) when it names a repository.
 func (p *Profile) SetDefaults() {
 	if p.Spec.RestartPolicy == "" {
 		p.Spec.RestartPolicy = DefaultRestartPolicy
@@ -46,6 +49,9 @@ func (p *Profile) SetDefaults() {
 	}
 	if p.Spec.ToolTimeout.Duration == 0 {
 		p.Spec.ToolTimeout.Duration = DefaultToolTimeout
+	}
+	if p.Spec.TerminationGracePeriod.Duration == 0 {
+		p.Spec.TerminationGracePeriod.Duration = DefaultTerminationGracePeriod
 	}
 	if w := p.Spec.Worktree; w != nil && w.Repo != "" {
 		if w.BranchPrefix == "" {

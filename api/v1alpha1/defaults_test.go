@@ -47,11 +47,13 @@ func TestMember_SetDefaults(t *testing.T) {
 func TestProfile_SetDefaults(t *testing.T) {
 	p := &Profile{Spec: ProfileSpec{Harness: "codex"}}
 	p.SetDefaults()
-	want := ProfileSpec{Harness: "codex", RestartPolicy: RestartAlways, StartupTimeout: Duration{60 * time.Second}, ToolTimeout: Duration{15 * time.Minute}, Resume: ResumeAuto}
+	want := ProfileSpec{Harness: "codex", RestartPolicy: RestartAlways, StartupTimeout: Duration{60 * time.Second}, ToolTimeout: Duration{15 * time.Minute}, Resume: ResumeAuto,
+		TerminationGracePeriod: Duration{10 * time.Minute}}
 	if diff := cmp.Diff(want, p.Spec); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
 	}
-	set := ProfileSpec{Harness: "codex", RestartPolicy: RestartNever, StartupTimeout: Duration{10 * time.Second}, ToolTimeout: Duration{-time.Second}, Resume: ResumeNever}
+	set := ProfileSpec{Harness: "codex", RestartPolicy: RestartNever, StartupTimeout: Duration{10 * time.Second}, ToolTimeout: Duration{-time.Second}, Resume: ResumeNever,
+		TerminationGracePeriod: Duration{time.Minute}}
 	p = &Profile{Spec: set}
 	p.SetDefaults()
 	if diff := cmp.Diff(set, p.Spec); diff != "" {

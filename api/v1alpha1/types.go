@@ -105,6 +105,26 @@ type MemberSpec struct {
 	// [MemberWorktree]); it excludes Cwd. A member without it gets its
 	// profile's (see [Member.WorktreeOf]) unless it sets Cwd.
 	Worktree *MemberWorktree `json:"worktree,omitempty"`
+	// TerminationGracePeriod bounds how long a member that is deleted,
+	// stopped or paused keeps its tab while its agent is busy (a turn
+	// open, a message queued, a question held): the tab closes when the
+	// agent is idle with nothing open, or when this much time has passed.
+	// nil: the Profile's spec.terminationGracePeriod.
+	TerminationGracePeriod *Duration `json:"terminationGracePeriod,omitempty"`
+	// UpdateStrategy says how a spec change that needs a new agent is
+	// rolled out to the running one; nil waits for idle, however long.
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
+}
+
+// UpdateStrategy says how a running member takes a spec change that needs
+// a new agent: the old agent is replaced at its next idle moment (no turn
+// open, nothing queued, no question held), never in the middle of a turn,
+// unless MaxWait passed.
+type UpdateStrategy struct {
+	// MaxWait bounds the wait for an idle moment: once the change has
+	// waited this long the agent is replaced whatever it is doing. nil
+	// waits forever.
+	MaxWait *Duration `json:"maxWait,omitempty"`
 }
 
 // Member phases.
@@ -204,14 +224,19 @@ type ProfileSpec struct {
 	RestartPolicy string `json:"restartPolicy,omitempty"`
 	// ToolTimeout is the harness's MCP tool-call timeout set by the adapter.
 	ToolTimeout Duration `json:"toolTimeout,omitzero"`
-	// Resume is Auto or Never; default Auto. Auto: a member whose agent
-	// exited or whose pane died is relaunched into the agent's own earlier
-	// session when herdr reported one (agent_session) and the harness has
-	// a resume command; Never: every relaunch is a fresh start.
+	// Resume is Auto or Never; default Auto. Auto: every relaunch of a
+	// member's agent — after a crash, a spec change, a pause, a fleetd
+	// restart or a move to another node — reopens the agent's own earlier
+	// session when herdr reported one (agent_session), the harness is the
+	// same and has a resume command; Never: every relaunch is a fresh
+	// start.
 	Resume string `json:"resume,omitempty"`
 	// Worktree gives the profile's members worktrees of one repository,
 	// and says whether herdr may trust it (see [ProfileWorktree]).
 	Worktree *ProfileWorktree `json:"worktree,omitempty"`
+	// TerminationGracePeriod is its members' default
+	// spec.terminationGracePeriod; default 10m.
+	TerminationGracePeriod Duration `json:"terminationGracePeriod,omitzero"`
 }
 
 // Resume policies for ProfileSpec.Resume.

@@ -184,6 +184,12 @@ func (m *Member) Validate() FieldErrors {
 	if s.NodeName != "" && !IsObjectName(s.NodeName) {
 		errs.add("spec.nodeName", "invalid node name %q; want %s", s.NodeName, ObjectNamePattern)
 	}
+	if g := s.TerminationGracePeriod; g != nil && g.Duration <= 0 {
+		errs.add("spec.terminationGracePeriod", "%s out of range; want more than 0s%s", g.Duration, zeroHint(g.Duration, "the profile's spec.terminationGracePeriod"))
+	}
+	if u := s.UpdateStrategy; u != nil && u.MaxWait != nil && u.MaxWait.Duration <= 0 {
+		errs.add("spec.updateStrategy.maxWait", "%s out of range; want more than 0s%s", u.MaxWait.Duration, zeroHint(u.MaxWait.Duration, "waiting until the agent is idle, however long"))
+	}
 	if len(s.NodeSelector) > MaxNodeLabels {
 		errs.add("spec.nodeSelector", "%d pairs; a node carries at most %d labels", len(s.NodeSelector), MaxNodeLabels)
 	} else {
@@ -248,17 +254,20 @@ func (p *Profile) Validate() FieldErrors {
 		errs.add("spec.resume", "unknown value %q; want Auto or Never", s.Resume)
 	}
 	validateProfileWorktree(&errs, s.Worktree)
+	if d := s.TerminationGracePeriod.Duration; d <= 0 {
+		errs.add("spec.terminationGracePeriod", "%s out of range; want more than 0s%s", d, zeroHint(d, DefaultTerminationGracePeriod))
+	}
 	return errs
 }
 
 // zeroHint is what a duration written as 0s is told: 0 never means "the
 // default" in a manifest (only a field left out does), so that a zero is
 // not taken for a typo fleetd quietly corrected.
-func zeroHint(d, def time.Duration) string {
+func zeroHint[D time.Duration | string](d time.Duration, def D) string {
 	if d != 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (0s is not the default: leave the field out for %s)", def)
+	return fmt.Sprintf(" (0s is not the default: leave the field out for %v)", def)
 }
 
 // Validate checks a Tenant: spec.url must be an absolute http(s) URL

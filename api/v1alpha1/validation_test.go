@@ -82,6 +82,15 @@ func TestMember_Validate(t *testing.T) {
 		{"prompt at the content limit", func(m *Member) { m.Spec.Prompt = strings.Repeat("p", MaxContentBytes) }, nil},
 		{"prompt over the content limit", func(m *Member) { m.Spec.Prompt = strings.Repeat("p", MaxContentBytes+1) }, []string{
 			`spec.prompt: 262145 bytes, over the limit of 262144 bytes on a message's content; it could never be delivered: shorten it`}},
+		{"grace period and max wait", func(m *Member) {
+			m.Spec.TerminationGracePeriod = &Duration{time.Minute}
+			m.Spec.UpdateStrategy = &UpdateStrategy{MaxWait: &Duration{time.Hour}}
+		}, nil},
+		{"update strategy without a max wait", func(m *Member) { m.Spec.UpdateStrategy = &UpdateStrategy{} }, nil},
+		{"negative grace period", func(m *Member) { m.Spec.TerminationGracePeriod = &Duration{-time.Second} }, []string{
+			`spec.terminationGracePeriod: -1s out of range; want more than 0s`}},
+		{"negative max wait", func(m *Member) { m.Spec.UpdateStrategy = &UpdateStrategy{MaxWait: &Duration{-time.Minute}} }, []string{
+			`spec.updateStrategy.maxWait: -1m0s out of range; want more than 0s`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,13 +99,19 @@ func newRESTFleetd(t *testing.T) *restFleetd {
 		switch r.PathValue("ref") {
 		case "reviewer", "w1:p2":
 			writeTestJSON(w, 200, `{"result":"deleted","member":{"name":"reviewer","profile":"claude","phase":"Terminating"}}`)
+		case "busy":
+			writeTestJSON(w, 200, `{"result":"deleted","member":{"name":"busy","profile":"claude","phase":"Ready","agentStatus":"working"}}`)
 		default:
 			writeTestJSON(w, 404, `{"error":{"code":"not_found","message":"member \"`+r.PathValue("ref")+`\" not found"}}`)
 		}
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+		req := r.Method + " " + r.URL.Path
+		if r.Method == http.MethodDelete && r.URL.RawQuery != "" {
+			req += "?" + r.URL.RawQuery
+		}
+		f.requests = append(f.requests, req)
 		f.mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer "+testPrimaryToken {
 			writeTestJSON(w, 401, `{"error":{"code":"unauthorized","message":"missing or unknown bearer token"}}`)
@@ -332,6 +338,10 @@ func TestDeleteMember(t *testing.T) {
 		{"by name", []string{"member", "reviewer"}, 0, "member/reviewer deleted\n", "", []string{"DELETE /members/reviewer"}},
 		{"by pane id prints the name", []string{"members", "w1:p2"}, 0, "member/reviewer deleted\n", "", []string{"DELETE /members/w1:p2"}},
 		{"unknown", []string{"member", "ghost"}, 1, "", "fleetd delete: member \"ghost\" not found\n", []string{"DELETE /members/ghost"}},
+		{"now", []string{"member", "reviewer", "--now"}, 0, "member/reviewer deleted\n", "", []string{"DELETE /members/reviewer?now=true"}},
+		{"a busy agent's tab closes once it is idle", []string{"member", "busy"}, 0,
+			"member/busy deleted (its agent is working: the tab closes once it is idle; --now closes it at once)\n", "", []string{"DELETE /members/busy"}},
+		{"a busy agent, now", []string{"member", "busy", "--now"}, 0, "member/busy deleted\n", "", []string{"DELETE /members/busy?now=true"}},
 		{"other resource", []string{"profile", "claude"}, 2, "", "", nil},
 		{"no name", []string{"member"}, 2, "", "", nil},
 	} {

@@ -8,10 +8,12 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/cli/client"
 	"github.com/fleetd-dev/fleetd/internal/cli/manifests"
+	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // deleteFiles is `fleetd delete -f`: DELETE /members/NAME, /profiles/NAME
-// or /tenants/NAME for every object the files define, the Members first
+// or /tenants/NAME for every object the files define (a Member with
+// --now closed at once, as `delete member --now`), the Members first
 // and then the Tenants and Profiles (manifests.ForDelete), each kind in
 // file order — so that a Profile or Tenant is deleted only once the
 // Members of the files that reference it are gone (fleetd refuses it while
@@ -29,8 +31,15 @@ func (o *deleteOptions) deleteFiles(ctx context.Context) error {
 	}
 	failed := false
 	for _, obj := range manifests.ForDelete(objs) {
-		err := c.DeleteObject(ctx, obj.GetObjectKind(), obj.GetName())
+		var view mcp.MemberView
+		if obj.GetObjectKind() == v1alpha1.KindMember {
+			view, err = c.DeleteMember(ctx, obj.GetName(), o.now)
+		} else {
+			err = c.DeleteObject(ctx, obj.GetObjectKind(), obj.GetName())
+		}
 		switch {
+		case err == nil && obj.GetObjectKind() == v1alpha1.KindMember:
+			o.deleted(obj.GetName(), view)
 		case err == nil:
 			fmt.Fprintf(o.out, "%s deleted\n", kindName(obj))
 		case client.IsNotFound(err) && o.ignoreNotFound:

@@ -43,7 +43,8 @@ func TestInbox_ShowsWaitsAndAcknowledges(t *testing.T) {
 		t.Errorf("fleetd inbox --wait on an empty mailbox: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
-	// A task its worker never took: deleting the worker leaves a
+	// A task its worker never took: deleting the worker at once (its
+	// agent is blocked, so a plain delete would wait for it) leaves a
 	// worker_gone notice for the turn.
 	if err := f.info.Sim.SetAgentStatus(f.pane(t), "blocked"); err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestInbox_ShowsWaitsAndAcknowledges(t *testing.T) {
 	if code, _, stderr := f.runArgs(t, "send", "reviewer", "--no-wait", "never typed"); code != 0 {
 		t.Fatalf("fleetd send --no-wait to a blocked worker: exit %d; stderr:\n%s", code, stderr)
 	}
-	if code, _, stderr := f.runArgs(t, "delete", "member", "reviewer"); code != 0 {
+	if code, _, stderr := f.runArgs(t, "delete", "member", "reviewer", "--now"); code != 0 {
 		t.Fatalf("fleetd delete: exit %d; stderr:\n%s", code, stderr)
 	}
 	code, stdout, stderr = f.runArgs(t, "inbox", "--wait", "--timeout", "30s", "--ack")

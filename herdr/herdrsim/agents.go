@@ -65,8 +65,9 @@ type Behavior struct {
 	Dialog string
 	// ReportSession makes an agent started with agent.start report an
 	// agent_session (kind "id") once it is ready, as herdr's integrations
-	// for Claude Code or Codex do; [Server.SetAgentSession] sets one
-	// explicitly.
+	// for Claude Code or Codex do: a new one, or the one its harness's
+	// resume command (the end of its argv) reopened;
+	// [Server.SetAgentSession] sets one explicitly.
 	ReportSession bool
 	// OnPrompt, when set, replaces the scripted reaction above: the fake
 	// records the prompt and calls OnPrompt in its own goroutine, and the
@@ -246,9 +247,30 @@ func (s *Server) launchedLocked(a *agent) {
 	a.state = stateUnknown
 	s.setStateLocked(a, stateIdle)
 	if a.behavior.ReportSession && a.pane.session == nil {
-		a.pane.session = &agentSession{Source: "herdr:" + a.kind, Agent: a.kind, Kind: "id", Value: a.kind + "-" + a.pane.terminal}
+		// An agent started with its harness's resume command reopened
+		// that session, and reports it, as the real integrations do.
+		id := resumedID(a.kind, a.argv)
+		if id == "" {
+			id = a.kind + "-" + a.pane.terminal
+		}
+		a.pane.session = &agentSession{Source: "herdr:" + a.kind, Agent: a.kind, Kind: "id", Value: id}
 		s.emitLocked("pane_updated", typed{"pane": s.paneInfoLocked(a.pane)})
 	}
+}
+
+// resumedID is the session id argv's resume command reopens ("" for
+// none): what resumeArgv writes for the harnesses herdr resumes, at the
+// end of the command line — Claude Code `--resume ID`, Codex `resume ID`.
+func resumedID(kind string, argv []string) string {
+	n := len(argv)
+	if n < 3 {
+		return ""
+	}
+	switch {
+	case kind == "claude" && argv[n-2] == "--resume", kind == "codex" && argv[n-2] == "resume":
+		return argv[n-1]
+	}
+	return ""
 }
 
 // defaultDialog is what a LaunchBlocked agent shows without Behavior.Dialog.

@@ -38,6 +38,10 @@ type backend struct {
 	source string
 	// node is this node's name in a fleet; "" for the directory.
 	node string
+	// sessions keeps members' agent sessions where every node of a
+	// fleet reads them; nil for the directory (the state directory keeps
+	// them).
+	sessions controllers.SessionKeeper
 	// close releases what the backend holds once every part stopped.
 	close func()
 	// onNode adds what the backend runs on this node once its controllers
@@ -124,9 +128,11 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 		return nil, err
 	}
 	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
+	f.agentSessions = fleet.NewSessions(cli, fo)
 	// Read once before serving, as the directory store does, so that the
-	// first requests see the fleet rather than an empty one.
-	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync} {
+	// first requests see the fleet rather than an empty one (and a member
+	// moved here resumes its agent's session from the start).
+	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync, f.agentSessions.Sync} {
 		if err := sync(ctx); err != nil {
 			return nil, fmt.Errorf("read the desired state from etcd: %w", err)
 		}
@@ -134,7 +140,7 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 	if err := f.token.Adopt(ctx, toks, state, cfg.Node); err != nil {
 		return nil, err
 	}
-	return &backend{store: f.store, node: cfg.Node, close: func() { cli.Close() }, onNode: f.onNode,
+	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, close: func() { cli.Close() }, onNode: f.onNode,
 		source: fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
 }
 
@@ -151,6 +157,8 @@ type etcdFleet struct {
 	nodes    *fleet.Nodes
 	statuses *fleet.Statuses
 	token    *fleet.Token
+	// agentSessions are the members' agent sessions kept for the fleet.
+	agentSessions *fleet.Sessions
 }
 
 // onNode adds on the node the fleet view (what the gateway and the console
@@ -169,7 +177,7 @@ func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts
 	publisher := &fleet.StatusPublisherOptions{Options: fleet.Options{Prefix: f.prefix, RequestTimeout: f.cfg.RequestTimeout, Logger: f.log}, Node: f.cfg.Node}
 	sched := &scheduler.Options{Prefix: f.prefix, Candidate: f.cfg.Node, RequestTimeout: f.cfg.RequestTimeout, RescheduleAfter: f.cfg.RescheduleAfter, Logger: f.log}
 	return &nodeParts{members: view, waiter: view, desired: f.store.Fleet(), messages: relay, nodes: f.nodes, run: []func(context.Context) error{
-		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, relay.Run,
+		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, f.agentSessions.Run, relay.Run,
 		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
 		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },
 		func(ctx context.Context) error { view.Run(ctx); return nil },

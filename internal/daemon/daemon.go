@@ -304,14 +304,22 @@ func declared(st store.Store) []v1alpha1.Member {
 	return out
 }
 
-// Roster is the desired state in st as the messaging core's admit and gone
-// policies read it ([messaging.Roster]).
-func Roster(st store.Store) messaging.Roster { return roster{st} }
+// Roster is the desired state in st, with the panes that still run for
+// members it no longer runs (closing, nil: none; the controllers'
+// Manager.RunsPane), as the messaging core's admit and gone policies read
+// it ([messaging.Roster]).
+func Roster(st store.Store, closing func(member string) bool) messaging.Roster {
+	return roster{st, closing}
+}
 
-type roster struct{ store.Store }
+type roster struct {
+	store.Store
+	closing func(string) bool
+}
 
 func (r roster) Synced() bool                        { return r.Snapshot().Synced }
 func (r roster) Member(name string) *v1alpha1.Member { return r.Snapshot().Members[name] }
+func (r roster) Closing(name string) bool            { return r.closing != nil && r.closing(name) }
 
 func isLoopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)

@@ -50,8 +50,14 @@
 //     gateway (bridge_stop's wait).
 //   - The desired state feeds the core's admit and gone policies
 //     (messaging.AdmitMembers, messaging.ReportGoneMembers) through
-//     [Roster], a thin adapter over the store; the members with their
-//     status feed the first-prompt controller (messaging.FirstPrompts).
+//     [Roster], a thin adapter over the store and the controllers' panes
+//     still closing (Manager.RunsPane); the members with their status feed
+//     the first-prompt controller (messaging.FirstPrompts).
+//   - The core is the controllers' Activity: a member to close or replace
+//     waits for what the core holds open for it; the gateway forces such a
+//     close through the controllers (mcp's Expediter: bridge_stop force,
+//     DELETE ?now=true). On etcd the fleet's agent sessions
+//     (fleet.Sessions) are the controllers' SessionKeeper.
 //   - With Config.PrimaryPane (`fleetd serve --primary-pane`) the
 //     primary-pane follower (controllers.FollowPrimaryPane, reading the
 //     controllers' shared herdr cache) feeds the primary pane's agent status

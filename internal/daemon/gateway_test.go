@@ -404,6 +404,8 @@ func TestGateway_TimeoutKeepsTurnOpen(t *testing.T) {
 	}
 }
 
+// A forced stop closes a worker's pane in the middle of its turn: the call
+// waiting on it ends with worker_gone.
 func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
 	f := startFleet(t, "")
 	w := f.spawn("coder")
@@ -413,9 +415,10 @@ func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
 	}
 	sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "task", "sessionId": "coder"})
 	f.prompt(w)
-	stop := callOK[mcp.StopOutput](f, f.primary, "bridge_stop", map[string]any{"paneId": w.pane})
-	if !stop.Stopped || !stop.Existed {
-		t.Errorf("bridge_stop = %+v, want stopped an existing member", stop)
+	f.setStatus(w, "working")
+	stop := callOK[mcp.StopOutput](f, f.primary, "bridge_stop", map[string]any{"paneId": w.pane, "force": true})
+	if !stop.Stopped || !stop.Existed || stop.Terminating {
+		t.Errorf("bridge_stop = %+v, want stopped an existing member, its pane closed", stop)
 	}
 	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("manifest still there after bridge_stop: %v", err)
@@ -434,6 +437,51 @@ func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
 	if _, err := f.connectTo(f.info.MCPURL, w.token); err == nil {
 		t.Error("a stopped worker's token still connects")
 	}
+}
+
+// A worker stopped in the middle of its turn finishes it: bridge_stop
+// returns with the worker Terminating, nothing new is sent to it, the
+// primary's held bridge_send gets the reply, and then the pane closes —
+// on both herdr protocols.
+func TestGateway_StopMidTurnDeliversTheReplyThenCloses(t *testing.T) {
+	eachProtocol(t, func(t *testing.T, protocol int) {
+		f := startFleetOn(t, protocol)
+		w := f.spawn("coder")
+		sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "long task", "sessionId": "coder"})
+		f.prompt(w)
+		f.setStatus(w, "working")
+
+		stop := callOK[mcp.StopOutput](f, f.primary, "bridge_stop", map[string]any{"paneId": "coder", "timeoutMs": 500})
+		if !stop.Stopped || !stop.Existed || !stop.Terminating {
+			t.Errorf("bridge_stop mid-turn = %+v, want stopped, its pane still closing", stop)
+		}
+		view, ok := f.memberView("coder")
+		if !ok || view.Phase != v1alpha1.PhaseTerminating || view.PaneID != w.pane {
+			t.Errorf("coder after the stop = %+v, %v; want listed Terminating in its pane", view, ok)
+		}
+		if _, err := call[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "more", "sessionId": "coder", "wait": false}); err == nil ||
+			err.Code != "worker_gone" || !strings.Contains(err.Message, "takes no new message") {
+			t.Errorf("a new bridge_send to the stopping coder: %v; want worker_gone, taking no new message", err)
+		}
+		if _, ok := f.sim.Pane(w.pane); !ok {
+			t.Fatal("the pane closed in the middle of the turn")
+		}
+
+		callOK[mcp.ReplyOutput](f, w.sess, "bridge_reply", map[string]any{"content": "done: 3 files"})
+		if out := waitOK(t, f.ctx, sent); out.Outcome != "reply" || out.Text != "done: 3 files" {
+			t.Errorf("the held bridge_send = %+v, want the reply", out)
+		}
+		if err := f.sim.SetAgentStatus(w.pane, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		err := f.info.WaitFor(f.ctx, func(ms []v1alpha1.Member) bool { return len(ms) == 0 })
+		if err != nil {
+			t.Fatalf("coder still listed after its turn ended: %v", err)
+		}
+		if _, ok := f.sim.Pane(w.pane); ok {
+			t.Error("the pane is still open after the turn ended")
+		}
+	})
 }
 
 func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testing.T) {

@@ -217,6 +217,15 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantArgs := append(append([]string{}, prof.Args...), rendering.Args...)
+		if s := m.Status.ResumedSession; s != nil {
+			// Relaunched by the second start: into the agent's own
+			// session, which the simulated agent reported.
+			tail, err := harness.ResumeArgs(prof.Harness, *s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantArgs = append(wantArgs, tail...)
+		}
 		if diff := cmp.Diff(wantArgs, args[name]); diff != "" {
 			t.Errorf("%s: agent.start args (-want +got):\n%s", name, diff)
 		}

@@ -122,7 +122,9 @@ func (p *parts) openBackend(ctx context.Context, gateway plan.Gateway) error {
 		return err
 	}
 	p.onClose(p.backend.close) // after every part has stopped
-	p.roster = Roster(p.backend.store)
+	// The controllers, opened later and before anything reads the
+	// roster, say which panes still run for members it no longer runs.
+	p.roster = Roster(p.backend.store, func(member string) bool { return p.mgr != nil && p.mgr.RunsPane(member) })
 	return nil
 }
 
@@ -154,6 +156,10 @@ func (p *parts) openControllers() error {
 	mgr, err := controllers.New(&controllers.Options{
 		OnAgentStatus: p.prompter.Feed(core.ObserveStatus), // turns end on herdr's completion evidence too
 		OnPaneGone:    p.gone.report,
+		// A member to close or replace waits for what the core holds
+		// open for it.
+		Activity: core,
+		Sessions: p.backend.sessions, // nil for the directory
 		// A prompt typed into an agent herdr relaunched is lost with it:
 		// its turn ends now, not at its deadline.
 		OnAgentRelaunched: func(member, paneID string) {
@@ -203,7 +209,7 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	}
 	p.handler, err = mcp.NewHandler(mcp.Options{
 		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
-		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir,
+		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir, Expediter: p.mgr,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
 		Loopback: p.loopback, Logger: p.log, Store: p.node.desired, Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,

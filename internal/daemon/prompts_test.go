@@ -49,9 +49,10 @@ spec: {profile: claude, prompt: "Review open PRs"}
 
 // TestFirstPrompts_OwedAcrossAReplacement follows docs/manifests.md: a
 // member's spec changes right after it first became Ready, before its
-// first prompt could be typed (its agent was still busy), so fleetd
-// replaces it. The prompt was dropped with the old pane's queue; it is
-// typed into the new pane, once, and never into the old one.
+// first prompt could be typed (its agent was still busy), and its update
+// strategy's maxWait ends before the agent is idle, so fleetd replaces it
+// busy. The prompt was dropped with the old pane's queue; it is typed into
+// the new pane, once, and never into the old one.
 func TestFirstPrompts_OwedAcrossAReplacement(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, protocol int) {
 		const member = `---
@@ -91,7 +92,7 @@ spec: {profile: claude, prompt: "Review open PRs"%s}
 		case <-f.ctx.Done():
 			t.Fatal("the first prompt was never queued")
 		}
-		if err := os.WriteFile(filepath.Join(f.manifests, "profiles.yaml"), []byte(profileOnly+fmt.Sprintf(member, ", cwd: /srv")), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(f.manifests, "profiles.yaml"), []byte(profileOnly+fmt.Sprintf(member, ", cwd: /srv, updateStrategy: {maxWait: 1s}")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		next := paneOf("starter replaced", func(m v1alpha1.Member) bool {

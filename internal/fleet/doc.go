@@ -23,6 +23,12 @@
 //     interval per member (golang.org/x/time/rate), a bounded number at
 //     once, fenced on the key's revision, deleted when the node stops
 //     running the member — and reads every node's.
+//   - [Sessions]: each member's agent session (herdr's agent_session, the
+//     conversation its harness reopens) at PREFIX/sessions/MEMBER with the
+//     member's uid, written by the node that runs the member when it
+//     changes (in the background, retried while etcd does not answer),
+//     under no lease, so that the node a member moves to resumes it (the
+//     controllers' SessionKeeper).
 //   - [Token]: the fleet's one primary token, whose SHA-256 is at
 //     PREFIX/tokens/primary, claimed by the first node with a
 //     create-if-absent transaction; every node's registry accepts that
@@ -42,6 +48,7 @@
 //     waits on: that node's report that it no longer runs it.
 //
 // It never talks to herdr, never reconciles, never writes another node's
-// keys (its status publisher yields to a newer binding's publisher) and
+// keys (its status publisher yields to a newer binding's publisher; a
+// member's session key is the node's that runs the member) and
 // never holds a lock over etcd I/O that a request handler needs.
 package fleet

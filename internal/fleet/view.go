@@ -1,8 +1,10 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -66,7 +68,9 @@ func (v *View) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) e
 	}
 }
 
-// Members returns every member of the fleet, sorted by name.
+// Members returns every member of the fleet, sorted by name, and the
+// members deleted from it whose tab this node is still closing
+// (Terminating while their agent finishes what it was given).
 func (v *View) Members() []v1alpha1.Member {
 	own := map[string]v1alpha1.Member{}
 	for _, m := range v.local.Members() {
@@ -78,10 +82,16 @@ func (v *View) Members() []v1alpha1.Member {
 		if o, ok := own[m.Name]; ok {
 			o.Status.NodeName = v.node
 			out = append(out, o)
+			delete(own, m.Name)
 			continue
 		}
 		out = append(out, v.remoteMember(&f, m))
 	}
+	for _, o := range own {
+		o.Status.NodeName = v.node
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Member) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 

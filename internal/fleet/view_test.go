@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -152,5 +153,30 @@ func TestView_WaitStoppedWaitsForTheOwningNode(t *testing.T) {
 		}
 	case <-time.After(waitLimit):
 		t.Fatal("WaitStopped did not return once b was lost")
+	}
+}
+
+// A member deleted from the fleet whose tab this node is still closing
+// (its agent finishes a turn) is listed, Terminating on this node, until
+// the controllers are done with it.
+func TestView_ListsADeletedMemberThisNodeIsClosing(t *testing.T) {
+	_, v, _ := viewFixture(t)
+	local := v.local.(*fakeControllers)
+	local.mu.Lock()
+	local.members["gone"] = v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "gone", UID: "u-gone"},
+		Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseTerminating, PaneID: "w1:p3"}}
+	local.mu.Unlock()
+	var names []string
+	for _, m := range v.Members() {
+		names = append(names, m.Name)
+		if m.Name == "gone" && (m.Status.Phase != v1alpha1.PhaseTerminating || m.Status.NodeName != "a") {
+			t.Errorf("gone listed as %+v; want Terminating on node a", m.Status)
+		}
+	}
+	if want := []string{"far", "gone", "mine", "nowhere", "quiet"}; !slices.Equal(names, want) {
+		t.Errorf("members %v, want %v (sorted)", names, want)
+	}
+	if m, ok := v.Member("gone"); !ok || m.Status.Phase != v1alpha1.PhaseTerminating {
+		t.Errorf("Member(gone) = %+v, %v", m.Status, ok)
 	}
 }

@@ -128,13 +128,20 @@
 // Two policies read the declared fleet, through interfaces this package
 // declares and the daemon satisfies (it never imports the controllers, their
 // store or herdr). [AdmitMembers], the core's [Options.Admit], refuses a new
-// message to a name that is not a member (not_found) or is a paused one
-// (worker_gone); [ReportGoneMembers] reports every busy worker that is not
-// a running member gone, after each change of the desired state and on the
-// first pass after a restart. Both read a [Roster]. [FirstPrompts] owes each
+// message to a name that is not a member (not_found), is a paused one, or
+// is one whose tab is closing once its agent is idle (worker_gone: nothing
+// new is typed into a member being deleted, stopped or paused, while what
+// it was given goes on); [ReportGoneMembers] reports every busy worker
+// that is not a running member and has no pane left gone, after each
+// change of the desired state and on the first pass after a restart — a
+// closing pane is reported by the controllers when it closes. Both read a
+// [Roster]. The controllers, in turn, wait for what [Core.Outstanding]
+// says the core holds open for a member before they close its tab or
+// replace its agent. [FirstPrompts] owes each
 // member its spec.prompt until it was typed into one of its panes: once per
 // member uid, when the member is first Ready, as a detached send from the
-// primary, recorded in a file of the state directory; a prompt the core
+// primary, recorded in a file of the state directory — and once more for
+// each changed prompt; a prompt the core
 // dropped untyped with a pane that went away ([FirstPrompts.WorkerGone],
 // which the daemon calls instead of [Core.WorkerGone]) is owed to the next
 // pane. It reads the members with their status from a [Fleet].
@@ -149,7 +156,7 @@
 // changing call holds it too, except while its records are written and
 // fsynced. They are applied only after the fsync, so no change is visible
 // (to a poll, a status, a waiting caller) before it is durable. Calls that
-// only read — Poll and PollPage, Status, Pending, Busy — take the state lock
+// only read — Poll and PollPage, Status, Pending, Busy, Outstanding — take the state lock
 // alone, for in-memory work only: they never wait on the disk, however slow
 // its fsync. Compaction takes its snapshot under both locks, in memory, and
 // writes the new file in a goroutine that holds neither: calls go on

@@ -22,39 +22,55 @@ type Roster interface {
 	// Watch returns a channel that receives a value after every change of
 	// the desired state, until ctx ends.
 	Watch(ctx context.Context) <-chan struct{}
+	// Closing reports whether member name's pane still runs although the
+	// desired state no longer runs the member (deleted or paused): its
+	// agent finishes what it was given before its tab closes, and the
+	// controllers report the close themselves. It must not block.
+	Closing(name string) bool
 }
 
 // AdmitMembers is the core's Admit check ([Options.Admit]) against the
 // desired state in r: a new message to a name that is not a member is
-// refused with not_found, one to a paused member with worker_gone. Until r
-// has first read its source every name is admitted. It only reads r's
-// current state, so it may run under the core's lock.
+// refused with not_found, one to a paused member with worker_gone, and so
+// is one to a member whose tab is closing (deleted or paused while its
+// agent was busy): nothing new is typed into it, while what it was given
+// goes on. Until r has first read its source every name is admitted. It
+// only reads r's current state, so it may run under the core's lock.
 func AdmitMembers(r Roster) func(worker string) error {
 	return func(worker string) error {
 		if !r.Synced() {
 			return nil
 		}
 		m := r.Member(worker)
-		if gone, why := notRunning(m, worker); gone {
-			code := CodeWorkerGone
-			if m == nil {
-				code = CodeNotFound
+		gone, why := notRunning(m, worker)
+		switch {
+		case !gone:
+			return nil
+		case r.Closing(worker):
+			what := "was deleted"
+			if m != nil {
+				what = "is paused"
 			}
-			return &Error{Code: code, Msg: why}
+			return &Error{Code: CodeWorkerGone, Msg: fmt.Sprintf("member %s %s: it takes no new message; its agent finishes what it was given, then its tab closes", worker, what)}
+		case m == nil:
+			return &Error{Code: CodeNotFound, Msg: why}
 		}
-		return nil
+		return &Error{Code: CodeWorkerGone, Msg: why}
 	}
 }
 
 // ReportGoneMembers keeps core from waiting on members that will not run:
 // once r has read its source, and again after every change of it, each
 // worker the core is busy with (an open turn or a queued message) that is
-// not a member, or is a paused one, is reported gone ([Core.WorkerGone]),
-// so that its waiting calls fail with worker_gone and its queued messages
-// end in the sender's mailbox. The controllers report a closed pane
-// themselves; this covers a member paused or deleted while it had no pane,
-// and, on the first pass after a restart, one deleted or paused while
-// fleetd was down (being gone is not journalled). It blocks until ctx ends.
+// not a member, or is a paused one, and has no pane left ([Roster.Closing]
+// is false) is reported gone ([Core.WorkerGone]), so that its waiting
+// calls fail with worker_gone and its queued messages end in the sender's
+// mailbox. A member whose pane still runs is not gone: its tab closes
+// once its agent finished what it was given, and the controllers report
+// the closed pane themselves. This covers a member paused or deleted while
+// it had no pane, and, on the first pass after a restart, one deleted or
+// paused while fleetd was down (being gone is not journalled). It blocks
+// until ctx ends.
 func ReportGoneMembers(ctx context.Context, r Roster, core *Core) {
 	changed := r.Watch(ctx)
 	for {
@@ -62,7 +78,7 @@ func ReportGoneMembers(ctx context.Context, r Roster, core *Core) {
 			for _, name := range core.Busy() {
 				// Read the desired state again right before: a member
 				// unpaused meanwhile must not lose its new messages.
-				if gone, why := notRunning(r.Member(name), name); gone {
+				if gone, why := notRunning(r.Member(name), name); gone && !r.Closing(name) {
 					core.WorkerGone(name, why)
 				}
 			}

@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -19,6 +20,7 @@ type fakeRoster struct {
 	mu       sync.Mutex
 	synced   bool
 	members  map[string]*v1alpha1.Member
+	closing  map[string]bool // panes still open for members it no longer runs
 	watchers []chan struct{}
 }
 
@@ -63,6 +65,22 @@ func (s *fakeRoster) Member(name string) *v1alpha1.Member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.members[name]
+}
+
+func (s *fakeRoster) Closing(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing[name]
+}
+
+// setClosing says which members' panes still run, closing once idle.
+func (s *fakeRoster) setClosing(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = map[string]bool{}
+	for _, n := range names {
+		s.closing[n] = true
+	}
 }
 
 func (s *fakeRoster) Watch(ctx context.Context) <-chan struct{} {
@@ -289,5 +307,124 @@ func TestReportGoneMembers_Unpause(t *testing.T) {
 		if got := f.core.Status("w").OpenTurns; len(got) != 1 || got[0].ID != res.TurnID {
 			t.Errorf("w's turns: %+v, want %s open", got, res.TurnID)
 		}
+	})
+}
+
+// A member deleted or paused while its agent works keeps its pane until
+// the agent is idle: nothing reports it gone meanwhile — the call held on
+// it keeps waiting and gets the turn's reply — and new messages to it are
+// refused with worker_gone, saying its tab is closing. Once the pane is
+// gone (the controllers report it), so is the worker.
+func TestReportGoneMembers_WaitsForTheClosingPane(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		after   map[string]bool
+		refusal string
+	}{
+		{"deleted", map[string]bool{}, "member w was deleted: it takes no new message; its agent finishes what it was given, then its tab closes"},
+		{"paused", map[string]bool{"w": true}, "member w is paused: it takes no new message; its agent finishes what it was given, then its tab closes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := startMembers(t, t.TempDir(), newFakeRoster(map[string]bool{"w": false}))
+				defer f.stop()
+				f.core.ObserveStatus("w", messaging.StatusIdle, 1)
+				type sent struct {
+					res messaging.SendResult
+					err error
+				}
+				held := make(chan sent, 1)
+				go func() {
+					res, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "task", Wait: true})
+					held <- sent{res, err}
+				}()
+				synctest.Wait()
+				f.core.ObserveStatus("w", messaging.StatusWorking, 2) // the agent took the prompt
+
+				f.st.setClosing("w")
+				f.st.set(tc.after)
+				synctest.Wait()
+				select {
+				case s := <-held:
+					t.Fatalf("the held send ended while w's pane still runs: %+v, %v", s.res, s.err)
+				default:
+				}
+				_, err := f.core.Send(context.Background(), messaging.SendRequest{From: "primary", To: "w", Content: "new"})
+				if messaging.CodeOf(err) != messaging.CodeWorkerGone || !strings.Contains(err.Error(), tc.refusal) {
+					t.Errorf("a new send to the closing w: %v; want worker_gone saying %q", err, tc.refusal)
+				}
+
+				if _, err := f.core.Reply(context.Background(), "w", "done", true); err != nil {
+					t.Fatal(err)
+				}
+				if s := <-held; s.err != nil || s.res.Outcome != messaging.OutcomeReply || s.res.Text != "done" {
+					t.Errorf("the held send = %+v, %v; want w's reply", s.res, s.err)
+				}
+				f.core.ObserveStatus("w", messaging.StatusIdle, 3)
+				f.st.setClosing() // its tab closed
+				f.core.WorkerGone("w", "deleted")
+				if st := f.core.Status("w"); !st.Gone {
+					t.Errorf("w after its pane closed: %+v, want gone", st)
+				}
+			})
+		})
+	}
+}
+
+// Outstanding says what the core holds open for a worker, in words, and
+// nothing for an idle worker whose turns ended.
+func TestCore_OutstandingSaysWhatIsOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := startMembers(t, t.TempDir(), newFakeRoster(map[string]bool{"w": false}))
+		defer f.stop()
+		ctx := context.Background()
+		outstanding := func(want ...string) {
+			t.Helper()
+			synctest.Wait()
+			why, busy := f.core.Outstanding("w")
+			if busy != (len(want) > 0) {
+				t.Errorf("Outstanding = %q, %v; want busy %v", why, busy, len(want) > 0)
+			}
+			for _, w := range want {
+				if !strings.Contains(why, w) {
+					t.Errorf("Outstanding = %q; want it to say %q", why, w)
+				}
+			}
+		}
+		outstanding()
+		first, err := f.core.Send(ctx, messaging.SendRequest{From: "primary", To: "w", Content: "one"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.core.Send(ctx, messaging.SendRequest{From: "primary", To: "w", Content: "two"}); err != nil {
+			t.Fatal(err)
+		}
+		outstanding("2 messages are queued for it")
+		f.core.ObserveStatus("w", messaging.StatusIdle, 1) // "one" is typed
+		outstanding("a prompt it was given awaits pickup", "1 message is queued for it")
+		f.core.ObserveStatus("w", messaging.StatusWorking, 2)
+		outstanding("turn "+first.TurnID+" is open since", "1 message is queued for it")
+		asked := make(chan error, 1)
+		go func() {
+			_, err := f.core.Ask(ctx, "w", "which one?", time.Hour)
+			asked <- err
+		}()
+		outstanding("its question in turn " + first.TurnID + " waits for an answer")
+		if _, err := f.core.Send(ctx, messaging.SendRequest{From: "primary", To: "w", TurnID: first.TurnID, Content: "the first"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-asked; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.core.Reply(ctx, "w", "done", true); err != nil {
+			t.Fatal(err)
+		}
+		f.core.ObserveStatus("w", messaging.StatusIdle, 3) // "two" is typed
+		f.core.ObserveStatus("w", messaging.StatusWorking, 4)
+		if _, err := f.core.Reply(ctx, "w", "done too", true); err != nil {
+			t.Fatal(err)
+		}
+		f.core.ObserveStatus("w", messaging.StatusIdle, 5)
+		outstanding()
 	})
 }

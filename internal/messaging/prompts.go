@@ -2,6 +2,8 @@ package messaging
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +49,10 @@ type FirstPromptsOptions struct {
 // primary's mailbox): a member's first task is owed until it was typed into
 // one of its panes. A member is identified by its uid, so a member deleted
 // and created again under the same name gets its prompt again, and a spec
-// change does not.
+// change does not — unless it changes the prompt: a changed spec.prompt is
+// a new first task, delivered once, to the running agent (a prompt alone
+// needs no new agent) or to the one that replaces it, when it is Ready;
+// the injector types it when the agent is idle.
 //
 // A prompt queued but not yet typed when the member's pane goes away (a
 // spec change replaced it right after it became Ready, it was paused) is
@@ -56,8 +61,10 @@ type FirstPromptsOptions struct {
 // core and, when the drop took the first prompt untyped, owes it again:
 // it is sent once the member is Ready in another pane.
 //
-// Which members got theirs is kept in a file (member uid → turn id; the
-// daemon's is statedir's Layout.Prompts). The record is written after the
+// Which members got theirs is kept in a file (member uid → the turn id and
+// a digest of the prompt; the daemon's is statedir's Layout.Prompts; a
+// bare turn id, as older fleetds wrote it, stands for the prompt the member
+// has when it is first read). The record is written after the
 // core acknowledged the send (the core's journal then holds the queued
 // prompt, which survives a restart by itself). A crash between the two
 // resends that one prompt after a restart; recording first would lose it
@@ -74,7 +81,7 @@ type FirstPrompts struct {
 	// records of members that no longer exist get dropped.
 	roster Roster
 	log    *slog.Logger
-	done   map[string]string // member uid → turn of its queued prompt (the file)
+	done   map[string]delivered // member uid → its queued prompt (the file)
 	// lostIn holds, by member uid, the pane a member's first prompt was
 	// dropped with, untyped: it is owed again once the member is Ready in
 	// another pane (not the stale Ready of the pane that went away).
@@ -96,7 +103,7 @@ func NewFirstPrompts(path string, fleet Fleet, roster Roster, sender Sender, opt
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	fp := &FirstPrompts{path: path, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]string{}, lostIn: map[string]string{}}
+	fp := &FirstPrompts{path: path, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]delivered{}, lostIn: map[string]string{}}
 	data, err := statedir.ReadFile(path, statedir.MaxIndexBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -133,8 +140,14 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 		if m.Spec.Prompt == "" || m.UID == "" || m.Status.Phase != v1alpha1.PhaseReady {
 			continue
 		}
-		if _, ok := fp.done[m.UID]; ok {
-			continue
+		digest := promptDigest(m.Spec.Prompt)
+		if d, ok := fp.done[m.UID]; ok {
+			if d.Prompt == "" { // recorded by an older fleetd: the prompt it has now
+				fp.done[m.UID], changed = delivered{Turn: d.Turn, Prompt: digest}, true
+			}
+			if d.Prompt == "" || d.Prompt == digest {
+				continue
+			}
 		}
 		if pane, ok := fp.lostIn[m.UID]; ok && m.Status.PaneID == pane {
 			continue
@@ -144,10 +157,15 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 			fp.log.Error("could not queue a member's first prompt; will retry on the next change", "member", m.Name, "err", err)
 			continue
 		}
-		fp.done[m.UID] = res.TurnID
+		_, again := fp.done[m.UID]
+		fp.done[m.UID] = delivered{Turn: res.TurnID, Prompt: digest}
 		delete(fp.lostIn, m.UID)
 		changed = true
-		fp.log.Info("first prompt queued", "member", m.Name, "turn", res.TurnID)
+		if again {
+			fp.log.Info("changed first prompt queued", "member", m.Name, "turn", res.TurnID)
+		} else {
+			fp.log.Info("first prompt queued", "member", m.Name, "turn", res.TurnID)
+		}
 	}
 	if fp.roster.Synced() {
 		for uid := range fp.done {
@@ -180,7 +198,7 @@ func (fp *FirstPrompts) WorkerGone(name, paneID, reason string) {
 	uid, turn := "", ""
 	for _, m := range fp.members.Members() {
 		if m.Name == name {
-			uid, turn = m.UID, fp.done[m.UID]
+			uid, turn = m.UID, fp.done[m.UID].Turn
 			break
 		}
 	}
@@ -205,4 +223,28 @@ func (fp *FirstPrompts) save() error {
 		return err
 	}
 	return atomicfile.Write(fp.path, append(data, '\n'), statedir.FileMode)
+}
+
+// delivered is a member's first prompt as queued: its turn and a digest
+// of its text, which tells a changed spec.prompt.
+type delivered struct {
+	Turn   string `json:"turn"`
+	Prompt string `json:"prompt,omitempty"`
+}
+
+// UnmarshalJSON also reads an older fleetd's record: the bare turn id.
+func (d *delivered) UnmarshalJSON(data []byte) error {
+	var turn string
+	if err := json.Unmarshal(data, &turn); err == nil {
+		*d = delivered{Turn: turn}
+		return nil
+	}
+	type plain delivered
+	return json.Unmarshal(data, (*plain)(d))
+}
+
+// promptDigest identifies a prompt's text without keeping it.
+func promptDigest(prompt string) string {
+	sum := sha256.Sum256([]byte(prompt))
+	return hex.EncodeToString(sum[:12])
 }

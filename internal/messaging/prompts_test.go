@@ -25,6 +25,7 @@ type syncedRoster bool
 func (s syncedRoster) Synced() bool                        { return bool(s) }
 func (syncedRoster) Member(string) *v1alpha1.Member        { return nil }
 func (syncedRoster) Watch(context.Context) <-chan struct{} { return nil }
+func (syncedRoster) Closing(string) bool                   { return false }
 
 // recordingSender records what it is asked; every turn it opened stays
 // open and untyped (a worker never idle) until typed[turn] says otherwise.
@@ -177,5 +178,47 @@ func TestFirstPrompts_OwedUntilTyped(t *testing.T) {
 	fp.deliver(ctx)
 	if len(s.sent) != 2 {
 		t.Errorf("a typed prompt was sent again after its pane went: %+v", s.sent)
+	}
+}
+
+// A changed spec.prompt is a new first task: delivered once to the member
+// (by uid) when it is Ready, after a restart too, and never again for the
+// same text; a record an older fleetd wrote (a bare turn id) stands for
+// the prompt the member has when it is first read.
+func TestFirstPrompts_ChangedPromptIsDeliveredOnce(t *testing.T) {
+	path := statedir.At(t.TempDir()).Prompts()
+	if err := os.WriteFile(path, []byte(`{"uid-old": "t-7"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ms := &fakeMembers{list: []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "first"), member("old", "uid-old", v1alpha1.PhaseReady, "legacy")}}
+	open := func(s *recordingSender) *FirstPrompts {
+		fp, err := NewFirstPrompts(path, ms, syncedRoster(true), s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	ctx := context.Background()
+	s := &recordingSender{}
+	fp := open(s)
+	fp.deliver(ctx)
+	ms.list[0].Spec.Prompt = "second"
+	fp.deliver(ctx)
+	fp.deliver(ctx)
+	want := []SendRequest{{From: DefaultPrimaryName, To: "a", Content: "first"}, {From: DefaultPrimaryName, To: "a", Content: "second"}}
+	if diff := cmp.Diff(want, s.sent); diff != "" {
+		t.Fatalf("sent (-want +got):\n%s", diff)
+	}
+
+	// After a restart: nothing again; the legacy member's next change is
+	// delivered.
+	s2 := &recordingSender{}
+	fp2 := open(s2)
+	fp2.deliver(ctx)
+	ms.list[1].Spec.Prompt = "legacy, changed"
+	fp2.deliver(ctx)
+	want = []SendRequest{{From: DefaultPrimaryName, To: "old", Content: "legacy, changed"}}
+	if diff := cmp.Diff(want, s2.sent); diff != "" {
+		t.Errorf("sent after the restart (-want +got):\n%s", diff)
 	}
 }

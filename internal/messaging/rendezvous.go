@@ -720,6 +720,45 @@ func (c *Core) Status(name string) WorkerStatus {
 	return s
 }
 
+// Outstanding reports what the core holds open for worker name, in a few
+// words, and whether there is anything: a prompt being typed into its
+// pane or awaiting pickup, messages queued for it, a question it asked
+// that waits for an answer, a turn it started and has not ended (or whose
+// end is being read). A turn whose prompt went in but which the agent
+// never started holds nothing: an idle agent owes it no work. The member
+// controller waits for none of it before closing the worker's tab or
+// replacing its agent (controllers.Activity). It reads memory only.
+func (c *Core) Outstanding(name string) (why string, busy bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	if w := c.workers[name]; w != nil && !w.gone {
+		switch {
+		case w.inflight != nil && !w.inflight.sent:
+			out = append(out, "a prompt is being typed into it")
+		case w.inflight != nil:
+			out = append(out, "a prompt it was given awaits pickup")
+		}
+		if n := len(w.queue); n == 1 {
+			out = append(out, "1 message is queued for it")
+		} else if n > 1 {
+			out = append(out, fmt.Sprintf("%d messages are queued for it", n))
+		}
+	}
+	for _, t := range c.sortedTurns() {
+		switch {
+		case t.worker != name:
+		case t.ask != nil:
+			out = append(out, fmt.Sprintf("its question in turn %s waits for an answer", t.id))
+		case t.closing:
+			out = append(out, fmt.Sprintf("the end of turn %s is being read", t.id))
+		case t.delivered && t.started:
+			out = append(out, fmt.Sprintf("turn %s is open since %s", t.id, t.created.UTC().Format(time.TimeOnly)))
+		}
+	}
+	return strings.Join(out, "; "), len(out) > 0
+}
+
 // Busy returns, sorted, the workers something waits on: those with an open
 // turn or a message queued for their pane. The primary is not a worker and is
 // never listed. fleetd reports those that are no longer running members gone

@@ -5,7 +5,13 @@
 // FLEETD_TOKEN found in its own pane's environment, exactly as a coding
 // agent started by fleetd would — calls bridge_reply with that text, and
 // goes idle again. It lets a user try delegation end to end (`fleetd send
-// reviewer hello` prints "echo: hello") without a real agent.
+// reviewer hello` prints "echo: hello") without a real agent. A prompt
+// that starts with "sleep N " keeps the agent working for N seconds first
+// ([SleepPrefix]; `fleetd send reviewer "sleep 5 hello"`), a turn long
+// enough to watch fleetd wait for it before it closes or replaces the
+// agent. Each agent reports its own session once ready, and an agent
+// relaunched to resume it reports the same one, as a real harness's
+// integration does: that is how fleetd keeps an agent's memory.
 //
 // The package is the MCP-speaking half of the simulation; package herdrsim
 // stays free of MCP and only calls the [herdrsim.Behavior] hook this

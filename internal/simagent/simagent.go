@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,40 @@ import (
 
 // ReplyPrefix starts every reply: a prompt "hello" is answered "echo: hello".
 const ReplyPrefix = "echo: "
+
+// A prompt that starts with "sleep N " (N a number of seconds, or a Go
+// duration such as 90s or 2m; at most MaxTurn) keeps the agent working
+// for that long before it replies to the rest: "sleep 5 write the summary"
+// is answered "echo: write the summary" five seconds later. It is a turn
+// that lasts, to try what fleetd does with a busy agent — a deletion, a
+// pause or a spec change waits for the turn to end.
+const (
+	SleepPrefix = "sleep "
+	MaxTurn     = 5 * time.Minute
+)
+
+// turnOf splits a prompt into how long its turn lasts and what is
+// answered: "sleep 5 x" is 5 s and "x"; any other prompt is answered at
+// once, whole.
+func turnOf(prompt string) (time.Duration, string) {
+	rest, ok := strings.CutPrefix(prompt, SleepPrefix)
+	if !ok {
+		return 0, prompt
+	}
+	word, text, _ := strings.Cut(rest, " ")
+	d, err := time.ParseDuration(word)
+	if err != nil {
+		n, nerr := strconv.Atoi(word)
+		if nerr != nil {
+			return 0, prompt
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d <= 0 {
+		return 0, prompt
+	}
+	return min(d, MaxTurn), text
+}
 
 // Herdr is the part of the simulated herdr an agent drives
 // (*herdrsim.Server satisfies it).
@@ -83,9 +119,11 @@ func New(opts *Options) *Agents {
 }
 
 // Behavior is the herdrsim behaviour of an answering agent: it launches
-// normally and hands every prompt to a.
+// normally, reports its own session once ready (reopened when its
+// launch resumes one, as Claude Code's and Codex's do), and hands every
+// prompt to a.
 func (a *Agents) Behavior() herdrsim.Behavior {
-	return herdrsim.Behavior{OnPrompt: a.prompted}
+	return herdrsim.Behavior{OnPrompt: a.prompted, ReportSession: true}
 }
 
 // Attach tells a which simulated herdr its agents live in. The server is
@@ -127,14 +165,19 @@ func (a *Agents) prompted(paneID, prompt string) {
 	})
 }
 
-// answer runs one turn: working, print and reply, idle. The agent goes
-// idle even when the reply failed, as a real agent ends its turn.
+// answer runs one turn: working (for as long as the prompt asks), print
+// and reply, idle. The agent goes idle even when the reply failed, as a
+// real agent ends its turn.
 func (a *Agents) answer(ctx context.Context, h Herdr, paneID, prompt string) error {
 	if err := h.SetAgentState(paneID, "working"); err != nil {
 		return fmt.Errorf("start working: %w", err)
 	}
-	text := ReplyPrefix + prompt
-	err := h.WriteOutput(paneID, text)
+	lasts, rest := turnOf(prompt)
+	text := ReplyPrefix + rest
+	err := a.work(ctx, lasts)
+	if err == nil {
+		err = h.WriteOutput(paneID, text)
+	}
 	if err == nil {
 		err = a.reply(ctx, h, paneID, text)
 	}
@@ -142,6 +185,21 @@ func (a *Agents) answer(ctx context.Context, h Herdr, paneID, prompt string) err
 		err = errors.Join(err, fmt.Errorf("end turn: %w", ierr))
 	}
 	return err
+}
+
+// work keeps the agent busy for d, or until ctx ends (Close).
+func (a *Agents) work(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // reply connects to the gateway named in the pane's environment with the

@@ -257,3 +257,16 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// A prompt "sleep N rest" is answered "echo: rest" once its turn ended.
+func TestAgents_SleepPrefixAnswersTheRestWhenTheTurnEnds(t *testing.T) {
+	g := newGateway(t, "tok-a")
+	f := newFleet(t)
+	pane := f.startAgent(t, "w", map[string]string{harness.URLEnv: g.url, harness.TokenEnv: "tok-a"})
+	if st := f.prompt(t, pane, "sleep 20ms hello"); st != herdr.StatusIdle && st != herdr.StatusDone {
+		t.Errorf("after the turn the agent is %s, want idle or done", st)
+	}
+	if diff := cmp.Diff(reply{Token: "tok-a", Content: "echo: hello"}, <-g.calls); diff != "" {
+		t.Errorf("bridge_reply (-want +got):\n%s", diff)
+	}
+}

@@ -10,6 +10,8 @@
 //	tokens.json              0600  worker token hashes and their panes (package tokens)
 //	objects.json             0600  uids, generations and creation times of objects (internal/store)
 //	owned/NAME.json          0600  the pane fleetd runs for member NAME (controllers), in a 0700 directory
+//	members/NAME.json        0600  what fleetd keeps of member NAME across its panes: its agent's session,
+//	                               a graceful close or replacement under way (controllers), in a 0700 directory
 //	harness/NAME/            0700  member NAME's harness config files, each 0600 (internal/harness)
 //	messages/                0700  the messaging journal's directory (internal/messaging);
 //	messages/messaging.journal 0600  the journal itself, named by package messaging

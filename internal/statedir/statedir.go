@@ -23,6 +23,7 @@ const (
 	tokensFile   = "tokens.json"
 	objectsFile  = "objects.json"
 	ownedDir     = "owned"
+	memoryDir    = "members"
 	harnessDir   = "harness"
 	messagesDir  = "messages"
 	promptsFile  = "prompts-delivered.json"
@@ -100,6 +101,16 @@ func (l Layout) OwnedSpare(id string) string { return l.path(ownedDir, sparePref
 // IsOwnedSpare reports whether a file name in [Layout.OwnedDir] is a spare
 // ([Layout.OwnedSpare]).
 func IsOwnedSpare(name string) bool { return strings.HasPrefix(name, sparePrefix) }
+
+// MemoryDir is the directory of what the controllers keep of each member
+// across its panes and fleetd's restarts (the agent's session, a graceful
+// close or replacement under way), one file per member.
+func (l Layout) MemoryDir() string { return l.path(memoryDir) }
+
+// Memory is member name's file in [Layout.MemoryDir]. A name that starts
+// with a dot is never a member's: temporary files of interrupted writes
+// are dot-files.
+func (l Layout) Memory(name string) string { return l.path(memoryDir, name+recordSuffix) }
 
 // Harness is the directory of member name's harness config files.
 func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }

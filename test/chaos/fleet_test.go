@@ -216,13 +216,15 @@ func (w *world) startFleetd() {
 		w.t.Fatalf("store: %v", err)
 	}
 	prompter := herdrprompt.New(hc)
+	var mgr *controllers.Manager // the roster asks it which panes still close
+	roster := daemon.Roster(st, func(member string) bool { return mgr != nil && mgr.RunsPane(member) })
 	core, err := messaging.New(statedir.At(w.state).Messages(), prompter, &messaging.Options{
 		// PickupGrace must outlast the way of a status event from herdr
 		// through the controller on a loaded machine: a shorter one lets a
 		// second prompt into a turn (and a reply to the wrong turn) before
 		// the pickup is seen.
 		Logger: w.log, PickupGrace: 3 * time.Second, PromptTimeout: 2 * time.Second, DefaultTimeout: time.Hour,
-		Admit:           messaging.AdmitMembers(daemon.Roster(st)),
+		Admit:           messaging.AdmitMembers(roster),
 		PrimaryName:     primary,
 		MaxContentBytes: maxContent, MaxMailboxMessages: maxMailboxMsgs, MaxMailboxBytes: maxMailboxBytes,
 		MaxPollBytes: maxPollBytes,
@@ -230,8 +232,8 @@ func (w *world) startFleetd() {
 	if err != nil {
 		w.t.Fatalf("messaging core: %v", err)
 	}
-	mgr, err := controllers.New(&controllers.Options{
-		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log,
+	mgr, err = controllers.New(&controllers.Options{
+		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log, Activity: core,
 		OnPaneGone:    func(member, _, reason string) { core.WorkerGone(member, reason) },
 		OnAgentStatus: core.ObserveStatus,
 		OnAgentRelaunched: func(member, paneID string) {
@@ -254,7 +256,7 @@ func (w *world) startFleetd() {
 	go func() { fd.done <- mgr.Run(ctx) }()
 	go func() {
 		defer close(fd.gone)
-		messaging.ReportGoneMembers(ctx, daemon.Roster(st), core)
+		messaging.ReportGoneMembers(ctx, roster, core)
 	}()
 	w.fd = fd
 }

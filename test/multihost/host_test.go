@@ -270,8 +270,9 @@ type placed struct {
 // fleetState is what the fleet runs now, from the running nodes' own views
 // and their herdrs.
 type fleetState struct {
-	// ready: members Ready on a running node, by name, with every node
-	// that says so.
+	// ready: members whose agent runs on a running node (Ready=True:
+	// phase Ready, or Degraded after a crash loop), by name, with every
+	// node that says so.
 	ready map[string][]placed
 	// panes: each member's panes in the herdrs of the running nodes, as
 	// host/pane.
@@ -282,7 +283,9 @@ func (f *hostFleet) state() fleetState {
 	s := fleetState{ready: map[string][]placed{}, panes: map[string][]string{}}
 	for _, h := range f.up() {
 		for _, m := range h.local() {
-			if m.Status.Phase == v1alpha1.PhaseReady {
+			// The agent runs: Ready, or Degraded after a crash loop
+			// (the chaos kills one member's pane again and again).
+			if readyOf(m).Status == v1alpha1.ConditionTrue && m.Status.PaneID != "" {
 				s.ready[m.Name] = append(s.ready[m.Name], placed{Host: h.name, Pane: m.Status.PaneID, Restarts: m.Status.Restarts})
 			}
 		}

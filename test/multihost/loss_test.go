@@ -138,7 +138,8 @@ func agentPanes(srv *herdrsim.Server, name string) []string {
 // runs on b while the one pinned to a waits. a restarts on its herdr,
 // which still holds the free member's old pane: a closes that pane in its
 // first reconcile (the member is no longer in its snapshot) and creates
-// nothing; the pinned member's pane is adopted.
+// nothing; the pinned member's pane is adopted. The free member's agent
+// resumes on b the session it had on a (kept in etcd).
 func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	prefix := uniquePrefix("/fleet-loss")
 	putProfile(t, prefix)
@@ -152,7 +153,7 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	t.Cleanup(func() { herdrA.Close() })
 	stateA := t.TempDir()
 	proxy := startProxy(t, cluster.Endpoints()[0])
-	a, stopA := runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA,
+	a, stopA := runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA, ResyncPeriod: time.Second, // reads agent sessions soon
 		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", NodeTTL: ttl, RequestTimeout: time.Second}})
 	for _, name := range []string{"a", "b"} {
 		b.untilNode(t, name, "Ready", nodeReady)
@@ -176,6 +177,21 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	if len(oldFree) != 1 || len(oldKeep) != 1 {
 		t.Fatalf("a's herdr runs free %v, keep %v; want one pane each", oldFree, oldKeep)
 	}
+	// free's agent reports its own session; a keeps it in etcd.
+	const session = "0b6b4c8e-6f1e-4c43-9d8e-3f3c1a2b9e10"
+	if err := herdrA.SetAgentSession(oldFree[0], herdrsim.AgentSession{Source: "herdr:claude", Agent: "claude", Kind: "id", Value: session}); err != nil {
+		t.Fatal(err)
+	}
+	cli := etcdClient(t)
+	for kept := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := cli.Get(context.Background(), prefix+"/sessions/free")
+		if err == nil && len(resp.Kvs) == 1 && strings.Contains(string(resp.Kvs[0].Value), session) {
+			break
+		}
+		if time.Since(kept) > 10*time.Second {
+			t.Fatalf("a did not keep free's agent session in etcd within 10 s: %v, %v", resp, err)
+		}
+	}
 
 	// Kill a: cut from etcd, then stopped; its lease expires.
 	proxy.cut()
@@ -189,8 +205,12 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 		t.Errorf("keep while a is lost: node %q, Ready %+v", m.Status.NodeName, c)
 	}
 
-	// After the grace free runs on b; keep still waits for a.
+	// After the grace free runs on b, its agent's session resumed; keep
+	// still waits for a.
 	b.waitFor(t, "free ready on b", readyOn("free"))
+	if fm := b.untilMember(t, "free", "on b", func(v1alpha1.Member) bool { return true }); fm.Status.ResumedSession == nil || fm.Status.ResumedSession.Value != session {
+		t.Errorf("free on b: resumedSession %+v; want the session it had on a, %s", fm.Status.ResumedSession, session)
+	}
 	if m := b.untilMember(t, "keep", "still on a", func(v1alpha1.Member) bool { return true }); m.Status.NodeName != "a" || readyOf(m).Reason != v1alpha1.ReasonNodeLost {
 		t.Errorf("keep after the grace: node %q, Ready %+v; want it to wait for a", m.Status.NodeName, readyOf(m))
 	}

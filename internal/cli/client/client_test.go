@@ -59,7 +59,7 @@ func TestRequests_CarryTheTokenAndReportFleetdsErrors(t *testing.T) {
 	if found || err != nil {
 		t.Errorf("Live(Member, ghost) = found %v, %v; want not found, no error", found, err)
 	}
-	_, err = c.DeleteMember(context.Background(), "ghost")
+	_, err = c.DeleteMember(context.Background(), "ghost", false)
 	var he *HTTPError
 	if !errors.As(err, &he) || !IsNotFound(err) || he.Code != "not_found" {
 		t.Errorf("DeleteMember(ghost) = %#v", err)

@@ -57,11 +57,18 @@ func (c *Client) MemberEvents(ctx context.Context, name string) ([]v1alpha1.Even
 }
 
 // DeleteMember deletes member ref (DELETE /members/{ref}) and returns the
-// name of the member deleted ("" when fleetd did not say).
-func (c *Client) DeleteMember(ctx context.Context, ref string) (string, error) {
+// member as it was when it was deleted (no name when fleetd did not say).
+// A member whose agent is busy keeps its tab until the agent is idle; now
+// closes it at once (?now=true), a member deleted before and still
+// closing too.
+func (c *Client) DeleteMember(ctx context.Context, ref string, now bool) (mcp.MemberView, error) {
 	var res mcp.WriteResult
-	err := c.Delete(ctx, memberPath(ref, ""), &res)
-	return res.Member.Name, err
+	path := memberPath(ref, "")
+	if now {
+		path += "?now=true"
+	}
+	err := c.Delete(ctx, path, &res)
+	return res.Member, err
 }
 
 // Inbox reads up to limit messages of the caller's mailbox (GET /inbox),

@@ -96,6 +96,13 @@ var memberSpecFields = []field[v1alpha1.MemberSpec]{
 	{label: "Node Selector", value: func(s *v1alpha1.MemberSpec) string { return mapString(s.NodeSelector) }, shown: placed},
 	{label: "Worktree", value: func(s *v1alpha1.MemberSpec) string { return memberWorktree(s.Worktree) },
 		shown: func(s *v1alpha1.MemberSpec) bool { return s.Worktree != nil }},
+	// How a busy agent is waited for: shown when the member says it
+	// (otherwise its profile's grace period applies, and an update waits
+	// for idle however long).
+	{label: "Termination Grace Period", value: func(s *v1alpha1.MemberSpec) string { return durationPtr(s.TerminationGracePeriod) },
+		shown: func(s *v1alpha1.MemberSpec) bool { return s.TerminationGracePeriod != nil }},
+	{label: "Update Max Wait", value: func(s *v1alpha1.MemberSpec) string { return durationPtr(s.UpdateStrategy.MaxWait) },
+		shown: func(s *v1alpha1.MemberSpec) bool { return s.UpdateStrategy != nil && s.UpdateStrategy.MaxWait != nil }},
 }
 
 // memberWorktree is a spec.worktree's line, shown when it is set:
@@ -123,6 +130,14 @@ func shortHead(h string) string {
 		return h[:12]
 	}
 	return dash(h)
+}
+
+// durationPtr is an optional duration, "-" when unset.
+func durationPtr(d *v1alpha1.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return durationText(*d)
 }
 
 func placed(s *v1alpha1.MemberSpec) bool { return s.NodeName != "" || len(s.NodeSelector) > 0 }
@@ -233,6 +248,7 @@ var profileSpecFields = []field[v1alpha1.ProfileSpec]{
 	{label: "Resume", value: func(s *v1alpha1.ProfileSpec) string { return dash(s.Resume) }},
 	{label: "Worktree", value: func(s *v1alpha1.ProfileSpec) string { return profileWorktree(s.Worktree) },
 		shown: func(s *v1alpha1.ProfileSpec) bool { return s.Worktree != nil }},
+	{label: "Termination Grace Period", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.TerminationGracePeriod) }},
 }
 
 // profileWorktree is a Profile's worktree line, shown when it is set: the
