@@ -72,6 +72,8 @@ var allowed = Graph{
 	"internal/notify":     {},
 	"internal/sse":        {},
 	"internal/quota":      {},
+	// The append-only file of checksummed record batches.
+	"internal/journal": {"internal/statedir"},
 	// git, run with fixed arguments; gitrepotest makes throwaway
 	// repositories for tests.
 	"internal/gitrepo":             {},
@@ -88,9 +90,8 @@ var allowed = Graph{
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
-	"internal/messaging":                  {"api/v1alpha1", "internal/clock", "internal/messaging/internal/journal", "internal/atomicfile", "internal/notify", "internal/statedir", "internal/termtext", prometheus},
-	"internal/messaging/internal/journal": {"internal/statedir"},
-	"internal/messaging/herdrprompt":      {"herdr", "internal/messaging", "internal/tail"},
+	"internal/messaging":             {"api/v1alpha1", "internal/clock", "internal/journal", "internal/atomicfile", "internal/notify", "internal/statedir", "internal/termtext", prometheus},
+	"internal/messaging/herdrprompt": {"herdr", "internal/messaging", "internal/tail"},
 
 	// The controllers side: never the harness adapters, the token
 	// registry, the messaging core or mcp. controllers/launch is the one
@@ -184,7 +185,7 @@ var allowed = Graph{
 var layers = []Layer{
 	// The leaves: no fleetd behaviour, only what every layer shares.
 	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
-		"internal/statedir", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
+		"internal/statedir", "internal/journal", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
 	// The API objects, their decoding and what is a pure function of them:
 	// the store's contract, the MCP plan, the subscription guard, the
 	// legacy migration.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/journal"
 )
 
 // slowSyncFile delays every fsync by d, as a loaded disk does.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
-	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/journal"
 	"github.com/fleetd-dev/fleetd/internal/notify"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -281,7 +281,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 		return nil, fmt.Errorf("messaging: state directory: %w", err)
 	}
 	path := JournalPath(dir)
-	j, recs, dropped, err := journal.OpenWith(path, o.wrapJournal)
+	j, recs, dropped, err := journal.OpenWith(path, &journal.Options{Wrap: o.wrapJournal})
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
 	}

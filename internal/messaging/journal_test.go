@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/journal"
 )
 
 func journalSize(t *testing.T, dir string) int64 {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/journal"
 )
 
 // ErrJournalCorrupt is wrapped by [New]'s error when the journal is damaged
@@ -38,7 +38,7 @@ func JournalPath(dir string) string { return filepath.Join(dir, JournalFile) }
 // every damaged or unreplayable record with its offset. It may run while
 // fleetd runs (it then may see a write in progress as a torn tail).
 func CheckJournal(dir string) (JournalReport, error) {
-	r, err := journal.Check(JournalPath(dir), validRecord)
+	r, err := journal.Check(JournalPath(dir), 0, validRecord)
 	return JournalReport(r), err
 }
 
@@ -51,7 +51,7 @@ func CheckJournal(dir string) (JournalReport, error) {
 func RepairJournal(dir string, now time.Time) (rep JournalReport, backup string, err error) {
 	path := JournalPath(dir)
 	backup = path + ".broken-" + now.UTC().Format("20060102T150405Z")
-	r, err := journal.Repair(path, backup, validRecord)
+	r, err := journal.Repair(path, backup, 0, validRecord)
 	if err != nil {
 		return JournalReport{}, "", err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fleetd-dev/fleetd/internal/messaging/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/journal"
 )
 
 // gate stalls one journal operation once armed: the operation announces it

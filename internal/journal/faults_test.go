@@ -199,7 +199,7 @@ func TestCheckAndRepair_KeepEveryIntactRecordAndTheOriginal(t *testing.T) {
 		return nil
 	}
 
-	rep, err := Check(path, valid)
+	rep, err := Check(path, 0, valid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestCheckAndRepair_KeepEveryIntactRecordAndTheOriginal(t *testing.T) {
 	}
 
 	backup := path + ".broken"
-	if _, err := Repair(path, backup, valid); err != nil {
+	if _, err := Repair(path, backup, 0, valid); err != nil {
 		t.Fatal(err)
 	}
 	if kept, _ := os.ReadFile(backup); !bytes.Equal(kept, data) {
@@ -226,11 +226,11 @@ func TestCheckAndRepair_KeepEveryIntactRecordAndTheOriginal(t *testing.T) {
 	if diff := cmp.Diff([]string{`{"a":1}`, `{"c":3}`, `{"d":4}`}, got); diff != "" {
 		t.Fatalf("repaired journal (-want +got):\n%s", diff)
 	}
-	if rep, _ := Check(path, valid); len(rep.Damage) != 0 || rep.Refused {
+	if rep, _ := Check(path, 0, valid); len(rep.Damage) != 0 || rep.Refused {
 		t.Fatalf("Check after Repair: %+v", rep)
 	}
 	// A clean journal is left alone.
-	if _, err := Repair(path, path+".again", valid); err != nil {
+	if _, err := Repair(path, path+".again", 0, valid); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path + ".again"); !os.IsNotExist(err) {

@@ -1,8 +1,10 @@
-// Package journal is the append-only record file behind the messaging core's
-// durability: opaque records framed one per line with a checksum, appended in
-// batches and fsynced before Append returns, replayed in order on Open, and
-// rewritten wholesale (temporary file, fsync, rename, directory fsync) when the
-// owner compacts it.
+// Package journal is the append-only record file behind fleetd's durable
+// state — the messaging core's message journal and the state database
+// (internal/statedb): opaque records framed one per line with a checksum,
+// appended in batches and fsynced before Append returns, replayed in order on
+// Open, and rewritten wholesale (temporary file, fsync, rename, directory
+// fsync) when the owner compacts it. Open reads the whole file, so it refuses
+// one larger than its owner's bound (Options.MaxBytes) before reading a byte.
 //
 // A Journal is safe for concurrent use, and a rewrite does not stop appends.
 // The owner marks the point its snapshot is taken at (BeginRewrite) and hands

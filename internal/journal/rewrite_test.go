@@ -42,7 +42,7 @@ func (f *gatedFile) Write(p []byte) (int, error) {
 
 func openWith(t *testing.T, path string, wrap func(File) File) *Journal {
 	t.Helper()
-	j, _, _, err := OpenWith(path, wrap)
+	j, _, _, err := OpenWith(path, &Options{Wrap: wrap})
 	if err != nil {
 		t.Fatalf("OpenWith: %v", err)
 	}

@@ -76,6 +76,17 @@ type Journal struct {
 // by the owner later).
 const maxTail = 64 << 20
 
+// Options tune [OpenWith]. nil means defaults.
+type Options struct {
+	// Wrap is applied to every file the journal opens (now and when it is
+	// rewritten); tests use it to inject failing writes. nil: none.
+	Wrap func(File) File
+	// MaxBytes bounds the file: a larger one is refused before a byte of
+	// it is read (statedir.Open), since Open reads it whole. 0 means
+	// statedir.MaxJournalBytes.
+	MaxBytes int64
+}
+
 // Open opens (creating if needed, mode 0600) the journal at path, returns
 // every intact record in append order and leaves the file positioned for
 // appending. A torn last batch is truncated away; dropped reports its length
@@ -85,14 +96,17 @@ func Open(path string) (j *Journal, records [][]byte, dropped int64, err error) 
 	return OpenWith(path, nil)
 }
 
-// OpenWith is Open with every file the journal opens (now and when it is
-// rewritten) passed through wrap first; tests use it to inject failing
-// writes. A nil wrap is Open.
-func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, dropped int64, err error) {
+// OpenWith is Open with opts. A nil opts is Open.
+func OpenWith(path string, opts *Options) (j *Journal, records [][]byte, dropped int64, err error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	wrap, max := o.Wrap, maxBytes(o.MaxBytes)
 	if wrap == nil {
 		wrap = func(f File) File { return f }
 	}
-	osf, err := statedir.Open(path, os.O_RDWR|os.O_CREATE, statedir.MaxJournalBytes)
+	osf, err := statedir.Open(path, os.O_RDWR|os.O_CREATE, max)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("open journal: %w", err)
 	}
@@ -136,6 +150,14 @@ func OpenWith(path string, wrap func(File) File) (j *Journal, records [][]byte, 
 		return nil, nil, 0, err
 	}
 	return &Journal{path: path, f: f, wrap: wrap, size: good, syncDir: syncDir, maxTail: maxTail}, s.records, dropped, nil
+}
+
+// maxBytes is the bound of a file: max, or statedir.MaxJournalBytes for 0.
+func maxBytes(max int64) int64 {
+	if max <= 0 {
+		return statedir.MaxJournalBytes
+	}
+	return max
 }
 
 // Damage is one damaged stretch of a journal.
@@ -548,16 +570,17 @@ type Report struct {
 }
 
 // Check reads the journal at path without changing it and reports every
-// damaged line and unfinished batch with its offset. valid, if not nil, is
-// the owner's check of one intact record; a record it refuses is damage too
-// (and makes the file one the owner cannot replay).
-func Check(path string, valid func([]byte) error) (Report, error) {
-	rep, _, err := check(path, valid)
+// damaged line and unfinished batch with its offset. max bounds the file
+// as [Options.MaxBytes] does. valid, if not nil, is the owner's check of
+// one intact record; a record it refuses is damage too (and makes the file
+// one the owner cannot replay).
+func Check(path string, max int64, valid func([]byte) error) (Report, error) {
+	rep, _, err := check(path, max, valid)
 	return rep, err
 }
 
-func check(path string, valid func([]byte) error) (Report, [][]byte, error) {
-	f, err := statedir.Open(path, os.O_RDONLY, statedir.MaxJournalBytes)
+func check(path string, max int64, valid func([]byte) error) (Report, [][]byte, error) {
+	f, err := statedir.Open(path, os.O_RDONLY, maxBytes(max))
 	if err != nil {
 		return Report{}, nil, fmt.Errorf("check journal: %w", err)
 	}
@@ -592,9 +615,9 @@ func check(path string, valid func([]byte) error) (Report, [][]byte, error) {
 // leaves the original or the repaired journal at path and the original at
 // backup. A clean journal is left alone (backup is not created). The caller
 // must make sure nothing has the journal open (fleetd's state-directory
-// lock).
-func Repair(path, backup string, valid func([]byte) error) (Report, error) {
-	rep, keep, err := check(path, valid)
+// lock). max bounds the file as [Options.MaxBytes] does.
+func Repair(path, backup string, max int64, valid func([]byte) error) (Report, error) {
+	rep, keep, err := check(path, max, valid)
 	if err != nil {
 		return Report{}, err
 	}
@@ -605,7 +628,7 @@ func Repair(path, backup string, valid func([]byte) error) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	if err := preserve(path, backup); err != nil {
+	if err := preserve(path, backup, maxBytes(max)); err != nil {
 		return Report{}, fmt.Errorf("repair journal: keep the original: %w", err)
 	}
 	f, err := replace(path, data)
@@ -615,14 +638,15 @@ func Repair(path, backup string, valid func([]byte) error) (Report, error) {
 	return rep, f.Close()
 }
 
-// preserve makes backup a second name (or a synced copy) of path.
-func preserve(path, backup string) error {
+// preserve makes backup a second name (or a synced copy) of path, a file
+// of at most max bytes.
+func preserve(path, backup string, max int64) error {
 	if err := os.Link(path, backup); err == nil {
 		return syncDir(filepath.Dir(backup))
 	} else if errors.Is(err, os.ErrExist) {
 		return err
 	}
-	src, err := statedir.Open(path, os.O_RDONLY, statedir.MaxJournalBytes)
+	src, err := statedir.Open(path, os.O_RDONLY, max)
 	if err != nil {
 		return err
 	}
