@@ -13,6 +13,8 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
@@ -40,15 +42,22 @@ metadata: {name: reviewer}
 spec: {profile: codex-fast}
 `), 0o644)
 
-	state := filepath.Join(root, "state")
+	state := statedir.At(filepath.Join(root, "state"))
+	state.Create()
 	log := slog.New(slog.DiscardHandler)
-	desired, err := dirstore.New(manifests, &dirstore.Options{StateDir: state, Logger: log})
+	desired, err := dirstore.New(manifests, &dirstore.Options{StateDir: state.Root(), Logger: log})
 	if err != nil {
 		panic(err)
 	}
+	// Where fleetd keeps the panes it runs, so that a restart adopts them.
+	db, err := statedb.Open(state.StateDB(), nil)
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
 	mgr, err := controllers.New(&controllers.Options{
 		Store:       desired, // run by mgr.Run
-		StateDir:    state,
+		State:       db,
 		HerdrSocket: fake.SocketPath(),
 		Registerer:  prometheus.NewRegistry(),
 		Logger:      log,

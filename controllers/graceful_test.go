@@ -3,7 +3,6 @@ package controllers
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/notify"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
 // fakeActivity is the messaging core as the graceful waits read it: what
@@ -302,7 +301,9 @@ func TestGraceful_RestartKeepsTheDeadline(t *testing.T) {
 		if e.paneAlive(old.PaneID) {
 			t.Error("the pane is still open")
 		}
-		if left, err := os.ReadDir(statedir.At(e.state).MemoryDir()); err != nil || len(left) != 0 {
+		var left []string
+		err := e.stateDB().Each(statedb.Memory, func(name string, _ []byte) error { left = append(left, name); return nil })
+		if err != nil || len(left) != 0 {
 			t.Errorf("memory left of the deleted member: %v, %v", left, err)
 		}
 	})

@@ -75,9 +75,8 @@ type Manager struct {
 	runOnce sync.Once
 }
 
-// New builds a Manager and loads the ownership records from
-// Options.StateDir; nothing talks to herdr until Run. The caller holds the
-// state directory's lock (package statedir).
+// New builds a Manager and loads the ownership records and the members'
+// memory from Options.State; nothing talks to herdr until Run.
 func New(opts *Options) (*Manager, error) {
 	o := opts.withDefaults()
 	m := &Manager{
@@ -102,13 +101,13 @@ func New(opts *Options) (*Manager, error) {
 	if m.metrics == nil {
 		m.metrics = NewMetrics(o.Registerer)
 	}
-	own, err := loadOwnership(o.StateDir)
+	own, err := loadOwnership(o.State)
 	if err != nil {
 		return nil, err
 	}
 	m.own = own
 	m.wt = newWorktrees(own.all())
-	if m.memory, err = loadMemory(o.StateDir); err != nil {
+	if m.memory, err = loadMemory(o.State); err != nil {
 		return nil, err
 	}
 	m.created = map[string]CreatedWorkspace{}
@@ -162,9 +161,9 @@ func (m *Manager) Store() store.Store { return m.store }
 // Run), for other readers such as the primary-pane follower.
 func (m *Manager) Cache() *herdrcache.Cache { return m.cache }
 
-// Run reconciles until ctx ends, then stops every goroutine it started.
-// Agents keep running: the next fleetd adopts
-// them. Run may be called once.
+// Run reconciles until ctx ends, then stops every goroutine it started
+// and waits for its last records to be durable. Agents keep running: the
+// next fleetd adopts them. Run may be called once.
 func (m *Manager) Run(ctx context.Context) error {
 	err := errors.New("controllers: Run called twice")
 	m.runOnce.Do(func() { err = m.run(ctx) })
@@ -229,6 +228,11 @@ func (m *Manager) run(ctx context.Context) error {
 	<-ctx.Done()
 	m.queue.ShutDown()
 	wg.Wait()
+	// What the controllers dropped without waiting is on disk before Run
+	// returns: the next start reads what this one left.
+	if err := m.o.State.Sync(); err != nil {
+		m.log.Warn("could not write the last changes to the state database", "err", err)
+	}
 	m.log.Info("member controller stopped; it left the members' panes running")
 	select {
 	case err := <-storeErr:

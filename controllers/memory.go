@@ -2,19 +2,13 @@ package controllers
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/atomicfile"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
 // memory is what the controller keeps of a member across its panes and
@@ -72,47 +66,35 @@ type updating struct {
 	Force bool `json:"force,omitempty"`
 }
 
-// memoryBook holds every member's memory, mirrored on disk: one file per
-// member in the state directory's members/, replaced atomically and only
-// when it changes. It is the one place the controllers keep durable
-// per-member data besides the ownership records, so that moving it into
-// another store is a change of this file alone.
+// memoryBook holds every member's memory, mirrored in the state database
+// (table statedb.Memory, one record per member; nil keeps it in memory
+// only), written only when it changes and durable when edit returns. It is
+// the one place the controllers keep durable per-member data besides the
+// ownership records.
 type memoryBook struct {
-	state statedir.Layout
-	disk  bool // false keeps it in memory only
+	db *statedb.DB
 
 	mu   sync.Mutex
 	mems map[string]memory
 }
 
-// loadMemory reads every member's memory from stateDir ("" keeps it in
-// memory only).
-func loadMemory(stateDir string) (*memoryBook, error) {
-	b := &memoryBook{mems: map[string]memory{}}
-	if stateDir == "" {
-		return b, nil
-	}
-	b.state, b.disk = statedir.At(stateDir), true
-	dir := b.state.MemoryDir()
-	entries, err := recordDir(dir, "member memory")
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if e.IsDir() || !ok || !v1alpha1.IsMemberName(name) {
-			continue // a temporary file of an interrupted write, or not ours
-		}
-		path := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("member memory: %w", err)
+// loadMemory reads every member's memory from db. A key that is not a
+// member's name is not one fleetd wrote, and is skipped.
+func loadMemory(db *statedb.DB) (*memoryBook, error) {
+	b := &memoryBook{db: db, mems: map[string]memory{}}
+	err := db.Each(statedb.Memory, func(name string, value []byte) error {
+		if !v1alpha1.IsMemberName(name) {
+			return nil
 		}
 		var m memory
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("member memory %s is corrupt (%v); move it away to let fleetd start (the member's agent then starts afresh)", path, err)
+		if err := json.Unmarshal(value, &m); err != nil {
+			return fmt.Errorf("the memory of member %q is corrupt (%v): `fleetd journal check` shows it", name, err)
 		}
 		b.mems[name] = m
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -126,7 +108,7 @@ func (b *memoryBook) get(name string) memory {
 }
 
 // edit applies change to a copy of member name's memory and stores it,
-// writing its file only when it changed.
+// writing its record only when it changed.
 func (b *memoryBook) edit(name string, change func(*memory)) error {
 	b.mu.Lock()
 	old := b.mems[name]
@@ -136,22 +118,16 @@ func (b *memoryBook) edit(name string, change func(*memory)) error {
 	if reflect.DeepEqual(old, m) {
 		return nil
 	}
-	if b.disk {
-		var err error
-		if m.isZero() {
-			err = os.Remove(b.state.Memory(name))
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
-			}
-		} else {
-			var data []byte
-			if data, err = json.MarshalIndent(m, "", "  "); err == nil {
-				err = atomicfile.Write(b.state.Memory(name), append(data, '\n'), statedir.FileMode)
-			}
-		}
+	rec := statedb.Delete(statedb.Memory, name)
+	if !m.isZero() {
+		data, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("write the memory of member %q: %w", name, err)
 		}
+		rec = statedb.Put(statedb.Memory, name, data)
+	}
+	if err := b.db.Write(rec); err != nil {
+		return fmt.Errorf("write the memory of member %q: %w", name, err)
 	}
 	b.mu.Lock()
 	if m.isZero() {

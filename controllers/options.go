@@ -12,6 +12,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -91,11 +92,11 @@ type Options struct {
 	// which the caller builds). Manager.Run runs it when it has a
 	// Run(context.Context) error method.
 	Store store.Store
-	// StateDir is fleetd's state directory, where the ownership records
-	// are kept; their paths come from package statedir. The caller must
-	// hold its lock (statedir.Layout.Lock) from before New until after Run
-	// returned. "" keeps everything in memory (tests only).
-	StateDir string
+	// State is the state database (package statedb) the ownership records
+	// and the members' memory are kept in, open on a state directory whose
+	// lock (statedir.Layout.Lock) the caller holds, and which it closes
+	// after Run returned. nil keeps everything in memory (tests only).
+	State *statedb.DB
 	// Herdr is the herdr client. If nil, one is created for HerdrSocket
 	// ("" resolves herdr's default socket) with the metrics observer.
 	Herdr       Herdr

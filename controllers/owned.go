@@ -109,7 +109,7 @@ func (r *memberReconcile) lost(alive bool, p herdrcache.Pane) error {
 		// it now, as the orphan sweep would.
 		err = r.m.closeOwned(r.ctx, r.rec, gonePaneClosed)
 	default:
-		err = r.m.dropOwned(r.rec, gonePaneClosed)
+		r.m.dropOwned(r.rec, gonePaneClosed)
 	}
 	if err != nil {
 		return err

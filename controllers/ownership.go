@@ -1,23 +1,17 @@
 package controllers
 
 import (
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
-	"github.com/fleetd-dev/fleetd/internal/atomicfile"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
 // Ownership is fleetd's record of the herdr pane it runs for a member. It is
-// written (atomically) right after the member's tab is created and before
+// written (durably) right after the member's tab is created and before
 // the agent starts, so that a fleetd restarted at any moment adopts the pane
 // instead of creating a duplicate: by TerminalID while herdr runs on, by
 // PaneID (confirmed by the agent's name and session) after herdr restarted.
@@ -58,76 +52,35 @@ type CreatedWorkspace struct {
 	RootTabID string `json:"rootTabId"`
 }
 
-// ownBook is the set of ownership records, mirrored on disk: one file per
-// member in the state directory's owned/, replaced atomically (written
-// elsewhere, fsynced, renamed over the record, the directory fsynced) so
-// that a crash leaves the old record or the new one, never a torn one.
-//
-// Creating a file is the dearest part of such a write (on ext4 a new inode,
-// and a freed one where the old record goes), and a mass repair writes one
-// record per replacement right after dropping the member's last one. So a
-// dropped record's file is not deleted but renamed to a spare (a dot-file,
-// which loading never takes for a record), and a write reuses a spare when
-// there is one: it overwrites the spare in place and truncates it, fsyncs
-// it, renames it over the record and fsyncs the directory — the same
-// guarantees, no file created or freed. At most maxSpares are kept; spares
-// left by an earlier fleetd are taken up again at load.
+// ownBook is the set of ownership records, mirrored in the state database
+// (table statedb.Owned, one record per member; nil keeps them in memory
+// only). A put is durable when it returns — the record before the agent
+// starts, so that a fleetd killed at any moment adopts the pane rather than
+// start another — and concurrent puts share the database's fsync. A drop
+// is staged and not waited for: it goes out with the next batch, and a
+// record a crash kept names a pane that is gone, which the next start
+// drops again.
 type ownBook struct {
-	state statedir.Layout
-	disk  bool // false keeps records in memory only
+	db *statedb.DB
 
-	mu     sync.Mutex
-	recs   map[string]Ownership
-	spares []string // paths of spare files, none being written
+	mu   sync.Mutex
+	recs map[string]Ownership
 }
 
-// maxSpares bounds the spare files kept for reuse.
-const maxSpares = 1024
-
-func loadOwnership(stateDir string) (*ownBook, error) {
-	b := &ownBook{recs: map[string]Ownership{}}
-	if stateDir == "" {
-		return b, nil
-	}
-	b.state, b.disk = statedir.At(stateDir), true
-	dir := b.state.OwnedDir()
-	entries, err := recordDir(dir, "ownership records")
+func loadOwnership(db *statedb.DB) (*ownBook, error) {
+	b := &ownBook{db: db, recs: map[string]Ownership{}}
+	err := db.Each(statedb.Owned, func(key string, value []byte) error {
+		var r Ownership
+		if err := json.Unmarshal(value, &r); err != nil || r.Member != key {
+			return fmt.Errorf("ownership record of %q is corrupt (%v): `fleetd journal check` shows it", key, err)
+		}
+		b.recs[r.Member] = r
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if e.Type().IsRegular() && statedir.IsOwnedSpare(e.Name()) && len(b.spares) < maxSpares {
-			b.spares = append(b.spares, filepath.Join(dir, e.Name()))
-			continue
-		}
-		if e.IsDir() || !statedir.IsOwnedRecord(e.Name()) {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		data, err := statedir.ReadFile(path, statedir.MaxRecordBytes)
-		if err != nil {
-			return nil, fmt.Errorf("ownership records: %w", err)
-		}
-		var r Ownership
-		if err := json.Unmarshal(data, &r); err != nil || r.Member == "" {
-			return nil, fmt.Errorf("ownership record %s is corrupt (%v); move it away to let fleetd start", path, err)
-		}
-		b.recs[r.Member] = r
-	}
 	return b, nil
-}
-
-// recordDir lists dir, a directory of per-member records (what names them
-// in errors), creating it first if it is missing.
-func recordDir(dir, what string) ([]os.DirEntry, error) {
-	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return entries, nil
 }
 
 func (b *ownBook) get(name string) (Ownership, bool) {
@@ -159,15 +112,14 @@ func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
 	return "", false
 }
 
+// put records r durably, then in memory.
 func (b *ownBook) put(r Ownership) error {
-	if b.disk {
-		data, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
-		}
-		if err := b.write(b.state.Owned(r.Member), append(data, '\n')); err != nil {
-			return fmt.Errorf("write ownership of %q: %w", r.Member, err)
-		}
+	data, err := json.Marshal(r)
+	if err == nil {
+		err = b.db.Write(statedb.Put(statedb.Owned, r.Member, data))
+	}
+	if err != nil {
+		return fmt.Errorf("write ownership of %q: %w", r.Member, err)
 	}
 	b.mu.Lock()
 	b.recs[r.Member] = r
@@ -175,60 +127,11 @@ func (b *ownBook) put(r Ownership) error {
 	return nil
 }
 
-// write replaces the record file path with data, durably: through a spare
-// file if there is one, else with a new file (atomicfile.Write).
-func (b *ownBook) write(path string, data []byte) error {
-	spare, ok := b.takeSpare()
-	if !ok {
-		return atomicfile.Write(path, data, statedir.FileMode)
-	}
-	return atomicfile.WriteThrough(spare, path, data)
-}
-
-func (b *ownBook) takeSpare() (string, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := len(b.spares)
-	if n == 0 {
-		return "", false
-	}
-	p := b.spares[n-1]
-	b.spares = b.spares[:n-1]
-	return p, true
-}
-
-// drop deletes member name's record. Its file becomes a spare (renamed, so
-// that loading never takes it for a record) unless maxSpares are kept.
-func (b *ownBook) drop(name string) error {
-	if b.disk {
-		if err := b.retire(b.state.Owned(name)); err != nil {
-			return fmt.Errorf("drop ownership of %q: %w", name, err)
-		}
-	}
+// drop forgets member name's record: at once in memory, in the database
+// with its next batch (not waited for).
+func (b *ownBook) drop(name string) {
 	b.mu.Lock()
 	delete(b.recs, name)
 	b.mu.Unlock()
-	return nil
-}
-
-// retire takes the record file path out of the records: renamed to a
-// spare, or deleted when maxSpares are kept already.
-func (b *ownBook) retire(path string) error {
-	spare := b.state.OwnedSpare(rand.Text())
-	if err := os.Rename(path, spare); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	b.mu.Lock()
-	keep := len(b.spares) < maxSpares
-	if keep {
-		b.spares = append(b.spares, spare)
-	}
-	b.mu.Unlock()
-	if !keep {
-		return os.Remove(spare)
-	}
-	return nil
+	b.db.Stage(statedb.Delete(statedb.Owned, name))
 }

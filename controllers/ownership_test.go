@@ -1,137 +1,116 @@
 package controllers
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
-// dotFiles returns the names of owned/'s dot-files (spares, temporaries).
-func dotFiles(t *testing.T, dir string) []string {
+// openState opens a state database at path, closed when the test ends.
+func openState(t *testing.T, path string, opts *statedb.Options) *statedb.DB {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	db, err := statedb.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// A put is durable when it returns and a drop once the database is synced
+// (as Run does before it returns): a fleetd started later loads exactly
+// the records kept.
+func TestOwnBook_RecordsOutliveTheProcess(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := openState(t, path, nil)
+	b, err := loadOwnership(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha := Ownership{Member: "alpha", UID: "u1", PaneID: "w1:p1", TerminalID: "t1", TabID: "w1:t1", Token: strings.Repeat("a", 64)}
+	beta := Ownership{Member: "beta", UID: "u2", PaneID: "w1:p2", TerminalID: "t2", TabID: "w1:t2",
+		CreatedWorkspace: &CreatedWorkspace{Label: "fleetd", RootTabID: "w1:t0"}}
+	for _, r := range []Ownership{alpha, beta} {
+		if err := b.put(r); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return out
-}
-
-// A dropped record's file becomes a spare that no load takes for a record,
-// and the next write reuses it — the same file, overwritten and truncated
-// to exactly the new record — instead of creating one (a mass repair drops
-// and writes one record per replacement). A spare left torn by a crash is
-// harmless, and a fleetd started later reuses the spares it finds.
-func TestOwnBook_DropLeavesASpareTheNextPutReuses(t *testing.T) {
-	state := t.TempDir()
-	b, err := loadOwnership(state)
+	b.drop("alpha")
+	if _, ok := b.get("alpha"); ok {
+		t.Error("a dropped record is still in memory")
+	}
+	if err := db.Close(); err != nil { // writes the staged drop
+		t.Fatal(err)
+	}
+	later, err := loadOwnership(openState(t, path, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := statedir.At(state).OwnedDir()
-	long := Ownership{Member: "alpha", UID: "u1", PaneID: "w1:p1", TerminalID: "t1", TabID: "w1:t1",
-		Token: strings.Repeat("a", 200)}
-	if err := b.put(long); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.drop("alpha"); err != nil {
-		t.Fatal(err)
-	}
-	spares := dotFiles(t, dir)
-	if len(spares) != 1 || !statedir.IsOwnedSpare(spares[0]) {
-		t.Fatalf("owned/ after the drop holds %v; want one spare", spares)
-	}
-	if _, err := os.Stat(statedir.At(state).Owned("alpha")); !os.IsNotExist(err) {
-		t.Fatalf("alpha's record after the drop: %v; want it gone", err)
-	}
-	reloaded, err := loadOwnership(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := reloaded.all(); len(got) != 0 {
-		t.Fatalf("a load after the drop found records %+v; want none (a spare is not a record)", got)
-	}
-	spare, err := os.Stat(filepath.Join(dir, spares[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	short := Ownership{Member: "beta", UID: "u2", PaneID: "w1:p2", TerminalID: "t2", TabID: "w1:t2"}
-	if err := b.put(short); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := os.Stat(statedir.At(state).Owned("beta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !os.SameFile(spare, rec) {
-		t.Error("beta's record is a new file; want the spare reused")
-	}
-	if left := dotFiles(t, dir); len(left) != 0 {
-		t.Errorf("owned/ after the put holds %v; want the spare used up", left)
-	}
-	reloaded, err = loadOwnership(state)
-	if err != nil {
-		t.Fatalf("load after a spare was reused: %v", err)
-	}
-	if diff := cmp.Diff([]Ownership{short}, reloaded.all()); diff != "" {
-		t.Errorf("records after a spare was reused (-want +got):\n%s", diff)
-	}
-
-	// A crash mid-overwrite leaves a torn spare: loading ignores it, and
-	// the fleetd started then reuses it for a whole record.
-	torn := statedir.At(state).OwnedSpare("torn")
-	if err := os.WriteFile(torn, []byte(`{"member":"gamma","ui`), statedir.FileMode); err != nil {
-		t.Fatal(err)
-	}
-	later, err := loadOwnership(state)
-	if err != nil {
-		t.Fatalf("load with a torn spare: %v", err)
-	}
-	gamma := Ownership{Member: "gamma", UID: "u3", PaneID: "w1:p3", TerminalID: "t3", TabID: "w1:t3"}
-	if err := later.put(gamma); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(torn); !os.IsNotExist(err) {
-		t.Errorf("the torn spare is still there (%v); want it reused", err)
-	}
-	final, err := loadOwnership(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := final.get("gamma"); !ok || !cmp.Equal(got, gamma) {
-		t.Errorf("gamma after reusing the torn spare = %+v, %v; want %+v", got, ok, gamma)
+	if diff := cmp.Diff([]Ownership{beta}, later.all(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("records after a restart (-want +got):\n%s", diff)
 	}
 }
 
-// At most maxSpares spares are kept: a drop beyond them deletes the file.
-func TestOwnBook_SparesAreBounded(t *testing.T) {
-	state := t.TempDir()
-	b, err := loadOwnership(state)
+// failingFile fails every write while fail is set.
+type failingFile struct {
+	statedb.File
+	fail *atomic.Bool
+}
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	if f.fail.Load() {
+		return 0, errors.New("disk full")
+	}
+	return f.File.Write(p)
+}
+
+// A put the disk refuses returns the error and records nothing, in memory
+// either: the caller closes the tab it created rather than run an agent in
+// a pane no restart would adopt.
+func TestOwnBook_AFailedPutRecordsNothing(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	db := openState(t, filepath.Join(t.TempDir(), "state.journal"), &statedb.Options{Wrap: func(f statedb.File) statedb.File {
+		return &failingFile{File: f, fail: &fail}
+	}})
+	b, err := loadOwnership(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.put(Ownership{Member: "alpha", PaneID: "w1:p1"}); err != nil {
-		t.Fatal(err)
+	fail.Store(true)
+	if err := b.put(Ownership{Member: "alpha", PaneID: "w1:p1"}); err == nil || !strings.Contains(err.Error(), "alpha") {
+		t.Fatalf("put on a failing disk = %v, want an error naming the member", err)
 	}
-	for i := range maxSpares {
-		b.spares = append(b.spares, statedir.At("/nonexistent").OwnedSpare(strconv.Itoa(i))) // never opened: the pool is full
+	if _, ok := b.get("alpha"); ok {
+		t.Error("a failed put is recorded in memory")
 	}
-	if err := b.drop("alpha"); err != nil {
-		t.Fatal(err)
-	}
-	if left := dotFiles(t, statedir.At(state).OwnedDir()); len(left) != 0 || len(b.spares) != maxSpares {
-		t.Errorf("after a drop with %d spares kept: owned/ holds %v, %d spares; want nothing more kept", maxSpares, left, len(b.spares))
+}
+
+// A record fleetd cannot read stops the start with an error naming the
+// member and the command that shows the damage.
+func TestLoadOwnership_RefusesAnUnreadableRecord(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"not an object":    `[1]`,
+		"another member's": `{"member":"beta","paneId":"w1:p1"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := openState(t, filepath.Join(t.TempDir(), "state.journal"), nil)
+			if err := db.Write(statedb.Put(statedb.Owned, "alpha", []byte(value))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := loadOwnership(db); err == nil || !strings.Contains(err.Error(), `"alpha"`) || !strings.Contains(err.Error(), "fleetd journal check") {
+				t.Errorf("loadOwnership = %v, want an error naming alpha and fleetd journal check", err)
+			}
+		})
 	}
 }

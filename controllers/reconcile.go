@@ -422,7 +422,8 @@ func (m *Manager) closeOwned(ctx context.Context, rec Ownership, reason string) 
 		}
 		m.cache.TabClosed(rec.TabID)
 	}
-	return m.dropOwned(rec, reason)
+	m.dropOwned(rec, reason)
+	return nil
 }
 
 // tabLabel returns the label the cache shows for a tab.
@@ -431,14 +432,14 @@ func (m *Manager) tabLabel(tabID string) (string, bool) {
 	return t.Label, ok
 }
 
-// dropOwned forgets a pane that is gone.
-func (m *Manager) dropOwned(rec Ownership, reason string) error {
+// dropOwned forgets a pane that is gone: its token and its record (neither
+// waited for on disk: a start after a crash that kept them finds the pane
+// gone, and drops them again).
+func (m *Manager) dropOwned(rec Ownership, reason string) {
 	if err := m.launcher.Release(launch.Pane{Member: rec.Member, PaneID: rec.PaneID, TerminalID: rec.TerminalID, Token: rec.Token}); err != nil {
 		m.log.Warn("launcher could not release a closed pane", "member", rec.Member, "pane", rec.PaneID, "err", err)
 	}
-	if err := m.own.drop(rec.Member); err != nil {
-		return err
-	}
+	m.own.drop(rec.Member)
 	m.mu.Lock()
 	delete(m.relaunches, rec.PaneID) // the pane is not the member's any more
 	m.mu.Unlock()
@@ -446,7 +447,6 @@ func (m *Manager) dropOwned(rec Ownership, reason string) error {
 	if m.o.OnPaneGone != nil {
 		m.o.OnPaneGone(rec.Member, rec.PaneID, reason)
 	}
-	return nil
 }
 
 // callFailed notes a failed herdr call: an unreachable herdr makes the

@@ -24,6 +24,8 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
@@ -61,6 +63,7 @@ type env struct {
 	client   *herdr.Client
 	dir      string
 	state    string
+	db       *statedb.DB   // the state database of state, opened by stateDB
 	nudge    chan struct{} // the store's Rescan: every change of e.dir is followed by one
 	reg      *prometheus.Registry
 	metrics  *Metrics
@@ -145,7 +148,7 @@ func (e *env) start() {
 	e.reg = prometheus.NewPedanticRegistry()
 	e.metrics = NewMetrics(e.reg)
 	o := &Options{
-		Store: st, StateDir: e.state, Metrics: e.metrics,
+		Store: st, State: e.stateDB(), Metrics: e.metrics,
 		Herdr:  herdr.New(&herdr.Options{Dial: e.fake.Dial, Observer: e.metrics.HerdrObserver()}),
 		Logger: discard(), PollInterval: 2 * time.Millisecond,
 		ReconnectBackoff: 10 * time.Millisecond, MaxReconnect: 50 * time.Millisecond,
@@ -164,6 +167,27 @@ func (e *env) start() {
 	e.done = make(chan error, 1)
 	go func() { e.done <- mgr.Run(ctx) }()
 	e.t.Cleanup(e.stop)
+}
+
+// stateDB is the state database of the scenario's state directory, opened
+// at its first use and closed when the test ends. Every Manager of the
+// scenario (a fleetd restarted) runs on it; each reads what the one before
+// it left (Run returns once its changes are durable).
+func (e *env) stateDB() *statedb.DB {
+	e.t.Helper()
+	if e.db == nil {
+		state := statedir.At(e.state)
+		if err := state.Create(); err != nil {
+			e.t.Fatal(err)
+		}
+		db, err := statedb.Open(state.StateDB(), nil)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.db = db
+		e.t.Cleanup(func() { db.Close() })
+	}
+	return e.db
 }
 
 func (e *env) stop() {

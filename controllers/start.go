@@ -73,9 +73,7 @@ func (r *memberReconcile) launch() (Result, error) {
 		return Result{}, r.m.callFailed(err)
 	}
 	if herdr.IsCode(err, "agent_pane_not_found") {
-		if derr := r.m.dropOwned(rec, gonePaneClosed); derr != nil {
-			return Result{}, derr
-		}
+		r.m.dropOwned(rec, gonePaneClosed)
 		r.owned = false
 		r.failed(fmt.Sprintf("pane %s closed before its agent started", rec.PaneID))
 		return r.create()

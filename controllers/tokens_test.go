@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -14,7 +13,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -31,7 +30,7 @@ func (e *env) withTokens() *tokens.Registry {
 // state directory, as the daemon builds it.
 func (e *env) harnessLauncher() (*tokens.Registry, *harness.Launcher) {
 	e.t.Helper()
-	reg, err := tokens.Open(e.state, nil)
+	reg, err := tokens.Open(e.state, e.stateDB(), nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -53,28 +52,45 @@ func (e *env) paneToken(pane string) string {
 	return env[harness.TokenEnv]
 }
 
-// editOwnership rewrites fields of a member's ownership record on disk,
-// keeping the others, while fleetd is stopped.
-func (e *env) editOwnership(member string, set map[string]string) {
+// ownership is a member's ownership record as the state database holds
+// it, while fleetd is stopped.
+func (e *env) ownership(member string) map[string]any {
 	e.t.Helper()
-	path := statedir.At(e.state).Owned(member)
-	data, err := os.ReadFile(path)
+	var rec map[string]any
+	err := e.stateDB().Each(statedb.Owned, func(key string, value []byte) error {
+		if key == member {
+			return json.Unmarshal(value, &rec)
+		}
+		return nil
+	})
+	if err != nil || rec == nil {
+		e.t.Fatalf("ownership record of %s: %v (found: %v)", member, err, rec != nil)
+	}
+	return rec
+}
+
+// setOwnership replaces a member's ownership record in the state database,
+// while fleetd is stopped.
+func (e *env) setOwnership(member string, rec map[string]any) {
+	e.t.Helper()
+	data, err := json.Marshal(rec)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var rec map[string]any
-	if err := json.Unmarshal(data, &rec); err != nil {
+	if err := e.stateDB().Write(statedb.Put(statedb.Owned, member, data)); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// editOwnership rewrites fields of a member's ownership record, keeping
+// the others, while fleetd is stopped.
+func (e *env) editOwnership(member string, set map[string]string) {
+	e.t.Helper()
+	rec := e.ownership(member)
 	for k, v := range set {
 		rec[k] = v
 	}
-	if data, err = json.Marshal(rec); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		e.t.Fatal(err)
-	}
+	e.setOwnership(member, rec)
 }
 
 // A pane that ended while fleetd was down releases its own token only:
@@ -167,7 +183,7 @@ func TestManager_OrphanTabsTokenIsRevokedWhenItIsClosed(t *testing.T) {
 		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
 		oldTok := e.paneToken(old.PaneID)
 		e.stop()
-		if err := os.Remove(statedir.At(e.state).Owned("alpha")); err != nil {
+		if err := e.stateDB().Write(statedb.Delete(statedb.Owned, "alpha")); err != nil {
 			t.Fatal(err)
 		}
 		e.start()
@@ -291,23 +307,10 @@ func TestManager_AdoptionByPaneIDChecksTheAgentSession(t *testing.T) {
 		was := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
 		e.stop()
 		calls := e.fake.Calls()
-		path := statedir.At(e.state).Owned("alpha")
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec map[string]any
-		if err := json.Unmarshal(data, &rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := e.ownership("alpha")
 		rec["terminalId"] = "term_before_restart"
 		rec["agentSession"] = map[string]string{"source": "herdr:codex", "agent": "codex", "kind": "id", "value": "session-of-alpha"}
-		if data, err = json.Marshal(rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		e.setOwnership("alpha", rec)
 		// herdr shows an agent named alpha in the pane, on another session.
 		if err := e.fake.SetAgentSession(was.PaneID, herdrsim.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: "someone-elses-session"}); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/internal/messaging"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -87,5 +88,66 @@ func TestServe_RefusesADamagedJournal(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
 		t.Fatal("serve changed the damaged journal")
+	}
+}
+
+// damagedStateDB makes a state directory whose state database holds three
+// ownership records, the second one damaged; it returns the directory and
+// the damaged line's byte offset.
+func damagedStateDB(t *testing.T) (stateDir string, at int) {
+	t.Helper()
+	stateDir = t.TempDir()
+	path := statedir.At(stateDir).StateDB()
+	db, err := statedb.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"one", "two", "three"} {
+		if err := db.Write(statedb.Put(statedb.Owned, name, []byte(`{"member":"`+name+`"}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	data, _ := os.ReadFile(path)
+	i := strings.Index(string(data), `"k":"two"`)
+	at = strings.LastIndex(string(data[:i]), "\n") + 1
+	data[i+5] = 'X'
+	os.WriteFile(path, data, 0o600)
+	return stateDir, at
+}
+
+// fleetd journal covers the state database as it covers the message
+// journal: check lists its damage, repair keeps its intact records.
+func TestJournal_CoversTheStateDatabase(t *testing.T) {
+	stateDir, at := damagedStateDB(t)
+	path := statedir.At(stateDir).StateDB()
+	code, out, errOut := runCLI(t, "journal", "check", "--state-dir", stateDir)
+	wantLine := "  byte " + strconv.Itoa(at) + " (line 3, "
+	if code != 1 || !strings.Contains(out, path+": ") || !strings.Contains(out, wantLine) || !strings.Contains(out, "checksum mismatch") ||
+		!strings.Contains(out, "2 intact records, 1 damaged") {
+		t.Fatalf("journal check = %d\n%s%s\nwant exit 1 naming %s and %q", code, out, errOut, path, wantLine)
+	}
+	code, out, errOut = runCLI(t, "journal", "repair", "--state-dir", stateDir)
+	if code != 0 || !strings.Contains(out, "repaired: "+path+" now holds the 2 intact records; the original is "+path+".broken-") {
+		t.Fatalf("journal repair = %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, "journal", "check", "--state-dir", stateDir); code != 0 || !strings.Contains(out, "2 intact records, 0 damaged") {
+		t.Fatalf("journal check after repair = %d\n%s", code, out)
+	}
+}
+
+// serve does not start on a damaged state database, and says which file
+// and which commands to run; the file is left as it was.
+func TestServe_RefusesADamagedStateDatabase(t *testing.T) {
+	stateDir, _ := damagedStateDB(t)
+	path := statedir.At(stateDir).StateDB()
+	before, _ := os.ReadFile(path)
+	code, _, errOut := runCLI(t, "serve", "--herdr=sim", "--state-dir", stateDir, "--manifests", t.TempDir(), "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, path) || !strings.Contains(errOut, "fleetd journal check --state-dir") ||
+		!strings.Contains(errOut, "fleetd journal repair --state-dir") {
+		t.Fatalf("serve on a damaged state database = %d\n%s", code, errOut)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("serve changed the damaged state database")
 	}
 }

@@ -65,15 +65,17 @@ var allowed = Graph{
 	"internal/vocab":      {},
 	"internal/guard":      {"api/v1alpha1"},
 	"internal/plan":       {"api/v1alpha1"},
-	"internal/tokens":     {"internal/atomicfile", "internal/statedir"},
+	"internal/tokens":     {"internal/atomicfile", "internal/statedb", "internal/statedir"},
 	"internal/termtext":   {},
 	"internal/tail":       {"api/v1alpha1", "herdr", "internal/clock"},
 	"internal/yamledit":   {yaml},
 	"internal/notify":     {},
 	"internal/sse":        {},
 	"internal/quota":      {},
-	// The append-only file of checksummed record batches.
+	// The append-only file of checksummed record batches, and fleetd's
+	// durable per-member state kept in one.
 	"internal/journal": {"internal/statedir"},
+	"internal/statedb": {"internal/atomicfile", "internal/journal", "internal/statedir"},
 	// git, run with fixed arguments; gitrepotest makes throwaway
 	// repositories for tests.
 	"internal/gitrepo":             {},
@@ -90,7 +92,7 @@ var allowed = Graph{
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
-	"internal/messaging":             {"api/v1alpha1", "internal/clock", "internal/journal", "internal/atomicfile", "internal/notify", "internal/statedir", "internal/termtext", prometheus},
+	"internal/messaging":             {"api/v1alpha1", "internal/clock", "internal/journal", "internal/notify", "internal/statedb", "internal/statedir", "internal/termtext", prometheus},
 	"internal/messaging/herdrprompt": {"herdr", "internal/messaging", "internal/tail"},
 
 	// The controllers side: never the harness adapters, the token
@@ -102,7 +104,7 @@ var allowed = Graph{
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/statedir", prometheus},
+		"controllers/herdrcache", "herdr", "internal/clock", "internal/gitrepo", "internal/notify", "internal/statedb", prometheus},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
@@ -147,7 +149,7 @@ var allowed = Graph{
 
 	// The wiring: everything above (never the test-only herdr packages).
 	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",
-		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
+		"internal/statedb", "internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
 		"internal/tail", "internal/tokens", "internal/version", "internal/console", "internal/listener", "internal/quota", "mcp", prometheus, errgroup, "internal/store/etcdstore",
 		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},
 
@@ -164,7 +166,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
+		"internal/statedb", "internal/statedir", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it
@@ -185,7 +187,7 @@ var allowed = Graph{
 var layers = []Layer{
 	// The leaves: no fleetd behaviour, only what every layer shares.
 	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
-		"internal/statedir", "internal/journal", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
+		"internal/statedir", "internal/journal", "internal/statedb", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
 	// The API objects, their decoding and what is a pure function of them:
 	// the store's contract, the MCP plan, the subscription guard, the
 	// legacy migration.

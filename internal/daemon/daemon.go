@@ -21,6 +21,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -39,7 +40,9 @@ type Config struct {
 	// MaxManifestBytes is the size limit on one manifest file; 0 means
 	// decode.DefaultMaxManifestBytes.
 	MaxManifestBytes int64
-	// StateDir holds the lock, tokens, ownership records and journals.
+	// StateDir holds the lock, the primary token, the state database (the
+	// records fleetd keeps per member: panes, tokens' hashes, memory,
+	// first prompts) and the message journal.
 	StateDir string
 	// Listen is the address of the REST/MCP/metrics listener.
 	Listen string
@@ -86,6 +89,10 @@ type Config struct {
 	// Ready, if set, is called once the listener is accepting, with its
 	// address and the resolved herdr socket path.
 	Ready func(Info)
+
+	// stateFile, if set, wraps the state database's file: tests inject
+	// crashes with it (statedb.Options.Wrap).
+	stateFile func(statedb.File) statedb.File
 }
 
 // Info describes a started daemon.
@@ -191,6 +198,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 		return false, err
 	}
 	for _, open := range []func() error{
+		p.openState,
 		p.openHerdr,
 		func() error { return p.openBackend(ctx, gateway) },
 		p.openMessaging,
@@ -215,9 +223,9 @@ func openBackend(ctx context.Context, cfg Config, state statedir.Layout, gateway
 // herdrSocket is the herdr fleetd talks to: the embedded simulated herdr
 // with Config.Sim (started here; the caller closes it), else the
 // configured socket or the one herdr itself would use.
-func herdrSocket(cfg Config, state statedir.Layout, log *slog.Logger) (string, *simulation, error) {
+func herdrSocket(cfg Config, state statedir.Layout, db *statedb.DB, log *slog.Logger) (string, *simulation, error) {
 	if cfg.Sim {
-		sim, err := startSimulation(state, herdrsim.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
+		sim, err := startSimulation(state, db, herdrsim.Options{Protocol: cfg.SimProtocol, ReadyDelay: cfg.SimReadyDelay, Validator: cfg.SimValidator}, log)
 		if err != nil {
 			return "", nil, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -41,6 +42,8 @@ type parts struct {
 	closers []func() // run in reverse order when serve returns
 
 	loopback bool
+	// openState
+	db *statedb.DB
 	// openHerdr
 	socket   string
 	sim      *simulation
@@ -87,11 +90,33 @@ func (p *parts) listen(ln net.Listener) (plan.Gateway, error) {
 	return plan.GatewayForListen(ln.Addr().String())
 }
 
+// openState opens the state database, once, migrating what an older
+// fleetd kept one file per record. It is closed last, once every part that
+// writes it has stopped.
+func (p *parts) openState() error {
+	db, err := statedb.OpenDir(p.state, &statedb.Options{Logger: p.log, Wrap: p.cfg.stateFile})
+	if errors.Is(err, statedb.ErrCorrupt) {
+		return fmt.Errorf("%w; fleetd will not start on a damaged state database rather than forget the panes it runs: "+
+			"`fleetd journal check --state-dir %[2]s` lists the damage; `fleetd journal repair --state-dir %[2]s` keeps every intact record and sets the original aside",
+			err, p.state.Root())
+	}
+	if err != nil {
+		return err
+	}
+	p.db = db
+	p.onClose(func() {
+		if err := db.Close(); err != nil {
+			p.log.Warn("close the state database", "err", err)
+		}
+	})
+	return nil
+}
+
 // openHerdr opens herdr's side: the herdr fleetd talks to (or the
 // simulation), the metrics, the token registry, the harness launcher and
 // the herdr client.
 func (p *parts) openHerdr() error {
-	socket, sim, err := herdrSocket(p.cfg, p.state, p.log)
+	socket, sim, err := herdrSocket(p.cfg, p.state, p.db, p.log)
 	if err != nil {
 		return err
 	}
@@ -103,7 +128,7 @@ func (p *parts) openHerdr() error {
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.metrics = controllers.NewMetrics(p.reg)
 	// On etcd the registry accepts the fleet's primary token (fleet.Token.Adopt).
-	if p.toks, err = tokens.Open(p.state.Root(), &tokens.Options{FleetPrimary: p.cfg.Etcd != nil}); err != nil {
+	if p.toks, err = tokens.Open(p.state.Root(), p.db, &tokens.Options{FleetPrimary: p.cfg.Etcd != nil}); err != nil {
 		return fmt.Errorf("open token registry: %w", err)
 	}
 	p.client = herdr.New(&herdr.Options{SocketPath: socket, Observer: logHerdrCalls(p.log, p.metrics.HerdrObserver())})
@@ -165,7 +190,7 @@ func (p *parts) openControllers() error {
 		OnAgentRelaunched: func(member, paneID string) {
 			core.AgentRelaunched(member, fmt.Sprintf("herdr restarted with session restore and relaunched it in pane %s", paneID))
 		},
-		Store: p.backend.store, StateDir: p.state.Root(), Herdr: p.client, Launcher: p.launcher, Metrics: p.metrics,
+		Store: p.backend.store, State: p.db, Herdr: p.client, Launcher: p.launcher, Metrics: p.metrics,
 		Logger: p.log, ResyncPeriod: p.cfg.ResyncPeriod,
 	})
 	if err != nil {
@@ -218,7 +243,7 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	if err != nil {
 		return err
 	}
-	if p.prompts, err = messaging.NewFirstPrompts(p.state.Prompts(), p.mgr, p.roster, p.core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: p.log}); err != nil {
+	if p.prompts, err = messaging.NewFirstPrompts(p.db, p.mgr, p.roster, p.core, &messaging.FirstPromptsOptions{From: mcp.PrimaryName, Logger: p.log}); err != nil {
 		return err
 	}
 	// The core's WorkerGone through the first prompts (keeping an untyped

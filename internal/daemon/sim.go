@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -27,7 +28,7 @@ type simulation struct {
 // opts.ReadyDelay and answer every prompt; failures to answer are logged on
 // log. opts.Validator is the caller's (nil in fleetd); the socket, the
 // workspace and the agents' behaviour are set here.
-func startSimulation(state statedir.Layout, opts herdrsim.Options, log *slog.Logger) (*simulation, error) {
+func startSimulation(state statedir.Layout, db *statedb.DB, opts herdrsim.Options, log *slog.Logger) (*simulation, error) {
 	path := state.SimSocket()
 	if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("simulated herdr: %w", err)
@@ -35,7 +36,7 @@ func startSimulation(state statedir.Layout, opts herdrsim.Options, log *slog.Log
 	// A socket left by a killed run would make bind fail; the state lock
 	// says no other fleetd is using this one.
 	_ = os.Remove(path)
-	if err := forgetEarlierPanes(state); err != nil {
+	if err := forgetEarlierPanes(db); err != nil {
 		return nil, err
 	}
 	agents := simagent.New(&simagent.Options{Logger: log.With("component", "sim-agent")})
@@ -53,8 +54,16 @@ func startSimulation(state statedir.Layout, opts herdrsim.Options, log *slog.Log
 // simulated herdr starts empty, so none of their panes can be adopted, and
 // the controllers would take each for a pane that closed and count a
 // restart of every member at every start. Its members start afresh.
-func forgetEarlierPanes(state statedir.Layout) error {
-	if err := os.RemoveAll(state.OwnedDir()); err != nil {
+func forgetEarlierPanes(db *statedb.DB) error {
+	var drop []statedb.Change
+	err := db.Each(statedb.Owned, func(member string, _ []byte) error {
+		drop = append(drop, statedb.Delete(statedb.Owned, member))
+		return nil
+	})
+	if err == nil {
+		err = db.Write(drop...)
+	}
+	if err != nil {
 		return fmt.Errorf("simulated herdr: drop the earlier run's pane records: %w", err)
 	}
 	return nil

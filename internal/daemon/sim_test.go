@@ -19,7 +19,7 @@ import (
 // gateway side is covered by package simagent and the end-to-end tests).
 func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
 	var logs lockedBuffer
-	sim, err := startSimulation(statedir.At(t.TempDir()), herdrsim.Options{Validator: validated.Schema()}, slog.New(slog.NewTextHandler(&logs, nil)))
+	sim, err := startSimulation(statedir.At(t.TempDir()), nil, herdrsim.Options{Validator: validated.Schema()}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -49,6 +50,10 @@ func TestRun_RefusesAnUnsafeStateDirectory(t *testing.T) {
 	}
 }
 
+// legacyOwned is an ownership record as fleetd kept them before the state
+// database, which the migration reads.
+func legacyOwned(l statedir.Layout) string { return filepath.Join(l.LegacyOwnedDir(), "a.json") }
+
 // TestRun_RefusesStateFilesThatAreNotRegularFiles: a FIFO or a symbolic
 // link (to /dev/zero, say) where fleetd keeps a record, the journal or an
 // index stops start-up at once with an error naming the path and what to
@@ -60,15 +65,21 @@ func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
 		name  string
 		path  func(l statedir.Layout) string
 		plant func(path string) error
+		// refused is the error start-up is refused with: ErrNotRegular
+		// when nil; the files with token hashes are refused by the safety
+		// check before anything is opened.
+		refused error
 	}{
-		{"a FIFO at an ownership record", func(l statedir.Layout) string { return l.Owned("a") }, fifo},
-		{"a FIFO at the journal", func(l statedir.Layout) string { return filepath.Join(l.Messages(), messaging.JournalFile) }, fifo},
-		{"a FIFO at objects.json", statedir.Layout.Objects, fifo},
-		{"a FIFO at prompts-delivered.json", statedir.Layout.Prompts, fifo},
-		{"a FIFO at the lock", statedir.Layout.LockFile, fifo},
-		{"/dev/zero at the journal", func(l statedir.Layout) string { return filepath.Join(l.Messages(), messaging.JournalFile) }, zero},
-		{"/dev/zero at objects.json", statedir.Layout.Objects, zero},
-		{"/dev/zero at an ownership record", func(l statedir.Layout) string { return l.Owned("a") }, zero},
+		{"a FIFO at the state database", statedir.Layout.StateDB, fifo, statedir.ErrUnsafe},
+		{"a FIFO at a legacy ownership record", legacyOwned, fifo, nil},
+		{"a FIFO at the journal", func(l statedir.Layout) string { return filepath.Join(l.Messages(), messaging.JournalFile) }, fifo, nil},
+		{"a FIFO at objects.json", statedir.Layout.Objects, fifo, nil},
+		{"a FIFO at a legacy prompts-delivered.json", statedir.Layout.LegacyPrompts, fifo, nil},
+		{"a FIFO at the lock", statedir.Layout.LockFile, fifo, nil},
+		{"/dev/zero at the journal", func(l statedir.Layout) string { return filepath.Join(l.Messages(), messaging.JournalFile) }, zero, nil},
+		{"/dev/zero at the state database", statedir.Layout.StateDB, zero, statedir.ErrUnsafe},
+		{"/dev/zero at objects.json", statedir.Layout.Objects, zero, nil},
+		{"/dev/zero at a legacy ownership record", legacyOwned, zero, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := statedir.At(t.TempDir())
@@ -89,7 +100,8 @@ func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				if !errors.Is(err, statedir.ErrNotRegular) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove it") {
+				refused := cmp.Or(tc.refused, statedir.ErrNotRegular)
+				if !errors.Is(err, refused) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove it") {
 					t.Fatalf("Run = %v, want start-up refused, naming %s and what to do", err, path)
 				}
 			case <-time.After(10 * time.Second):
@@ -99,16 +111,16 @@ func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
 	}
 }
 
-// TestRun_IgnoresASpareRecordFileThatIsNotARegularFile: a FIFO where fleetd
-// keeps a spare for its next ownership record is not taken for one (its
-// write would wait for a reader for good): the member's record is written
-// and it becomes Ready.
+// TestRun_IgnoresASpareRecordFileThatIsNotARegularFile: a FIFO where an
+// older fleetd kept a spare for its next ownership record is not taken for
+// one by the migration (reading it would wait for a writer for good): the
+// legacy directory is migrated and removed, and the member becomes Ready.
 func TestRun_IgnoresASpareRecordFileThatIsNotARegularFile(t *testing.T) {
 	l := statedir.At(t.TempDir())
-	if err := os.MkdirAll(l.OwnedDir(), statedir.DirMode); err != nil {
+	if err := os.MkdirAll(l.LegacyOwnedDir(), statedir.DirMode); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(l.OwnedSpare("planted"), 0o600); err != nil {
+	if err := syscall.Mkfifo(filepath.Join(l.LegacyOwnedDir(), ".spare-planted"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -121,9 +133,9 @@ func TestRun_IgnoresASpareRecordFileThatIsNotARegularFile(t *testing.T) {
 	if err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
 		return len(ms) == 1 && ms[0].Status.Phase == v1alpha1.PhaseReady
 	}); err != nil {
-		t.Fatalf("the member never became Ready with a FIFO among the spare records: %v", err)
+		t.Fatalf("the member never became Ready with a FIFO among the legacy spare records: %v", err)
 	}
-	if _, err := os.Stat(l.Owned("coder")); err != nil {
-		t.Errorf("the member's ownership record: %v", err)
+	if _, err := os.Stat(l.LegacyOwnedDir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the legacy ownership records are still there after the migration: %v", err)
 	}
 }

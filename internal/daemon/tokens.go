@@ -10,8 +10,8 @@ import (
 // dropUnownedTokens revokes, before the controllers launch any pane, every
 // worker token that no ownership record holds: tokens of panes whose record
 // was lost (their tabs are closed as orphans), of launches that never got
-// their pane recorded, or left in tokens.json by a revocation that did not
-// reach the disk. A record names its token by handle; one written before
+// their pane recorded, or left in the state database by a revocation that
+// did not reach the disk. A record names its token by handle; one written before
 // fleetd kept the handle names it by member and pane id. Tokens of recorded
 // panes that ended while fleetd was down are released by the reconciler
 // once herdr has been listed.
@@ -26,15 +26,10 @@ func dropUnownedTokens(toks *tokens.Registry, owned []controllers.Ownership, log
 			panes[memberPane{o.Member, o.PaneID}] = true
 		}
 	}
-	n, err := toks.Retain(func(id tokens.ID, i tokens.Identity) bool {
+	n := toks.Retain(func(id tokens.ID, i tokens.Identity) bool {
 		return ids[id] || panes[memberPane{i.Member, i.PaneID}] // only recorded panes are keys
 	})
 	if n > 0 {
 		log.Info("revoked worker tokens that no pane fleetd owns holds", "count", n)
-	}
-	if err != nil {
-		// They no longer resolve; the file still lists them until the
-		// next change is written.
-		log.Warn("could not write the token registry after revoking unowned tokens", "err", err)
 	}
 }

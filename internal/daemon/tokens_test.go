@@ -11,6 +11,8 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/internal/harness"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -20,7 +22,12 @@ import (
 // panes it runs keep working.
 func TestRun_RevokesTokensNoOwnedPaneHolds(t *testing.T) {
 	stateDir := t.TempDir()
-	reg, err := tokens.Open(stateDir, nil)
+	db, err := statedb.Open(statedir.At(stateDir).StateDB(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reg, err := tokens.Open(stateDir, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +40,9 @@ func TestRun_RevokesTokensNoOwnedPaneHolds(t *testing.T) {
 	}
 	unbound, _, err := reg.Mint("reviewer", "uid-old")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // an earlier fleetd, stopped
 		t.Fatal(err)
 	}
 	info, _ := startDaemon(t, stateDir)
@@ -64,7 +74,7 @@ func TestRun_RevokesTokensNoOwnedPaneHolds(t *testing.T) {
 // A record names its pane's token by handle, or — written before fleetd
 // kept handles — by member and pane id; everything else is dropped.
 func TestDropUnownedTokens(t *testing.T) {
-	reg, err := tokens.Open(t.TempDir(), nil)
+	reg, err := tokens.Open(t.TempDir(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

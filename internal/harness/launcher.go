@@ -35,8 +35,8 @@ type TokenRegistry interface {
 	Mint(member, memberUID string) (string, tokens.ID, error)
 	Bind(id tokens.ID, paneID, terminalID string) error
 	Revoke(id tokens.ID) error
-	RevokeMemberPane(member, paneID string) (int, error)
-	RevokeMember(name string) (int, error)
+	RevokeMemberPane(member, paneID string) int
+	RevokeMember(name string) int
 }
 
 // LauncherOptions configure a [Launcher].
@@ -216,20 +216,20 @@ func (l *Launcher) Release(p launch.Pane) error {
 	if p.Token != "" {
 		return l.tokens.Revoke(tokens.ID(p.Token))
 	}
-	_, err := l.tokens.RevokeMemberPane(p.Member, p.PaneID)
-	return err
+	l.tokens.RevokeMemberPane(p.Member, p.PaneID)
+	return nil
 }
 
 // Forget revokes every token of a deleted member and removes its config
 // files.
 func (l *Launcher) Forget(member string) error {
-	_, err := l.tokens.RevokeMember(member)
+	l.tokens.RevokeMember(member)
 	if safeDirName(member) {
-		if rmErr := os.RemoveAll(l.configDir(member)); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("forget member %q: %w", member, rmErr))
+		if err := os.RemoveAll(l.configDir(member)); err != nil {
+			return fmt.Errorf("forget member %q: %w", member, err)
 		}
 	}
-	return err
+	return nil
 }
 
 func (l *Launcher) configDir(member string) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 	"github.com/google/go-cmp/cmp"
@@ -47,7 +48,12 @@ type fixture struct {
 func newFixture(t *testing.T, env map[string]string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	reg, err := tokens.Open(dir, nil)
+	db, err := statedb.Open(statedir.At(dir).StateDB(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	reg, err := tokens.Open(dir, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +324,7 @@ func TestLauncher_SecretsStayInPaneEnvOnly(t *testing.T) {
 	}
 	visible = append(visible, logs.Bytes())
 	err = filepath.WalkDir(f.stateDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || path == statedir.At(f.stateDir).Tokens() || path == statedir.At(f.stateDir).PrimaryToken() {
+		if err != nil || d.IsDir() || path == statedir.At(f.stateDir).PrimaryToken() {
 			return err
 		}
 		b, err := os.ReadFile(path)
@@ -341,7 +347,7 @@ func TestLauncher_SecretsStayInPaneEnvOnly(t *testing.T) {
 }
 
 func TestNewLauncher_RequiresItsDependencies(t *testing.T) {
-	reg, err := tokens.Open(t.TempDir(), nil)
+	reg, err := tokens.Open(t.TempDir(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

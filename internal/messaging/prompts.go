@@ -5,16 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/atomicfile"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
 // Fleet is the declared fleet with the status the controllers observed, as
@@ -61,8 +58,8 @@ type FirstPromptsOptions struct {
 // core and, when the drop took the first prompt untyped, owes it again:
 // it is sent once the member is Ready in another pane.
 //
-// Which members got theirs is kept in a file (member uid → the turn id and
-// a digest of the prompt; the daemon's is statedir's Layout.Prompts; a
+// Which members got theirs is kept in the state database (table
+// statedb.Prompts: member uid → the turn id and a digest of the prompt; a
 // bare turn id, as older fleetds wrote it, stands for the prompt the member
 // has when it is first read). The record is written after the
 // core acknowledged the send (the core's journal then holds the queued
@@ -73,7 +70,7 @@ type FirstPrompts struct {
 	// mu serialises deliveries with WorkerGone, so that a prompt is never
 	// queued between WorkerGone's look at the core and the drop.
 	mu      sync.Mutex
-	path    string
+	db      *statedb.DB
 	from    string
 	members Fleet
 	sender  Sender
@@ -81,18 +78,18 @@ type FirstPrompts struct {
 	// records of members that no longer exist get dropped.
 	roster Roster
 	log    *slog.Logger
-	done   map[string]delivered // member uid → its queued prompt (the file)
+	done   map[string]delivered // member uid → its queued prompt (the database's table)
 	// lostIn holds, by member uid, the pane a member's first prompt was
 	// dropped with, untyped: it is owed again once the member is Ready in
 	// another pane (not the stale Ready of the pane that went away).
 	lostIn map[string]string
 }
 
-// NewFirstPrompts reads the record at path (none yet is an empty one) and
-// returns the controller that delivers the prompts of fleet's members
-// through sender; roster says when the desired state has been read. Call
-// Run to deliver.
-func NewFirstPrompts(path string, fleet Fleet, roster Roster, sender Sender, opts *FirstPromptsOptions) (*FirstPrompts, error) {
+// NewFirstPrompts reads the deliveries recorded in db (nil keeps them in
+// memory only) and returns the controller that delivers the prompts of
+// fleet's members through sender; roster says when the desired state has
+// been read. Call Run to deliver.
+func NewFirstPrompts(db *statedb.DB, fleet Fleet, roster Roster, sender Sender, opts *FirstPromptsOptions) (*FirstPrompts, error) {
 	var o FirstPromptsOptions
 	if opts != nil {
 		o = *opts
@@ -103,16 +100,17 @@ func NewFirstPrompts(path string, fleet Fleet, roster Roster, sender Sender, opt
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	fp := &FirstPrompts{path: path, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]delivered{}, lostIn: map[string]string{}}
-	data, err := statedir.ReadFile(path, statedir.MaxIndexBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	default:
-		if err := json.Unmarshal(data, &fp.done); err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
+	fp := &FirstPrompts{db: db, from: o.From, members: fleet, roster: roster, sender: sender, log: o.Logger, done: map[string]delivered{}, lostIn: map[string]string{}}
+	err := db.Each(statedb.Prompts, func(uid string, value []byte) error {
+		var d delivered
+		if err := json.Unmarshal(value, &d); err != nil {
+			return fmt.Errorf("the first prompt delivered to member uid %s: %w", uid, err)
 		}
+		fp.done[uid] = d
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return fp, nil
 }
@@ -133,7 +131,7 @@ func (fp *FirstPrompts) Run(ctx context.Context) {
 func (fp *FirstPrompts) deliver(ctx context.Context) {
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
-	changed := false
+	var changed []string // uids whose record changed
 	live := map[string]bool{}
 	for _, m := range fp.members.Members() {
 		live[m.UID] = true
@@ -143,7 +141,7 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 		digest := promptDigest(m.Spec.Prompt)
 		if d, ok := fp.done[m.UID]; ok {
 			if d.Prompt == "" { // recorded by an older fleetd: the prompt it has now
-				fp.done[m.UID], changed = delivered{Turn: d.Turn, Prompt: digest}, true
+				fp.done[m.UID], changed = delivered{Turn: d.Turn, Prompt: digest}, append(changed, m.UID)
 			}
 			if d.Prompt == "" || d.Prompt == digest {
 				continue
@@ -160,7 +158,7 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 		_, again := fp.done[m.UID]
 		fp.done[m.UID] = delivered{Turn: res.TurnID, Prompt: digest}
 		delete(fp.lostIn, m.UID)
-		changed = true
+		changed = append(changed, m.UID)
 		if again {
 			fp.log.Info("changed first prompt queued", "member", m.Name, "turn", res.TurnID)
 		} else {
@@ -171,7 +169,7 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 		for uid := range fp.done {
 			if !live[uid] {
 				delete(fp.done, uid)
-				changed = true
+				changed = append(changed, uid)
 			}
 		}
 		for uid := range fp.lostIn {
@@ -180,8 +178,8 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 			}
 		}
 	}
-	if changed {
-		if err := fp.save(); err != nil {
+	if len(changed) > 0 {
+		if err := fp.save(changed...); err != nil {
 			fp.log.Error("could not record delivered first prompts", "err", err)
 		}
 	}
@@ -211,18 +209,29 @@ func (fp *FirstPrompts) WorkerGone(name, paneID, reason string) {
 	}
 	delete(fp.done, uid)
 	fp.lostIn[uid] = paneID
-	if err := fp.save(); err != nil {
+	if err := fp.save(uid); err != nil {
 		fp.log.Error("could not record a first prompt owed again", "member", name, "err", err)
 	}
 	fp.log.Info("first prompt dropped with the member's pane before it was typed; owed to its next pane", "member", name, "pane", paneID, "turn", turn)
 }
 
-func (fp *FirstPrompts) save() error {
-	data, err := json.MarshalIndent(fp.done, "", "  ")
-	if err != nil {
-		return err
+// save writes the records of the members uids as fp.done has them; the
+// caller holds mu.
+func (fp *FirstPrompts) save(uids ...string) error {
+	changes := make([]statedb.Change, 0, len(uids))
+	for _, uid := range uids {
+		d, ok := fp.done[uid]
+		if !ok {
+			changes = append(changes, statedb.Delete(statedb.Prompts, uid))
+			continue
+		}
+		data, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		changes = append(changes, statedb.Put(statedb.Prompts, uid, data))
 	}
-	return atomicfile.Write(fp.path, append(data, '\n'), statedir.FileMode)
+	return fp.db.Write(changes...)
 }
 
 // delivered is a member's first prompt as queued: its turn and a digest

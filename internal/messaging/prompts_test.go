@@ -3,13 +3,13 @@ package messaging
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -57,11 +57,39 @@ func member(name, uid, phase, prompt string) v1alpha1.Member {
 		Spec: v1alpha1.MemberSpec{Profile: "claude", Prompt: prompt}, Status: v1alpha1.MemberStatus{Phase: phase}}
 }
 
+// stateDB is a state database a test restarts: restart closes it (what it
+// staged is written) and opens its file again.
+type stateDB struct {
+	t    *testing.T
+	path string
+	db   *statedb.DB
+}
+
+func newStateDB(t *testing.T) *stateDB {
+	s := &stateDB{t: t, path: statedir.At(t.TempDir()).StateDB()}
+	s.restart()
+	t.Cleanup(func() { s.db.Close() })
+	return s
+}
+
+func (s *stateDB) restart() *statedb.DB {
+	s.t.Helper()
+	if err := s.db.Close(); err != nil {
+		s.t.Fatal(err)
+	}
+	db, err := statedb.Open(s.path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.db = db
+	return db
+}
+
 func TestFirstPrompts_OncePerMemberAcrossRestarts(t *testing.T) {
-	path := statedir.At(t.TempDir()).Prompts()
+	state := newStateDB(t)
 	ms := &fakeMembers{}
 	open := func(sender *recordingSender, synced bool) *FirstPrompts {
-		fp, err := NewFirstPrompts(path, ms, syncedRoster(synced), sender, &FirstPromptsOptions{From: "@primary"})
+		fp, err := NewFirstPrompts(state.restart(), ms, syncedRoster(synced), sender, &FirstPromptsOptions{From: "@primary"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,8 +111,8 @@ func TestFirstPrompts_OncePerMemberAcrossRestarts(t *testing.T) {
 	if diff := cmp.Diff(want, s1.sent); diff != "" {
 		t.Fatalf("sent (-want +got):\n%s", diff)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("record file: %v, %v", fi, err)
+	if fi, err := os.Stat(state.path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("state database: %v, %v", fi, err)
 	}
 
 	// A restart (before the manifests are read, then after) does not resend.
@@ -112,12 +140,12 @@ func TestFirstPrompts_OncePerMemberAcrossRestarts(t *testing.T) {
 }
 
 // TestFirstPrompts_DefaultsAndUnreadableRecord: without options the prompt
-// comes from the core's default primary name, and a record that is not
-// JSON stops the start with an error naming the file.
+// comes from the core's default primary name, and a record that is not a
+// delivery stops the start with an error naming the member's uid.
 func TestFirstPrompts_DefaultsAndUnreadableRecord(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "prompts.json")
+	state := newStateDB(t)
 	s := &recordingSender{}
-	fp, err := NewFirstPrompts(path, &fakeMembers{list: []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "task")}}, syncedRoster(true), s, nil)
+	fp, err := NewFirstPrompts(state.db, &fakeMembers{list: []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "task")}}, syncedRoster(true), s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +153,11 @@ func TestFirstPrompts_DefaultsAndUnreadableRecord(t *testing.T) {
 	if len(s.sent) != 1 || s.sent[0].From != (&Options{}).withDefaults().PrimaryName {
 		t.Errorf("sent %+v, want one prompt from the core's default primary", s.sent)
 	}
-	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+	if err := state.db.Write(statedb.Put(statedb.Prompts, "uid-z", []byte("[1]"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewFirstPrompts(path, &fakeMembers{}, syncedRoster(true), s, nil); err == nil || !strings.Contains(err.Error(), path) {
-		t.Errorf("NewFirstPrompts on a corrupt record = %v, want an error naming %s", err, path)
+	if _, err := NewFirstPrompts(state.db, &fakeMembers{}, syncedRoster(true), s, nil); err == nil || !strings.Contains(err.Error(), "uid-z") {
+		t.Errorf("NewFirstPrompts on a corrupt record = %v, want an error naming uid-z", err)
 	}
 }
 
@@ -139,7 +167,7 @@ func TestFirstPrompts_DefaultsAndUnreadableRecord(t *testing.T) {
 // not while the status still shows the old pane — and only once; a prompt
 // that was typed is not sent again when its pane goes.
 func TestFirstPrompts_OwedUntilTyped(t *testing.T) {
-	path := statedir.At(t.TempDir()).Prompts()
+	state := newStateDB(t)
 	ready := func(pane string) []v1alpha1.Member {
 		m := member("a", "uid-a", v1alpha1.PhaseReady, "task a")
 		m.Status.PaneID = pane
@@ -147,7 +175,7 @@ func TestFirstPrompts_OwedUntilTyped(t *testing.T) {
 	}
 	ms := &fakeMembers{list: ready("w1:p1")}
 	s := &recordingSender{typed: map[string]bool{}}
-	fp, err := NewFirstPrompts(path, ms, syncedRoster(true), s, nil)
+	fp, err := NewFirstPrompts(state.db, ms, syncedRoster(true), s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +190,7 @@ func TestFirstPrompts_OwedUntilTyped(t *testing.T) {
 		t.Fatalf("sent %d prompts before the member was Ready in a new pane, want 1", len(s.sent))
 	}
 	// A restart now must not forget that the prompt is owed.
-	fp, err = NewFirstPrompts(path, ms, syncedRoster(true), s, nil)
+	fp, err = NewFirstPrompts(state.restart(), ms, syncedRoster(true), s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +214,13 @@ func TestFirstPrompts_OwedUntilTyped(t *testing.T) {
 // same text; a record an older fleetd wrote (a bare turn id) stands for
 // the prompt the member has when it is first read.
 func TestFirstPrompts_ChangedPromptIsDeliveredOnce(t *testing.T) {
-	path := statedir.At(t.TempDir()).Prompts()
-	if err := os.WriteFile(path, []byte(`{"uid-old": "t-7"}`), 0o600); err != nil {
+	state := newStateDB(t)
+	if err := state.db.Write(statedb.Put(statedb.Prompts, "uid-old", []byte(`"t-7"`))); err != nil {
 		t.Fatal(err)
 	}
 	ms := &fakeMembers{list: []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "first"), member("old", "uid-old", v1alpha1.PhaseReady, "legacy")}}
 	open := func(s *recordingSender) *FirstPrompts {
-		fp, err := NewFirstPrompts(path, ms, syncedRoster(true), s, nil)
+		fp, err := NewFirstPrompts(state.restart(), ms, syncedRoster(true), s, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

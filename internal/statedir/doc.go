@@ -7,16 +7,23 @@
 //
 //	fleetd.lock              0600  the lock; holds the pid of the fleetd holding it
 //	primary.token            0600  the primary's bearer token (package tokens)
-//	tokens.json              0600  worker token hashes and their panes (package tokens)
+//	state.journal            0600  the state database (internal/statedb): per member, the pane fleetd
+//	                               runs (controllers), what it keeps across panes — its agent's session,
+//	                               a graceful close or replacement under way (controllers) —, worker
+//	                               token hashes and their panes (package tokens), the delivered first
+//	                               prompt (internal/messaging)
 //	objects.json             0600  uids, generations and creation times of objects (internal/store)
-//	owned/NAME.json          0600  the pane fleetd runs for member NAME (controllers), in a 0700 directory
-//	members/NAME.json        0600  what fleetd keeps of member NAME across its panes: its agent's session,
-//	                               a graceful close or replacement under way (controllers), in a 0700 directory
 //	harness/NAME/            0700  member NAME's harness config files, each 0600 (internal/harness)
 //	messages/                0700  the messaging journal's directory (internal/messaging);
 //	messages/messaging.journal 0600  the journal itself, named by package messaging
-//	prompts-delivered.json   0600  members whose spec.prompt was delivered (internal/messaging)
 //	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)
+//
+// Before the state database, fleetd kept its per-member records one file
+// each: tokens.json, owned/NAME.json (and owned/.spare-ID), members/NAME.json
+// and prompts-delivered.json. The state database's one-shot migration
+// reads them at the first start after an upgrade, and removes them once
+// their records are in the database ([Layout.LegacyTokens] and the
+// others); nothing else reads them.
 //
 // Every directory is created with [DirMode] and every file with [FileMode]:
 // nothing in the state directory is readable by group or others. A
@@ -30,20 +37,20 @@
 // pid and what to do. The daemon takes the lock before anything under the
 // directory is opened or created and releases it last, after the messaging
 // core has closed its journal and every goroutine has stopped: two
-// processes writing one journal, one token registry or one set of
-// ownership records would corrupt them.
+// processes writing one journal or one state database would corrupt it.
 //
 // [Layout.CheckSafe] decides whether the directory may be trusted at all:
 // the root must be the current user's and not writable by group or
-// others, and the token files (primary.token, tokens.json) must be the
-// user's own regular files, closed to group and others. The daemon calls
+// others, and the files with token hashes (primary.token, state.journal,
+// a legacy tokens.json) must be the user's own regular files, closed to
+// group and others. The daemon calls
 // it before it takes the lock and refuses to start otherwise, with an
 // error naming the path, its mode or owner, and the fix.
 //
 // [Open] and [ReadFile] are the one way fleetd opens a file it keeps here,
-// for every package that keeps one (the lock, the token files, the
-// ownership records, objects.json, prompts-delivered.json, the message
-// journal): only a regular file is opened — a symbolic link is refused
+// for every package that keeps one (the lock, primary.token, the state
+// database and its legacy files, objects.json, the message journal): only
+// a regular file is opened — a symbolic link is refused
 // (O_NOFOLLOW), a FIFO too, without waiting for a writer (O_NONBLOCK, then
 // fstat), a device, a socket or a directory as well — and at most a bound
 // per kind of file is read ([MaxRecordBytes] and the others). A refusal is

@@ -18,11 +18,17 @@ const (
 	MaxLockBytes = 4 << 10
 	// MaxTokenBytes bounds primary.token: one token.
 	MaxTokenBytes = 4 << 10
-	// MaxRecordBytes bounds one ownership record (owned/NAME.json).
+	// MaxRecordBytes bounds one record of a legacy per-member directory
+	// (owned/NAME.json, members/NAME.json), read once by the migration to
+	// the state database.
 	MaxRecordBytes = 64 << 10
-	// MaxIndexBytes bounds the files that list every member or token:
-	// tokens.json, objects.json, prompts-delivered.json.
+	// MaxIndexBytes bounds the files that list every object or token:
+	// objects.json, and the legacy tokens.json and prompts-delivered.json.
 	MaxIndexBytes = 64 << 20
+	// MaxStateDBBytes bounds the state database. It is compacted to its
+	// live records (a few hundred bytes per member and token) as it grows;
+	// the whole of it is read into memory at start-up.
+	MaxStateDBBytes = 256 << 20
 	// MaxJournalBytes bounds the message journal. The journal is compacted
 	// to its live content (the mailboxes, queues and open turns, each
 	// bounded by the messaging core) as it grows; the whole of it is read

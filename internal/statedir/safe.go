@@ -14,12 +14,12 @@ var ErrUnsafe = errors.New("unsafe state directory")
 
 // CheckSafe refuses a state directory somebody else could have written:
 // the root must be a directory owned by the current user and not writable
-// by group or others, and each token file that exists (primary.token,
-// tokens.json) must be a regular file — not a symlink — owned by the
-// current user and neither readable nor writable by group or others.
-// Whoever can write there can plant a primary token of their own, or a
-// token registry that lets their token in; whoever can read
-// primary.token is the primary.
+// by group or others, and each file with token hashes that exists
+// (primary.token, the state database, the legacy tokens.json) must be a
+// regular file — not a symlink — owned by the current user and neither
+// readable nor writable by group or others. Whoever can write there can
+// plant a primary token of their own, or token hashes that let their token
+// in; whoever can read primary.token is the primary.
 //
 // A root that does not exist yet passes: [Layout.Lock] creates it with
 // [DirMode]. The error matches [ErrUnsafe] and names the path, what is
@@ -70,19 +70,21 @@ func (l Layout) checkSafe(stat statFunc, uid int) error {
 		return unsafeErr(l.root, fmt.Sprintf("has mode %04o: writable by group or others", root.mode.Perm()),
 			"chmod 700 "+shellQuote(l.root))
 	}
-	for _, path := range []string{l.PrimaryToken(), l.Tokens()} {
+	for _, path := range []string{l.PrimaryToken(), l.StateDB(), l.LegacyTokens()} {
 		f, err := stat(path, false)
+		remove := "remove it (rm " + shellQuote(path) + ") and start fleetd again; it writes a new one"
+		if path == l.StateDB() { // without it fleetd forgets the panes it ran
+			remove = "if fleetd did not write it, remove it (rm " + shellQuote(path) + ") and start fleetd again: it then closes the panes it ran and starts their members afresh"
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
 		case err != nil:
 			return fmt.Errorf("check token file %s: %w", path, err)
 		case !f.mode.IsRegular():
-			return unsafeErr(path, "is not a regular file (a symlink, say); fleetd writes its token files itself",
-				"remove it (rm "+shellQuote(path)+") and start fleetd again")
+			return unsafeErr(path, "is not a regular file (a symlink, say); fleetd writes its token files itself", remove)
 		case f.uid != uid:
-			return unsafeErr(path, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", f.uid, uid),
-				"remove it (rm "+shellQuote(path)+") and start fleetd again; it writes a new one")
+			return unsafeErr(path, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", f.uid, uid), remove)
 		case f.mode.Perm()&0o077 != 0:
 			fix := "chmod 600 " + shellQuote(path)
 			if path == l.PrimaryToken() {

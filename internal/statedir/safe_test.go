@@ -26,7 +26,8 @@ func TestCheckSafe(t *testing.T) {
 		}, nil},
 		{"token files 0600", func(t *testing.T, l statedir.Layout) string {
 			must(t, os.WriteFile(l.PrimaryToken(), []byte("t\n"), 0o600))
-			must(t, os.WriteFile(l.Tokens(), []byte("{}"), 0o600))
+			must(t, os.WriteFile(l.StateDB(), nil, 0o600))
+			must(t, os.WriteFile(l.LegacyTokens(), []byte("{}"), 0o600))
 			return ""
 		}, nil},
 		{"directory writable by others", func(t *testing.T, l statedir.Layout) string {
@@ -47,11 +48,22 @@ func TestCheckSafe(t *testing.T) {
 			must(t, os.Chmod(l.PrimaryToken(), 0o644))
 			return l.PrimaryToken()
 		}, []string{"mode 0644", "chmod 600", "rotate the token"}},
-		{"token registry writable by group", func(t *testing.T, l statedir.Layout) string {
-			must(t, os.WriteFile(l.Tokens(), []byte("{}"), 0o620))
-			must(t, os.Chmod(l.Tokens(), 0o620))
-			return l.Tokens()
+		{"legacy token registry writable by group", func(t *testing.T, l statedir.Layout) string {
+			must(t, os.WriteFile(l.LegacyTokens(), []byte("{}"), 0o620))
+			must(t, os.Chmod(l.LegacyTokens(), 0o620))
+			return l.LegacyTokens()
 		}, []string{"mode 0620", "chmod 600"}},
+		{"state database readable by others", func(t *testing.T, l statedir.Layout) string {
+			must(t, os.WriteFile(l.StateDB(), nil, 0o644))
+			must(t, os.Chmod(l.StateDB(), 0o644))
+			return l.StateDB()
+		}, []string{"mode 0644", "chmod 600"}},
+		{"state database a symlink", func(t *testing.T, l statedir.Layout) string {
+			target := filepath.Join(t.TempDir(), "planted")
+			must(t, os.WriteFile(target, nil, 0o600))
+			must(t, os.Symlink(target, l.StateDB()))
+			return l.StateDB()
+		}, []string{"not a regular file", "rm ", "starts their members afresh"}},
 		{"primary token a symlink", func(t *testing.T, l statedir.Layout) string {
 			target := filepath.Join(t.TempDir(), "planted")
 			must(t, os.WriteFile(target, []byte("attacker\n"), 0o600))

@@ -18,19 +18,22 @@ const (
 
 // Names in the state directory, relative to its root.
 const (
-	lockFile     = "fleetd.lock"
-	primaryFile  = "primary.token"
-	tokensFile   = "tokens.json"
-	objectsFile  = "objects.json"
-	ownedDir     = "owned"
-	memoryDir    = "members"
-	harnessDir   = "harness"
-	messagesDir  = "messages"
-	promptsFile  = "prompts-delivered.json"
-	simDir       = "sim"
-	simSocket    = "herdr.sock"
-	recordSuffix = ".json"
-	sparePrefix  = ".spare-"
+	lockFile    = "fleetd.lock"
+	primaryFile = "primary.token"
+	stateDBFile = "state.journal"
+	objectsFile = "objects.json"
+	harnessDir  = "harness"
+	messagesDir = "messages"
+	simDir      = "sim"
+	simSocket   = "herdr.sock"
+
+	// What fleetd kept one file per record before the state database; only
+	// its one-shot migration reads them (and then removes them).
+	legacyTokensFile  = "tokens.json"
+	legacyOwnedDir    = "owned"
+	legacyMemoryDir   = "members"
+	legacyPromptsFile = "prompts-delivered.json"
+	legacySuffix      = ".json"
 )
 
 // Layout names the paths of one state directory. It is a value: copy it
@@ -73,53 +76,45 @@ func (l Layout) LockFile() string { return l.path(lockFile) }
 // PrimaryToken is the file holding the primary's bearer token.
 func (l Layout) PrimaryToken() string { return l.path(primaryFile) }
 
-// Tokens is the token registry: worker token hashes and their panes.
-func (l Layout) Tokens() string { return l.path(tokensFile) }
+// StateDB is the state database (package statedb): the records fleetd
+// must not lose about each member — the pane it runs, its memory across
+// panes, its worker tokens' hashes, its delivered first prompt — in one
+// journal file.
+func (l Layout) StateDB() string { return l.path(stateDBFile) }
 
 // Objects is the store's record of object uids, generations and creation
 // times.
 func (l Layout) Objects() string { return l.path(objectsFile) }
 
-// OwnedDir is the directory of ownership records, one per member.
-func (l Layout) OwnedDir() string { return l.path(ownedDir) }
+// LegacyTokens is where fleetd kept worker token hashes before the state
+// database: one file, rewritten on every change.
+func (l Layout) LegacyTokens() string { return l.path(legacyTokensFile) }
 
-// Owned is the ownership record of member name, in [Layout.OwnedDir].
-func (l Layout) Owned(name string) string { return l.path(ownedDir, name+recordSuffix) }
+// LegacyOwnedDir is where fleetd kept its ownership records before the
+// state database: one file per member (NAME.json), and spare files
+// (dot-files) that are never records.
+func (l Layout) LegacyOwnedDir() string { return l.path(legacyOwnedDir) }
 
-// IsOwnedRecord reports whether a file name in [Layout.OwnedDir] is an
-// ownership record (not a temporary file of an interrupted write, nor a
-// spare).
-func IsOwnedRecord(name string) bool {
-	return strings.HasSuffix(name, recordSuffix) && !strings.HasPrefix(name, ".")
+// LegacyMemoryDir is where fleetd kept each member's memory before the
+// state database: one file per member (NAME.json).
+func (l Layout) LegacyMemoryDir() string { return l.path(legacyMemoryDir) }
+
+// LegacyPrompts is where fleetd recorded the delivered first prompts
+// before the state database.
+func (l Layout) LegacyPrompts() string { return l.path(legacyPromptsFile) }
+
+// IsLegacyRecord reports whether a file name in [Layout.LegacyOwnedDir] or
+// [Layout.LegacyMemoryDir] is a record (NAME.json): not a temporary file
+// of an interrupted write nor a spare, which are dot-files.
+func IsLegacyRecord(name string) bool {
+	return strings.HasSuffix(name, legacySuffix) && !strings.HasPrefix(name, ".")
 }
-
-// OwnedSpare is spare file id in [Layout.OwnedDir]: the file of a dropped
-// ownership record, kept for a later record's write to reuse. A spare is
-// never a record, whatever it holds.
-func (l Layout) OwnedSpare(id string) string { return l.path(ownedDir, sparePrefix+id) }
-
-// IsOwnedSpare reports whether a file name in [Layout.OwnedDir] is a spare
-// ([Layout.OwnedSpare]).
-func IsOwnedSpare(name string) bool { return strings.HasPrefix(name, sparePrefix) }
-
-// MemoryDir is the directory of what the controllers keep of each member
-// across its panes and fleetd's restarts (the agent's session, a graceful
-// close or replacement under way), one file per member.
-func (l Layout) MemoryDir() string { return l.path(memoryDir) }
-
-// Memory is member name's file in [Layout.MemoryDir]. A name that starts
-// with a dot is never a member's: temporary files of interrupted writes
-// are dot-files.
-func (l Layout) Memory(name string) string { return l.path(memoryDir, name+recordSuffix) }
 
 // Harness is the directory of member name's harness config files.
 func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }
 
 // Messages is the directory of the messaging core's journal.
 func (l Layout) Messages() string { return l.path(messagesDir) }
-
-// Prompts records which members' spec.prompt was delivered.
-func (l Layout) Prompts() string { return l.path(promptsFile) }
 
 // SimSocket is the socket of the embedded simulated herdr; its directory
 // is the caller's to create (with [DirMode]).

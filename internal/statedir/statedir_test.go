@@ -19,58 +19,48 @@ import (
 func TestLayout_Paths(t *testing.T) {
 	l := statedir.At("/s")
 	got := map[string]string{
-		"lock":          l.LockFile(),
-		"primary token": l.PrimaryToken(),
-		"tokens":        l.Tokens(),
-		"objects":       l.Objects(),
-		"owned dir":     l.OwnedDir(),
-		"owned":         l.Owned("alpha"),
-		"owned spare":   l.OwnedSpare("X1"),
-		"harness":       l.Harness("alpha"),
-		"messages":      l.Messages(),
-		"prompts":       l.Prompts(),
-		"sim socket":    l.SimSocket(),
+		"lock":           l.LockFile(),
+		"primary token":  l.PrimaryToken(),
+		"state database": l.StateDB(),
+		"objects":        l.Objects(),
+		"harness":        l.Harness("alpha"),
+		"messages":       l.Messages(),
+		"sim socket":     l.SimSocket(),
+		"legacy tokens":  l.LegacyTokens(),
+		"legacy owned":   l.LegacyOwnedDir(),
+		"legacy memory":  l.LegacyMemoryDir(),
+		"legacy prompts": l.LegacyPrompts(),
 	}
 	want := map[string]string{
-		"lock":          "/s/fleetd.lock",
-		"primary token": "/s/primary.token",
-		"tokens":        "/s/tokens.json",
-		"objects":       "/s/objects.json",
-		"owned dir":     "/s/owned",
-		"owned":         "/s/owned/alpha.json",
-		"owned spare":   "/s/owned/.spare-X1",
-		"harness":       "/s/harness/alpha",
-		"messages":      "/s/messages",
-		"prompts":       "/s/prompts-delivered.json",
-		"sim socket":    "/s/sim/herdr.sock",
+		"lock":           "/s/fleetd.lock",
+		"primary token":  "/s/primary.token",
+		"state database": "/s/state.journal",
+		"objects":        "/s/objects.json",
+		"harness":        "/s/harness/alpha",
+		"messages":       "/s/messages",
+		"sim socket":     "/s/sim/herdr.sock",
+		"legacy tokens":  "/s/tokens.json",
+		"legacy owned":   "/s/owned",
+		"legacy memory":  "/s/members",
+		"legacy prompts": "/s/prompts-delivered.json",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("layout (-want +got):\n%s", diff)
 	}
 }
 
-func TestIsOwnedRecord(t *testing.T) {
+func TestIsLegacyRecord(t *testing.T) {
 	for name, want := range map[string]bool{
 		"alpha.json":          true,
 		".alpha.json.tmp-123": false,
 		".alpha.json":         false,
+		".spare-X1":           false,
 		"alpha.json.tmp":      false,
 		"README":              false,
 	} {
-		if got := statedir.IsOwnedRecord(name); got != want {
-			t.Errorf("IsOwnedRecord(%q) = %v, want %v", name, got, want)
+		if got := statedir.IsLegacyRecord(name); got != want {
+			t.Errorf("IsLegacyRecord(%q) = %v, want %v", name, got, want)
 		}
-	}
-	if !statedir.IsOwnedRecord(filepath.Base(statedir.At("/s").Owned("m"))) {
-		t.Error("the record Owned names is not an ownership record")
-	}
-	spare := filepath.Base(statedir.At("/s").OwnedSpare("ABC"))
-	if statedir.IsOwnedRecord(spare) || !statedir.IsOwnedSpare(spare) {
-		t.Errorf("%s: IsOwnedRecord %v, IsOwnedSpare %v; want a spare, never a record", spare,
-			statedir.IsOwnedRecord(spare), statedir.IsOwnedSpare(spare))
-	}
-	if statedir.IsOwnedSpare("alpha.json") || statedir.IsOwnedSpare(".alpha.json.tmp-1") {
-		t.Error("a record or an interrupted write's temporary file counts as a spare")
 	}
 }
 
@@ -176,8 +166,9 @@ func TestLayout_DocumentedForOperators(t *testing.T) {
 	}
 	l := statedir.At("STATE_DIR")
 	for _, path := range []string{
-		l.LockFile(), l.PrimaryToken(), l.Tokens(), l.Objects(), l.Owned("NAME"), l.OwnedSpare("ID"),
-		l.Harness("NAME") + "/", l.Messages() + "/", l.Prompts(), l.SimSocket(),
+		l.LockFile(), l.PrimaryToken(), l.StateDB(), l.Objects(),
+		l.Harness("NAME") + "/", l.Messages() + "/", l.SimSocket(),
+		l.LegacyTokens(), l.LegacyOwnedDir() + "/", l.LegacyMemoryDir() + "/", l.LegacyPrompts(),
 	} {
 		if !strings.Contains(string(doc), "| `"+path) {
 			t.Errorf("docs/security.md has no row for %s", path)

@@ -5,14 +5,15 @@
 // crypto/rand, base64url) in its environment as FLEETD_TOKEN. The [Registry]
 // remembers each token only as its SHA-256 hash, together with the member's
 // name and uid and, once the pane exists, its pane and terminal ids; the
-// hashes live in STATE_DIR/tokens.json (mode 0600, replaced atomically on
-// every change) so panes adopted after a fleetd restart keep working. A
+// hashes live in the state database (internal/statedb, one record per
+// token, a mint durable before the token is handed out) so panes adopted
+// after a fleetd restart keep working. A
 // token is revoked by its [ID], by member, or by member and pane together
 // ([Registry.RevokeMemberPane]) — never by a pane id alone, which herdr may
 // give another member's pane after a restart. The
 // primary — the operator's own agent session — authenticates with the token in
 // STATE_DIR/primary.token, created on first use by [PrimaryToken]. Package
-// statedir names both paths and their modes. In a fleet on etcd the primary
+// statedir names the paths and their modes. In a fleet on etcd the primary
 // token is the fleet's, chosen by the node that minted it: a registry
 // opened with Options.FleetPrimary reads and creates no primary.token and
 // accepts, once told with [Registry.AcceptPrimary], only the token with the

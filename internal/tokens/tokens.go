@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -13,11 +14,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -61,31 +62,34 @@ type Options struct {
 // Registry holds the hashes of the worker tokens fleetd minted and the hash
 // of the primary token, and resolves a presented token to its [Identity].
 // It is safe for concurrent use.
+//
+// The worker tokens are kept in the state database (table statedb.Tokens,
+// one record per token, by its hash). Every change is staged under the
+// registry's lock, so that the file has the changes in the order the
+// registry made them; a mint or a bind then waits for its record to be
+// durable (concurrent ones share the database's fsync), a revocation does
+// not: it is in effect at once, and one a crash lost is made again at the
+// next start, when fleetd revokes every token no ownership record holds
+// ([Registry.Retain]).
 type Registry struct {
-	path string
+	db   *statedb.DB
 	rand io.Reader
 
 	mu         sync.Mutex
 	primary    [sha256.Size]byte
 	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
 	entries    map[[sha256.Size]byte]Identity
-	version    uint64 // bumped by every change to entries
-	saved      uint64 // the version tokens.json holds
-
-	// saveMu serialises writes of tokens.json. Changes made while a write
-	// is under way are written together by the next writer (group commit),
-	// so concurrent mints cost one fsync'd rewrite, not one each.
-	saveMu sync.Mutex
 }
 
-// Open loads the registry kept in stateDir (creating the directory, mode
-// 0700, and the primary token if they do not exist yet).
-func Open(stateDir string, opts *Options) (*Registry, error) {
+// Open loads the worker tokens kept in db (nil keeps them in memory only)
+// and the primary token of stateDir, creating the directory (mode 0700)
+// and the primary token if they do not exist yet.
+func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
 	r := &Registry{
-		path:    statedir.At(stateDir).Tokens(),
+		db:      db,
 		rand:    opts.Rand,
 		entries: make(map[[sha256.Size]byte]Identity),
 	}
@@ -116,15 +120,15 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 		return "", "", err
 	}
 	sum := sha256.Sum256([]byte(tok))
+	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
 	r.mu.Lock()
-	r.entries[sum] = Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
-	want := r.changedLocked()
+	r.entries[sum] = ident
+	commit := r.db.Stage(put(sum, ident))
 	r.mu.Unlock()
-	if err := r.persist(want); err != nil {
+	if err := commit.Wait(); err != nil {
 		// Nobody holds the token yet, so forgetting it loses nothing.
 		r.mu.Lock()
 		delete(r.entries, sum)
-		r.changedLocked()
 		r.mu.Unlock()
 		return "", "", fmt.Errorf("mint token for member %q: %w", member, err)
 	}
@@ -146,13 +150,12 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 	prev := ident
 	ident.PaneID, ident.TerminalID = paneID, terminalID
 	r.entries[sum] = ident
-	want := r.changedLocked()
+	commit := r.db.Stage(put(sum, ident))
 	r.mu.Unlock()
-	if err := r.persist(want); err != nil {
+	if err := commit.Wait(); err != nil {
 		r.mu.Lock()
 		if cur, ok := r.entries[sum]; ok && cur == ident {
 			r.entries[sum] = prev
-			r.changedLocked()
 		}
 		r.mu.Unlock()
 		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, err)
@@ -160,19 +163,20 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 	return nil
 }
 
-// Revoke forgets one token. Revoking an unknown token is not an error.
+// Revoke forgets one token. Revoking an unknown token is not an error; an
+// id that is not a token's hash is.
 func (r *Registry) Revoke(id ID) error {
 	sum, err := id.sum()
 	if err != nil {
 		return err
 	}
-	_, err = r.removeWhere(func(s [sha256.Size]byte, _ Identity) bool { return s == sum })
-	return err
+	r.removeWhere(func(s [sha256.Size]byte, _ Identity) bool { return s == sum })
+	return nil
 }
 
 // RevokeMember forgets every token minted for the named member and returns
 // how many there were.
-func (r *Registry) RevokeMember(name string) (int, error) {
+func (r *Registry) RevokeMember(name string) int {
 	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == name })
 }
 
@@ -180,9 +184,9 @@ func (r *Registry) RevokeMember(name string) (int, error) {
 // returns how many there were. A pane id alone never revokes: herdr can
 // give a pane id that once was one member's to another member's pane (a
 // workspace id reused after a restart), and that member's token must live.
-func (r *Registry) RevokeMemberPane(member, paneID string) (int, error) {
+func (r *Registry) RevokeMemberPane(member, paneID string) int {
 	if member == "" || paneID == "" {
-		return 0, nil
+		return 0
 	}
 	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == member && i.PaneID == paneID })
 }
@@ -190,11 +194,12 @@ func (r *Registry) RevokeMemberPane(member, paneID string) (int, error) {
 // Retain keeps the worker tokens for which keep returns true and forgets the
 // rest, returning how many it forgot. fleetd calls it once at start-up,
 // before any pane is launched, to drop every token no ownership record
-// holds: tokens of tabs whose record was lost (closed as orphans) or minted
-// by a launch that never got its pane. A recorded pane that ended while
+// holds: tokens of tabs whose record was lost (closed as orphans), minted
+// by a launch that never got its pane, or revoked by a fleetd that crashed
+// before the revocation reached the disk. A recorded pane that ended while
 // fleetd was down keeps its token until the reconciler, once herdr has been
 // listed, releases it.
-func (r *Registry) Retain(keep func(ID, Identity) bool) (int, error) {
+func (r *Registry) Retain(keep func(ID, Identity) bool) int {
 	return r.removeWhere(func(s [sha256.Size]byte, i Identity) bool { return !keep(idOf(s), i) })
 }
 
@@ -251,62 +256,24 @@ func IDOf(token string) ID { return idOf(sha256.Sum256([]byte(token))) }
 // on where they differ.
 func SameID(a, b ID) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) (int, error) {
+// removeWhere forgets every token match holds for: at once in memory, in
+// the database with its next batch (not waited for).
+func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) int {
 	r.mu.Lock()
-	n := 0
+	defer r.mu.Unlock()
+	var gone []statedb.Change
 	for sum, ident := range r.entries {
 		if match(sum, ident) {
 			delete(r.entries, sum)
-			n++
+			gone = append(gone, statedb.Delete(statedb.Tokens, string(idOf(sum))))
 		}
 	}
-	if n == 0 {
-		r.mu.Unlock()
-		return 0, nil
-	}
-	want := r.changedLocked()
-	r.mu.Unlock()
-	// The tokens stop resolving now even if the file cannot be rewritten:
-	// revocation fails closed.
-	if err := r.persist(want); err != nil {
-		return n, fmt.Errorf("revoke %d token(s): %w", n, err)
-	}
-	return n, nil
+	r.db.Stage(gone...)
+	return len(gone)
 }
 
-// changedLocked records a change to entries and returns the version that
-// must reach the file for the change to be durable.
-func (r *Registry) changedLocked() uint64 {
-	r.version++
-	return r.version
-}
-
-// persist makes sure tokens.json holds at least version want. A writer that
-// finds its change already written by another returns at once.
-func (r *Registry) persist(want uint64) error {
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	r.mu.Lock()
-	if r.saved >= want {
-		r.mu.Unlock()
-		return nil
-	}
-	v := r.version
-	data, err := r.encodeLocked()
-	r.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(r.path, data, statedir.FileMode); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.saved = v
-	r.mu.Unlock()
-	return nil
-}
-
-// fileEntry is one token in tokens.json: a hash and who it belongs to.
+// fileEntry is one token's record: a hash and who it belongs to (as
+// tokens.json held it before the state database).
 type fileEntry struct {
 	SHA256     string `json:"sha256"`
 	Member     string `json:"member"`
@@ -315,67 +282,28 @@ type fileEntry struct {
 	TerminalID string `json:"terminalId,omitempty"`
 }
 
-type registryFile struct {
-	Version int         `json:"version"`
-	Tokens  []fileEntry `json:"tokens"`
+// put is the change that records token sum as ident.
+func put(sum [sha256.Size]byte, ident Identity) statedb.Change {
+	id := string(idOf(sum))
+	data, _ := json.Marshal(fileEntry{SHA256: id, Member: ident.Member, MemberUID: ident.MemberUID, PaneID: ident.PaneID, TerminalID: ident.TerminalID}) // strings only: cannot fail
+	return statedb.Put(statedb.Tokens, id, data)
 }
-
-const registryVersion = 1
 
 func (r *Registry) load() error {
-	f, err := statedir.Open(r.path, os.O_RDONLY, statedir.MaxIndexBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("load token registry: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("load token registry: %w", err)
-	}
-	if err := checkPrivate(r.path, fi); err != nil {
-		return fmt.Errorf("load token registry: %w", err)
-	}
-	var rf registryFile
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rf); err != nil {
-		return fmt.Errorf("load token registry %s: %w", r.path, err)
-	}
-	if rf.Version != registryVersion {
-		return fmt.Errorf("load token registry %s: version %d; want %d", r.path, rf.Version, registryVersion)
-	}
-	for i, e := range rf.Tokens {
+	return r.db.Each(statedb.Tokens, func(key string, value []byte) error {
+		var e fileEntry
+		dec := json.NewDecoder(bytes.NewReader(value))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			return fmt.Errorf("load token %s: %w", ID(key).short(), err)
+		}
 		sum, err := ID(e.SHA256).sum()
-		if err != nil {
-			return fmt.Errorf("load token registry %s: tokens[%d]: %w", r.path, i, err)
+		if err != nil || e.SHA256 != key {
+			return fmt.Errorf("load token %s: recorded under another hash (%s)", ID(key).short(), ID(e.SHA256).short())
 		}
 		r.entries[sum] = Identity{Role: RoleWorker, Member: e.Member, MemberUID: e.MemberUID, PaneID: e.PaneID, TerminalID: e.TerminalID}
-	}
-	return nil
-}
-
-func (r *Registry) encodeLocked() ([]byte, error) {
-	rf := registryFile{Version: registryVersion, Tokens: make([]fileEntry, 0, len(r.entries))}
-	for sum, i := range r.entries {
-		rf.Tokens = append(rf.Tokens, fileEntry{
-			SHA256: string(idOf(sum)), Member: i.Member, MemberUID: i.MemberUID, PaneID: i.PaneID, TerminalID: i.TerminalID,
-		})
-	}
-	sort.Slice(rf.Tokens, func(a, b int) bool {
-		x, y := rf.Tokens[a], rf.Tokens[b]
-		if x.Member != y.Member {
-			return x.Member < y.Member
-		}
-		return x.SHA256 < y.SHA256
+		return nil
 	})
-	data, err := json.MarshalIndent(rf, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(data, '\n'), nil
 }
 
 // PrimaryToken returns the primary's token from stateDir/primary.token,

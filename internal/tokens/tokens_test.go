@@ -9,20 +9,45 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
+// openDB opens the state database of state directory dir (with opts),
+// closed when the test ends.
+func openDB(t *testing.T, dir string, opts *statedb.Options) *statedb.DB {
+	t.Helper()
+	db, err := statedb.Open(statedir.At(dir).StateDB(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// open opens the registry of state directory dir on its state database.
 func open(t *testing.T, dir string) *Registry {
 	t.Helper()
-	r, err := Open(dir, nil)
+	r, err := Open(dir, openDB(t, dir, nil), nil)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
 	return r
+}
+
+// reopen is a restart: r's database is closed (what it staged written) and
+// the registry of dir opened again.
+func reopen(t *testing.T, r *Registry, dir string) *Registry {
+	t.Helper()
+	if err := r.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return open(t, dir)
 }
 
 func mint(t *testing.T, r *Registry, member, uid string) (string, ID) {
@@ -79,7 +104,7 @@ func TestRegistry_TokensAreFresh(t *testing.T) {
 
 func TestRegistry_UsesInjectedRandomness(t *testing.T) {
 	dir := t.TempDir()
-	r, err := Open(dir, &Options{Rand: bytes.NewReader(bytes.Repeat([]byte{0xff}, 32))})
+	r, err := Open(dir, nil, &Options{Rand: bytes.NewReader(bytes.Repeat([]byte{0xff}, 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +138,13 @@ func TestRegistry_PersistsOnlyHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	path := statedir.At(dir).Tokens()
+	path := statedir.At(dir).StateDB()
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if perm := fi.Mode().Perm(); perm != 0o600 {
-		t.Errorf("tokens.json mode = %#o, want 0600", perm)
+		t.Errorf("state database mode = %#o, want 0600", perm)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -127,15 +152,15 @@ func TestRegistry_PersistsOnlyHashes(t *testing.T) {
 	}
 	for _, tok := range []string{tokA, tokB} {
 		if bytes.Contains(data, []byte(tok)) {
-			t.Errorf("tokens.json contains a token value")
+			t.Errorf("the state database contains a token value")
 		}
 	}
 	if !bytes.Contains(data, []byte(idA)) {
-		t.Errorf("tokens.json lacks the hash of a minted token:\n%s", data)
+		t.Errorf("the state database lacks the hash of a minted token:\n%s", data)
 	}
 
 	// A restarted fleetd still knows both panes' tokens.
-	r2 := open(t, dir)
+	r2 := reopen(t, r, dir)
 	if got, ok := r2.Resolve(tokA); !ok || got != (Identity{Role: RoleWorker, Member: "a", MemberUID: "uid-a", PaneID: "w1:p1", TerminalID: "term_a"}) {
 		t.Errorf("after reopen Resolve(a) = %+v, %v", got, ok)
 	}
@@ -149,50 +174,55 @@ func TestRegistry_Revoke(t *testing.T) {
 	setup := []minted{{"a", "w1:p1"}, {"a", "w1:p2"}, {"b", "w1:p3"}, {"c", ""}}
 	tests := []struct {
 		name      string
-		revoke    func(r *Registry, ids []ID) (int, error)
+		revoke    func(r *Registry, ids []ID) int
 		wantN     int
 		wantAlive []bool
 	}{
 		{
-			name:   "by id",
-			revoke: func(r *Registry, ids []ID) (int, error) { return 1, r.Revoke(ids[2]) },
-			wantN:  1, wantAlive: []bool{true, true, false, true},
+			name: "by id",
+			revoke: func(r *Registry, ids []ID) int {
+				if err := r.Revoke(ids[2]); err != nil {
+					t.Fatal(err)
+				}
+				return 1
+			},
+			wantN: 1, wantAlive: []bool{true, true, false, true},
 		},
 		{
 			name:   "by member",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMember("a") },
+			revoke: func(r *Registry, _ []ID) int { return r.RevokeMember("a") },
 			wantN:  2, wantAlive: []bool{false, false, true, true},
 		},
 		{
 			name:   "by member and pane",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMemberPane("a", "w1:p2") },
+			revoke: func(r *Registry, _ []ID) int { return r.RevokeMemberPane("a", "w1:p2") },
 			wantN:  1, wantAlive: []bool{true, false, true, true},
 		},
 		{
 			name:   "another member's pane id matches nothing",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMemberPane("a", "w1:p3") },
+			revoke: func(r *Registry, _ []ID) int { return r.RevokeMemberPane("a", "w1:p3") },
 			wantN:  0, wantAlive: []bool{true, true, true, true},
 		},
 		{
 			name:   "empty pane id matches nothing",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMemberPane("c", "") },
+			revoke: func(r *Registry, _ []ID) int { return r.RevokeMemberPane("c", "") },
 			wantN:  0, wantAlive: []bool{true, true, true, true},
 		},
 		{
 			name:   "unknown member",
-			revoke: func(r *Registry, _ []ID) (int, error) { return r.RevokeMember("zed") },
+			revoke: func(r *Registry, _ []ID) int { return r.RevokeMember("zed") },
 			wantN:  0, wantAlive: []bool{true, true, true, true},
 		},
 		{
 			name: "retain bound panes only",
-			revoke: func(r *Registry, _ []ID) (int, error) {
+			revoke: func(r *Registry, _ []ID) int {
 				return r.Retain(func(_ ID, i Identity) bool { return i.PaneID != "" })
 			},
 			wantN: 1, wantAlive: []bool{true, true, true, false},
 		},
 		{
 			name: "retain by id",
-			revoke: func(r *Registry, ids []ID) (int, error) {
+			revoke: func(r *Registry, ids []ID) int {
 				return r.Retain(func(id ID, _ Identity) bool { return id == ids[1] })
 			},
 			wantN: 3, wantAlive: []bool{false, true, false, false},
@@ -213,21 +243,21 @@ func TestRegistry_Revoke(t *testing.T) {
 				}
 				toks, ids = append(toks, tok), append(ids, id)
 			}
-			n, err := tt.revoke(r, ids)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n != tt.wantN {
+			if n := tt.revoke(r, ids); n != tt.wantN {
 				t.Errorf("revoked %d, want %d", n, tt.wantN)
 			}
-			reopened := open(t, dir)
-			for _, reg := range []*Registry{r, reopened} {
+			alive := func(reg *Registry) []bool {
 				var alive []bool
 				for _, tok := range toks {
 					_, ok := reg.Resolve(tok)
 					alive = append(alive, ok)
 				}
-				if diff := cmp.Diff(tt.wantAlive, alive); diff != "" {
+				return alive
+			}
+			before := alive(r)
+			reopened := reopen(t, r, dir)
+			for _, got := range [][]bool{before, alive(reopened)} {
+				if diff := cmp.Diff(tt.wantAlive, got); diff != "" {
 					t.Errorf("resolvable tokens (-want +got):\n%s", diff)
 				}
 			}
@@ -252,31 +282,22 @@ func TestRegistry_BindUnknown(t *testing.T) {
 	}
 }
 
-func TestOpen_RefusesLooseRegistryFile(t *testing.T) {
-	dir := t.TempDir()
-	r := open(t, dir)
-	mint(t, r, "a", "u")
-	if err := os.Chmod(statedir.At(dir).Tokens(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(dir, nil); err == nil || !strings.Contains(err.Error(), "0600") {
-		t.Errorf("Open with a world-readable tokens.json = %v, want an error naming 0600", err)
-	}
-}
-
-func TestOpen_RefusesCorruptRegistryFile(t *testing.T) {
-	for name, content := range map[string]string{
-		"not json":    "{",
-		"bad hash":    `{"version":1,"tokens":[{"sha256":"abc","member":"a"}]}`,
-		"wrong ver":   `{"version":9,"tokens":[]}`,
-		"unknown key": `{"version":1,"tokens":[],"token":"x"}`,
+// A token record fleetd did not write stops the start: Open names it.
+func TestOpen_RefusesCorruptTokenRecords(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	for name, rec := range map[string]struct{ key, value string }{
+		"not an object":  {sum, `"x"`},
+		"bad hash":       {"abc", `{"sha256":"abc","member":"a"}`},
+		"under another":  {sum, `{"sha256":"` + strings.Repeat("cd", 32) + `","member":"a"}`},
+		"an unknown key": {sum, `{"sha256":"` + sum + `","member":"a","token":"x"}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(statedir.At(dir).Tokens(), []byte(content), 0o600); err != nil {
+			db := openDB(t, dir, nil)
+			if err := db.Write(statedb.Put(statedb.Tokens, rec.key, []byte(rec.value))); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Open(dir, nil); err == nil {
+			if _, err := Open(dir, db, nil); err == nil {
 				t.Error("Open succeeded")
 			}
 		})
@@ -367,7 +388,7 @@ func TestPrimaryToken_RefusesUnsafeFile(t *testing.T) {
 	}
 }
 
-// Concurrent mints and binds share rewrites of tokens.json (group commit);
+// Concurrent mints and binds share the state database's commits (group commit);
 // every one of them must still be durable when its call returns.
 func TestRegistry_ConcurrentChangesAreAllDurable(t *testing.T) {
 	dir := t.TempDir()
@@ -393,7 +414,7 @@ func TestRegistry_ConcurrentChangesAreAllDurable(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	reopened := open(t, dir)
+	reopened := reopen(t, r, dir)
 	for i, tok := range toks {
 		got, ok := reopened.Resolve(tok)
 		if !ok || got.PaneID != "w1:p"+tok[:4] {
@@ -402,25 +423,43 @@ func TestRegistry_ConcurrentChangesAreAllDurable(t *testing.T) {
 	}
 }
 
+// failingFile fails every write while fail is set.
+type failingFile struct {
+	statedb.File
+	fail *atomic.Bool
+}
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	if f.fail.Load() {
+		return 0, errors.New("disk full")
+	}
+	return f.File.Write(p)
+}
+
 // A failed write undoes the mint: the token is neither returned nor
 // resolvable, and the registry keeps working once the disk is back.
 func TestRegistry_MintRollsBackOnWriteFailure(t *testing.T) {
 	dir := t.TempDir()
-	r := open(t, dir)
-	// A directory where tokens.json belongs makes the rename fail, even
-	// for root.
-	if err := os.Mkdir(statedir.At(dir).Tokens(), 0o700); err != nil {
+	var fail atomic.Bool
+	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: func(f statedb.File) statedb.File { return &failingFile{File: f, fail: &fail} }}), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	fail.Store(true)
 	tok, _, err := r.Mint("reviewer", "uid")
 	if err == nil || tok != "" {
-		t.Fatalf("Mint with an unwritable registry = %q, %v; want an error and no token", tok, err)
+		t.Fatalf("Mint with an unwritable database = %q, %v; want an error and no token", tok, err)
 	}
 	r.mu.Lock()
 	left := len(r.entries)
 	r.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d entries left after a failed mint, want 0", left)
+	}
+	fail.Store(false)
+	tok, _ = mint(t, r, "reviewer", "uid")
+	if _, ok := reopen(t, r, dir).Resolve(tok); !ok {
+		t.Error("a token minted once the disk was back does not resolve after a restart")
 	}
 }
 
@@ -434,7 +473,7 @@ func TestRegistry_FleetPrimary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(dir, &Options{FleetPrimary: true})
+	r, err := Open(dir, nil, &Options{FleetPrimary: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +510,7 @@ func TestRegistry_FleetPrimary(t *testing.T) {
 	}
 
 	empty := t.TempDir()
-	if _, err := Open(empty, &Options{FleetPrimary: true}); err != nil {
+	if _, err := Open(empty, nil, &Options{FleetPrimary: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(empty, "primary.token")); !errors.Is(err, os.ErrNotExist) {

@@ -19,6 +19,8 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
@@ -134,12 +136,20 @@ func startFleet(tb testing.TB, fake *herdrsim.Server, cfg fleetConfig) *fleet {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if err := statedir.At(state).Create(); err != nil {
+		tb.Fatal(err)
+	}
+	db, err := statedb.Open(statedir.At(state).StateDB(), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	mgr, err := controllers.New(&controllers.Options{
-		Store: st, StateDir: state, HerdrSocket: fake.SocketPath(), Registerer: reg,
+		Store: st, State: db, HerdrSocket: fake.SocketPath(), Registerer: reg,
 		Logger: quietLogger(), Clock: cfg.clock, PollInterval: cfg.poll,
 	})
 	if err != nil {
+		db.Close()
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,6 +161,9 @@ func startFleet(tb testing.TB, fake *herdrsim.Server, cfg fleetConfig) *fleet {
 			cancel()
 			if err := <-done; err != nil {
 				tb.Errorf("Manager.Run: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				tb.Errorf("state database: %v", err)
 			}
 		})
 	}

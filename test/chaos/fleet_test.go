@@ -23,6 +23,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 	"github.com/fleetd-dev/fleetd/mcp"
@@ -82,6 +83,7 @@ func (s spec) yaml(name string) string {
 type fleetd struct {
 	mgr    *controllers.Manager
 	core   *messaging.Core
+	db     *statedb.DB // its state database
 	cancel context.CancelFunc
 	done   chan error
 	gone   chan struct{} // closed when the gone-member reporter returned
@@ -215,6 +217,10 @@ func (w *world) startFleetd() {
 	if err != nil {
 		w.t.Fatalf("store: %v", err)
 	}
+	db, err := statedb.Open(statedir.At(w.state).StateDB(), nil)
+	if err != nil {
+		w.t.Fatalf("state database: %v", err)
+	}
 	prompter := herdrprompt.New(hc)
 	var mgr *controllers.Manager // the roster asks it which panes still close
 	roster := daemon.Roster(st, func(member string) bool { return mgr != nil && mgr.RunsPane(member) })
@@ -230,10 +236,11 @@ func (w *world) startFleetd() {
 		MaxPollBytes: maxPollBytes,
 	})
 	if err != nil {
+		db.Close()
 		w.t.Fatalf("messaging core: %v", err)
 	}
 	mgr, err = controllers.New(&controllers.Options{
-		Store: st, StateDir: w.state, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log, Activity: core,
+		Store: st, State: db, Herdr: hc, Registerer: prometheus.NewRegistry(), Logger: w.log, Activity: core,
 		OnPaneGone:    func(member, _, reason string) { core.WorkerGone(member, reason) },
 		OnAgentStatus: core.ObserveStatus,
 		OnAgentRelaunched: func(member, paneID string) {
@@ -247,11 +254,12 @@ func (w *world) startFleetd() {
 	})
 	if err != nil {
 		core.Close()
+		db.Close()
 		w.t.Fatalf("controllers: %v", err)
 	}
 	prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() }) // as the daemon wires it
 	ctx, cancel := context.WithCancel(context.Background())
-	fd := &fleetd{mgr: mgr, core: core, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
+	fd := &fleetd{mgr: mgr, core: core, db: db, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
 	fd.gw = w.startGateway(mgr, core)
 	go func() { fd.done <- mgr.Run(ctx) }()
 	go func() {
@@ -286,6 +294,9 @@ func (w *world) killFleetd() {
 	<-fd.gone
 	if err := fd.core.Close(); err != nil {
 		w.t.Errorf("messaging core close: %v", err)
+	}
+	if err := fd.db.Close(); err != nil {
+		w.t.Errorf("state database close: %v", err)
 	}
 	// As the daemon shuts down: the core first, which ends the calls the
 	// gateway holds (the SDK does not cancel a held call when its client

@@ -122,9 +122,9 @@ var attacks = []attack{
 	{"1.5 MB annotation", func(ctx context.Context, cfg config) (result, error) {
 		return underAttack(ctx, cfg, bigAnnotation)
 	}},
-	{"FIFO at an ownership record", func(ctx context.Context, cfg config) (result, error) {
+	{"FIFO at the state database", func(ctx context.Context, cfg config) (result, error) {
 		return plantedStart(ctx, cfg, func(s statedir.Layout) (string, error) {
-			p := s.Owned("reviewer")
+			p := s.StateDB()
 			return p, syscall.Mkfifo(p, 0o600)
 		})
 	}},
@@ -208,7 +208,7 @@ func plantedStart(ctx context.Context, cfg config, plant func(statedir.Layout) (
 	}
 	defer os.RemoveAll(root)
 	state := statedir.At(filepath.Join(root, "state"))
-	for _, d := range []string{state.OwnedDir(), state.Messages()} {
+	for _, d := range []string{state.Root(), state.Messages()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return result{}, err
 		}

@@ -1,0 +1,340 @@
+package statedb
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/fleetd-dev/fleetd/internal/journal"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
+)
+
+// ErrCorrupt is wrapped by [Open]'s error for a file damaged in a way a
+// crash cannot explain: [Check] lists the damage, [Repair] keeps every
+// intact record.
+var ErrCorrupt = journal.ErrCorrupt
+
+// ErrClosed is the error of a [Commit] staged after [DB.Close].
+var ErrClosed = errors.New("state database closed")
+
+// File is what the database needs of its open file (an *os.File, or a
+// wrapper that injects faults: [Options].Wrap).
+type File = journal.File
+
+// Options tune [Open]. nil means defaults.
+type Options struct {
+	// Logger receives compaction failures (the file then keeps growing
+	// until a later compaction succeeds); default discards.
+	Logger *slog.Logger
+	// Wrap is applied to every file the database opens (now and when it
+	// is compacted): tests inject faults and crashes with it.
+	Wrap func(File) File
+}
+
+// compactSlack is how much larger than twice its live records the file
+// grows before it is compacted.
+const compactSlack = 1 << 20
+
+// DB is an open state database. Its methods are safe for concurrent use;
+// a nil *DB keeps nothing: its commits succeed at once (an owner without a
+// state directory keeps its records in memory only).
+type DB struct {
+	path string
+	j    *journal.Journal
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	tables map[string]map[string]entry // every committed record
+	live   int64                       // bytes of the records in tables
+	next   *Commit                     // changes staged since the committer took the last
+	taken  *Commit                     // the batch the committer is writing, if any
+	closed bool
+	// compacting is set while a compaction's rewrite runs; after one
+	// failed, the next waits until the file is past retryAt.
+	compacting bool
+	retryAt    int64
+
+	kick chan struct{} // (buffered) something is staged
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the committer has ended
+	wg   sync.WaitGroup
+}
+
+// entry is one committed record and its value (a part of it).
+type entry struct {
+	rec, value []byte
+}
+
+// Commit is a group of changes staged together: they reach the file in
+// one batch, with the other changes staged before the committer took it.
+type Commit struct {
+	recs    [][]byte
+	changes []Change
+	done    chan struct{}
+	err     error
+}
+
+// Wait blocks until the commit's changes are in the file and fsynced, and
+// returns nil; or returns why they are not (and will not be): the write or
+// the fsync failed, or the database was closed before they were staged.
+// It waits for one write and one fsync of the committer at most.
+func (c *Commit) Wait() error {
+	<-c.done
+	return c.err
+}
+
+// failed is a commit that never reaches the file.
+func failed(err error) *Commit {
+	c := &Commit{done: make(chan struct{}), err: err}
+	close(c.done)
+	return c
+}
+
+// Open opens (creating it, mode 0600) the database at path and reads it
+// whole. A write a crash cut short is dropped; any other damage is refused
+// with an error wrapping [ErrCorrupt] that names the file and the offset
+// or record ([Check] lists it all, [Repair] keeps every intact record). A
+// file larger than statedir.MaxStateDBBytes, or not a regular file, is
+// refused too.
+func Open(path string, opts *Options) (*DB, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	j, recs, _, err := journal.OpenWith(path, &journal.Options{Wrap: o.Wrap, MaxBytes: statedir.MaxStateDBBytes})
+	if err != nil {
+		return nil, fmt.Errorf("state database: %w", err)
+	}
+	db := &DB{
+		path: path, j: j, log: o.Logger, tables: map[string]map[string]entry{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for i, raw := range recs {
+		c, err := decode(raw)
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("state database: %w: %s: record %d: %v", ErrCorrupt, path, i+1, err)
+		}
+		db.apply(c, raw)
+	}
+	go db.commitLoop()
+	return db, nil
+}
+
+// Each calls fn with every key of table and its value, in key order,
+// until fn returns an error, which Each returns. value is the database's:
+// fn must not change it, nor keep it after it returns.
+func (db *DB) Each(table string, fn func(key string, value []byte) error) error {
+	if db == nil {
+		return nil
+	}
+	db.mu.Lock()
+	t := db.tables[table]
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	values := make([][]byte, len(keys))
+	slices.Sort(keys)
+	for i, k := range keys {
+		values[i] = t[k].value
+	}
+	db.mu.Unlock()
+	for i, k := range keys {
+		if err := fn(k, values[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stage queues changes to be written together and returns their commit
+// without waiting. Changes staged one after another reach the file in that
+// order.
+func (db *DB) Stage(changes ...Change) *Commit {
+	if db == nil || len(changes) == 0 {
+		return failed(nil)
+	}
+	recs := make([][]byte, len(changes))
+	for i, c := range changes {
+		rec, err := encode(c)
+		if err != nil {
+			return failed(err)
+		}
+		recs[i] = rec
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return failed(fmt.Errorf("state database %s: %w", db.path, ErrClosed))
+	}
+	c := db.next
+	if c == nil {
+		c = &Commit{done: make(chan struct{})}
+		db.next = c
+	}
+	c.recs = append(c.recs, recs...)
+	c.changes = append(c.changes, changes...)
+	db.mu.Unlock()
+	select {
+	case db.kick <- struct{}{}:
+	default: // the committer is kicked already
+	}
+	return c
+}
+
+// Write stages changes and waits for them: [DB.Stage] and [Commit.Wait].
+func (db *DB) Write(changes ...Change) error {
+	return db.Stage(changes...).Wait()
+}
+
+// Sync waits until every change staged before it is durable (or failed,
+// which it returns): a drop nobody waited for, say, before the owner
+// stops.
+func (db *DB) Sync() error {
+	if db == nil {
+		return nil
+	}
+	db.mu.Lock()
+	c := db.next
+	if c == nil {
+		c = db.taken
+	}
+	db.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Wait()
+}
+
+// Close writes what is staged, stops the committer, waits for a
+// compaction under way and closes the file. Commits staged after it fail
+// with [ErrClosed]. It is safe to call more than once, and on nil.
+func (db *DB) Close() error {
+	if db == nil {
+		return nil
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		<-db.done
+		return nil
+	}
+	db.closed = true
+	db.mu.Unlock()
+	close(db.stop)
+	<-db.done
+	db.wg.Wait()
+	return db.j.Close()
+}
+
+// commitLoop is the committer: it writes what is staged, batch after
+// batch, until Close.
+func (db *DB) commitLoop() {
+	defer close(db.done)
+	for {
+		select {
+		case <-db.kick:
+			db.commit()
+		case <-db.stop:
+			db.commit() // what was staged before Close
+			return
+		}
+	}
+}
+
+// commit appends everything staged as one batch, applies it to the tables
+// once it is durable and tells its waiters; then compacts if it is time.
+func (db *DB) commit() {
+	db.mu.Lock()
+	c := db.next
+	db.next, db.taken = nil, c
+	db.mu.Unlock()
+	if c == nil {
+		return
+	}
+	err := db.j.Append(c.recs...)
+	db.mu.Lock()
+	if err != nil {
+		c.err = fmt.Errorf("state database: %w", err)
+	} else {
+		for i, ch := range c.changes {
+			db.apply(ch, c.recs[i])
+		}
+	}
+	db.taken = nil
+	db.mu.Unlock()
+	close(c.done)
+	db.compactIfDue()
+}
+
+// apply makes a committed change, rec its record, part of the tables; the
+// caller holds mu (or is Open, before anything else runs).
+func (db *DB) apply(c Change, rec []byte) {
+	t := db.tables[c.Table]
+	if old, ok := t[c.Key]; ok {
+		db.live -= int64(len(old.rec))
+		delete(t, c.Key)
+	}
+	if c.Value == nil {
+		return
+	}
+	if t == nil {
+		t = map[string]entry{}
+		db.tables[c.Table] = t
+	}
+	t[c.Key] = entry{rec: rec, value: c.Value}
+	db.live += int64(len(rec))
+}
+
+// compactIfDue starts a compaction when the file holds more than twice its
+// live records and compactSlack more. It runs in the committer, between
+// two batches: the snapshot it takes is the file's content as of the last
+// batch, and the journal keeps the batches appended while the rewrite runs
+// (journal.Rewrite).
+func (db *DB) compactIfDue() {
+	size := db.j.Size() // not under mu: a rewrite's last step holds the journal
+	db.mu.Lock()
+	due := !db.compacting && !db.closed && size > 2*db.live+compactSlack && size > db.retryAt
+	if !due {
+		db.mu.Unlock()
+		return
+	}
+	rw, err := db.j.BeginRewrite()
+	if err != nil {
+		db.retryAt = size + compactSlack
+		db.mu.Unlock()
+		db.log.Warn("could not compact the state database; it is tried again as it grows", "path", db.path, "err", err)
+		return
+	}
+	db.compacting = true
+	snapshot := make([][]byte, 0, 1024)
+	for _, name := range slices.Sorted(maps.Keys(db.tables)) {
+		t := db.tables[name]
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			snapshot = append(snapshot, t[k].rec)
+		}
+	}
+	db.mu.Unlock()
+	db.wg.Add(1)
+	go func() {
+		defer db.wg.Done()
+		err := rw.Finish(snapshot)
+		size := db.j.Size()
+		db.mu.Lock()
+		db.compacting = false
+		if err != nil {
+			db.retryAt = size + compactSlack
+		}
+		db.mu.Unlock()
+		if err != nil {
+			db.log.Warn("could not compact the state database; it is tried again as it grows", "path", db.path, "err", err)
+		}
+	}()
+}
