@@ -97,16 +97,17 @@
 //     internal/harness's, which implements it directly. This package never
 //     imports the harness adapters or the token registry.
 //
-// Each member's memory (memory.go; one file per member in the state
-// directory's members/, written only when it changes) keeps what outlives
+// Each member's memory (memory.go; one record per member in the state
+// database, package statedb, written only when it changes) keeps what outlives
 // a pane: the agent's own session, and a graceful close or replacement
 // under way — for a deleted member, also what it was, so that it is still
 // listed after a restart.
 //
-// Ownership records in the state directory (one file per member: uid,
+// Ownership records in the state database (one record per member: uid,
 // generation, the digest of what the launch was made of, terminal id,
 // pane id, tab id, the credential's handle, the worktree),
-// written atomically right after tab.create and before agent.start, let a
+// durable right after tab.create and before agent.start (concurrent ones
+// share one fsync), let a
 // restarted fleetd adopt its panes instead of creating duplicates — by
 // terminal id, or, after herdr restarted or handed off (new terminal ids,
 // same pane ids), by pane id confirmed by the agent's name and session.

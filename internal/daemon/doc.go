@@ -1,6 +1,8 @@
 // Package daemon assembles a running fleetd: it checks that the state
 // directory is safe to trust and takes its lock (package statedir), opens
-// the token registry, the harness launcher, the desired state and the
+// the state database (package statedb: read once, migrated from the files
+// of an older fleetd, closed last), the token registry, the harness
+// launcher, the desired state and the
 // messaging core (its journal in the state directory), starts the member
 // controller against herdr (or the embedded simulated herdr), and serves
 // the REST API, the MCP gateway, /metrics and the browser console (/ui,

@@ -140,7 +140,7 @@
 // replace its agent. [FirstPrompts] owes each
 // member its spec.prompt until it was typed into one of its panes: once per
 // member uid, when the member is first Ready, as a detached send from the
-// primary, recorded in a file of the state directory — and once more for
+// primary, recorded in the state database (package statedb) — and once more for
 // each changed prompt; a prompt the core
 // dropped untyped with a pane that went away ([FirstPrompts.WorkerGone],
 // which the daemon calls instead of [Core.WorkerGone]) is owed to the next
