@@ -43,6 +43,10 @@ func TestMain(m *testing.M) {
 type childConfig struct {
 	Manifests, State, Listen, Herdr string
 	PickupGrace                     time.Duration
+	// CrashAt, if set, kills the child with SIGKILL at its CrashAt-th
+	// write of the state database; Torn writes half of that batch first.
+	CrashAt int
+	Torn    bool
 }
 
 // runChild runs a daemon until SIGTERM (or SIGKILL). It prints "ready URL"
@@ -55,12 +59,16 @@ func runChild(raw string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err := Run(ctx, Config{
+	cfg := Config{
 		ManifestsDir: cc.Manifests, StateDir: cc.State, Listen: cc.Listen, HerdrSocket: cc.Herdr,
 		Messaging: &messaging.Options{PickupGrace: cc.PickupGrace},
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Ready:     func(i Info) { fmt.Printf("ready %s\n", i.URL) },
-	})
+	}
+	if cc.CrashAt > 0 {
+		cfg.stateFile = crashAt(cc.CrashAt, cc.Torn)
+	}
+	err := Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemon:", err)
 		return 1
