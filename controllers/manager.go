@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -453,19 +455,45 @@ type Result struct {
 // desired state declares, and those deleted from it that the controller is
 // not done with yet — Terminating while their tab closes.
 func (m *Manager) Members() []v1alpha1.Member {
-	snap := m.store.Snapshot()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]v1alpha1.Member, 0, len(snap.Members))
-	for _, mem := range snap.Members {
-		out = append(out, m.withStatusLocked(mem))
+	return m.members(func(*v1alpha1.Member) bool { return true })
+}
+
+// Prompted returns the members whose spec has a first prompt, with their
+// status, as Members lists them: what messaging.FirstPrompts reads at every
+// change, without a copy of the whole fleet.
+func (m *Manager) Prompted() []v1alpha1.Member {
+	return m.members(func(mem *v1alpha1.Member) bool { return mem.Spec.Prompt != "" })
+}
+
+// members lists the members keep selects, with their status, sorted by
+// name. Only the statuses are copied under mu; the members are the store's
+// (or, once deleted, the last status write's) objects, which nobody
+// changes, and are copied after.
+func (m *Manager) members(keep func(*v1alpha1.Member) bool) []v1alpha1.Member {
+	type listed struct {
+		mem    *v1alpha1.Member
+		status v1alpha1.MemberStatus
 	}
-	for name, s := range m.states {
-		if _, declared := snap.Members[name]; !declared && s.object != nil {
-			out = append(out, m.withStatusLocked(s.object))
+	snap := m.store.Snapshot()
+	var list []listed
+	m.mu.Lock()
+	for _, mem := range snap.Members {
+		if keep(mem) {
+			list = append(list, listed{mem, m.statusLocked(mem)})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	for name, s := range m.states {
+		if _, declared := snap.Members[name]; !declared && s.object != nil && keep(s.object) {
+			list = append(list, listed{s.object, m.statusLocked(s.object)})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(list, func(a, b listed) int { return strings.Compare(a.mem.Name, b.mem.Name) })
+	out := make([]v1alpha1.Member, len(list))
+	for i, l := range list {
+		l.mem.DeepCopyInto(&out[i])
+		out[i].Status = l.status
+	}
 	return out
 }
 
@@ -517,12 +545,18 @@ func (m *Manager) Ready() error {
 
 func (m *Manager) withStatusLocked(mem *v1alpha1.Member) v1alpha1.Member {
 	out := *mem.DeepCopy()
-	if s, ok := m.states[mem.Name]; ok {
-		s.status.DeepCopyInto(&out.Status)
-	} else {
-		out.Status = v1alpha1.MemberStatus{Phase: v1alpha1.PhasePending, SessionID: sessionID(mem.UID)}
-	}
+	out.Status = m.statusLocked(mem)
 	return out
+}
+
+// statusLocked returns a copy of the member's status; mu is held.
+func (m *Manager) statusLocked(mem *v1alpha1.Member) v1alpha1.MemberStatus {
+	if s, ok := m.states[mem.Name]; ok {
+		var st v1alpha1.MemberStatus
+		s.status.DeepCopyInto(&st)
+		return st
+	}
+	return v1alpha1.MemberStatus{Phase: v1alpha1.PhasePending, SessionID: sessionID(mem.UID)}
 }
 
 // Changed returns a channel that is closed at the next change of any

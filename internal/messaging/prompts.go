@@ -19,6 +19,9 @@ import (
 type Fleet interface {
 	// Members returns every declared member with its status.
 	Members() []v1alpha1.Member
+	// Prompted returns the declared members whose spec has a prompt, with
+	// their status: what every delivery reads, without the whole fleet.
+	Prompted() []v1alpha1.Member
 	// Changed returns a channel that is closed at the next change of a
 	// member's status or of the desired state.
 	Changed() <-chan struct{}
@@ -133,7 +136,7 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 	defer fp.mu.Unlock()
 	var changed []string // uids whose record changed
 	live := map[string]bool{}
-	for _, m := range fp.members.Members() {
+	for _, m := range fp.members.Prompted() {
 		live[m.UID] = true
 		if m.Spec.Prompt == "" || m.UID == "" || m.Status.Phase != v1alpha1.PhaseReady {
 			continue
@@ -166,14 +169,30 @@ func (fp *FirstPrompts) deliver(ctx context.Context) {
 		}
 	}
 	if fp.roster.Synced() {
+		// A record whose member has no prompt now is kept while the member
+		// exists (the same prompt given back is not a new task): only then
+		// is the whole fleet read.
+		var all map[string]bool
+		gone := func(uid string) bool {
+			if live[uid] {
+				return false
+			}
+			if all == nil {
+				all = map[string]bool{}
+				for _, m := range fp.members.Members() {
+					all[m.UID] = true
+				}
+			}
+			return !all[uid]
+		}
 		for uid := range fp.done {
-			if !live[uid] {
+			if gone(uid) {
 				delete(fp.done, uid)
 				changed = append(changed, uid)
 			}
 		}
 		for uid := range fp.lostIn {
-			if !live[uid] {
+			if gone(uid) {
 				delete(fp.lostIn, uid)
 			}
 		}

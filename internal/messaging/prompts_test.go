@@ -18,6 +18,16 @@ type fakeMembers struct{ list []v1alpha1.Member }
 func (f *fakeMembers) Members() []v1alpha1.Member { return f.list }
 func (f *fakeMembers) Changed() <-chan struct{}   { return make(chan struct{}) }
 
+func (f *fakeMembers) Prompted() []v1alpha1.Member {
+	var out []v1alpha1.Member
+	for _, m := range f.list {
+		if m.Spec.Prompt != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // syncedRoster is a desired state that has (or has not) been read; the
 // first prompts only ask it that.
 type syncedRoster bool
@@ -248,5 +258,32 @@ func TestFirstPrompts_ChangedPromptIsDeliveredOnce(t *testing.T) {
 	want = []SendRequest{{From: DefaultPrimaryName, To: "old", Content: "legacy, changed"}}
 	if diff := cmp.Diff(want, s2.sent); diff != "" {
 		t.Errorf("sent after the restart (-want +got):\n%s", diff)
+	}
+}
+
+// A member whose prompt was delivered and then removed keeps its record
+// while it exists — the same prompt given back is not a new task — and
+// loses it once it is deleted.
+func TestFirstPrompts_RecordKeptUntilTheMemberIsDeleted(t *testing.T) {
+	state := newStateDB(t)
+	ms := &fakeMembers{list: []v1alpha1.Member{member("a", "uid-a", v1alpha1.PhaseReady, "task")}}
+	s := &recordingSender{}
+	fp, err := NewFirstPrompts(state.db, ms, syncedRoster(true), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fp.deliver(ctx)
+	ms.list[0].Spec.Prompt = ""
+	fp.deliver(ctx)
+	ms.list[0].Spec.Prompt = "task"
+	fp.deliver(ctx)
+	if len(s.sent) != 1 {
+		t.Fatalf("sent %d prompts, want the first only: the prompt given back is the one delivered", len(s.sent))
+	}
+	ms.list = nil
+	fp.deliver(ctx)
+	if _, ok := fp.done["uid-a"]; ok {
+		t.Error("the record of a deleted member was kept")
 	}
 }

@@ -47,7 +47,7 @@ type DB struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	tables map[string]map[string]entry // every committed record
+	tables map[string]map[string][]byte // every committed record (its whole line: what a compaction writes)
 	live   int64                       // bytes of the records in tables
 	next   *Commit                     // changes staged since the committer took the last
 	taken  *Commit                     // the batch the committer is writing, if any
@@ -61,11 +61,6 @@ type DB struct {
 	stop chan struct{} // closed by Close
 	done chan struct{} // closed when the committer has ended
 	wg   sync.WaitGroup
-}
-
-// entry is one committed record and its value (a part of it).
-type entry struct {
-	rec, value []byte
 }
 
 // Commit is a group of changes staged together: they reach the file in
@@ -112,7 +107,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("state database: %w", err)
 	}
 	db := &DB{
-		path: path, j: j, log: o.Logger, tables: map[string]map[string]entry{},
+		path: path, j: j, log: o.Logger, tables: map[string]map[string][]byte{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for i, raw := range recs {
@@ -128,26 +123,27 @@ func Open(path string, opts *Options) (*DB, error) {
 }
 
 // Each calls fn with every key of table and its value, in key order,
-// until fn returns an error, which Each returns. value is the database's:
-// fn must not change it, nor keep it after it returns.
+// until fn returns an error, which Each returns. Owners read their table
+// with it once, when they start; the database keeps each record as the
+// file has it, and decodes the values for Each.
 func (db *DB) Each(table string, fn func(key string, value []byte) error) error {
 	if db == nil {
 		return nil
 	}
 	db.mu.Lock()
 	t := db.tables[table]
-	keys := make([]string, 0, len(t))
-	for k := range t {
-		keys = append(keys, k)
-	}
-	values := make([][]byte, len(keys))
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(t))
+	recs := make([][]byte, len(keys))
 	for i, k := range keys {
-		values[i] = t[k].value
+		recs[i] = t[k]
 	}
 	db.mu.Unlock()
 	for i, k := range keys {
-		if err := fn(k, values[i]); err != nil {
+		c, err := decode(recs[i])
+		if err != nil { // decoded once already, by Open or Stage
+			return fmt.Errorf("state database %s: %s/%s: %w", db.path, table, k, err)
+		}
+		if err := fn(k, c.Value); err != nil {
 			return err
 		}
 	}
@@ -279,17 +275,17 @@ func (db *DB) commit() {
 func (db *DB) apply(c Change, rec []byte) {
 	t := db.tables[c.Table]
 	if old, ok := t[c.Key]; ok {
-		db.live -= int64(len(old.rec))
+		db.live -= int64(len(old))
 		delete(t, c.Key)
 	}
 	if c.Value == nil {
 		return
 	}
 	if t == nil {
-		t = map[string]entry{}
+		t = map[string][]byte{}
 		db.tables[c.Table] = t
 	}
-	t[c.Key] = entry{rec: rec, value: c.Value}
+	t[c.Key] = rec
 	db.live += int64(len(rec))
 }
 
@@ -318,7 +314,7 @@ func (db *DB) compactIfDue() {
 	for _, name := range slices.Sorted(maps.Keys(db.tables)) {
 		t := db.tables[name]
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			snapshot = append(snapshot, t[k].rec)
+			snapshot = append(snapshot, t[k])
 		}
 	}
 	db.mu.Unlock()

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,11 +32,17 @@ type processConfig struct {
 	timeout time.Duration
 }
 
-// procFigures are one fleetd process's figures once its fleet is Ready.
+// procFigures are one fleetd process's figures once its fleet is Ready,
+// and those of the fleetd started after it on the same state directory and
+// herdr (adopt), when the fleet has members.
 type procFigures struct {
 	converge         time.Duration
 	rssKiB, peakKiB  float64
 	goroutines, heap float64
+	// adopt is how long the fleetd started after this one took until
+	// every member was Ready again, adopted; adoptPeakKiB its peak RSS.
+	adopt        time.Duration
+	adoptPeakKiB float64
 }
 
 // settle is how long the figures are taken after the fleet is Ready, so
@@ -45,10 +50,11 @@ type procFigures struct {
 // is over.
 const settle = 2 * time.Second
 
-// measureProcess runs fleetd with no members and with cfg.members, and a
-// bare client converging the same members, and returns their figures as
-// rows: convergence against the bare client, memory and goroutines against
-// the empty fleetd.
+// measureProcess runs fleetd with no members and with cfg.members (then a
+// second fleetd that adopts them), and a bare client converging the same
+// members, and returns their figures as rows: convergence against the bare
+// client, memory and goroutines against the empty fleetd, adoption against
+// the empty fleetd's start.
 func measureProcess(ctx context.Context, cfg processConfig) ([]row, error) {
 	empty, err := runFleetd(ctx, cfg, 0)
 	if err != nil {
@@ -67,16 +73,21 @@ func measureProcess(ctx context.Context, cfg processConfig) ([]row, error) {
 
 // processRows are the whole-process rows: fleetd's convergence next to the
 // bare client's (bare), its memory and goroutines next to an empty
-// fleetd's.
+// fleetd's, and the restart that adopts the fleet next to the empty
+// fleetd's start.
 func processRows(members int, full, empty procFigures, bare time.Duration) []row {
 	bench := fmt.Sprintf("Process/members=%d", members)
+	adopt := fmt.Sprintf("Process/adopt=%d", members)
 	const mib = 1024
 	return []row{
 		{Bench: bench, Figure: "converge-ms", Value: ms(full.converge), Base: ms(bare), HasBase: true},
 		{Bench: bench, Figure: "rss-MiB", Value: full.rssKiB / mib, Base: empty.rssKiB / mib, HasBase: true},
 		{Bench: bench, Figure: "peak-rss-MiB", Value: full.peakKiB / mib, Base: empty.peakKiB / mib, HasBase: true},
+		{Bench: bench, Figure: "peak-rss-KiB/member", Value: (full.peakKiB - empty.peakKiB) / float64(members)},
 		{Bench: bench, Figure: "heap-inuse-MiB", Value: full.heap / (1 << 20), Base: empty.heap / (1 << 20), HasBase: true},
 		{Bench: bench, Figure: "goroutines", Value: full.goroutines, Base: empty.goroutines, HasBase: true},
+		{Bench: adopt, Figure: "ready-ms", Value: ms(full.adopt), Base: ms(empty.converge), HasBase: true},
+		{Bench: adopt, Figure: "peak-rss-MiB", Value: full.adoptPeakKiB / mib, Base: empty.peakKiB / mib, HasBase: true},
 	}
 }
 
@@ -156,7 +167,10 @@ spec:
 var servingLine = regexp.MustCompile(` on (http://[^ ]+) \(`)
 
 // runFleetd serves n members with the fleetd binary against a fake herdr
-// in this process and measures it once every member is Ready.
+// in this process and measures it once every member is Ready; then, with
+// members, it stops that fleetd (SIGTERM: the agents keep running) and
+// measures a second one on the same state directory and herdr until it has
+// adopted them all — without a tab created or an agent started.
 func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -166,18 +180,8 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 	}
 	defer os.RemoveAll(root)
 	manifests, state := filepath.Join(root, "manifests"), filepath.Join(root, "state")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
+	if err := writeManifests(manifests, n); err != nil {
 		return procFigures{}, err
-	}
-	files := map[string]string{"profile.yaml": profileYAML}
-	for i := range n {
-		name := memberName(i)
-		files[name+".yaml"] = "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: bench\n"
-	}
-	for f, content := range files {
-		if err := os.WriteFile(filepath.Join(manifests, f), []byte(content), 0o644); err != nil {
-			return procFigures{}, err
-		}
 	}
 	fake, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(root, "herdr.sock")})
 	if err != nil {
@@ -187,34 +191,15 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 	if cfg.latency > 0 {
 		fake.InjectFault("", herdrsim.Fault{Latency: cfg.latency})
 	}
+	args := []string{"serve", "--herdr-socket", fake.SocketPath(), "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "error"}
 
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, cfg.binary, "serve", "--herdr-socket", fake.SocketPath(),
-		"--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "error")
-	cmd.Stderr = os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	stdout, err := cmd.StdoutPipe()
+	first, err := startFleetd(ctx, cfg.binary, args, state)
 	if err != nil {
 		return procFigures{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		return procFigures{}, err
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	base, err := serveURL(stdout)
-	if err != nil {
-		return procFigures{}, err
-	}
-	token, err := os.ReadFile(statedir.At(state).PrimaryToken())
-	if err != nil {
-		return procFigures{}, fmt.Errorf("primary token: %w", err)
-	}
-	api := &apiClient{base: base, token: strings.TrimSpace(string(token))}
-	if err := api.waitReady(ctx, n); err != nil {
+	defer first.stop()
+	if err := first.waitReady(ctx, n); err != nil {
 		return procFigures{}, err
 	}
 	fig := procFigures{converge: time.Since(start)}
@@ -223,15 +208,113 @@ func runFleetd(ctx context.Context, cfg processConfig, n int) (procFigures, erro
 	case <-ctx.Done():
 		return procFigures{}, ctx.Err()
 	}
-	if fig.rssKiB, fig.peakKiB, err = memory(cmd.Process.Pid); err != nil {
+	if fig.rssKiB, fig.peakKiB, err = memory(first.cmd.Process.Pid); err != nil {
 		return procFigures{}, err
 	}
-	metrics, err := api.metrics(ctx, "go_goroutines", "go_memstats_heap_inuse_bytes")
+	metrics, err := first.metrics(ctx, "go_goroutines", "go_memstats_heap_inuse_bytes")
 	if err != nil {
 		return procFigures{}, err
 	}
 	fig.goroutines, fig.heap = metrics[0], metrics[1]
+	if n == 0 {
+		return fig, nil
+	}
+
+	if err := first.stop(); err != nil {
+		return procFigures{}, fmt.Errorf("stop the first fleetd: %w", err)
+	}
+	before := fake.Calls()
+	start = time.Now()
+	second, err := startFleetd(ctx, cfg.binary, args, state)
+	if err != nil {
+		return procFigures{}, err
+	}
+	defer second.stop()
+	if err := second.waitReady(ctx, n); err != nil {
+		return procFigures{}, fmt.Errorf("adopting: %w", err)
+	}
+	fig.adopt = time.Since(start)
+	after := fake.Calls()
+	for _, m := range []string{"tab.create", "agent.start", "tab.close"} {
+		if after[m] != before[m] {
+			return procFigures{}, fmt.Errorf("the restarted fleetd called %s %d times: it did not adopt every pane", m, after[m]-before[m])
+		}
+	}
+	if _, fig.adoptPeakKiB, err = memory(second.cmd.Process.Pid); err != nil {
+		return procFigures{}, err
+	}
 	return fig, nil
+}
+
+// writeManifests writes the bench Profile and n members into dir.
+func writeManifests(dir string, n int) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{"profile.yaml": profileYAML}
+	for i := range n {
+		name := memberName(i)
+		files[name+".yaml"] = "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: bench\n"
+	}
+	for f, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fleetdProc is a `fleetd serve` process and its REST API.
+type fleetdProc struct {
+	cmd     *exec.Cmd
+	api     *apiClient
+	stopped bool
+	waitErr error // Wait's result, once stopped
+}
+
+// startFleetd runs the fleetd binary with args and returns once it listens.
+func startFleetd(ctx context.Context, binary string, args []string, state string) (*fleetdProc, error) {
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Stderr = os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &fleetdProc{cmd: cmd}
+	base, err := serveURL(stdout)
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	token, err := os.ReadFile(statedir.At(state).PrimaryToken())
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("primary token: %w", err)
+	}
+	p.api = &apiClient{base: base, token: strings.TrimSpace(string(token))}
+	return p, nil
+}
+
+// stop ends the process with SIGTERM and waits for it; called again, it
+// returns the first result.
+func (p *fleetdProc) stop() error {
+	if !p.stopped {
+		p.stopped = true
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.waitErr = p.cmd.Wait()
+	}
+	return p.waitErr
+}
+
+func (p *fleetdProc) waitReady(ctx context.Context, n int) error { return p.api.waitReady(ctx, n) }
+
+func (p *fleetdProc) metrics(ctx context.Context, names ...string) ([]float64, error) {
+	return p.api.metrics(ctx, names...)
 }
 
 // serveURL reads fleetd's standard output until it names its listener, and
@@ -274,6 +357,10 @@ func memory(pid int) (rss, peak float64, err error) {
 	return rss, peak, nil
 }
 
+// plainClient asks for uncompressed answers: a gzip writer fleetd keeps
+// for the measurement's own scrapes would count in its memory.
+var plainClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
+
 // apiClient reads fleetd's REST API as the primary.
 type apiClient struct {
 	base, token string
@@ -285,7 +372,7 @@ func (a *apiClient) get(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := plainClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -300,47 +387,37 @@ func (a *apiClient) get(ctx context.Context, path string) ([]byte, error) {
 	return b, nil
 }
 
-// waitReady polls GET /members (every 100 ms; the figures are taken after
-// it) until n members are Ready and /readyz answers.
+// waitReady polls fleetd every 100 ms (the figures are taken after it)
+// until /readyz answers and n members are Ready: fleetd_members{phase} on
+// /metrics, which costs fleetd next to nothing, where a GET /members ten
+// times a second would have it encode the whole fleet as often.
 func (a *apiClient) waitReady(ctx context.Context, n int) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	ready := 0
+	ready := 0.0
 	for {
 		if _, err := a.get(ctx, "/readyz"); err == nil {
-			b, err := a.get(ctx, "/members")
+			if n == 0 {
+				return nil
+			}
+			v, err := a.metrics(ctx, `fleetd_members{phase="Ready"}`)
 			if err != nil {
 				return err
 			}
-			var list struct {
-				Items []struct {
-					Status struct {
-						Phase string `json:"phase"`
-					} `json:"status"`
-				} `json:"items"`
-			}
-			if err := json.Unmarshal(b, &list); err != nil {
-				return fmt.Errorf("GET /members: %w", err)
-			}
-			ready = 0
-			for _, m := range list.Items {
-				if m.Status.Phase == "Ready" {
-					ready++
-				}
-			}
-			if ready == n && len(list.Items) == n {
+			if ready = v[0]; int(ready) == n {
 				return nil
 			}
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d members Ready: %w", ready, n, ctx.Err())
+			return fmt.Errorf("%v of %d members Ready: %w", ready, n, ctx.Err())
 		}
 	}
 }
 
-// metrics returns the values of unlabelled series from GET /metrics.
+// metrics returns the values of series from GET /metrics, each named as
+// the exposition writes it (with its labels, if any).
 func (a *apiClient) metrics(ctx context.Context, names ...string) ([]float64, error) {
 	b, err := a.get(ctx, "/metrics")
 	if err != nil {

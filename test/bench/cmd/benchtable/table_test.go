@@ -62,16 +62,20 @@ func TestParseBench_RejectsUnparsableValue(t *testing.T) {
 }
 
 func TestProcessRows_ConvergenceAgainstTheBareClient(t *testing.T) {
-	full := procFigures{converge: 22 * time.Second, rssKiB: 51 * 1024, peakKiB: 52 * 1024, goroutines: 25, heap: 26 << 20}
+	full := procFigures{converge: 22 * time.Second, rssKiB: 51 * 1024, peakKiB: 52 * 1024, goroutines: 25, heap: 26 << 20,
+		adopt: 1200 * time.Millisecond, adoptPeakKiB: 30 * 1024}
 	empty := procFigures{converge: 150 * time.Millisecond, rssKiB: 19 * 1024, peakKiB: 20 * 1024, goroutines: 24, heap: 4 << 20}
 	got := processRows(1000, full, empty, 1500*time.Millisecond)
-	b := "Process/members=1000"
+	b, a := "Process/members=1000", "Process/adopt=1000"
 	want := []row{
 		{Bench: b, Figure: "converge-ms", Value: 22000, Base: 1500, HasBase: true},
 		{Bench: b, Figure: "rss-MiB", Value: 51, Base: 19, HasBase: true},
 		{Bench: b, Figure: "peak-rss-MiB", Value: 52, Base: 20, HasBase: true},
+		{Bench: b, Figure: "peak-rss-KiB/member", Value: 32.768},
 		{Bench: b, Figure: "heap-inuse-MiB", Value: 26, Base: 4, HasBase: true},
 		{Bench: b, Figure: "goroutines", Value: 25, Base: 24, HasBase: true},
+		{Bench: a, Figure: "ready-ms", Value: 1200, Base: 150, HasBase: true},
+		{Bench: a, Figure: "peak-rss-MiB", Value: 30, Base: 20, HasBase: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
