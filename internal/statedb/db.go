@@ -48,9 +48,9 @@ type DB struct {
 
 	mu     sync.Mutex
 	tables map[string]map[string][]byte // every committed record (its whole line: what a compaction writes)
-	live   int64                       // bytes of the records in tables
-	next   *Commit                     // changes staged since the committer took the last
-	taken  *Commit                     // the batch the committer is writing, if any
+	live   int64                        // bytes of the records in tables
+	next   *Commit                      // changes staged since the committer took the last
+	taken  *Commit                      // the batch the committer is writing, if any
 	closed bool
 	// compacting is set while a compaction's rewrite runs; after one
 	// failed, the next waits until the file is past retryAt.
