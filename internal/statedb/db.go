@@ -66,17 +66,23 @@ type DB struct {
 // Commit is a group of changes staged together: they reach the file in
 // one batch, with the other changes staged before the committer took it.
 type Commit struct {
+	db      *DB // nil for a commit that never reaches the file
 	recs    [][]byte
 	changes []Change
 	done    chan struct{}
 	err     error
 }
 
-// Wait blocks until the commit's changes are in the file and fsynced, and
-// returns nil; or returns why they are not (and will not be): the write or
-// the fsync failed, or the database was closed before they were staged.
-// It waits for one write and one fsync of the committer at most.
+// Wait has the committer write the commit (if nobody has yet) and blocks
+// until its changes are in the file and fsynced, and returns nil; or
+// returns why they are not (and will not be): the write or the fsync
+// failed, or the database was closed before they were staged. It waits
+// for two writes and fsyncs of the committer at most: the one under way,
+// then its own.
 func (c *Commit) Wait() error {
+	if c.db != nil {
+		c.db.wake()
+	}
 	<-c.done
 	return c.err
 }
@@ -151,8 +157,11 @@ func (db *DB) Each(table string, fn func(key string, value []byte) error) error 
 }
 
 // Stage queues changes to be written together and returns their commit
-// without waiting. Changes staged one after another reach the file in that
-// order.
+// without waiting. They are written with the next batch someone waits for
+// ([Commit.Wait], [DB.Write], [DB.Sync]) or at [DB.Close] — a change
+// nobody waits for costs no write of its own, and no fsync runs beside
+// the caller's next steps — or once maxLazy changes are queued. Changes
+// staged one after another reach the file in that order.
 func (db *DB) Stage(changes ...Change) *Commit {
 	if db == nil || len(changes) == 0 {
 		return failed(nil)
@@ -172,17 +181,29 @@ func (db *DB) Stage(changes ...Change) *Commit {
 	}
 	c := db.next
 	if c == nil {
-		c = &Commit{done: make(chan struct{})}
+		c = &Commit{db: db, done: make(chan struct{})}
 		db.next = c
 	}
 	c.recs = append(c.recs, recs...)
 	c.changes = append(c.changes, changes...)
+	full := len(c.recs) >= maxLazy
 	db.mu.Unlock()
-	select {
-	case db.kick <- struct{}{}:
-	default: // the committer is kicked already
+	if full {
+		db.wake()
 	}
 	return c
+}
+
+// maxLazy bounds the changes staged and not yet written that nobody waits
+// for.
+const maxLazy = 1024
+
+// wake has the committer write what is staged.
+func (db *DB) wake() {
+	select {
+	case db.kick <- struct{}{}:
+	default: // it is woken already
+	}
 }
 
 // Write stages changes and waits for them: [DB.Stage] and [Commit.Wait].
@@ -190,9 +211,9 @@ func (db *DB) Write(changes ...Change) error {
 	return db.Stage(changes...).Wait()
 }
 
-// Sync waits until every change staged before it is durable (or failed,
-// which it returns): a drop nobody waited for, say, before the owner
-// stops.
+// Sync writes every change staged before it and waits until they are
+// durable (or failed, which it returns): a drop nobody waited for, say,
+// before the owner stops.
 func (db *DB) Sync() error {
 	if db == nil {
 		return nil

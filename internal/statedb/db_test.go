@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,7 +119,9 @@ func TestDB_CommitsStagedMeanwhileShareOneWriteAndFsync(t *testing.T) {
 	hold.Store(&release)
 
 	first := db.Stage(Put(Owned, "m000", []byte(`{}`)))
-	<-entered // the committer is in the first batch's fsync
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Wait() }() // has the committer write it
+	<-entered                                 // the committer is in the first batch's fsync
 	var later []*Commit
 	for i := 1; i <= 100; i++ {
 		later = append(later, db.Stage(Put(Owned, fmt.Sprintf("m%03d", i), []byte(`{}`))))
@@ -132,7 +135,8 @@ func TestDB_CommitsStagedMeanwhileShareOneWriteAndFsync(t *testing.T) {
 	}
 	hold.Store(nil)
 	close(release)
-	for _, c := range append([]*Commit{first}, later...) {
+	must(t, <-firstDone)
+	for _, c := range later {
 		must(t, c.Wait())
 	}
 	if w, s := writes.Load(), syncs.Load(); w != 2 || s != 2 {
@@ -141,6 +145,48 @@ func TestDB_CommitsStagedMeanwhileShareOneWriteAndFsync(t *testing.T) {
 	if n := len(contents(t, db, Owned)[Owned]); n != 101 {
 		t.Errorf("%d records, want 101", n)
 	}
+}
+
+// A change nobody waits for costs no write of its own: it goes out with
+// the next batch someone waits for (or at Sync, or once maxLazy changes
+// are queued), in one write and one fsync with it.
+func TestDB_AChangeNobodyWaitsForGoesOutWithTheNextWaitedBatch(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			hold          atomic.Pointer[chan struct{}]
+			writes, syncs atomic.Int32
+		)
+		path := filepath.Join(t.TempDir(), "state.journal")
+		db := open(t, path, &Options{Wrap: func(f File) File {
+			return &heldFile{File: f, hold: &hold, writes: &writes, syncs: &syncs}
+		}})
+		writes.Store(0)
+		syncs.Store(0)
+
+		db.Stage(Delete(Owned, "gone"), Put(Tokens, "ab12", []byte(`{}`)))
+		synctest.Wait() // the committer is idle: nothing woke it
+		if w, s := writes.Load(), syncs.Load(); w != 0 || s != 0 {
+			t.Fatalf("a change nobody waits for took %d writes and %d fsyncs of its own; want 0 and 0", w, s)
+		}
+		must(t, db.Write(Put(Owned, "alpha", []byte(`{}`))))
+		if w, s := writes.Load(), syncs.Load(); w != 1 || s != 1 {
+			t.Errorf("the unwaited change and the waited one took %d writes and %d fsyncs; want 1 and 1", w, s)
+		}
+
+		for i := range maxLazy {
+			db.Stage(Put(Memory, fmt.Sprintf("m%04d", i), []byte(`{}`)))
+		}
+		synctest.Wait()
+		if w := writes.Load(); w != 2 {
+			t.Errorf("%d changes queued with nobody waiting: %d writes in all; want 2 (they are written once that many are queued)", maxLazy, w)
+		}
+		want := map[string]map[string]string{Owned: {"alpha": `{}`}, Tokens: {"ab12": `{}`}}
+		got := reopened(t, db, path, Owned, Tokens)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("tables read again (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // Changes staged one after another reach the file in that order: the last

@@ -22,13 +22,14 @@
 // # Writing: group commit
 //
 // A change is a [Put] or a [Delete] of one key. [DB.Stage] queues changes
-// and returns their [Commit] at once; [Commit.Wait] returns once they are
-// in the file and fsynced (or failed). One goroutine, the committer,
-// writes: it takes everything staged since its last write and appends it
-// as one batch of the journal — one write, one fsync — however many
-// goroutines staged it. Changes reach the file in the order they were
-// staged, so an owner that stages under its own lock gets the file in the
-// order of its memory. [DB.Write] is Stage and Wait.
+// and returns their [Commit] at once; [Commit.Wait] has them written and
+// returns once they are in the file and fsynced (or failed). One
+// goroutine, the committer, writes: woken by a waiter, it takes everything
+// staged since its last write and appends it as one batch of the journal —
+// one write, one fsync — however many goroutines staged it. Changes reach
+// the file in the order they were staged, so an owner that stages under
+// its own lock gets the file in the order of its memory. [DB.Write] is
+// Stage and Wait.
 //
 // The durability contract is the journal's (internal/journal): when Wait
 // returns nil the changes survive a crash; a batch a crash cut short is
@@ -37,8 +38,11 @@
 // and its changes are not applied. An owner whose action depends on a
 // record — agent.start on the ownership record, a pane's environment on
 // its token's hash — stages it and waits before acting. A change nobody
-// waits for (a dropped record, say) is written with the next batch, or at
-// Close.
+// waits for (a dropped record, say) is written with the next batch
+// someone waits for, at [DB.Sync] or at Close: it costs no fsync of its
+// own, and none runs while its owner goes on (an fsync holds one of the
+// process's Ps until the scheduler takes it back, on two cores a
+// noticeable stall).
 //
 // # Compaction
 //
