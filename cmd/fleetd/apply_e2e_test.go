@@ -74,6 +74,7 @@ spec: {profile: codex}
 // and prints unchanged, a change edits only the changed field (comments,
 // order, the other document kept) and no default is ever written.
 func TestApply_KeepsTheOperatorsFile(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"profiles.yaml": fleetProfile, "team.yaml": handWrittenReviewer})
 
 	// The same reviewer, written differently and with its defaults

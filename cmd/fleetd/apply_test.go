@@ -45,7 +45,6 @@ var postAnswers = map[string]struct {
 func newRESTFleetd(t *testing.T) *restFleetd {
 	t.Helper()
 	f := &restFleetd{stateDir: writeTree(t, map[string]string{"primary.token": testPrimaryToken + "\n"})}
-	t.Setenv("FLEETD_TOKEN", "")
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /members", func(w http.ResponseWriter, r *http.Request) {
 		var m map[string]any
@@ -176,6 +175,7 @@ status: {phase: Ready}
 `
 
 func TestApply(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name               string
 		file               string // written to members.yaml, unless stdin
@@ -296,6 +296,7 @@ func TestApply(t *testing.T) {
 }
 
 func TestApply_SendsTheDecodedMember(t *testing.T) {
+	t.Parallel()
 	f := newRESTFleetd(t)
 	dir := writeTree(t, map[string]string{"m.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: coder, labels: {team: core}}\nspec: {profile: claude, workspace: api}\n"})
 	if code, _, stderr := runCLIIn(t, "", "apply", "-f", filepath.Join(dir, "m.yaml"), "--server", f.url, "--state-dir", f.stateDir); code != 0 {
@@ -316,6 +317,7 @@ func TestApply_SendsTheDecodedMember(t *testing.T) {
 }
 
 func TestApply_UnknownToken(t *testing.T) {
+	t.Parallel()
 	f := newRESTFleetd(t)
 	if err := os.WriteFile(filepath.Join(f.stateDir, "primary.token"), []byte("stale\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -328,6 +330,7 @@ func TestApply_UnknownToken(t *testing.T) {
 }
 
 func TestDeleteMember(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name             string
 		args             []string

@@ -81,6 +81,7 @@ func copyExamples(t *testing.T) (dir, repo string) {
 }
 
 func TestValidate_ExampleManifestsAreValid(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "validate", "../../manifests")
 	if code != 0 || stderr != "" {
 		t.Fatalf("validate manifests: exit %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
@@ -91,6 +92,7 @@ func TestValidate_ExampleManifestsAreValid(t *testing.T) {
 }
 
 func TestValidate_ReportsUnresolvedReferencesAtTheirLines(t *testing.T) {
+	t.Parallel()
 	dir := writeTree(t, map[string]string{
 		"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n",
 		"members.yaml": `apiVersion: fleetd.dev/v1alpha1
@@ -128,6 +130,7 @@ spec:
 // profile's worktree setting — are a problem of the later one, naming the
 // first and its line.
 func TestValidate_ReportsASharedWorktreeBranch(t *testing.T) {
+	t.Parallel()
 	dir := writeTree(t, map[string]string{
 		"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: agents}\nspec:\n  harness: codex\n  worktree: {repo: /srv/api, branchPrefix: agents}\n",
 		"a.yaml":        "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: first}\nspec:\n  profile: agents\n  worktree: {repo: /srv/api, branch: agents/second}\n",
@@ -142,6 +145,7 @@ func TestValidate_ReportsASharedWorktreeBranch(t *testing.T) {
 }
 
 func TestValidate_PrintsDecodeProblemsInFileAndLineOrder(t *testing.T) {
+	t.Parallel()
 	dir := writeTree(t, map[string]string{
 		"b.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec:\n  harness: claude\n  colour: blue\n",
 		"a.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: m}\nspec:\n  profile: p\n  transport: carrier-pigeon\n",
@@ -166,6 +170,7 @@ func TestValidate_PrintsDecodeProblemsInFileAndLineOrder(t *testing.T) {
 }
 
 func TestValidate_EmptyDirectoryIsValid(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, stdout, _ := runCLI(t, "validate", dir)
 	if want := dir + ": no objects (no manifest files, or only empty documents)\n"; code != 0 || stdout != want {
@@ -201,6 +206,7 @@ func checkUsageErrors(t *testing.T, tests []usageCase) {
 }
 
 func TestValidate_UsageAndDirectoryErrors(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "absent")
 	checkUsageErrors(t, []usageCase{
 		{"validate without a directory", []string{"validate"}, 2, "fleetd validate: missing DIR|FILE...\nUsage: fleetd validate DIR|FILE..."},

@@ -12,6 +12,7 @@ import (
 // README says it takes — besides a name, the member's terminal id and
 // session id — and prints the member's name.
 func TestDelete_ByTerminalAndSessionID(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
 kind: Profile
 metadata: {name: claude}

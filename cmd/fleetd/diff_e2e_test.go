@@ -23,6 +23,7 @@ spec:
 // apply -f - round trip and delete -f against fleetd serve --herdr=sim,
 // checking output, exit codes and the manifests directory.
 func TestDiffDryRunDelete(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"profiles.yaml": fleetProfile, "team.yaml": handWrittenReviewer,
 		"stray.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: stray}\nspec: {harness: codex}\n"})
 	tester := writeFile(t, "tester.yaml", testerYAML)

@@ -24,6 +24,7 @@ func readDoc(t *testing.T, path string) string {
 // TestDocs_CommandTableListsEveryCommand: the README's command table has a
 // row for every command `fleetd --help` lists, completion included.
 func TestDocs_CommandTableListsEveryCommand(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	root := newRootCmd()
 	enforceUsageErrors(root)
@@ -44,6 +45,7 @@ func TestDocs_CommandTableListsEveryCommand(t *testing.T) {
 // TestDocs_ServerFlag: the commands that take --server are exactly those
 // docs/install.md and the README name.
 func TestDocs_ServerFlag(t *testing.T) {
+	t.Parallel()
 	var have []string
 	for _, c := range newRootCmd().Commands() {
 		if c.Flags().Lookup("server") != nil {
@@ -78,6 +80,7 @@ func TestDocs_ServerFlag(t *testing.T) {
 // (docs/multi-host.md once told operators to cat
 // manifests/profile-claude.yaml, which never existed.)
 func TestDocs_CiteOnlyFilesThatExist(t *testing.T) {
+	t.Parallel()
 	notCitations := map[string]bool{
 		"docs/manifests.md api/workspace":  true, // sed 's/workspace: api/workspace: qa/'
 		"docs/worktrees.md docs/config.md": true, // a member's prompt: the file its agent is to write
@@ -113,6 +116,7 @@ func TestDocs_CiteOnlyFilesThatExist(t *testing.T) {
 // BenchmarkConvergence's). The figures stay tied to code that still
 // measures them.
 func TestDocs_NameOnlyTestsThatExist(t *testing.T) {
+	t.Parallel()
 	defined := map[string]bool{}
 	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)\w+)\(`)
 	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {

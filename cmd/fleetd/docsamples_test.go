@@ -46,6 +46,7 @@ func goldenPath(name string) string { return filepath.Join("testdata", "docs", n
 // is its golden file, byte for byte, and every golden file is shown in a
 // doc.
 func TestDocSamples_InTheDocsAreTheGoldens(t *testing.T) {
+	t.Parallel()
 	shown := map[string]bool{}
 	for _, doc := range docFiles {
 		text := readDoc(t, doc)
@@ -241,9 +242,16 @@ func realign(s string) string {
 // TestDocSamples_AreWhatFleetdPrints runs what the docs show, through the
 // fleetd binary, and compares each sample with its golden file.
 func TestDocSamples_AreWhatFleetdPrints(t *testing.T) {
-	t.Run("install", docSamplesInstall)
-	t.Run("adopt", docSamplesAdopt)
-	t.Run("watch", docSamplesWatch)
+	t.Parallel()
+	for _, s := range []struct {
+		name   string
+		sample func(*testing.T)
+	}{{"install", docSamplesInstall}, {"adopt", docSamplesAdopt}, {"watch", docSamplesWatch}} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			s.sample(t)
+		})
+	}
 }
 
 // settle waits until the "phase agentStatus" of each member in want is
@@ -286,7 +294,7 @@ func banner(t *testing.T, p *proc) (text, url string) {
 // docSamplesInstall is docs/install.md's first run: the example fleet on
 // the simulated herdr, its tenant's credential unset, then set.
 func docSamplesInstall(t *testing.T) {
-	t.Setenv("ACME_FLEETD_TOKEN", "") // acme-triage waits for its credential
+	noCredential := []string{"ACME_FLEETD_TOKEN="} // acme-triage waits for its credential
 	manifests, repo := copyExamples(t)
 	state := t.TempDir()
 	exe, err := fleetdExecutable()
@@ -300,7 +308,7 @@ func docSamplesInstall(t *testing.T) {
 	checkSample(t, "install/validate", n.text(stdout))
 
 	serve := []string{"serve", "--herdr=sim", "--sim-ready-delay", "10ms", "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0"}
-	p := startProc(t, serve...)
+	p := startProcEnv(t, noCredential, serve...)
 	text, url := banner(t, p)
 	checkSample(t, "install/serve", n.text(text))
 	client := []string{"--server", url, "--state-dir", state}
@@ -326,8 +334,7 @@ func docSamplesInstall(t *testing.T) {
 
 	// The tenant's credential set, the next start: every member created
 	// afresh on the new simulated herdr, acme-triage Ready too.
-	t.Setenv("ACME_FLEETD_TOKEN", "demo-credential")
-	p = startProc(t, serve...)
+	p = startProcEnv(t, []string{"ACME_FLEETD_TOKEN=demo-credential"}, serve...)
 	_, url = banner(t, p)
 	client = []string{"--server", url, "--state-dir", state}
 	settle(t, client, map[string]string{"acme-triage": "Ready done", "builder": "Ready idle", "docs-writer": "Ready idle", "reviewer": "Ready idle"})
@@ -340,7 +347,6 @@ func docSamplesInstall(t *testing.T) {
 // simulated herdr as a process of its own (here, in the test's): the
 // second fleetd adopts the panes the first created.
 func docSamplesAdopt(t *testing.T) {
-	t.Setenv("ACME_FLEETD_TOKEN", "")
 	manifests, _ := copyExamples(t)
 	state := t.TempDir()
 	sim, err := herdrsim.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true, ReadyDelay: 10 * time.Millisecond})
@@ -349,7 +355,7 @@ func docSamplesAdopt(t *testing.T) {
 	}
 	defer sim.Close()
 	for run := range 2 {
-		p := startProc(t, "serve", "--herdr-socket", sim.SocketPath(), "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0")
+		p := startProcEnv(t, []string{"ACME_FLEETD_TOKEN="}, "serve", "--herdr-socket", sim.SocketPath(), "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0")
 		first := p.waitFor(t, p.stdout, `^fleetd is serving `)
 		client := []string{"--server", regexp.MustCompile(`on (http://\S+) `).FindStringSubmatch(first)[1], "--state-dir", state}
 		if run == 0 {

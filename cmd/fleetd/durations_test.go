@@ -22,6 +22,7 @@ spec:
 // of that Profile finds no Profile rather than one quietly defaulted) —
 // never "the default", which only leaving the field out gives.
 func TestDurations_ZeroIsAnError(t *testing.T) {
+	t.Parallel()
 	dir := writeTree(t, map[string]string{"profiles.yaml": zeroDurationsProfile})
 	file := filepath.Join(dir, "profiles.yaml")
 	want := []string{
@@ -50,6 +51,7 @@ func TestDurations_ZeroIsAnError(t *testing.T) {
 // negative value (0 would quietly be the default) with exit 2;
 // --sim-ready-delay takes 0 (ready at once).
 func TestDurations_ServeFlags(t *testing.T) {
+	t.Parallel()
 	var flags []string
 	for _, line := range strings.Split(newServeCmd().Flags().FlagUsages(), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[1] == "duration" {

@@ -36,8 +36,15 @@ type proc struct {
 // at its end unless it ended before.
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, nil, args...)
+}
+
+// startProcEnv is startProc with env (NAME=VALUE) added to the test's
+// environment: a parallel test cannot set its own (t.Setenv).
+func startProcEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asFleetdEnv+"=1")
+	cmd.Env = append(append(os.Environ(), asFleetdEnv+"=1"), env...)
 	p := &proc{cmd: cmd, stdout: make(chan string, 1024), stderr: make(chan string, 4096), done: make(chan struct{})}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -138,6 +145,7 @@ var firstHourFleet = claudeProfile + memberDoc("reviewer", "{profile: claude}")
 // that says how to pick another address, with no INFO "stopped" line
 // before it as if fleetd had started.
 func TestFirstHour_PortInUseSaysHowToPickAnother(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +167,7 @@ func TestFirstHour_PortInUseSaysHowToPickAnother(t *testing.T) {
 // fleetd), and a restart of the demo creates its members afresh instead
 // of counting a restart of each.
 func TestFirstHour_SimStopsHonestlyAndRestartsFromZero(t *testing.T) {
+	t.Parallel()
 	manifests, state := writeTree(t, map[string]string{"f.yaml": firstHourFleet}), t.TempDir()
 	for run := range 2 {
 		p := startProc(t, "serve", "--herdr=sim", "--sim-ready-delay", "10ms", "--manifests", manifests, "--state-dir", state, "--listen", "127.0.0.1:0")
@@ -187,6 +196,7 @@ func TestFirstHour_SimStopsHonestlyAndRestartsFromZero(t *testing.T) {
 // -o asked for), and describe, get and send of the member it declares name
 // the file and its errors.
 func TestFirstHour_ATypoInANewManifestIsVisible(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet,
 		"typo.yaml":   "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: typo}\nspec: {profile: claude, transport: http}\n",
 		"broken.yaml": "kind: Member\nmetadata: {name: [\n"})
@@ -224,6 +234,7 @@ func TestFirstHour_ATypoInANewManifestIsVisible(t *testing.T) {
 // recent events, --for member/NAME one's, -o json an EventList, and -w
 // follows them as they happen.
 func TestFirstHour_GetEvents(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet + memberDoc("tester", "{profile: claude}")})
 	f.waitReady(t, "reviewer", "tester")
 	code, stdout, stderr := execFleetd(t, append([]string{"get", "events"}, f.client...)...)
@@ -262,6 +273,7 @@ func TestFirstHour_GetEvents(t *testing.T) {
 // kind is missing and suggests the command meant; a mistyped flag gets
 // the flag meant.
 func TestFirstHour_KindMissingAndFlagTypos(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet})
 	flags := " --server " + f.info.URL + " --state-dir " + f.stateDir
 	for _, tt := range []struct {
@@ -290,6 +302,7 @@ func TestFirstHour_KindMissingAndFlagTypos(t *testing.T) {
 // several, and files with directories, checked as one set; a reference a
 // lone file leaves unresolved is a note, not a failure.
 func TestFirstHour_ValidateFilesAndDirectories(t *testing.T) {
+	t.Parallel()
 	dir := writeTree(t, map[string]string{
 		"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n",
 		"member.yaml":   "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: reviewer}\nspec: {profile: claude}\n",
@@ -329,6 +342,7 @@ func TestFirstHour_ValidateFilesAndDirectories(t *testing.T) {
 // suggests next is a fleetd command, with the --server (and --state-dir)
 // of a fleetd that is not at the defaults.
 func TestFirstHour_HintsNameCommandsThatReachThisFleetd(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"f.yaml": firstHourFleet})
 	f.waitReady(t, "reviewer")
 	flags := " --server " + f.info.URL + " --state-dir " + f.stateDir

@@ -54,6 +54,7 @@ func (f *liveFleetd) runArgs(t *testing.T, args ...string) (int, string, string)
 }
 
 func TestGet_SelectorsOutputsAndSortThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	f := startGetFleetd(t, "reviewer", "tester")
 	for _, tt := range []struct {
 		name       string
@@ -100,6 +101,7 @@ func TestGet_SelectorsOutputsAndSortThroughTheCLI(t *testing.T) {
 // TestGet_MemberReferencesWorkInEveryCommand: get, describe and send take
 // a member's pane id, terminal id or session id as well as its name.
 func TestGet_MemberReferencesWorkInEveryCommand(t *testing.T) {
+	t.Parallel()
 	f := startGetFleetd(t, "reviewer", "tester")
 	code, ids, stderr := f.runArgs(t, "get", "members", "reviewer", "-o", "jsonpath={.status.paneId} {.status.terminalId} {.status.sessionId}")
 	refs := strings.Fields(ids)
@@ -124,6 +126,7 @@ func TestGet_MemberReferencesWorkInEveryCommand(t *testing.T) {
 }
 
 func TestGet_ProfilesAndTenantsThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	f := startGetFleetd(t)
 	ws, ages, created := regexp.MustCompile(` +`), regexp.MustCompile(`\b\d+[smhd]\b`), regexp.MustCompile(`(?m)^Created:.*\n`)
 	// Runs of spaces become one, ages "1s", the Created line goes.
@@ -204,6 +207,7 @@ func (w *streamLines) waitLine(t *testing.T, deadline <-chan time.Time, re strin
 }
 
 func TestGet_WatchPrintsTheTableThenEveryChange(t *testing.T) {
+	t.Parallel()
 	f := startGetFleetd(t, "reviewer", "tester")
 	out := &streamLines{lines: make(chan string, 1024)}
 	var errOut bytes.Buffer
@@ -257,6 +261,7 @@ func TestGet_WatchPrintsTheTableThenEveryChange(t *testing.T) {
 }
 
 func TestCompletion_NamesFromTheRunningFleetd(t *testing.T) {
+	t.Parallel()
 	f := startGetFleetd(t)
 	for _, tt := range []struct {
 		args []string

@@ -14,6 +14,7 @@ import (
 // comes in time; a worker deleted with a task still open leaves a
 // worker_gone notice.
 func TestInbox_ShowsWaitsAndAcknowledges(t *testing.T) {
+	t.Parallel()
 	f := startSimFleet(t)
 	if code, stdout, stderr := f.runArgs(t, "inbox"); code != 0 || stdout != "No messages.\n" {
 		t.Fatalf("fleetd inbox on an empty mailbox: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)

@@ -48,6 +48,7 @@ func damagedJournal(t *testing.T) (stateDir string, at int) {
 }
 
 func TestJournal_CheckReportsDamageAndRepairKeepsIntactRecords(t *testing.T) {
+	t.Parallel()
 	stateDir, at := damagedJournal(t)
 	code, out, errOut := runCLI(t, "journal", "check", "--state-dir", stateDir)
 	wantLine := "  byte " + strconv.Itoa(at) + " (line 3, "
@@ -78,6 +79,7 @@ func TestJournal_CheckReportsDamageAndRepairKeepsIntactRecords(t *testing.T) {
 // serve does not start on a damaged journal, and says which file and which
 // commands to run; the journal is left as it was.
 func TestServe_RefusesADamagedJournal(t *testing.T) {
+	t.Parallel()
 	stateDir, _ := damagedJournal(t)
 	path := messaging.JournalPath(statedir.At(stateDir).Messages())
 	before, _ := os.ReadFile(path)
@@ -119,6 +121,7 @@ func damagedStateDB(t *testing.T) (stateDir string, at int) {
 // fleetd journal covers the state database as it covers the message
 // journal: check lists its damage, repair keeps its intact records.
 func TestJournal_CoversTheStateDatabase(t *testing.T) {
+	t.Parallel()
 	stateDir, at := damagedStateDB(t)
 	path := statedir.At(stateDir).StateDB()
 	code, out, errOut := runCLI(t, "journal", "check", "--state-dir", stateDir)
@@ -139,6 +142,7 @@ func TestJournal_CoversTheStateDatabase(t *testing.T) {
 // serve does not start on a damaged state database, and says which file
 // and which commands to run; the file is left as it was.
 func TestServe_RefusesADamagedStateDatabase(t *testing.T) {
+	t.Parallel()
 	stateDir, _ := damagedStateDB(t)
 	path := statedir.At(stateDir).StateDB()
 	before, _ := os.ReadFile(path)

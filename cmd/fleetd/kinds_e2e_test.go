@@ -43,6 +43,7 @@ func (f *liveFleetd) fleetdProcess(t *testing.T, args ...string) (int, string, s
 // was; diff finds nothing to change. Issue 23: apply refused the example
 // directory because it holds Profiles and a Tenant.
 func TestApply_TheExampleDirectoryOnTheFleetdThatServesIt(t *testing.T) {
+	t.Parallel()
 	files := exampleManifests(t)
 	f := startFleetd(t, files)
 	examples := filepath.Join("..", "..", "manifests")
@@ -94,6 +95,7 @@ spec:
 // Tenant a remaining Member references, and removes Members first. Issue
 // 23: all three refused such a directory.
 func TestApplyDiffDelete_MixedDirectory(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, nil)
 	team := writeTree(t, map[string]string{"members.yaml": mixedMembers, "profiles.yaml": mixedProfiles})
 	run := func(wantCode int, wantOut, wantErr string, args ...string) {

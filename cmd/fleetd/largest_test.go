@@ -56,6 +56,7 @@ func largestMember(t *testing.T) *v1alpha1.Member {
 // status, within the watch's 4 MiB event: no stored member can break every
 // watcher.
 func TestGet_WatchCarriesTheLargestValidMember(t *testing.T) {
+	t.Parallel()
 	m := largestMember(t)
 	doc := map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name, "labels": m.Labels, "annotations": m.Annotations}, "spec": m.Spec}
 	manifest, err := sigsyaml.Marshal(doc)

@@ -28,7 +28,6 @@ type liveFleetd struct {
 func startFleetd(t *testing.T, files map[string]string, tune ...func(*daemon.Config)) *liveFleetd {
 	t.Helper()
 	f := &liveFleetd{manifests: writeTree(t, files), stateDir: t.TempDir()}
-	t.Setenv("FLEETD_TOKEN", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	f.ctx = ctx
 	ready := make(chan daemon.Info, 1)

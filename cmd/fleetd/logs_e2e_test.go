@@ -87,6 +87,7 @@ func (b *watchedBuffer) waitFor(t *testing.T, want string, within time.Duration)
 // without scrolling the agent; `fleetd logs -f` prints the output of a turn
 // as it appears and ends when the member is deleted.
 func TestLogs_ReadsAndFollowsTheTerminal(t *testing.T) {
+	t.Parallel()
 	f := startSimFleet(t)
 	pane := f.pane(t)
 	if err := f.info.Sim.WriteOutput(pane, "build started\n\x1b[1;32mok\x1b[0m 12 tests\x1b]52;c;cm0gLXJm\x07\nbuild done\n"); err != nil {

@@ -21,6 +21,7 @@ import (
 // printed; a member applied and one deleted change nothing git tracks, and
 // the build is not stamped -dirty; Ctrl-C ends make without an error.
 func TestMakeRun_ACleanCloneStaysClean(t *testing.T) {
+	t.Parallel()
 	makeTool, err := exec.LookPath("make")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

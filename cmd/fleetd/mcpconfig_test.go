@@ -54,6 +54,7 @@ func startForConfig(t *testing.T, tune ...func(*daemon.Config)) *liveFleetd {
 }
 
 func TestMCPConfig_ShellHarnesses(t *testing.T) {
+	t.Parallel()
 	f := startForConfig(t)
 	tests := []struct {
 		harness string
@@ -97,6 +98,7 @@ func TestMCPConfig_ShellHarnesses(t *testing.T) {
 }
 
 func TestMCPConfig_ClaudeDesktop(t *testing.T) {
+	t.Parallel()
 	f := startForConfig(t)
 	code, stdout, stderr := runCLI(t, "mcp-config", "--harness", "claude-desktop", "--state-dir", f.stateDir, "--server", f.info.URL)
 	if code != 0 {
@@ -163,6 +165,7 @@ func TestMCPConfig_DefaultsFollowTheEnvironment(t *testing.T) {
 // token in a state directory no running fleetd uses (it used to, and the
 // harness then got 401: `claude mcp list` said "Failed to connect").
 func TestMCPConfig_RefusesAConfigThatWouldGet401(t *testing.T) {
+	t.Parallel()
 	f := startForConfig(t)
 	free := freeAddress("127.0.0.1:1") // nothing listens there
 	other := t.TempDir()
@@ -200,6 +203,7 @@ func TestMCPConfig_RefusesAConfigThatWouldGet401(t *testing.T) {
 }
 
 func TestMCPConfig_UsageErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -233,6 +237,7 @@ func TestMCPConfig_UsageErrors(t *testing.T) {
 // stubs): the exports must still be set in that shell afterwards, where
 // claude will start — `fleetd mcp-config … | sh` lost them.
 func TestMCPConfig_ExampleKeepsTheExports(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)

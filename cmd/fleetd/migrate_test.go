@@ -14,6 +14,7 @@ import (
 )
 
 func TestMigrate_UsageAndDirectoryErrors(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "absent")
 	checkUsageErrors(t, []usageCase{
 		{"migrate without a directory", []string{"migrate", "--dry-run"}, 2, "fleetd migrate: want exactly one directory, got 0 arguments\nUsage: fleetd migrate DIR"},
@@ -23,6 +24,7 @@ func TestMigrate_UsageAndDirectoryErrors(t *testing.T) {
 }
 
 func TestValidate_LegacyExamplePointsAtMigrate(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "validate", "../../internal/migrate/testdata/legacy")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stdout:\n%s", code, stdout)
@@ -43,6 +45,7 @@ func TestValidate_LegacyExamplePointsAtMigrate(t *testing.T) {
 }
 
 func TestMigrate_FixesTheLegacyExampleOnce(t *testing.T) {
+	t.Parallel()
 	dir := copyTree(t, "../../internal/migrate/testdata/legacy")
 	original := readTree(t, dir)
 	fleet := filepath.Join(dir, "fleet.yaml")
@@ -93,6 +96,7 @@ func TestMigrate_FixesTheLegacyExampleOnce(t *testing.T) {
 }
 
 func TestMigrate_RefusesWhatItCannotRewriteAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	bad, err := os.ReadFile("../../internal/migrate/testdata/errors/unknown-mode.yaml")
 	if err != nil {
 		t.Fatal(err)

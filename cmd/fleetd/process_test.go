@@ -34,6 +34,7 @@ func execFleetd(t *testing.T, args ...string) (code int, stdout, stderr string) 
 // TestProcess_ExitCodes: the exit codes and messages the in-process tests
 // check through run are the process's own.
 func TestProcess_ExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args       []string
 		code       int

@@ -14,6 +14,7 @@ import (
 // answers through bridge_reply, so `fleetd send reviewer hello` prints the
 // echo; apply and delete go through the REST write endpoints.
 func TestSend_EndToEndWithSimulatedHerdr(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
 kind: Profile
 metadata: {name: claude}

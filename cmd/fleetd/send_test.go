@@ -46,7 +46,6 @@ var sendAnswers = map[string]any{
 func newMCPFleetd(t *testing.T) *mcpFleetd {
 	t.Helper()
 	f := &mcpFleetd{stateDir: writeTree(t, map[string]string{"primary.token": testPrimaryToken + "\n"}), calls: make(chan mcp.SendInput, 10)}
-	t.Setenv("FLEETD_TOKEN", "")
 	server := sdk.NewServer(&sdk.Implementation{Name: "fake-fleetd", Version: "test"}, nil)
 	sdk.AddTool(server, &sdk.Tool{Name: "bridge_send", Description: "give a worker a task"},
 		func(_ context.Context, _ *sdk.CallToolRequest, in mcp.SendInput) (*sdk.CallToolResult, mcp.SendOutput, error) {
@@ -77,6 +76,7 @@ func newMCPFleetd(t *testing.T) *mcpFleetd {
 }
 
 func TestSend(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name             string
 		args             []string
@@ -160,6 +160,7 @@ func TestSend(t *testing.T) {
 }
 
 func TestSend_RefusedToken(t *testing.T) {
+	t.Parallel()
 	f := newMCPFleetd(t)
 	if err := os.WriteFile(filepath.Join(f.stateDir, "primary.token"), []byte("stale\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -175,8 +176,8 @@ func TestSend_RefusedToken(t *testing.T) {
 }
 
 func TestSend_Unreachable(t *testing.T) {
+	t.Parallel()
 	dir := writeTree(t, map[string]string{"primary.token": testPrimaryToken})
-	t.Setenv("FLEETD_TOKEN", "")
 	code, _, stderr := runCLI(t, "send", "reviewer", "hello", "--server", "http://127.0.0.1:1", "--state-dir", dir)
 	if code != 1 || !strings.HasPrefix(stderr, "fleetd send: cannot reach fleetd's gateway at http://127.0.0.1:1/mcp (is `fleetd serve` running?)") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)

@@ -19,6 +19,7 @@ import (
 // address is taken too, which is what a second serve with the same flags
 // meets.
 func TestServe_SecondServeNamesTheLockHolder(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	lock, err := statedir.At(state).Lock()
 	if err != nil {
@@ -42,6 +43,7 @@ func TestServe_SecondServeNamesTheLockHolder(t *testing.T) {
 // not a directory stops serve at start (it used to serve an empty fleet
 // and say so in one log line).
 func TestServe_ManifestsDirectoryMustExist(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "absent")
 	file := filepath.Join(writeTree(t, map[string]string{"fleet.yaml": ""}), "fleet.yaml")
 	for _, tt := range []struct{ name, dir, want string }{
@@ -139,6 +141,7 @@ func TestServe_BannerCommandsRunAsPrinted(t *testing.T) {
 // Ready with no reason; --log-level debug shows each herdr call and each
 // reconcile's decision.
 func TestServe_HerdrUnreachable(t *testing.T) {
+	t.Parallel()
 	manifests := writeTree(t, map[string]string{"fleet.yaml": `apiVersion: fleetd.dev/v1alpha1
 kind: Profile
 metadata: {name: claude}

@@ -42,6 +42,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // follows that pane's agent status (a per-pane status subscription of its
 // own: the member controllers never subscribe to panes they do not own).
 func TestServe_PrimaryPaneFlag(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
@@ -105,6 +106,7 @@ func subscribedTo(srv *herdrsim.Server, sub string) bool {
 }
 
 func TestSizeFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -125,6 +127,7 @@ func TestSizeFlag(t *testing.T) {
 }
 
 func TestServe_UnsafeStateDirectoryExits1(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	if err := os.Chmod(state, 0o777); err != nil {
 		t.Fatal(err)

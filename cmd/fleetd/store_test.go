@@ -5,6 +5,7 @@ import "testing"
 // The store flags are checked before anything starts: each mistake is a
 // usage error (exit 2) saying what to do.
 func TestServe_StoreFlagUsageErrors(t *testing.T) {
+	t.Parallel()
 	serve := func(args ...string) []string { return append([]string{"serve", "--state-dir", t.TempDir()}, args...) }
 	checkUsageErrors(t, []usageCase{
 		{"unknown store", serve("--store", "consul"), 2, `fleetd serve: unknown --store "consul"; want directory or etcd`},

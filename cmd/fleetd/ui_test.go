@@ -10,6 +10,7 @@ import (
 // console's login link for the running fleetd; the link opens a session
 // once and sends the browser on to /ui/; the primary's token is not in it.
 func TestUI_NoOpenPrintsALinkThatLogsInOnce(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"fleet.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"})
 	info := f.info
 

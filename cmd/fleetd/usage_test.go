@@ -12,6 +12,7 @@ import (
 // errors (exit 2), said on one line with a hint on the next, never cobra's
 // "unknown command" for a misplaced argument.
 func TestUsageErrors_Exit2WithAHint(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -62,6 +63,7 @@ func TestUsageErrors_Exit2WithAHint(t *testing.T) {
 // rule: an unknown flag, and more arguments than any command takes, exit 2
 // with the command's path, the problem and a one-line hint.
 func TestUsageErrors_EveryCommand(t *testing.T) {
+	t.Parallel()
 	root := newRootCmd()
 	enforceUsageErrors(root)
 	var paths [][]string
@@ -101,6 +103,7 @@ func TestUsageErrors_EveryCommand(t *testing.T) {
 // TestUsageErrors_FlagRules: cobra checks required flags and flag groups
 // after the arguments; their errors are usage errors too.
 func TestUsageErrors_FlagRules(t *testing.T) {
+	t.Parallel()
 	root := &cobra.Command{Use: "fleetd", SilenceUsage: true, SilenceErrors: true}
 	sub := &cobra.Command{Use: "thing", Args: cobra.NoArgs, RunE: func(*cobra.Command, []string) error { return nil }}
 	sub.Flags().String("name", "", "")

@@ -19,6 +19,7 @@ import (
 // device named like a manifest, and a file over --max-manifest-bytes, are
 // problems (they used to be left out in silence, or read whole).
 func TestValidate_ReportsFilesFleetdWillNotRead(t *testing.T) {
+	t.Parallel()
 	profile := "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"
 	big := strings.Replace(profile, "{name: claude}", "{name: big}", 1) + "# " + strings.Repeat("x", 200) + "\n"
 	dir := writeTree(t, map[string]string{"profile.yaml": profile, "big.yaml": big})
@@ -76,6 +77,7 @@ func TestValidate_ReportsFilesFleetdWillNotRead(t *testing.T) {
 }
 
 func TestMaxManifestBytes_UsageErrors(t *testing.T) {
+	t.Parallel()
 	checkUsageErrors(t, []usageCase{
 		{"validate with a zero limit", []string{"validate", "--max-manifest-bytes", "0", "."}, 2, "fleetd validate: invalid argument \"0\" for \"--max-manifest-bytes\" flag: want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got \"0\"\n"},
 		{"validate with a word", []string{"validate", "--max-manifest-bytes", "lots", "."}, 2, "fleetd validate: invalid argument \"lots\" for \"--max-manifest-bytes\" flag: want a positive number of bytes, optionally with KiB, MiB or GiB (e.g. 64MiB), got \"lots\"\n"},
@@ -87,6 +89,7 @@ func TestMaxManifestBytes_UsageErrors(t *testing.T) {
 // `fleetd serve --max-manifest-bytes` reaches the watcher: a file over the
 // limit is skipped, and the log says which and why.
 func TestServe_MaxManifestBytesFlag(t *testing.T) {
+	t.Parallel()
 	profile := "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n# " + strings.Repeat("x", 200) + "\n"
 	manifests := writeTree(t, map[string]string{"profile.yaml": profile})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

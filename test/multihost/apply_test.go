@@ -40,6 +40,7 @@ func (n *fleetNode) cli(t *testing.T, args ...string) (int, string, string) {
 // 23: apply refused the example directory, and the docs said to etcdctl
 // put Profiles and Tenants.
 func TestApply_TheExampleDirectoryOnAFleetOnEtcd(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/apply-examples")
 	laptop := startNode(t, prefix, "laptop")
 	buildbox := startNode(t, prefix, "buildbox")

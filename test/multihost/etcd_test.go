@@ -171,6 +171,7 @@ func etcdClient(t testing.TB) *clientv3.Client {
 // reconciled into the node's herdr; a stale resourceVersion is a 409; a
 // delete closes the pane.
 func TestEtcdStore_OneNodeServesTheFleet(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-one")
 	cli := etcdClient(t)
 	ctx := context.Background()
@@ -237,6 +238,7 @@ func TestEtcdStore_OneNodeServesTheFleet(t *testing.T) {
 // with one another CA signed, or without the CA, it does not start, and
 // says why.
 func TestEtcdStore_TLSWithClientCertificates(t *testing.T) {
+	t.Parallel()
 	secure, err := etcdtest.Start(1, &etcdtest.Options{TLS: true})
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,7 @@ func TestFleet_OneEtcdMemberDownKeepsTheFleetWorking(t *testing.T) {
 // adds see the node register (a lease granted, its key put under it) and
 // watch the fleet — what BenchmarkFleetIdleEtcd counts.
 func TestEtcdConfig_ClientHookSeesTheNodesRequests(t *testing.T) {
+	t.Parallel()
 	counters := &etcdCounters{}
 	f := newHostFleet(t, "/fleet-hook", []string{"a"}, &hostOptions{Client: counters.hook})
 	f.waitAllNodesReady(t)

@@ -149,6 +149,7 @@ func typedTwice(f *hostFleet) map[string]int {
 // through send(from, to), so when messaging crosses nodes a cross-node
 // case is one more call with b's primary as from.
 func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	f := newHostFleet(t, "/fleet-kill", []string{"a", "b"}, &hostOptions{Validate: true, NodeTTL: 2 * time.Second,

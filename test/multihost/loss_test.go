@@ -141,6 +141,7 @@ func agentPanes(srv *herdrsim.Server, name string) []string {
 // nothing; the pinned member's pane is adopted. The free member's agent
 // resumes on b the session it had on a (kept in etcd).
 func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-loss")
 	putProfile(t, prefix)
 	const ttl = 2 * time.Second

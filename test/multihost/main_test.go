@@ -9,7 +9,10 @@ import (
 )
 
 // cluster is the package's real etcd (three members), shared by its tests,
-// each under a prefix of its own. Every goroutine a daemon started has
+// each under a prefix of its own. The tests that stop its members
+// (TestEtcdStore_QuorumLostKeepsTheNodeServing, TestFleetChaos,
+// TestFleet_OneEtcdMemberDownKeepsTheFleetWorking) run alone, first; the
+// others run in parallel after them. Every goroutine a daemon started has
 // ended once Run returned, so etcdtest.Main's leak check (only etcd's own
 // peer connections may outlive the cluster) holds for them too.
 var cluster *etcdtest.Cluster

@@ -149,6 +149,7 @@ func pinned(name, node string) string {
 // call); a worker on c asks, the primary answers from b and gets the
 // reply there; a detached send's reply is polled and acknowledged on c.
 func TestMessaging_AcrossNodes(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-msg")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -268,6 +269,7 @@ func freeAddr(t *testing.T) string {
 // another node holds a call on it: the turn and its deadline survive, the
 // prompt is not typed again, and the reply arrives in the held call.
 func TestMessaging_WorkerNodeRestartsWithATurnOpen(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-msg-restart")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

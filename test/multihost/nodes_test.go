@@ -59,6 +59,7 @@ func (n *fleetNode) untilNode(t testing.TB, name, what string, cond func(v1alpha
 // (version, reachability) and member count current; GET /nodes serves it
 // from the watch, Ready while its herdr answers.
 func TestNodes_RegistrationShowsLabelsCapacityHerdrAndMembers(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-nodes")
 	putProfile(t, prefix)
 	n := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "laptop",

@@ -20,6 +20,7 @@ func readyOn(name string) func([]v1alpha1.Member) bool { return phaseOf(name, v1
 // the whole fleet with each member's node; a member no node can take is
 // Ready=False Unschedulable, saying why.
 func TestPlacement_TwoNodesRunTheirOwnMembers(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-two")
 	putProfile(t, prefix)
 	laptop := startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "laptop", NodeLabels: map[string]string{"kind": "laptop"}})

@@ -47,6 +47,7 @@ func fleetdBinary(t *testing.T) string {
 // registers the node in etcd, serves the fleet there and, stopped,
 // removes its registration at once.
 func TestServe_EtcdStoreFromFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
 	bin := fleetdBinary(t)
 	endpoints := strings.Join(cluster.Endpoints(), ",")
 	cli := etcdClient(t)

@@ -44,6 +44,7 @@ func untilReady(t *testing.T, nodes []*fleetNode, names ...string) {
 // /members, GET /members/{name} and `fleetd get members -o wide` show its
 // phase, agent, pane and node. Nothing secret is in what b published.
 func TestStatus_AMemberOnAnotherNodeShowsItsStatus(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/status-remote")
 	putProfile(t, prefix)
 	a := startNode(t, prefix, "a")
@@ -139,6 +140,7 @@ func TestStatus_AMemberOnAnotherNodeShowsItsStatus(t *testing.T) {
 // delete them); the other node shows its members NodeLost, not the last
 // Ready they published.
 func TestStatus_AKilledNodesMembersShowNodeLost(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/status-lost")
 	putProfile(t, prefix)
 	const ttl = 2 * time.Second
@@ -169,6 +171,7 @@ func TestStatus_AKilledNodesMembersShowNodeLost(t *testing.T) {
 // longer than the status coalescing and the node's own refresh the
 // prefix sees at most a couple of writes, not one per member.
 func TestStatus_AnIdleFleetMakesNoWritesPerMember(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/status-idle")
 	putProfile(t, prefix)
 	a := startNode(t, prefix, "a")
@@ -255,6 +258,7 @@ func (n *fleetNode) consolePage(t *testing.T, path string) string {
 // delivery); its terminal is not read through a's herdr, the page names
 // b instead; GET /members/{name}/logs on a says which node holds it.
 func TestStatus_TheConsoleAndLogsOnAnotherNode(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/status-console")
 	putProfile(t, prefix)
 	a := startNode(t, prefix, "a")

@@ -18,6 +18,7 @@ import (
 // status of it gone) — not after waiting for a pane of its own, which
 // never closes — and b's pane closes.
 func TestStop_AMemberOnAnotherNodeWaitsForThatNode(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/stop-remote")
 	putProfile(t, prefix)
 	a := startNode(t, prefix, "a")
@@ -56,6 +57,7 @@ func TestStop_AMemberOnAnotherNodeWaitsForThatNode(t *testing.T) {
 // through another node says so when its timeout passes, rather than
 // answering that it stopped.
 func TestStop_AMemberOnANodeThatDoesNotReportIsAnError(t *testing.T) {
+	t.Parallel()
 	f := newHostFleet(t, "/stop-silent", []string{"a", "b"}, &hostOptions{NodeTTL: time.Minute})
 	a, b := f.host("a").running(), f.host("b").running()
 	untilReady(t, []*fleetNode{a, b}, "a", "b")

@@ -46,6 +46,7 @@ func hashOf(token string) string {
 // without one creates none. Worker tokens stay each node's own. A new hash
 // in etcd reaches every node without a restart.
 func TestFleetToken_OneTokenAtEveryGateway(t *testing.T) {
+	t.Parallel()
 	prefix := uniquePrefix("/fleet-token")
 	putProfile(t, prefix)
 	cli := etcdClient(t)
