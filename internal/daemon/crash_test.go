@@ -279,9 +279,16 @@ func runCrashChild(t *testing.T, ctx context.Context, srv *herdrsim.Server, cc c
 }
 
 // agentStartsSince returns, per member, the pane of the last agent.start
-// herdr got after its first seen requests.
+// herdr got after its first seen requests, if that pane runs the member's
+// agent now: herdr records a request before it answers, and refuses some
+// (a pane whose shell is still starting is busy) — those started nothing
+// that could be adopted.
 func agentStartsSince(t *testing.T, srv *herdrsim.Server, seen int) map[string]string {
 	t.Helper()
+	running := map[string]string{} // pane → its agent
+	for _, p := range srv.Panes() {
+		running[p.ID] = p.AgentName
+	}
 	out := map[string]string{}
 	for _, r := range srv.Requests()[seen:] {
 		if r.Method != "agent.start" {
@@ -295,6 +302,11 @@ func agentStartsSince(t *testing.T, srv *herdrsim.Server, seen int) map[string]s
 			t.Fatal(err)
 		}
 		out[p.Name] = p.PaneID
+	}
+	for member, pane := range out {
+		if running[pane] != member {
+			delete(out, member)
+		}
 	}
 	return out
 }
