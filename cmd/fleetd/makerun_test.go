@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -51,22 +52,38 @@ func TestMakeRun_ACleanCloneStaysClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
+	// The banner is read from stdout alone: a line fleetd logs (stderr)
+	// while it prints the banner must not land between its lines.
+	errOut, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var all strings.Builder
+	var all strings.Builder // both streams
 	lines := make(chan string, 4096)
+	var readers sync.WaitGroup
+	for _, s := range []struct {
+		r     io.Reader
+		lines chan<- string // nil: kept in all only
+	}{{out, lines}, {errOut, nil}} {
+		readers.Go(func() {
+			sc := bufio.NewScanner(s.r)
+			for sc.Scan() {
+				mu.Lock()
+				all.WriteString(sc.Text() + "\n")
+				mu.Unlock()
+				if s.lines != nil {
+					s.lines <- sc.Text()
+				}
+			}
+		})
+	}
 	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			mu.Lock()
-			all.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			lines <- sc.Text()
-		}
+		readers.Wait()
+		close(lines)
 	}()
 	printed := func() string { mu.Lock(); defer mu.Unlock(); return all.String() }
 	stopped := false
