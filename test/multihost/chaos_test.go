@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -52,6 +53,7 @@ const chaosMaxMembers = 6
 // A failure names its seed and step; rerun one seed with
 // `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.
 func TestFleetChaos(t *testing.T) {
+	t.Parallel()
 	seeds := []int64{*chaosSeed}
 	if *chaosSeed == 0 {
 		seeds = nil
@@ -68,30 +70,26 @@ func TestFleetChaos(t *testing.T) {
 
 // fleetChaos is one seed's run.
 type fleetChaos struct {
-	t     *testing.T
-	seed  int64
-	rng   *rand.Rand
-	f     *hostFleet
-	want  []string // members applied, not deleted
-	next  int      // the next member's number
-	etcd  []bool   // etcd member i is running
-	steps []string // what was played, for the failure message
+	t    *testing.T
+	seed int64
+	rng  *rand.Rand
+	f    *hostFleet
+	want []string // members applied, not deleted
+	next int      // the next member's number
+	etcd []bool   // etcd member i of cluster is running
+	// cluster is the seed's own etcd.
+	cluster *etcdtest.Cluster
+	steps   []string // what was played, for the failure message
 	// killed is the member whose pane the step killed (without quorum),
 	// which need not keep its pane.
 	killed string
 }
 
 func playFleetChaos(t *testing.T, seed int64, steps int) {
-	c := &fleetChaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x666c656574)), etcd: []bool{true, true, true}}
-	// Whatever happens, the shared cluster is whole again for the next
-	// test.
-	defer func() {
-		if err := cluster.RestartAll(); err != nil {
-			t.Errorf("restart the etcd cluster after the chaos: %v", err)
-		}
-	}()
+	c := &fleetChaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x666c656574)), etcd: []bool{true, true, true},
+		cluster: ownCluster(t)}
 	c.f = newHostFleet(t, "/fleet-chaos", []string{"a", "b", "c"}, &hostOptions{Validate: true,
-		NodeTTL: 2 * time.Second, RescheduleAfter: time.Second})
+		NodeTTL: 2 * time.Second, RescheduleAfter: time.Second, Cluster: c.cluster})
 	c.f.waitAllNodesReady(t)
 	for range 2 {
 		c.apply()
@@ -156,14 +154,14 @@ func (c *fleetChaos) play() (kept []string) {
 		{"stop etcd member", 1, running == 3, func() {
 			m := c.rng.IntN(3)
 			c.log("stop etcd member %d", m)
-			cluster.Stop(m)
+			c.cluster.Stop(m)
 			c.etcd[m] = false
 		}},
 		{"restart etcd member", 2, running < 3, func() {
 			for m, r := range c.etcd {
 				if !r {
 					c.log("restart etcd member %d", m)
-					if err := cluster.Restart(m); err != nil {
+					if err := c.cluster.Restart(m); err != nil {
 						c.fatalf("restart etcd member %d: %v", m, err)
 					}
 					c.etcd[m] = true
@@ -280,7 +278,7 @@ func (c *fleetChaos) loseQuorum() {
 		marks[h.name], panes[h.name] = h.mark(), h.panes()
 	}
 	for _, m := range stopped {
-		cluster.Stop(m)
+		c.cluster.Stop(m)
 		c.etcd[m] = false
 	}
 	lost := time.Now()
@@ -311,7 +309,7 @@ func (c *fleetChaos) loseQuorum() {
 	}
 	seen := time.Now()
 	c.killPaneWithoutQuorum()
-	if err := cluster.RestartAll(); err != nil {
+	if err := c.cluster.RestartAll(); err != nil {
 		c.fatalf("restore the quorum: %v", err)
 	}
 	c.steps[len(c.steps)-1] += fmt.Sprintf(" [seen by every node in %s, restored in %s]", seen.Sub(lost).Round(time.Millisecond), time.Since(seen).Round(time.Millisecond))

@@ -43,7 +43,7 @@ type fleetNode struct {
 // prefix, as node name; it stops when the test ends.
 func startNode(t testing.TB, prefix, name string) *fleetNode {
 	t.Helper()
-	return startNodeWith(t, &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: name})
+	return startNodeWith(t, &daemon.EtcdConfig{Endpoints: clusterOf(prefix).Endpoints(), Prefix: prefix, Node: name})
 }
 
 // startNodeWith is startNode with the whole etcd configuration.
@@ -92,7 +92,7 @@ func fleetToken(t testing.TB, prefix, state string) string {
 	t.Helper()
 	if b, err := os.ReadFile(statedir.At(state).PrimaryToken()); err == nil {
 		tok := strings.TrimSpace(string(b))
-		resp, err := etcdClient(t).Get(context.Background(), prefix+"/tokens/primary")
+		resp, err := etcdClientOn(t, clusterOf(prefix)).Get(context.Background(), prefix+"/tokens/primary")
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("the fleet's primary token hash: %v %v", resp, err)
 		}
@@ -158,7 +158,13 @@ func gone(name string) func([]v1alpha1.Member) bool {
 
 func etcdClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	return etcdClientOn(t, cluster)
+}
+
+// etcdClientOn is etcdClient on cluster c.
+func etcdClientOn(t testing.TB, c *etcdtest.Cluster) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +317,9 @@ func manifestValid(name, status, msg string) func([]v1alpha1.Member) bool {
 // is not ready, refuses writes with 503 unavailable; with the quorum back
 // it is ready again and writes go through.
 func TestEtcdStore_QuorumLostKeepsTheNodeServing(t *testing.T) {
-	prefix := uniquePrefix("/fleet-quorum")
+	t.Parallel()
+	own := ownCluster(t)
+	prefix := prefixOn(t, own, "/fleet-quorum")
 	putProfile(t, prefix)
 	n := startNode(t, prefix, "laptop")
 	if code, body := n.do(t, "POST", "/members?wait=true", `{"profile":"claude","name":"coder"}`); code != http.StatusCreated {
@@ -319,14 +327,8 @@ func TestEtcdStore_QuorumLostKeepsTheNodeServing(t *testing.T) {
 	}
 	n.waitFor(t, "coder ready", phaseOf("coder", v1alpha1.PhaseReady))
 
-	cluster.Stop(1)
-	cluster.Stop(2)
-	restarted := false
-	defer func() {
-		if !restarted {
-			cluster.RestartAll()
-		}
-	}()
+	own.Stop(1)
+	own.Stop(2)
 	n.waitFor(t, "etcd reported unavailable", manifestValid("coder", v1alpha1.ConditionUnknown, "etcd unavailable"))
 	if code, body := n.do(t, "GET", "/readyz", ""); code == http.StatusOK {
 		t.Errorf("GET /readyz without quorum = %d %s, want not ready", code, body)
@@ -338,10 +340,9 @@ func TestEtcdStore_QuorumLostKeepsTheNodeServing(t *testing.T) {
 		t.Errorf("POST /members without quorum = %d %s, want 503 saying etcd is unavailable", code, body)
 	}
 
-	if err := cluster.RestartAll(); err != nil {
+	if err := own.RestartAll(); err != nil {
 		t.Fatal(err)
 	}
-	restarted = true
 	n.waitFor(t, "etcd back", manifestValid("coder", v1alpha1.ConditionTrue, ""))
 	n.waitFor(t, "coder still ready", phaseOf("coder", v1alpha1.PhaseReady))
 	if code, body := n.do(t, "POST", "/members?wait=true", `{"profile":"claude","name":"helper"}`); code != http.StatusCreated {

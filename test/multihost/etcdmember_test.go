@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 )
 
-// waitLeader returns the etcd member leading the package's cluster, once
-// the running members agree on one (within 10 s); other than not, when
-// not is 0 or more.
-func waitLeader(t testing.TB, not int) int {
+// waitLeader returns the etcd member leading cluster, once the running
+// members agree on one (within 10 s); other than not, when not is 0 or
+// more.
+func waitLeader(t testing.TB, cluster *etcdtest.Cluster, not int) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -33,7 +35,9 @@ func waitLeader(t testing.TB, not int) int {
 // running was recreated: the same panes, no restarts, and the only pane
 // created anywhere is the new Member's.
 func TestFleet_OneEtcdMemberDownKeepsTheFleetWorking(t *testing.T) {
-	f := newHostFleet(t, "/fleet-member-down", []string{"a", "b", "c"}, &hostOptions{Validate: true})
+	t.Parallel()
+	own := ownCluster(t)
+	f := newHostFleet(t, "/fleet-member-down", []string{"a", "b", "c"}, &hostOptions{Validate: true, Cluster: own})
 	a, b := f.host("a").running(), f.host("b").running()
 	for _, name := range []string{"one", "two", "three"} {
 		a.apply(t, name)
@@ -44,17 +48,9 @@ func TestFleet_OneEtcdMemberDownKeepsTheFleetWorking(t *testing.T) {
 		mark[h.name] = h.mark()
 	}
 
-	leader := waitLeader(t, -1)
-	cluster.Stop(leader)
-	restarted := false
-	defer func() {
-		if !restarted {
-			if err := cluster.Restart(leader); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	next := waitLeader(t, leader)
+	leader := waitLeader(t, own, -1)
+	own.Stop(leader)
+	next := waitLeader(t, own, leader)
 	t.Logf("etcd member %d (the leader) stopped; member %d leads now", leader, next)
 
 	a.apply(t, "during")
@@ -65,10 +61,9 @@ func TestFleet_OneEtcdMemberDownKeepsTheFleetWorking(t *testing.T) {
 		t.Errorf("two's panes after its delete: %v", panes)
 	}
 
-	if err := cluster.Restart(leader); err != nil {
+	if err := own.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
-	restarted = true
 	// A write with every member back goes through too.
 	b.apply(t, "after")
 	after := f.waitConverged("one", "three", "during", "after")

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -57,6 +58,8 @@ type hostOptions struct {
 	// limit, negative none (a benchmark's sends back to back are what the
 	// limit refuses).
 	ToolCallRate float64
+	// Cluster is the etcd the fleet is on; nil is the package's.
+	Cluster *etcdtest.Cluster
 }
 
 // fleetHost is one machine of a hostFleet.
@@ -80,10 +83,11 @@ type fleetHost struct {
 // the test ends.
 func newHostFleet(tb testing.TB, base string, names []string, opts *hostOptions) *hostFleet {
 	tb.Helper()
-	f := &hostFleet{tb: tb, prefix: uniquePrefix(base)}
+	f := &hostFleet{tb: tb}
 	if opts != nil {
 		f.opts = *opts
 	}
+	f.prefix = prefixOn(tb, f.opts.Cluster, base)
 	if f.opts.RequestTimeout == 0 {
 		f.opts.RequestTimeout = time.Second
 	}
@@ -151,7 +155,7 @@ func (h *fleetHost) start() {
 	tb.Helper()
 	var proxies []*etcdProxy
 	var endpoints []string
-	for _, e := range cluster.Endpoints() {
+	for _, e := range clusterOf(h.f.prefix).Endpoints() {
 		p := startProxy(tb, e)
 		proxies = append(proxies, p)
 		endpoints = append(endpoints, p.URL())

@@ -24,7 +24,7 @@ import (
 // putProfile puts the claude Profile under prefix, as etcdctl would.
 func putProfile(tb testing.TB, prefix string) {
 	tb.Helper()
-	if _, err := etcdClient(tb).Put(context.Background(), prefix+"/profiles/claude", claudeProfile); err != nil {
+	if _, err := etcdClientOn(tb, clusterOf(prefix)).Put(context.Background(), prefix+"/profiles/claude", claudeProfile); err != nil {
 		tb.Fatal(err)
 	}
 }
