@@ -9,6 +9,7 @@ import (
 )
 
 func TestAgentStartValidationOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	_, holder := h.workspace(nil)
@@ -56,6 +57,7 @@ func TestAgentStartValidationOrder(t *testing.T) {
 }
 
 func TestAgentLaunchPendingThenReady(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{ReadyDelay: 3 * time.Second})
 	_, pane := h.workspace(nil)
 	started := h.agent("w1", pane)
@@ -78,6 +80,7 @@ func TestAgentLaunchPendingThenReady(t *testing.T) {
 }
 
 func TestAgentInstantReady(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	if a := h.agent("w1", pane)["agent"].(map[string]any); a["launch_pending"] != true {
@@ -89,6 +92,7 @@ func TestAgentInstantReady(t *testing.T) {
 }
 
 func TestFailedLaunchClearsName(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		launch  herdrsim.Launch
@@ -118,6 +122,7 @@ func TestFailedLaunchClearsName(t *testing.T) {
 }
 
 func TestPromptToBlockedAgentSendsNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchBlocked}})
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -138,6 +143,7 @@ func TestPromptToBlockedAgentSendsNothing(t *testing.T) {
 }
 
 func TestPromptWaitStalls(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		timeout int
@@ -178,6 +184,7 @@ func TestPromptWaitStalls(t *testing.T) {
 }
 
 func TestPromptWaitFollowsAgent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Behavior: herdrsim.Behavior{WorkFor: 10 * time.Second, Reply: "all done"}})
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -210,6 +217,7 @@ func TestPromptWaitFollowsAgent(t *testing.T) {
 }
 
 func TestDoneOutsideActiveTab(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	wsID, front := h.workspace(nil)
 	back := str(h.ok("tab.create", map[string]any{"workspace_id": wsID}), "root_pane", "pane_id")
@@ -228,6 +236,7 @@ func TestDoneOutsideActiveTab(t *testing.T) {
 }
 
 func TestAgentWait(t *testing.T) {
+	t.Parallel()
 	t.Run("already matching returns at once", func(t *testing.T) {
 		h := newHarness(t, nil)
 		_, pane := h.workspace(nil)
@@ -307,6 +316,7 @@ func TestAgentWait(t *testing.T) {
 }
 
 func TestLongCallStopsSilentlyOnPeerClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -334,6 +344,7 @@ func TestLongCallStopsSilentlyOnPeerClose(t *testing.T) {
 }
 
 func TestAgentControls(t *testing.T) {
+	t.Parallel()
 	t.Run("crash exits the pane", func(t *testing.T) {
 		h := newHarness(t, &herdrsim.Options{Behavior: herdrsim.Behavior{Then: herdrsim.Crash}})
 		_, pane := h.workspace(nil)
@@ -385,6 +396,7 @@ func kinds(events []herdrsim.Event, only ...string) []string {
 // TestSetDefaultBehaviorAppliesToAgentsStartedLater: an agent started after
 // the default changed comes up blocked; one started before keeps its own.
 func TestSetDefaultBehaviorAppliesToAgentsStartedLater(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, first := h.workspace(nil)
 	h.agent("w1", first)

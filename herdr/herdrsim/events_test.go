@@ -11,6 +11,7 @@ import (
 )
 
 func TestIDsAreNeverReused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	wsID, p1 := h.workspace(nil)
 	if wsID != "w1" || p1 != "w1:p1" {
@@ -51,6 +52,7 @@ func TestIDsAreNeverReused(t *testing.T) {
 }
 
 func TestPaneEnv(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(map[string]any{"env": map[string]any{
 		"FLEETD_AGENT": "a1", "HERDR_PANE_ID": "spoofed", "TERM": "dumb", "CODEX_THREAD_ID": "x",
@@ -77,6 +79,7 @@ func TestPaneEnv(t *testing.T) {
 // TestEmissionOrder pins herdr's events per operation, including the uneven
 // close and exit rules.
 func TestEmissionOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	// step runs setup, then act, and checks the events act emitted.
 	step := func(name string, want []string, setup, act func()) {
@@ -138,6 +141,7 @@ func TestEmissionOrder(t *testing.T) {
 }
 
 func TestSubscriptionEnvelopes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{NoReplay: true})
 	_, pane := h.workspace(nil)
 	s := h.subscribe(sub("pane.agent_detected"), sub("pane.agent_status_changed", "pane_id", pane), sub("pane.created"))
@@ -157,6 +161,7 @@ func TestSubscriptionEnvelopes(t *testing.T) {
 }
 
 func TestSubscriptionReplaysRing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Protocol: 20}) // herdr 0.8.2 replays; 0.9 never does
 	_, p1 := h.workspace(nil)
 	_, p2 := h.workspace(nil)
@@ -169,6 +174,7 @@ func TestSubscriptionReplaysRing(t *testing.T) {
 }
 
 func TestSubscriptionStatusFilterAndInitial(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Behavior: herdrsim.Behavior{Then: herdrsim.StayWorking}})
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -186,6 +192,7 @@ func TestSubscriptionStatusFilterAndInitial(t *testing.T) {
 // Protocol 20 answers a subscription setup error under a probe id, protocol
 // 22 under the request id.
 func TestSubscriptionSetupErrorID(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []int{20, 22} {
 		h := newHarness(t, &herdrsim.Options{Protocol: protocol})
 		_, pane := h.workspace(nil)
@@ -201,6 +208,7 @@ func TestSubscriptionSetupErrorID(t *testing.T) {
 }
 
 func TestEventsWait(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []int{20, 22} {
 		t.Run(fmt.Sprint("protocol ", protocol), func(t *testing.T) { testEventsWait(t, protocol) })
 	}
@@ -255,6 +263,7 @@ func testEventsWait(t *testing.T, protocol int) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	t.Run("garbage is caught by the validator", func(t *testing.T) {
 		h := newHarness(t, nil)
 		h.srv.InjectFault("ping", herdrsim.Fault{Garbage: []byte(`{"id":"x","result":{"type":"pong"}}`), Times: 1})
@@ -326,6 +335,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestEventRingKeepsTheNewest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{EventRing: 3})
 	for range 3 {
 		h.ok("workspace.create", map[string]any{})

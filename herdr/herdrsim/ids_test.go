@@ -3,6 +3,7 @@ package herdrsim
 import "testing"
 
 func TestEncodeNumber(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		n    int
 		want string
@@ -26,6 +27,7 @@ func TestEncodeNumber(t *testing.T) {
 }
 
 func TestShellQuote(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"claude": "claude", "--model=x": "--model=x", "a b": "'a b'", "it's": `'it'\''s'`, "": "''"} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)

@@ -26,6 +26,7 @@ func newMemoryHarness(t *testing.T, opts *herdrsim.Options) *harness {
 }
 
 func TestInMemory_HasNoSocket(t *testing.T) {
+	t.Parallel()
 	h := newMemoryHarness(t, nil)
 	if p := h.srv.SocketPath(); p != "" {
 		t.Errorf("SocketPath = %q in memory, want none", p)
@@ -38,6 +39,7 @@ func TestInMemory_HasNoSocket(t *testing.T) {
 // The in-memory connection is served by the socket's code: one request per
 // connection, schema checks, herdr's invalid_request, streams.
 func TestInMemory_ServesLikeTheSocket(t *testing.T) {
+	t.Parallel()
 	h := newMemoryHarness(t, &herdrsim.Options{Protocol: 20, NoReplay: true})
 	if res := h.ok("ping", map[string]any{}); res["type"] != "pong" || res["protocol"] != float64(20) {
 		t.Fatalf("ping = %v", res)
@@ -76,6 +78,7 @@ func TestInMemory_ServesLikeTheSocket(t *testing.T) {
 // Stop and Restart model herdr going down and up: streams drop, Dial is
 // refused like a connect to a dead socket, and the model survives.
 func TestInMemory_StopRefusesDialRestartServesTheModel(t *testing.T) {
+	t.Parallel()
 	h := newMemoryHarness(t, &herdrsim.Options{NoReplay: true})
 	wsID, _ := h.workspace(nil)
 	s := h.subscribe(sub("workspace.created"))
@@ -112,6 +115,7 @@ func TestInMemory_StopRefusesDialRestartServesTheModel(t *testing.T) {
 // durably, so virtual time moves: the fake's 3 s readiness passes without
 // sleeping, and a long call parked on it is answered then, not before.
 func TestInMemory_RunsInASynctestBubble(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h := newMemoryHarness(t, &herdrsim.Options{ReadyDelay: 3 * time.Second})
 		start := time.Now()

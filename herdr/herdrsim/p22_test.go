@@ -15,6 +15,7 @@ import (
 // stream line is checked against the protocol-22 schema by the harness.
 
 func TestP22_SubscriptionsAreLiveOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.workspace(nil) // before the subscription: never sent
 	s := h.subscribe(sub("pane.created"))
@@ -25,6 +26,7 @@ func TestP22_SubscriptionsAreLiveOnly(t *testing.T) {
 }
 
 func TestP22_BurstsAreSentInFull(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, root := h.workspace(nil)
 	s := h.subscribe(sub("pane.created"))
@@ -44,6 +46,7 @@ func TestP22_BurstsAreSentInFull(t *testing.T) {
 }
 
 func TestP22_EventsLostClosesTheStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{EventRing: 2})
 	id, c := h.send("events.subscribe", map[string]any{"subscriptions": []any{sub("workspace.focused")}})
 	if line, _ := c.next(); h.response(line).Result["type"] != "subscription_started" {
@@ -67,6 +70,7 @@ func TestP22_EventsLostClosesTheStream(t *testing.T) {
 }
 
 func TestP20_SlowSubscriberLosesEventsSilently(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Protocol: 20, NoReplay: true, EventRing: 2})
 	s := h.subscribe(sub("workspace.created"), sub("layout.updated"))
 	h.workspace(nil)
@@ -76,6 +80,7 @@ func TestP20_SlowSubscriberLosesEventsSilently(t *testing.T) {
 }
 
 func TestP22_CompletionSeq(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []int{20, 22} {
 		h := newHarness(t, &herdrsim.Options{Protocol: protocol})
 		_, pane := h.workspace(nil)
@@ -103,6 +108,7 @@ func TestP22_CompletionSeq(t *testing.T) {
 }
 
 func TestP22_PromptAnswersAfterEnter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{EnterDelay: 300 * time.Millisecond})
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -124,6 +130,7 @@ func TestP22_PromptAnswersAfterEnter(t *testing.T) {
 }
 
 func TestP20_PromptAnswersBeforeEnter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Protocol: 20, EnterDelay: 300 * time.Millisecond})
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -138,6 +145,7 @@ func TestP20_PromptAnswersBeforeEnter(t *testing.T) {
 }
 
 func TestP22_PromptFailsAfterTyping(t *testing.T) {
+	t.Parallel()
 	for _, code := range []string{"timeout", "agent_prompt_failed"} {
 		h := newHarness(t, nil)
 		_, pane := h.workspace(nil)
@@ -153,6 +161,7 @@ func TestP22_PromptFailsAfterTyping(t *testing.T) {
 }
 
 func TestP22_DialogAtStart(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []int{20, 22} {
 		t.Run(fmt.Sprint("protocol ", protocol), func(t *testing.T) {
 			h := newHarness(t, &herdrsim.Options{Protocol: protocol, ReadyDelay: 3 * time.Second,
@@ -190,6 +199,7 @@ func TestP22_DialogAtStart(t *testing.T) {
 }
 
 func TestP22_AgentPaneBusyWhileTheShellStarts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{ShellStartDelay: 400 * time.Millisecond})
 	_, pane := h.workspace(nil)
 	if code, _ := h.fail("agent.start", map[string]any{"name": "w1", "kind": "claude", "pane_id": pane}); code != "agent_pane_busy" {
@@ -200,6 +210,7 @@ func TestP22_AgentPaneBusyWhileTheShellStarts(t *testing.T) {
 }
 
 func TestP22_QwenKind(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []int{20, 22} {
 		h := newHarness(t, &herdrsim.Options{Protocol: protocol})
 		_, pane := h.workspace(nil)
@@ -214,6 +225,7 @@ func TestP22_QwenKind(t *testing.T) {
 }
 
 func TestP22_SessionSnapshot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ws, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -225,6 +237,7 @@ func TestP22_SessionSnapshot(t *testing.T) {
 }
 
 func TestP22_WorkspaceCloseGroup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ws, _ := h.workspace(nil)
 	linked, err := h.srv.AddLinkedWorkspace(ws, "/src/repo-feature")
@@ -249,6 +262,7 @@ func TestP22_WorkspaceCloseGroup(t *testing.T) {
 }
 
 func TestP22_ScrollAndSideEffectFreeReads(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -273,6 +287,7 @@ func TestP22_ScrollAndSideEffectFreeReads(t *testing.T) {
 }
 
 func TestP22_RestartWithSessionRestore(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{ReadyDelay: time.Second})
 	_, p1 := h.workspace(nil)
 	p2 := str(h.ok("pane.split", map[string]any{"target_pane_id": p1, "direction": "down"}), "pane", "pane_id")
@@ -330,6 +345,7 @@ func TestP22_RestartWithSessionRestore(t *testing.T) {
 // prompt. (Before, the status cancelled the queued relaunch and the agent
 // refused every prompt with agent_not_ready, its pane a bare shell.)
 func TestP22_StatusOfAnAgentNotRelaunchedYet(t *testing.T) {
+	t.Parallel()
 	for _, set := range []string{"SetAgentState", "SetAgentStatus"} {
 		t.Run(set, func(t *testing.T) {
 			h := newHarness(t, nil)
@@ -366,6 +382,7 @@ func TestP22_StatusOfAnAgentNotRelaunchedYet(t *testing.T) {
 }
 
 func TestP22_LiveHandoff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	h.agent("w1", pane)
@@ -385,6 +402,7 @@ func TestP22_LiveHandoff(t *testing.T) {
 }
 
 func TestReportSessionSurvivesRestoreAndResumesCodex(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Behavior: herdrsim.Behavior{ReportSession: true}})
 	_, pane := h.workspace(nil)
 	h.ok("agent.start", map[string]any{"name": "cx", "kind": "codex", "pane_id": pane})

@@ -8,6 +8,7 @@ import (
 )
 
 func TestPaneInputAndRead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	h.ok("pane.send_text", map[string]any{"pane_id": pane, "text": "echo hi"})
@@ -33,6 +34,7 @@ func TestPaneInputAndRead(t *testing.T) {
 }
 
 func TestAgentInputRenameAndRead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{Behavior: herdrsim.Behavior{Reply: "ok, done"}})
 	_, pane := h.workspace(nil)
 	_, other := h.workspace(nil)
@@ -79,6 +81,7 @@ func TestAgentInputRenameAndRead(t *testing.T) {
 }
 
 func TestOutputMatching(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	_, pane := h.workspace(nil)
 	h.ok("pane.send_text", map[string]any{"pane_id": pane, "text": "build started\n"})

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		protocol    int // Options.Protocol
 		wantProto   float64
@@ -32,6 +33,7 @@ func TestPing(t *testing.T) {
 }
 
 func TestOneRequestPerConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id, first := h.request("ping", map[string]any{})
 	_, second := h.request("workspace.create", map[string]any{})
@@ -60,6 +62,7 @@ func TestOneRequestPerConnection(t *testing.T) {
 // empty id; protocol 22 answers a JSON object with one string id under that
 // id, and still "" for invalid JSON, a non-string or a duplicated id.
 func TestInvalidRequestID(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []int{20, 22} {
 		t.Run(fmt.Sprint("protocol ", protocol), func(t *testing.T) { testInvalidRequestID(t, protocol) })
 	}
@@ -120,6 +123,7 @@ func testInvalidRequestID(t *testing.T, protocol int) {
 }
 
 func TestClosedWithoutResponse(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	big := func(n int) []byte {
 		prefix := `{"id":"big","method":"ping","params":{"pad":"`
@@ -164,6 +168,7 @@ func TestClosedWithoutResponse(t *testing.T) {
 }
 
 func TestRecordsRequests(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	wsID, _ := h.workspace(nil)
 	env := map[string]any{"FLEETD_AGENT": "a1"}
@@ -180,6 +185,7 @@ func TestRecordsRequests(t *testing.T) {
 }
 
 func TestInitialWorkspace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{InitialWorkspace: true})
 	ws := h.ok("workspace.list", map[string]any{})["workspaces"].([]any)
 	if len(ws) != 1 || str(ws[0].(map[string]any), "workspace_id") != "w1" {

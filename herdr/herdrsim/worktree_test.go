@@ -48,6 +48,7 @@ func gitWorktrees(t *testing.T, repo string) string {
 }
 
 func TestWorktree_CreateOpensALinkedWorkspace(t *testing.T) {
+	t.Parallel()
 	h, repo, main := worktreeSetup(t)
 	s := h.subscribe(sub("workspace.created"), sub("worktree.created"))
 	res := h.ok("worktree.create", map[string]any{"cwd": repo, "branch": "agents/x", "trust_repository": true})
@@ -94,6 +95,7 @@ func TestWorktree_CreateOpensALinkedWorkspace(t *testing.T) {
 }
 
 func TestWorktree_OpenExistingOnceThenAlreadyOpen(t *testing.T) {
+	t.Parallel()
 	h, repo, _ := worktreeSetup(t)
 	path := filepath.Join(t.TempDir(), "wt")
 	gitrepotest.Git(t, repo, "worktree", "add", "-b", "made-by-hand", path)
@@ -118,6 +120,7 @@ func TestWorktree_OpenExistingOnceThenAlreadyOpen(t *testing.T) {
 }
 
 func TestWorktree_ListShowsOpenWorkspaces(t *testing.T) {
+	t.Parallel()
 	h, repo, main := worktreeSetup(t)
 	wt := str(h.ok("worktree.create", map[string]any{"workspace_id": main, "branch": "b1"}), "workspace", "workspace_id")
 	closed := filepath.Join(t.TempDir(), "closed")
@@ -143,6 +146,7 @@ func TestWorktree_ListShowsOpenWorkspaces(t *testing.T) {
 }
 
 func TestWorktree_RemoveRefusesChangesUnlessForced(t *testing.T) {
+	t.Parallel()
 	h, repo, _ := worktreeSetup(t)
 	res := h.ok("worktree.create", map[string]any{"cwd": repo, "branch": "work"})
 	ws, path := str(res, "workspace", "workspace_id"), str(res, "worktree", "path")
@@ -184,6 +188,7 @@ func TestWorktree_RemoveRefusesChangesUnlessForced(t *testing.T) {
 }
 
 func TestWorktree_Errors(t *testing.T) {
+	t.Parallel()
 	h, repo, main := worktreeSetup(t)
 	plain, _ := h.workspace(map[string]any{"cwd": t.TempDir()})
 	h.ok("worktree.create", map[string]any{"cwd": repo, "branch": "taken"})
@@ -211,6 +216,7 @@ func TestWorktree_Errors(t *testing.T) {
 // herdr 0.8 (protocol 20) has no worktree methods: invalid_request under an
 // empty id, with or without the fake's schema check.
 func TestWorktree_Protocol20AnswersInvalidRequest(t *testing.T) {
+	t.Parallel()
 	repo := gitrepotest.Repo(t)
 	for _, validate := range []bool{true, false} {
 		o := &herdrsim.Options{Protocol: 20, InMemory: true}

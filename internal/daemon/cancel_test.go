@@ -70,6 +70,7 @@ func waitingTurns(f *running) int {
 // calls, and shows each one let go of its turn on the server and gave its
 // place back: the limit still admits exactly as many held calls as before.
 func TestGateway_CancelledSendReleasesItsWaiter(t *testing.T) {
+	t.Parallel()
 	const (
 		limit   = 2
 		timeout = 7 * time.Minute

@@ -20,6 +20,7 @@ import (
 // fleetd's listener next to the REST API and gateway, with the same
 // loopback Host check; the login code is for the primary's token only.
 func TestConsole_MountedAtUIBesideTheAPIWithTheHostCheck(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	tests := []struct {
@@ -78,6 +79,7 @@ func (w *warnings) Handle(_ context.Context, r slog.Record) error {
 // cleanly instead of waiting out its shutdown timeout and cutting
 // connections.
 func TestConsole_OpenPageDoesNotHoldUpShutdown(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "profiles.yaml"), []byte(profileOnly), 0o644); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,7 @@ func crashAt(at int, torn bool) func(statedb.File) statedb.File {
 // The last run is the one that finishes without reaching its write point
 // (a SIGTERM stops it, and the flush at shutdown is a write point too).
 func TestCrash_AtEveryStateWriteNothingOwnedIsForgottenOrAdoptedTwice(t *testing.T) {
+	t.Parallel()
 	for _, torn := range []bool{false, true} {
 		t.Run(map[bool]string{false: "killed before the write", true: "killed mid-write"}[torn], func(t *testing.T) {
 			t.Parallel()

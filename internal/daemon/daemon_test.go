@@ -88,6 +88,7 @@ func getJSON(t *testing.T, url, token string, out any) int {
 }
 
 func TestRun_SimServesReadyMembers(t *testing.T) {
+	t.Parallel()
 	stateDir := t.TempDir()
 	info, _ := startDaemon(t, stateDir)
 
@@ -150,6 +151,7 @@ func TestRun_SimServesReadyMembers(t *testing.T) {
 // The same command run twice: the second is told who holds the state
 // directory, not that the (same) port is in use.
 func TestRun_SecondDaemonOnSameStateDirRefused(t *testing.T) {
+	t.Parallel()
 	stateDir := t.TempDir()
 	info, _ := startDaemon(t, stateDir)
 	addr := strings.TrimPrefix(info.URL, "http://")
@@ -163,6 +165,7 @@ func TestRun_SecondDaemonOnSameStateDirRefused(t *testing.T) {
 }
 
 func TestRun_PortInUse(t *testing.T) {
+	t.Parallel()
 	info, _ := startDaemon(t, t.TempDir())
 	addr := strings.TrimPrefix(info.URL, "http://")
 	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: t.TempDir(), Listen: addr, Sim: true})

@@ -28,6 +28,7 @@ import (
 // only after the restart reaches the primary; and the panes are adopted, not
 // recreated.
 func TestDurability_KillNineMidTraffic(t *testing.T) {
+	t.Parallel()
 	srv := startHerdr(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()

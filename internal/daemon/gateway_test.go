@@ -271,6 +271,7 @@ func waitOK[T any](t *testing.T, ctx context.Context, ch <-chan result[T]) T {
 }
 
 func TestGateway_Delegation(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	w := f.spawn("coder")
 	sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "do X", "sessionId": "coder"})
@@ -300,6 +301,7 @@ func (f *running) memberView(name string) (mcp.MemberView, bool) {
 }
 
 func TestGateway_Clarification(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	w := f.spawn("coder")
 	first := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "fix the build"})
@@ -326,6 +328,7 @@ func TestGateway_Clarification(t *testing.T) {
 }
 
 func TestGateway_DetachedRepliesLandInMailbox(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	w := f.spawn("coder")
 	d := callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "background job", "wait": false})
@@ -362,6 +365,7 @@ func TestGateway_DetachedRepliesLandInMailbox(t *testing.T) {
 }
 
 func TestGateway_TurnDoneReadsTerminalTail(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, func(t *testing.T, protocol int) {
 		f := startFleetOn(t, protocol)
 		w := f.spawn("coder")
@@ -382,6 +386,7 @@ func TestGateway_TurnDoneReadsTerminalTail(t *testing.T) {
 }
 
 func TestGateway_TimeoutKeepsTurnOpen(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	w := f.spawn("coder")
 	sent := callAsync[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": "long task", "timeoutMs": 200})
@@ -407,6 +412,7 @@ func TestGateway_TimeoutKeepsTurnOpen(t *testing.T) {
 // A forced stop closes a worker's pane in the middle of its turn: the call
 // waiting on it ends with worker_gone.
 func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	w := f.spawn("coder")
 	file := filepath.Join(f.manifests, "coder.yaml")
@@ -444,6 +450,7 @@ func TestGateway_WorkerGoneWhileWaiting(t *testing.T) {
 // primary's held bridge_send gets the reply, and then the pane closes —
 // on both herdr protocols.
 func TestGateway_StopMidTurnDeliversTheReplyThenCloses(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, func(t *testing.T, protocol int) {
 		f := startFleetOn(t, protocol)
 		w := f.spawn("coder")
@@ -485,6 +492,7 @@ func TestGateway_StopMidTurnDeliversTheReplyThenCloses(t *testing.T) {
 }
 
 func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, func(t *testing.T, protocol int) {
 		f := startFleetOn(t, protocol)
 		w := f.spawn("coder")
@@ -525,6 +533,7 @@ func TestGateway_BusyWorkerGetsOneMessagePerTurnAndNothingWhileBlocked(t *testin
 }
 
 func TestGateway_Spoofing(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	a := f.spawn("alice")
 	f.spawn("bob")
@@ -640,6 +649,7 @@ func scrape(t *testing.T, base string) string {
 }
 
 func TestGateway_ToolsAndProfiles(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	res, err := f.primary.ListTools(f.ctx, nil)
 	if err != nil {
@@ -668,6 +678,7 @@ func TestGateway_ToolsAndProfiles(t *testing.T) {
 }
 
 func TestGateway_Limits(t *testing.T) {
+	t.Parallel()
 	f := startFleetWith(t, "", &messaging.Options{PickupGrace: 10 * time.Minute, MaxWaitersPerCaller: 1, MaxContentBytes: 1024})
 	w := f.spawn("coder")
 	_, err := call[mcp.SendOutput](f.ctx, f.primary, "bridge_send", map[string]any{"content": strings.Repeat("x", 1025)})
@@ -686,6 +697,7 @@ func TestGateway_Limits(t *testing.T) {
 }
 
 func TestGateway_SendWithProfileSpawnsTheWorker(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	out := callOK[mcp.SendOutput](f, f.primary, "bridge_send", map[string]any{"content": "hello", "sessionId": "fresh", "profile": "claude", "wait": false})
 	if out.Outcome != "dispatched" || out.Name != "fresh" || out.SessionID == "" {

@@ -19,6 +19,7 @@ const answerWithin = time.Second
 // its calls past its share of the listener are refused at once with 429,
 // and everybody else is answered within a second.
 func TestListener_OneWorkerTokenCannotShutOutTheAPI(t *testing.T) {
+	t.Parallel()
 	const conns = 24 // the listener's cap: 18 held calls, 14 of them the workers'
 	f := startFleetConfig(t, "", Config{Listener: &listener.Limits{MaxConns: conns}})
 	w := f.spawn("coder")
@@ -107,6 +108,7 @@ func TestListener_OneWorkerTokenCannotShutOutTheAPI(t *testing.T) {
 // The gateway's default held-call quota is the one the daemon gives it
 // for the listener's default connection cap.
 func TestHeldCallDefaults_MatchTheListener(t *testing.T) {
+	t.Parallel()
 	limits, err := (&listener.Limits{}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // daemon serves through it.
 
 func TestRun_RefusesANegativeListenerBound(t *testing.T) {
+	t.Parallel()
 	err := Run(context.Background(), Config{ManifestsDir: t.TempDir(), StateDir: t.TempDir(), Listener: &listener.Limits{WriteTimeout: -1}})
 	if err == nil || !strings.Contains(err.Error(), "WriteTimeout") {
 		t.Errorf("Run with a negative WriteTimeout = %v, want an error naming it", err)
@@ -38,6 +39,7 @@ func waitClosed(t *testing.T, c net.Conn) {
 }
 
 func TestListener_HeldCallOutlivesTheTimeouts(t *testing.T) {
+	t.Parallel()
 	// Reading a request and each write are bounded by 200ms; a silent
 	// connection is closed after 400ms.
 	limits := &listener.Limits{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, ReadHeaderTimeout: 400 * time.Millisecond}

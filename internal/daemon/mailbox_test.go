@@ -14,6 +14,7 @@ import (
 // with mailbox_full once it is full, loses nothing already stored, and the
 // primary reads the mailbox page by page, each message once.
 func TestGateway_WorkerFloodIsRefusedAndTheMailboxPaged(t *testing.T) {
+	t.Parallel()
 	f := startFleetWith(t, "", &messaging.Options{PickupGrace: 10 * time.Minute, MaxMailboxMessages: 5})
 	w := f.spawn("flooder")
 	big := strings.Repeat("x", 200<<10)

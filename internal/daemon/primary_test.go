@@ -70,6 +70,7 @@ func runDaemonOn(t *testing.T, cfg Config) Info {
 // primary's task tries the same in the worker's pane. What herdr is asked to
 // type holds none of it, and the mailbox keeps both texts as sent.
 func TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt(t *testing.T) {
+	t.Parallel()
 	srv := startHerdr(t)
 	ctx := testCtx(t)
 	pane, typed := startPrimaryAgent(t, ctx, srv)

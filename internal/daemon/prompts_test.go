@@ -20,6 +20,7 @@ import (
 // controller (package messaging) to the members and the core, so that a
 // member's spec.prompt is typed into its pane once it is Ready.
 func TestFirstPrompts_DeliveredIntoThePane(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, `---
 apiVersion: fleetd.dev/v1alpha1
 kind: Member
@@ -54,6 +55,7 @@ spec: {profile: claude, prompt: "Review open PRs"}
 // busy. The prompt was dropped with the old pane's queue; it is typed into
 // the new pane, once, and never into the old one.
 func TestFirstPrompts_OwedAcrossAReplacement(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, func(t *testing.T, protocol int) {
 		const member = `---
 apiVersion: fleetd.dev/v1alpha1

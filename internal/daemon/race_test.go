@@ -14,6 +14,7 @@ import (
 // not-found or a conflict (200/201, 404, 409; the tools' not_found and
 // conflict), never an internal error or an unavailable store.
 func TestMemberWrites_ConcurrentCreateAndDeleteOfOneMember(t *testing.T) {
+	t.Parallel()
 	// The race needs more calls than one token's rate limit allows (it is
 	// tested on its own); a negative rate turns it off.
 	f := startFleetConfig(t, "", Config{ToolCallRate: -1})

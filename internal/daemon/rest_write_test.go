@@ -37,6 +37,7 @@ spec:
 `
 
 func TestREST_MemberWrites(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	w := f.spawn("coder")
 	members := f.info.URL + "/members"

@@ -23,6 +23,7 @@ import (
 // gateway as that worker (its open session and a new one), and a
 // bridge_send to a worker afterwards gets its reply.
 func TestGateway_HerdrRestartOrHandoffKeepsTokensAndSends(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		disrupt func(*herdrsim.Server) error
@@ -119,6 +120,7 @@ func keepsTokensAndSends(t *testing.T, protocol int, disrupt func(*herdrsim.Serv
 // case returned the new agent's screen as if the turn had run, the second
 // waited out its deadline.)
 func TestGateway_HerdrRestartEndsTheTurnItsRelaunchedAgentLost(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		working bool
@@ -158,6 +160,7 @@ func TestGateway_HerdrRestartEndsTheTurnItsRelaunchedAgentLost(t *testing.T) {
 // stays open and gets the worker's reply: a new terminal id is not a
 // relaunch.
 func TestGateway_HerdrHandoffKeepsTheHeldTurn(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, func(t *testing.T, protocol int) {
 		f := startFleetOn(t, protocol)
 		w := f.spawn("alice")

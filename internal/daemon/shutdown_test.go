@@ -55,6 +55,7 @@ func isOpen(t *testing.T, path string) bool {
 // the listener and the simulated herdr are gone — and is free for the next
 // fleetd once Run returns.
 func TestRun_ReleasesTheStateDirectoryLast(t *testing.T) {
+	t.Parallel()
 	state := statedir.At(t.TempDir())
 	journal := filepath.Join(state.Messages(), messaging.JournalFile)
 	var (

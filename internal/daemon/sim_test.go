@@ -18,6 +18,7 @@ import (
 // started by fleetd, so the reply itself fails and is logged (the
 // gateway side is covered by package simagent and the end-to-end tests).
 func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
+	t.Parallel()
 	var logs lockedBuffer
 	sim, err := startSimulation(statedir.At(t.TempDir()), nil, herdrsim.Options{Validator: validated.Schema()}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -82,6 +83,7 @@ func (v *recordingValidator) saw(substr string) bool {
 // answer the validator has seen it (comparing counts with the fake's
 // recorded requests raced: a line is recorded before it is validated).
 func TestRun_SimulationUsesTheConfiguredValidator(t *testing.T) {
+	t.Parallel()
 	v := &recordingValidator{}
 	info, _ := runDaemon(t, Config{ManifestsDir: t.TempDir(), StateDir: t.TempDir(), SimValidator: v})
 	c := herdr.New(&herdr.Options{SocketPath: info.Sim.SocketPath()})

@@ -21,6 +21,7 @@ import (
 // write, or a token file others can read, stops the daemon before it takes
 // the lock or opens anything there.
 func TestRun_RefusesAnUnsafeStateDirectory(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(l statedir.Layout) error
@@ -59,6 +60,7 @@ func legacyOwned(l statedir.Layout) string { return filepath.Join(l.LegacyOwnedD
 // index stops start-up at once with an error naming the path and what to
 // do — it neither hangs on the FIFO nor reads the device without end.
 func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
+	t.Parallel()
 	fifo := func(path string) error { return syscall.Mkfifo(path, 0o600) }
 	zero := func(path string) error { return os.Symlink("/dev/zero", path) }
 	for _, tc := range []struct {
@@ -116,6 +118,7 @@ func TestRun_RefusesStateFilesThatAreNotRegularFiles(t *testing.T) {
 // one by the migration (reading it would wait for a writer for good): the
 // legacy directory is migrated and removed, and the member becomes Ready.
 func TestRun_IgnoresASpareRecordFileThatIsNotARegularFile(t *testing.T) {
+	t.Parallel()
 	l := statedir.At(t.TempDir())
 	if err := os.MkdirAll(l.LegacyOwnedDir(), statedir.DirMode); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 // pane recorded — stop resolving when fleetd starts; the tokens of the
 // panes it runs keep working.
 func TestRun_RevokesTokensNoOwnedPaneHolds(t *testing.T) {
+	t.Parallel()
 	stateDir := t.TempDir()
 	db, err := statedb.Open(statedir.At(stateDir).StateDB(), nil)
 	if err != nil {
@@ -74,6 +75,7 @@ func TestRun_RevokesTokensNoOwnedPaneHolds(t *testing.T) {
 // A record names its pane's token by handle, or — written before fleetd
 // kept handles — by member and pane id; everything else is dropped.
 func TestDropUnownedTokens(t *testing.T) {
+	t.Parallel()
 	reg, err := tokens.Open(t.TempDir(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
