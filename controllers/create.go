@@ -82,7 +82,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		return r.createFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
-		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem),
+		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem), Refs: r.refs(),
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID), Worktree: wt,
@@ -123,6 +123,7 @@ func invalidSpec(err error) bool {
 // unlaunchable marks a member Failed for a spec herdr refuses; it is not
 // retried until the member or its profile changes.
 func (r *memberReconcile) unlaunchable(err error) Result {
+	r.replacementFailed(err.Error()) // rollout.go
 	r.rt.failedGen, r.rt.failedProfile = r.mem.Generation, r.profile
 	r.rt.start = nil
 	r.event(v1alpha1.EventWarning, v1alpha1.ReasonInvalidSpec, err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/notify"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -35,6 +36,8 @@ type Manager struct {
 	own      *ownBook
 	wt       *worktrees // members' git worktrees (worktree.go)
 	memory   *memoryBook
+	revs     rollout.Store // profiles' and members' revisions, profiles' halts
+	rolls    *rollouts     // the profiles' rollouts (rollout.go)
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
@@ -111,6 +114,13 @@ func New(opts *Options) (*Manager, error) {
 	if m.memory, err = loadMemory(o.StateDir); err != nil {
 		return nil, err
 	}
+	m.rolls = newRollouts()
+	if m.revs = o.Revisions; m.revs == nil {
+		if m.revs, err = rollout.OpenDir(""); err != nil {
+			return nil, err
+		}
+	}
+	m.metrics.rollouts.follow(m)
 	m.created = map[string]CreatedWorkspace{}
 	for _, r := range own.all() {
 		if r.CreatedWorkspace != nil {
@@ -210,6 +220,11 @@ func (m *Manager) run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		m.sweeper(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.followRollouts(ctx)
 	}()
 	if a := m.o.Activity; a != nil {
 		wg.Add(1)

@@ -47,8 +47,12 @@ var invalidSpecCodes = map[string]bool{
 // pane is gone from a cache that is not synced.
 func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	r := m.newReconcile(ctx, name)
+	turn := replacing(r.memo)
 	res, err := r.run()
 	m.setWaiting(name, r.waiting)
+	if turn != "" && replacing(m.memory.get(name)) != turn {
+		m.turnFreed(turn) // the next member waiting gets the turn (rollout.go)
+	}
 	if !r.requeueBy.IsZero() {
 		if d := max(r.requeueBy.Sub(m.o.Clock.Now()), time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {
 			res.RequeueAfter = d
@@ -77,6 +81,9 @@ func (r *memberReconcile) run() (Result, error) {
 	}
 	if !r.resolve() {
 		return Result{}, nil
+	}
+	if err := r.keepRefs(); err != nil { // rollout.go
+		return Result{}, err
 	}
 	if r.owned && r.outdated() {
 		if res, done, err := r.update(); done {
@@ -168,11 +175,13 @@ func (r *memberReconcile) deletedObject() *v1alpha1.Member {
 
 // write stores the status built so far (if it changed). A declared
 // member's UpToDate condition is True unless its replacement waits
-// (replaceWhenIdle).
+// (replaceWhenIdle, awaitTurn); status.rollout names the profile whose
+// rollout replaces it now.
 func (r *memberReconcile) write() {
 	if r.mem != nil && !r.updateWaits {
 		r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionTrue, v1alpha1.ReasonAsExpected, "")
 	}
+	r.b.st.Rollout = replacing(r.memo) // counted by every node (rollout.go)
 	r.m.writeStatus(r.name, r.b)
 }
 
@@ -319,7 +328,10 @@ func (r *memberReconcile) specChanged() bool {
 func (r *memberReconcile) replace() (bool, error) {
 	old := r.rec
 	why := fmt.Sprintf("spec changed (generation %d → %d)", old.Generation, r.mem.Generation)
-	if !r.specChanged() {
+	switch {
+	case !r.ownChange():
+		why = fmt.Sprintf("profile/%s's rollout", r.profile.Name)
+	case !r.specChanged():
 		why = "a restart was asked for"
 	}
 	if closed, err := r.closeTab(goneReplaced, why+"; a new tab replaces it"); !closed {

@@ -61,6 +61,29 @@ const (
 	// waits for, since when, and until when.
 	ReasonWaitingForIdle = "WaitingForIdle"
 
+	// Reasons of a Profile's rollout (its Progressing condition) and of a
+	// member waiting for it (its UpToDate condition False).
+	//
+	// ReasonRollingOut: members of the profile run an older definition of
+	// it (or of their tenant) and are being replaced, each at its agent's
+	// next idle moment, at most spec.rollout.maxUnavailable at a time.
+	ReasonRollingOut = "RollingOut"
+	// ReasonRolloutComplete: every member runs the profile as it is.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonRolloutPending: the member runs an older definition of its
+	// profile (or tenant) and waits for its turn in the profile's
+	// rollout; its agent runs on meanwhile.
+	ReasonRolloutPending = "RolloutPending"
+	// ReasonRolloutPaused: the profile's rollout is paused
+	// (spec.rollout.paused) — the profile's reason, and that of a member
+	// that waits for it to resume.
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutFailed: a member replaced by the profile's rollout did
+	// not become Ready, so the rollout stopped until `fleetd rollout
+	// resume` or `undo` (the profile's reason, the member's event, and
+	// that of a member that waits behind it).
+	ReasonRolloutFailed = "RolloutFailed"
+
 	// Reasons a member waits for its spec, or an object it references, to
 	// change (Ready=False, no retries).
 	ReasonProfileNotFound   = "ProfileNotFound"

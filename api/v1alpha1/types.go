@@ -189,6 +189,11 @@ type MemberStatus struct {
 	// Worktree is the member's git worktree as last read; nil for a
 	// member without one, or before it was first made.
 	Worktree *WorktreeStatus `json:"worktree,omitempty"`
+	// Rollout names the Profile whose rollout is replacing the member's
+	// agent now — admitted, waiting for the agent to be idle, or its new
+	// agent not Ready yet — so that every node of a fleet counts it
+	// against that rollout's spec.rollout.maxUnavailable; "" otherwise.
+	Rollout string `json:"rollout,omitempty"`
 }
 
 // Profile says how to launch a kind of agent. Operator-owned: the only
@@ -197,6 +202,9 @@ type Profile struct {
 	TypeMeta   `json:",inline"`
 	ObjectMeta `json:"metadata"`
 	Spec       ProfileSpec `json:"spec"`
+	// Status is the profile's rollout to its members, written by fleetd
+	// (computed when read), never into the operator's file.
+	Status ProfileStatus `json:"status,omitzero"`
 }
 
 // Restart policies.
@@ -237,6 +245,9 @@ type ProfileSpec struct {
 	// TerminationGracePeriod is its members' default
 	// spec.terminationGracePeriod; default 10m.
 	TerminationGracePeriod Duration `json:"terminationGracePeriod,omitzero"`
+	// Rollout says how a change of the profile reaches its running
+	// members (see [ProfileRollout]); nil: one member at a time.
+	Rollout *ProfileRollout `json:"rollout,omitempty"`
 }
 
 // Resume policies for ProfileSpec.Resume.

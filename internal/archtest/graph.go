@@ -101,7 +101,12 @@ var allowed = Graph{
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/statedir", prometheus},
+		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/rollout", "internal/statedir", prometheus},
+	// A Profile's rollout apart from the controller that drives it: the
+	// revisions, where they are kept (the state directory; etcd in
+	// etcdrollout), the recorder that follows the desired state, and the
+	// pure status.
+	"internal/rollout": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", "internal/store"},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
@@ -195,7 +200,7 @@ var layers = []Layer{
 	// The south face and the messaging core: the controllers and what they
 	// run on (the store's backends, the launch contract's harness
 	// adapters, the tokens, the terminal tail).
-	{Name: "controllers and messaging", Packages: []string{"controllers/...", "internal/messaging/...", "internal/store/...",
+	{Name: "controllers and messaging", Packages: []string{"controllers/...", "internal/messaging/...", "internal/store/...", "internal/rollout/...",
 		"internal/harness", "internal/tokens", "internal/tail"}},
 	// The north face: the gateway, the console, the stdio bridge and the
 	// simulated agents that call the gateway.

@@ -16,6 +16,8 @@
 //	messages/                0700  the messaging journal's directory (internal/messaging);
 //	messages/messaging.journal 0600  the journal itself, named by package messaging
 //	prompts-delivered.json   0600  members whose spec.prompt was delivered (internal/messaging)
+//	revisions/KIND.NAME.json 0600  the last revisions of Profile or Member NAME (KIND profile or member)
+//	                               and a Profile's stopped rollout (internal/rollout), in a 0700 directory
 //	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)
 //
 // Every directory is created with [DirMode] and every file with [FileMode]:

@@ -27,6 +27,7 @@ const (
 	harnessDir   = "harness"
 	messagesDir  = "messages"
 	promptsFile  = "prompts-delivered.json"
+	revisionsDir = "revisions"
 	simDir       = "sim"
 	simSocket    = "herdr.sock"
 	recordSuffix = ".json"
@@ -111,6 +112,18 @@ func (l Layout) MemoryDir() string { return l.path(memoryDir) }
 // with a dot is never a member's: temporary files of interrupted writes
 // are dot-files.
 func (l Layout) Memory(name string) string { return l.path(memoryDir, name+recordSuffix) }
+
+// RevisionsDir is the directory of the revision histories of Profiles and
+// Members (internal/rollout), one file per object.
+func (l Layout) RevisionsDir() string { return l.path(revisionsDir) }
+
+// Revisions is the revision history of the object of kind (profile or
+// member, lower case) named name, in [Layout.RevisionsDir]:
+// KIND.NAME.json. A name that starts with a dot is never an object's:
+// temporary files of interrupted writes are dot-files.
+func (l Layout) Revisions(kind, name string) string {
+	return l.path(revisionsDir, kind+"."+name+recordSuffix)
+}
 
 // Harness is the directory of member name's harness config files.
 func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }
