@@ -107,6 +107,7 @@ var allowed = Graph{
 	// etcdrollout), the recorder that follows the desired state, and the
 	// pure status.
 	"internal/rollout": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", "internal/store"},
+	"internal/rollout/etcdrollout": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/retry", "internal/rollout", etcdClient, etcdAPI},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
