@@ -106,7 +106,7 @@ var allowed = Graph{
 	// revisions, where they are kept (the state directory; etcd in
 	// etcdrollout), the recorder that follows the desired state, and the
 	// pure status.
-	"internal/rollout": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", "internal/store"},
+	"internal/rollout":             {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", "internal/store"},
 	"internal/rollout/etcdrollout": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/retry", "internal/rollout", etcdClient, etcdAPI},
 
 	// The harness adapters implement controllers/launch; nothing else of
