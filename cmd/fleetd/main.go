@@ -70,6 +70,7 @@ func newRootCmd() *cobra.Command {
 		newLogsCmd(),
 		newInboxCmd(),
 		newUICmd(),
+		newRolloutCmd(),
 	)
 	return root
 }

@@ -114,9 +114,10 @@ var allowed = Graph{
 	"internal/harness": {"api/v1alpha1", "controllers/launch", "herdr", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
 
 	// The north face: desired state through mcp's own interface (the
-	// store's contract only for its shared errors), never controllers or a
-	// store backend.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/quota", "internal/sse", "internal/store", "internal/tail", "internal/tokens", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	// store's contract only for its shared errors; the rollout package's
+	// revisions, which undo writes back), never controllers or a store
+	// backend.
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/quota", "internal/rollout", "internal/sse", "internal/store", "internal/tail", "internal/tokens", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
@@ -151,7 +152,7 @@ var allowed = Graph{
 	"internal/listener": {"internal/notify"},
 
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",
+	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "internal/rollout", "internal/rollout/etcdrollout", "herdr", "herdr/herdrsim", "internal/clock",
 		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
 		"internal/tail", "internal/tokens", "internal/version", "internal/console", "internal/listener", "internal/quota", "mcp", prometheus, errgroup, "internal/store/etcdstore",
 		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},

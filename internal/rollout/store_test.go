@@ -68,24 +68,6 @@ func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
 // fakeSource is a desired-state store whose snapshot the test publishes.
 type fakeSource struct{ store.Published }
 
-func (f *fakeSource) Watch(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	go func() {
-		for {
-			changed := f.Changed()
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return ch
-}
 func (f *fakeSource) Apply(context.Context, v1alpha1.Object) error { return nil }
 func (f *fakeSource) Delete(context.Context, string, string) error { return nil }
 
