@@ -23,8 +23,8 @@ type rolloutOptions struct {
 	ioStreams
 	*serverOptions // rollout's, shared by its subcommands
 	verb           string
-	args       []string
-	kind, name string
+	args           []string
+	kind, name     string
 	// status
 	watch   bool
 	timeout time.Duration
