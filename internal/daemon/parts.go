@@ -247,7 +247,10 @@ func (p *parts) run(ctx context.Context, ln net.Listener, gateway plan.Gateway) 
 		g.Go(func() error { return run(ctx) })
 	}
 	g.Go(func() error { p.prompts.Run(ctx); return nil })
+	// The revisions as they are now before the first request (history
+	// lists them), then each change.
 	recorder := rollout.NewRecorder(p.backend.store, p.backend.revisions, &rollout.RecorderOptions{Declared: p.backend.declared, Logger: p.log})
+	recorder.Sync()
 	g.Go(func() error { return recorder.Run(ctx) })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, p.roster, p.core); return nil })
 	g.Go(func() error {

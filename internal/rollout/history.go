@@ -99,8 +99,9 @@ func (h History) Clone() History {
 // generation is noted); one that an older revision holds becomes current
 // under the next number, keeping its change cause, as `kubectl rollout
 // undo` renumbers the revision it goes back to; any other is a new
-// revision whose change cause is obj's [v1alpha1.AnnotationChangeCause],
-// else the spec fields that changed. Only the last [MaxRevisions] are
+// revision whose change cause is obj's [v1alpha1.AnnotationChangeCause]
+// (unless the current revision has it already: it is left over from that
+// change), else the spec fields that changed. Only the last [MaxRevisions] are
 // kept. Another uid than h's starts a new history.
 func (h *History) Record(obj v1alpha1.Object, now time.Time) (bool, error) {
 	spec, hash, err := Definition(obj)
@@ -120,7 +121,11 @@ func (h *History) Record(obj v1alpha1.Object, now time.Time) (bool, error) {
 		return true, nil
 	}
 	rev := Revision{Number: latest.Number + 1, Generation: meta.Generation, Hash: hash, Time: now.UTC(), Spec: spec}
-	rev.ChangeCause = meta.Annotations[v1alpha1.AnnotationChangeCause]
+	// The annotation is the cause of the change that set it: one left
+	// over from an earlier change (an undo writes the spec alone) is not.
+	if cause := meta.Annotations[v1alpha1.AnnotationChangeCause]; cause != latest.ChangeCause {
+		rev.ChangeCause = cause
+	}
 	if i := slices.IndexFunc(h.Revisions, func(r Revision) bool { return r.Hash == hash }); i >= 0 {
 		if rev.ChangeCause == "" {
 			rev.ChangeCause = h.Revisions[i].ChangeCause

@@ -56,6 +56,10 @@ func TestHistory_RecordNumbersRevisionsAsKubectl(t *testing.T) {
 	renamedEnv.Spec.Env = map[string]string{"X": "1"}
 	other := profile("-m", "a")
 	other.UID = "u2"
+	leftOver := profile("-m", "c")
+	leftOver.Annotations = withCause.Annotations
+	undoneWithCause := profile("-m", "a")
+	undoneWithCause.Annotations = withCause.Annotations
 	paused := profile("-m", "a")
 	paused.Spec.Rollout = &v1alpha1.ProfileRollout{Paused: true}
 	for _, tc := range []struct {
@@ -69,6 +73,8 @@ func TestHistory_RecordNumbersRevisionsAsKubectl(t *testing.T) {
 		{"fields that changed", []*v1alpha1.Profile{profile("-m", "a"), renamedEnv}, []string{"1:created", "2:spec.env changed"}},
 		{"the annotation", []*v1alpha1.Profile{profile("-m", "a"), withCause}, []string{"1:created", "2:try model b"}},
 		{"undo renumbers", []*v1alpha1.Profile{profile("-m", "a"), withCause, profile("-m", "a")}, []string{"2:try model b", "3:created"}},
+		{"a cause left over", []*v1alpha1.Profile{profile("-m", "a"), withCause, leftOver}, []string{"1:created", "2:try model b", "3:spec.args changed"}},
+		{"an undo with a cause left over", []*v1alpha1.Profile{profile("-m", "a"), withCause, undoneWithCause}, []string{"2:try model b", "3:created"}},
 		{"another uid", []*v1alpha1.Profile{profile("-m", "a"), withCause, other}, []string{"1:created"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,9 @@ type Recorder struct {
 	src  store.Store
 	revs Store
 	o    RecorderOptions
+	// prev is the snapshot last recorded (nil: none read yet); Sync and
+	// then Run's goroutine alone use it.
+	prev *store.Snapshot
 }
 
 // NewRecorder returns a Recorder of src's objects into revs.
@@ -54,12 +57,16 @@ func NewRecorder(src store.Store, revs Store, opts *RecorderOptions) *Recorder {
 	return r
 }
 
+// Sync records the desired state as it is now, before Run: a fleetd
+// that serves its first request after it lists every object's current
+// revision. Call it from the goroutine that then calls Run.
+func (r *Recorder) Sync() { r.prev = r.record(r.prev, r.src.Snapshot()) }
+
 // Run records until ctx ends; it returns nil.
 func (r *Recorder) Run(ctx context.Context) error {
 	changes := r.src.Watch(ctx)
-	var prev *store.Snapshot
 	for {
-		prev = r.record(prev, r.src.Snapshot())
+		r.Sync()
 		select {
 		case <-ctx.Done():
 			return nil
