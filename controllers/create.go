@@ -8,6 +8,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
 )
 
 // create decides when a member without a pane gets one, and makes it:
@@ -82,7 +83,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		return r.createFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
-		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem), Refs: r.refs(),
+		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem), Refs: r.refs(), Target: rollout.Target(p),
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID), Worktree: wt,

@@ -33,7 +33,10 @@ type Ownership struct {
 	// member references — its profile, its tenant (refsHash, rollout.go):
 	// a change of theirs rolls out to the pane. "" in a record of an older
 	// fleetd, which takes the current digest as it is.
-	Refs        string `json:"refs,omitempty"`
+	Refs string `json:"refs,omitempty"`
+	// Target is the profile's part of it (rollout.Target), shown in the
+	// member's status for the other nodes of a fleet.
+	Target      string `json:"target,omitempty"`
 	TerminalID  string `json:"terminalId"`
 	PaneID      string `json:"paneId"`
 	TabID       string `json:"tabId"`

@@ -182,6 +182,10 @@ func (r *memberReconcile) write() {
 		r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionTrue, v1alpha1.ReasonAsExpected, "")
 	}
 	r.b.st.Rollout = replacing(r.memo) // counted by every node (rollout.go)
+	r.b.st.ProfileTarget = ""
+	if r.owned {
+		r.b.st.ProfileTarget = r.rec.Target
+	}
 	r.m.writeStatus(r.name, r.b)
 }
 

@@ -132,7 +132,7 @@ func (r *memberReconcile) keepRefs() error {
 	if !r.owned || r.rec.Refs != "" {
 		return nil
 	}
-	r.rec.Refs = r.refs()
+	r.rec.Refs, r.rec.Target = r.refs(), rollout.Target(r.profile)
 	return r.m.own.put(r.rec)
 }
 
@@ -208,10 +208,19 @@ func (m *Manager) takeTurn(r *memberReconcile) (ok bool, msg string, err error) 
 	p := r.profile
 	m.rolls.turnMu.Lock()
 	defer m.rolls.turnMu.Unlock()
-	c := rollout.Count(m.profileStates(p, r.snap))
-	if budget := p.MaxUnavailableOf(c.Members); len(c.Replacing) >= budget {
-		return false, fmt.Sprintf("it waits for its turn in profile/%s's rollout (maxUnavailable %d; being replaced: %s)",
-			p.Name, budget, strings.Join(c.Replacing, ", ")), nil
+	states := m.profileStates(p, r.snap)
+	c := rollout.Count(states)
+	budget := p.MaxUnavailableOf(c.Members)
+	free := budget - len(c.Replacing)
+	if ahead := queueAhead(states, r.snap, r.name); free <= 0 || len(ahead) >= free {
+		msg = fmt.Sprintf("it waits for its turn in profile/%s's rollout (maxUnavailable %d; being replaced: %s", p.Name, budget, strings.Join(c.Replacing, ", "))
+		if len(c.Replacing) == 0 {
+			msg = fmt.Sprintf("it waits for its turn in profile/%s's rollout (maxUnavailable %d", p.Name, budget)
+		}
+		if len(ahead) > 0 {
+			msg += "; next: " + strings.Join(ahead, ", ")
+		}
+		return false, msg + ")", nil
 	}
 	now := m.o.Clock.Now()
 	if err := r.remember(func(mm *memory) {
@@ -227,6 +236,24 @@ func (m *Manager) takeTurn(r *memberReconcile) (ok bool, msg string, err error) 
 	r.event(v1alpha1.EventNormal, v1alpha1.ReasonRollingOut, msg+", once it is idle")
 	m.profileEvent(p.Name, v1alpha1.EventNormal, v1alpha1.ReasonRollingOut, msg)
 	return true, "", nil
+}
+
+// queueAhead lists the members that take a turn in their profile's
+// rollout before member: those not updated nor being replaced whose name
+// sorts before it — this node's, and the Ready ones other nodes run (a
+// lost node's would hold the queue). Every node orders them so, so that
+// nodes counting the same fleet give the free turns to the same members,
+// though what each has read of the others lags a little.
+func queueAhead(states []rollout.MemberState, snap *store.Snapshot, member string) []string {
+	var ahead []string
+	for _, s := range states {
+		_, local := snap.Members[s.Name]
+		if s.Name < member && !s.Updated && !s.Replacing && (local || s.Ready) {
+			ahead = append(ahead, s.Name)
+		}
+	}
+	sort.Strings(ahead)
+	return ahead
 }
 
 // replacing is the profile whose rollout is replacing a member's agent
@@ -263,7 +290,7 @@ func (m *Manager) profileStates(p *v1alpha1.Profile, snap *store.Snapshot) []rol
 		if _, local := snap.Members[mem.Name]; local || mem.Spec.Profile != p.Name || mem.Spec.Paused {
 			continue
 		}
-		out = append(out, rollout.StateOf(mem, p.Name))
+		out = append(out, rollout.StateOf(mem, p))
 	}
 	return out
 }

@@ -42,7 +42,7 @@ func everyField() []v1alpha1.Object {
 				Restarts: 2, LastError: "none", Plan: []v1alpha1.PlanRow{{Server: "fleetd", Target: v1alpha1.TargetTenant,
 					Transport: v1alpha1.TransportStdio, URL: "https://fleet.acme.example/mcp", CredentialEnv: "FLEETD_TENANT_TOKEN"}},
 				ResumedSession: &v1alpha1.AgentSession{Source: "herdr", Agent: "codex", Kind: v1alpha1.AgentSessionKindID, Value: "s-9"},
-				Rollout:        "codex-fast"},
+				Rollout:        "codex-fast", ProfileTarget: "0123abcd"},
 		},
 		&v1alpha1.Member{
 			TypeMeta:   v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},

@@ -194,6 +194,11 @@ type MemberStatus struct {
 	// agent not Ready yet — so that every node of a fleet counts it
 	// against that rollout's spec.rollout.maxUnavailable; "" otherwise.
 	Rollout string `json:"rollout,omitempty"`
+	// ProfileTarget is a digest of what the running agent's launch took
+	// from its Profile (internal/rollout's Target), "" when no agent runs:
+	// a node counts a member another node runs as updated by its profile's
+	// rollout only when this is the profile's current one.
+	ProfileTarget string `json:"profileTarget,omitempty"`
 }
 
 // Profile says how to launch a kind of agent. Operator-owned: the only

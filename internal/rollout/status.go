@@ -49,15 +49,15 @@ type MemberState struct {
 
 // StateOf is a member's state as its status says it — how a node counts a
 // member another node of a fleet runs, from the status that node
-// publishes: updated unless its UpToDate condition is False, ready when
-// its Ready condition is True, replacing when status.rollout names
-// profile.
-func StateOf(m v1alpha1.Member, profile string) MemberState {
-	s := MemberState{Name: m.Name, Updated: true, Replacing: m.Status.Rollout == profile}
+// publishes: updated when its agent runs p's current [Target] (or none
+// runs) and its UpToDate condition is not False, ready when its Ready
+// condition is True, replacing when status.rollout names p.
+func StateOf(m v1alpha1.Member, p *v1alpha1.Profile) MemberState {
+	s := MemberState{Name: m.Name, Updated: m.Status.ProfileTarget == "" || m.Status.ProfileTarget == Target(p), Replacing: m.Status.Rollout == p.Name}
 	for _, c := range m.Status.Conditions {
 		switch c.Type {
 		case v1alpha1.ConditionUpToDate:
-			s.Updated = c.Status != v1alpha1.ConditionFalse
+			s.Updated = s.Updated && c.Status != v1alpha1.ConditionFalse
 		case v1alpha1.ConditionReady:
 			s.Ready = c.Status == v1alpha1.ConditionTrue
 		}

@@ -58,17 +58,27 @@ func TestStatus_Progressing(t *testing.T) {
 
 // A member another node runs counts as its published status says.
 func TestStateOf_ReadsThePublishedStatus(t *testing.T) {
+	p := profile("-m", "b")
 	m := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "alpha"}}
-	m.Status.Rollout = "codex"
+	m.Status.Rollout, m.Status.ProfileTarget = "codex", Target(p)
 	m.Status.Conditions = []v1alpha1.Condition{
 		{Type: v1alpha1.ConditionReady, Status: v1alpha1.ConditionTrue},
 		{Type: v1alpha1.ConditionUpToDate, Status: v1alpha1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForIdle},
 	}
-	if got := StateOf(m, "codex"); got != (MemberState{Name: "alpha", Ready: true, Replacing: true}) {
+	if got := StateOf(m, p); got != (MemberState{Name: "alpha", Ready: true, Replacing: true}) {
 		t.Errorf("StateOf = %+v", got)
 	}
-	if got := StateOf(m, "claude"); got.Replacing {
+	other := p.DeepCopy()
+	other.Name = "claude"
+	if got := StateOf(m, other); got.Replacing {
 		t.Errorf("replacing for another profile's rollout: %+v", got)
+	}
+	// A status written before the node saw the profile's change says
+	// UpToDate; the agent's target says it runs the older profile.
+	m.Status.Rollout, m.Status.Conditions = "", m.Status.Conditions[:1]
+	m.Status.ProfileTarget = Target(profile("-m", "a"))
+	if got := StateOf(m, p); got.Updated {
+		t.Errorf("a member running the older profile counts as updated: %+v", got)
 	}
 }
 

@@ -23,6 +23,9 @@ var describeLeavesOut = map[string]string{
 	// Which herdr integration reported the agent's session: the agent,
 	// the kind and the value name the session itself.
 	"Member.status.resumedSession.source": "the reporting integration, not the session",
+	// A digest other nodes compare with the profile's: the rollout line
+	// and the UpToDate condition say it in words.
+	"Member.status.profileTarget": "a digest for the other nodes; UpToDate and the rollout line say it",
 	// When herdr's reachability last changed: the Ready condition's SINCE
 	// column says when the node's state changed.
 	"Node.status.herdr.since": "the Ready condition's SINCE says it",
