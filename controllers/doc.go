@@ -91,6 +91,20 @@
 //     startup timeout while it waits. A herdr call that got no answer is
 //     retried on the member's own short backoff, not the queue's rate
 //     limit.
+//   - A Profile or Tenant change rolls out (rollout.go): the ownership
+//     record keeps a digest of what the launch took from the member's
+//     profile and tenant, and a member whose digest is outdated waits for
+//     a turn in its profile's rollout — at most spec.rollout.maxUnavailable
+//     of the profile's members (every node's, in a fleet) are being
+//     replaced, the next turn given once the new agent is Ready, in the
+//     same order on every node — then for its agent to be idle as a spec
+//     change does. A new agent that fails before it is Ready stops the
+//     rollout: a halt kept with the profile's revisions
+//     ([Options.Revisions], internal/rollout's store, which the caller's
+//     recorder fills), until it is resumed or the profile changes again.
+//     [Manager.Profile] is a profile with its status: its rollout as this
+//     node counts it (other nodes' members from their published statuses,
+//     [Manager.FollowPeers]).
 //   - What a pane is launched with (args, environment, plan, an opaque
 //     token handle) comes from a launch.Launcher (package
 //     controllers/launch, the one launch contract); fleetd passes

@@ -1,9 +1,12 @@
 // Package mcp is fleetd's north face: the HTTP listener that carries the REST
 // API (GET, POST and DELETE /members, the member watch; GET, POST, PUT and
 // DELETE /profiles and /tenants, the primary's, their writes held to the
-// subscription guard; a member's terminal tail at /members/{ref}/logs, an
-// event stream with follow=1; the caller's mailbox at /inbox; health and
-// readiness; /metrics) and, at /mcp, the MCP gateway with the eleven
+// subscription guard, a Profile with its status; the rollouts of Profiles
+// and Members at /rollouts, the primary's — status and its watch,
+// revisions, undo, restart, pause and resume (rest_rollout.go) — writing
+// through the same desired state; a member's terminal tail at
+// /members/{ref}/logs, an event stream with follow=1; the caller's mailbox
+// at /inbox; health and readiness; /metrics) and, at /mcp, the MCP gateway with the eleven
 // bridge_* tools of DESIGN §5.2, whose one write, bridge_spawn, writes
 // Members only. [Mailbox] is bridge_poll and bridge_ack as a type that other
 // packages can use.

@@ -393,8 +393,13 @@ func (s *restServer) restartRollout(w http.ResponseWriter, r *http.Request, kind
 	}
 	res := RolloutResult{Result: "restarted", Kind: kind, Name: name}
 	if kind == v1alpha1.KindMember {
-		if _, ok := s.opts.Members.Member(name); !ok {
+		m, ok := s.opts.Members.Member(name)
+		if !ok {
 			writeError(w, http.StatusNotFound, codeNotFound, memberNotFound(name))
+			return
+		}
+		if node := m.Status.NodeName; node != "" && node != s.opts.Node {
+			writeToolError(w, toolErr(codeConflict, "member %s runs on node %s: its restart is made by that node's fleetd (fleetd get nodes %s shows its gateway)", quote(name), node, node))
 			return
 		}
 		if err := s.opts.Rollouts.Restart(name, req.Now); err != nil {
