@@ -148,6 +148,12 @@ type world struct {
 
 	floods    map[string]*floodMsg // flood key → what became of it
 	nextFlood int
+
+	// The profile's version (rollout_test.go), and the turns its workers
+	// were in the middle of when it changed, which must end with their
+	// answer.
+	nextProfile int
+	midTurn     map[string]bool
 }
 
 func newWorld(t *testing.T, seed int64) *world {
@@ -158,14 +164,18 @@ func newWorld(t *testing.T, seed int64) *world {
 		manifests: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
 		desired: map[string]spec{}, typed: map[string]int{}, signal: make(chan struct{}),
 		ledger: map[string]*sent{}, byText: map[string]*sent{}, seenMail: map[string]bool{}, holding: map[string]bool{},
-		floods: map[string]*floodMsg{},
+		floods: map[string]*floodMsg{}, midTurn: map[string]bool{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(w.manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	w.writeFile("profile.yaml", profileYAML)
-	fake, err := validated.Start(&herdrsim.Options{Behavior: herdrsim.Behavior{OnPrompt: w.onPrompt}})
+	// herdr's schema checks every request, and every tab.close is looked
+	// at before herdr serves it: no busy agent may be closed
+	// (rollout_test.go).
+	fake, err := validated.Start(&herdrsim.Options{Behavior: herdrsim.Behavior{OnPrompt: w.onPrompt},
+		Validator: closeWatch{Validator: validated.Schema(), w: w}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,6 +526,7 @@ func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
 		p.blocked = true
 		return fmt.Sprintf("%s blocks on a dialog while on %s", name, p.text), false
 	case "crash":
+		w.lostAgent(name)
 		_ = w.fake.KillPane(p.pane)
 		return fmt.Sprintf("%s crashes (pane %s) while on %s", name, p.pane, p.text), true
 	}
