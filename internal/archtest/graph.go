@@ -96,7 +96,7 @@ var allowed = Graph{
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":      {"api/v1alpha1"},
-	"internal/store":          {"api/v1alpha1", "api/decode", "internal/notify"},
+	"internal/store":          {"api/v1alpha1", "api/decode", "internal/clock", "internal/notify"},
 	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
