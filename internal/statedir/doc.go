@@ -8,7 +8,7 @@
 //	fleetd.lock              0600  the lock; holds the pid of the fleetd holding it
 //	primary.token            0600  the primary's bearer token (package tokens)
 //	tokens.json              0600  worker token hashes and their panes (package tokens)
-//	objects.json             0600  uids, generations and creation times of objects (internal/store)
+//	objects.json             0600  uids, generations, creation times and last good definitions of objects (internal/store/dirstore)
 //	owned/NAME.json          0600  the pane fleetd runs for member NAME (controllers), in a 0700 directory
 //	harness/NAME/            0700  member NAME's harness config files, each 0600 (internal/harness)
 //	messages/                0700  the messaging journal's directory (internal/messaging);
