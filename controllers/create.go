@@ -14,7 +14,8 @@ import (
 // not before the member or its profile changes when it failed for good
 // (restartPolicy Never, a spec herdr cannot launch); not before its
 // restart backoff ran out (failed set it); not from a stale snapshot
-// (stale); else now (createPane).
+// (stale); not for a member whose prune is held (createGate); else now
+// (createPane).
 func (r *memberReconcile) create() (Result, error) {
 	if r.rt.failedGen == r.mem.Generation && r.rt.failedProfile == r.profile {
 		r.write()
@@ -26,6 +27,9 @@ func (r *memberReconcile) create() (Result, error) {
 	}
 	if r.snap.Stale != nil {
 		return r.stale()
+	}
+	if r.createGate() { // prune.go
+		return Result{}, nil
 	}
 	return r.createPane()
 }
