@@ -128,7 +128,7 @@ var allowed = Graph{
 	// The etcd store implements internal/store's interface on etcd's
 	// client, each key space through the informer; etcdtest embeds etcd's
 	// server for tests (see notInFleetd).
-	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", "internal/etcd/informer", etcdClient, etcdAPI},
+	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/statedir", etcdClient, etcdAPI},
 	"internal/etcdtest":        {etcdServer, zap, goleak},
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
