@@ -3,13 +3,9 @@ package etcdstore
 import (
 	"context"
 	"errors"
-	"io"
 	"maps"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -188,75 +184,6 @@ func TestStore_EtcdLostWhileStoppedIsLostAtStart(t *testing.T) {
 	}
 }
 
-// switchProxy is a TCP proxy whose target can be switched: every open
-// connection is cut and the next ones go to the new target — an etcd
-// replaced under a running node, behind the same endpoint.
-type switchProxy struct {
-	l      net.Listener
-	mu     sync.Mutex
-	target string
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newSwitchProxy(t *testing.T, endpoint string) *switchProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{l: l}
-	p.switchTo(endpoint)
-	p.wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			target := p.target
-			p.mu.Unlock()
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { io.Copy(c, up); c.Close() })
-		}
-	})
-	t.Cleanup(func() {
-		l.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *switchProxy) URL() string { return "http://" + p.l.Addr().String() }
-
-// switchTo sends the next connections to endpoint's host and cuts the
-// open ones.
-func (p *switchProxy) switchTo(endpoint string) {
-	u, _ := url.Parse(endpoint)
-	p.mu.Lock()
-	p.target = u.Host
-	p.mu.Unlock()
-	p.cut()
-}
-
-func (p *switchProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // etcd restored from an older backup under a running node (the same
 // endpoint, an etcd whose revision is behind the one the node has seen):
 // the node finds out within its check interval, keeps its snapshot as it
@@ -264,14 +191,20 @@ func (p *switchProxy) cut() {
 // reason, where it used to answer a create with 409 although it was
 // stored, and a delete of a listed member with 404.
 func TestStore_RunningNodeSeesTheRevisionGoBack(t *testing.T) {
-	proxy := newSwitchProxy(t, cluster.Endpoint(0))
+	proxy, err := etcdtest.StartProxy(cluster.Endpoint(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Cut)
 	n := startNode(t, &Options{StateDir: t.TempDir(), CheckInterval: 100 * time.Millisecond}, proxy.URL())
 	threeMembers(n)
 	backup := newCluster(t)
 	restored := newClient(t, backup.Endpoints()...)
 	copyKeys(t, newClient(t), restored, func(k string) bool { return !strings.HasSuffix(k, "/gamma") })
 
-	proxy.switchTo(backup.Endpoint(0))
+	if err := proxy.Switch(backup.Endpoint(0)); err != nil {
+		t.Fatal(err)
+	}
 	s := n.until("lost", lostSaying("behind revision"))
 	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, memberNamesOf(s)); diff != "" {
 		t.Errorf("members once lost -want +got:\n%s", diff)
