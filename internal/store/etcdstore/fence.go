@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,7 @@ const identityKey = "identity"
 
 // DefaultCheckInterval is how often a running store compares etcd's
 // identity and revision with what it has seen.
-const DefaultCheckInterval = 10 * time.Second
+const DefaultCheckInterval = 30 * time.Second
 
 // persistEvery spaces the writes of etcd-store.json: changes within it are
 // written together.
@@ -147,16 +148,16 @@ func kindOfKey(prefix, key string) (kind, name string, ok bool) {
 	return "", "", false
 }
 
-// baseline is the node's snapshot as remembered: its members, every
-// Profile and Tenant; nil when nothing is remembered.
-func baseline(saved map[string]v1alpha1.Object, members []string) *store.Snapshot {
+// remembered is a snapshot of the remembered objects for which keep
+// holds; nil when nothing is remembered.
+func rememberedSnapshot(saved map[string]v1alpha1.Object, keep func(v1alpha1.Object) bool) *store.Snapshot {
 	if len(saved) == 0 {
 		return nil
 	}
 	s := store.NewSnapshot()
 	s.Synced = true
 	for key, obj := range saved {
-		if obj.GetObjectKind() != v1alpha1.KindMember || slices.Contains(members, obj.GetName()) {
+		if keep(obj) {
 			s.Put(obj, key)
 		}
 	}
@@ -386,17 +387,18 @@ func (s *Store) markLost(err error) {
 }
 
 // enterLost makes the store lost for err, with s.buildMu held: the
-// snapshot in effect (before the hold; after a restart, the remembered
-// one) is frozen until an operator accepts the etcd.
+// snapshots in effect — the node's (before the hold) and the fleet's; after
+// a restart, the remembered ones — are frozen until an operator accepts
+// the etcd.
 func (s *Store) enterLost(err error) {
 	frozen := s.hold.Input()
-	if !frozen.Synced {
-		frozen = s.base
-		if frozen == nil {
-			frozen = store.NewSnapshot()
-		}
-	}
 	s.mu.Lock()
+	if !frozen.Synced {
+		frozen = cmp.Or(s.base, store.NewSnapshot())
+	}
+	if !s.full.Synced {
+		s.full = cmp.Or(s.baseFull, store.NewSnapshot())
+	}
 	s.lost, s.frozen = err, frozen
 	s.mu.Unlock()
 	s.log.Error("etcd is not the fleet this node knew; pruning and creating nothing until it is accepted", "err", err)

@@ -107,6 +107,7 @@ type Store struct {
 	checkEvery time.Duration              // Options.CheckInterval
 	saved      map[string]v1alpha1.Object // last good objects by key, as remembered at start; read only
 	base       *store.Snapshot            // the node's snapshot as remembered at start; nil for none
+	baseFull   *store.Snapshot            // the fleet's, likewise
 	memChanged notify.Signal              // what the node remembers changed (persistLoop)
 
 	buildMu sync.Mutex // serialises the informers' rebuilds
@@ -169,7 +170,10 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 	}
 	s.fleetID, s.seen = mem.Identity, mem.Revision
 	s.saved = mem.saved(s.prefix)
-	s.base = baseline(s.saved, mem.Members)
+	s.base = rememberedSnapshot(s.saved, func(o v1alpha1.Object) bool {
+		return o.GetObjectKind() != v1alpha1.KindMember || slices.Contains(mem.Members, o.GetName())
+	})
+	s.baseFull = rememberedSnapshot(s.saved, func(v1alpha1.Object) bool { return true })
 	s.hold = store.NewHold(&s.Published, &store.HoldOptions{Duration: o.PruneHold, Clock: o.Clock, Logger: o.Logger, Baseline: s.base})
 	afterList := func(dir string) func(int64) {
 		if o.afterList == nil {
@@ -304,10 +308,12 @@ func (s *Store) rebuild() {
 	if unavailable != nil {
 		full.Unreadable = lastSeen(unavailable)
 	}
-	s.mu.Lock()
-	s.full = full
-	s.mu.Unlock()
 	s.checkRebuilt()
+	if s.Lost() == nil { // else the fleet's snapshot stays as it was
+		s.mu.Lock()
+		s.full = full
+		s.mu.Unlock()
+	}
 	s.publish()
 }
 
