@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -66,7 +68,9 @@ func (v *View) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) e
 	}
 }
 
-// Members returns every member of the fleet, sorted by name.
+// Members returns every member of the fleet, sorted by name, and the
+// members this node runs that the fleet lacks: held by the node's prune
+// hold, or kept while its store is lost (package etcdstore).
 func (v *View) Members() []v1alpha1.Member {
 	own := map[string]v1alpha1.Member{}
 	for _, m := range v.local.Members() {
@@ -78,10 +82,19 @@ func (v *View) Members() []v1alpha1.Member {
 		if o, ok := own[m.Name]; ok {
 			o.Status.NodeName = v.node
 			out = append(out, o)
+			delete(own, m.Name)
 			continue
 		}
 		out = append(out, v.remoteMember(&f, m))
 	}
+	if len(own) == 0 {
+		return out
+	}
+	for _, o := range own {
+		o.Status.NodeName = v.node
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
