@@ -163,7 +163,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
+		"internal/statedir", "internal/store/etcdstore", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it
