@@ -15,15 +15,34 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
 )
 
-// fiveInOneFile is a manifest of five members, m1 … m5.
-func fiveInOneFile() (string, []string) {
+// fiveRanThenStopped runs the five members m1 … m5 of fleet.yaml (its
+// content) until Ready, as they were, then stops fleetd.
+func fiveRanThenStopped(t *testing.T) (e *env, fleet string, names []string, before map[string]v1alpha1.Member) {
+	t.Helper()
 	var docs []string
-	var names []string
 	for i := 1; i <= 5; i++ {
 		names = append(names, fmt.Sprintf("m%d", i))
 		docs = append(docs, memberYAML(names[i-1]))
 	}
-	return strings.Join(docs, "---\n"), names
+	fleet = strings.Join(docs, "---\n")
+	e = newEnv(t, map[string]string{"profile.yaml": testProfile, "fleet.yaml": fleet})
+	e.start()
+	before = e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, names...))
+	e.stop()
+	return e, fleet, names, before
+}
+
+// manifestValid holds when each named member's ManifestValid condition
+// has reason.
+func manifestValid(reason string, names ...string) func(map[string]v1alpha1.Member) bool {
+	return func(ms map[string]v1alpha1.Member) bool {
+		for _, n := range names {
+			if condition(ms[n], v1alpha1.ConditionManifestValid).Reason != reason {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // closedOf counts the members of before whose pane is gone.
@@ -44,22 +63,11 @@ func (e *env) closedOf(before map[string]v1alpha1.Member, names ...string) int {
 // right after the log said the last good objects stay in effect.)
 func TestManager_TypoWrittenWhileStoppedKeepsTheFileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fleet, names := fiveInOneFile()
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "fleet.yaml": fleet})
-		e.start()
-		before := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, names...))
-		e.stop()
+		e, fleet, names, before := fiveRanThenStopped(t)
 		e.write("fleet.yaml", fleet+"  cwd: [unclosed\n")
 		calls := e.fake.Calls()
 		e.start()
-		ms := e.waitFor("the error shown on all five", func(ms map[string]v1alpha1.Member) bool {
-			for _, n := range names {
-				if condition(ms[n], v1alpha1.ConditionManifestValid).Reason != v1alpha1.ReasonManifestError {
-					return false
-				}
-			}
-			return true
-		})
+		ms := e.waitFor("the error shown on all five", manifestValid(v1alpha1.ReasonManifestError, names...))
 		e.waitIdle()
 		if n := e.closedOf(before, names...); n != 0 {
 			t.Errorf("%d of 5 panes closed at the start after a typo", n)
@@ -124,14 +132,7 @@ func TestManager_MassRemovalIsHeld(t *testing.T) {
 					e.waitForHerdr("the removed members closed", func() bool { return e.closedOf(before, "m1", "m2") == 2 })
 					return
 				}
-				ms := e.waitFor("three held", func(ms map[string]v1alpha1.Member) bool {
-					for _, n := range names[:3] {
-						if condition(ms[n], v1alpha1.ConditionManifestValid).Reason != v1alpha1.ReasonPruneHeld {
-							return false
-						}
-					}
-					return len(ms) == 4
-				})
+				ms := e.waitFor("three held", manifestValid(v1alpha1.ReasonPruneHeld, names[:3]...))
 				e.waitIdle()
 				for _, n := range names[:3] {
 					c := condition(ms[n], v1alpha1.ConditionManifestValid)
@@ -176,11 +177,7 @@ func removeFiles(names ...string) func(*env) {
 // effect), and a held member whose pane is gone gets no new one.
 func TestManager_DirectoryEmptiedWhileStoppedIsHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fleet, names := fiveInOneFile()
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "fleet.yaml": fleet})
-		e.start()
-		before := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, names...))
-		e.stop()
+		e, _, names, before := fiveRanThenStopped(t)
 		for _, f := range []string{"fleet.yaml", "profile.yaml"} {
 			if err := removeQuiet(e, f); err != nil {
 				t.Fatal(err)
@@ -191,14 +188,7 @@ func TestManager_DirectoryEmptiedWhileStoppedIsHeld(t *testing.T) {
 		}
 		calls := e.fake.Calls()
 		e.start()
-		ms := e.waitFor("all held", func(ms map[string]v1alpha1.Member) bool {
-			for _, n := range names {
-				if condition(ms[n], v1alpha1.ConditionManifestValid).Reason != v1alpha1.ReasonPruneHeld {
-					return false
-				}
-			}
-			return true
-		})
+		ms := e.waitFor("all held", manifestValid(v1alpha1.ReasonPruneHeld, names...))
 		e.waitIdle()
 		if n := e.closedOf(before, names[:4]...); n != 0 {
 			t.Errorf("%d panes closed at the start after the directory was emptied", n)

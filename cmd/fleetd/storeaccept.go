@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
 )
@@ -54,11 +53,7 @@ func (o *storeAcceptOptions) Validate() error                         { return n
 // Run forgets the node's fleet identity and revision under the state
 // directory's lock.
 func (o *storeAcceptOptions) Run(context.Context) error {
-	layout, err := statedir.Abs(*o.stateDir)
-	if err != nil {
-		return err
-	}
-	lock, err := layout.Lock()
+	layout, lock, err := lockStateDir(*o.stateDir)
 	if err != nil {
 		return err
 	}

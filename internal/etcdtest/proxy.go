@@ -85,12 +85,8 @@ func (p *Proxy) Switch(endpoint string) error {
 	}
 	p.mu.Lock()
 	p.target = host
-	conns := p.conns
-	p.conns = nil
 	p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
+	p.drop()
 	return nil
 }
 
@@ -100,11 +96,18 @@ func (p *Proxy) Cut() {
 	p.l.Close()
 	p.mu.Lock()
 	p.cut = true
+	p.mu.Unlock()
+	p.drop()
+	p.wg.Wait()
+}
+
+// drop closes the open connections.
+func (p *Proxy) drop() {
+	p.mu.Lock()
 	conns := p.conns
 	p.conns = nil
 	p.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
 	}
-	p.wg.Wait()
 }

@@ -237,15 +237,8 @@ func (s *Snapshot) Put(obj v1alpha1.Object, source string) {
 // its type. It is not the manifest decoder: nothing is checked or
 // defaulted, and only a backend's own file is read with it.
 func UnmarshalObject(kind string, data []byte) (v1alpha1.Object, error) {
-	var obj v1alpha1.Object
-	switch kind {
-	case v1alpha1.KindMember:
-		obj = &v1alpha1.Member{}
-	case v1alpha1.KindProfile:
-		obj = &v1alpha1.Profile{}
-	case v1alpha1.KindTenant:
-		obj = &v1alpha1.Tenant{}
-	default:
+	obj := v1alpha1.New(kind)
+	if obj == nil {
 		return nil, fmt.Errorf("unknown kind %q", kind)
 	}
 	if err := json.Unmarshal(data, obj); err != nil {
