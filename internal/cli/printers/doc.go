@@ -2,8 +2,8 @@
 // the way kubectl prints: the tables of `fleetd get` (and -o wide), the
 // other output formats (-o yaml, json, name, jsonpath=…, go-template=…),
 // the watch table of `get -w` whose change lines line up under it,
-// the members' events of `get events` (and -w), `fleetd describe`'s pages
-// and the inbox table.
+// the members' events of `get events` (and -w), `fleetd describe`'s pages,
+// the inbox table and the held prune of `fleetd prune`.
 //
 // A [Format] is a parsed -o; a [Printer] prints the objects of one kind in
 // one format; [MemberStream] prints a member watch as it arrives, and
