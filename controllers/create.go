@@ -16,7 +16,8 @@ import (
 // what the status says whatever the member's failures and backoff; not
 // before the member or its profile changes when it failed for good
 // (restartPolicy Never, a spec herdr cannot launch); not before its
-// restart backoff ran out (failed set it); else now (createPane).
+// restart backoff ran out (failed set it); not for a member whose
+// prune is held (createGate); else now (createPane).
 func (r *memberReconcile) create() (Result, error) {
 	if r.snap.Stale != nil {
 		return r.stale()
@@ -28,6 +29,9 @@ func (r *memberReconcile) create() (Result, error) {
 	if now := r.m.o.Clock.Now(); now.Before(r.rt.nextAttempt) {
 		r.write()
 		return Result{RequeueAfter: r.rt.nextAttempt.Sub(now)}, nil
+	}
+	if r.createGate() { // prune.go
+		return Result{}, nil
 	}
 	return r.createPane()
 }

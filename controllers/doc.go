@@ -141,7 +141,12 @@
 // Stale (etcd unreachable or without quorum: another node may own the
 // member by now); running agents keep running, the member shows
 // Ready=Unknown, StoreUnavailable, and it converges when the store's
-// snapshot is current again. One daemon per
+// snapshot is current again; nor is a member pruned because a stale
+// snapshot lacks it (a lost store — etcd restored empty, say — lacks them
+// all). A member the store's prune hold keeps (store.Snapshot.PruneHeld:
+// its definition gone with most others at once) runs on, ManifestValid
+// False with reason PruneHeld and a Warning event, and gets no pane if it
+// has none; prune.go is both gates. One daemon per
 // state directory is enforced by the caller, which holds the directory's
 // lock (package statedir) while a Manager runs on it.
 //

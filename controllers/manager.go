@@ -282,8 +282,8 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 	}
 }
 
-// changedMembers lists members whose object, profile, tenant, file errors
-// or existence differ between two snapshots.
+// changedMembers lists members whose object, profile, tenant, file errors,
+// prune hold or existence differ between two snapshots.
 func changedMembers(prev, next *store.Snapshot) []string {
 	if prev.Synced != next.Synced || (prev.Unreadable == nil) != (next.Unreadable == nil) || (prev.Stale == nil) != (next.Stale == nil) {
 		return unionNames(prev.Members, next.Members)
@@ -295,6 +295,8 @@ func changedMembers(prev, next *store.Snapshot) []string {
 		case a != b:
 			out = append(out, name)
 		case b == nil:
+		case prev.PruneHeld[name] != next.PruneHeld[name]: // held, or its hold ended
+			out = append(out, name)
 		case referencesChanged(prev, next, b):
 			out = append(out, name)
 		default:

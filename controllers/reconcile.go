@@ -145,7 +145,7 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 	r.b = m.statusOf(r.mem)
 	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)
 	r.rt = m.runtimeOf(name)
-	manifestCondition(r.b, snap, name)
+	r.manifestConditions() // prune.go
 	if r.owned {
 		r.b.st.Restarts = max(r.b.st.Restarts, r.rec.Restarts)
 	}
@@ -202,6 +202,9 @@ func (r *memberReconcile) event(typ, reason, msg string) { r.m.event(r.name, typ
 func (r *memberReconcile) deleted() (Result, error) {
 	if !r.snap.Synced {
 		return Result{}, nil // the manifests were never read: prune nothing
+	}
+	if res, hold := r.pruneGate(); hold { // prune.go
+		return res, nil
 	}
 	if r.owned {
 		if wait, res, err := r.closeWhenIdle(goneDeleted, "the member was deleted"); wait || err != nil {
@@ -389,8 +392,12 @@ func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.
 // names the source and says the last state read stays in effect); a
 // manifests directory gone or unreadable is False.
 func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
+	if h, held := snap.PruneHeld[name]; held {
+		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionFalse, v1alpha1.ReasonPruneHeld, h.Message)
+		return
+	}
 	switch err := snap.Unreadable; {
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrLost):
 		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionUnknown, v1alpha1.ReasonStoreUnavailable,
 			err.Error())
 		return

@@ -66,7 +66,8 @@
 // as a member watch. They and the log follow write their events through
 // internal/sse, fleetd's one event-stream framing. GET /manifests/errors
 // (rest_manifests.go) serves the desired state's current problems to the
-// primary. Members are named the same way everywhere — name, pane,
+// primary; GET /prune and POST /prune/confirm (rest_prune.go) the members
+// whose prune the store holds, and their confirmation. Members are named the same way everywhere — name, pane,
 // terminal or session id — by the one resolver, [ResolveMember]
 // (memberref.go).
 //

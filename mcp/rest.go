@@ -110,6 +110,10 @@ type Options struct {
 	ManifestErrors func() decode.ErrorList
 	ManifestsDir   string
 
+	// Prune serves GET /prune and POST /prune/confirm (rest_prune.go):
+	// the members whose prune the store holds; nil leaves the routes out.
+	Prune PruneHolds
+
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
 	// the route out. MaxFollowers caps its follow streams open at once,
 	// all tokens together, a quarter of them kept for the primary;
@@ -217,6 +221,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	s.nodeRoutes(mux)          // rest_nodes.go
 	s.manifestErrorRoutes(mux) // rest_manifests.go
 	s.rolloutRoutes(mux)       // rest_rollout.go
+	s.pruneRoutes(mux)         // rest_prune.go
 	if opts.Terminals != nil {
 		mux.Handle("GET /members/{name}/logs", s.authenticated(s.memberLogs))
 	}

@@ -106,8 +106,19 @@ const (
 	// (etcd unreachable or without quorum), so no pane is created for the
 	// member — neither a first start, a restart nor a replacement — until
 	// it can; a running agent keeps running.
+	// With a lost store (etcd restored empty or from an older backup,
+	// or another fleet's: the message says which, and how to accept it)
+	// nothing is pruned or created either, until an operator accepts it.
 	ReasonStoreUnavailable = "StoreUnavailable"
-	ReasonHerdrError       = "HerdrError"
+	// ReasonPruneHeld: the member's definition disappeared in one change
+	// with most of the node's members, without a delete through fleetd (a
+	// directory emptied, a file removed, an etcd prefix deleted by hand).
+	// It keeps running on its last definition (ManifestValid False, and an
+	// event) until the prune is confirmed (`fleetd prune --confirm`) or
+	// the hold (--prune-hold) ends; a held member without a pane gets
+	// none.
+	ReasonPruneHeld  = "PruneHeld"
+	ReasonHerdrError = "HerdrError"
 	// ReasonReconcileError: fleetd could not take the member's next step
 	// (a state file it could not write, a launch it could not prepare);
 	// retried with backoff, the message holds the error.

@@ -12,6 +12,20 @@ const (
 	KindTenant  = "Tenant"
 )
 
+// New returns an empty object of kind (a Member, Profile or Tenant), for
+// a decoder to fill; nil for any other kind.
+func New(kind string) Object {
+	switch kind {
+	case KindMember:
+		return &Member{}
+	case KindProfile:
+		return &Profile{}
+	case KindTenant:
+		return &Tenant{}
+	}
+	return nil
+}
+
 // TypeMeta names an object's schema, as in Kubernetes.
 type TypeMeta struct {
 	APIVersion string `json:"apiVersion"`

@@ -69,6 +69,8 @@ func newRootCmd() *cobra.Command {
 		newSendCmd(),
 		newLogsCmd(),
 		newInboxCmd(),
+		newPruneCmd(),
+		newStoreCmd(),
 		newUICmd(),
 		newRolloutCmd(),
 	)

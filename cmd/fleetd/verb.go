@@ -149,6 +149,18 @@ func (o *serverOptions) client() (*client.Client, error) {
 	return client.New(o.server, token), nil
 }
 
+// lockStateDir takes the lock of the state directory dir (made absolute),
+// for a command that changes what fleetd keeps there: it fails, naming the
+// holder, while a fleetd runs on it. The caller unlocks.
+func lockStateDir(dir string) (statedir.Layout, *statedir.Lock, error) {
+	layout, err := statedir.Abs(dir)
+	if err != nil {
+		return statedir.Layout{}, nil, err
+	}
+	lock, err := layout.Lock()
+	return layout, lock, err
+}
+
 // defaultStateDir is $XDG_STATE_HOME/fleetd, else ~/.local/state/fleetd.
 func defaultStateDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {

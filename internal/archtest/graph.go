@@ -96,7 +96,7 @@ var allowed = Graph{
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":      {"api/v1alpha1"},
-	"internal/store":          {"api/v1alpha1", "api/decode", "internal/notify"},
+	"internal/store":          {"api/v1alpha1", "api/decode", "internal/clock", "internal/notify"},
 	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
@@ -135,7 +135,7 @@ var allowed = Graph{
 	// The etcd store implements internal/store's interface on etcd's
 	// client, each key space through the informer; etcdtest embeds etcd's
 	// server for tests (see notInFleetd).
-	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", "internal/etcd/informer", etcdClient, etcdAPI},
+	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/statedir", etcdClient, etcdAPI},
 	"internal/etcdtest":        {etcdServer, zap, goleak},
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
@@ -170,7 +170,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
+		"internal/statedir", "internal/store/etcdstore", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -50,6 +51,9 @@ type backend struct {
 	// snapshot (nil: the snapshot is the whole desired state).
 	revisions rollout.Store
 	declared  func(kind, name string) bool
+	// prune is the store's prune hold, which GET /prune and POST
+	// /prune/confirm read and confirm.
+	prune *store.Hold
 	// close releases what the backend holds once every part stopped.
 	close func()
 	// onNode adds what the backend runs on this node once its controllers
@@ -90,7 +94,7 @@ type messenger interface {
 
 // directoryBackend is the manifests directory (the default).
 func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*backend, error) {
-	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
+	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes, PruneHold: cfg.PruneHold})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +102,7 @@ func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*bac
 	if err != nil {
 		return nil, err
 	}
-	return &backend{store: d, source: cfg.ManifestsDir, revisions: revs, close: func() {},
+	return &backend{store: d, source: cfg.ManifestsDir, revisions: revs, prune: d.PruneHold(), close: func() {},
 		onNode: func(mgr *controllers.Manager, core *messaging.Core, _ messaging.Options) (*nodeParts, error) {
 			return &nodeParts{members: mgr, waiter: mgr, desired: d, messages: core}, nil
 		}}, nil
@@ -110,7 +114,7 @@ func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*bac
 // node serves (etcdFleet.onNode adds the rest). The node is registered
 // before anything reconciles, and toks accepts the fleet's primary token
 // before the gateway serves.
-func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (_ *backend, err error) {
+func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (_ *backend, err error) {
 	cli, err := dialEtcd(cfg, log)
 	if err != nil {
 		return nil, err
@@ -135,8 +139,11 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 		return nil, err
 	}
 	// The node's snapshot holds only the members bound to it: its
-	// controllers reconcile those alone.
-	if f.store, err = etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node}); err != nil {
+	// controllers reconcile those alone. The node remembers its fleet in
+	// its state directory (an etcd that is not the fleet's any more is
+	// lost to it).
+	if f.store, err = etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node,
+		StateDir: state.Root(), PruneHold: pruneHold, CheckInterval: cfg.CheckInterval}); err != nil {
 		return nil, err
 	}
 	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
@@ -154,7 +161,7 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 		return nil, err
 	}
 	fleetDesired := f.store.Fleet()
-	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, revisions: f.revisions, close: func() { cli.Close() }, onNode: f.onNode,
+	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, revisions: f.revisions, prune: f.store.PruneHold(), close: func() { cli.Close() }, onNode: f.onNode,
 		declared: func(kind, name string) bool { _, ok := fleetDesired.Get(kind, name); return ok },
 		source:   fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
 }

@@ -34,6 +34,11 @@
 //
 // Besides:
 //
+//   - Each store publishes through its prune hold (store.Hold), with
+//     Config.PruneHold; the backend hands the hold to the gateway (GET
+//     /prune, POST /prune/confirm). The etcd store keeps what the node
+//     remembers of its fleet (identity, revision, last good objects) in the
+//     state directory.
 //   - It refuses to start on a manifests directory that is missing or
 //     unreadable (the store would serve an empty fleet), and logs every
 //     herdr call at debug level through the client's observer, which sees

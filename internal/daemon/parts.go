@@ -211,7 +211,7 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	}
 	p.handler, err = mcp.NewHandler(mcp.Options{
 		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
-		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir, Expediter: p.mgr,
+		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir, Expediter: p.mgr, Prune: p.backend.prune,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
 		Loopback: p.loopback, Logger: p.log, Store: p.node.desired, Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,

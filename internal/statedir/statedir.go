@@ -22,6 +22,7 @@ const (
 	primaryFile  = "primary.token"
 	tokensFile   = "tokens.json"
 	objectsFile  = "objects.json"
+	etcdFile     = "etcd-store.json"
 	ownedDir     = "owned"
 	memoryDir    = "members"
 	harnessDir   = "harness"
@@ -77,9 +78,14 @@ func (l Layout) PrimaryToken() string { return l.path(primaryFile) }
 // Tokens is the token registry: worker token hashes and their panes.
 func (l Layout) Tokens() string { return l.path(tokensFile) }
 
-// Objects is the store's record of object uids, generations and creation
-// times.
+// Objects is the directory store's record of object uids, generations,
+// creation times and last good definitions.
 func (l Layout) Objects() string { return l.path(objectsFile) }
+
+// EtcdStore is what the etcd store remembers of its fleet: the fleet's
+// identity, the highest etcd revision seen, every object's last good
+// definition and the node's members.
+func (l Layout) EtcdStore() string { return l.path(etcdFile) }
 
 // OwnedDir is the directory of ownership records, one per member.
 func (l Layout) OwnedDir() string { return l.path(ownedDir) }
