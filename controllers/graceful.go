@@ -270,7 +270,8 @@ func (r *memberReconcile) outdated() bool {
 
 // update takes the member's running agent to its current definition: a
 // change that needs no new agent is recorded as the pane's; one that does
-// is held while the snapshot is stale, waits for idle (the reconcile goes
+// is held while the snapshot is stale or the member's prune is held,
+// waits for idle (the reconcile goes
 // on with the running pane, Updating), or replaces the pane. done says the
 // reconcile ends with res and err.
 func (r *memberReconcile) update() (res Result, done bool, err error) {
@@ -288,6 +289,9 @@ func (r *memberReconcile) update() (res Result, done bool, err error) {
 		// created, and the new definition may not be this node's.
 		res, err := r.stale()
 		return res, true, err
+	}
+	if r.heldFromReplace() { // prune.go
+		return Result{}, false, nil
 	}
 	if wait, err := r.awaitTurn(); err != nil || wait { // rollout.go
 		return Result{}, err != nil, err

@@ -18,8 +18,10 @@ import (
 //   - A member whose definition disappeared in one mass removal is still
 //     in the snapshot, on its last definition, and listed in
 //     store.Snapshot.PruneHeld (package store's Hold): it keeps running
-//     (ManifestValid False, reason PruneHeld, and a Warning event once), and
-//     one without a pane is not given one (createGate).
+//     (ManifestValid False, reason PruneHeld, and a Warning event once),
+//     one without a pane is not given one (createGate), and its agent is
+//     not replaced (heldFromReplace) — by a change of its profile or
+//     tenant, nor by a restart — since its replacement would get no pane.
 
 // pruneGate reports whether a deleted member must not be pruned yet
 // because the snapshot that lacks it is stale; its status (when the
@@ -48,6 +50,20 @@ func (r *memberReconcile) createGate() bool {
 	msg := "its definition is gone and its prune is held; no pane is made for it: " + h.Message
 	r.b.set(v1alpha1.PhasePending, cFalse(v1alpha1.ReasonPruneHeld, msg), cFalse(v1alpha1.ReasonPruneHeld, msg), cFalse(v1alpha1.ReasonAsExpected, ""))
 	r.write()
+	return true
+}
+
+// heldFromReplace reports whether a held member (PruneHeld) that would
+// need a new agent keeps the one it runs: UpToDate=False says why, and its
+// profile's rollout counts it out (profileStates).
+func (r *memberReconcile) heldFromReplace() bool {
+	h, held := r.snap.PruneHeld[r.name]
+	if !held {
+		return false
+	}
+	r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionFalse, v1alpha1.ReasonPruneHeld,
+		"its definition is gone and its prune is held; its agent runs on and is not replaced: "+h.Message)
+	r.updateWaits = true
 	return true
 }
 

@@ -270,12 +270,13 @@ func replacing(mm memory) string {
 
 // profileStates counts profile p's members for its rollout: those this
 // node declares from their panes and memories, and those other nodes run
-// from the statuses they publish; paused members are left out.
+// from the statuses they publish; paused members, and those whose prune
+// is held (their agent is not replaced, prune.go), are left out.
 func (m *Manager) profileStates(p *v1alpha1.Profile, snap *store.Snapshot) []rollout.MemberState {
 	var out []rollout.MemberState
 	for _, name := range sortedNames(snap.Members) {
 		mem := snap.Members[name]
-		if mem.Spec.Profile != p.Name || mem.Spec.Paused {
+		if _, held := snap.PruneHeld[name]; mem.Spec.Profile != p.Name || mem.Spec.Paused || held {
 			continue
 		}
 		out = append(out, m.localState(mem, p, snap))
@@ -287,12 +288,23 @@ func (m *Manager) profileStates(p *v1alpha1.Profile, snap *store.Snapshot) []rol
 		return out
 	}
 	for _, mem := range peers.Members() {
-		if _, local := snap.Members[mem.Name]; local || mem.Spec.Profile != p.Name || mem.Spec.Paused {
+		if _, local := snap.Members[mem.Name]; local || mem.Spec.Profile != p.Name || mem.Spec.Paused || pruneHeld(mem) {
 			continue
 		}
 		out = append(out, rollout.StateOf(mem, p))
 	}
 	return out
+}
+
+// pruneHeld reports whether the node that runs member m holds its prune,
+// as its published status says (ManifestValid False, PruneHeld).
+func pruneHeld(m v1alpha1.Member) bool {
+	for _, c := range m.Status.Conditions {
+		if c.Type == v1alpha1.ConditionManifestValid {
+			return c.Reason == v1alpha1.ReasonPruneHeld
+		}
+	}
+	return false
 }
 
 // localState is how a member this node declares counts in its profile's

@@ -395,3 +395,36 @@ func TestRollout_ChangesTheAgentsDoNotRunWithReplaceNothing(t *testing.T) {
 		}
 	})
 }
+
+// A profile changes while most of its members' files are gone and their
+// prune is held: the held members keep their agents (a replacement would
+// get no pane: createGate), UpToDate=False saying why, and the rollout
+// replaces the member still defined and completes without them. (Merged
+// with the prune hold: the rollout closed the held members' tabs, and
+// they got no new ones.)
+func TestRollout_HeldMembersKeepTheirAgents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{"m1", "m2", "m3", "m4"}
+		e := newEnv(t, rolloutFiles(nil, names...))
+		e.start()
+		ms := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, names...))
+		old := panesOf(ms, names...)
+		removeFiles("m1", "m2", "m3")(e)
+		e.waitFor("three held", manifestValid(v1alpha1.ReasonPruneHeld, names[:3]...))
+
+		e.write("profile.yaml", rolloutProfile("lax"))
+		ms = e.waitFor("m4 replaced", readyOnNewPanes(map[string]string{"m4": old["m4"]}))
+		e.waitIdle()
+		for _, n := range names[:3] {
+			if !e.paneAlive(old[n]) || ms[n].Status.PaneID != old[n] {
+				t.Errorf("%s (held) on pane %q, its old pane %s alive %v; want its agent kept", n, ms[n].Status.PaneID, old[n], e.paneAlive(old[n]))
+			}
+			if c := condition(ms[n], v1alpha1.ConditionUpToDate); c.Status != v1alpha1.ConditionFalse || c.Reason != v1alpha1.ReasonPruneHeld {
+				t.Errorf("%s (held): UpToDate %+v; want False, PruneHeld", n, c)
+			}
+		}
+		if _, c := e.progressing("codex-fast"); c.Reason != v1alpha1.ReasonRolloutComplete {
+			t.Errorf("profile's Progressing with the held members left out: %+v; want RolloutComplete", c)
+		}
+	})
+}

@@ -158,9 +158,10 @@ type ProfileStatus struct {
 	// Revision is the number of the profile's current revision (`fleetd
 	// rollout history profile/NAME`); 0 before fleetd recorded one.
 	Revision int64 `json:"revision,omitempty"`
-	// Members counts the members that use the profile and are not paused;
-	// UpdatedMembers those whose agent runs the profile (and their
-	// tenant) as it is now; ReadyMembers those of them that are Ready.
+	// Members counts the members that use the profile and are not paused
+	// (nor held by a prune hold); UpdatedMembers those whose agent runs
+	// the profile (and their tenant) as it is now; ReadyMembers those of
+	// them that are Ready.
 	Members        int32 `json:"members"`
 	UpdatedMembers int32 `json:"updatedMembers"`
 	ReadyMembers   int32 `json:"readyMembers"`
