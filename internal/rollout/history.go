@@ -102,7 +102,10 @@ func (h History) Clone() History {
 // revision whose change cause is obj's [v1alpha1.AnnotationChangeCause]
 // (unless the current revision has it already: it is left over from that
 // change), else the spec fields that changed. Only the last [MaxRevisions] are
-// kept. Another uid than h's starts a new history.
+// kept. Another uid than h's starts a new history. A generation older than
+// the current revision's is a late sight of a change already recorded
+// (another node of a fleet saw the later one first) and changes nothing:
+// recorded, it would make an old definition current again.
 func (h *History) Record(obj v1alpha1.Object, now time.Time) (bool, error) {
 	spec, hash, err := Definition(obj)
 	if err != nil {
@@ -113,6 +116,9 @@ func (h *History) Record(obj v1alpha1.Object, now time.Time) (bool, error) {
 		*h = History{UID: meta.UID}
 	}
 	latest, ok := h.Latest()
+	if ok && meta.Generation > 0 && meta.Generation < latest.Generation {
+		return false, nil
+	}
 	if ok && latest.Hash == hash {
 		if latest.Generation == meta.Generation {
 			return false, nil

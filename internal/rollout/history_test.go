@@ -48,7 +48,8 @@ func numbersAndCauses(h History) []string {
 // change-cause annotation), the same definition again is no revision, and
 // a definition that comes back — an undo — becomes the newest revision
 // under the next number with its old cause; an object of another uid
-// starts again.
+// starts again; a generation older than the newest revision's (another
+// node of a fleet saw a later change first) is no revision.
 func TestHistory_RecordNumbersRevisionsAsKubectl(t *testing.T) {
 	withCause := profile("-m", "b")
 	withCause.Annotations = map[string]string{v1alpha1.AnnotationChangeCause: "try model b"}
@@ -62,6 +63,10 @@ func TestHistory_RecordNumbersRevisionsAsKubectl(t *testing.T) {
 	undoneWithCause.Annotations = withCause.Annotations
 	paused := profile("-m", "a")
 	paused.Spec.Rollout = &v1alpha1.ProfileRollout{Paused: true}
+	gen2 := profile("-m", "b")
+	gen2.Generation = 2
+	gen3 := profile("-m", "c")
+	gen3.Generation = 3
 	for _, tc := range []struct {
 		name string
 		ps   []*v1alpha1.Profile
@@ -76,6 +81,7 @@ func TestHistory_RecordNumbersRevisionsAsKubectl(t *testing.T) {
 		{"a cause left over", []*v1alpha1.Profile{profile("-m", "a"), withCause, leftOver}, []string{"1:created", "2:try model b", "3:spec.args changed"}},
 		{"an undo with a cause left over", []*v1alpha1.Profile{profile("-m", "a"), withCause, undoneWithCause}, []string{"2:try model b", "3:created"}},
 		{"another uid", []*v1alpha1.Profile{profile("-m", "a"), withCause, other}, []string{"1:created"}},
+		{"a late sight of an older generation", []*v1alpha1.Profile{profile("-m", "a"), gen2, gen3, profile("-m", "a"), gen2}, []string{"1:created", "2:spec.args changed", "3:spec.args changed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, numbersAndCauses(record(t, tc.ps...))); diff != "" {

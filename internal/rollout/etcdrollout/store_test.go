@@ -66,8 +66,8 @@ func until(t *testing.T, what string, s *Store, cond func() bool) {
 	}
 }
 
-func profile(uid string, args ...string) *v1alpha1.Profile {
-	p := &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: "codex", UID: uid, Generation: 1}, Spec: v1alpha1.ProfileSpec{Harness: "codex", Args: args}}
+func profile(uid string, gen int64, args ...string) *v1alpha1.Profile {
+	p := &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: "codex", UID: uid, Generation: gen}, Spec: v1alpha1.ProfileSpec{Harness: "codex", Args: args}}
 	p.SetDefaults()
 	return p
 }
@@ -105,7 +105,7 @@ func TestStore_NodesShareOneHistory(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 	for i := range 3 {
-		p := profile("u1", "-n", fmt.Sprint(i))
+		p := profile("u1", int64(i+1), "-n", fmt.Sprint(i))
 		recordOn(a, p, t0)
 		recordOn(b, p, t0) // the same change, seen on the other node
 		until(t, fmt.Sprintf("revision %d on both", i+1), b, func() bool {
@@ -122,7 +122,7 @@ func TestStore_NodesShareOneHistory(t *testing.T) {
 	until(t, "b reads the halt", b, func() bool { h := b.Get(v1alpha1.KindProfile, "codex"); return h.Halt != nil && *h.Halt == halt })
 
 	for i := 3; i < 12; i++ {
-		recordOn(b, profile("u1", "-n", fmt.Sprint(i)), t0)
+		recordOn(b, profile("u1", int64(i+1), "-n", fmt.Sprint(i)), t0)
 	}
 	until(t, "ten kept", a, func() bool {
 		h := a.Get(v1alpha1.KindProfile, "codex")
@@ -142,7 +142,7 @@ func TestStore_GetShowsItsOwnChangesAtOnce(t *testing.T) {
 	if _, err := cli.Put(context.Background(), prefix+"/revisions/profiles/codex/rev/0000000001", "not json"); err != nil {
 		t.Fatal(err)
 	}
-	recordOn(a, profile("u1", "-m", "a"), time.Now())
+	recordOn(a, profile("u1", 1, "-m", "a"), time.Now())
 	if h := a.Get(v1alpha1.KindProfile, "codex"); len(h.Revisions) != 1 {
 		t.Fatalf("Get right after Update: %+v", h)
 	}
