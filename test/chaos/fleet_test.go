@@ -103,6 +103,11 @@ type sent struct {
 type pendingPrompt struct {
 	pane, text string
 	blocked    bool
+	// done: the worker has finished it (replied, or finished silently)
+	// and is about to go idle; set under world.mu before the agent's idle
+	// status, which lets fleetd close the tab, so that checkClose never
+	// counts a finished prompt that finish has not removed yet.
+	done bool
 }
 
 // world is one chaos run: the fake herdr, the manifests and state
@@ -507,6 +512,7 @@ func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
 		if res.TurnID != "" && (s == nil || s.turn != res.TurnID) {
 			w.problem("%s's reply to %s was given to turn %s", name, p.text, res.TurnID)
 		}
+		w.done(p)
 		_ = w.fake.SetAgentState(p.pane, "idle")
 		return fmt.Sprintf("%s replies to %s: %s turn %q", name, p.text, res.Mode, res.TurnID), true
 	case "silent":
@@ -519,6 +525,7 @@ func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
 			return fmt.Sprintf("%s waits for fleetd to see it working on %s", name, p.text), false
 		}
 		_ = w.fake.WriteOutput(p.pane, "finished "+p.text+" without a word")
+		w.done(p)
 		_ = w.fake.SetAgentState(p.pane, "idle")
 		return fmt.Sprintf("%s finishes %s silently", name, p.text), true
 	case "block":
@@ -540,6 +547,13 @@ func (w *world) pendingSorted() []*pendingPrompt {
 	out := slices.Clone(w.pending)
 	sort.Slice(out, func(i, j int) bool { return out[i].text < out[j].text })
 	return out
+}
+
+// done marks p as finished by its worker, before the worker goes idle.
+func (w *world) done(p *pendingPrompt) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p.done = true
 }
 
 func (w *world) finish(p *pendingPrompt) {

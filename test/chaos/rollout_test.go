@@ -128,9 +128,13 @@ func (c closeWatch) Request(line []byte) error {
 // checkClose records a problem when tab holds a busy agent.
 func (w *world) checkClose(tab string) {
 	busy := map[string]string{}
-	for _, p := range w.pendingSorted() {
-		busy[p.pane] = p.text
+	w.mu.Lock()
+	for _, p := range w.pending {
+		if !p.done { // a finished prompt's worker is going idle
+			busy[p.pane] = p.text
+		}
 	}
+	w.mu.Unlock()
 	for _, p := range w.fake.Panes() {
 		if p.TabID != tab || p.AgentName == "" {
 			continue
