@@ -48,7 +48,7 @@ func TestDocs_ServerFlag(t *testing.T) {
 	t.Parallel()
 	var have []string
 	for _, c := range newRootCmd().Commands() {
-		if c.Flags().Lookup("server") != nil {
+		if c.Flags().Lookup("server") != nil || c.PersistentFlags().Lookup("server") != nil {
 			have = append(have, c.Name())
 		}
 	}

@@ -11,7 +11,10 @@
 // and a 500 ms election timeout, so that losing a leader or a quorum, and
 // getting it back, takes about a second. Stop and
 // Restart take single members down and up on their data and ports;
-// RestartAll brings a lost quorum back.
+// RestartAll brings a lost quorum back. A [Proxy] in front of an endpoint
+// takes etcd away from a client without stopping it: Cut, as a machine
+// that dies; Switch, to another cluster behind the same address, as an etcd
+// restored under a running client.
 //
 // This package links etcd's server. It is for tests and the demo helper
 // command only: the fleetd binary never imports it (internal/archtest

@@ -12,10 +12,13 @@
 //	                               a graceful close or replacement under way (controllers) —, worker
 //	                               token hashes and their panes (package tokens), the delivered first
 //	                               prompt (internal/messaging)
-//	objects.json             0600  uids, generations and creation times of objects (internal/store)
+//	objects.json             0600  uids, generations, creation times and last good definitions of objects (internal/store/dirstore)
+//	etcd-store.json          0600  the fleet on etcd as this node last saw it: identity, highest revision, last good objects (internal/store/etcdstore)
 //	harness/NAME/            0700  member NAME's harness config files, each 0600 (internal/harness)
 //	messages/                0700  the messaging journal's directory (internal/messaging);
 //	messages/messaging.journal 0600  the journal itself, named by package messaging
+//	revisions/KIND.NAME.json 0600  the last revisions of Profile or Member NAME (KIND profile or member)
+//	                               and a Profile's stopped rollout (internal/rollout), in a 0700 directory
 //	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)
 //
 // Before the state database, fleetd kept its per-member records one file
@@ -49,8 +52,9 @@
 //
 // [Open] and [ReadFile] are the one way fleetd opens a file it keeps here,
 // for every package that keeps one (the lock, primary.token, the state
-// database and its legacy files, objects.json, the message journal): only
-// a regular file is opened — a symbolic link is refused
+// database and its legacy files, objects.json, etcd-store.json, the
+// revision histories, the message journal): only a regular file is
+// opened — a symbolic link is refused
 // (O_NOFOLLOW), a FIFO too, without waiting for a writer (O_NONBLOCK, then
 // fstat), a device, a socket or a directory as well — and at most a bound
 // per kind of file is read ([MaxRecordBytes] and the others). A refusal is

@@ -23,7 +23,8 @@ const (
 	// the state database.
 	MaxRecordBytes = 64 << 10
 	// MaxIndexBytes bounds the files that list every object or token:
-	// objects.json, and the legacy tokens.json and prompts-delivered.json.
+	// objects.json, etcd-store.json, and the legacy tokens.json and
+	// prompts-delivered.json.
 	MaxIndexBytes = 64 << 20
 	// MaxStateDBBytes bounds the state database. It is compacted to its
 	// live records (a few hundred bytes per member and token) as it grows;

@@ -18,14 +18,17 @@ const (
 
 // Names in the state directory, relative to its root.
 const (
-	lockFile    = "fleetd.lock"
-	primaryFile = "primary.token"
-	stateDBFile = "state.journal"
-	objectsFile = "objects.json"
-	harnessDir  = "harness"
-	messagesDir = "messages"
-	simDir      = "sim"
-	simSocket   = "herdr.sock"
+	lockFile     = "fleetd.lock"
+	primaryFile  = "primary.token"
+	stateDBFile  = "state.journal"
+	objectsFile  = "objects.json"
+	etcdFile     = "etcd-store.json"
+	harnessDir   = "harness"
+	messagesDir  = "messages"
+	revisionsDir = "revisions"
+	simDir       = "sim"
+	simSocket    = "herdr.sock"
+	recordSuffix = ".json"
 
 	// What fleetd kept one file per record before the state database; only
 	// its one-shot migration reads them (and then removes them).
@@ -33,7 +36,6 @@ const (
 	legacyOwnedDir    = "owned"
 	legacyMemoryDir   = "members"
 	legacyPromptsFile = "prompts-delivered.json"
-	legacySuffix      = ".json"
 )
 
 // Layout names the paths of one state directory. It is a value: copy it
@@ -82,9 +84,14 @@ func (l Layout) PrimaryToken() string { return l.path(primaryFile) }
 // journal file.
 func (l Layout) StateDB() string { return l.path(stateDBFile) }
 
-// Objects is the store's record of object uids, generations and creation
-// times.
+// Objects is the directory store's record of object uids, generations,
+// creation times and last good definitions.
 func (l Layout) Objects() string { return l.path(objectsFile) }
+
+// EtcdStore is what the etcd store remembers of its fleet: the fleet's
+// identity, the highest etcd revision seen, every object's last good
+// definition and the node's members.
+func (l Layout) EtcdStore() string { return l.path(etcdFile) }
 
 // LegacyTokens is where fleetd kept worker token hashes before the state
 // database: one file, rewritten on every change.
@@ -107,7 +114,19 @@ func (l Layout) LegacyPrompts() string { return l.path(legacyPromptsFile) }
 // [Layout.LegacyMemoryDir] is a record (NAME.json): not a temporary file
 // of an interrupted write nor a spare, which are dot-files.
 func IsLegacyRecord(name string) bool {
-	return strings.HasSuffix(name, legacySuffix) && !strings.HasPrefix(name, ".")
+	return strings.HasSuffix(name, recordSuffix) && !strings.HasPrefix(name, ".")
+}
+
+// RevisionsDir is the directory of the revision histories of Profiles and
+// Members (internal/rollout), one file per object.
+func (l Layout) RevisionsDir() string { return l.path(revisionsDir) }
+
+// Revisions is the revision history of the object of kind (profile or
+// member, lower case) named name, in [Layout.RevisionsDir]:
+// KIND.NAME.json. A name that starts with a dot is never an object's:
+// temporary files of interrupted writes are dot-files.
+func (l Layout) Revisions(kind, name string) string {
+	return l.path(revisionsDir, kind+"."+name+recordSuffix)
 }
 
 // Harness is the directory of member name's harness config files.

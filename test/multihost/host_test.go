@@ -197,7 +197,7 @@ func (h *fleetHost) kill() {
 	proxies := h.proxies
 	h.mu.Unlock()
 	for _, p := range proxies {
-		p.cut()
+		p.Cut()
 	}
 	h.stop()
 }
