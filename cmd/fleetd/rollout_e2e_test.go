@@ -94,6 +94,7 @@ func (f *liveFleetd) panes(t *testing.T) map[string]string {
 // profile and of a member, and a rollout a failed replacement stopped
 // (status exits 1). Issue 21 item 4.
 func TestRollout_EverySubcommandThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	f := startFleetd(t, map[string]string{"profiles.yaml": rolloutProfile("sonnet"), "members.yaml": rolloutMembers},
 		func(c *daemon.Config) { c.SimReadyDelay = 300 * time.Millisecond })
 	f.waitReady(t, "alpha", "bravo")
@@ -194,6 +195,7 @@ func TestRollout_EverySubcommandThroughTheBinary(t *testing.T) {
 
 // Usage errors exit 2 with the problem and the usage line.
 func TestRollout_UsageErrors(t *testing.T) {
+	t.Parallel()
 	checkUsageErrors(t, []usageCase{
 		{"no object", []string{"rollout", "status"}, 2, "fleetd rollout status: missing the resource type (profile/NAME|member/NAME)\nUsage: fleetd rollout status profile/NAME|member/NAME [flags]\n"},
 		{"a tenant", []string{"rollout", "history", "tenant/acme"}, 2, "fleetd rollout history: unknown resource type \"tenant\"; rollouts are of profiles and members\nUsage: fleetd rollout history profile/NAME|member/NAME [flags]\n"},

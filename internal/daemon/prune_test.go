@@ -16,6 +16,7 @@ import (
 // most members' files removed by hand at once are held — listed by GET
 // /prune, still running — until POST /prune/confirm prunes them.
 func TestPrune_DeletesThroughTheAPIPassFilesRemovedAtOnceAreHeld(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, "")
 	for _, n := range []string{"a", "b", "c", "d"} {
 		f.spawn(n)

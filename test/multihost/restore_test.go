@@ -134,6 +134,7 @@ func closedSince(srv *herdrsim.Server, mark int) int {
 // stopped) accepts the empty etcd: the next start is ready and holds the
 // members' prune (nothing closed at once) until `fleetd prune --confirm`.
 func TestEtcdRestoredEmpty_NothingClosedUntilAccepted(t *testing.T) {
+	t.Parallel()
 	old, _ := ownEtcd(t)
 	srv, err := validated.Start(&herdrsim.Options{SocketPath: filepath.Join(t.TempDir(), "herdr.sock"), InitialWorkspace: true})
 	if err != nil {
@@ -225,6 +226,7 @@ func conditionOf(m v1alpha1.Member, typ string) v1alpha1.Condition {
 // where a create answered 409 although it was stored, and a delete of the
 // listed m3 answered 404.
 func TestEtcdRestoredUnderARunningNode_WritesRefusedNothingClosed(t *testing.T) {
+	t.Parallel()
 	fleetEtcd, fleetCli := ownEtcd(t)
 	proxy, err := etcdtest.StartProxy(fleetEtcd.Endpoint(0))
 	if err != nil {
