@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest"
 )
 
 // openState opens a state database at path, closed when the test ends.
@@ -59,28 +59,13 @@ func TestOwnBook_RecordsOutliveTheProcess(t *testing.T) {
 	}
 }
 
-// failingFile fails every write while fail is set.
-type failingFile struct {
-	statedb.File
-	fail *atomic.Bool
-}
-
-func (f *failingFile) Write(p []byte) (int, error) {
-	if f.fail.Load() {
-		return 0, errors.New("disk full")
-	}
-	return f.File.Write(p)
-}
-
 // A put the disk refuses returns the error and records nothing, in memory
 // either: the caller closes the tab it created rather than run an agent in
 // a pane no restart would adopt.
 func TestOwnBook_AFailedPutRecordsNothing(t *testing.T) {
 	t.Parallel()
 	var fail atomic.Bool
-	db := openState(t, filepath.Join(t.TempDir(), "state.journal"), &statedb.Options{Wrap: func(f statedb.File) statedb.File {
-		return &failingFile{File: f, fail: &fail}
-	}})
+	db := openState(t, filepath.Join(t.TempDir(), "state.journal"), &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)})
 	b, err := loadOwnership(db)
 	if err != nil {
 		t.Fatal(err)

@@ -38,13 +38,27 @@ func damagedJournal(t *testing.T) (stateDir string, at int) {
 		}
 	}
 	core.Close()
-	path := messaging.JournalPath(dir)
-	data, _ := os.ReadFile(path)
-	i := strings.Index(string(data), `"two"`)
-	at = strings.LastIndex(string(data[:i]), "\n") + 1
-	data[i+2] = 'X'
-	os.WriteFile(path, data, 0o600)
-	return stateDir, at
+	return stateDir, damageLine(t, messaging.JournalPath(dir), `"two"`)
+}
+
+// damageLine changes a byte of the first line of the file at path that
+// holds marker (the second byte of the marker) and returns the line's
+// byte offset.
+func damageLine(t *testing.T, path, marker string) (at int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(data), marker)
+	if i < 0 {
+		t.Fatalf("%s holds no %s", path, marker)
+	}
+	data[i+1] = 'X'
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return strings.LastIndex(string(data[:i]), "\n") + 1
 }
 
 func TestJournal_CheckReportsDamageAndRepairKeepsIntactRecords(t *testing.T) {
@@ -110,12 +124,7 @@ func damagedStateDB(t *testing.T) (stateDir string, at int) {
 		}
 	}
 	db.Close()
-	data, _ := os.ReadFile(path)
-	i := strings.Index(string(data), `"k":"two"`)
-	at = strings.LastIndex(string(data[:i]), "\n") + 1
-	data[i+5] = 'X'
-	os.WriteFile(path, data, 0o600)
-	return stateDir, at
+	return stateDir, damageLine(t, path, `"two"`)
 }
 
 // fleetd journal covers the state database as it covers the message

@@ -45,6 +45,7 @@ var notInFleetd = []string{
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated",
 	"go.etcd.io/etcd/server",
 	"github.com/fleetd-dev/fleetd/internal/etcdtest",
+	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest",
 }
 
 // allowed is fleetd's package graph, the one place it is written down:
@@ -76,6 +77,8 @@ var allowed = Graph{
 	// durable per-member state kept in one.
 	"internal/journal": {"internal/statedir"},
 	"internal/statedb": {"internal/atomicfile", "internal/journal", "internal/statedir"},
+	// statedbtest: a file layer that fails writes, for tests.
+	"internal/statedb/statedbtest": {"internal/statedb"},
 	// git, run with fixed arguments; gitrepotest makes throwaway
 	// repositories for tests.
 	"internal/gitrepo":             {},
@@ -194,7 +197,7 @@ var allowed = Graph{
 var layers = []Layer{
 	// The leaves: no fleetd behaviour, only what every layer shares.
 	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
-		"internal/statedir", "internal/journal", "internal/statedb", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
+		"internal/statedir", "internal/journal", "internal/statedb", "internal/statedb/statedbtest", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
 	// The API objects, their decoding and what is a pure function of them:
 	// the store's contract, the MCP plan, the subscription guard, the
 	// legacy migration.

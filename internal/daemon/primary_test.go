@@ -37,30 +37,12 @@ func startPrimaryAgent(t *testing.T, ctx context.Context, srv *herdrsim.Server) 
 	return pane, typed
 }
 
-// runDaemonOn runs an in-process daemon against an external herdr.
+// runDaemonOn runs an in-process daemon against an external herdr until
+// the test ends (serveInProcess).
 func runDaemonOn(t *testing.T, cfg Config) Info {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan Info, 1)
-	done := make(chan error, 1)
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Ready = func(i Info) { ready <- i }
-	go func() { done <- Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case info := <-ready:
-		return info
-	case err := <-done:
-		t.Fatalf("Run ended before listening: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon did not start listening")
-	}
-	return Info{}
+	info, _ := serveInProcess(t, cfg)
+	return info
 }
 
 // TestPrimaryPane_RepliesNobodyWaitsForAreTypedIntoIt: a reply nobody waits

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -423,25 +424,12 @@ func TestRegistry_ConcurrentChangesAreAllDurable(t *testing.T) {
 	}
 }
 
-// failingFile fails every write while fail is set.
-type failingFile struct {
-	statedb.File
-	fail *atomic.Bool
-}
-
-func (f *failingFile) Write(p []byte) (int, error) {
-	if f.fail.Load() {
-		return 0, errors.New("disk full")
-	}
-	return f.File.Write(p)
-}
-
 // A failed write undoes the mint: the token is neither returned nor
 // resolvable, and the registry keeps working once the disk is back.
 func TestRegistry_MintRollsBackOnWriteFailure(t *testing.T) {
 	dir := t.TempDir()
 	var fail atomic.Bool
-	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: func(f statedb.File) statedb.File { return &failingFile{File: f, fail: &fail} }}), nil)
+	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
