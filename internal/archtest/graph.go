@@ -129,7 +129,7 @@ var allowed = Graph{
 	// client, each key space through the informer; etcdtest embeds etcd's
 	// server for tests (see notInFleetd).
 	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", "internal/etcd/informer", etcdClient, etcdAPI},
-	"internal/etcdtest":        {etcdServer, zap, goleak},
+	"internal/etcdtest":        {"internal/notify", etcdServer, zap, goleak},
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
 	// fleet's nodes, statuses, token and view, which the daemon wires.

@@ -13,6 +13,11 @@
 // Restart take single members down and up on their data and ports;
 // RestartAll brings a lost quorum back.
 //
+// [Proxy] sits between a client and one member and injects the network's
+// faults — a black hole, a half-open connection, a delay, a cut — for the
+// tests of what a node does when its connection to etcd fails (its fence:
+// internal/fleet).
+//
 // This package links etcd's server. It is for tests and the demo helper
 // command only: the fleetd binary never imports it (internal/archtest
 // checks that the binary links nothing of go.etcd.io/etcd/server).

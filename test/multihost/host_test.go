@@ -19,6 +19,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 )
 
@@ -70,7 +71,7 @@ type fleetHost struct {
 
 	mu      sync.Mutex
 	node    *fleetNode // nil while the node is down
-	proxies []*etcdProxy
+	proxies []*etcdtest.Proxy
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -149,7 +150,7 @@ func (f *hostFleet) up() []*fleetHost {
 func (h *fleetHost) start() {
 	tb := h.f.tb
 	tb.Helper()
-	var proxies []*etcdProxy
+	var proxies []*etcdtest.Proxy
 	var endpoints []string
 	for _, e := range cluster.Endpoints() {
 		p := startProxy(tb, e)
@@ -193,7 +194,7 @@ func (h *fleetHost) kill() {
 	proxies := h.proxies
 	h.mu.Unlock()
 	for _, p := range proxies {
-		p.cut()
+		p.Cut()
 	}
 	h.stop()
 }

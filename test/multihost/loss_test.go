@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -19,67 +17,26 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 )
 
-// etcdProxy forwards TCP to one etcd member until cut: then every
-// connection through it drops and no new one is taken, as when a machine
-// dies. A node on it whose fleetd is stopped after the cut cannot revoke
-// its lease, which expires.
-type etcdProxy struct {
-	l     net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startProxy(t testing.TB, endpoint string) *etcdProxy {
+// startProxy starts a fault-injecting proxy (internal/etcdtest) to one
+// etcd member (its client URL), closed when the test ends. Cut drops every
+// connection through it and takes no new one, as when a machine dies: a
+// node on it whose fleetd is stopped after the cut cannot revoke its
+// lease, which expires.
+func startProxy(t testing.TB, endpoint string) *etcdtest.Proxy {
 	t.Helper()
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := etcdtest.StartProxy(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &etcdProxy{l: l}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", u.Host)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(up, c); up.Close() }()
-			go func() { defer p.wg.Done(); io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.cut)
+	t.Cleanup(p.Close)
 	return p
-}
-
-func (p *etcdProxy) URL() string { return "http://" + p.l.Addr().String() }
-
-// cut drops every connection and takes no new one.
-func (p *etcdProxy) cut() {
-	p.l.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // runDaemon runs a daemon with cfg (its herdr given by the caller; on
@@ -194,7 +151,7 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	}
 
 	// Kill a: cut from etcd, then stopped; its lease expires.
-	proxy.cut()
+	proxy.Cut()
 	stopA()
 	lost := b.untilNode(t, "a", "NotReady (NodeLost)", func(n v1alpha1.Node) bool { return n.ReadyCondition().Reason == v1alpha1.ReasonNodeLost })
 	if lost.ReadyCondition().Status != v1alpha1.ConditionFalse || lost.Status.Members != 2 {

@@ -153,7 +153,7 @@ func TestStatus_AKilledNodesMembersShowNodeLost(t *testing.T) {
 		t.Fatalf("POST /members?wait=true = %d %s", code, body)
 	}
 
-	proxy.cut()
+	proxy.Cut()
 	stopB()
 	m := a.untilMember(t, "onb", "NodeLost", func(m v1alpha1.Member) bool { return readyOf(m).Reason == v1alpha1.ReasonNodeLost })
 	if m.Status.Phase == v1alpha1.PhaseReady || m.Status.PaneID != "" || readyOf(m).Status != v1alpha1.ConditionUnknown || m.Status.NodeName != "b" {
