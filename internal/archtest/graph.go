@@ -123,7 +123,7 @@ var allowed = Graph{
 	// reader of a key space (list, watch, relist), the node's one lease.
 	"internal/retry":         {"internal/clock", backoff},
 	"internal/etcd/informer": {"internal/clock", "internal/notify", "internal/retry", etcdClient, etcdAPI, grpc},
-	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient},
+	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient, etcdAPI},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client, each key space through the informer; etcdtest embeds etcd's
