@@ -138,6 +138,11 @@ type Options struct {
 	// ran on another node until now — resumes the one kept there, and
 	// every session this node remembers is kept there too (resume.go).
 	Sessions SessionKeeper
+	// Fence, if set, is this node's hold on its members in a fleet on
+	// etcd (internal/fleet's Fence): while it cannot confirm a member is
+	// still its own nothing is started for it, and past its fence
+	// deadline the member's tab closes at once (fence.go).
+	Fence Fence
 	// Registerer receives the metrics when Metrics is nil.
 	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of creating series on Registerer

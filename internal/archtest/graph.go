@@ -134,7 +134,7 @@ var allowed = Graph{
 	// through an interface it declares (package fleet implements it); the
 	// fleet's nodes, statuses, token and view, which the daemon wires.
 	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient},
-	"internal/fleet": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
+	"internal/fleet": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
 		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.

@@ -42,6 +42,10 @@ type backend struct {
 	// fleet reads them; nil for the directory (the state directory keeps
 	// them).
 	sessions controllers.SessionKeeper
+	// fence is the node's hold on its members in a fleet (its lease
+	// unconfirmed: hold every prompt and start; past its deadline: close
+	// the panes another node may take over); nil for the directory.
+	fence *fleet.Fence
 	// close releases what the backend holds once every part stopped.
 	close func()
 	// onNode adds what the backend runs on this node once its controllers
@@ -118,7 +122,11 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 		}
 		return nil, err
 	}
-	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version}
+	instance, err := fleet.LoadInstance(state)
+	if err != nil {
+		return nil, err
+	}
+	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version, Instance: instance}
 	if f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo); err != nil {
 		return nil, err
 	}
@@ -129,6 +137,8 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 	}
 	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
 	f.agentSessions = fleet.NewSessions(cli, fo)
+	f.fence = fleet.NewFence(f.sessions, f.reg, f.store.BindingsRevision, &fleet.FenceOptions{Options: *fo, Client: cli, Node: cfg.Node,
+		RescheduleAfter: cmp.Or(cfg.RescheduleAfter, scheduler.DefaultRescheduleAfter)})
 	// Read once before serving, as the directory store does, so that the
 	// first requests see the fleet rather than an empty one (and a member
 	// moved here resumes its agent's session from the start).
@@ -140,7 +150,7 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 	if err := f.token.Adopt(ctx, toks, state, cfg.Node); err != nil {
 		return nil, err
 	}
-	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, close: func() { cli.Close() }, onNode: f.onNode,
+	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, fence: f.fence, close: func() { cli.Close() }, onNode: f.onNode,
 		source: fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
 }
 
@@ -159,6 +169,7 @@ type etcdFleet struct {
 	token    *fleet.Token
 	// agentSessions are the members' agent sessions kept for the fleet.
 	agentSessions *fleet.Sessions
+	fence         *fleet.Fence
 }
 
 // onNode adds on the node the fleet view (what the gateway and the console
@@ -177,7 +188,9 @@ func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts
 	publisher := &fleet.StatusPublisherOptions{Options: fleet.Options{Prefix: f.prefix, RequestTimeout: f.cfg.RequestTimeout, Logger: f.log}, Node: f.cfg.Node}
 	sched := &scheduler.Options{Prefix: f.prefix, Candidate: f.cfg.Node, RequestTimeout: f.cfg.RequestTimeout, RescheduleAfter: f.cfg.RescheduleAfter, Logger: f.log}
 	return &nodeParts{members: view, waiter: view, desired: f.store.Fleet(), messages: relay, nodes: f.nodes, run: []func(context.Context) error{
-		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, f.agentSessions.Run, relay.Run,
+		f.sessions.Run, f.nodes.Run,
+		func(ctx context.Context) error { return f.reg.Run(ctx, f.nodes) },
+		func(ctx context.Context) error { return f.fence.Run(ctx, f.store.BindingsChanged) }, f.statuses.Run, f.token.Run, f.agentSessions.Run, relay.Run,
 		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
 		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },
 		func(ctx context.Context) error { view.Run(ctx); return nil },

@@ -16,6 +16,7 @@
 //	messages/                0700  the messaging journal's directory (internal/messaging);
 //	messages/messaging.journal 0600  the journal itself, named by package messaging
 //	prompts-delivered.json   0600  members whose spec.prompt was delivered (internal/messaging)
+//	node-id                  0600  the directory's identity as a node of a fleet on etcd (internal/fleet)
 //	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)
 //
 // Every directory is created with [DirMode] and every file with [FileMode]:

@@ -27,6 +27,7 @@ const (
 	harnessDir   = "harness"
 	messagesDir  = "messages"
 	promptsFile  = "prompts-delivered.json"
+	nodeIDFile   = "node-id"
 	simDir       = "sim"
 	simSocket    = "herdr.sock"
 	recordSuffix = ".json"
@@ -120,6 +121,12 @@ func (l Layout) Messages() string { return l.path(messagesDir) }
 
 // Prompts records which members' spec.prompt was delivered.
 func (l Layout) Prompts() string { return l.path(promptsFile) }
+
+// NodeID holds this state directory's identity as a node of a fleet on
+// etcd (internal/fleet): kept across restarts, so that a fleetd started
+// again on it takes its node's registration over at once, while another
+// fleetd with the same node name is refused.
+func (l Layout) NodeID() string { return l.path(nodeIDFile) }
 
 // SimSocket is the socket of the embedded simulated herdr; its directory
 // is the caller's to create (with [DirMode]).

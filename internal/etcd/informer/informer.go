@@ -40,6 +40,8 @@ type Item[E any] struct {
 	Value          E
 	ModRevision    int64
 	CreateRevision int64
+	// Lease is the lease the key is under; 0 for none.
+	Lease int64
 }
 
 // Options configure an [Informer]. Client, Prefix and Decode are required.
@@ -269,7 +271,7 @@ func (i *Informer[E]) decode(kv *mvccpb.KeyValue, prev map[string]Item[E]) (Item
 		return old, true
 	}
 	v, ok := i.o.Decode(kv, old.Value, had)
-	return Item[E]{Value: v, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}, ok
+	return Item[E]{Value: v, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}, ok
 }
 
 // published runs OnChange, then publishes rev (unless 0) and fires
