@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -181,7 +182,7 @@ func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts
 	state := fleet.NewState(f.store, f.nodes, f.statuses)
 	view := fleet.NewView(mgr, state, f.cfg.Node)
 	local := fleet.NewLocalStatuses(mgr, core)
-	relay, err := newRelay(core, f.cli, f.sessions, f.store, view, f.cfg, mopts, f.log)
+	relay, err := newRelay(core, f.cli, f.sessions, f.store, f.nodes, view, f.cfg, mopts, f.log)
 	if err != nil {
 		return nil, err
 	}
@@ -219,14 +220,18 @@ func (h herdrSide) Changed() <-chan struct{} { return h.mgr.Changed() }
 // newRelay is the gateway's messaging on a fleet in etcd: the node's core
 // for its own members, etcd for the others' (package fleetmsg), the calls
 // it holds under the node's lease. A member's node is its binding as the
-// store last read it; its messaging state is what that node publishes
-// (fleet.View.RemoteWorker).
-func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Session, st *etcdstore.Store, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
+// store last read it, lost when nodes say so; its messaging state is what
+// that node publishes (fleet.View.RemoteWorker).
+func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Session, st *etcdstore.Store, nodes *fleet.Nodes, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
 	return fleetmsg.New(core, &fleetmsg.Options{
 		Client: cli, Session: sessions, Prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix), Node: cfg.Node,
 		Locate: func(member string) (string, bool) {
 			b, ok := st.Bound(member)
 			return b.Node, ok
+		},
+		NodeLost: func(node string) (time.Time, bool) {
+			since, lost := nodes.Lost()[node]
+			return since, lost
 		},
 		RemoteStatus: func(member, _ string) (messaging.WorkerStatus, bool) { return view.RemoteWorker(member) },
 		PrimaryName:  mcp.PrimaryName, Logger: log, RequestTimeout: cfg.RequestTimeout,
