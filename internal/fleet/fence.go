@@ -38,8 +38,11 @@ import (
 // margin covers what could make the node's count end after the
 // scheduler's: clock rates (FenceClockRate of TTL + RescheduleAfter: the
 // node, etcd's leader and the scheduler each measure a duration on their
-// own clock) and the closing itself (FenceCloseTime: herdr's tab.close
-// for each member, queued on the controllers' workers). The node counts
+// own clock) and the closing itself (FenceCloseTime, at most half the
+// grace: herdr's tab.close for each member, queued on the controllers'
+// workers). With the defaults (TTL 10 s, --reschedule-after 5m) the node
+// closes them 10 s + 5m − 11.2 s after its last renewal, 11.2 s before
+// another node may start them. The node counts
 // on the longer of its monotonic and wall clocks (session.Since), so that
 // a machine that slept through the deadline closes at once when it
 // wakes.
@@ -114,7 +117,7 @@ func NewFence(sessions *session.Session, reg *Registration, bindings func() int6
 	fo := *opts
 	o := fo.Options.withDefaults()
 	ttl := sessions.TTL()
-	margin := FenceCloseTime + time.Duration(FenceClockRate*float64(ttl+fo.RescheduleAfter))
+	margin := min(FenceCloseTime, fo.RescheduleAfter/2) + time.Duration(FenceClockRate*float64(ttl+fo.RescheduleAfter))
 	f := &Fence{cli: fo.Client, sessions: sessions, reg: reg, bindings: bindings, node: fo.Node, o: o,
 		holdAt: 2 * sessions.RenewEvery(), loseAt: max(ttl, ttl+fo.RescheduleAfter-margin), takeover: ttl + fo.RescheduleAfter,
 		basis: sessions.Renewal().Sent}

@@ -47,7 +47,7 @@ func watchLiveAgents(f *hostFleet) *liveAgents {
 
 func (w *liveAgents) sample() {
 	where := map[string][]string{}
-	for _, h := range w.f.hosts {
+	for _, h := range w.f.up() { // a killed node's herdr is a dead machine's
 		for name := range h.panes() {
 			where[name] = append(where[name], h.name)
 		}
