@@ -86,7 +86,18 @@ func TestFence_HoldsThenLosesItsMembersBeforeAnotherNodeMayTakeThem(t *testing.T
 	}
 
 	p.Pass()
-	until(t, "confirmed again", fence.Changed, func() bool { return fence.Hold() == nil })
+	confirmed := func() bool { return fence.Hold() == nil }
+	for deadline := time.Now().Add(waitLimit); !confirmed(); {
+		ch := fence.Changed()
+		if time.Now().After(deadline) {
+			t.Fatalf("not confirmed again within %s: %v; registration %+v, lease %+v, bindings read up to %d",
+				waitLimit, fence.Hold(), reg.Registered(), sess.Renewal(), st.BindingsRevision())
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Until(deadline) + time.Millisecond):
+		}
+	}
 	if r := reg.Registered(); r.Lease != sess.Current().Lease() || st.BindingsRevision() < r.Since {
 		t.Errorf("confirmed with registration %+v, lease %x, bindings read up to %d", r, sess.Current().Lease(), st.BindingsRevision())
 	}

@@ -34,7 +34,11 @@ type Registration struct {
 	key      string // PREFIX/nodes/NAME
 	o        Options
 
-	mu       sync.Mutex // serialises the writes; held over their etcd requests, never by a request handler
+	// writeMu serialises the writes; held over their etcd requests. mu
+	// guards the fields below and is never held over a request: the
+	// fence reads Registered on every reconcile.
+	writeMu  sync.Mutex
+	mu       sync.Mutex
 	info     NodeInfo
 	sent     string           // the registration as last written to etcd
 	lease    clientv3.LeaseID // the lease it was written under
@@ -79,17 +83,24 @@ func Register(ctx context.Context, cli *clientv3.Client, sessions *session.Sessi
 // holds now (at, as last read; nil: read it) unless that is another
 // instance's under a live lease.
 func (r *Registration) register(ctx context.Context, lease clientv3.LeaseID, at *mvccpb.KeyValue) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	data, err := json.Marshal(r.info)
+	r.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("encode node %s: %w", r.name, err)
 	}
 	for range 3 {
 		over := clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0)
 		if at != nil {
-			if err := r.holder(at); err != nil {
+			r.mu.Lock()
+			err := r.holder(at)
+			if err != nil {
 				r.setConflict(err)
+			}
+			r.mu.Unlock()
+			if err != nil {
 				return err
 			}
 			over = clientv3.Compare(clientv3.ModRevision(r.key), "=", at.ModRevision)
@@ -101,7 +112,9 @@ func (r *Registration) register(ctx context.Context, lease clientv3.LeaseID, at 
 			return fmt.Errorf("register node %s: %w: %w", r.name, etcdstore.ErrUnavailable, err)
 		}
 		if resp.Succeeded {
+			r.mu.Lock()
 			r.wrote(lease, string(data), resp.Header.Revision)
+			r.mu.Unlock()
 			return nil
 		}
 		at = nil
@@ -115,7 +128,7 @@ func (r *Registration) register(ctx context.Context, lease clientv3.LeaseID, at 
 // holder returns why kv, the node's key, is not this node's to write: it
 // names another instance and is under a lease that lives (etcd deletes a
 // key whose lease expired). nil for this instance's own, for one written
-// by hand (no lease), and for one that does not decode.
+// by hand (no lease), and for one that does not decode. Callers hold r.mu.
 func (r *Registration) holder(kv *mvccpb.KeyValue) error {
 	var other NodeInfo
 	if kv.Lease == 0 || clientv3.LeaseID(kv.Lease) == r.lease || json.Unmarshal(kv.Value, &other) != nil ||
@@ -189,6 +202,31 @@ func (r *Registration) Info() NodeInfo {
 // etcdstore.ErrUnavailable; the new info is kept either way, so the next
 // registration (after a lost lease) publishes it.
 func (r *Registration) Update(ctx context.Context, change func(*NodeInfo)) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	data, lease, rev, write, err := r.edit(change)
+	if err != nil || !write {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	resp, err := r.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", rev)).
+		Then(clientv3.OpPut(r.key, data, clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		return fmt.Errorf("update node %s: %w: %w", r.name, etcdstore.ErrUnavailable, err)
+	}
+	if resp.Succeeded {
+		r.mu.Lock()
+		r.wrote(lease, data, resp.Header.Revision)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// edit applies Update's change to the info, and says whether to write it
+// and over which write (lease and revision: only writes change them, and
+// the caller holds writeMu).
+func (r *Registration) edit(change func(*NodeInfo)) (data string, lease clientv3.LeaseID, rev int64, write bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := r.info
@@ -200,27 +238,17 @@ func (r *Registration) Update(ctx context.Context, change func(*NodeInfo)) error
 		next.Herdr.Since = &now
 	}
 	if err := next.check(); err != nil {
-		return err
+		return "", 0, 0, false, err
 	}
-	data, err := json.Marshal(next)
+	b, err := json.Marshal(next)
 	if err != nil {
-		return fmt.Errorf("encode node %s: %w", r.name, err)
+		return "", 0, 0, false, fmt.Errorf("encode node %s: %w", r.name, err)
 	}
 	r.info = next
-	if string(data) == r.sent || r.conflict != nil {
-		return nil
+	if string(b) == r.sent || r.conflict != nil {
+		return "", 0, 0, false, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
-	defer cancel()
-	resp, err := r.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", r.rev)).
-		Then(clientv3.OpPut(r.key, string(data), clientv3.WithLease(r.lease))).Commit()
-	if err != nil {
-		return fmt.Errorf("update node %s: %w: %w", r.name, etcdstore.ErrUnavailable, err)
-	}
-	if resp.Succeeded {
-		r.wrote(r.lease, string(data), resp.Header.Revision)
-	}
-	return nil
+	return string(b), r.lease, r.rev, true, nil
 }
 
 // Run keeps the node registered until ctx ends: again under every new
@@ -273,6 +301,9 @@ func (r *Registration) next(nodes *Nodes) (lease clientv3.LeaseID, at *mvccpb.Ke
 		return 0, nil, false // wait for a lease
 	}
 	lease = sess.Lease()
+	// After any write in flight: its key, read back, is this node's own.
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
 	it, there := nodes.inf.Get(r.key)
 	seen := nodes.inf.Revision()
 	r.mu.Lock()

@@ -11,8 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/fleetd-dev/fleetd/internal/etcd/session"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // nextEvent returns the next event of a watch, or fails the test.
@@ -220,4 +223,56 @@ func TestRegistration_WritesItsKeyAgainWhenSomeoneElseChangesIt(t *testing.T) {
 	}
 	watchUntil("registered again once the other's key went", ours)
 	until(t, "the conflict cleared", reg.Changed, func() bool { return reg.Registered().Conflict == nil })
+}
+
+// A registration write waiting on etcd holds no reader: Registered (which
+// the fence reads on every reconcile) and Info answer at once while an
+// Update's request is lost in a partition (before, both waited the
+// request's timeout).
+func TestRegistration_ReadersDoNotWaitForAWriteInFlight(t *testing.T) {
+	f := newFixture(t)
+	p, err := etcdtest.StartProxy(strings.TrimPrefix(cluster.Endpoints()[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	const timeout = 3 * time.Second
+	sess := session.New(cli, &session.Options{TTL: 10 * time.Second, RequestTimeout: timeout, Logger: quiet})
+	if err := sess.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.run(sess.Run)
+	reg, err := Register(context.Background(), cli, sess, NodeInfo{Name: "laptop"}, &Options{Prefix: f.prefix, Logger: quiet, RequestTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BlackHole()
+	defer p.Pass()
+	updated := make(chan error, 1)
+	go func() {
+		updated <- reg.Update(context.Background(), func(i *NodeInfo) { i.Labels = map[string]string{"zone": "b"} })
+	}()
+	// Read until the update's new info shows (its request then waits on
+	// etcd), and a while after; every read answers at once.
+	var seen time.Time
+	for seen.IsZero() || time.Since(seen) < timeout/2 {
+		start := time.Now()
+		_ = reg.Registered()
+		info := reg.Info()
+		if took := time.Since(start); took > timeout/3 {
+			t.Fatalf("Registered and Info took %s while a write waited on etcd; want at once", took)
+		}
+		if seen.IsZero() && info.Labels["zone"] == "b" {
+			seen = time.Now()
+		}
+		time.Sleep(5 * time.Millisecond) // the readers' pace; not a wait for a condition
+	}
+	if err := <-updated; !errors.Is(err, etcdstore.ErrUnavailable) {
+		t.Errorf("Update through a partition = %v; want ErrUnavailable", err)
+	}
 }
