@@ -209,6 +209,7 @@ func (f *Fence) Changed() <-chan struct{} { return f.changed.Changed() }
 // read, and the fence's deadlines, so that Changed fires when the state
 // changes, until ctx ends. It returns nil.
 func (f *Fence) Run(ctx context.Context, bindingsChanged func() <-chan struct{}) error {
+	asked := false // a progress request went out at the last wake, and the store is still behind
 	for {
 		renewed, registered, bound := f.sessions.RenewalChanged(), f.reg.Changed(), bindingsChanged()
 		v := f.check()
@@ -225,12 +226,19 @@ func (f *Fence) Run(ctx context.Context, bindingsChanged func() <-chan struct{})
 			f.changed.Notify()
 		}
 		if v.behind && f.cli != nil {
-			// Asked again at the next wake, a renewal later at most.
+			// Asked again at the next wake, a renewal later at most. A
+			// request unanswered since the last wake may wait on a watch
+			// that began at etcd's newest revision: a write of the
+			// registration moves the revision past it (Touch).
 			next = f.o.Clock.Now().Add(f.sessions.RenewEvery())
+			if asked {
+				_ = f.reg.Touch(ctx) // failing, asked again at the next wake
+			}
 			pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), f.o.RequestTimeout)
 			_ = f.cli.RequestProgress(pctx) // the informers' watches: same stream
 			cancel()
 		}
+		asked = v.behind && f.cli != nil
 		var wake <-chan time.Time
 		stop := func() {}
 		if v.state != fenceLosing || v.behind {

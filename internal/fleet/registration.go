@@ -223,6 +223,36 @@ func (r *Registration) Update(ctx context.Context, change func(*NodeInfo)) error
 	return nil
 }
 
+// Touch writes the registration again as it is (over this node's own
+// last write only), so that etcd's revision moves: etcd answers a watch
+// stream's progress request only once its revision reaches the start of
+// every watch on the stream, and a watch that began at the newest
+// revision of a quiet fleet waits for the next write. The fence uses it
+// when its store does not hear that it has read the bindings.
+func (r *Registration) Touch(ctx context.Context) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	r.mu.Lock()
+	data, lease, rev, ok := r.sent, r.lease, r.rev, r.sent != "" && r.conflict == nil
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	resp, err := r.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", rev)).
+		Then(clientv3.OpPut(r.key, data, clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		return fmt.Errorf("touch node %s: %w: %w", r.name, etcdstore.ErrUnavailable, err)
+	}
+	if resp.Succeeded {
+		r.mu.Lock()
+		r.wrote(lease, data, resp.Header.Revision)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
 // edit applies Update's change to the info, and says whether to write it
 // and over which write (lease and revision: only writes change them, and
 // the caller holds writeMu).
