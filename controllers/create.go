@@ -8,6 +8,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
 )
 
 // create decides when a member without a pane gets one, and makes it:
@@ -15,7 +16,8 @@ import (
 // what the status says whatever the member's failures and backoff; not
 // before the member or its profile changes when it failed for good
 // (restartPolicy Never, a spec herdr cannot launch); not before its
-// restart backoff ran out (failed set it); else now (createPane).
+// restart backoff ran out (failed set it); not for a member whose
+// prune is held (createGate); else now (createPane).
 func (r *memberReconcile) create() (Result, error) {
 	if r.snap.Stale != nil {
 		return r.stale()
@@ -27,6 +29,9 @@ func (r *memberReconcile) create() (Result, error) {
 	if now := r.m.o.Clock.Now(); now.Before(r.rt.nextAttempt) {
 		r.write()
 		return Result{RequeueAfter: r.rt.nextAttempt.Sub(now)}, nil
+	}
+	if r.createGate() { // prune.go
+		return Result{}, nil
 	}
 	return r.createPane()
 }
@@ -82,7 +87,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		return r.createFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
-		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem),
+		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem), Refs: r.refs(), Target: rollout.Target(p),
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID), Worktree: wt,
@@ -123,6 +128,7 @@ func invalidSpec(err error) bool {
 // unlaunchable marks a member Failed for a spec herdr refuses; it is not
 // retried until the member or its profile changes.
 func (r *memberReconcile) unlaunchable(err error) Result {
+	r.replacementFailed(err.Error()) // rollout.go
 	r.rt.failedGen, r.rt.failedProfile = r.mem.Generation, r.profile
 	r.rt.start = nil
 	r.event(v1alpha1.EventWarning, v1alpha1.ReasonInvalidSpec, err.Error())

@@ -91,6 +91,20 @@
 //     startup timeout while it waits. A herdr call that got no answer is
 //     retried on the member's own short backoff, not the queue's rate
 //     limit.
+//   - A Profile or Tenant change rolls out (rollout.go): the ownership
+//     record keeps a digest of what the launch took from the member's
+//     profile and tenant, and a member whose digest is outdated waits for
+//     a turn in its profile's rollout — at most spec.rollout.maxUnavailable
+//     of the profile's members (every node's, in a fleet) are being
+//     replaced, the next turn given once the new agent is Ready, in the
+//     same order on every node — then for its agent to be idle as a spec
+//     change does. A new agent that fails before it is Ready stops the
+//     rollout: a halt kept with the profile's revisions
+//     ([Options.Revisions], internal/rollout's store, which the caller's
+//     recorder fills), until it is resumed or the profile changes again.
+//     [Manager.Profile] is a profile with its status: its rollout as this
+//     node counts it (other nodes' members from their published statuses,
+//     [Manager.FollowPeers]).
 //   - What a pane is launched with (args, environment, plan, an opaque
 //     token handle) comes from a launch.Launcher (package
 //     controllers/launch, the one launch contract); fleetd passes
@@ -127,7 +141,12 @@
 // Stale (etcd unreachable or without quorum: another node may own the
 // member by now); running agents keep running, the member shows
 // Ready=Unknown, StoreUnavailable, and it converges when the store's
-// snapshot is current again. One daemon per
+// snapshot is current again; nor is a member pruned because a stale
+// snapshot lacks it (a lost store — etcd restored empty, say — lacks them
+// all). A member the store's prune hold keeps (store.Snapshot.PruneHeld:
+// its definition gone with most others at once) runs on, ManifestValid
+// False with reason PruneHeld and a Warning event, and gets no pane if it
+// has none; prune.go is both gates. One daemon per
 // state directory is enforced by the caller, which holds the directory's
 // lock (package statedir) while a Manager runs on it.
 //

@@ -261,15 +261,17 @@ func (r *memberReconcile) gracePeriod(obj *v1alpha1.Member) time.Duration {
 }
 
 // outdated reports whether the member's pane is to be taken to the
-// member's current definition: it runs an older one (specChanged), or a
+// member's current definition: it runs an older one (specChanged), or an
+// older one of its profile or tenant (refsOutdated, rollout.go), or a
 // restart was asked for.
 func (r *memberReconcile) outdated() bool {
-	return r.specChanged() || (r.memo.Update != nil && r.memo.Update.Restart)
+	return r.specChanged() || (r.memo.Update != nil && r.memo.Update.Restart) || r.refsOutdated()
 }
 
 // update takes the member's running agent to its current definition: a
 // change that needs no new agent is recorded as the pane's; one that does
-// is held while the snapshot is stale, waits for idle (the reconcile goes
+// is held while the snapshot is stale or the member's prune is held,
+// waits for idle (the reconcile goes
 // on with the running pane, Updating), or replaces the pane. done says the
 // reconcile ends with res and err.
 func (r *memberReconcile) update() (res Result, done bool, err error) {
@@ -288,6 +290,12 @@ func (r *memberReconcile) update() (res Result, done bool, err error) {
 		res, err := r.stale()
 		return res, true, err
 	}
+	if r.heldFromReplace() { // prune.go
+		return Result{}, false, nil
+	}
+	if wait, err := r.awaitTurn(); err != nil || wait { // rollout.go
+		return Result{}, err != nil, err
+	}
 	wait, err := r.replaceWhenIdle()
 	if err != nil || wait {
 		return Result{}, err != nil, err
@@ -299,16 +307,13 @@ func (r *memberReconcile) update() (res Result, done bool, err error) {
 }
 
 // needsNewAgent reports whether the member's current definition needs an
-// agent other than the running one: a restart was asked for, the member
-// is another object under the same name (uid), or what a launch is made
-// of differs (launchHash). A pane recorded before fleetd kept the hash
-// is replaced on any spec change, as it always was.
-func (r *memberReconcile) needsNewAgent() bool {
-	if r.memo.Update != nil && r.memo.Update.Restart {
-		return true
-	}
-	return r.rec.UID != r.mem.UID || r.rec.Launch == "" || r.rec.Launch != launchHash(r.mem)
-}
+// agent other than the running one: its own (ownChange: a restart was
+// asked for, the member is another object under the same name, or what a
+// launch is made of differs — launchHash; a pane recorded before fleetd
+// kept the hash is replaced on any spec change, as it always was), or
+// what its launch takes from its profile or tenant changed (refsOutdated,
+// which waits for a turn in the profile's rollout first).
+func (r *memberReconcile) needsNewAgent() bool { return r.ownChange() || r.refsOutdated() }
 
 // replaceWhenIdle starts the replacement's clock the first time (the
 // update strategy's maxWait from then; a later change keeps it) and
@@ -324,8 +329,11 @@ func (r *memberReconcile) replaceWhenIdle() (wait bool, err error) {
 	}
 	u := r.memo.Update
 	what := fmt.Sprintf("generation %d replaces the agent of generation %d", r.mem.Generation, r.rec.Generation)
-	if u.Restart && !r.specChanged() {
+	switch {
+	case u.Restart && !r.specChanged():
 		what = "a restart replaces the agent"
+	case !r.ownChange():
+		what = fmt.Sprintf("profile/%s's rollout replaces the agent", r.profile.Name)
 	}
 	r.waitFor(waitUpdating)
 	busy, _ := r.busyPane()
@@ -360,7 +368,10 @@ func (r *memberReconcile) replaceWhenIdle() (wait bool, err error) {
 // pane.
 func (r *memberReconcile) updated() error {
 	r.updateWaits = false
-	return r.remember(func(mm *memory) { mm.Update = nil })
+	return r.remember(func(mm *memory) {
+		r.replacedNow(mm) // a rollout's turn: the new agent must become Ready (rollout.go)
+		mm.Update = nil
+	})
 }
 
 // startUpdate records the waiting replacement in the member's memory:

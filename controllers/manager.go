@@ -16,6 +16,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/workqueue"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/notify"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -35,6 +36,8 @@ type Manager struct {
 	own      *ownBook
 	wt       *worktrees // members' git worktrees (worktree.go)
 	memory   *memoryBook
+	revs     rollout.Store // profiles' and members' revisions, profiles' halts
+	rolls    *rollouts     // the profiles' rollouts (rollout.go)
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that
@@ -111,6 +114,13 @@ func New(opts *Options) (*Manager, error) {
 	if m.memory, err = loadMemory(o.StateDir); err != nil {
 		return nil, err
 	}
+	m.rolls = newRollouts()
+	if m.revs = o.Revisions; m.revs == nil {
+		if m.revs, err = rollout.OpenDir(""); err != nil {
+			return nil, err
+		}
+	}
+	m.metrics.rollouts.follow(m)
 	m.created = map[string]CreatedWorkspace{}
 	for _, r := range own.all() {
 		if r.CreatedWorkspace != nil {
@@ -214,6 +224,11 @@ func (m *Manager) run(ctx context.Context) error {
 	if f := m.o.Fence; f != nil {
 		wg.Go(func() { m.followFence(ctx, f) })
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.followRollouts(ctx)
+	}()
 	if a := m.o.Activity; a != nil {
 		wg.Add(1)
 		go func() {
@@ -270,8 +285,8 @@ func (m *Manager) watchStore(ctx context.Context, changes <-chan struct{}) {
 	}
 }
 
-// changedMembers lists members whose object, profile, tenant, file errors
-// or existence differ between two snapshots.
+// changedMembers lists members whose object, profile, tenant, file errors,
+// prune hold or existence differ between two snapshots.
 func changedMembers(prev, next *store.Snapshot) []string {
 	if prev.Synced != next.Synced || (prev.Unreadable == nil) != (next.Unreadable == nil) || (prev.Stale == nil) != (next.Stale == nil) {
 		return unionNames(prev.Members, next.Members)
@@ -283,6 +298,8 @@ func changedMembers(prev, next *store.Snapshot) []string {
 		case a != b:
 			out = append(out, name)
 		case b == nil:
+		case prev.PruneHeld[name] != next.PruneHeld[name]: // held, or its hold ended
+			out = append(out, name)
 		case referencesChanged(prev, next, b):
 			out = append(out, name)
 		default:

@@ -40,6 +40,20 @@ type memory struct {
 	// current definition, or a restart, waiting for the agent to be
 	// idle; nil when none.
 	Update *updating `json:"update,omitempty"`
+	// Replaced is a replacement by a Profile's rollout whose new agent is
+	// not Ready yet (rollout.go): it holds its turn until it is, and stops
+	// the rollout if it fails first. nil when none.
+	Replaced *replaced `json:"replaced,omitempty"`
+}
+
+// replaced is a member's agent replaced by its profile's rollout, the new
+// one not Ready yet (rollout.go).
+type replaced struct {
+	Profile string `json:"profile"`
+	// Target is the rollout's target the new agent runs
+	// (rollout.Target): a failure stops only that rollout.
+	Target string    `json:"target"`
+	Since  time.Time `json:"since"`
 }
 
 // closing is a graceful close of a member's tab (graceful.go).
@@ -70,6 +84,9 @@ type updating struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Force: replace now (Manager.Expedite, Manager.Restart with now).
 	Force bool `json:"force,omitempty"`
+	// Rollout is the Profile whose rollout gave the replacement its turn
+	// (rollout.go); "" for the member's own update or a restart.
+	Rollout string `json:"rollout,omitempty"`
 }
 
 // memoryBook holds every member's memory, mirrored on disk: one file per
@@ -169,7 +186,9 @@ func (b *memoryBook) forget(name string) error {
 	return b.edit(name, func(m *memory) { *m = memory{} })
 }
 
-func (m memory) isZero() bool { return m.Session == nil && m.Close == nil && m.Update == nil }
+func (m memory) isZero() bool {
+	return m.Session == nil && m.Close == nil && m.Update == nil && m.Replaced == nil
+}
 
 // clone copies m deeply enough for edit: every pointer it holds.
 func (m memory) clone() memory {
@@ -183,6 +202,10 @@ func (m memory) clone() memory {
 	if m.Update != nil {
 		u := *m.Update
 		out.Update = &u
+	}
+	if m.Replaced != nil {
+		r := *m.Replaced
+		out.Replaced = &r
 	}
 	return out
 }

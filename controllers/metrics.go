@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,7 @@ type Metrics struct {
 	manifestErrors  prometheus.Gauge
 	queue           *workqueue.Metrics
 	cache           *herdrcache.Metrics
+	rollouts        *rolloutMetrics
 }
 
 // NewMetrics creates the series and registers them on reg (nil: created but
@@ -91,8 +93,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		manifestErrors: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetd_manifest_errors", Help: "Number of current problems in the manifests directory.",
 		}),
-		queue: workqueue.NewMetrics(reg),
-		cache: herdrcache.NewMetrics(reg),
+		queue:    workqueue.NewMetrics(reg),
+		cache:    herdrcache.NewMetrics(reg),
+		rollouts: newRolloutMetrics(),
 	}
 	for _, r := range []string{resultSuccess, resultError, resultRequeue, resultRequeueAfter} {
 		m.reconcileTotal.WithLabelValues(controllerName, r)
@@ -106,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.members, m.awaitingInput, m.waiting, m.restarts,
-			m.herdrRequests, m.herdrDuration, m.herdrUp, m.manifestErrors)
+			m.herdrRequests, m.herdrDuration, m.herdrUp, m.manifestErrors, m.rollouts, m.rollouts.replacements)
 	}
 	return m
 }
@@ -118,4 +121,82 @@ func (m *Metrics) HerdrObserver() func(method, code string, d time.Duration) {
 		m.herdrRequests.WithLabelValues(method, code).Inc()
 		m.herdrDuration.WithLabelValues(method).Observe(d.Seconds())
 	}
+}
+
+// Results of a rollout's replacement, the values of
+// fleetd_rollout_replacements_total's result label.
+const (
+	replacementReady  = "ready"
+	replacementFailed = "failed"
+)
+
+// rolloutMetrics are the profiles' rollouts as series: gauges read from
+// the Manager's profiles at each scrape (a collector, so that no status
+// write has to keep them), and a counter of replacements.
+type rolloutMetrics struct {
+	members, updated, replacing, paused, failed *prometheus.Desc
+	replacements                                *prometheus.CounterVec
+	profiles                                    atomic.Pointer[func() []v1alpha1.Profile]
+}
+
+func newRolloutMetrics() *rolloutMetrics {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"profile"}, nil)
+	}
+	return &rolloutMetrics{
+		members:   desc("fleetd_rollout_members", "Number of members that use the profile and are not paused."),
+		updated:   desc("fleetd_rollout_members_updated", "Number of the profile's members whose agent runs the profile (and its tenant) as it is now."),
+		replacing: desc("fleetd_rollout_members_replacing", "Number of the profile's members its rollout replaces now (a turn taken: waiting for the agent to be idle, or the new agent not Ready yet)."),
+		paused:    desc("fleetd_rollout_paused", "1 while the profile's rollout is paused by spec.rollout.paused, 0 otherwise."),
+		failed:    desc("fleetd_rollout_failed", "1 while the profile's rollout is stopped by a replacement that did not become Ready, 0 otherwise."),
+		replacements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetd_rollout_replacements_total",
+			Help: "Total number of member agents replaced by a profile's rollout, per profile and result (ready: the new agent became Ready; failed: it did not, and the rollout stopped).",
+		}, []string{"profile", "result"}),
+	}
+}
+
+// follow makes the gauges read m's profiles.
+func (r *rolloutMetrics) follow(m *Manager) {
+	f := m.Profiles
+	r.profiles.Store(&f)
+}
+
+// Describe implements prometheus.Collector.
+func (r *rolloutMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{r.members, r.updated, r.replacing, r.paused, r.failed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (r *rolloutMetrics) Collect(ch chan<- prometheus.Metric) {
+	f := r.profiles.Load()
+	if f == nil {
+		return
+	}
+	for _, p := range (*f)() {
+		st := p.Status
+		var paused, failed float64
+		for _, c := range st.Conditions {
+			if c.Type == v1alpha1.ConditionProgressing && c.Status == v1alpha1.ConditionFalse {
+				paused = b2f(c.Reason == v1alpha1.ReasonRolloutPaused)
+				failed = b2f(c.Reason == v1alpha1.ReasonRolloutFailed)
+			}
+		}
+		for _, g := range []struct {
+			d *prometheus.Desc
+			v float64
+		}{{r.members, float64(st.Members)}, {r.updated, float64(st.UpdatedMembers)}, {r.replacing, float64(len(st.Updating))},
+			{r.paused, paused}, {r.failed, failed}} {
+			ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, g.v, p.Name)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers/launch"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -143,6 +144,13 @@ type Options struct {
 	// still its own nothing is started for it, and past its fence
 	// deadline the member's tab closes at once (fence.go).
 	Fence Fence
+	// Revisions keeps the profiles' revisions and their rollouts' halts
+	// (internal/rollout's Dir on the state directory, or etcdrollout's
+	// store in a fleet): a replacement that did not become Ready stops its
+	// profile's rollout there, where every node and a restarted fleetd
+	// sees it. The caller records the revisions (rollout.Recorder). nil
+	// keeps them in memory.
+	Revisions rollout.Store
 	// Registerer receives the metrics when Metrics is nil.
 	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of creating series on Registerer

@@ -125,6 +125,9 @@ func (r *memberReconcile) lost(alive bool, p herdrcache.Pane) error {
 // running writes the status of a member whose agent runs, and schedules
 // the reset of its failure count once it has run long enough.
 func (r *memberReconcile) running(agentStatus herdr.AgentStatus) Result {
+	if err := r.rolledOut(); err != nil { // rollout.go; retried at the next reconcile
+		r.m.log.Warn("could not note a rollout's replacement Ready", "member", r.name, "err", err)
+	}
 	var res Result
 	rt, b := r.rt, r.b
 	now := r.m.o.Clock.Now()
@@ -164,6 +167,7 @@ func degradedCond(rt *runtime, after int) [3]string {
 // Degraded after DegradedAfter failures in a row. Never a tight loop.
 func (r *memberReconcile) failed(why string) {
 	rt, b := r.rt, r.b
+	r.replacementFailed(why) // rollout.go
 	if err := r.resumeFailed(why); err != nil {
 		r.m.log.Warn("could not forget the session of a resumed agent that failed", "member", r.name, "err", err)
 	}

@@ -28,7 +28,15 @@ type Ownership struct {
 	// Launch is the digest of what the pane's launch was made of
 	// (launchHash): a newer generation with the same digest runs in the
 	// same agent. "" in a record of an older fleetd.
-	Launch      string `json:"launch,omitempty"`
+	Launch string `json:"launch,omitempty"`
+	// Refs is the digest of what the launch took from the objects the
+	// member references — its profile, its tenant (refsHash, rollout.go):
+	// a change of theirs rolls out to the pane. "" in a record of an older
+	// fleetd, which takes the current digest as it is.
+	Refs string `json:"refs,omitempty"`
+	// Target is the profile's part of it (rollout.Target), shown in the
+	// member's status for the other nodes of a fleet.
+	Target      string `json:"target,omitempty"`
 	TerminalID  string `json:"terminalId"`
 	PaneID      string `json:"paneId"`
 	TabID       string `json:"tabId"`

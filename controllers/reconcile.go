@@ -47,8 +47,12 @@ var invalidSpecCodes = map[string]bool{
 // pane is gone from a cache that is not synced.
 func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	r := m.newReconcile(ctx, name)
+	turn := replacing(r.memo)
 	res, err := r.run()
 	m.setWaiting(name, r.waiting)
+	if turn != "" && replacing(m.memory.get(name)) != turn {
+		m.turnFreed(turn) // the next member waiting gets the turn (rollout.go)
+	}
 	if !r.requeueBy.IsZero() {
 		if d := max(r.requeueBy.Sub(m.o.Clock.Now()), time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {
 			res.RequeueAfter = d
@@ -80,6 +84,9 @@ func (r *memberReconcile) run() (Result, error) {
 	}
 	if !r.resolve() {
 		return Result{}, nil
+	}
+	if err := r.keepRefs(); err != nil { // rollout.go
+		return Result{}, err
 	}
 	if r.owned && r.outdated() {
 		if res, done, err := r.update(); done {
@@ -152,7 +159,7 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 	r.b = m.statusOf(r.mem)
 	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)
 	r.rt = m.runtimeOf(name)
-	manifestCondition(r.b, snap, name)
+	r.manifestConditions() // prune.go
 	if r.owned {
 		r.b.st.Restarts = max(r.b.st.Restarts, r.rec.Restarts)
 	}
@@ -182,10 +189,16 @@ func (r *memberReconcile) deletedObject() *v1alpha1.Member {
 
 // write stores the status built so far (if it changed). A declared
 // member's UpToDate condition is True unless its replacement waits
-// (replaceWhenIdle).
+// (replaceWhenIdle, awaitTurn); status.rollout names the profile whose
+// rollout replaces it now.
 func (r *memberReconcile) write() {
 	if r.mem != nil && !r.updateWaits {
 		r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionTrue, v1alpha1.ReasonAsExpected, "")
+	}
+	r.b.st.Rollout = replacing(r.memo) // counted by every node (rollout.go)
+	r.b.st.ProfileTarget = ""
+	if r.owned {
+		r.b.st.ProfileTarget = r.rec.Target
 	}
 	r.m.writeStatus(r.name, r.b)
 }
@@ -203,6 +216,9 @@ func (r *memberReconcile) event(typ, reason, msg string) { r.m.event(r.name, typ
 func (r *memberReconcile) deleted() (Result, error) {
 	if !r.snap.Synced {
 		return Result{}, nil // the manifests were never read: prune nothing
+	}
+	if res, hold := r.pruneGate(); hold { // prune.go
+		return res, nil
 	}
 	if r.owned {
 		if wait, res, err := r.closeWhenIdle(goneDeleted, "the member was deleted"); wait || err != nil {
@@ -333,7 +349,10 @@ func (r *memberReconcile) specChanged() bool {
 func (r *memberReconcile) replace() (bool, error) {
 	old := r.rec
 	why := fmt.Sprintf("spec changed (generation %d → %d)", old.Generation, r.mem.Generation)
-	if !r.specChanged() {
+	switch {
+	case !r.ownChange():
+		why = fmt.Sprintf("profile/%s's rollout", r.profile.Name)
+	case !r.specChanged():
 		why = "a restart was asked for"
 	}
 	if closed, err := r.closeTab(goneReplaced, why+"; a new tab replaces it"); !closed {
@@ -387,8 +406,12 @@ func (m *Manager) planOf(mem *v1alpha1.Member, snap *store.Snapshot) []v1alpha1.
 // names the source and says the last state read stays in effect); a
 // manifests directory gone or unreadable is False.
 func manifestCondition(b *statusBuilder, snap *store.Snapshot, name string) {
+	if h, held := snap.PruneHeld[name]; held {
+		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionFalse, v1alpha1.ReasonPruneHeld, h.Message)
+		return
+	}
 	switch err := snap.Unreadable; {
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrLost):
 		b.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionUnknown, v1alpha1.ReasonStoreUnavailable,
 			err.Error())
 		return

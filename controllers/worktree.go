@@ -116,11 +116,29 @@ type worktrees struct {
 	// failures: worktrees that could not be made in a row, per member.
 	failures map[string]int
 	wake     chan struct{} // a read was asked for (coalesced)
+	// repos: one lock per repository, held while a worktree of it is
+	// found and made, or checked and removed — git takes locks of its own
+	// in the repository, and two `git worktree add` at once can fail on
+	// them (members of one profile start together).
+	repos map[string]*sync.Mutex
+}
+
+// lockRepo takes repository repo's lock and returns what releases it.
+func (w *worktrees) lockRepo(repo string) (unlock func()) {
+	w.mu.Lock()
+	l, ok := w.repos[repo]
+	if !ok {
+		l = &sync.Mutex{}
+		w.repos[repo] = l
+	}
+	w.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 func newWorktrees(records []Ownership) *worktrees {
 	w := &worktrees{known: map[string]OwnedWorktree{}, read: map[string]*v1alpha1.WorktreeStatus{},
-		pending: map[string]bool{}, failures: map[string]int{}, wake: make(chan struct{}, 1)}
+		pending: map[string]bool{}, failures: map[string]int{}, wake: make(chan struct{}, 1), repos: map[string]*sync.Mutex{}}
 	for _, r := range records {
 		if r.Worktree != nil {
 			w.known[r.Member] = *r.Worktree
@@ -371,6 +389,7 @@ func (m *Manager) wakeClaimants(c v1alpha1.Claim, except string) {
 func (m *Manager) ensureWorktree(ctx context.Context, name string, w *v1alpha1.MemberWorktree, trust bool, label string) (OwnedWorktree, herdr.WorkspaceInfo, error) {
 	own := OwnedWorktree{Repo: path.Clean(w.Repo), Branch: w.Branch, Base: w.Base, Cleanup: w.Cleanup}
 	own.Path = worktreePath(own.Repo, own.Branch)
+	defer m.wt.lockRepo(own.Repo)()
 	lctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 	list, err := m.herdr.ListWorktrees(lctx, herdr.WorktreeListParams{CWD: own.Repo, TrustRepository: trust})
 	cancel()
@@ -494,6 +513,7 @@ func (m *Manager) releaseWorktree(ctx context.Context, name string) {
 		kept(v1alpha1.EventNormal, "cleanup is Never; review and merge the branch, then `git worktree remove "+own.Path+"`")
 		return
 	}
+	defer m.wt.lockRepo(own.Repo)()
 	cctx, cancel := context.WithTimeout(ctx, worktreeReadTimeout)
 	defer cancel()
 	check, err := gitrepo.CheckRemovable(cctx, own.Repo, own.Path, own.Branch, own.Base)

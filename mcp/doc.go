@@ -1,9 +1,12 @@
 // Package mcp is fleetd's north face: the HTTP listener that carries the REST
 // API (GET, POST and DELETE /members, the member watch; GET, POST, PUT and
 // DELETE /profiles and /tenants, the primary's, their writes held to the
-// subscription guard; a member's terminal tail at /members/{ref}/logs, an
-// event stream with follow=1; the caller's mailbox at /inbox; health and
-// readiness; /metrics) and, at /mcp, the MCP gateway with the eleven
+// subscription guard, a Profile with its status; the rollouts of Profiles
+// and Members at /rollouts, the primary's — status and its watch,
+// revisions, undo, restart, pause and resume (rest_rollout.go) — writing
+// through the same desired state; a member's terminal tail at
+// /members/{ref}/logs, an event stream with follow=1; the caller's mailbox
+// at /inbox; health and readiness; /metrics) and, at /mcp, the MCP gateway with the eleven
 // bridge_* tools of DESIGN §5.2, whose one write, bridge_spawn, writes
 // Members only. [Mailbox] is bridge_poll and bridge_ack as a type that other
 // packages can use.
@@ -63,7 +66,8 @@
 // as a member watch. They and the log follow write their events through
 // internal/sse, fleetd's one event-stream framing. GET /manifests/errors
 // (rest_manifests.go) serves the desired state's current problems to the
-// primary. Members are named the same way everywhere — name, pane,
+// primary; GET /prune and POST /prune/confirm (rest_prune.go) the members
+// whose prune the store holds, and their confirmation. Members are named the same way everywhere — name, pane,
 // terminal or session id — by the one resolver, [ResolveMember]
 // (memberref.go).
 //

@@ -110,6 +110,10 @@ type Options struct {
 	ManifestErrors func() decode.ErrorList
 	ManifestsDir   string
 
+	// Prune serves GET /prune and POST /prune/confirm (rest_prune.go):
+	// the members whose prune the store holds; nil leaves the routes out.
+	Prune PruneHolds
+
 	// Terminals serves GET /members/{ref}/logs (rest_logs.go); nil leaves
 	// the route out. MaxFollowers caps its follow streams open at once,
 	// all tokens together, a quarter of them kept for the primary;
@@ -127,6 +131,11 @@ type Options struct {
 	// [DefaultMaxWatchers]. The watch needs Waiter.
 	MaxWatchersPerToken int
 	MaxWatchers         int
+	// Rollouts serves the profiles' and members' rollouts
+	// (rest_rollout.go: GET and POST /rollouts/…) and a Profile's status
+	// in GET /profiles; nil leaves the routes out (as does a nil Store).
+	Rollouts Rollouts
+
 	// Holds is the quota of calls held open (limits.go: waits, watches,
 	// follows, MCP event streams), shared with the console's event
 	// streams; nil makes one of HeldLimits(DefaultHeldCalls).
@@ -211,6 +220,8 @@ func NewHandler(opts Options) (*Handler, error) {
 	s.eventRoutes(mux)         // rest_events.go
 	s.nodeRoutes(mux)          // rest_nodes.go
 	s.manifestErrorRoutes(mux) // rest_manifests.go
+	s.rolloutRoutes(mux)       // rest_rollout.go
+	s.pruneRoutes(mux)         // rest_prune.go
 	if opts.Terminals != nil {
 		mux.Handle("GET /members/{name}/logs", s.authenticated(s.memberLogs))
 	}

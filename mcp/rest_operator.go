@@ -53,7 +53,7 @@ func (s *restServer) listOperatorObjects(kind string) http.HandlerFunc {
 		sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
 		list := objectList{APIVersion: v1alpha1.GroupVersion, Kind: kind + "List", Items: []any{}}
 		for _, obj := range objs {
-			if v, ok := operatorView(obj); ok {
+			if v, ok := s.operatorView(obj); ok {
 				list.Items = append(list.Items, v)
 			}
 		}
@@ -66,7 +66,7 @@ func (s *restServer) getOperatorObject(kind string) http.HandlerFunc {
 		name := r.PathValue("name")
 		obj, ok := s.opts.Store.Get(kind, name)
 		if ok {
-			if v, ok := operatorView(obj); ok {
+			if v, ok := s.operatorView(obj); ok {
 				writeJSON(w, http.StatusOK, v)
 				return
 			}
@@ -76,12 +76,18 @@ func (s *restServer) getOperatorObject(kind string) http.HandlerFunc {
 }
 
 // operatorView is a copy of a Profile or Tenant with its apiVersion and
-// kind set, as a manifest has them.
-func operatorView(obj v1alpha1.Object) (any, bool) {
+// kind set, as a manifest has them, and a Profile's status (its rollout,
+// Options.Rollouts).
+func (s *restServer) operatorView(obj v1alpha1.Object) (any, bool) {
 	switch o := obj.(type) {
 	case *v1alpha1.Profile:
 		c := o.DeepCopy()
 		c.APIVersion, c.Kind = v1alpha1.GroupVersion, v1alpha1.KindProfile
+		if s.opts.Rollouts != nil {
+			if p, ok := s.opts.Rollouts.Profile(o.Name); ok {
+				c.Status = p.Status
+			}
+		}
 		return c, true
 	case *v1alpha1.Tenant:
 		c := o.DeepCopy()

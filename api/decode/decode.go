@@ -466,6 +466,24 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 			d.zeros = append(d.zeros, path)
 		}
 		return n.Value, true
+	case t == reflect.TypeFor[v1alpha1.IntOrPercent]():
+		if scalar && tag == "!!int" {
+			i, err := strconv.ParseInt(n.Value, 10, 32)
+			if err != nil {
+				d.errorf(path, line, "invalid count %s; want a count such as 2 or a percent such as \"25%%\"", n.Value)
+				return nil, false
+			}
+			return i, true
+		}
+		if !scalar || tag != "!!str" {
+			d.errorf(path, line, "want a count such as 2 or a percent such as \"25%%\", got %s", describe(n))
+			return nil, false
+		}
+		if _, err := v1alpha1.ParsePercent(n.Value); err != nil {
+			d.errorf(path, line, "%v", err)
+			return nil, false
+		}
+		return n.Value, true
 	case t == reflect.TypeFor[time.Time]():
 		if !scalar || (tag != "!!str" && tag != "!!timestamp") {
 			d.errorf(path, line, "want an RFC 3339 time, got %s", describe(n))

@@ -261,7 +261,7 @@ func TestFile_ErrorClasses(t *testing.T) {
 				profile("harness: codex", "bogus: 1") + "---\nkind: [\n---\n" + tenant("url: https://a.example"),
 			want: []string{
 				`m.yaml:7: spec.transport: unknown value "http"; want stdio or streamable-http`,
-				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume, worktree, terminationGracePeriod`,
+				`m.yaml:18: spec.bogus: unknown field; want one of harness, description, args, env, cwd, startupTimeout, restartPolicy, toolTimeout, resume, worktree, terminationGracePeriod, rollout`,
 				`m.yaml:20: invalid YAML: did not find expected node content`,
 				`m.yaml:26: spec.credentialEnv: required; want the NAME of the environment variable holding the credential`,
 			},
@@ -431,5 +431,30 @@ metadata: {name: [broken
 	want := []string{"4 Member/typo", "8 Member/", "9 Member/", "12 /"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors' declared objects (-want +got):\n%s\n%v", diff, f.Errors)
+	}
+}
+
+// spec.rollout.maxUnavailable is a count or a percent, as a Deployment's
+// is; anything else is an error at its line.
+func TestFile_MaxUnavailable(t *testing.T) {
+	doc := func(v string) string {
+		return "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec:\n  harness: codex\n  rollout:\n    maxUnavailable: " + v + "\n"
+	}
+	for _, tc := range []struct {
+		value, want string // want: the error, "" for none
+	}{
+		{"2", ""}, {`"25%"`, ""}, {"100%", ""},
+		{"0", "p.yaml:7: spec.rollout.maxUnavailable: 0 out of range; want at least 1 (fleetd starts no extra agents, so 0 would replace nothing)"},
+		{`"0%"`, "p.yaml:7: spec.rollout.maxUnavailable: 0% out of range; want a percent from 1% to 100%"},
+		{`"2"`, `p.yaml:7: spec.rollout.maxUnavailable: invalid value "2"; want a count such as 2 or a percent such as "25%"`},
+		{"true", `p.yaml:7: spec.rollout.maxUnavailable: want a count such as 2 or a percent such as "25%", got boolean true`},
+	} {
+		objs, errs := File("p.yaml", []byte(doc(tc.value)))
+		switch {
+		case tc.want == "" && (len(errs) > 0 || len(objs) != 1):
+			t.Errorf("maxUnavailable: %s: %v", tc.value, errs)
+		case tc.want != "" && (len(errs) != 1 || errs[0].Error() != tc.want):
+			t.Errorf("maxUnavailable: %s: errors %v; want %q", tc.value, errs, tc.want)
+		}
 	}
 }

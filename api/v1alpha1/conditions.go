@@ -61,6 +61,29 @@ const (
 	// waits for, since when, and until when.
 	ReasonWaitingForIdle = "WaitingForIdle"
 
+	// Reasons of a Profile's rollout (its Progressing condition) and of a
+	// member waiting for it (its UpToDate condition False).
+	//
+	// ReasonRollingOut: members of the profile run an older definition of
+	// it (or of their tenant) and are being replaced, each at its agent's
+	// next idle moment, at most spec.rollout.maxUnavailable at a time.
+	ReasonRollingOut = "RollingOut"
+	// ReasonRolloutComplete: every member runs the profile as it is.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonRolloutPending: the member runs an older definition of its
+	// profile (or tenant) and waits for its turn in the profile's
+	// rollout; its agent runs on meanwhile.
+	ReasonRolloutPending = "RolloutPending"
+	// ReasonRolloutPaused: the profile's rollout is paused
+	// (spec.rollout.paused) — the profile's reason, and that of a member
+	// that waits for it to resume.
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutFailed: a member replaced by the profile's rollout did
+	// not become Ready, so the rollout stopped until `fleetd rollout
+	// resume` or `undo` (the profile's reason, the member's event, and
+	// that of a member that waits behind it).
+	ReasonRolloutFailed = "RolloutFailed"
+
 	// Reasons a member waits for its spec, or an object it references, to
 	// change (Ready=False, no retries).
 	ReasonProfileNotFound   = "ProfileNotFound"
@@ -83,8 +106,19 @@ const (
 	// (etcd unreachable or without quorum), so no pane is created for the
 	// member — neither a first start, a restart nor a replacement — until
 	// it can; a running agent keeps running.
+	// With a lost store (etcd restored empty or from an older backup,
+	// or another fleet's: the message says which, and how to accept it)
+	// nothing is pruned or created either, until an operator accepts it.
 	ReasonStoreUnavailable = "StoreUnavailable"
-	ReasonHerdrError       = "HerdrError"
+	// ReasonPruneHeld: the member's definition disappeared in one change
+	// with most of the node's members, without a delete through fleetd (a
+	// directory emptied, a file removed, an etcd prefix deleted by hand).
+	// It keeps running on its last definition (ManifestValid False, and an
+	// event) until the prune is confirmed (`fleetd prune --confirm`) or
+	// the hold (--prune-hold) ends; a held member without a pane gets
+	// none.
+	ReasonPruneHeld  = "PruneHeld"
+	ReasonHerdrError = "HerdrError"
 	// ReasonReconcileError: fleetd could not take the member's next step
 	// (a state file it could not write, a launch it could not prepare);
 	// retried with backoff, the message holds the error.

@@ -171,6 +171,7 @@ func (s *ProfileSpec) DeepCopyInto(out *ProfileSpec) {
 	}
 	out.Env = copyStringMap(s.Env)
 	out.Worktree = s.Worktree.DeepCopy()
+	out.Rollout = s.Rollout.DeepCopy()
 }
 
 // DeepCopyInto copies p into out.
@@ -178,6 +179,7 @@ func (p *Profile) DeepCopyInto(out *Profile) {
 	*out = *p
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	p.Spec.DeepCopyInto(&out.Spec)
+	p.Status.DeepCopyInto(&out.Status)
 }
 
 // DeepCopy returns a deep copy of p.

@@ -12,6 +12,20 @@ const (
 	KindTenant  = "Tenant"
 )
 
+// New returns an empty object of kind (a Member, Profile or Tenant), for
+// a decoder to fill; nil for any other kind.
+func New(kind string) Object {
+	switch kind {
+	case KindMember:
+		return &Member{}
+	case KindProfile:
+		return &Profile{}
+	case KindTenant:
+		return &Tenant{}
+	}
+	return nil
+}
+
 // TypeMeta names an object's schema, as in Kubernetes.
 type TypeMeta struct {
 	APIVersion string `json:"apiVersion"`
@@ -189,6 +203,16 @@ type MemberStatus struct {
 	// Worktree is the member's git worktree as last read; nil for a
 	// member without one, or before it was first made.
 	Worktree *WorktreeStatus `json:"worktree,omitempty"`
+	// Rollout names the Profile whose rollout is replacing the member's
+	// agent now — admitted, waiting for the agent to be idle, or its new
+	// agent not Ready yet — so that every node of a fleet counts it
+	// against that rollout's spec.rollout.maxUnavailable; "" otherwise.
+	Rollout string `json:"rollout,omitempty"`
+	// ProfileTarget is a digest of what the running agent's launch took
+	// from its Profile (internal/rollout's Target), "" when no agent runs:
+	// a node counts a member another node runs as updated by its profile's
+	// rollout only when this is the profile's current one.
+	ProfileTarget string `json:"profileTarget,omitempty"`
 }
 
 // Profile says how to launch a kind of agent. Operator-owned: the only
@@ -197,6 +221,9 @@ type Profile struct {
 	TypeMeta   `json:",inline"`
 	ObjectMeta `json:"metadata"`
 	Spec       ProfileSpec `json:"spec"`
+	// Status is the profile's rollout to its members, written by fleetd
+	// (computed when read), never into the operator's file.
+	Status ProfileStatus `json:"status,omitzero"`
 }
 
 // Restart policies.
@@ -237,6 +264,9 @@ type ProfileSpec struct {
 	// TerminationGracePeriod is its members' default
 	// spec.terminationGracePeriod; default 10m.
 	TerminationGracePeriod Duration `json:"terminationGracePeriod,omitzero"`
+	// Rollout says how a change of the profile reaches its running
+	// members (see [ProfileRollout]); nil: one member at a time.
+	Rollout *ProfileRollout `json:"rollout,omitempty"`
 }
 
 // Resume policies for ProfileSpec.Resume.

@@ -254,6 +254,7 @@ func (p *Profile) Validate() FieldErrors {
 		errs.add("spec.resume", "unknown value %q; want Auto or Never", s.Resume)
 	}
 	validateProfileWorktree(&errs, s.Worktree)
+	validateRollout(&errs, s.Rollout)
 	if d := s.TerminationGracePeriod.Duration; d <= 0 {
 		errs.add("spec.terminationGracePeriod", "%s out of range; want more than 0s%s", d, zeroHint(d, DefaultTerminationGracePeriod))
 	}

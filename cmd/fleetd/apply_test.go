@@ -342,6 +342,9 @@ func TestDeleteMember(t *testing.T) {
 		{"a busy agent's tab closes once it is idle", []string{"member", "busy"}, 0,
 			"member/busy deleted (its agent is working: the tab closes once it is idle; --now closes it at once)\n", "", []string{"DELETE /members/busy"}},
 		{"a busy agent, now", []string{"member", "busy", "--now"}, 0, "member/busy deleted\n", "", []string{"DELETE /members/busy?now=true"}},
+		{"several, one unknown: the others are deleted", []string{"member", "reviewer", "ghost", "busy"}, 1,
+			"member/reviewer deleted\nmember/busy deleted (its agent is working: the tab closes once it is idle; --now closes it at once)\n",
+			"fleetd delete: member \"ghost\" not found\n", []string{"DELETE /members/reviewer", "DELETE /members/ghost", "DELETE /members/busy"}},
 		{"other resource", []string{"profile", "claude"}, 2, "", "", nil},
 		{"no name", []string{"member"}, 2, "", "", nil},
 	} {

@@ -25,11 +25,13 @@ type deleteOptions struct {
 func newDeleteCmd() *cobra.Command {
 	o := &deleteOptions{}
 	cmd := &cobra.Command{
-		Use:   "delete member NAME | delete -f FILE|DIR|-",
+		Use:   "delete member NAME... | delete -f FILE|DIR|-",
 		Short: "Delete a Member from a running fleetd (its tab closes once its agent is idle), or what manifest files define",
 		Long: `delete removes the Member's manifest from the directory fleetd serve watches
 (DELETE /members/NAME); fleetd then closes its tab and revokes its token.
-NAME may also be the member's pane id, terminal id or session id.
+NAME may also be the member's pane id, terminal id or session id; several
+names delete each in turn, and a name fleetd does not have is reported while
+the others are still deleted (exit status 1).
 
 A member whose agent is busy — in the middle of a turn, with a message
 queued for it or a question open — takes no new message and keeps its tab
@@ -46,6 +48,7 @@ still references, and says which. An object fleetd does not have is
 reported, the others are still deleted, and the exit status is 1 (0 with
 --ignore-not-found).`,
 		Example: `  fleetd delete member reviewer
+  fleetd delete member reviewer builder
   fleetd delete member reviewer --now
   fleetd delete -f reviewer.yaml
   fleetd delete -f manifests/`,
@@ -72,7 +75,7 @@ func (o *deleteOptions) Validate() error {
 		return fmt.Errorf("-f takes no resource or name arguments, got %d", len(o.args))
 	case len(o.files) > 0:
 		return nil
-	case len(o.args) != 2:
+	case len(o.args) < 2:
 		return fmt.Errorf("want a resource type and a name, got %d arguments", len(o.args))
 	case !memberResource.is(o.args[0]):
 		return fmt.Errorf("unknown resource type %q; fleetd deletes: member", o.args[0])
@@ -88,13 +91,19 @@ func (o *deleteOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ref := o.args[1]
-	m, err := c.DeleteMember(ctx, ref, o.now)
-	if err != nil {
-		o.deleteFailed(ref, err)
+	failed := false
+	for _, ref := range o.args[1:] {
+		m, err := c.DeleteMember(ctx, ref, o.now)
+		if err != nil {
+			o.deleteFailed(ref, err)
+			failed = true
+			continue
+		}
+		o.deleted(cmp.Or(m.Name, ref), m)
+	}
+	if failed {
 		return &exitError{code: 1}
 	}
-	o.deleted(cmp.Or(m.Name, ref), m)
 	return nil
 }
 

@@ -95,7 +95,11 @@ func (o *describeOptions) Run(ctx context.Context) error {
 		}
 		switch obj := objs[0].(type) {
 		case *v1alpha1.Profile:
-			return printers.DescribeProfile(o.out, obj, now)
+			r, err := c.Rollout(ctx, v1alpha1.KindProfile, obj.Name)
+			if err != nil {
+				return err
+			}
+			return printers.DescribeProfile(o.out, obj, &r, now)
 		case *v1alpha1.Tenant:
 			return printers.DescribeTenant(o.out, obj, now)
 		case *v1alpha1.Node:

@@ -120,7 +120,7 @@ func TestDiffDryRunDelete(t *testing.T) {
 		t.Errorf("delete -f left tester.yaml (stat: %v)", err)
 	}
 	check(t, []string{"delete", "-f", both, "member", "x"}, "", 2, "",
-		"fleetd delete: -f takes no resource or name arguments, got 2\nUsage: fleetd delete member NAME | delete -f FILE|DIR|- [flags]\n")
+		"fleetd delete: -f takes no resource or name arguments, got 2\nUsage: fleetd delete member NAME... | delete -f FILE|DIR|- [flags]\n")
 
 	// Errors exit 2: invalid input, and no fleetd to compare with.
 	bad := writeFile(t, "bad.yaml", "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: bad}\nspec: {profile: codex, transport: http}\n")

@@ -10,8 +10,9 @@
 // --state-dir) and names the broken manifest behind a missing member.
 //
 // What the commands share is not here: the client of a running fleetd
-// (internal/cli/client), the printers of get, describe and inbox
+// (internal/cli/client), the printers of get, describe, inbox and prune
 // (internal/cli/printers, with internal/cli/jsonpath), label selectors
 // (internal/cli/labels) and the reading of -f (internal/cli/manifests);
-// the daemon is internal/daemon.
+// the daemon is internal/daemon; what `fleetd store accept` makes a node
+// forget is internal/store/etcdstore's.
 package main

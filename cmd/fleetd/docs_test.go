@@ -46,7 +46,7 @@ func TestDocs_CommandTableListsEveryCommand(t *testing.T) {
 func TestDocs_ServerFlag(t *testing.T) {
 	var have []string
 	for _, c := range newRootCmd().Commands() {
-		if c.Flags().Lookup("server") != nil {
+		if c.Flags().Lookup("server") != nil || c.PersistentFlags().Lookup("server") != nil {
 			have = append(have, c.Name())
 		}
 	}

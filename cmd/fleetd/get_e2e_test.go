@@ -136,7 +136,7 @@ func TestGet_ProfilesAndTenantsThroughTheCLI(t *testing.T) {
 		wantStdout string // squeezed
 		wantStderr string
 	}{
-		{[]string{"get", "profiles"}, 0, "NAME HARNESS RESTART RESUME AGE\nclaude claude Always Auto 1s\ncodex codex OnFailure Auto 1s\n", ""},
+		{[]string{"get", "profiles"}, 0, "NAME HARNESS UP-TO-DATE RESTART RESUME AGE\nclaude claude 1/1 Always Auto 1s\ncodex codex 1/1 OnFailure Auto 1s\n", ""},
 		{[]string{"get", "profile", "codex", "-o", "name"}, 0, "profile/codex\n", ""},
 		{[]string{"get", "profiles", "-o", "jsonpath={.items[*].spec.harness}"}, 0, "claude codex", ""},
 		{[]string{"get", "tenants"}, 0, "NAME URL CREDENTIAL ENV AGE\nacme https://fleet.acme.example/mcp ACME_FLEETD_TOKEN 1s\n", ""},

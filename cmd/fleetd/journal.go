@@ -79,11 +79,7 @@ func (o *journalOptions) Run(context.Context) error {
 
 // runRepair repairs the journal in dir under the state directory's lock.
 func (o *journalOptions) runRepair(dir string) error {
-	layout, err := statedir.Abs(*o.stateDir)
-	if err != nil {
-		return err
-	}
-	lock, err := layout.Lock()
+	_, lock, err := lockStateDir(*o.stateDir)
 	if err != nil {
 		return err
 	}

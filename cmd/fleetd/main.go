@@ -70,7 +70,10 @@ func newRootCmd() *cobra.Command {
 		newSendCmd(),
 		newLogsCmd(),
 		newInboxCmd(),
+		newPruneCmd(),
+		newStoreCmd(),
 		newUICmd(),
+		newRolloutCmd(),
 	)
 	return root
 }

@@ -32,6 +32,7 @@ type serveOptions struct {
 	herdrMode    string
 	logLevel     string
 	level        slog.Level // logLevel, parsed
+	pruneHoldEnv string     // $FLEETD_PRUNE_HOLD, parsed by Validate
 }
 
 func newServeCmd() *cobra.Command {
@@ -99,11 +100,15 @@ func (o *serveOptions) durations() []durationFlag {
 		{name: "idle-timeout", value: &cfg.Listener.IdleTimeout, def: listener.DefaultIdleTimeout, usage: "close kept-alive connections idle for this long"},
 		{name: "session-timeout", value: &cfg.SessionTimeout, def: mcp.DefaultSessionTimeout, usage: "close an MCP session with no request in flight (its event stream counts) for this long"},
 		{name: "sim-ready-delay", value: &cfg.SimReadyDelay, def: 2 * time.Second, zeroOK: true, usage: "with --herdr=sim, how long simulated agents take to become ready"},
+		{name: "prune-hold", value: &cfg.PruneHold, def: daemon.DefaultPruneHold, usage: "how long one change that removes most of the members (at least 3) without deletes through fleetd is held, the members kept running, before it is pruned unless confirmed sooner (fleetd prune --confirm) (env FLEETD_PRUNE_HOLD)"},
 	}
 }
 
 func (o *serveOptions) Complete(cmd *cobra.Command, _ []string) error {
 	o.storeOptions.complete(cmd)
+	if !cmd.Flags().Changed("prune-hold") {
+		o.pruneHoldEnv = os.Getenv("FLEETD_PRUNE_HOLD")
+	}
 	return nil
 }
 
@@ -114,6 +119,13 @@ func (o *serveOptions) Validate() error {
 		o.cfg.Sim = true
 	default:
 		return fmt.Errorf("unknown --herdr %q; want socket or sim", o.herdrMode)
+	}
+	if v := o.pruneHoldEnv; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("FLEETD_PRUNE_HOLD=%q: want a positive duration, e.g. 2m", v)
+		}
+		o.cfg.PruneHold = d
 	}
 	for _, d := range o.durations() {
 		switch v := *d.value; {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/cli/client"
@@ -105,9 +106,13 @@ type serverOptions struct {
 	token    string // $FLEETD_TOKEN; else the primary token in stateDir
 }
 
-func (o *serverOptions) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.server, "server", client.DefaultServer, "base URL of the running fleetd (env FLEETD_SERVER)")
-	cmd.Flags().StringVar(&o.stateDir, "state-dir", defaultStateDir(), "fleetd's state directory, where primary.token is read from")
+func (o *serverOptions) addFlags(cmd *cobra.Command) { o.addFlagsTo(cmd.Flags()) }
+
+// addFlagsTo adds --server and --state-dir to fs: a command's flags, or
+// the persistent flags its subcommands share (rollout's).
+func (o *serverOptions) addFlagsTo(fs *pflag.FlagSet) {
+	fs.StringVar(&o.server, "server", client.DefaultServer, "base URL of the running fleetd (env FLEETD_SERVER)")
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "fleetd's state directory, where primary.token is read from")
 }
 
 // complete reads the environment: $FLEETD_SERVER unless --server is given,
@@ -142,6 +147,18 @@ func (o *serverOptions) client() (*client.Client, error) {
 		token = strings.TrimSpace(string(b))
 	}
 	return client.New(o.server, token), nil
+}
+
+// lockStateDir takes the lock of the state directory dir (made absolute),
+// for a command that changes what fleetd keeps there: it fails, naming the
+// holder, while a fleetd runs on it. The caller unlocks.
+func lockStateDir(dir string) (statedir.Layout, *statedir.Lock, error) {
+	layout, err := statedir.Abs(dir)
+	if err != nil {
+		return statedir.Layout{}, nil, err
+	}
+	lock, err := layout.Lock()
+	return layout, lock, err
 }
 
 // defaultStateDir is $XDG_STATE_HOME/fleetd, else ~/.local/state/fleetd.

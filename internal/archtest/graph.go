@@ -96,21 +96,28 @@ var allowed = Graph{
 	// registry, the messaging core or mcp. controllers/launch is the one
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":      {"api/v1alpha1"},
-	"internal/store":          {"api/v1alpha1", "api/decode", "internal/notify"},
+	"internal/store":          {"api/v1alpha1", "api/decode", "internal/clock", "internal/notify"},
 	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/statedir", prometheus},
+		"controllers/herdrcache", "herdr", "internal/atomicfile", "internal/clock", "internal/gitrepo", "internal/notify", "internal/rollout", "internal/statedir", prometheus},
+	// A Profile's rollout apart from the controller that drives it: the
+	// revisions, where they are kept (the state directory; etcd in
+	// etcdrollout), the recorder that follows the desired state, and the
+	// pure status.
+	"internal/rollout":             {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", "internal/store"},
+	"internal/rollout/etcdrollout": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/retry", "internal/rollout", etcdClient, etcdAPI},
 
 	// The harness adapters implement controllers/launch; nothing else of
 	// the controllers.
 	"internal/harness": {"api/v1alpha1", "controllers/launch", "herdr", "internal/plan", "internal/tokens", "internal/atomicfile", "internal/statedir"},
 
 	// The north face: desired state through mcp's own interface (the
-	// store's contract only for its shared errors), never controllers or a
-	// store backend.
-	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/quota", "internal/sse", "internal/store", "internal/tail", "internal/tokens", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
+	// store's contract only for its shared errors; the rollout package's
+	// revisions, which undo writes back), never controllers or a store
+	// backend.
+	"mcp":                {"api/v1alpha1", "api/decode", "internal/clock", "internal/guard", "internal/messaging", "internal/notify", "internal/quota", "internal/rollout", "internal/sse", "internal/store", "internal/tail", "internal/tokens", mcpsdk, jsonschemaGo, prometheus, rate, sigsyaml},
 	"internal/mcpbridge": {"internal/sse", mcpsdk},
 	"internal/simagent":  {"herdr/herdrsim", "internal/mcpbridge", "internal/harness", mcpsdk},
 	"internal/migrate":   {"api/decode", "internal/atomicfile", "internal/yamledit", yaml},
@@ -128,7 +135,7 @@ var allowed = Graph{
 	// The etcd store implements internal/store's interface on etcd's
 	// client, each key space through the informer; etcdtest embeds etcd's
 	// server for tests (see notInFleetd).
-	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/clock", "internal/etcd/informer", etcdClient, etcdAPI},
+	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/statedir", etcdClient, etcdAPI},
 	"internal/etcdtest":        {"internal/notify", etcdServer, zap, goleak},
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
@@ -145,7 +152,7 @@ var allowed = Graph{
 	"internal/listener": {"internal/notify"},
 
 	// The wiring: everything above (never the test-only herdr packages).
-	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "herdr", "herdr/herdrsim", "internal/clock",
+	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "internal/rollout", "internal/rollout/etcdrollout", "herdr", "herdr/herdrsim", "internal/clock",
 		"internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
 		"internal/tail", "internal/tokens", "internal/version", "internal/console", "internal/listener", "internal/quota", "mcp", prometheus, errgroup, "internal/store/etcdstore",
 		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},
@@ -163,7 +170,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedir", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
+		"internal/statedir", "internal/store/etcdstore", "internal/tail", "internal/tokens", "internal/termtext", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it
@@ -195,7 +202,7 @@ var layers = []Layer{
 	// The south face and the messaging core: the controllers and what they
 	// run on (the store's backends, the launch contract's harness
 	// adapters, the tokens, the terminal tail).
-	{Name: "controllers and messaging", Packages: []string{"controllers/...", "internal/messaging/...", "internal/store/...",
+	{Name: "controllers and messaging", Packages: []string{"controllers/...", "internal/messaging/...", "internal/store/...", "internal/rollout/...",
 		"internal/harness", "internal/tokens", "internal/tail"}},
 	// The north face: the gateway, the console, the stdio bridge and the
 	// simulated agents that call the gateway.

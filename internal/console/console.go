@@ -75,6 +75,11 @@ type Options struct {
 	// Tails reads terminal tails for the member page and Needs you
 	// (herdrprompt.Prompter: internal/tail's screen read); nil shows none.
 	Tails tail.Reader
+	// Profiles returns every profile with its status (its rollout to its
+	// members: controllers.Manager.Profiles); the overview shows the
+	// rollouts under way, paused or stopped, and what each waits for. nil
+	// shows none.
+	Profiles func() []v1alpha1.Profile
 	// Herdr reports whether fleetd's view of herdr is in sync; an error is
 	// shown under Needs you. nil means always reachable.
 	Herdr func() error

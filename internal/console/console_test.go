@@ -864,3 +864,44 @@ func TestEvents_ACraftedReplyCannotCloseTheMemberPage(t *testing.T) {
 		t.Fatalf("after a change: event %q (%v), want the next update", next.Name, err)
 	}
 }
+
+// The overview shows the rollouts under way, paused or stopped — the
+// profile, its progress and each member it waits for, and why — and none
+// once every profile's rollout is complete.
+func TestOverview_ShowsRolloutsAndTheirWaits(t *testing.T) {
+	progressing := func(reason, msg string) v1alpha1.ProfileStatus {
+		return v1alpha1.ProfileStatus{Members: 3, UpdatedMembers: 1, Conditions: []v1alpha1.Condition{
+			{Type: v1alpha1.ConditionProgressing, Status: v1alpha1.ConditionTrue, Reason: reason, Message: msg}}}
+	}
+	profiles := []v1alpha1.Profile{
+		{ObjectMeta: v1alpha1.ObjectMeta{Name: "claude"}, Status: progressing(v1alpha1.ReasonRollingOut, "1 of 3 members updated, 1 of them Ready")},
+		{ObjectMeta: v1alpha1.ObjectMeta{Name: "codex"}, Status: progressing(v1alpha1.ReasonRolloutComplete, "every member (0) runs revision 2")},
+	}
+	waiting := member("alpha", v1alpha1.PhaseReady)
+	waiting.Status.Conditions = []v1alpha1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: v1alpha1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForIdle,
+		Message: "profile/claude's rollout replaces the agent once it is idle — the agent is working <b>"}}
+	pending := member("bravo", v1alpha1.PhaseReady)
+	pending.Status.Conditions = []v1alpha1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: v1alpha1.ConditionFalse, Reason: v1alpha1.ReasonRolloutPending,
+		Message: "it waits for its turn"}}
+	e := newEnv(t, &Options{Profiles: func() []v1alpha1.Profile { return profiles }}, waiting, pending, member("charlie", v1alpha1.PhaseReady))
+
+	v := e.con.overview(context.Background(), nil)
+	want := []rolloutRow{{Profile: "claude", State: v1alpha1.ReasonRollingOut, Message: "1 of 3 members updated, 1 of them Ready", Members: 3, Updated: 1,
+		Waits: []rolloutWait{
+			{Member: "alpha", Reason: v1alpha1.ReasonWaitingForIdle, Message: "profile/claude's rollout replaces the agent once it is idle — the agent is working <b>"},
+			{Member: "bravo", Reason: v1alpha1.ReasonRolloutPending, Message: "it waits for its turn"},
+		}}}
+	if diff := cmp.Diff(want, v.Rollouts); diff != "" {
+		t.Errorf("rollouts (-want +got):\n%s", diff)
+	}
+	c, _ := e.login()
+	_, page := e.get(c, "/ui/")
+	if !strings.Contains(page, `id="rollout-claude"`) || !strings.Contains(page, "the agent is working &lt;b&gt;") || strings.Contains(page, `id="rollout-codex"`) {
+		t.Errorf("the overview's rollouts:\n%s", page)
+	}
+
+	profiles[0].Status = progressing(v1alpha1.ReasonRolloutComplete, "done")
+	if _, page := e.get(c, "/ui/"); strings.Contains(page, `id="rollouts"`) {
+		t.Errorf("a Rollouts section with every rollout complete:\n%s", page)
+	}
+}

@@ -1,7 +1,10 @@
 // Package console is fleetd's browser console, served at /ui on fleetd's
 // own listener: who needs a person (an agent blocked at a dialog, a
 // worker's question waiting for the primary, a crash-looping member,
-// herdr unreachable), what every member is doing, and the primary's
+// herdr unreachable), the Profile rollouts under way, paused or stopped
+// and what each waits for (a member's agent to be idle, its turn, its new
+// agent to be Ready: Options.Profiles and the members' conditions), what
+// every member is doing, and the primary's
 // actions — send a task, answer a question, pause, resume, delete, apply a
 // Member, Profile or Tenant — from one page.
 //

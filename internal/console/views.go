@@ -48,11 +48,28 @@ type memberRow struct {
 }
 
 type overviewView struct {
-	Needs   []need
-	Members []memberRow
-	Inbox   []messaging.Message
-	More    int
-	Now     time.Time
+	Needs []need
+	// Rollouts are the profiles whose rollout is not complete.
+	Rollouts []rolloutRow
+	Members  []memberRow
+	Inbox    []messaging.Message
+	More     int
+	Now      time.Time
+}
+
+// rolloutRow is a profile whose rollout to its members is under way,
+// paused or stopped, and what each member it has not finished waits for.
+type rolloutRow struct {
+	Profile, State, Message string
+	Members, Updated        int32
+	Waits                   []rolloutWait
+}
+
+// rolloutWait is one member a rollout waits for, and why: its UpToDate
+// condition (waiting for idle, for its turn), or its new agent's Ready
+// condition.
+type rolloutWait struct {
+	Member, Reason, Message string
 }
 
 type memberView struct {
@@ -117,6 +134,7 @@ func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 		v.Needs = append(v.Needs, n)
 	}
 	sortNeeds(v.Needs)
+	v.Rollouts = c.rollouts(members)
 	for _, m := range members {
 		row := memberRow{Name: m.Name, Phase: m.DisplayPhase(), AgentStatus: m.Status.AgentStatus, Restarts: m.Status.Restarts,
 			Node: m.Status.NodeName, Needs: needy[m.Name]}
@@ -126,6 +144,35 @@ func (c *Console) overview(ctx context.Context, tails tailCaches) overviewView {
 		v.Members = append(v.Members, row)
 	}
 	return v
+}
+
+// rollouts are the profiles whose rollout is not complete, with the
+// members it waits for (from members, the ones the overview shows).
+func (c *Console) rollouts(members []v1alpha1.Member) []rolloutRow {
+	if c.o.Profiles == nil {
+		return nil
+	}
+	var rows []rolloutRow
+	for _, p := range c.o.Profiles() {
+		progressing := condition(p.Status.Conditions, v1alpha1.ConditionProgressing)
+		if progressing == nil || progressing.Reason == v1alpha1.ReasonRolloutComplete {
+			continue
+		}
+		row := rolloutRow{Profile: p.Name, State: progressing.Reason, Message: progressing.Message,
+			Members: p.Status.Members, Updated: p.Status.UpdatedMembers}
+		for _, m := range members {
+			if m.Spec.Profile != p.Name || m.Spec.Paused {
+				continue
+			}
+			if up := condition(m.Status.Conditions, v1alpha1.ConditionUpToDate); up != nil && up.Status == v1alpha1.ConditionFalse {
+				row.Waits = append(row.Waits, rolloutWait{Member: m.Name, Reason: up.Reason, Message: up.Message})
+			} else if ready := condition(m.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status != v1alpha1.ConditionTrue {
+				row.Waits = append(row.Waits, rolloutWait{Member: m.Name, Reason: ready.Reason, Message: ready.Message})
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func (c *Console) inbox(ctx context.Context) messaging.PollPage {

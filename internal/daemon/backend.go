@@ -18,6 +18,8 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
+	"github.com/fleetd-dev/fleetd/internal/rollout/etcdrollout"
 	"github.com/fleetd-dev/fleetd/internal/scheduler"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
@@ -47,6 +49,15 @@ type backend struct {
 	// unconfirmed: hold every prompt and start; past its deadline: close
 	// the panes another node may take over); nil for the directory.
 	fence *fleet.Fence
+	// revisions keeps the profiles' and members' revisions: the state
+	// directory's, or the fleet's in etcd; declared says whether the
+	// whole desired state still declares an object that left the node's
+	// snapshot (nil: the snapshot is the whole desired state).
+	revisions rollout.Store
+	declared  func(kind, name string) bool
+	// prune is the store's prune hold, which GET /prune and POST
+	// /prune/confirm read and confirm.
+	prune *store.Hold
 	// close releases what the backend holds once every part stopped.
 	close func()
 	// onNode adds what the backend runs on this node once its controllers
@@ -87,11 +98,15 @@ type messenger interface {
 
 // directoryBackend is the manifests directory (the default).
 func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*backend, error) {
-	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes})
+	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes, PruneHold: cfg.PruneHold})
 	if err != nil {
 		return nil, err
 	}
-	return &backend{store: d, source: cfg.ManifestsDir, close: func() {},
+	revs, err := rollout.OpenDir(state.Root())
+	if err != nil {
+		return nil, err
+	}
+	return &backend{store: d, source: cfg.ManifestsDir, revisions: revs, prune: d.PruneHold(), close: func() {},
 		onNode: func(mgr *controllers.Manager, core *messaging.Core, _ messaging.Options) (*nodeParts, error) {
 			return &nodeParts{members: mgr, waiter: mgr, desired: d, messages: core}, nil
 		}}, nil
@@ -103,7 +118,7 @@ func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*bac
 // node serves (etcdFleet.onNode adds the rest). The node is registered
 // before anything reconciles, and toks accepts the fleet's primary token
 // before the gateway serves.
-func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (_ *backend, err error) {
+func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (_ *backend, err error) {
 	cli, err := dialEtcd(cfg, log)
 	if err != nil {
 		return nil, err
@@ -132,18 +147,22 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 		return nil, err
 	}
 	// The node's snapshot holds only the members bound to it: its
-	// controllers reconcile those alone.
-	if f.store, err = etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node}); err != nil {
+	// controllers reconcile those alone. The node remembers its fleet in
+	// its state directory (an etcd that is not the fleet's any more is
+	// lost to it).
+	if f.store, err = etcdstore.New(cli, &etcdstore.Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Logger: log, Node: cfg.Node,
+		StateDir: state.Root(), PruneHold: pruneHold, CheckInterval: cfg.CheckInterval}); err != nil {
 		return nil, err
 	}
 	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
 	f.agentSessions = fleet.NewSessions(cli, fo)
 	f.fence = fleet.NewFence(f.sessions, f.reg, f.store.BindingsRevision, &fleet.FenceOptions{Options: *fo, Client: cli, Node: cfg.Node,
 		RescheduleAfter: cmp.Or(cfg.RescheduleAfter, scheduler.DefaultRescheduleAfter)})
+	f.revisions = etcdrollout.New(cli, &etcdrollout.Options{Prefix: f.prefix, RequestTimeout: cfg.RequestTimeout, Logger: log})
 	// Read once before serving, as the directory store does, so that the
 	// first requests see the fleet rather than an empty one (and a member
 	// moved here resumes its agent's session from the start).
-	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync, f.agentSessions.Sync} {
+	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync, f.agentSessions.Sync, f.revisions.Sync} {
 		if err := sync(ctx); err != nil {
 			return nil, fmt.Errorf("read the desired state from etcd: %w", err)
 		}
@@ -151,8 +170,10 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, state statedir.Layout, ga
 	if err := f.token.Adopt(ctx, toks, state, cfg.Node); err != nil {
 		return nil, err
 	}
-	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, fence: f.fence, close: func() { cli.Close() }, onNode: f.onNode,
-		source: fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
+	fleetDesired := f.store.Fleet()
+	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, fence: f.fence, revisions: f.revisions, prune: f.store.PruneHold(), close: func() { cli.Close() }, onNode: f.onNode,
+		declared: func(kind, name string) bool { _, ok := fleetDesired.Get(kind, name); return ok },
+		source:   fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
 }
 
 // etcdFleet is what etcdBackend opened.
@@ -171,6 +192,8 @@ type etcdFleet struct {
 	// agentSessions are the members' agent sessions kept for the fleet.
 	agentSessions *fleet.Sessions
 	fence         *fleet.Fence
+	// revisions are the fleet's revision histories.
+	revisions *etcdrollout.Store
 }
 
 // onNode adds on the node the fleet view (what the gateway and the console
@@ -181,6 +204,7 @@ type etcdFleet struct {
 func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts messaging.Options) (*nodeParts, error) {
 	state := fleet.NewState(f.store, f.nodes, f.statuses)
 	view := fleet.NewView(mgr, state, f.cfg.Node)
+	mgr.FollowPeers(view) // a profile's rollout counts every node's members
 	local := fleet.NewLocalStatuses(mgr, core)
 	relay, err := newRelay(core, f.cli, f.sessions, f.store, f.nodes, view, f.cfg, mopts, f.log)
 	if err != nil {
@@ -191,7 +215,7 @@ func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts
 	return &nodeParts{members: view, waiter: view, desired: f.store.Fleet(), messages: relay, nodes: f.nodes, run: []func(context.Context) error{
 		f.sessions.Run, f.nodes.Run,
 		func(ctx context.Context) error { return f.reg.Run(ctx, f.nodes) },
-		func(ctx context.Context) error { return f.fence.Run(ctx, f.store.BindingsChanged) }, f.statuses.Run, f.token.Run, f.agentSessions.Run, relay.Run,
+		func(ctx context.Context) error { return f.fence.Run(ctx, f.store.BindingsChanged) }, f.statuses.Run, f.token.Run, f.agentSessions.Run, f.revisions.Run, relay.Run,
 		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
 		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },
 		func(ctx context.Context) error { view.Run(ctx); return nil },

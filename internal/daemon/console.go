@@ -43,6 +43,7 @@ func newConsole(mgr *controllers.Manager, members console.Members, desired conso
 		PrimaryName: mcp.PrimaryName,
 		Holds:       holds,
 		Logger:      log,
+		Profiles:    mgr.Profiles,
 		Herdr: func() error {
 			if !mgr.HerdrSynced() {
 				return errors.New("fleetd's view of herdr is not in sync; is herdr running?")

@@ -27,6 +27,10 @@ import (
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
+// DefaultPruneHold is how long a held prune waits for confirmation when
+// Config.PruneHold is 0.
+const DefaultPruneHold = store.DefaultPruneHold
+
 // Config is what `fleetd serve` was asked to run.
 type Config struct {
 	// ManifestsDir is the watched directory of Members, Profiles, Tenants
@@ -39,6 +43,10 @@ type Config struct {
 	// MaxManifestBytes is the size limit on one manifest file; 0 means
 	// decode.DefaultMaxManifestBytes.
 	MaxManifestBytes int64
+	// PruneHold is how long one change that removes most of the node's
+	// members without deletes through fleetd waits for confirmation
+	// (store.Hold, `--prune-hold`); 0 means store.DefaultPruneHold.
+	PruneHold time.Duration
 	// StateDir holds the lock, tokens, ownership records and journals.
 	StateDir string
 	// Listen is the address of the REST/MCP/metrics listener.
@@ -207,7 +215,7 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 // openBackend opens the desired state the configuration names.
 func openBackend(ctx context.Context, cfg Config, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (*backend, error) {
 	if cfg.Etcd != nil {
-		return etcdBackend(ctx, cfg.Etcd, state, gateway, toks, log)
+		return etcdBackend(ctx, cfg.Etcd, cfg.PruneHold, state, gateway, toks, log)
 	}
 	return directoryBackend(cfg, state, log)
 }

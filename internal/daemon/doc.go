@@ -34,6 +34,11 @@
 //
 // Besides:
 //
+//   - Each store publishes through its prune hold (store.Hold), with
+//     Config.PruneHold; the backend hands the hold to the gateway (GET
+//     /prune, POST /prune/confirm). The etcd store keeps what the node
+//     remembers of its fleet (identity, revision, last good objects) in the
+//     state directory.
 //   - It refuses to start on a manifests directory that is missing or
 //     unreadable (the store would serve an empty fleet), and logs every
 //     herdr call at debug level through the client's observer, which sees
@@ -58,6 +63,15 @@
 //     close through the controllers (mcp's Expediter: bridge_stop force,
 //     DELETE ?now=true). On etcd the fleet's agent sessions
 //     (fleet.Sessions) are the controllers' SessionKeeper.
+//   - The revisions of Profiles and Members (package rollout) are kept in
+//     the state directory (rollout.Dir), or on etcd under the fleet's
+//     prefix (package etcdrollout, read once before the listener serves);
+//     a rollout.Recorder records the desired state before the first
+//     request and follows it (on etcd a member that left the node's
+//     snapshot keeps its history while the fleet declares it). The
+//     controllers read them (a stopped rollout) and are the gateway's
+//     Rollouts and the console's Profiles; on etcd they count the other
+//     nodes' members through the fleet view (Manager.FollowPeers).
 //   - With Config.PrimaryPane (`fleetd serve --primary-pane`) the
 //     primary-pane follower (controllers.FollowPrimaryPane, reading the
 //     controllers' shared herdr cache) feeds the primary pane's agent status

@@ -57,6 +57,10 @@ type EtcdConfig struct {
 	// scheduler election, the waiting keys of the calls it holds); 0 means
 	// session.DefaultTTL.
 	NodeTTL time.Duration
+	// CheckInterval is how often the node checks that etcd is still its
+	// fleet's (its identity, its revision: etcdstore's fence) when nothing
+	// else made it check; 0 means etcdstore.DefaultCheckInterval.
+	CheckInterval time.Duration
 	// Client, if set, adjusts the etcd client's configuration before it is
 	// created (tests add gRPC interceptors that count the node's requests);
 	// nil leaves fleetd's.

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/tail"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
@@ -158,9 +159,10 @@ func (p *parts) openControllers() error {
 		OnPaneGone:    p.gone.report,
 		// A member to close or replace waits for what the core holds
 		// open for it.
-		Activity: core,
-		Sessions: p.backend.sessions, // nil for the directory
-		Fence:    p.fence(),
+		Activity:  core,
+		Sessions:  p.backend.sessions, // nil for the directory
+		Fence:     p.fence(),
+		Revisions: p.backend.revisions,
 		// A prompt typed into an agent herdr relaunched is lost with it:
 		// its turn ends now, not at its deadline.
 		OnAgentRelaunched: func(member, paneID string) {
@@ -221,11 +223,11 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	}
 	p.handler, err = mcp.NewHandler(mcp.Options{
 		Members: p.node.members, Waiter: p.node.waiter, Messages: p.node.messages, Nodes: p.node.nodes, Node: p.backend.node,
-		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir, Expediter: p.mgr,
+		ManifestErrors: p.mgr.ManifestErrors, ManifestsDir: manifestsDir, Expediter: p.mgr, Prune: p.backend.prune,
 		Tokens: p.toks, Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}), Ready: p.mgr.Ready,
 		Loopback: p.loopback, Logger: p.log, Store: p.node.desired, Registerer: p.reg, Version: version.Version,
 		ToolCallRate: p.cfg.ToolCallRate, ToolCallBurst: p.cfg.ToolCallBurst, SessionTimeout: p.cfg.SessionTimeout,
-		MaxSessionsPerToken: p.cfg.MaxSessionsPerToken, Terminals: tail.New(p.prompter, p.mgr, nil), Holds: holds,
+		MaxSessionsPerToken: p.cfg.MaxSessionsPerToken, Terminals: tail.New(p.prompter, p.mgr, nil), Holds: holds, Rollouts: p.mgr,
 	})
 	if err != nil {
 		return err
@@ -257,6 +259,11 @@ func (p *parts) run(ctx context.Context, ln net.Listener, gateway plan.Gateway) 
 		g.Go(func() error { return run(ctx) })
 	}
 	g.Go(func() error { p.prompts.Run(ctx); return nil })
+	// The revisions as they are now before the first request (history
+	// lists them), then each change.
+	recorder := rollout.NewRecorder(p.backend.store, p.backend.revisions, &rollout.RecorderOptions{Declared: p.backend.declared, Logger: p.log})
+	recorder.Sync()
+	g.Go(func() error { return recorder.Run(ctx) })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, p.roster, p.core); return nil })
 	g.Go(func() error {
 		defer cancel()

@@ -3,6 +3,7 @@ package etcdtest
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"time"
 
@@ -18,12 +19,14 @@ import (
 // [Proxy.HalfOpen]) — delays them ([Proxy.Delay]), or cuts every
 // connection and refuses new ones, as a machine that died ([Proxy.Cut]).
 // A fault applies to the connections open and to new ones, which it
-// accepts (a black hole shows no refusal).
+// accepts (a black hole shows no refusal). [Proxy.Switch] sends the next
+// connections to another etcd and drops the open ones, as when etcd is
+// replaced behind the same address (restored from a backup, or empty).
 type Proxy struct {
-	l      net.Listener
-	target string
+	l net.Listener
 
 	mu     sync.Mutex
+	target string   // host:port
 	faults [2]fault // by direction: toServer, toClient
 	conns  map[net.Conn]struct{}
 	cut    bool
@@ -45,16 +48,28 @@ type fault struct {
 }
 
 // StartProxy listens on a free loopback port and forwards every
-// connection to target (host:port or a URL's host), passing everything
-// until a fault is set.
-func StartProxy(target string) (*Proxy, error) {
+// connection to endpoint (an etcd client URL), passing everything until a
+// fault is set. Cut stops it.
+func StartProxy(endpoint string) (*Proxy, error) {
+	host, err := hostOf(endpoint)
+	if err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("etcdtest: proxy: %w", err)
 	}
-	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{l: l, target: host, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	return p, nil
+}
+
+func hostOf(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("etcdtest: proxy to %q: want an etcd client URL", endpoint)
+	}
+	return u.Host, nil
 }
 
 // URL is the proxy's address as an etcd endpoint.
@@ -87,7 +102,26 @@ func (p *Proxy) fault(dir int) fault {
 	return p.faults[dir]
 }
 
-// Cut closes every connection and refuses new ones, for good.
+// Switch sends the next connections to endpoint (an etcd client URL) and
+// drops the open ones.
+func (p *Proxy) Switch(endpoint string) error {
+	host, err := hostOf(endpoint)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.target = host
+	conns := p.conns
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	return nil
+}
+
+// Cut closes every connection, refuses new ones for good, and returns once
+// the proxy's goroutines have ended. It may be called more than once.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	p.cut = true
@@ -99,11 +133,6 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	p.change.Notify()
-}
-
-// Close cuts the proxy and waits for its goroutines.
-func (p *Proxy) Close() {
-	p.Cut()
 	p.wg.Wait()
 }
 
@@ -113,7 +142,10 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
 			continue

@@ -23,11 +23,11 @@ import (
 // confirmed again.
 func TestFence_HoldsThenLosesItsMembersBeforeAnotherNodeMayTakeThem(t *testing.T) {
 	f := newFixture(t)
-	p, err := etcdtest.StartProxy(strings.TrimPrefix(cluster.Endpoints()[0], "http://"))
+	p, err := etcdtest.StartProxy(cluster.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(p.Cut)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

@@ -69,8 +69,10 @@ func (v *View) WaitFor(ctx context.Context, cond func([]v1alpha1.Member) bool) e
 }
 
 // Members returns every member of the fleet, sorted by name, and the
-// members deleted from it whose tab this node is still closing
-// (Terminating while their agent finishes what it was given).
+// members this node runs that the fleet lacks: deleted from it while
+// this node still closes their tab (Terminating while their agent
+// finishes what it was given), held by the node's prune hold, or kept
+// while its store is lost (package etcdstore).
 func (v *View) Members() []v1alpha1.Member {
 	own := map[string]v1alpha1.Member{}
 	for _, m := range v.local.Members() {

@@ -134,10 +134,12 @@ func NewServer(handler http.Handler, ln net.Listener, limits Limits, log *slog.L
 //     (its body read to its end, or it has none): until then the
 //     connection may be closed for room, from then on it carries a call.
 //   - A response to a request whose body was not read in full, and every
-//     401 and 413, closes the connection (Connection: close), and what is
-//     left of such a body is never read: net/http would otherwise read up
-//     to 256 KiB of it after the handler returns, for as long as the read
-//     timeout allows, from a client that sends it a byte at a time.
+//     401 and 413, closes the connection (Connection: close). The answer
+//     is sent at once, and what is left of such a body is read for at most
+//     a second and 4 MiB (linger) so that the client sees the answer, not
+//     a reset, then never again: net/http would otherwise read up to 256
+//     KiB of it after the handler returns, for as long as the read timeout
+//     allows, from a client that sends it a byte at a time.
 //   - Every write of the response (and its flushes) gets a deadline of d
 //     from the moment it starts, so that a client that stops reading frees
 //     its connection and handler after d, however long the response was
@@ -158,6 +160,7 @@ func requestGuard(next http.Handler, d time.Duration) http.Handler {
 		gw.arm()
 		next.ServeHTTP(gw, r)
 		if !body.done() {
+			body.linger(gw.rc)
 			// net/http drains an unread body after the handler returns;
 			// with the read deadline passed, that read ends at once.
 			_ = gw.rc.SetReadDeadline(time.Now())
@@ -202,6 +205,28 @@ func (b *requestBody) finish() {
 	if first {
 		b.conn.served()
 	}
+}
+
+// Bounds of the lingering read of a body the handler left unread.
+const (
+	lingerBytes = 4 << 20
+	lingerTime  = time.Second
+)
+
+// linger sends the answer given before the body was read (a 401, a 413)
+// and then reads, and drops, what the client is still sending of its body
+// for a moment — at most lingerBytes, within lingerTime — so that a client
+// that writes its whole body before it reads (most do) reads the answer
+// rather than a reset: a connection closed with unread data in it is
+// reset, and the reset can take the answer with it. A client slower than
+// that is cut off all the same; meanwhile the connection waits on its
+// client, where the cap may close it for room.
+func (b *requestBody) linger(rc *http.ResponseController) {
+	if rc.Flush() != nil {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, b.ReadCloser, lingerBytes)
 }
 
 func (b *requestBody) done() bool {

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -465,5 +466,28 @@ func TestListener_AtTheCapAClientThatStoppedReadingMakesRoom(t *testing.T) {
 	release <- struct{}{}
 	if resp, body := readResponse(t, held); resp.StatusCode != http.StatusOK || body != "ok\n" {
 		t.Fatalf("held call = %s %q, want 200 ok", resp.Status, body)
+	}
+}
+
+// TestListener_AClientThatWritesItsWholeBodyReadsAnEarlyAnswer: a client
+// that sends a large body before it reads (net/http's client, curl) gets
+// the answer the handler gave without reading the body (a 413 here), not a
+// connection reset — the body's rest is read for a moment after the
+// answer, so the connection is not closed with data unread in it.
+func TestListener_AClientThatWritesItsWholeBodyReadsAnEarlyAnswer(t *testing.T) {
+	tooLarge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	})
+	addr := serveBounded(t, tooLarge, Limits{})
+	body := bytes.Repeat([]byte("x"), 3<<20)
+	for i := range 10 {
+		resp, err := http.Post("http://"+addr+"/members", "application/yaml", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("post %d: %v; want the 413", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+			t.Fatalf("post %d: %d (close %v); want 413 and the connection closed", i, resp.StatusCode, resp.Close)
+		}
 	}
 }

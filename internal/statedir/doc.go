@@ -8,7 +8,8 @@
 //	fleetd.lock              0600  the lock; holds the pid of the fleetd holding it
 //	primary.token            0600  the primary's bearer token (package tokens)
 //	tokens.json              0600  worker token hashes and their panes (package tokens)
-//	objects.json             0600  uids, generations and creation times of objects (internal/store)
+//	objects.json             0600  uids, generations, creation times and last good definitions of objects (internal/store/dirstore)
+//	etcd-store.json          0600  the fleet on etcd as this node last saw it: identity, highest revision, last good objects (internal/store/etcdstore)
 //	owned/NAME.json          0600  the pane fleetd runs for member NAME (controllers), in a 0700 directory
 //	members/NAME.json        0600  what fleetd keeps of member NAME across its panes: its agent's session,
 //	                               a graceful close or replacement under way (controllers), in a 0700 directory
@@ -17,6 +18,8 @@
 //	messages/messaging.journal 0600  the journal itself, named by package messaging
 //	prompts-delivered.json   0600  members whose spec.prompt was delivered (internal/messaging)
 //	node-id                  0600  the directory's identity as a node of a fleet on etcd (internal/fleet)
+//	revisions/KIND.NAME.json 0600  the last revisions of Profile or Member NAME (KIND profile or member)
+//	                               and a Profile's stopped rollout (internal/rollout), in a 0700 directory
 //	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)
 //
 // Every directory is created with [DirMode] and every file with [FileMode]:
@@ -43,7 +46,7 @@
 //
 // [Open] and [ReadFile] are the one way fleetd opens a file it keeps here,
 // for every package that keeps one (the lock, the token files, the
-// ownership records, objects.json, prompts-delivered.json, the message
+// ownership records, objects.json, etcd-store.json, prompts-delivered.json, the message
 // journal): only a regular file is opened — a symbolic link is refused
 // (O_NOFOLLOW), a FIFO too, without waiting for a writer (O_NONBLOCK, then
 // fstat), a device, a socket or a directory as well — and at most a bound

@@ -21,7 +21,7 @@ const (
 	// MaxRecordBytes bounds one ownership record (owned/NAME.json).
 	MaxRecordBytes = 64 << 10
 	// MaxIndexBytes bounds the files that list every member or token:
-	// tokens.json, objects.json, prompts-delivered.json.
+	// tokens.json, objects.json, etcd-store.json, prompts-delivered.json.
 	MaxIndexBytes = 64 << 20
 	// MaxJournalBytes bounds the message journal. The journal is compacted
 	// to its live content (the mailboxes, queues and open turns, each

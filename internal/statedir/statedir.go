@@ -22,12 +22,14 @@ const (
 	primaryFile  = "primary.token"
 	tokensFile   = "tokens.json"
 	objectsFile  = "objects.json"
+	etcdFile     = "etcd-store.json"
 	ownedDir     = "owned"
 	memoryDir    = "members"
 	harnessDir   = "harness"
 	messagesDir  = "messages"
 	promptsFile  = "prompts-delivered.json"
 	nodeIDFile   = "node-id"
+	revisionsDir = "revisions"
 	simDir       = "sim"
 	simSocket    = "herdr.sock"
 	recordSuffix = ".json"
@@ -77,9 +79,14 @@ func (l Layout) PrimaryToken() string { return l.path(primaryFile) }
 // Tokens is the token registry: worker token hashes and their panes.
 func (l Layout) Tokens() string { return l.path(tokensFile) }
 
-// Objects is the store's record of object uids, generations and creation
-// times.
+// Objects is the directory store's record of object uids, generations,
+// creation times and last good definitions.
 func (l Layout) Objects() string { return l.path(objectsFile) }
+
+// EtcdStore is what the etcd store remembers of its fleet: the fleet's
+// identity, the highest etcd revision seen, every object's last good
+// definition and the node's members.
+func (l Layout) EtcdStore() string { return l.path(etcdFile) }
 
 // OwnedDir is the directory of ownership records, one per member.
 func (l Layout) OwnedDir() string { return l.path(ownedDir) }
@@ -112,6 +119,18 @@ func (l Layout) MemoryDir() string { return l.path(memoryDir) }
 // with a dot is never a member's: temporary files of interrupted writes
 // are dot-files.
 func (l Layout) Memory(name string) string { return l.path(memoryDir, name+recordSuffix) }
+
+// RevisionsDir is the directory of the revision histories of Profiles and
+// Members (internal/rollout), one file per object.
+func (l Layout) RevisionsDir() string { return l.path(revisionsDir) }
+
+// Revisions is the revision history of the object of kind (profile or
+// member, lower case) named name, in [Layout.RevisionsDir]:
+// KIND.NAME.json. A name that starts with a dot is never an object's:
+// temporary files of interrupted writes are dot-files.
+func (l Layout) Revisions(kind, name string) string {
+	return l.path(revisionsDir, kind+"."+name+recordSuffix)
+}
 
 // Harness is the directory of member name's harness config files.
 func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }

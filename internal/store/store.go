@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -64,6 +65,15 @@ var ErrConflict = errors.New("the object changed since it was read (stale resour
 // definitions. A backend names its source in front of it ("etcd
 // unavailable").
 var ErrUnavailable = errors.New("unavailable")
+
+// ErrLost is wrapped by the [Snapshot.Stale] and [Snapshot.Unreadable] of a
+// store whose source is not the one this node knew — etcd restored empty or
+// from an older backup (its revision behind the highest this node has
+// seen), or another fleet's (its identity changed) — and by every write
+// refused meanwhile. Unlike [ErrUnavailable] it does not pass by itself: an
+// operator accepts the source as it is (the backend's message says how),
+// and until then nothing is pruned or created from it.
+var ErrLost = errors.New("store lost")
 
 // InUse is Delete's refusal of key's object while members reference it,
 // or nil when none does: an error matching ErrInUse that names, in name
@@ -131,6 +141,12 @@ type Snapshot struct {
 	Stale error
 	// Synced is false until the first successful read of the source.
 	Synced bool
+	// PruneHeld are the members whose definitions disappeared in one
+	// observed change together with more than half of the members (and at
+	// least [MinPruneHold]) without an explicit delete, by name: they are
+	// in Members with their last definition until the hold is confirmed or
+	// expires ([Hold]). nil when nothing is held.
+	PruneHeld map[string]PruneHold
 }
 
 // Referenced returns the object a Member's reference names, or nil when the
@@ -214,6 +230,21 @@ func (s *Snapshot) Put(obj v1alpha1.Object, source string) {
 		return
 	}
 	s.Sources[Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}] = source
+}
+
+// UnmarshalObject decodes an object of kind that json.Marshal encoded — a
+// definition a backend persisted across restarts, metadata included — into
+// its type. It is not the manifest decoder: nothing is checked or
+// defaulted, and only a backend's own file is read with it.
+func UnmarshalObject(kind string, data []byte) (v1alpha1.Object, error) {
+	obj := v1alpha1.New(kind)
+	if obj == nil {
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}
+	if err := json.Unmarshal(data, obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", kind, err)
+	}
+	return obj, nil
 }
 
 // NewSnapshot returns an empty snapshot (not Synced), every map made.

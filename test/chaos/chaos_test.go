@@ -121,6 +121,8 @@ var actions = []action{
 	{1, (*world).actDelete},
 	{1, (*world).actEdit},
 	{1, (*world).actPause},
+	// Issue 21's profile change mid-turn (rollout_test.go).
+	{2, (*world).actProfile},
 	// Issue 12's faults (faults_test.go).
 	{1, (*world).actHerdrBlip},
 	{1, (*world).actHerdrRestart},
@@ -257,6 +259,7 @@ func (w *world) actKillPane(rng *rand.Rand) string {
 	if !ok {
 		return "kill pane: " + name + " has none"
 	}
+	w.lostAgent(name)
 	_ = w.fake.KillPane(pane)
 	return fmt.Sprintf("kill %s's pane %s", name, pane)
 }
@@ -266,6 +269,7 @@ func (w *world) actExitAgent(rng *rand.Rand) string {
 	if !ok {
 		return "exit agent: " + name + " has none"
 	}
+	w.lostAgent(name)
 	_ = w.fake.ExitAgent(pane)
 	return fmt.Sprintf("%s's agent exits to the shell in %s", name, pane)
 }
@@ -445,6 +449,19 @@ func (w *world) converged(ms []v1alpha1.Member) string {
 		case !want.paused && (m.Status.Phase != v1alpha1.PhaseReady || m.Status.ObservedGeneration != m.Generation || m.Status.PaneID == ""):
 			return fmt.Sprintf("%s is %s at generation %d/%d (pane %q), want Ready", name, m.Status.Phase,
 				m.Status.ObservedGeneration, m.Generation, m.Status.PaneID)
+		case !want.paused && upToDate(m) != "":
+			return name + " runs an older definition: " + upToDate(m)
+		}
+	}
+	return ""
+}
+
+// upToDate says why m's agent does not run its current definition, its
+// profile's included ("" when it does).
+func upToDate(m v1alpha1.Member) string {
+	for _, c := range m.Status.Conditions {
+		if c.Type == v1alpha1.ConditionUpToDate && c.Status != v1alpha1.ConditionTrue {
+			return c.Reason + ": " + c.Message
 		}
 	}
 	return ""
@@ -567,6 +584,7 @@ func (w *world) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.checkFaults()
+	w.checkMidTurns()
 	for _, p := range w.problems {
 		w.t.Error(p)
 	}

@@ -6,8 +6,10 @@
 //
 // The schedule sends messages, lets workers reply, finish silently, block or
 // crash, kills panes and agents, stops and restarts herdr, kills fleetd
-// without cleanup and starts a fresh one on the same state directory, and
-// adds, edits, pauses and deletes manifests. It also plays issue 12's
+// without cleanup and starts a fresh one on the same state directory,
+// adds, edits, pauses and deletes manifests, and changes the members'
+// Profile in the middle of their turns (issue 21, rollout_test.go), which
+// rolls out to them. It also plays issue 12's
 // faults (faults_test.go, gateway_test.go): herdr refusing connections for
 // a few milliseconds or dropping the next few requests unanswered; herdr
 // restarting at once with its agents dying (each pane back under its id,
@@ -33,13 +35,21 @@
 // implies) with small bounds: 24 messages and 128 KiB per mailbox, 32 KiB
 // pages, 16 KiB contents, 16 tool calls per burst.
 //
+// All along, every tab fleetd closes is looked at before herdr closes it:
+// no agent in it may be working, blocked at a dialog or on a prompt its
+// worker has not finished (the schedule forces no close and no wait ends
+// by its deadline).
+//
 // When it ends the test lets everything settle (condition-based, never by
-// sleeping) and checks the invariants: every member converged to its spec;
+// sleeping) and checks the invariants: every member converged to its spec,
+// its profile's included (the rollout done);
 // one fleetd tab per running member holding one pane and none for any
 // other name (no duplicate pane, no orphan); every message sent ended
 // exactly once (replied, polled from the mailbox or reported uncertain;
 // none lost, none doubled, none typed twice, no reply given to the wrong
-// turn); every flood note the gateway or core accepted reached the primary
+// turn); every turn a worker was in the middle of when the profile
+// changed ended with its answer (a reply, or turn_done), never
+// worker_gone, unless the schedule killed that agent; every flood note the gateway or core accepted reached the primary
 // exactly once and none refused (mailbox_full, rate_limited) ever did; no
 // paged poll returned a message twice or went over its page bound; the Go
 // heap in use (after a collection, at its peak: after each flood and at the

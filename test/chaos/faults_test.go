@@ -190,6 +190,7 @@ func (w *world) actHerdrRestart(rng *rand.Rand) string {
 	if err := w.fake.Stop(); err != nil {
 		w.t.Fatalf("herdr stop: %v", err)
 	}
+	w.lostAgents() // the agents die, or are relaunched having forgotten their prompts
 	if *flagRestore {
 		forgot := 0
 		for _, p := range w.pendingSorted() {

@@ -103,6 +103,11 @@ type sent struct {
 type pendingPrompt struct {
 	pane, text string
 	blocked    bool
+	// done: the worker has finished it (replied, or finished silently)
+	// and is about to go idle; set under world.mu before the agent's idle
+	// status, which lets fleetd close the tab, so that checkClose never
+	// counts a finished prompt that finish has not removed yet.
+	done bool
 }
 
 // world is one chaos run: the fake herdr, the manifests and state
@@ -148,6 +153,12 @@ type world struct {
 
 	floods    map[string]*floodMsg // flood key → what became of it
 	nextFlood int
+
+	// The profile's version (rollout_test.go), and the turns its workers
+	// were in the middle of when it changed, which must end with their
+	// answer.
+	nextProfile int
+	midTurn     map[string]bool
 }
 
 func newWorld(t *testing.T, seed int64) *world {
@@ -158,14 +169,18 @@ func newWorld(t *testing.T, seed int64) *world {
 		manifests: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
 		desired: map[string]spec{}, typed: map[string]int{}, signal: make(chan struct{}),
 		ledger: map[string]*sent{}, byText: map[string]*sent{}, seenMail: map[string]bool{}, holding: map[string]bool{},
-		floods: map[string]*floodMsg{},
+		floods: map[string]*floodMsg{}, midTurn: map[string]bool{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(w.manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	w.writeFile("profile.yaml", profileYAML)
-	fake, err := validated.Start(&herdrsim.Options{Behavior: herdrsim.Behavior{OnPrompt: w.onPrompt}})
+	// herdr's schema checks every request, and every tab.close is looked
+	// at before herdr serves it: no busy agent may be closed
+	// (rollout_test.go).
+	fake, err := validated.Start(&herdrsim.Options{Behavior: herdrsim.Behavior{OnPrompt: w.onPrompt},
+		Validator: closeWatch{Validator: validated.Schema(), w: w}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,6 +512,7 @@ func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
 		if res.TurnID != "" && (s == nil || s.turn != res.TurnID) {
 			w.problem("%s's reply to %s was given to turn %s", name, p.text, res.TurnID)
 		}
+		w.done(p)
 		_ = w.fake.SetAgentState(p.pane, "idle")
 		return fmt.Sprintf("%s replies to %s: %s turn %q", name, p.text, res.Mode, res.TurnID), true
 	case "silent":
@@ -509,6 +525,7 @@ func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
 			return fmt.Sprintf("%s waits for fleetd to see it working on %s", name, p.text), false
 		}
 		_ = w.fake.WriteOutput(p.pane, "finished "+p.text+" without a word")
+		w.done(p)
 		_ = w.fake.SetAgentState(p.pane, "idle")
 		return fmt.Sprintf("%s finishes %s silently", name, p.text), true
 	case "block":
@@ -516,6 +533,7 @@ func (w *world) workerAct(p *pendingPrompt, action string) (string, bool) {
 		p.blocked = true
 		return fmt.Sprintf("%s blocks on a dialog while on %s", name, p.text), false
 	case "crash":
+		w.lostAgent(name)
 		_ = w.fake.KillPane(p.pane)
 		return fmt.Sprintf("%s crashes (pane %s) while on %s", name, p.pane, p.text), true
 	}
@@ -529,6 +547,13 @@ func (w *world) pendingSorted() []*pendingPrompt {
 	out := slices.Clone(w.pending)
 	sort.Slice(out, func(i, j int) bool { return out[i].text < out[j].text })
 	return out
+}
+
+// done marks p as finished by its worker, before the worker goes idle.
+func (w *world) done(p *pendingPrompt) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p.done = true
 }
 
 func (w *world) finish(p *pendingPrompt) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,15 +26,11 @@ import (
 // lease, which expires.
 func startProxy(t testing.TB, endpoint string) *etcdtest.Proxy {
 	t.Helper()
-	u, err := url.Parse(endpoint)
+	p, err := etcdtest.StartProxy(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := etcdtest.StartProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	t.Cleanup(p.Cut)
 	return p
 }
 

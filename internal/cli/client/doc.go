@@ -1,6 +1,8 @@
 // Package client is the fleetd CLI's client of a running fleetd: its REST
 // API (GET, POST and DELETE of members, profiles, tenants, nodes and the
-// inbox; the members' events; the manifests' errors) and its MCP gateway
+// inbox; the members' events; the manifests' errors; the rollouts of
+// profiles and members, their watch, revisions and writes; the held prune
+// and its confirmation) and its MCP gateway
 // (bridge_send), as the holder of one bearer token — the primary's, or a
 // worker's own $FLEETD_TOKEN.
 //

@@ -115,3 +115,18 @@ func (c *Client) ManifestErrors(ctx context.Context) (mcp.ManifestErrorList, err
 	err := c.Get(ctx, "/manifests/errors", &list)
 	return list, err
 }
+
+// PruneHold reads the members whose prune fleetd holds (GET /prune).
+func (c *Client) PruneHold(ctx context.Context) (mcp.PruneHoldList, error) {
+	var list mcp.PruneHoldList
+	err := c.Get(ctx, "/prune", &list)
+	return list, err
+}
+
+// ConfirmPrune confirms the held prune (POST /prune/confirm): fleetd
+// prunes the held members now and names them.
+func (c *Client) ConfirmPrune(ctx context.Context) ([]string, error) {
+	var res mcp.PruneConfirmed
+	_, err := c.Post(ctx, "/prune/confirm", struct{}{}, &res)
+	return res.Pruned, err
+}

@@ -34,14 +34,7 @@ func (c *Client) Apply(ctx context.Context, obj v1alpha1.Object, dryRun bool) (s
 // Live reads the object of kind fleetd has by name; found is false when it
 // has none.
 func (c *Client) Live(ctx context.Context, kind, name string) (obj v1alpha1.Object, found bool, err error) {
-	switch kind {
-	case v1alpha1.KindMember:
-		obj = &v1alpha1.Member{}
-	case v1alpha1.KindProfile:
-		obj = &v1alpha1.Profile{}
-	case v1alpha1.KindTenant:
-		obj = &v1alpha1.Tenant{}
-	default:
+	if obj = v1alpha1.New(kind); obj == nil {
 		return nil, false, fmt.Errorf("fleetd has no objects of kind %q", kind)
 	}
 	if err := c.Get(ctx, objectsPath(kind)+"/"+url.PathEscape(name), obj); err != nil {

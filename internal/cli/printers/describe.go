@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/termtext"
+	"github.com/fleetd-dev/fleetd/mcp"
 )
 
 // `fleetd describe` prints an object as lines of "Label:  value", aligned
@@ -171,6 +172,8 @@ var memberStatusFields = []field[v1alpha1.Member]{
 		return shortHead(w.Head) + " " + w.LastCommit
 	}},
 	{label: "Last Error", value: func(m *v1alpha1.Member) string { return dash(m.Status.LastError) }},
+	{label: "Rollout", shown: func(m *v1alpha1.Member) bool { return m.Status.Rollout != "" },
+		value: func(m *v1alpha1.Member) string { return "being replaced by profile/" + m.Status.Rollout + "'s rollout" }},
 }
 
 // DescribeMember prints m and its events. Every value is printed safe for
@@ -200,14 +203,7 @@ func DescribeMember(w io.Writer, m *v1alpha1.Member, events []v1alpha1.Event, no
 		t := c.LastTransitionTime
 		conditions = append(conditions, []string{c.Type, c.Status, dash(c.Reason), age(&t, now), c.Message})
 	}
-	for _, e := range events {
-		t := e.Time
-		a := age(&t, now)
-		if e.Count > 1 {
-			a = fmt.Sprintf("%s (x%d)", a, e.Count)
-		}
-		evs = append(evs, []string{e.Type, e.Reason, a, e.Message})
-	}
+	evs = eventRows(events, now)
 	subtable(tw, "MCP Plan:", []string{"SERVER", "TARGET", "TRANSPORT", "URL", "CREDENTIAL ENV"}, plan, "<none>")
 	subtable(tw, "Conditions:", []string{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}, conditions, "<none>")
 	subtable(tw, "Events:", []string{"TYPE", "REASON", "AGE", "MESSAGE"}, evs, "<none>")
@@ -249,6 +245,35 @@ var profileSpecFields = []field[v1alpha1.ProfileSpec]{
 	{label: "Worktree", value: func(s *v1alpha1.ProfileSpec) string { return profileWorktree(s.Worktree) },
 		shown: func(s *v1alpha1.ProfileSpec) bool { return s.Worktree != nil }},
 	{label: "Termination Grace Period", value: func(s *v1alpha1.ProfileSpec) string { return durationText(s.TerminationGracePeriod) }},
+	// How a change reaches the members (spec.rollout).
+	{label: "Rollout Max Unavailable", value: func(s *v1alpha1.ProfileSpec) string {
+		if s.Rollout == nil || s.Rollout.MaxUnavailable == nil {
+			return fmt.Sprint(v1alpha1.DefaultMaxUnavailable)
+		}
+		return s.Rollout.MaxUnavailable.String()
+	}},
+	{label: "Rollout Paused", value: func(s *v1alpha1.ProfileSpec) string { return fmt.Sprint(s.Rollout != nil && s.Rollout.Paused) }},
+}
+
+// profileStatusFields are a Profile's status lines: its rollout to its
+// members. Its conditions are a table.
+var profileStatusFields = []field[v1alpha1.ProfileStatus]{
+	{label: "Revision", value: func(s *v1alpha1.ProfileStatus) string {
+		if s.Revision == 0 {
+			return "-"
+		}
+		return fmt.Sprint(s.Revision)
+	}},
+	{label: "Observed Generation", value: func(s *v1alpha1.ProfileStatus) string { return fmt.Sprint(s.ObservedGeneration) }},
+	{label: "Members", value: func(s *v1alpha1.ProfileStatus) string {
+		return fmt.Sprintf("%d (%d updated, %d of them Ready)", s.Members, s.UpdatedMembers, s.ReadyMembers)
+	}},
+	{label: "Updating", value: func(s *v1alpha1.ProfileStatus) string {
+		if len(s.Updating) == 0 {
+			return "<none>"
+		}
+		return strings.Join(s.Updating, ", ")
+	}},
 }
 
 // profileWorktree is a Profile's worktree line, shown when it is set: the
@@ -265,13 +290,56 @@ func profileWorktree(w *v1alpha1.ProfileWorktree) string {
 	return line
 }
 
-// DescribeProfile prints a Profile.
-func DescribeProfile(w io.Writer, p *v1alpha1.Profile, now time.Time) error {
+// DescribeProfile prints a Profile: its spec, its rollout to its members
+// (status and conditions), and, from r (nil: a fleetd without rollouts),
+// the members the rollout waits for, the revisions kept and the profile's
+// events.
+func DescribeProfile(w io.Writer, p *v1alpha1.Profile, r *mcp.RolloutView, now time.Time) error {
 	tw := newTabwriter(w, 2)
 	printFields(tw, 0, &p.ObjectMeta, objectMeta(now))
 	fmt.Fprintln(tw, "Spec:")
 	printFields(tw, 1, &p.Spec, profileSpecFields)
+	fmt.Fprintln(tw, "Status:")
+	printFields(tw, 1, &p.Status, profileStatusFields)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = newTabwriter(w, 3)
+	var conditions, waits, revisions, evs [][]string
+	for _, c := range p.Status.Conditions {
+		t := c.LastTransitionTime
+		conditions = append(conditions, []string{c.Type, c.Status, dash(c.Reason), age(&t, now), c.Message})
+	}
+	subtable(tw, "Conditions:", []string{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}, conditions, "<none>")
+	if r != nil {
+		for _, wt := range r.Waits {
+			waits = append(waits, []string{wt.Member, wt.Reason, wt.Message})
+		}
+		for _, rev := range r.Revisions {
+			t := rev.Time
+			revisions = append(revisions, []string{fmt.Sprint(rev.Revision), age(&t, now), cmpNone(rev.ChangeCause)})
+		}
+		evs = eventRows(r.Events, now)
+		subtable(tw, "Waiting:", []string{"MEMBER", "REASON", "MESSAGE"}, waits, "<none>")
+		subtable(tw, "Revisions:", []string{"REVISION", "AGE", "CHANGE-CAUSE"}, revisions, "<none>")
+		subtable(tw, "Events:", []string{"TYPE", "REASON", "AGE", "MESSAGE"}, evs, "<none>")
+	}
 	return tw.Flush()
+}
+
+// eventRows are events as describe's rows: type, reason, age (with the
+// count of a repeated one) and message.
+func eventRows(events []v1alpha1.Event, now time.Time) [][]string {
+	var rows [][]string
+	for _, e := range events {
+		t := e.Time
+		a := age(&t, now)
+		if e.Count > 1 {
+			a = fmt.Sprintf("%s (x%d)", a, e.Count)
+		}
+		rows = append(rows, []string{e.Type, e.Reason, a, e.Message})
+	}
+	return rows
 }
 
 func durationText(d v1alpha1.Duration) string {

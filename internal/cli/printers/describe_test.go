@@ -17,11 +17,15 @@ import (
 var describeLeavesOut = map[string]string{
 	// kubectl describe leaves a condition's observedGeneration out too; the
 	// member's own Observed Generation is on the page.
-	"Member.status.conditions[].observedGeneration": "kubectl leaves it out; status.observedGeneration is shown",
-	"Node.status.conditions[].observedGeneration":   "kubectl leaves it out",
+	"Member.status.conditions[].observedGeneration":  "kubectl leaves it out; status.observedGeneration is shown",
+	"Node.status.conditions[].observedGeneration":    "kubectl leaves it out",
+	"Profile.status.conditions[].observedGeneration": "kubectl leaves it out; status.observedGeneration is shown",
 	// Which herdr integration reported the agent's session: the agent,
 	// the kind and the value name the session itself.
 	"Member.status.resumedSession.source": "the reporting integration, not the session",
+	// A digest other nodes compare with the profile's: the rollout line
+	// and the UpToDate condition say it in words.
+	"Member.status.profileTarget": "a digest for the other nodes; UpToDate and the rollout line say it",
 	// When herdr's reachability last changed: the Ready condition's SINCE
 	// column says when the node's state changed.
 	"Node.status.herdr.since": "the Ready condition's SINCE says it",
@@ -101,7 +105,7 @@ var describedKinds = []struct {
 		return DescribeMember(w, o.(*v1alpha1.Member), nil, describeNow)
 	}},
 	{v1alpha1.KindProfile, func() any { return &v1alpha1.Profile{} }, func(w *bytes.Buffer, o any) error {
-		return DescribeProfile(w, o.(*v1alpha1.Profile), describeNow)
+		return DescribeProfile(w, o.(*v1alpha1.Profile), nil, describeNow)
 	}},
 	{v1alpha1.KindTenant, func() any { return &v1alpha1.Tenant{} }, func(w *bytes.Buffer, o any) error {
 		return DescribeTenant(w, o.(*v1alpha1.Tenant), describeNow)

@@ -3,7 +3,9 @@
 // other output formats (-o yaml, json, name, jsonpath=…, go-template=…),
 // the watch table of `get -w` whose change lines line up under it,
 // the members' events of `get events` (and -w), `fleetd describe`'s pages
-// and the inbox table.
+// (a profile's with its rollout and revisions), `fleetd rollout`'s status
+// lines, history and revisions (rollout.go, kubectl rollout's wording), the
+// inbox table and the held prune of `fleetd prune`.
 //
 // A [Format] is a parsed -o; a [Printer] prints the objects of one kind in
 // one format; [MemberStream] prints a member watch as it arrives, and

@@ -105,12 +105,19 @@ type table struct {
 var tables = map[string]table{
 	v1alpha1.KindMember: memberTable,
 	v1alpha1.KindProfile: {
-		columns: []string{"NAME", "HARNESS", "RESTART", "RESUME", "AGE"},
-		wide:    []string{"CWD", "DESCRIPTION"},
+		// UP-TO-DATE is kubectl's for a Deployment: the members that run
+		// the profile as it is, of those that use it (its rollout).
+		columns: []string{"NAME", "HARNESS", "UP-TO-DATE", "RESTART", "RESUME", "AGE"},
+		wide:    []string{"REVISION", "CWD", "DESCRIPTION"},
 		cells: func(o Object, now time.Time) ([]string, []string) {
 			p := o.(*v1alpha1.Profile)
-			return []string{p.Name, p.Spec.Harness, dash(p.Spec.RestartPolicy), dash(p.Spec.Resume), age(p.CreationTimestamp, now)},
-				[]string{dash(p.Spec.Cwd), dash(p.Spec.Description)}
+			revision := "-"
+			if p.Status.Revision > 0 {
+				revision = fmt.Sprint(p.Status.Revision)
+			}
+			return []string{p.Name, p.Spec.Harness, fmt.Sprintf("%d/%d", p.Status.UpdatedMembers, p.Status.Members), dash(p.Spec.RestartPolicy),
+					dash(p.Spec.Resume), age(p.CreationTimestamp, now)},
+				[]string{revision, dash(p.Spec.Cwd), dash(p.Spec.Description)}
 		},
 	},
 	v1alpha1.KindTenant: {

@@ -92,6 +92,7 @@ type Informer[E any] struct {
 	mu          sync.Mutex
 	items       map[string]Item[E] // replaced, never changed, once published
 	rev         int64              // published after OnChange
+	listed      int64              // the revision of the last good list
 	synced      bool
 	stale       error
 	unavailable error
@@ -131,6 +132,16 @@ func (i *Informer[E]) Revision() int64 {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.rev
+}
+
+// Listed returns the revision of the last good list, set before OnChange
+// runs for it; 0 before the first. Unlike [Informer.Revision] it can go
+// down: a list of an etcd restored from an older backup is at that etcd's
+// revision, which a consumer that remembers a higher one can tell.
+func (i *Informer[E]) Listed() int64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.listed
 }
 
 // Synced reports whether a list has succeeded yet.
@@ -254,7 +265,7 @@ func (i *Informer[E]) list(ctx context.Context) (int64, error) {
 	}
 	i.mu.Lock()
 	wasDown := i.unavailable != nil
-	i.items, i.synced, i.stale, i.unavailable = next, true, nil, nil
+	i.items, i.synced, i.stale, i.unavailable, i.listed = next, true, nil, nil, rev
 	i.mu.Unlock()
 	if wasDown {
 		i.o.Logger.Info("etcd available again", "keys", i.o.Name, "revision", rev)

@@ -147,11 +147,11 @@ func TestSession_WaitWithoutALease(t *testing.T) {
 // renewal has passed the session gives the lease up and, etcd back, takes
 // a new one.
 func TestSession_RecordsWhenItsRenewalsWereSentAndWhenTheyFail(t *testing.T) {
-	p, err := etcdtest.StartProxy(cluster.Endpoints()[0][len("http://"):])
+	p, err := etcdtest.StartProxy(cluster.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(p.Cut)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,9 @@ type Options struct {
 	// skipped with an error ([decode.ReadManifest]). 0 means
 	// decode.DefaultMaxManifestBytes.
 	MaxFileBytes int64
+	// PruneHold is how long a mass removal of members waits for
+	// confirmation (store.Hold); 0 means store.DefaultPruneHold.
+	PruneHold time.Duration
 	// Rescan, if set, replaces the fsnotify watch: Run reads the directory
 	// again (after Debounce) whenever a value arrives, and every
 	// RetryInterval while it is unreadable; nothing else is noticed. It is
@@ -65,7 +68,8 @@ type Options struct {
 // file-system call or a log line, so Snapshot, Get, List and Watch — what
 // request handlers call — never wait on the disk.
 type Directory struct {
-	store.Published // replaced with sem held
+	store.Published // replaced by hold
+	hold            *store.Hold
 
 	dir      string
 	clock    clock.Clock
@@ -79,6 +83,9 @@ type Directory struct {
 	sem   chan struct{}         // capacity 1: held by a scan, Apply or Delete
 	files map[string]*fileState // by path; sem
 	meta  *metaBook             // sem
+	// deleted are the members Delete removed since the last scan: removed
+	// on purpose, never held. sem.
+	deleted map[string]bool
 
 	mu      sync.Mutex
 	scans   int           // completed scans, for tests; mu
@@ -140,7 +147,13 @@ func New(dir string, opts *Options) (*Directory, error) {
 		sem:      make(chan struct{}, 1),
 		files:    map[string]*fileState{},
 		meta:     meta,
+		deleted:  map[string]bool{},
 	}
+	hold := &store.HoldOptions{Duration: o.PruneHold, Clock: o.Clock, Logger: o.Logger}
+	if o.StateDir != "" {
+		hold.Baseline = meta.baseline()
+	}
+	d.hold = store.NewHold(&d.Published, hold)
 	d.rescan(context.Background())
 	return d, nil
 }
@@ -161,10 +174,15 @@ func (d *Directory) unlock() { <-d.sem }
 // Path returns the manifests directory.
 func (d *Directory) Path() string { return d.dir }
 
+// PruneHold returns the store's prune hold: what it holds, and its
+// confirmation.
+func (d *Directory) PruneHold() *store.Hold { return d.hold }
+
 // Run watches the directory (or, with Options.Rescan, waits for
 // nudges) until ctx ends. It returns nil on cancellation and an error only
 // if fsnotify itself cannot be used.
 func (d *Directory) Run(ctx context.Context) error {
+	defer d.hold.Stop()
 	var w *fsnotify.Watcher
 	var events <-chan fsnotify.Event
 	var watchErrs <-chan error
@@ -273,11 +291,14 @@ func (d *Directory) rescan(ctx context.Context) {
 // scan reads the directory and publishes a new snapshot if anything
 // changed. d.sem must be held. Each file is read the way `fleetd validate`
 // reads it ([decode.ReadManifest]): a file it refuses keeps its last good
-// objects, like a file that stops parsing, and reports why.
+// objects, like a file that stops parsing, and reports why — also the first
+// time this process reads it: its last good objects are then the ones the
+// state directory recorded.
 func (d *Directory) scan() {
+	defer clear(d.deleted)
 	paths, err := decode.ManifestPaths(d.dir)
 	if err != nil {
-		if prev := d.Snapshot(); prev.Unreadable == nil || prev.Unreadable.Error() != err.Error() {
+		if prev := d.hold.Input(); prev.Unreadable == nil || prev.Unreadable.Error() != err.Error() {
 			d.log.Error("manifests directory unreadable; keeping every object as last read", "dir", d.dir, "err", err)
 			next := *prev
 			next.Unreadable = err
@@ -294,7 +315,7 @@ func (d *Directory) scan() {
 		seen[path] = true
 		st := d.files[path]
 		if st == nil {
-			st = &fileState{}
+			st = &fileState{good: d.meta.lastGood(path)}
 			d.files[path] = st
 		}
 		if err != nil {
@@ -320,6 +341,21 @@ func (d *Directory) scan() {
 		}
 	}
 	d.publish(d.build())
+	d.saveMeta()
+}
+
+// saveMeta persists the records of the objects in effect — held members
+// and what they reference too — and forgets the others. d.sem must be
+// held.
+func (d *Directory) saveMeta() {
+	present := map[string]bool{}
+	for k := range d.Snapshot().Sources {
+		present[k.String()] = true
+	}
+	d.meta.prune(present)
+	if err := d.meta.save(); err != nil {
+		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
+	}
 }
 
 // build assembles a snapshot from the files, reusing the previous
@@ -364,10 +400,9 @@ func (d *Directory) build() *store.Snapshot {
 	}
 
 	now := d.clock.Now()
-	present := map[string]bool{}
-	put := func(key store.Key, obj v1alpha1.Object, at location) {
-		present[key.String()] = true
+	put := func(_ store.Key, obj v1alpha1.Object, at location) {
 		next.Put(obj, at.file.Path)
+		d.meta.keep(obj, at.file.Path)
 	}
 	// refs are the Members in effect, where they are written, for the
 	// reference check: whole files where nothing is duplicated.
@@ -417,10 +452,6 @@ func (d *Directory) build() *store.Snapshot {
 				}
 			}
 		}
-	}
-	d.meta.prune(present)
-	if err := d.meta.save(); err != nil {
-		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
 	}
 	next.Unresolved = decode.CheckReferences(refs, func(kind, name string) bool {
 		_, ok := next.Object(store.Key{Kind: kind, Name: name})
@@ -473,10 +504,11 @@ func (d *Directory) recordedCopy(files []decode.FileResult, key store.Key) (loca
 	return location{}, false
 }
 
-// publish installs next if it differs from the current snapshot, logs
-// changed manifest errors and signals watchers. d.sem must be held.
+// publish installs next through the prune hold if it differs from the
+// last snapshot read, logs changed manifest errors and signals watchers.
+// d.sem must be held.
 func (d *Directory) publish(next *store.Snapshot) {
-	prev := d.Snapshot()
+	prev := d.hold.Input()
 	if sameSnapshot(prev, next) {
 		return
 	}
@@ -508,7 +540,7 @@ func (d *Directory) publish(next *store.Snapshot) {
 			d.log.Warn("member references an object that is not defined; it waits at Ready=False", "file", e.File, "line", e.Line, "err", e.Error())
 		}
 	}
-	d.Publish(next)
+	d.hold.Publish(next, func(name string) bool { return d.deleted[name] })
 }
 
 func sameSnapshot(a, b *store.Snapshot) bool {

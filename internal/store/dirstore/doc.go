@@ -10,7 +10,18 @@
 //
 //   - A file that stops parsing keeps its last good objects. Its errors are
 //     reported (store.Snapshot.Errors, a log line) but nothing it defined goes away,
-//     so a typo never tears down a running agent.
+//     so a typo never tears down a running agent — also across a restart:
+//     the last good definition of every object, with the file it came from,
+//     is recorded in the state directory (objects.json), and a file that
+//     does not decode at the first read after a restart keeps those.
+//   - A mass removal is held, not pruned at once: the store publishes
+//     through store.Hold, so one scan that removes most members without
+//     Delete (a directory emptied, a git checkout, a file of most members
+//     removed) — or a first read after a restart that misses most of what
+//     objects.json recorded — keeps them, on their last definition, until
+//     the prune is confirmed ([Directory.PruneHold]) or the hold ends
+//     (Options.PruneHold). Delete is explicit and never held; a Delete of a
+//     held member prunes it, an Apply defines it again.
 //   - Only regular files, within a size limit, are read
 //     ([decode.ReadManifest], the very function `fleetd validate` reads
 //     with). A named pipe, directory or device named like a manifest, a

@@ -8,20 +8,31 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
-// metaRecord is what the store remembers about an object across restarts.
+// metaRecord is what the store remembers about an object across restarts:
+// the metadata it owns, and the object's last good definition with the
+// file it came from, so that after a restart a file that no longer decodes
+// keeps that definition, and a mass removal made while fleetd was stopped
+// is held (store.Hold's baseline). Records written before the definitions
+// were kept have no Source or Object.
 type metaRecord struct {
-	UID        string    `json:"uid"`
-	Generation int64     `json:"generation"`
-	SpecHash   string    `json:"specHash"`
-	Created    time.Time `json:"creationTimestamp"`
+	UID        string          `json:"uid"`
+	Generation int64           `json:"generation"`
+	SpecHash   string          `json:"specHash"`
+	Created    time.Time       `json:"creationTimestamp"`
+	Source     string          `json:"source,omitempty"`
+	Object     json.RawMessage `json:"object,omitempty"`
 }
 
 // metaBook assigns uid, generation and creationTimestamp, keyed by
@@ -77,6 +88,63 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	m.ResourceVersion = "" // files have no versions: a written one means nothing here
 	created := rec.Created
 	m.CreationTimestamp = &created
+}
+
+// keep records obj, in effect, as its last good definition, defined in
+// source.
+func (b *metaBook) keep(obj v1alpha1.Object, source string) {
+	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
+	rec, ok := b.recs[key]
+	if !ok {
+		return // stamped first, always
+	}
+	data, err := json.Marshal(obj)
+	if err != nil || (rec.Source == source && bytes.Equal(rec.Object, data)) {
+		return
+	}
+	rec.Source, rec.Object = source, data
+	b.recs[key], b.dirty = rec, true
+}
+
+// lastGood returns the last good objects of the file at path, as recorded,
+// in name order; none when the records have none.
+func (b *metaBook) lastGood(path string) decode.FileResult {
+	f := decode.FileResult{Path: path}
+	for _, key := range slices.Sorted(maps.Keys(b.recs)) {
+		if rec := b.recs[key]; rec.Source == path {
+			if obj := rec.object(key); obj != nil {
+				f.Objects = append(f.Objects, obj)
+			}
+		}
+	}
+	return f
+}
+
+// baseline is what was in effect when the records were last saved: every
+// recorded object with its definition, where it was defined.
+func (b *metaBook) baseline() *store.Snapshot {
+	s := store.NewSnapshot()
+	s.Synced = true
+	for key, rec := range b.recs {
+		if obj := rec.object(key); obj != nil {
+			s.Put(obj, rec.Source)
+		}
+	}
+	return s
+}
+
+// object decodes the recorded definition of the object key names
+// ("Kind/name"); nil when there is none (or it does not decode).
+func (r metaRecord) object(key string) v1alpha1.Object {
+	kind, _, _ := strings.Cut(key, "/")
+	if len(r.Object) == 0 || r.Source == "" {
+		return nil
+	}
+	obj, err := store.UnmarshalObject(kind, r.Object)
+	if err != nil {
+		return nil
+	}
+	return obj
 }
 
 // prune forgets every object not in present.

@@ -63,7 +63,7 @@ func (d *Directory) apply(ctx context.Context, obj v1alpha1.Object, write bool) 
 		return fmt.Errorf("apply %s: %w", key, err)
 	}
 	defer d.unlock()
-	snap := d.Snapshot()
+	snap := d.hold.Input() // a held member is defined in no file
 	if snap.Unreadable != nil {
 		return fmt.Errorf("apply %s: %w", key, snap.Unreadable)
 	}
@@ -123,7 +123,9 @@ func (d *Directory) apply(ctx context.Context, obj v1alpha1.Object, write bool) 
 // Delete removes the object's definition: its file, or only its document
 // in a multi-document file. A Profile or Tenant that a Member of the
 // directory references is not deleted (store.InUse). On return the
-// snapshot reflects the removal.
+// snapshot reflects the removal: a deleted member is removed on purpose and
+// never held (store.Hold), and one already held, which no file defines, is
+// pruned now.
 func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -133,15 +135,18 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	defer d.unlock()
-	snap := d.Snapshot()
+	snap := d.hold.Input()
 	if snap.Unreadable != nil {
 		return fmt.Errorf("delete %s: %w", key, snap.Unreadable)
 	}
 	path, ok := snap.Sources[key]
 	if !ok {
+		if kind == v1alpha1.KindMember && d.hold.Release(name) {
+			return nil
+		}
 		return fmt.Errorf("delete %s: %w", key, store.ErrNotFound)
 	}
-	if err := store.InUse(key, slices.Collect(maps.Values(snap.Members))); err != nil {
+	if err := store.InUse(key, slices.Collect(maps.Values(d.Snapshot().Members))); err != nil {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	old, err := d.read(path, d.maxBytes)
@@ -174,6 +179,9 @@ func (d *Directory) Delete(ctx context.Context, kind, name string) error {
 		if err := atomicfile.Write(path, bytes.Join(docs, nil), manifestPerm); err != nil {
 			return fmt.Errorf("delete %s: %w", key, err)
 		}
+	}
+	if kind == v1alpha1.KindMember {
+		d.deleted[name] = true
 	}
 	d.scan()
 	return nil

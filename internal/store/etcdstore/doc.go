@@ -8,9 +8,10 @@
 // PREFIX/members/NAME, PREFIX/profiles/NAME, PREFIX/tenants/NAME, each
 // holding the object as JSON, with the metadata the store owns (uid,
 // generation, creationTimestamp) and without status, which each node keeps
-// for itself and publishes apart. Other keys under the prefix (nodes,
-// bindings, the scheduler election, published statuses, the primary
-// token's hash, messages) are not objects.
+// for itself and publishes apart. Other keys under the prefix (the fleet's
+// identity, nodes, bindings, the scheduler election, published statuses,
+// the primary token's hash, messages, deleted members' tombstones) are not
+// objects.
 //
 // Versions. An object's metadata.resourceVersion is its key's mod
 // revision, as in Kubernetes. Apply is a compare-and-swap on that
@@ -45,13 +46,39 @@
 // watch to reach the write's revision, within the caller's context), so
 // Run must be running.
 //
+// The fence (fence.go). The first node of a fleet writes its identity,
+// PREFIX/identity, once (create-if-absent); every node remembers it, with
+// the highest etcd revision it has seen, in its state directory
+// (Options.StateDir, etcd-store.json). An etcd that lacks the identity or
+// holds another one, or whose revision is behind the one remembered, is not
+// the fleet's any more — restored empty, restored from an older backup,
+// another fleet's — and the store is lost (store.ErrLost): checked before
+// the first list (Sync), whenever a list comes back below the highest
+// revision seen, every Options.CheckInterval and before every write, and
+// the identity is watched. A lost store serves the snapshot it had (after
+// a restart, the one remembered), Stale and Unreadable with the reason and
+// the recovery (fleetd stopped, `fleetd store accept`: [Accept]), and
+// refuses every write; nothing is pruned or created from it. Every write is
+// also a transaction on the identity's value, so it never lands in another
+// etcd.
+//
+// Prunes. The node's snapshot is published through store.Hold: one change
+// that removes most of its members without deletes through the store —
+// member keys deleted by hand, say — is held until confirmed
+// ([Store.PruneHold]) or until Options.PruneHold passes. A member deleted
+// through the store leaves a tombstone, PREFIX/members/.deleted/NAME (kept
+// TombstoneTTL), in the delete's own transaction, so that the node that
+// runs it lets that delete through whichever node made it; a member bound
+// to another node left on purpose too.
+//
 // Input is held to the rules of manifest files. A written object is decoded
 // strictly, defaulted and validated by api/decode before anything is sent;
 // a value read from etcd (which anyone with access can write) is decoded
 // the same way, and one that does not decode, names another object than
 // its key, or exceeds Options.MaxObjectBytes is reported in
 // Snapshot.Errors at its key while the object keeps its last good
-// definition, as a manifest file that stops parsing does.
+// definition, as a manifest file that stops parsing does — after a
+// restart, the definition the node remembers.
 //
 // Every kind is written the same way — `fleetd apply -f` and the REST API
 // write Members, Profiles and Tenants through Apply and Delete. A value may

@@ -20,6 +20,8 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/etcd/informer"
+	"github.com/fleetd-dev/fleetd/internal/notify"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -66,6 +68,17 @@ type Options struct {
 	// node (bindings.go); Assignments still shows them all. Empty: every
 	// Member, as with one node per prefix.
 	Node string
+	// StateDir is the node's state directory, where the store remembers
+	// its fleet (fence.go: the identity, the highest revision seen, every
+	// object's last good definition); "" remembers nothing across
+	// restarts.
+	StateDir string
+	// CheckInterval is how often a running store compares etcd's identity
+	// and revision with what it has seen; default DefaultCheckInterval.
+	CheckInterval time.Duration
+	// PruneHold is how long a mass removal of the node's members waits for
+	// confirmation (store.Hold); 0 means store.DefaultPruneHold.
+	PruneHold time.Duration
 	// afterList, if set, is called by each informer between a list and the
 	// watch from its revision, with the informer's directory ("members",
 	// "bindings", …; tests: make changes and compact etcd there).
@@ -86,16 +99,36 @@ type Store struct {
 
 	kinds    map[string]*informer.Informer[*entry] // PREFIX/members/, profiles/, tenants/ by kind
 	bindings *informer.Informer[*Binding]          // PREFIX/bindings/; a nil value does not decode
+	identity *informer.Informer[string]            // PREFIX/identity: the fleet's id (fence.go)
+
+	hold       *store.Hold
+	stateDir   string                     // Options.StateDir
+	stateFile  string                     // etcd-store.json in it; "" for none
+	checkEvery time.Duration              // Options.CheckInterval
+	saved      map[string]v1alpha1.Object // last good objects by key, as remembered at start; read only
+	base       *store.Snapshot            // the node's snapshot as remembered at start; nil for none
+	baseFull   *store.Snapshot            // the fleet's, likewise
+	memChanged notify.Signal              // what the node remembers changed (persistLoop)
 
 	buildMu sync.Mutex // serialises the informers' rebuilds
-	mu      sync.Mutex // guards full; held only to read or swap it
-	full    *store.Snapshot
+	listed  []int64    // each space's Listed when last checked; buildMu
+
+	mu       sync.Mutex // guards what follows; held only to read or swap it
+	full     *store.Snapshot
+	fleetID  string          // the fleet's identity, as remembered or adopted
+	idValue  []byte          // the identity key's value, which writes are fenced on
+	idModRev int64           // and the revision it was written at
+	seen     int64           // the highest etcd revision seen
+	lost     error           // why the store is lost (store.ErrLost), or nil
+	frozen   *store.Snapshot // the node's snapshot in effect when it was lost
 }
 
-// entry is what the store knows about one object's key.
+// entry is what the store knows about one object's key, or a deleted
+// member's tombstone.
 type entry struct {
 	good decode.FileResult // the last good object, alone; no Objects if none
 	errs decode.ErrorList  // problems of the current value
+	tomb bool              // PREFIX/members/.deleted/NAME (write.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -124,8 +157,24 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 	}
 	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
 	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.CheckInterval = cmp.Or(o.CheckInterval, DefaultCheckInterval)
 	s := &Store{cli: cli, prefix: o.Prefix + "/", timeout: o.RequestTimeout, maxBytes: o.MaxObjectBytes,
-		clock: o.Clock, log: o.Logger, node: o.Node, kinds: map[string]*informer.Informer[*entry]{}, full: store.NewSnapshot()}
+		clock: o.Clock, log: o.Logger, node: o.Node, kinds: map[string]*informer.Informer[*entry]{}, full: store.NewSnapshot(),
+		stateDir: o.StateDir, checkEvery: o.CheckInterval}
+	if o.StateDir != "" {
+		s.stateFile = statedir.At(o.StateDir).EtcdStore()
+	}
+	mem, err := loadMemory(s.stateFile, o.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	s.fleetID, s.seen = mem.Identity, mem.Revision
+	s.saved = mem.saved(s.prefix)
+	s.base = rememberedSnapshot(s.saved, func(o v1alpha1.Object) bool {
+		return o.GetObjectKind() != v1alpha1.KindMember || slices.Contains(mem.Members, o.GetName())
+	})
+	s.baseFull = rememberedSnapshot(s.saved, func(v1alpha1.Object) bool { return true })
+	s.hold = store.NewHold(&s.Published, &store.HoldOptions{Duration: o.PruneHold, Clock: o.Clock, Logger: o.Logger, Baseline: s.base})
 	afterList := func(dir string) func(int64) {
 		if o.afterList == nil {
 			return nil
@@ -146,6 +195,13 @@ func New(cli *clientv3.Client, opts *Options) (*Store, error) {
 		OnChange:       s.rebuild,
 		RequestTimeout: o.RequestTimeout, RetryInterval: o.RetryInterval, Clock: o.Clock, Logger: o.Logger, AfterList: afterList("bindings"),
 	})
+	s.identity = informer.New(informer.Options[string]{
+		Client: cli, Prefix: s.identityKey(), Name: "the fleet's identity",
+		Decode:         s.decodeIdentity,
+		OnChange:       s.rebuild,
+		RequestTimeout: o.RequestTimeout, RetryInterval: o.RetryInterval, Clock: o.Clock, Logger: o.Logger, AfterList: afterList(identityKey),
+	})
+	s.listed = make([]int64, len(s.spaces()))
 	return s, nil
 }
 
@@ -179,17 +235,25 @@ type space interface {
 	Synced() bool
 	Stale() error
 	Unavailable() error
+	Revision() int64
+	Listed() int64
 }
 
-// spaces are the store's key spaces: the objects of each kind, the
-// bindings.
+// spaces are the store's key spaces: the fleet's identity, the objects of
+// each kind, the bindings.
 func (s *Store) spaces() []space {
-	return []space{s.kinds[v1alpha1.KindMember], s.kinds[v1alpha1.KindProfile], s.kinds[v1alpha1.KindTenant], s.bindings}
+	return []space{s.identity, s.kinds[v1alpha1.KindMember], s.kinds[v1alpha1.KindProfile], s.kinds[v1alpha1.KindTenant], s.bindings}
 }
 
-// Sync lists every key space once, so that a daemon serves the fleet from
-// its first request rather than an empty one.
+// Sync checks that etcd is the fleet this node knew (fence.go; the first
+// node of a new fleet writes its identity), then lists every key space
+// once, so that a daemon serves the fleet from its first request rather
+// than an empty one. A lost etcd is no error here: the store then serves
+// what the node remembers, lost.
 func (s *Store) Sync(ctx context.Context) error {
+	if err := s.fence(ctx, true); err != nil {
+		return err
+	}
 	for _, sp := range s.spaces() {
 		if err := sp.Sync(ctx); err != nil {
 			return err
@@ -203,19 +267,30 @@ func (s *Store) Sync(ctx context.Context) error {
 // returns nil on cancellation. From a failed watch (etcd unreachable, or
 // without a leader) to the next successful list the snapshot is Stale;
 // while etcd cannot be listed it keeps every object as last seen and says
-// why in Unreadable too.
+// why in Unreadable too. Meanwhile it checks every Options.CheckInterval
+// that etcd is still the fleet this node knew, and keeps what the node
+// remembers in the state directory.
 func (s *Store) Run(ctx context.Context) error {
+	defer s.hold.Stop()
 	var wg sync.WaitGroup
 	for _, sp := range s.spaces() {
 		wg.Go(func() { _ = sp.Run(ctx) }) // returns nil when ctx ends
 	}
+	wg.Go(func() { s.checkLoop(ctx) })
+	wg.Go(func() { s.persistLoop(ctx) })
 	wg.Wait()
 	return nil
 }
 
+// PruneHold returns the node's prune hold: what it holds, and its
+// confirmation.
+func (s *Store) PruneHold() *store.Hold { return s.hold }
+
 // rebuild makes the snapshots from the informers' items and state; every
 // informer calls it after a change. An object whose key did not change
-// keeps its pointer, so pointers change exactly with content.
+// keeps its pointer, so pointers change exactly with content. What the
+// informers read is judged first (fence.go): an etcd that is not the
+// fleet's publishes nothing of its own.
 func (s *Store) rebuild() {
 	s.buildMu.Lock()
 	defer s.buildMu.Unlock()
@@ -233,14 +308,49 @@ func (s *Store) rebuild() {
 	if unavailable != nil {
 		full.Unreadable = lastSeen(unavailable)
 	}
+	s.checkRebuilt()
+	if s.Lost() == nil { // else the fleet's snapshot stays as it was
+		s.mu.Lock()
+		s.full = full
+		s.mu.Unlock()
+	}
+	s.publish()
+}
+
+// publish publishes the node's snapshot through the prune hold, with
+// s.buildMu held: the members bound to the node, or, while the store is
+// lost, the snapshot frozen when it was lost, Stale and Unreadable with
+// the reason.
+func (s *Store) publish() {
+	s.mu.Lock()
+	full, lost, frozen := s.full, s.lost, s.frozen
+	s.mu.Unlock()
 	snap := full
-	if s.node != "" {
+	switch {
+	case lost != nil:
+		f := *frozen
+		f.Synced, f.Stale, f.Unreadable, f.PruneHeld = true, lost, lost, nil
+		snap = &f
+	case s.node != "":
 		snap = visible(full, s.bindings.Items(), s.prefix, s.node)
 	}
-	s.mu.Lock()
-	s.full = full
-	s.mu.Unlock()
-	s.Publish(snap)
+	s.hold.Publish(snap, s.explicit(full))
+	s.memChanged.Notify()
+}
+
+// explicit reports whether a member that left the node's snapshot left it
+// on purpose, so that the prune hold lets it go: it is still in the fleet
+// (bound to another node, or made again with another uid), or it was
+// deleted through the store (its tombstone, write.go).
+func (s *Store) explicit(full *store.Snapshot) func(name string) bool {
+	items := s.kinds[v1alpha1.KindMember].Items()
+	return func(name string) bool {
+		if _, ok := full.Members[name]; ok {
+			return true
+		}
+		it, ok := items[s.tombstoneKey(name)]
+		return ok && it.Value != nil && it.Value.tomb
+	}
 }
 
 // lastSeen is the store's words for etcd it cannot read: the objects stay
@@ -283,12 +393,20 @@ func (s *Store) build() *store.Snapshot {
 func (s *Store) decode(kind string, kv *mvccpb.KeyValue, prev *entry) (*entry, bool) {
 	key := string(kv.Key)
 	name := strings.TrimPrefix(key, s.prefix+kindDirs[kind]+"/")
+	if kind == v1alpha1.KindMember && strings.HasPrefix(name, tombstoneDir) {
+		return &entry{tomb: true}, true
+	}
 	if name == "" || strings.Contains(name, "/") {
 		return nil, false
 	}
 	e := &entry{}
-	if prev != nil {
+	switch {
+	case prev != nil:
 		e.good = prev.good
+	case s.saved[key] != nil:
+		// The first read since a restart: the definition the node
+		// remembers is the last good one.
+		e.good = decode.FileResult{Path: key, Objects: []v1alpha1.Object{s.saved[key]}}
 	}
 	obj, errs := s.decodeValue(key, kind, name, kv.Value, kv.CreateRevision)
 	if len(errs) > 0 {

@@ -70,6 +70,14 @@ func prefix(t *testing.T) string {
 // waits for its first list.
 func startNode(t *testing.T, opts *Options, endpoints ...string) *node {
 	t.Helper()
+	n, _ := runNode(t, opts, endpoints...)
+	return n
+}
+
+// runNode is startNode with a stop: it stops the Store (and waits for Run)
+// before the test ends; calling it again does nothing.
+func runNode(t *testing.T, opts *Options, endpoints ...string) (*node, func()) {
+	t.Helper()
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -87,14 +95,18 @@ func startNode(t *testing.T, opts *Options, endpoints ...string) *node {
 	n := &node{t: t, st: st, cli: cli, change: st.Watch(ctx)}
 	done := make(chan error, 1)
 	go func() { done <- st.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	n.until("synced", func(s *store.Snapshot) bool { return s.Synced })
-	return n
+	return n, stop
 }
 
 // until returns once cond holds for the node's snapshot, checked after
@@ -237,9 +249,11 @@ func TestStore_RefusesInvalidOversizedAndSecretObjects(t *testing.T) {
 			}
 		})
 	}
-	resp, err := n.cli.Get(context.Background(), prefix(t)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil || resp.Count != 0 {
-		t.Errorf("keys written: %v %v, want none", resp.Count, err)
+	for _, dir := range kindDirs { // the fleet's identity is the only key under the prefix
+		resp, err := n.cli.Get(context.Background(), prefix(t)+"/"+dir+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || resp.Count != 0 {
+			t.Errorf("keys written under %s/: %v %v, want none", dir, resp.Count, err)
+		}
 	}
 }
 

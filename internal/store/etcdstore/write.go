@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
@@ -22,6 +23,38 @@ import (
 // written. It matches store.ErrUnavailable.
 var ErrUnavailable = fmt.Errorf("etcd %w", store.ErrUnavailable)
 
+// Tombstones. A member deleted through the store leaves a mark next to its
+// key, PREFIX/members/.deleted/NAME, written in the same transaction as the
+// delete and kept TombstoneTTL (a lease): every node's members informer
+// reads the delete and the mark in one watch response, so the prune hold
+// of the node that runs the member lets the delete through — it was
+// explicit — while a member key deleted by hand (etcdctl del) is held when
+// most of the node's members go with it. No member name starts with a dot,
+// so the mark is never an object.
+const tombstoneDir = ".deleted/"
+
+// TombstoneTTL is how long the mark of a member deleted through the store
+// is kept: a node that starts within it after the delete lets the removal
+// through too.
+const TombstoneTTL = time.Hour
+
+// tombstoneKey is the key of a deleted member's mark.
+func (s *Store) tombstoneKey(name string) string {
+	return s.prefix + kindDirs[v1alpha1.KindMember] + "/" + tombstoneDir + name
+}
+
+// fenceCmps are the compares every write is made under: the fleet's
+// identity as the node adopted it (fence.go), so that a write never lands
+// in an etcd that is not the fleet's.
+func (s *Store) fenceCmps() []clientv3.Cmp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idValue == nil {
+		return nil
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(s.identityKey()), "=", string(s.idValue))}
+}
+
 // Apply writes obj's definition with a compare-and-swap on the key's
 // revision: with metadata.resourceVersion set, only over that revision
 // (else an error matching store.ErrConflict); without, over the revision
@@ -30,7 +63,8 @@ var ErrUnavailable = fmt.Errorf("etcd %w", store.ErrUnavailable)
 // object, the generation bumped when the spec changes. The object is
 // decoded strictly, as a manifest file is, and held to the size limit
 // before anything is written; a write that would change nothing writes
-// nothing. On return the snapshot reflects the write.
+// nothing. On return the snapshot reflects the write. A lost store
+// (store.ErrLost) writes nothing.
 func (s *Store) Apply(ctx context.Context, obj v1alpha1.Object) error {
 	return s.apply(ctx, obj, true)
 }
@@ -48,6 +82,9 @@ func (s *Store) apply(ctx context.Context, obj v1alpha1.Object, write bool) erro
 	skey := store.Key{Kind: kind, Name: name}
 	key, err := s.Key(kind, name)
 	if err != nil {
+		return fmt.Errorf("apply %s: %w", skey, err)
+	}
+	if err := s.Lost(); err != nil {
 		return fmt.Errorf("apply %s: %w", skey, err)
 	}
 	var want int64 // the precondition; 0 for none
@@ -91,7 +128,7 @@ func (s *Store) apply(ctx context.Context, obj v1alpha1.Object, write bool) erro
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, err := s.cli.Txn(rctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", curRev)).
+			If(append(s.fenceCmps(), clientv3.Compare(clientv3.ModRevision(key), "=", curRev))...).
 			Then(clientv3.OpPut(key, string(value))).
 			Commit()
 		cancel()
@@ -118,7 +155,9 @@ func describeRev(rev int64) string {
 }
 
 // Delete removes the object's key; ErrNotFound if there is none. On return
-// the snapshot reflects the removal.
+// the snapshot reflects the removal. A member leaves its tombstone; one the
+// node's prune hold keeps, whose key is gone already, is pruned. A lost
+// store (store.ErrLost) deletes nothing.
 //
 // A Profile or Tenant that a Member of the fleet references — any node's,
 // as the members' informer last read them — is not deleted
@@ -132,18 +171,21 @@ func (s *Store) Delete(ctx context.Context, kind, name string) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", skey, err)
 	}
+	if kind == v1alpha1.KindMember {
+		return s.deleteMember(ctx, skey, key)
+	}
 	membersDir := s.prefix + kindDirs[v1alpha1.KindMember] + "/"
 	for attempt := 1; ; attempt++ {
-		var guard []clientv3.Cmp
-		if kind != v1alpha1.KindMember {
-			// The revision first: the snapshot read next reflects at least
-			// it, so a member the check does not see fails the compare.
-			rev := s.kinds[v1alpha1.KindMember].Revision()
-			if err := store.InUse(skey, slices.Collect(maps.Values(s.fullSnapshot().Members))); err != nil {
-				return fmt.Errorf("delete %s: %w", skey, err)
-			}
-			guard = append(guard, clientv3.Compare(clientv3.ModRevision(membersDir), "<", rev+1).WithPrefix())
+		if err := s.fenced(ctx); err != nil {
+			return fmt.Errorf("delete %s: %w", skey, err)
 		}
+		// The revision first: the snapshot read next reflects at least it,
+		// so a member the check does not see fails the compare.
+		rev := s.kinds[v1alpha1.KindMember].Revision()
+		if err := store.InUse(skey, slices.Collect(maps.Values(s.fullSnapshot().Members))); err != nil {
+			return fmt.Errorf("delete %s: %w", skey, err)
+		}
+		guard := append(s.fenceCmps(), clientv3.Compare(clientv3.ModRevision(membersDir), "<", rev+1).WithPrefix())
 		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, err := s.cli.Txn(rctx).If(guard...).Then(clientv3.OpDelete(key)).
 			// On a failed compare: the member written last, whose revision
@@ -172,6 +214,58 @@ func (s *Store) Delete(ctx context.Context, kind, name string) error {
 	}
 }
 
+// fenced checks that etcd is still the fleet's (fence.go) before a write:
+// an error for a lost store, or an etcd that did not answer.
+func (s *Store) fenced(ctx context.Context) error {
+	if err := s.fence(ctx, false); err != nil {
+		return err
+	}
+	return s.Lost()
+}
+
+// deleteMember deletes a member's key and leaves its tombstone, in one
+// transaction under the fence; a member the node's hold keeps, whose key
+// is gone, is released.
+func (s *Store) deleteMember(ctx context.Context, skey store.Key, key string) error {
+	for attempt := 1; ; attempt++ {
+		if err := s.fenced(ctx); err != nil {
+			return fmt.Errorf("delete %s: %w", skey, err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		lease, err := s.cli.Grant(rctx, int64(TombstoneTTL/time.Second))
+		if err != nil {
+			cancel()
+			return fmt.Errorf("delete %s: %w: %w", skey, ErrUnavailable, err)
+		}
+		mark, _ := json.Marshal(map[string]time.Time{"deleted": s.clock.Now().UTC().Truncate(time.Second)}) // plain data: cannot fail
+		resp, err := s.cli.Txn(rctx).If(append(s.fenceCmps(), clientv3.Compare(clientv3.CreateRevision(key), ">", 0))...).
+			Then(clientv3.OpDelete(key), clientv3.OpPut(s.tombstoneKey(skey.Name), string(mark), clientv3.WithLease(lease.ID))).
+			Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+			Commit()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("delete %s: %w: %w", skey, ErrUnavailable, err)
+		}
+		if resp.Succeeded {
+			return s.waitWritten(ctx, v1alpha1.KindMember, resp.Header.Revision)
+		}
+		rctx, cancel = context.WithTimeout(ctx, s.timeout)
+		_, _ = s.cli.Revoke(rctx, lease.ID) // its mark was not written; it would expire anyway
+		cancel()
+		if len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
+			if s.hold.Release(skey.Name) {
+				return nil
+			}
+			return fmt.Errorf("delete %s: %w", skey, store.ErrNotFound)
+		}
+		// The key is there: the fleet's identity changed under the
+		// delete, which the next fence tells.
+		if attempt == maxWriteAttempts {
+			return fmt.Errorf("delete %s: the fleet's identity in etcd did not match %d times; delete again: %w", skey, attempt, store.ErrConflict)
+		}
+	}
+}
+
 // current is the stored object a write replaces.
 type current struct {
 	value   []byte
@@ -182,18 +276,32 @@ type current struct {
 }
 
 // read returns the stored object at key and its revision (0 for none), by
-// a linearizable read: a write never builds on a stale view.
+// a linearizable read: a write never builds on a stale view. The fleet's
+// identity is read with it and judged (fence.go): an etcd that is not the
+// fleet's makes the store lost, and the read fails with its error.
 func (s *Store) read(ctx context.Context, key string) (*current, int64, error) {
+	before := s.known()
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
-	resp, err := s.cli.Get(rctx, key)
+	resp, err := s.cli.Txn(rctx).Then(clientv3.OpGet(key), clientv3.OpGet(s.identityKey())).Commit()
 	cancel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if len(resp.Kvs) == 0 {
+	var id *mvccpb.KeyValue
+	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		id = kvs[0]
+	}
+	p := probeOf(id, resp.Header.Revision)
+	if lost := s.judge(p, before); lost != nil {
+		s.markLost(lost)
+		return nil, 0, lost
+	}
+	s.adopt(p)
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
 		return nil, 0, nil
 	}
-	kv := resp.Kvs[0]
+	kv := kvs[0]
 	cur := &current{value: kv.Value}
 	cur.uid, cur.gen, cur.created = ownedMeta(kv.Value, kv.CreateRevision)
 	// The spec as the decoder reads it (a value put by hand may be YAML);

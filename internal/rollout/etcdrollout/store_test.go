@@ -1,0 +1,153 @@
+package etcdrollout
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/rollout"
+)
+
+var (
+	cluster  *etcdtest.Cluster
+	prefixes atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(etcdtest.Main(m, 1, func(c *etcdtest.Cluster) { cluster = c }, nil))
+}
+
+const waitLimit = 20 * time.Second
+
+// node is a Store of one node on the package's etcd, running until the
+// test ends.
+func node(t *testing.T, prefix string) (*Store, *clientv3.Client) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s := New(cli, &Options{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), RetryInterval: 20 * time.Millisecond})
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, cli
+}
+
+// until returns once cond holds, checked at every change of s.
+func until(t *testing.T, what string, s *Store, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for {
+		ch := s.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("not %s within %s", what, waitLimit)
+		}
+	}
+}
+
+func profile(uid string, gen int64, args ...string) *v1alpha1.Profile {
+	p := &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: "codex", UID: uid, Generation: gen}, Spec: v1alpha1.ProfileSpec{Harness: "codex", Args: args}}
+	p.SetDefaults()
+	return p
+}
+
+func recordOn(s *Store, p *v1alpha1.Profile, at time.Time) {
+	s.Update(v1alpha1.KindProfile, p.Name, func(h *rollout.History) bool {
+		changed, _ := h.Record(p, at)
+		return changed
+	})
+}
+
+// keys lists the keys under prefix.
+func keys(t *testing.T, cli *clientv3.Client, prefix string) []string {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), prefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Key))
+	}
+	return out
+}
+
+// Two nodes record the same profile changes as they each see them: every
+// revision is written once, with one number, a key each, and both read
+// the same history; a halt written on one is read on the other; at most
+// ten revisions are kept, the older keys deleted; a history emptied
+// deletes every key of the object.
+func TestStore_NodesShareOneHistory(t *testing.T) {
+	prefix := fmt.Sprintf("/rollout-test-%d", prefixes.Add(1))
+	a, cli := node(t, prefix)
+	b, _ := node(t, prefix)
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+	for i := range 3 {
+		p := profile("u1", int64(i+1), "-n", fmt.Sprint(i))
+		recordOn(a, p, t0)
+		recordOn(b, p, t0) // the same change, seen on the other node
+		until(t, fmt.Sprintf("revision %d on both", i+1), b, func() bool {
+			ha, hb := a.Get(v1alpha1.KindProfile, "codex"), b.Get(v1alpha1.KindProfile, "codex")
+			la, _ := ha.Latest()
+			lb, _ := hb.Latest()
+			return len(ha.Revisions) == i+1 && len(hb.Revisions) == i+1 && la.Number == int64(i+1) && lb.Number == int64(i+1)
+		})
+	}
+	until(t, "the writes settled", a, func() bool { return len(keys(t, cli, prefix)) == 3 })
+
+	halt := rollout.Halt{Target: "t", Member: "alpha", Message: "agent exited", Time: t0}
+	a.Update(v1alpha1.KindProfile, "codex", func(h *rollout.History) bool { h.Halt = &halt; return true })
+	until(t, "b reads the halt", b, func() bool { h := b.Get(v1alpha1.KindProfile, "codex"); return h.Halt != nil && *h.Halt == halt })
+
+	for i := 3; i < 12; i++ {
+		recordOn(b, profile("u1", int64(i+1), "-n", fmt.Sprint(i)), t0)
+	}
+	until(t, "ten kept", a, func() bool {
+		h := a.Get(v1alpha1.KindProfile, "codex")
+		return len(h.Revisions) == rollout.MaxRevisions && h.Revisions[0].Number == 3 && h.Revisions[9].Number == 12
+	})
+	until(t, "eleven keys", a, func() bool { return len(keys(t, cli, prefix)) == rollout.MaxRevisions+1 })
+
+	a.Update(v1alpha1.KindProfile, "codex", func(h *rollout.History) bool { *h = rollout.History{}; return true })
+	until(t, "every key deleted", b, func() bool { return b.Get(v1alpha1.KindProfile, "codex").IsZero() && len(keys(t, cli, prefix)) == 0 })
+}
+
+// Get shows a change at once, before etcd has it; a value that is not a
+// revision is left out.
+func TestStore_GetShowsItsOwnChangesAtOnce(t *testing.T) {
+	prefix := fmt.Sprintf("/rollout-test-%d", prefixes.Add(1))
+	a, cli := node(t, prefix)
+	if _, err := cli.Put(context.Background(), prefix+"/revisions/profiles/codex/rev/0000000001", "not json"); err != nil {
+		t.Fatal(err)
+	}
+	recordOn(a, profile("u1", 1, "-m", "a"), time.Now())
+	if h := a.Get(v1alpha1.KindProfile, "codex"); len(h.Revisions) != 1 {
+		t.Fatalf("Get right after Update: %+v", h)
+	}
+	until(t, "written", a, func() bool {
+		resp, err := cli.Get(context.Background(), prefix+"/revisions/profiles/codex/rev/0000000001")
+		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) != "not json"
+	})
+}
