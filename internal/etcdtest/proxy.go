@@ -96,12 +96,6 @@ func (p *Proxy) set(server, client fault) {
 	p.change.Notify()
 }
 
-func (p *Proxy) fault(dir int) fault {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.faults[dir]
-}
-
 // Switch sends the next connections to endpoint (an etcd client URL) and
 // drops the open ones.
 func (p *Proxy) Switch(endpoint string) error {

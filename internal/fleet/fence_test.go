@@ -15,14 +15,10 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
-// A node cut off etcd (a black hole between them) holds at its first late
-// renewal — no prompt, no start — and, past its fence deadline, loses every
-// member not pinned to it, before another node may take them over (its
-// lease's TTL plus the reschedule grace after its last renewal); etcd
-// back, it registers again under a new lease, reads the bindings and is
-// confirmed again.
-func TestFence_HoldsThenLosesItsMembersBeforeAnotherNodeMayTakeThem(t *testing.T) {
-	f := newFixture(t)
+// proxiedClient returns a client that reaches the package's etcd through
+// a fault proxy (internal/etcdtest), both closed when the test ends.
+func proxiedClient(t *testing.T) (*etcdtest.Proxy, *clientv3.Client) {
+	t.Helper()
 	p, err := etcdtest.StartProxy(cluster.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +29,18 @@ func TestFence_HoldsThenLosesItsMembersBeforeAnotherNodeMayTakeThem(t *testing.T
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
+	return p, cli
+}
+
+// A node cut off etcd (a black hole between them) holds at its first late
+// renewal — no prompt, no start — and, past its fence deadline, loses every
+// member not pinned to it, before another node may take them over (its
+// lease's TTL plus the reschedule grace after its last renewal); etcd
+// back, it registers again under a new lease, reads the bindings and is
+// confirmed again.
+func TestFence_HoldsThenLosesItsMembersBeforeAnotherNodeMayTakeThem(t *testing.T) {
+	f := newFixture(t)
+	p, cli := proxiedClient(t)
 	const ttl, rescheduleAfter = 3 * time.Second, 8 * time.Second
 	o := &Options{Prefix: f.prefix, Logger: quiet, RequestTimeout: 500 * time.Millisecond, RetryInterval: 100 * time.Millisecond}
 	sess := session.New(cli, &session.Options{TTL: ttl, RequestTimeout: 500 * time.Millisecond, RetryInterval: 100 * time.Millisecond, Logger: quiet})

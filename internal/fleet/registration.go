@@ -208,12 +208,19 @@ func (r *Registration) Update(ctx context.Context, change func(*NodeInfo)) error
 	if err != nil || !write {
 		return err
 	}
+	return r.rewrite(ctx, "update", data, lease, rev)
+}
+
+// rewrite writes data under lease over this node's own write at rev (a
+// key changed since is Run's to write again) and records it. Callers hold
+// writeMu.
+func (r *Registration) rewrite(ctx context.Context, what, data string, lease clientv3.LeaseID, rev int64) error {
 	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 	defer cancel()
 	resp, err := r.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", rev)).
 		Then(clientv3.OpPut(r.key, data, clientv3.WithLease(lease))).Commit()
 	if err != nil {
-		return fmt.Errorf("update node %s: %w: %w", r.name, etcdstore.ErrUnavailable, err)
+		return fmt.Errorf("%s node %s: %w: %w", what, r.name, etcdstore.ErrUnavailable, err)
 	}
 	if resp.Succeeded {
 		r.mu.Lock()
@@ -238,19 +245,7 @@ func (r *Registration) Touch(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
-	defer cancel()
-	resp, err := r.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", rev)).
-		Then(clientv3.OpPut(r.key, data, clientv3.WithLease(lease))).Commit()
-	if err != nil {
-		return fmt.Errorf("touch node %s: %w: %w", r.name, etcdstore.ErrUnavailable, err)
-	}
-	if resp.Succeeded {
-		r.mu.Lock()
-		r.wrote(lease, data, resp.Header.Revision)
-		r.mu.Unlock()
-	}
-	return nil
+	return r.rewrite(ctx, "touch", data, lease, rev)
 }
 
 // edit applies Update's change to the info, and says whether to write it

@@ -11,10 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/fleetd-dev/fleetd/internal/etcd/session"
-	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
@@ -231,16 +229,7 @@ func TestRegistration_WritesItsKeyAgainWhenSomeoneElseChangesIt(t *testing.T) {
 // request's timeout).
 func TestRegistration_ReadersDoNotWaitForAWriteInFlight(t *testing.T) {
 	f := newFixture(t)
-	p, err := etcdtest.StartProxy(cluster.Endpoints()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Cut)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	p, cli := proxiedClient(t)
 	const timeout = 3 * time.Second
 	sess := session.New(cli, &session.Options{TTL: 10 * time.Second, RequestTimeout: timeout, Logger: quiet})
 	if err := sess.Start(context.Background()); err != nil {

@@ -62,6 +62,17 @@ func (f *fixture) newStore() *etcdstore.Store {
 	return st
 }
 
+// frozen returns a store that read the fleet once, now, and follows no
+// change after it.
+func (f *fixture) frozen(t *testing.T) *etcdstore.Store {
+	t.Helper()
+	st := f.newStore()
+	if err := st.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // The fixture is the scheduler's Source: the store's members and
 // bindings, its own nodes, nothing lost, no orphans.
 func (f *fixture) Fleet() Fleet {
@@ -199,16 +210,9 @@ func TestScheduler_PassWaitsForItsOwnBindings(t *testing.T) {
 	f := newFixture(t, Node{Name: "a", MaxMembers: 1, Ready: true})
 	f.apply("m000")
 	ctx := context.Background()
-	frozen := func() *etcdstore.Store {
-		st := f.newStore()
-		if err := st.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	before := frozen() // m000, unbound
+	before := f.frozen(t) // m000, unbound
 	f.apply("a000")
-	behind := frozen() // m000 and a000, not m000's binding to come
+	behind := f.frozen(t) // m000 and a000, not m000's binding to come
 
 	s := f.leading()
 	s.o.RequestTimeout = 200 * time.Millisecond
@@ -319,16 +323,9 @@ func TestScheduler_CapacityHoldsAfterAWriteWhoseAnswerWasLost(t *testing.T) {
 	f := newFixture(t, Node{Name: "a", MaxMembers: 1, Ready: true})
 	f.apply("m000")
 	ctx := context.Background()
-	frozen := func() *etcdstore.Store {
-		st := f.newStore()
-		if err := st.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	before := frozen() // m000, unbound
+	before := f.frozen(t) // m000, unbound
 	f.apply("a000")
-	behind := frozen() // m000 and a000, not m000's binding to come
+	behind := f.frozen(t) // m000 and a000, not m000's binding to come
 
 	// The scheduler's client loses the answer of its first binding write.
 	var lose atomic.Bool
@@ -361,7 +358,7 @@ func TestScheduler_CapacityHoldsAfterAWriteWhoseAnswerWasLost(t *testing.T) {
 	}
 	// Once the fleet read has the write, the pass counts it: a000 stays
 	// unbound for want of room, and nothing fails.
-	f.st = frozen()
+	f.st = f.frozen(t)
 	if _, err := s.pass(ctx); err != nil {
 		t.Errorf("a pass from a fleet that read every binding: %v", err)
 	}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
 // BenchmarkFleetScale's knobs.
@@ -126,18 +124,7 @@ func measureScale(b *testing.B, n, members int) scaleRun {
 	if r.bound = <-bound; r.bound == 0 {
 		b.Fatalf("%d nodes: %d members not bound within 5 minutes", n, members)
 	}
-	// Converged: every node's registration counts its members and every
-	// status is published (the first node shows each member Ready, idle).
-	f.waitRegisteredMembers(b, members)
-	f.untilMembers(b, fmt.Sprintf("%d members Ready and idle", members), time.Minute, func(ms []v1alpha1.Member) bool {
-		c := 0
-		for _, m := range ms {
-			if m.Status.Phase == v1alpha1.PhaseReady && m.Status.AgentStatus == "idle" && readyOf(m).Status == v1alpha1.ConditionTrue {
-				c++
-			}
-		}
-		return c == members
-	})
+	f.waitQuiet(b, members)
 	heapAfter := heap()
 	r.heapPerNode = float64(heapAfter-min(heapBefore, heapAfter)) / float64(n) / (1 << 20)
 	idleFrom := requests()
