@@ -118,8 +118,10 @@ fuzz:
 # CHAOS_FLAGS=-chaos.restore (herdr restarts with session restore).
 #
 # Then the fleet's long form (test/multihost's TestFleetChaos: three fleetd
-# nodes on a three-member etcd; nodes killed and restarted, etcd members
-# stopped, the quorum lost, members applied and deleted), CHAOS_FLEET_SEEDS
+# nodes on a three-member etcd; nodes killed and restarted, nodes
+# partitioned from etcd through a fault proxy (black hole, half-open,
+# delay: their fence), etcd members stopped, the quorum lost, members
+# applied and deleted), CHAOS_FLEET_SEEDS
 # seeds of CHAOS_FLEET_STEPS steps from CHAOS_FIRST, a few minutes; `make
 # test` runs one seed of 6 steps. Rerun a failing seed with
 # `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.
