@@ -88,13 +88,15 @@ fmt:
 # three members), then the whole-process figures of $(BIN), printed as one
 # table (docs/performance.md explains it). Knobs go to the benchmarks, e.g.
 # BENCHARGS='-sizes 100,500 -ready-sizes 100 -latency 2ms' and
-# FLEETBENCHARGS='-fleet-members 50 -lost-ttl 3s -idle-window 10s -send-rounds 50'; the raw
-# output stays in bin/bench.txt.
+# FLEETBENCHARGS='-fleet-members 50 -lost-ttl 3s -idle-window 10s -send-rounds 50 -scale-nodes 3,10'; the raw
+# output stays in bin/bench.txt. FleetScale (3, 10 and 30 simulated nodes
+# of 50 members) adds about 3 minutes on a quiet machine, most of it the
+# 30 nodes; -scale-nodes 3,10 leaves those out.
 BENCHARGS      ?=
 FLEETBENCHARGS ?=
 BENCHMEMBERS   ?= 1000
 bench: build
-	@echo "running the fleet benchmarks (3–4 minutes on a quiet machine; more under load)..."
+	@echo "running the fleet benchmarks (6–8 minutes on a quiet machine, FleetScale about 3 of them; more under load)..."
 	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
 	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/multihost/ -args $(FLEETBENCHARGS) >> bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
 	$(GO) run ./test/bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
@@ -122,8 +124,10 @@ fuzz:
 # CHAOS_FLAGS=-chaos.restore (herdr restarts with session restore).
 #
 # Then the fleet's long form (test/multihost's TestFleetChaos: three fleetd
-# nodes on a three-member etcd; nodes killed and restarted, etcd members
-# stopped, the quorum lost, members applied and deleted), CHAOS_FLEET_SEEDS
+# nodes on a three-member etcd; nodes killed and restarted, nodes
+# partitioned from etcd through a fault proxy (black hole, half-open,
+# delay: their fence), etcd members stopped, the quorum lost, members
+# applied and deleted), CHAOS_FLEET_SEEDS
 # seeds of CHAOS_FLEET_STEPS steps from CHAOS_FIRST, a few minutes; `make
 # test` runs one seed of 6 steps. Rerun a failing seed with
 # `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.

@@ -222,6 +222,9 @@ func (m *Manager) run(ctx context.Context) error {
 		defer wg.Done()
 		m.sweeper(ctx)
 	}()
+	if f := m.o.Fence; f != nil {
+		wg.Go(func() { m.followFence(ctx, f) })
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -140,6 +140,11 @@ type Options struct {
 	// ran on another node until now — resumes the one kept there, and
 	// every session this node remembers is kept there too (resume.go).
 	Sessions SessionKeeper
+	// Fence, if set, is this node's hold on its members in a fleet on
+	// etcd (internal/fleet's Fence): while it cannot confirm a member is
+	// still its own nothing is started for it, and past its fence
+	// deadline the member's tab closes at once (fence.go).
+	Fence Fence
 	// Revisions keeps the profiles' revisions and their rollouts' halts
 	// (internal/rollout's Dir on the state directory, or etcdrollout's
 	// store in a fleet): a replacement that did not become Ready stops its

@@ -35,6 +35,9 @@ func (r *memberReconcile) ownedPane() (Result, error) {
 	r.rt.restoring = time.Time{}
 	if st := r.rt.start; alive && st != nil && st.terminal == r.rec.TerminalID {
 		if !st.launched {
+			if r.snap.Stale != nil {
+				return r.stale() // the pane is here, its agent not: it starts once confirmed
+			}
 			return r.launch()
 		}
 		if !p.HasAgent || p.Agent.Name != r.name || !p.Agent.InteractiveReady {

@@ -73,6 +73,9 @@ func (r *memberReconcile) run() (Result, error) {
 	if r.mem == nil {
 		return r.deleted()
 	}
+	if r.lose != nil {
+		return r.fence()
+	}
 	if r.mem.Spec.Paused {
 		return r.pause()
 	}
@@ -126,6 +129,8 @@ type memberReconcile struct {
 	// requeueBy, if set, is when the member is looked at again at the
 	// latest (a wait's deadline).
 	requeueBy time.Time
+	// lose is why the fence closes the member's tab now (fence.go).
+	lose error
 }
 
 // newReconcile reads what one reconcile of name starts from: the desired
@@ -141,6 +146,15 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 			r.b = m.statusOf(obj)
 		}
 		return r
+	}
+	if m.o.Fence != nil {
+		// A hold is a stale snapshot to every phase: nothing starts.
+		var hold error
+		if hold, r.lose = m.o.Fence.Check(r.mem); hold != nil && snap.Stale == nil {
+			held := *snap
+			held.Stale = hold
+			r.snap = &held
+		}
 	}
 	r.b = m.statusOf(r.mem)
 	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -254,4 +255,55 @@ func TestManager_StaleHoldWinsOverCrashLoopBackoff(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startLoses makes the first agent.start fail as an unreachable herdr does
+// (the start unknown, retried), calling first before it answers.
+type startLoses struct {
+	Herdr
+	once  sync.Once
+	first func()
+}
+
+func (s *startLoses) LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error) {
+	lost := false
+	s.once.Do(func() { s.first(); lost = true })
+	if lost {
+		return nil, &herdr.TransportError{Method: "agent.start", Reason: herdr.ReasonUnavailable, Err: herdr.ErrUnavailable}
+	}
+	return s.Herdr.LaunchAgent(ctx, p)
+}
+
+// A member whose tab was made but whose agent.start herdr did not answer
+// has a pane and no agent: the start is tried again, but not from a
+// stale snapshot — the member may be another node's by then. (The start
+// was tried again at once before: a second live agent for the member.)
+func TestManager_StaleHoldsTheStartOfAnAgentWhosePaneExists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile})
+		st := &staleStore{}
+		e.tweak = func(o *Options) {
+			st.Store = o.Store
+			o.Store = st
+			o.Herdr = &startLoses{Herdr: o.Herdr, first: func() {
+				st.set(errors.New("etcd unavailable; keeping every object as last seen: etcdserver: no leader"))
+			}}
+		}
+		e.start()
+		e.waitIdle()
+		e.write("alpha.yaml", memberYAML("alpha"))
+		e.waitFor("alpha held", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonStoreUnavailable
+		})
+		time.Sleep(time.Minute) // past herdr's return and any backoff
+		e.waitIdle()
+		if n := e.fake.Calls()["agent.start"]; n != 0 {
+			t.Errorf("agent.start reached herdr %d times while the snapshot was stale; want none", n)
+		}
+		st.set(nil)
+		e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+		if n := e.fake.Calls()["tab.create"]; n != 1 {
+			t.Errorf("tab.create %d times; want the one pane, started once confirmed", n)
+		}
+	})
 }

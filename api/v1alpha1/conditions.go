@@ -137,6 +137,12 @@ const (
 	// status of it is not shown here; the message says why (not published
 	// yet, its herdr does not answer, this node cannot read etcd).
 	ReasonOnAnotherNode = "OnAnotherNode"
+	// ReasonNodeFenced: the node that ran the member could not confirm,
+	// before its fence deadline, that the member is still its own (its
+	// lease in etcd not renewed, or its registration another fleetd's),
+	// and closed its pane before another node may start it; the member
+	// waits, with no pane there, until the node confirms it again.
+	ReasonNodeFenced = "NodeFenced"
 
 	// Reasons of ConditionManifestValid (and ReasonStoreUnavailable: the
 	// store's source, etcd, did not answer).

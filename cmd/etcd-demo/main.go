@@ -3,7 +3,10 @@
 // process (etcd's server is linked here, never into fleetd), starts two
 // `fleetd serve --store etcd --herdr=sim` nodes (laptop, labelled
 // kind=laptop, and buildbox, labelled gpu=a100) with their own state
-// directories and ports, applies the example Profiles and manifests/cluster
+// directories and ports, at once and with nothing copied between them (the
+// first to claim the fleet's primary token mints it; the command line gets
+// it from `fleetd token --show` on that node, as FLEETD_TOKEN), applies the
+// example Profiles and manifests/cluster
 // through the first (`fleetd apply -f`), waits until every placeable member
 // is Ready on its node, prints `fleetd get nodes` and `fleetd get
 // members -o wide`, and sends a message through laptop to a member on
@@ -85,6 +88,9 @@ type demoNode struct {
 	name, labels, listen, state, url string
 	cmd                              *exec.Cmd
 	done                             chan error
+	// token is the fleet's primary token, which the command line is
+	// given (FLEETD_TOKEN) whichever node it asks.
+	token string
 }
 
 const prefix = "/fleetd"
@@ -122,18 +128,33 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			}
 		}
 	}()
-	var token []byte // the fleet's primary token: the first node mints it
+	// Both nodes start at once, with nothing copied between them: the
+	// first to claim the fleet's primary token mints it; the other accepts
+	// it from etcd.
+	started := make(chan error, len(nodes))
 	for _, n := range nodes {
-		if err := n.start(ctx, o, endpoint, token); err != nil {
-			return err
+		go func() { started <- n.start(ctx, o, endpoint) }()
+	}
+	for range nodes {
+		if serr := <-started; serr != nil && err == nil {
+			err = serr
 		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
 		fmt.Fprintf(out, "node %s (%s) on %s, state %s\n", n.name, n.labels, n.url, n.state)
-		if token == nil {
-			if token, err = os.ReadFile(statedir.At(n.state).PrimaryToken()); err != nil {
-				return fmt.Errorf("node %s's primary token: %w", n.name, err)
-			}
-			fmt.Fprintf(out, "  it minted the fleet's primary token; the next nodes get a copy of its primary.token (mode 0600)\n")
-		}
+	}
+	// The command line takes the fleet's token from FLEETD_TOKEN, printed
+	// by `fleetd token` on the node that minted it.
+	minter, token, err := mintedBy(ctx, o, nodes)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  %s minted the fleet's primary token; the fleetd command line uses it as FLEETD_TOKEN (fleetd token --show on %s)\n", minter.name, minter.name)
+	for _, n := range nodes {
+		n.token = token
 	}
 	first := nodes[0]
 	fmt.Fprintf(out, "\n$ fleetd apply -f %s -f %s   (asking node %s)\n", o.profiles, o.members, first.name)
@@ -164,22 +185,34 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if o.once {
 		return nil
 	}
-	fmt.Fprintf(out, "\nTry: %s get members -o wide --server %s --state-dir %s\nCtrl-C stops the nodes and etcd.\n", o.fleetd, first.url, first.state)
+	fmt.Fprintf(out, "\nTry: FLEETD_TOKEN=$(%s token --show --state-dir %s) %s get members -o wide --server %s\nCtrl-C stops the nodes and etcd.\n",
+		o.fleetd, minter.state, o.fleetd, first.url)
 	<-ctx.Done()
 	fmt.Fprintln(out, "\nStopping the nodes and etcd; the simulated herdrs and their agents stop with them.")
 	return nil
 }
 
+// mintedBy returns the node whose state directory holds the fleet's
+// primary token, and the token, as `fleetd token --show` prints it there.
+func mintedBy(ctx context.Context, o options, nodes []*demoNode) (*demoNode, string, error) {
+	for _, n := range nodes {
+		if _, err := os.Stat(statedir.At(n.state).PrimaryToken()); err != nil {
+			continue
+		}
+		tok, err := exec.CommandContext(ctx, o.fleetd, "token", "--show", "--state-dir", n.state, "--server", n.url).Output()
+		if err != nil {
+			return nil, "", fmt.Errorf("fleetd token on node %s: %w", n.name, err)
+		}
+		return n, strings.TrimSpace(string(tok)), nil
+	}
+	return nil, "", fmt.Errorf("no node holds the fleet's primary token")
+}
+
 // start runs `fleetd serve` for the node and reads its URL from the banner.
-func (n *demoNode) start(ctx context.Context, o options, endpoint string, token []byte) error {
+func (n *demoNode) start(ctx context.Context, o options, endpoint string) error {
 	n.state = filepath.Join(o.dir, n.name)
 	if err := os.MkdirAll(n.state, 0o700); err != nil {
 		return err
-	}
-	if token != nil { // what an operator does: copy the fleet's primary.token to the node
-		if err := os.WriteFile(statedir.At(n.state).PrimaryToken(), token, 0o600); err != nil {
-			return err
-		}
 	}
 	n.cmd = exec.Command(o.fleetd, "serve", "--store", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
 		"--node", n.name, "--node-labels", n.labels, "--herdr", "sim", "--listen", n.listen, "--state-dir", n.state, "--log-level", "error")
@@ -222,8 +255,9 @@ func (n *demoNode) start(ctx context.Context, o options, endpoint string, token 
 
 // fleetctl runs a fleetd client command against the node.
 func (n *demoNode) fleetctl(ctx context.Context, o options, args ...string) (string, error) {
-	args = append(args, "--server", n.url, "--state-dir", n.state)
-	out, err := exec.CommandContext(ctx, o.fleetd, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, o.fleetd, append(args, "--server", n.url)...)
+	cmd.Env = append(os.Environ(), "FLEETD_TOKEN="+n.token)
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
@@ -283,14 +317,10 @@ func placed(ctx context.Context, n *demoNode) (settled, total int, err error) {
 	return settled, len(list.Items), nil
 }
 
-// read GETs path from the node's REST API with its primary token.
+// read GETs path from the node's REST API with the fleet's primary token.
 func (n *demoNode) read(ctx context.Context, path string, v any) error {
-	token, err := os.ReadFile(statedir.At(n.state).PrimaryToken())
-	if err != nil {
-		return err
-	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+path, nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Authorization", "Bearer "+n.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

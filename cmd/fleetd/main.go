@@ -60,6 +60,7 @@ func newRootCmd() *cobra.Command {
 		newJournalCmd(),
 		newMCPConfigCmd(),
 		newMCPBridgeCmd(),
+		newTokenCmd(),
 		newServeCmd(),
 		newGetCmd(),
 		newDescribeCmd(),

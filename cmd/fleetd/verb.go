@@ -140,7 +140,7 @@ func (o *serverOptions) client() (*client.Client, error) {
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("no primary token in %s: start `fleetd serve --state-dir %s` first, or set FLEETD_TOKEN "+
-					"(in a fleet on etcd, copy the primary.token of the node that minted the fleet's token here, mode 0600; this node's fleetd log names that node)", o.stateDir, o.stateDir)
+					"(in a fleet on etcd, to the fleet's token: `fleetd token` prints it on the node that minted it, which this node's fleetd log names)", o.stateDir, o.stateDir)
 			}
 			return nil, fmt.Errorf("read primary token: %w", err)
 		}

@@ -136,18 +136,18 @@ var allowed = Graph{
 	// reader of a key space (list, watch, relist), the node's one lease.
 	"internal/retry":         {"internal/clock", backoff},
 	"internal/etcd/informer": {"internal/clock", "internal/notify", "internal/retry", etcdClient, etcdAPI, grpc},
-	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient},
+	"internal/etcd/session":  {"internal/clock", "internal/notify", "internal/retry", etcdClient, etcdAPI},
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client, each key space through the informer; etcdtest embeds etcd's
 	// server for tests (see notInFleetd).
 	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/statedir", etcdClient, etcdAPI},
-	"internal/etcdtest":        {etcdServer, zap, goleak},
+	"internal/etcdtest":        {"internal/notify", etcdServer, zap, goleak},
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
 	// fleet's nodes, statuses, token and view, which the daemon wires.
 	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient},
-	"internal/fleet": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
+	"internal/fleet": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
 		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
@@ -176,7 +176,7 @@ var allowed = Graph{
 	// Commands: the daemon and what each command needs. herdr-sim is a test
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
-		"internal/statedb", "internal/statedir", "internal/store/etcdstore", "internal/tail", "internal/termtext", "internal/version", "internal/console", "mcp",
+		"internal/statedb", "internal/statedir", "internal/store/etcdstore", "internal/tail", "internal/tokens", "internal/termtext", "internal/version", "internal/console", "mcp",
 		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it

@@ -45,6 +45,10 @@ type backend struct {
 	// fleet reads them; nil for the directory (the state directory keeps
 	// them).
 	sessions controllers.SessionKeeper
+	// fence is the node's hold on its members in a fleet (its lease
+	// unconfirmed: hold every prompt and start; past its deadline: close
+	// the panes another node may take over); nil for the directory.
+	fence *fleet.Fence
 	// revisions keeps the profiles' and members' revisions: the state
 	// directory's, or the fleet's in etcd; declared says whether the
 	// whole desired state still declares an object that left the node's
@@ -134,7 +138,11 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 		}
 		return nil, err
 	}
-	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version}
+	instance, err := fleet.LoadInstance(state)
+	if err != nil {
+		return nil, err
+	}
+	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version, Instance: instance}
 	if f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo); err != nil {
 		return nil, err
 	}
@@ -148,6 +156,8 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 	}
 	f.nodes, f.statuses, f.token = fleet.NewNodes(cli, f.store, fo), fleet.NewStatuses(cli, fo), fleet.NewToken(cli, fo)
 	f.agentSessions = fleet.NewSessions(cli, fo)
+	f.fence = fleet.NewFence(f.sessions, f.reg, f.store.BindingsRevision, &fleet.FenceOptions{Options: *fo, Client: cli, Node: cfg.Node,
+		RescheduleAfter: cmp.Or(cfg.RescheduleAfter, scheduler.DefaultRescheduleAfter)})
 	f.revisions = etcdrollout.New(cli, &etcdrollout.Options{Prefix: f.prefix, RequestTimeout: cfg.RequestTimeout, Logger: log})
 	// Read once before serving, as the directory store does, so that the
 	// first requests see the fleet rather than an empty one (and a member
@@ -161,7 +171,7 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 		return nil, err
 	}
 	fleetDesired := f.store.Fleet()
-	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, revisions: f.revisions, prune: f.store.PruneHold(), close: func() { cli.Close() }, onNode: f.onNode,
+	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, fence: f.fence, revisions: f.revisions, prune: f.store.PruneHold(), close: func() { cli.Close() }, onNode: f.onNode,
 		declared: func(kind, name string) bool { _, ok := fleetDesired.Get(kind, name); return ok },
 		source:   fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
 }
@@ -181,6 +191,7 @@ type etcdFleet struct {
 	token    *fleet.Token
 	// agentSessions are the members' agent sessions kept for the fleet.
 	agentSessions *fleet.Sessions
+	fence         *fleet.Fence
 	// revisions are the fleet's revision histories.
 	revisions *etcdrollout.Store
 }
@@ -195,14 +206,16 @@ func (f *etcdFleet) onNode(mgr *controllers.Manager, core *messaging.Core, mopts
 	view := fleet.NewView(mgr, state, f.cfg.Node)
 	mgr.FollowPeers(view) // a profile's rollout counts every node's members
 	local := fleet.NewLocalStatuses(mgr, core)
-	relay, err := newRelay(core, f.cli, f.sessions, f.store, view, f.cfg, mopts, f.log)
+	relay, err := newRelay(core, f.cli, f.sessions, f.store, f.nodes, view, f.cfg, mopts, f.log)
 	if err != nil {
 		return nil, err
 	}
 	publisher := &fleet.StatusPublisherOptions{Options: fleet.Options{Prefix: f.prefix, RequestTimeout: f.cfg.RequestTimeout, Logger: f.log}, Node: f.cfg.Node}
 	sched := &scheduler.Options{Prefix: f.prefix, Candidate: f.cfg.Node, RequestTimeout: f.cfg.RequestTimeout, RescheduleAfter: f.cfg.RescheduleAfter, Logger: f.log}
 	return &nodeParts{members: view, waiter: view, desired: f.store.Fleet(), messages: relay, nodes: f.nodes, run: []func(context.Context) error{
-		f.sessions.Run, f.reg.Run, f.nodes.Run, f.statuses.Run, f.token.Run, f.agentSessions.Run, f.revisions.Run, relay.Run,
+		f.sessions.Run, f.nodes.Run,
+		func(ctx context.Context) error { return f.reg.Run(ctx, f.nodes) },
+		func(ctx context.Context) error { return f.fence.Run(ctx, f.store.BindingsChanged) }, f.statuses.Run, f.token.Run, f.agentSessions.Run, f.revisions.Run, relay.Run,
 		func(ctx context.Context) error { f.reg.Follow(ctx, herdrSide{mgr}); return nil },
 		func(ctx context.Context) error { f.token.Follow(ctx, f.toks); return nil },
 		func(ctx context.Context) error { view.Run(ctx); return nil },
@@ -231,14 +244,18 @@ func (h herdrSide) Changed() <-chan struct{} { return h.mgr.Changed() }
 // newRelay is the gateway's messaging on a fleet in etcd: the node's core
 // for its own members, etcd for the others' (package fleetmsg), the calls
 // it holds under the node's lease. A member's node is its binding as the
-// store last read it; its messaging state is what that node publishes
-// (fleet.View.RemoteWorker).
-func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Session, st *etcdstore.Store, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
+// store last read it, lost when nodes say so; its messaging state is what
+// that node publishes (fleet.View.RemoteWorker).
+func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Session, st *etcdstore.Store, nodes *fleet.Nodes, view *fleet.View, cfg *EtcdConfig, mopts messaging.Options, log *slog.Logger) (*fleetmsg.Relay, error) {
 	return fleetmsg.New(core, &fleetmsg.Options{
 		Client: cli, Session: sessions, Prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix), Node: cfg.Node,
 		Locate: func(member string) (string, bool) {
 			b, ok := st.Bound(member)
 			return b.Node, ok
+		},
+		NodeLost: func(node string) (time.Time, bool) {
+			since, lost := nodes.Lost()[node]
+			return since, lost
 		},
 		RemoteStatus: func(member, _ string) (messaging.WorkerStatus, bool) { return view.RemoteWorker(member) },
 		PrimaryName:  mcp.PrimaryName, Logger: log, RequestTimeout: cfg.RequestTimeout,

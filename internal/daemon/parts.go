@@ -186,6 +186,7 @@ func (p *parts) openControllers() error {
 		// open for it.
 		Activity:  core,
 		Sessions:  p.backend.sessions, // nil for the directory
+		Fence:     p.fence(),
 		Revisions: p.backend.revisions,
 		// A prompt typed into an agent herdr relaunched is lost with it:
 		// its turn ends now, not at its deadline.
@@ -203,7 +204,9 @@ func (p *parts) openControllers() error {
 	// No prompt reaches an agent herdr relaunched before the core heard of
 	// the relaunch: prompts wait while the controllers' view of herdr is
 	// not in sync.
-	p.prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() })
+	// Nor any prompt while a node of a fleet cannot confirm its lease
+	// (fleet.Fence): another node may run the member by now.
+	p.prompter.HoldWhile(func() bool { return !mgr.HerdrSynced() || (p.backend.fence != nil && p.backend.fence.Hold() != nil) })
 	dropUnownedTokens(p.toks, mgr.Owned(), p.log)
 	if p.cfg.PrimaryPane != "" {
 		controllers.FollowPrimaryPane(mgr.Cache(), p.cfg.PrimaryPane, func(status string, seq uint64) {
@@ -211,6 +214,15 @@ func (p *parts) openControllers() error {
 		})
 	}
 	return nil
+}
+
+// fence is the backend's fence as the controllers take it: none for the
+// directory.
+func (p *parts) fence() controllers.Fence {
+	if p.backend.fence == nil {
+		return nil
+	}
+	return p.backend.fence
 }
 
 // openGateway opens what the backend adds on this node, the gateway, the

@@ -6,12 +6,22 @@
 // etcd request per read):
 //
 //   - [Registration]: this node at PREFIX/nodes/NAME (a [NodeInfo]: labels,
-//     capacity, gateway, fleetd version, herdr, member count) under the
-//     node's one lease (package internal/etcd/session), registered again
-//     under each new lease and revoked with it on a clean stop;
-//     [Registration.Follow] rewrites it when the node's herdr (reachable,
-//     version, protocol: the controllers' herdr cache) or member count
-//     changes, the count at most once a second.
+//     capacity, gateway, fleetd version, herdr, member count, and the
+//     [NodeInstance] that wrote it — the state directory's node id, host,
+//     pid) under the node's one lease (package internal/etcd/session),
+//     registered again under each new lease and revoked with it on a clean
+//     stop; a second fleetd with a live node's name (another instance,
+//     under a lease that lives) is refused at start naming the first
+//     ([ErrNodeTaken]); a registration deleted, overwritten or tampered
+//     with behind the node's back is written again (Run watches it through
+//     [Nodes]); [Registration.Follow] rewrites it when the node's herdr
+//     (reachable, version, protocol: the controllers' herdr cache) or
+//     member count changes, the count at most once a second.
+//   - [Fence]: the node's hold on its members while it cannot confirm its
+//     lease (fence.go explains the arithmetic): prompts and starts held at
+//     its first late renewal, and the panes of the members another node
+//     may take over closed before it may (the controllers' Options.Fence;
+//     the prompter's hold).
 //   - [Nodes]: every registration, and the lost nodes — a node members
 //     are bound to whose registration is gone (its lease expired) is kept
 //     as a tombstone, dated by this node's clock when it first saw it so —

@@ -101,7 +101,8 @@ func (f *fixture) register(info NodeInfo, ttl time.Duration) (reg *Registration,
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	stopReg := f.run(reg.Run)
+	nodes := f.nodes(f.store(""))
+	stopReg := f.run(func(ctx context.Context) error { return reg.Run(ctx, nodes) })
 	stopSess := f.run(sess.Run)
 	return reg, sess, func() error { return cmpOrErr(stopReg(), stopSess()) }
 }

@@ -33,8 +33,11 @@ type NodeInfo struct {
 	MaxMembers int    `json:"maxMembers,omitempty"`
 	GatewayURL string `json:"gatewayURL,omitempty"`
 	// Version is the node's fleetd version.
-	Version   string    `json:"version,omitempty"`
-	StartedAt time.Time `json:"startedAt"`
+	Version string `json:"version,omitempty"`
+	// Instance is the fleetd that registered the node: a second one with
+	// the same name is refused while the first's lease lives.
+	Instance  NodeInstance `json:"instance,omitzero"`
+	StartedAt time.Time    `json:"startedAt"`
 	// Herdr is the node's herdr as the node last saw it; Members how many
 	// members it reconciles. The node updates both when they change
 	// ([Registration.Update]).
@@ -73,7 +76,7 @@ func CheckNodeName(name string) error {
 }
 
 // nodeKey is a node's registration key in a fleet under prefix.
-func nodeKey(prefix, name string) string { return prefix + "/nodes/" + name }
+func nodeKey(prefix, name string) string { return scheduler.NodeKey(prefix, name) }
 
 // Nodes is the fleet's nodes as this node reads them: every registration
 // at PREFIX/nodes/NAME, from an informer (no etcd request per read), and

@@ -48,6 +48,10 @@ func (s *State) WaitBindings(ctx context.Context, rev int64) error {
 	return s.store.WaitBindings(ctx, rev)
 }
 
+// BindingsRevision returns the revision up to which the store has read
+// the bindings.
+func (s *State) BindingsRevision() int64 { return s.store.BindingsRevision() }
+
 // Orphans returns the published statuses nobody else will delete: of a
 // member that is gone, published by a node that is not registered (killed,
 // and not back: a node deletes its own when it runs).

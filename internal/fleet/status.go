@@ -143,9 +143,9 @@ func (s *Statuses) published() map[string]informer.Item[*PublishedStatus] {
 // their keys' mod revisions.
 func (s *Statuses) publishedBy(node string) map[string]int64 {
 	out := map[string]int64{}
-	for name, it := range s.published() {
-		if it.Value.Node == node {
-			out[name] = it.ModRevision
+	for k, it := range s.inf.Items() { // every member's: no copy of them
+		if it.Value != nil && it.Value.Node == node {
+			out[strings.TrimPrefix(k, statusKey(s.prefix, ""))] = it.ModRevision
 		}
 	}
 	return out

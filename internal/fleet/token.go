@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 
@@ -182,7 +183,8 @@ func (t *Token) Adopt(ctx context.Context, toks *tokens.Registry, state statedir
 	}
 	fleet, ok := t.Primary()
 	if !ok {
-		if missing {
+		minted := missing
+		if minted {
 			if own, err = tokens.PrimaryToken(state.Root()); err != nil {
 				return err
 			}
@@ -190,6 +192,14 @@ func (t *Token) Adopt(ctx context.Context, toks *tokens.Registry, state statedir
 		}
 		if fleet, err = t.Claim(ctx, FleetToken{SHA256: string(tokens.IDOf(own)), Node: node}); err != nil {
 			return err
+		}
+		if minted && !tokens.SameID(tokens.IDOf(own), tokens.ID(fleet.SHA256)) {
+			// Another node claimed first: the token minted here is not
+			// the fleet's, and a CLI reading it would be refused.
+			if err := os.Remove(state.PrimaryToken()); err != nil {
+				return fmt.Errorf("remove the primary token this node minted, which is not the fleet's: %w", err)
+			}
+			own, missing = "", true
 		}
 	}
 	if err := toks.AcceptPrimary(tokens.ID(fleet.SHA256)); err != nil {
@@ -214,8 +224,8 @@ func explainFleetToken(fleet FleetToken, own string, missing bool, state statedi
 		if missing {
 			what = "this node has no primary.token"
 		}
-		log.Warn("this node accepts only the fleet's primary token, minted by node "+fleet.Node+" (`fleetd mcp-config` there prints it); "+what+
-			"; to use the token on this node too, copy that node's STATE_DIR/primary.token here (mode 0600)",
+		log.Warn("this node accepts only the fleet's primary token, minted by node "+fleet.Node+" (`fleetd token` there prints it); "+what+
+			"; the fleetd command line on this node takes it from FLEETD_TOKEN",
 			"primary_token", state.PrimaryToken(), "minted_by", fleet.Node)
 	}
 }

@@ -3,8 +3,12 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -75,8 +79,8 @@ func TestExplainFleetToken(t *testing.T) {
 		node    string
 		want    []string
 	}{
-		{"own token differs", hash, own, false, "buildbox", []string{"level=WARN", "minted by node laptop", "fleetd mcp-config", "is a different token and is not accepted", "copy that node's STATE_DIR/primary.token here (mode 0600)", state.PrimaryToken()}},
-		{"no primary.token", hash, "", true, "buildbox", []string{"level=WARN", "minted by node laptop", "this node has no primary.token", "mode 0600"}},
+		{"own token differs", hash, own, false, "buildbox", []string{"level=WARN", "minted by node laptop", "fleetd token", "is a different token and is not accepted", "FLEETD_TOKEN", state.PrimaryToken()}},
+		{"no primary.token", hash, "", true, "buildbox", []string{"level=WARN", "minted by node laptop", "this node has no primary.token", "FLEETD_TOKEN"}},
 		{"its own", FleetToken{SHA256: string(tokens.IDOf(own)), Node: "buildbox"}, own, false, "buildbox", []string{"level=INFO", "the one in its primary.token"}},
 		{"minted here, replaced since", FleetToken{SHA256: string(tokens.IDOf(fleet)), Node: "buildbox"}, own, false, "buildbox", []string{"level=WARN", "this node minted", "delete the hash in etcd"}},
 	} {
@@ -96,5 +100,72 @@ func TestExplainFleetToken(t *testing.T) {
 				t.Errorf("log holds a token: %s", out)
 			}
 		})
+	}
+}
+
+// Two nodes that start together in a fleet with no primary token both
+// find none, mint one and claim it; the one whose claim loses removes the
+// token it minted, so that its state directory holds no primary.token a
+// CLI there would be refused with (it takes FLEETD_TOKEN, or `fleetd
+// token` on the node that minted the fleet's). Both accept the fleet's.
+func TestAdopt_NodesStartedTogetherKeepOnlyTheFleetsToken(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	type node struct {
+		state statedir.Layout
+		toks  *tokens.Registry
+		tok   *Token
+		err   error
+	}
+	nodes := make([]*node, 2)
+	for i := range nodes {
+		state := statedir.At(t.TempDir())
+		toks, err := tokens.Open(state.Root(), nil, &tokens.Options{FleetPrimary: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := NewToken(f.cli, f.opts())
+		if err := tok.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = &node{state: state, toks: toks, tok: tok}
+	}
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { n.err = n.tok.Adopt(ctx, n.toks, n.state, fmt.Sprintf("node%d", i)) })
+	}
+	wg.Wait()
+	resp, err := f.cli.Get(ctx, f.prefix+"/tokens/primary")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the fleet's token hash: %v %v", resp, err)
+	}
+	fleet, err := decodeFleetToken(resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := 0
+	for i, n := range nodes {
+		if n.err != nil {
+			t.Fatalf("node%d: Adopt: %v", i, n.err)
+		}
+		if !tokens.SameID(n.toks.PrimaryID(), tokens.ID(fleet.SHA256)) {
+			t.Errorf("node%d accepts another primary token than the fleet's", i)
+		}
+		own, err := tokens.ReadPrimaryToken(n.state.Root())
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			t.Fatal(err)
+		case !tokens.SameID(tokens.IDOf(own), tokens.ID(fleet.SHA256)):
+			t.Errorf("node%d keeps a primary.token that is not the fleet's", i)
+		default:
+			holders++
+			if fleet.Node != fmt.Sprintf("node%d", i) {
+				t.Errorf("node%d holds the fleet's token, which etcd says node %s minted", i, fleet.Node)
+			}
+		}
+	}
+	if holders != 1 {
+		t.Errorf("%d state directories hold the fleet's token; want the minting node's alone", holders)
 	}
 }

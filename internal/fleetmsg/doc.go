@@ -75,17 +75,28 @@
 // turn_done, worker_gone, delivery_failed), takes it as an
 // acknowledgement does and returns it as the core would. Polls hide the
 // mail of turns a call waits on, so that it is returned once. Progress
-// mail stays in the mailbox. A take etcd failed without saying whether it
-// committed is settled before anything else is taken: if both its keys
-// are gone the call returns the mail (only it can: it is out of the
-// mailbox). At the deadline the call returns timeout, its
-// waiting key goes and the turn's later mail shows in polls; a cancelled
-// context releases the call and nothing else; a node that dies takes its
-// waiting keys with its lease.
+// mail stays in the mailbox. Every take — a held call's, an
+// acknowledgement's — leaves the message's tombstone, PREFIX/msg/acked/ID,
+// naming its taker (a held call names itself with an id of its own), so a
+// take etcd failed without saying whether it committed is settled by the
+// message id alone before anything else is taken: the tombstone names
+// this call, and the call returns the mail (only it can: it is out of the
+// mailbox); it names anyone else (a poll on another node acknowledged it
+// after this node's lease, and its waiting key, went), and the call does
+// not return it twice. At the deadline the call returns timeout, its
+// waiting key goes and the turn's later mail shows in polls; a take still
+// unsettled then is settled by Run, which puts the mail back into the
+// mailbox if the take had committed. Every etcd step of a wait ends by its
+// deadline plus a second (a waiting poll's timeout counts from its start,
+// its wait for the mailbox's first list included), so every wait does. A
+// cancelled context releases the call and nothing else; a node that dies
+// takes its waiting keys with its lease.
 //
 // # Failures
 //
-// Open turns and their deadlines survive any node's restart: the worker's
+// A Send for a member of a lost node (Options.NodeLost: its registration
+// gone) fails at once with worker_gone naming the node, and writes
+// nothing. Open turns and their deadlines survive any node's restart: the worker's
 // node journals the turn with the absolute deadline of the request;
 // requests not yet taken wait in etcd; the fleet mailbox is in etcd. A
 // turn's location goes with its ending mail, or with its lease

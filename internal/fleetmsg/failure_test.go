@@ -560,3 +560,197 @@ func TestRelay_AckIsOneTransaction(t *testing.T) {
 		t.Errorf("pending %d right after the ack", n)
 	}
 }
+
+// takeClient is a client of the package's etcd whose transactions that
+// delete a waiting key (a held call taking its answer) go through take
+// instead, which decides what etcd sees and what the caller hears.
+func takeClient(t *testing.T, take func(ctx context.Context, commit func() error) error) *clientv3.Client {
+	t.Helper()
+	intercept := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*etcdserverpb.TxnRequest); ok {
+			for _, op := range txn.Success {
+				if d := op.GetRequestDeleteRange(); d != nil && strings.Contains(string(d.Key), "/msg/waiting/") {
+					return take(ctx, func() error { return invoker(ctx, method, req, reply, cc, opts...) })
+				}
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{intercept}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// A held call's take that etcd did not commit, with no answer, while
+// another node's poll and ack took the same reply (the call's node lost
+// its lease, so the reply showed in polls): the reply crossed once, to
+// the poll, and the call does not return it too. (Before takes named
+// their taker in the tombstone, "the message and the waiting key both
+// gone" read as "this call took it", and the reply came back twice.)
+func TestRelay_AnAnswerTakenElsewhereIsNotReturnedTwice(t *testing.T) {
+	f := newFleet(t, map[string]string{"w": "b"}, &Options{RetryInterval: 10 * time.Millisecond})
+	var c *node
+	var polled []messaging.Message
+	var once sync.Once
+	faulty := takeClient(t, func(ctx context.Context, commit func() error) error {
+		failed := false
+		once.Do(func() {
+			failed = true
+			// The call's node loses its lease: its waiting key goes, and
+			// the reply shows on c, whose primary polls and acks it.
+			for _, k := range f.keys("waiting/") {
+				if _, err := f.cli.Delete(ctx, f.prefix+"/msg/"+k); err != nil {
+					t.Error(err)
+				}
+			}
+			p, err := c.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: 10 * time.Second})
+			if err != nil || len(p.Messages) != 1 {
+				t.Errorf("poll on c = %+v, %v; want the reply", p, err)
+				return
+			}
+			polled = p.Messages
+			if n, err := c.relay.Ack(primary, []string{p.Messages[0].ID}); n != 1 || err != nil {
+				t.Errorf("ack on c = %d, %v", n, err)
+			}
+		})
+		if failed {
+			return status.Error(codes.Unavailable, "injected: not committed, no answer")
+		}
+		return commit()
+	})
+	f.hook = func(r *Relay) {
+		if r.o.Node == "a" {
+			r.cli = faulty
+		}
+	}
+	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+	c = f.start("c", t.TempDir())
+	ctx := f.ctx()
+	b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+	held := sendAsync(ctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "do X", Wait: true, Timeout: 3 * time.Second})
+	b.prompted(t, ctx)
+	b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+	if _, err := b.relay.Reply(ctx, "w", "X done", true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := wait(t, ctx, held)
+	if len(polled) != 1 || polled[0].Content != "X done" {
+		t.Fatalf("c's poll saw %+v; want the reply", polled)
+	}
+	if err == nil && res.Outcome == messaging.OutcomeReply {
+		t.Errorf("the held call returned the reply c's primary had already polled and acked: %+v", res)
+	}
+	if err != nil || res.Outcome != messaging.OutcomeTimeout {
+		t.Errorf("held call = %+v, %v; want timeout (its answer went to the poll)", res, err)
+	}
+}
+
+// Every wait ends within its own deadline plus a small constant: a waiting
+// poll of a fleet mailbox not listed yet (etcd unreachable at start), and a
+// held call whose take of its answer etcd commits but does not answer
+// before the deadline. The answer that take removed is put back into the
+// mailbox, where a poll finds it: nothing lost, nothing twice. (Before, the
+// poll spent a request timeout on the first list before its own timeout
+// began, and the call waited up to two request timeouts past its
+// deadline.)
+func TestRelay_WaitsEndWithinTheirDeadline(t *testing.T) {
+	const timeout, limit = time.Second, time.Second + deadlineSlack + 300*time.Millisecond
+	t.Run("poll before the first list", func(t *testing.T) {
+		dead, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dead.Close() })
+		core, err := messaging.New(t.TempDir(), &herdr{prompts: make(chan string, 1)}, &messaging.Options{PrimaryName: primary})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { core.Close() })
+		r, err := New(core, &Options{Client: dead, Session: session.New(dead, nil), Prefix: "/relay-dead", Node: "a", PrimaryName: primary,
+			Locate: func(string) (string, bool) { return "", false }, RequestTimeout: 4 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		start := time.Now()
+		p, err := r.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: timeout})
+		if took := time.Since(start); took > limit {
+			t.Errorf("a waiting poll of %s took %s while etcd did not answer; want within %s", timeout, took, limit)
+		}
+		if err != nil || len(p.Messages) != 0 {
+			t.Errorf("poll = %+v, %v; want an empty page", p, err)
+		}
+	})
+	t.Run("held call whose take is late", func(t *testing.T) {
+		f := newFleet(t, map[string]string{"w": "b"}, &Options{RequestTimeout: 4 * time.Second, RetryInterval: 50 * time.Millisecond})
+		var once sync.Once
+		faulty := takeClient(t, func(ctx context.Context, commit func() error) error {
+			late := false
+			once.Do(func() { late = true })
+			if !late {
+				return commit()
+			}
+			if err := commit(); err != nil {
+				return err
+			}
+			<-ctx.Done() // committed; the answer never comes
+			return ctx.Err()
+		})
+		f.hook = func(r *Relay) {
+			if r.o.Node == "a" {
+				r.cli = faulty
+			}
+		}
+		a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
+		ctx := f.ctx()
+		b.core.ObserveStatus("w", messaging.StatusIdle, 1)
+		start := time.Now()
+		held := sendAsync(ctx, a.relay, messaging.SendRequest{From: primary, To: "w", Content: "do X", Wait: true, Timeout: timeout})
+		b.prompted(t, ctx)
+		b.core.ObserveStatus("w", messaging.StatusWorking, 2)
+		if _, err := b.relay.Reply(ctx, "w", "X done", true); err != nil {
+			t.Fatal(err)
+		}
+		res, err := wait(t, ctx, held)
+		if took := time.Since(start); took > limit {
+			t.Errorf("the held call returned %s after it began; want within its timeout %s plus %s", took, timeout, deadlineSlack)
+		}
+		if err != nil || res.Outcome != messaging.OutcomeTimeout {
+			t.Fatalf("held call = %+v, %v; want timeout", res, err)
+		}
+		p, err := b.relay.PollPage(ctx, primary, messaging.PollRequest{Wait: true, Timeout: 10 * time.Second})
+		if err != nil || len(p.Messages) != 1 || p.Messages[0].Content != "X done" {
+			t.Errorf("poll after the call's timeout = %+v, %v; want the reply its late take removed, put back", p, err)
+		}
+	})
+}
+
+// A send to a member of a lost node (its registration gone) fails at once
+// with worker_gone naming the node, and writes nothing to etcd. (It waited
+// in etcd before, and a held call until its timeout.)
+func TestRelay_SendToALostNodeFailsFast(t *testing.T) {
+	since := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	f := newFleet(t, map[string]string{"w": "b"}, &Options{NodeLost: func(node string) (time.Time, bool) { return since, node == "b" }})
+	a := f.start("a", t.TempDir())
+	ctx := f.ctx()
+	start := time.Now()
+	_, err := a.relay.Send(ctx, messaging.SendRequest{From: primary, To: "w", Content: "hello", Wait: true, Timeout: time.Minute})
+	if messaging.CodeOf(err) != messaging.CodeWorkerGone || !strings.Contains(err.Error(), "node b, which is lost") || !strings.Contains(err.Error(), "2026-12-01T20:00:00Z") {
+		t.Errorf("held Send to a member of lost node b = %v; want worker_gone naming b and since when", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the send took %s to fail", took)
+	}
+	for _, dir := range []string{"requests/", "turns/", "waiting/"} {
+		if k := f.keys(dir); len(k) != 0 {
+			t.Errorf("%s after a send to a lost node: %v", dir, k)
+		}
+	}
+}

@@ -129,7 +129,14 @@ func (r *Relay) PollPage(ctx context.Context, recipient string, req messaging.Po
 	if limit < 0 {
 		return messaging.PollPage{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "a poll limit must not be negative"}
 	}
-	r.waitSynced(ctx)
+	// A waiting poll's timeout counts from now, its first wait for the
+	// mailbox's first list included.
+	fired := make(chan struct{})
+	if req.Wait {
+		tm := r.o.Clock.AfterFunc(cmp.Or(req.Timeout, r.o.DefaultTimeout), func() { close(fired) })
+		defer tm.Stop()
+	}
+	r.waitSynced(ctx, fired)
 	ch := r.changed.Changed()
 	r.mu.Lock()
 	p := r.pageLocked(after, limit)
@@ -141,9 +148,6 @@ func (r *Relay) PollPage(ctx context.Context, recipient string, req messaging.Po
 		return messaging.PollPage{}, err
 	}
 	defer r.release()
-	fired := make(chan struct{})
-	tm := r.o.Clock.AfterFunc(cmp.Or(req.Timeout, r.o.DefaultTimeout), func() { close(fired) })
-	defer tm.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -249,7 +253,7 @@ func (r *Relay) takeAll(ctx context.Context, ids []string) (int, int64, error) {
 	resp, err := r.txnWithLease(ctx, r.o.Clock.Now().Add(r.o.TombstoneTTL), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
 		ops := make([]clientv3.Op, len(ids))
 		for i, id := range ids {
-			cond, take := r.takeOps(id, revs[i], lease)
+			cond, take := r.takeOps(id, revs[i], lease, ackTaker)
 			ops[i] = clientv3.OpTxn([]clientv3.Cmp{cond}, take, nil)
 		}
 		return r.cli.Txn(ctx).Then(ops...)
@@ -266,24 +270,31 @@ func (r *Relay) takeAll(ctx context.Context, ids []string) (int, int64, error) {
 	return n, resp.Header.Revision, nil
 }
 
+// ackTaker is the taker an acknowledgement writes into the tombstones of
+// the messages it retires; a held call writes one of its own (newID).
+const ackTaker = ""
+
 // takeOps is the condition and the operations of a take of fleet message
-// id (created at rev, when known; else whatever holds the key): delete it,
-// leave its tombstone with lease.
-func (r *Relay) takeOps(id string, rev int64, lease clientv3.LeaseID) (clientv3.Cmp, []clientv3.Op) {
+// id (created at rev, when known; else whatever holds the key) by taker:
+// delete it, leave its tombstone with lease, naming the taker — so that a
+// take whose answer was lost asks the tombstone, keyed by the message id,
+// whether it was the one that took it.
+func (r *Relay) takeOps(id string, rev int64, lease clientv3.LeaseID, taker string) (clientv3.Cmp, []clientv3.Op) {
 	key := r.keys.mail(id)
 	cond := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
 	if rev > 0 {
 		cond = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
 	}
-	return cond, []clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), "", clientv3.WithLease(lease))}
+	return cond, []clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(r.keys.acked(id), taker, clientv3.WithLease(lease))}
 }
 
 // take deletes fleet message id (created at rev, when known; else
-// whatever holds the key) and leaves its tombstone, with extra, in one
-// transaction; false when the message was not there (taken already).
-func (r *Relay) take(ctx context.Context, id string, rev int64, extra ...clientv3.Op) (bool, int64, error) {
+// whatever holds the key) and leaves its tombstone naming taker, with
+// extra, in one transaction; false when the message was not there (taken
+// already).
+func (r *Relay) take(ctx context.Context, id string, rev int64, taker string, extra ...clientv3.Op) (bool, int64, error) {
 	resp, err := r.txnWithLease(ctx, r.o.Clock.Now().Add(r.o.TombstoneTTL), func(ctx context.Context, lease clientv3.LeaseID) clientv3.Txn {
-		cond, ops := r.takeOps(id, rev, lease)
+		cond, ops := r.takeOps(id, rev, lease, taker)
 		return r.cli.Txn(ctx).If(cond).Then(append(ops, extra...)...)
 	})
 	if err != nil {

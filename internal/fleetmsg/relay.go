@@ -67,6 +67,11 @@ type Options struct {
 	// Locate answers which node a member is bound to; ok is false for a
 	// member the fleet does not know or has not bound.
 	Locate func(member string) (node string, ok bool)
+	// NodeLost, if set, says whether a node is lost (its registration
+	// gone, members still bound to it) and since when: a send to a member
+	// of a lost node fails at once with worker_gone naming the node,
+	// rather than waiting in etcd for a node that may not come back.
+	NodeLost func(node string) (since time.Time, lost bool)
 	// RemoteStatus, if set, reports a member another node runs
 	// (bridge_status); unset, such a member's status is "unknown".
 	RemoteStatus func(member, node string) (messaging.WorkerStatus, bool)
@@ -175,6 +180,10 @@ type Relay struct {
 	waited  map[string]bool       // turns some node holds a call on
 	waiters int
 	counts  map[string]requestCount // by node: see roomAt
+	// unsettled are takes held calls left uncertain (settle); settling
+	// fires when one is added.
+	unsettled []unsettled
+	settling  notify.Signal
 	// changed fires at every change of the fleet mailbox or the waiting
 	// keys; watch (Changed) at those and every change of the core.
 	changed notify.Signal
@@ -333,7 +342,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	for _, inf := range []interface{ Run(context.Context) error }{r.mailbox, r.waiting, r.requests} {
 		wg.Go(func() { _ = inf.Run(ctx) }) // returns nil when ctx ends
 	}
-	for _, f := range []func(context.Context){r.takeRequests, r.forward} {
+	for _, f := range []func(context.Context){r.takeRequests, r.forward, r.settle} {
 		wg.Go(func() { f(ctx) })
 	}
 	wg.Go(func() { r.watch.Forward(ctx, r.core) })
@@ -354,13 +363,24 @@ func (r *Relay) waitSession(ctx context.Context) (clientv3.LeaseID, error) {
 	return 0, &messaging.Error{Code: messaging.CodeUnavailable, Msg: "this node holds no lease in etcd (etcd unreachable?); nothing was sent", Err: err}
 }
 
-// waitSynced waits, at most Options.RequestTimeout, for the first list of
-// the fleet mailbox, so that a poll right after a start does not show an
-// empty mailbox that is not.
-func (r *Relay) waitSynced(ctx context.Context) {
+// waitSynced waits, at most Options.RequestTimeout and not past done's
+// closing (a waiting poll's timeout), for the first list of the fleet
+// mailbox, so that a poll right after a start does not show an empty
+// mailbox that is not.
+func (r *Relay) waitSynced(ctx context.Context, done <-chan struct{}) {
+	if r.mailbox.Synced() {
+		return
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	t := r.o.Clock.AfterFunc(r.o.RequestTimeout, cancel)
 	defer t.Stop()
+	go func() { // ends when waitSynced returns, at the latest
+		select {
+		case <-done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	_ = notify.Wait(wctx, r.mailbox, r.mailbox.Synced)
 }

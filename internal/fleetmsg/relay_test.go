@@ -356,7 +356,7 @@ func TestRelay_ChangedWakesOnFleetMail(t *testing.T) {
 	f := newFleet(t, map[string]string{"w": "b"}, nil)
 	a, b := f.start("a", t.TempDir()), f.start("b", t.TempDir())
 	ctx := f.ctx()
-	a.relay.waitSynced(ctx)
+	a.relay.waitSynced(ctx, nil)
 	ch := a.relay.Changed()
 	if _, err := b.relay.forwardOne(ctx, messaging.Message{ID: "m-9", From: "w", Kind: messaging.KindReply, Content: "hi"}); err != nil {
 		t.Fatal(err)
@@ -381,7 +381,7 @@ func TestRelay_ChangedWakesOnFleetMail(t *testing.T) {
 func TestRelay_ChangedCostsNoGoroutinePerCall(t *testing.T) {
 	f := newFleet(t, map[string]string{"w": "b"}, nil)
 	a := f.start("a", t.TempDir())
-	a.relay.waitSynced(f.ctx())
+	a.relay.waitSynced(f.ctx(), nil)
 	before := runtime.NumGoroutine()
 	for range 1000 {
 		a.relay.Changed()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,13 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 	}
 	if err := checkSegment(node); err != nil {
 		return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeInvalid, Msg: "node name: " + err.Error()}
+	}
+	if r.o.NodeLost != nil {
+		if since, lost := r.o.NodeLost(node); lost {
+			return messaging.SendResult{}, &messaging.Error{Code: messaging.CodeWorkerGone, Msg: fmt.Sprintf(
+				"%s runs on node %s, which is lost: not registered since %s (its lease expired); nothing was sent — it may come back, or its members move to another node after --reschedule-after",
+				worker, node, since.UTC().Format(time.RFC3339))}
+		}
 	}
 	deadline := req.Deadline
 	if deadline.IsZero() {
@@ -154,21 +162,41 @@ func (r *Relay) unwait(key string) {
 // or pauses it (reply, question, turn_done, worker_gone, delivery_failed),
 // which it takes (deleting the waiting key wk in the same transaction:
 // took), or until deadline (timeout: the turn stays open, its mail shows in
-// polls) or ctx's end.
+// polls) or ctx's end. Its etcd requests end by the deadline plus
+// deadlineSlack (see bounded), so the call does too.
 func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Time, wk string, after int64) (res messaging.SendResult, took bool, err error) {
 	fired := make(chan struct{})
 	tm := r.o.Clock.AfterFunc(max(deadline.Sub(r.o.Clock.Now()), 0), func() { close(fired) })
 	defer tm.Stop()
+	// The call's takes name it in the mail's tombstone, so that a take
+	// whose answer etcd lost is known to be this call's, or not.
+	taker := newID("k-")
 	// uncertain is mail whose take etcd failed without saying whether it
 	// committed: if it did, the mail is out of the mailbox and only this
 	// call can return it, so nothing else is taken until that is known.
+	// A call that ends before it is known leaves it to Run (settle).
 	var uncertain *fleetMail
+	defer func() {
+		if uncertain != nil && !took {
+			r.leaveUnsettled(uncertain, taker)
+		}
+	}()
+	timeout := messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}
 	b := retry.New(r.o.RetryInterval, r.o.Clock)
 	for {
+		select {
+		case <-fired:
+			return timeout, false, nil
+		default:
+		}
 		if uncertain != nil {
-			switch ours, known := r.tookAlready(ctx, uncertain, wk); {
+			bctx, cancel := r.bounded(ctx, deadline)
+			ours, known := r.tookAlready(bctx, uncertain, taker)
+			cancel()
+			switch {
 			case known && ours:
-				res, err := outcomeOf(uncertain, turn, worker)
+				m := uncertain
+				res, err := outcomeOf(m, turn, worker)
 				return res, true, err
 			case known:
 				uncertain = nil
@@ -179,7 +207,9 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 		m := r.answerLocked(turn, after)
 		r.mu.Unlock()
 		if uncertain == nil && m != nil {
-			took, _, err := r.take(ctx, m.msg.ID, int64(m.msg.Seq), clientv3.OpDelete(wk))
+			bctx, cancel := r.bounded(ctx, deadline)
+			took, _, err := r.take(bctx, m.msg.ID, int64(m.msg.Seq), taker, clientv3.OpDelete(wk))
+			cancel()
 			if err == nil && took {
 				res, err := outcomeOf(m, turn, worker)
 				return res, true, err
@@ -203,7 +233,7 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 			return messaging.SendResult{}, false, fmt.Errorf("wait released: %w", ctx.Err())
 		case <-fired:
 			stop()
-			return messaging.SendResult{Outcome: messaging.OutcomeTimeout, TurnID: turn, Worker: worker}, false, nil
+			return timeout, false, nil
 		case <-ch:
 		case <-again:
 		}
@@ -211,19 +241,110 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 	}
 }
 
-// tookAlready reports whether a take of m for the held call whose waiting
-// key is wk committed when etcd did not say: both keys are gone (the take
-// deletes them together, and while the call holds nothing else deletes
-// its waiting key but the node's lease expiring). known is false when
-// etcd did not answer.
-func (r *Relay) tookAlready(ctx context.Context, m *fleetMail, wk string) (ours, known bool) {
+// deadlineSlack is how long past its deadline a held call may still wait
+// for an etcd request it made before the deadline: a call ends within its
+// deadline plus this (and a wait within its timeout plus this).
+const deadlineSlack = time.Second
+
+// bounded is ctx for an etcd step of a wait that ends at deadline: one
+// request timeout, but no later than deadlineSlack past the deadline.
+func (r *Relay) bounded(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, min(r.o.RequestTimeout, max(deadline.Sub(r.o.Clock.Now()), 0)+min(deadlineSlack, r.o.RequestTimeout)))
+}
+
+// tookAlready reports whether a take of m by taker committed when etcd did
+// not say: the message's tombstone, keyed by its id, names the taker that
+// took it. A message still in the mailbox was not taken; one taken by
+// anyone else (an acknowledgement, another call) is not this call's to
+// return. known is false when etcd did not answer.
+func (r *Relay) tookAlready(ctx context.Context, m *fleetMail, taker string) (ours, known bool) {
 	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 	defer cancel()
-	resp, err := r.cli.Txn(rctx).Then(clientv3.OpGet(r.keys.mail(m.msg.ID), clientv3.WithCountOnly()), clientv3.OpGet(wk, clientv3.WithCountOnly())).Commit()
+	resp, err := r.cli.Txn(rctx).Then(clientv3.OpGet(r.keys.acked(m.msg.ID)), clientv3.OpGet(r.keys.mail(m.msg.ID), clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return false, false
 	}
-	return resp.Responses[0].GetResponseRange().Count == 0 && resp.Responses[1].GetResponseRange().Count == 0, true
+	tomb := resp.Responses[0].GetResponseRange().GetKvs()
+	return len(tomb) == 1 && string(tomb[0].Value) == taker, true
+}
+
+// unsettled is a take whose outcome etcd did not tell, left by a held call
+// that ended before it knew.
+type unsettled struct {
+	m     *fleetMail
+	taker string
+}
+
+// leaveUnsettled hands an uncertain take to Run (settle).
+func (r *Relay) leaveUnsettled(m *fleetMail, taker string) {
+	r.mu.Lock()
+	r.unsettled = append(r.unsettled, unsettled{m: m, taker: taker})
+	r.mu.Unlock()
+	r.settling.Notify()
+}
+
+// settle resolves the takes held calls left uncertain when they ended,
+// until ctx ends: a take that committed removed its mail, which nobody
+// returned, so the mail is put back into the fleet mailbox (its tombstone,
+// which names the take, removed in the same transaction), where polls show
+// it; a take that did not commit needs nothing. Nothing is lost, nothing
+// crosses twice.
+func (r *Relay) settle(ctx context.Context) {
+	b := retry.New(r.o.RetryInterval, r.o.Clock)
+	for {
+		ch := r.settling.Changed()
+		r.mu.Lock()
+		todo := r.unsettled
+		r.unsettled = nil
+		r.mu.Unlock()
+		var left []unsettled
+		for _, u := range todo {
+			if err := r.settleOne(ctx, u); err != nil {
+				left = append(left, u)
+			}
+		}
+		if len(left) > 0 {
+			r.mu.Lock()
+			r.unsettled = append(left, r.unsettled...)
+			r.mu.Unlock()
+			if !b.Wait(ctx) {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// settleOne puts u's mail back if u's take committed; an error means etcd
+// did not answer.
+func (r *Relay) settleOne(ctx context.Context, u unsettled) error {
+	ours, known := r.tookAlready(ctx, u.m, u.taker)
+	if !known {
+		return errors.New("etcd did not answer")
+	}
+	if !ours {
+		return nil
+	}
+	value, err := encode(header{From: u.m.msg.From, To: u.m.msg.To, Kind: u.m.msg.Kind, Turn: u.m.msg.TurnID, CreatedAt: u.m.msg.CreatedAt, Code: u.m.code}, u.m.msg.Content)
+	if err != nil {
+		return nil // it decoded from the same fields: cannot happen
+	}
+	key, tomb := r.keys.mail(u.m.msg.ID), r.keys.acked(u.m.msg.ID)
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	_, err = r.cli.Txn(rctx).If(clientv3.Compare(clientv3.Value(tomb), "=", u.taker), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, value), clientv3.OpDelete(tomb)).Commit()
+	if err != nil {
+		return err
+	}
+	r.o.Logger.Info("fleet messaging: a held call ended before it knew it took its answer; the answer is back in the mailbox", "message", u.m.msg.ID, "turn", u.m.msg.TurnID)
+	return nil
 }
 
 // answerLocked returns the oldest fleet mail of turn written after

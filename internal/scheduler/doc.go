@@ -25,15 +25,23 @@
 //     itself;
 //   - rebinds the members of a node lost for Options.RescheduleAfter (its
 //     lease expired; Source.Fleet().Lost) to another node, fenced on the old
-//     binding's revision, except those whose spec.nodeName pins them there;
+//     binding's revision and on the lost node's registration being absent
+//     (a node registered again keeps its members), except those whose
+//     spec.nodeName pins them there;
 //   - removes the bindings of deleted members, fenced on the member's key
 //     being absent;
 //   - deletes the published statuses nobody else will ([Orphan]: of a
 //     member that is gone, published by a node that is not registered).
 //
-// No fence covers a node's capacity, counted from the fleet's bindings: a
-// pass waits until the source has read the scheduler's own last bindings
-// before it counts. Members no node can take stay unbound.
+// Capacity and spread are counted from the fleet's bindings as the source
+// read them, up to a revision (Source.BindingsRevision): every transaction
+// of a pass also holds only if no binding changed after that revision (or
+// after the pass's own last committed write). A write etcd took but
+// answered with an error, or a binding written by anyone else, therefore
+// stops the pass's next writes until the source has read it, so that
+// --max-members holds after an ambiguous commit. A pass also waits until
+// the source has read the scheduler's own last bindings before it counts.
+// Members no node can take stay unbound.
 //
 // It never reads etcd except through its Source, never locks another
 // package's state, and writes nothing while it does not lead.

@@ -42,6 +42,10 @@ type Source interface {
 	// WaitBindings returns once the source has read the bindings written
 	// at revision rev.
 	WaitBindings(ctx context.Context, rev int64) error
+	// BindingsRevision returns the etcd revision up to which the source
+	// has read the bindings: a Fleet read after it holds every binding
+	// written up to it.
+	BindingsRevision() int64
 }
 
 // Orphan is a published status of a member that is gone, published by a
@@ -183,6 +187,10 @@ type scheduler struct {
 	// wrote is the etcd revision of this scheduler's last committed
 	// bindings: a pass places from a fleet that has seen it, or not at all.
 	wrote int64
+	// view is the revision the pass's counts reflect: its fleet's bindings,
+	// or its own last committed write since. A write holds only if no
+	// binding changed after it.
+	view int64
 }
 
 // pass binds what is unbound, rebinds what waited its grace on a lost
@@ -203,7 +211,14 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 			return 0, fmt.Errorf("scheduling pass: %w", err)
 		}
 	}
+	// The bindings are read at seen or later: every binding write of the
+	// pass holds only if no binding changed after seen (or after this
+	// pass's own last write), so that counts taken from them are right
+	// when it commits (capacity, after a write etcd took without saying
+	// so: see commit).
+	seen := s.src.BindingsRevision()
 	f := s.src.Fleet()
+	s.view = max(seen, s.wrote)
 	counts := f.Counts()
 	now := s.o.Clock.Now()
 	present := map[string]bool{}
@@ -241,8 +256,14 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 		memberKey := s.memberKey(m.Name)
 		value, _ := json.Marshal(etcdstore.Binding{Node: node, MemberUID: m.UID})
 		name := m.Name
-		binds = append(binds, s.planWrite(&f, name,
-			clientv3.Compare(clientv3.ModRevision(memberKey), "=", rev),
+		fences := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(memberKey), "=", rev)}
+		if bound {
+			// Never away from a node registered again: a node that
+			// re-registered keeps its members (it runs them, fenced
+			// only past its deadline).
+			fences = append(fences, clientv3.Compare(clientv3.CreateRevision(NodeKey(s.o.Prefix, old.Node)), "=", 0))
+		}
+		binds = append(binds, s.planWrite(&f, name, fences,
 			clientv3.OpPut(etcdstore.BindingKey(s.o.Prefix, name), string(value)),
 			func() {
 				if bound {
@@ -259,7 +280,7 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 	for name, st := range f.Stored {
 		if st.Binding != nil && !present[name] {
 			unbinds = append(unbinds, s.planWrite(&f, name,
-				clientv3.Compare(clientv3.CreateRevision(s.memberKey(name)), "=", 0),
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.memberKey(name)), "=", 0)},
 				clientv3.OpDelete(etcdstore.BindingKey(s.o.Prefix, name)), nil))
 		}
 	}
@@ -292,36 +313,49 @@ type bindingWrite struct {
 	done func()
 }
 
-// planWrite is the write of op on member's binding key, fenced on fence
+// planWrite is the write of op on member's binding key, fenced on fences
 // and on the binding key's mod revision as f read it (0: none).
-func (s *scheduler) planWrite(f *Fleet, member string, fence clientv3.Cmp, op clientv3.Op, done func()) bindingWrite {
+func (s *scheduler) planWrite(f *Fleet, member string, fences []clientv3.Cmp, op clientv3.Op, done func()) bindingWrite {
 	key := etcdstore.BindingKey(s.o.Prefix, member)
-	return bindingWrite{cmps: []clientv3.Cmp{fence, clientv3.Compare(clientv3.ModRevision(key), "=", f.Stored[member].ModRevision)}, op: op, done: done}
+	return bindingWrite{cmps: append(fences, clientv3.Compare(clientv3.ModRevision(key), "=", f.Stored[member].ModRevision)), op: op, done: done}
 }
+
+// NodeKey is a node's registration key in a fleet under prefix (package
+// fleet writes it; a rebind is fenced on its absence).
+func NodeKey(prefix, name string) string { return prefix + "/nodes/" + name }
 
 // maxTxnOps is etcd's default bound on the comparisons (and on the
 // operations) of one transaction (--max-txn-ops).
 const maxTxnOps = 128
 
-// bindBatch is how many binding writes go in one transaction: each has two
-// comparisons, and the transaction one more for the leadership.
-const bindBatch = (maxTxnOps - 1) / 2
+// txnCmps is the comparisons of a transaction of binding writes besides
+// the writes' own: the leadership, the bindings as counted.
+const txnCmps = 2
 
-// commit writes ws in transactions of up to bindBatch writes, each fenced
-// as a whole on this scheduler's leadership and on every write's own
-// comparisons. A batch whose comparisons fail while the scheduler still
-// leads is split in halves and each tried again, down to single writes,
-// so that one member changed meanwhile holds back only itself (its write
-// is dropped; the next pass places it from the fleet as it is then). A
-// scheduler found no longer leading writes nothing more. It returns the
-// first error of etcd, having tried every batch.
+// commit writes ws in transactions of as many writes as etcd takes, each fenced
+// as a whole on this scheduler's leadership, on the bindings being as the
+// pass counted them (none changed after s.view) and on every write's own
+// comparisons. A batch whose own comparisons fail while the scheduler
+// still leads and its count holds is split in halves and each tried
+// again, down to single writes, so that one member changed meanwhile holds
+// back only itself (its write is dropped; the next pass places it from the
+// fleet as it is then). A scheduler found no longer leading, or whose
+// count is behind the bindings — a write etcd took although it answered
+// with an error, another writer — writes nothing more: the next pass
+// counts again once its source has read them. It returns the first error
+// of etcd, having tried every batch.
 func (s *scheduler) commit(ctx context.Context, ws []bindingWrite) error {
 	var firstErr error
 	for len(ws) > 0 {
-		n := min(len(ws), bindBatch)
-		leads, err := s.commitSplit(ctx, ws[:n])
+		// As many writes as their comparisons fit (63 binds, two each).
+		n, cmps := 0, txnCmps
+		for n < len(ws) && cmps+len(ws[n].cmps) <= maxTxnOps {
+			cmps += len(ws[n].cmps)
+			n++
+		}
+		goOn, err := s.commitSplit(ctx, ws[:n])
 		firstErr = cmpOr(firstErr, err)
-		if !leads {
+		if !goOn {
 			return firstErr
 		}
 		ws = ws[n:]
@@ -329,27 +363,33 @@ func (s *scheduler) commit(ctx context.Context, ws []bindingWrite) error {
 	return firstErr
 }
 
-// commitSplit commits ws in one transaction or, if its comparisons fail,
-// in halves; leads is false once the scheduler is found not leading.
-func (s *scheduler) commitSplit(ctx context.Context, ws []bindingWrite) (leads bool, _ error) {
-	ok, leads, err := s.txn(ctx, ws)
-	if err != nil || ok || !leads || len(ws) == 1 {
-		return leads, err
+// commitSplit commits ws in one transaction or, if its own comparisons
+// fail, in halves; goOn is false once the scheduler is found not leading
+// or counting from bindings that changed, or etcd failed.
+func (s *scheduler) commitSplit(ctx context.Context, ws []bindingWrite) (goOn bool, _ error) {
+	ok, goOn, err := s.txn(ctx, ws)
+	if err != nil || ok || !goOn || len(ws) == 1 {
+		return goOn && err == nil, err
 	}
 	h := len(ws) / 2
-	leads, err = s.commitSplit(ctx, ws[:h])
-	if !leads {
+	if goOn, err = s.commitSplit(ctx, ws[:h]); !goOn {
 		return false, err
 	}
-	leads, err2 := s.commitSplit(ctx, ws[h:])
-	return leads, cmpOr(err, err2)
+	return s.commitSplit(ctx, ws[h:])
 }
 
-// txn commits ws in one transaction if all their comparisons hold and this
-// scheduler still leads; if not, leads says whether it still does (the
-// transaction reads the leadership key when it fails).
-func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, leads bool, _ error) {
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev)}
+// txn commits ws in one transaction if all their comparisons hold, this
+// scheduler still leads and no binding changed after s.view; if not, goOn
+// says whether only the writes' own comparisons failed (the transaction
+// reads the leadership key and a binding changed since, if any, when it
+// fails). A write etcd took but did not answer leaves s.view behind it,
+// so that no later one holds until the pass counts again.
+func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, goOn bool, _ error) {
+	bindings := etcdstore.BindingKey(s.o.Prefix, "")
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev),
+		clientv3.Compare(clientv3.ModRevision(bindings), "<", s.view+1).WithPrefix(),
+	}
 	ops := make([]clientv3.Op, 0, len(ws))
 	for _, w := range ws {
 		cmps = append(cmps, w.cmps...)
@@ -357,15 +397,18 @@ func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, leads bool,
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.leaderKey)).Commit()
+	resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).
+		Else(clientv3.OpGet(s.leaderKey), clientv3.OpGet(bindings, clientv3.WithPrefix(), clientv3.WithMinModRev(s.view+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1))).Commit()
 	if err != nil {
-		return false, true, fmt.Errorf("write %d binding(s): %w: %w", len(ws), etcdstore.ErrUnavailable, err)
+		return false, false, fmt.Errorf("write %d binding(s): %w: %w", len(ws), etcdstore.ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		return false, len(kvs) == 1 && kvs[0].CreateRevision == s.leaderRev, nil
+		leads := len(kvs) == 1 && kvs[0].CreateRevision == s.leaderRev
+		return false, leads && len(resp.Responses[1].GetResponseRange().GetKvs()) == 0, nil
 	}
 	s.wrote = max(s.wrote, resp.Header.Revision)
+	s.view = max(s.view, resp.Header.Revision)
 	for _, w := range ws {
 		if w.done != nil {
 			w.done()

@@ -11,6 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
@@ -59,6 +62,17 @@ func (f *fixture) newStore() *etcdstore.Store {
 	return st
 }
 
+// frozen returns a store that read the fleet once, now, and follows no
+// change after it.
+func (f *fixture) frozen(t *testing.T) *etcdstore.Store {
+	t.Helper()
+	st := f.newStore()
+	if err := st.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // The fixture is the scheduler's Source: the store's members and
 // bindings, its own nodes, nothing lost, no orphans.
 func (f *fixture) Fleet() Fleet {
@@ -69,6 +83,7 @@ func (f *fixture) Changed() <-chan struct{} { return f.st.Changed() }
 func (f *fixture) WaitBindings(ctx context.Context, rev int64) error {
 	return f.st.WaitBindings(ctx, rev)
 }
+func (f *fixture) BindingsRevision() int64 { return f.st.BindingsRevision() }
 
 // apply writes a Profile claude and members named names.
 func (f *fixture) apply(names ...string) {
@@ -158,7 +173,7 @@ func TestScheduler_StaleMemberHoldsBackOnlyItself(t *testing.T) {
 		if _, err := fmt.Sscan(m.ResourceVersion, &rev); err != nil {
 			t.Fatal(err)
 		}
-		ws = append(ws, s.planWrite(&fl, m.Name, clientv3.Compare(clientv3.ModRevision(s.memberKey(m.Name)), "=", rev),
+		ws = append(ws, s.planWrite(&fl, m.Name, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.memberKey(m.Name)), "=", rev)},
 			clientv3.OpPut(etcdstore.BindingKey(f.prefix, m.Name), `{"node":"a","memberUID":"`+m.UID+`"}`), nil))
 	}
 	if len(ws) != 40 {
@@ -195,16 +210,9 @@ func TestScheduler_PassWaitsForItsOwnBindings(t *testing.T) {
 	f := newFixture(t, Node{Name: "a", MaxMembers: 1, Ready: true})
 	f.apply("m000")
 	ctx := context.Background()
-	frozen := func() *etcdstore.Store {
-		st := f.newStore()
-		if err := st.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	before := frozen() // m000, unbound
+	before := f.frozen(t) // m000, unbound
 	f.apply("a000")
-	behind := frozen() // m000 and a000, not m000's binding to come
+	behind := f.frozen(t) // m000 and a000, not m000's binding to come
 
 	s := f.leading()
 	s.o.RequestTimeout = 200 * time.Millisecond
@@ -303,4 +311,58 @@ func TestScheduler_RunLeadsUnderTheSessionAndResigns(t *testing.T) {
 	}
 	f.apply("two")
 	until("two bound by b", bound("two"))
+}
+
+// A binding write etcd took but answered with an error (its answer lost)
+// leaves the scheduler not knowing what it wrote; the next pass, from a
+// fleet read before those bindings came back (a store frozen before
+// them), must not count node a short and bind a member created meanwhile
+// to it: --max-members holds. (Before the bindings read were part of every
+// write's fence, the second pass bound a000 to the full node.)
+func TestScheduler_CapacityHoldsAfterAWriteWhoseAnswerWasLost(t *testing.T) {
+	f := newFixture(t, Node{Name: "a", MaxMembers: 1, Ready: true})
+	f.apply("m000")
+	ctx := context.Background()
+	before := f.frozen(t) // m000, unbound
+	f.apply("a000")
+	behind := f.frozen(t) // m000 and a000, not m000's binding to come
+
+	// The scheduler's client loses the answer of its first binding write.
+	var lose atomic.Bool
+	lose.Store(true)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil && strings.HasSuffix(method, "/Txn") && lose.CompareAndSwap(true, false) {
+				return status.Error(codes.Unavailable, "the answer was lost")
+			}
+			return err
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s := f.leading()
+	s.cli = cli
+	f.st = before
+	if _, err := s.pass(ctx); err == nil {
+		t.Fatal("the pass whose write's answer was lost reported no error")
+	}
+	if got := f.bindings(); len(got) != 1 {
+		t.Fatalf("first pass wrote %v; want m000 alone, written although its answer was lost", got)
+	}
+	f.st = behind
+	_, _ = s.pass(ctx)
+	if got := f.bindings(); len(got) != 1 {
+		t.Errorf("bound %v on node a, which takes one member", got)
+	}
+	// Once the fleet read has the write, the pass counts it: a000 stays
+	// unbound for want of room, and nothing fails.
+	f.st = f.frozen(t)
+	if _, err := s.pass(ctx); err != nil {
+		t.Errorf("a pass from a fleet that read every binding: %v", err)
+	}
+	if got := f.bindings(); len(got) != 1 {
+		t.Errorf("bound %v on node a, which takes one member", got)
+	}
 }

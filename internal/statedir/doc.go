@@ -17,6 +17,7 @@
 //	harness/NAME/            0700  member NAME's harness config files, each 0600 (internal/harness)
 //	messages/                0700  the messaging journal's directory (internal/messaging);
 //	messages/messaging.journal 0600  the journal itself, named by package messaging
+//	node-id                  0600  the directory's identity as a node of a fleet on etcd (internal/fleet)
 //	revisions/KIND.NAME.json 0600  the last revisions of Profile or Member NAME (KIND profile or member)
 //	                               and a Profile's stopped rollout (internal/rollout), in a 0700 directory
 //	sim/herdr.sock           0600  the simulated herdr's socket, `--herdr=sim` only (internal/daemon)

@@ -25,6 +25,7 @@ const (
 	etcdFile     = "etcd-store.json"
 	harnessDir   = "harness"
 	messagesDir  = "messages"
+	nodeIDFile   = "node-id"
 	revisionsDir = "revisions"
 	simDir       = "sim"
 	simSocket    = "herdr.sock"
@@ -134,6 +135,12 @@ func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }
 
 // Messages is the directory of the messaging core's journal.
 func (l Layout) Messages() string { return l.path(messagesDir) }
+
+// NodeID holds this state directory's identity as a node of a fleet on
+// etcd (internal/fleet): kept across restarts, so that a fleetd started
+// again on it takes its node's registration over at once, while another
+// fleetd with the same node name is refused.
+func (l Layout) NodeID() string { return l.path(nodeIDFile) }
 
 // SimSocket is the socket of the embedded simulated herdr; its directory
 // is the caller's to create (with [DirMode]).

@@ -493,20 +493,7 @@ func BenchmarkFleetIdleEtcd(b *testing.B) {
 		f.waitAllNodesReady(b)
 		f.putMembers(b, etcdClient(b), members)
 		f.waitReadyCount(b, members, 5*time.Minute)
-		f.waitRegisteredMembers(b, members)
-		// Converged means every node's statuses are published too: the
-		// first node shows every member Ready with its agent idle, most of
-		// them from the statuses the others publish. Until then the
-		// publishers are still writing what convergence changed.
-		f.untilMembers(b, fmt.Sprintf("%d members Ready and idle", members), time.Minute, func(ms []v1alpha1.Member) bool {
-			n := 0
-			for _, m := range ms {
-				if m.Status.Phase == v1alpha1.PhaseReady && m.Status.AgentStatus == "idle" && readyOf(m).Status == v1alpha1.ConditionTrue {
-					n++
-				}
-			}
-			return n == members
-		})
+		f.waitQuiet(b, members)
 		before := map[string]map[string]int{}
 		recvBefore := map[string]int{}
 		for node, c := range counters {
@@ -549,6 +536,25 @@ func BenchmarkFleetIdleEtcd(b *testing.B) {
 			}
 		}
 	}
+}
+
+// waitQuiet waits until a fleet converging n members is done writing:
+// the nodes' registrations count them, and every node's statuses are
+// published (the first node shows every member Ready with its agent idle,
+// most of them from the statuses the others publish; until then the
+// publishers are still writing what convergence changed).
+func (f *hostFleet) waitQuiet(tb testing.TB, n int) {
+	tb.Helper()
+	f.waitRegisteredMembers(tb, n)
+	f.untilMembers(tb, fmt.Sprintf("%d members Ready and idle", n), time.Minute, func(ms []v1alpha1.Member) bool {
+		c := 0
+		for _, m := range ms {
+			if m.Status.Phase == v1alpha1.PhaseReady && m.Status.AgentStatus == "idle" && readyOf(m).Status == v1alpha1.ConditionTrue {
+				c++
+			}
+		}
+		return c == n
+	})
 }
 
 // waitRegisteredMembers waits until the nodes' registrations count n

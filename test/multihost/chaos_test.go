@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/fleet"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -29,12 +30,28 @@ var (
 // chaosMaxMembers bounds the members a schedule keeps applied at once.
 const chaosMaxMembers = 6
 
+// The nodes' lease and reschedule grace in the chaos: a node cut off etcd
+// closes the members it would lose 3.4 s after its last renewal (its
+// fence: TTL + grace − margin), another node may start them after 5 s.
+const (
+	chaosTTL             = 2 * time.Second
+	chaosRescheduleAfter = 3 * time.Second
+)
+
+// chaosFenced is how long a node may go without renewing its lease before
+// its fence may have closed its free members: its fence deadline, less a
+// renewal period (its last renewal may be that old when etcd goes).
+var chaosFenced = max(chaosTTL, chaosTTL+chaosRescheduleAfter-min(fleet.FenceCloseTime, chaosRescheduleAfter/2)-
+	time.Duration(fleet.FenceClockRate*float64(chaosTTL+chaosRescheduleAfter))) - chaosTTL/3
+
 // TestFleetChaos plays a seeded schedule against three fleetd nodes (each
 // on its own herdr) on the package's three-member etcd: nodes killed (cut
 // off etcd, then stopped: their lease expires) and started again on their
-// state, single etcd members stopped and restarted, the quorum lost and
-// restored, Members applied and deleted through any running node. After
-// every step it checks, waiting for the fleet to settle:
+// state, nodes partitioned from etcd for a while (a black hole, a
+// half-open connection or a delay through their proxies: their fence),
+// single etcd members stopped and restarted, the quorum lost and restored,
+// Members applied and deleted through any running node. After every step
+// it checks, waiting for the fleet to settle:
 //
 //   - at every look while it settles, no member is Ready on two running
 //     nodes at once;
@@ -42,13 +59,21 @@ const chaosMaxMembers = 6
 //     registration is Ready, with exactly one pane in the running nodes'
 //     herdrs, and no pane runs for anything else (never two live panes for
 //     one member);
-//   - a member whose node stayed up through the step keeps its pane and its
-//     restart count (nothing running was recreated or moved);
+//   - a member whose node stayed up and reached etcd through the step
+//     keeps its pane and its restart count (nothing running was recreated
+//     or moved);
+//   - while a node is partitioned, and until the fleet settled after it,
+//     no member's agent runs in two running nodes' herdrs at once (looked
+//     at every 5 ms): its fence closed them before another node could
+//     start them;
 //   - while etcd has no quorum no herdr is asked to create a tab, and no
-//     pane closes; then one running member's pane is killed, and its node
-//     shows the member held (Ready=Unknown, StoreUnavailable) without
-//     asking its herdr for a replacement (another node may own the member
-//     by now); once the quorum is back it is recreated, on one node.
+//     pane closes before the nodes' fence deadline; then one running
+//     member's pane is killed, and its node shows the member held
+//     (Ready=Unknown, StoreUnavailable) without asking its herdr for a
+//     replacement (another node may own the member by now); once the
+//     quorum is back it is recreated, on one node. A quorum lost past the
+//     fence deadline closes the free members of every node (they start
+//     again once it is back), which the step allows.
 //
 // A failure names its seed and step; rerun one seed with
 // `go test -race -run TestFleetChaos ./test/multihost/ -chaos.seed=N -chaos.steps=M`.
@@ -83,13 +108,21 @@ type fleetChaos struct {
 	// killed is the member whose pane the step killed (without quorum),
 	// which need not keep its pane.
 	killed string
+	// fenced: the step cut every node off etcd past its fence deadline
+	// (the quorum lost), so no member need keep its pane.
+	fenced bool
+	// live watches the herdrs for two live agents of one member from a
+	// partition until the fleet settled; nil in other steps.
+	live *liveAgents
+	// partitioned counts the samples live took over the seed's partitions.
+	partitioned int
 }
 
 func playFleetChaos(t *testing.T, seed int64, steps int) {
 	c := &fleetChaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x666c656574)), etcd: []bool{true, true, true},
 		cluster: ownCluster(t)}
 	c.f = newHostFleet(t, "/fleet-chaos", []string{"a", "b", "c"}, &hostOptions{Validate: true,
-		NodeTTL: 2 * time.Second, RescheduleAfter: time.Second, Cluster: c.cluster})
+		NodeTTL: chaosTTL, RescheduleAfter: chaosRescheduleAfter, Cluster: c.cluster})
 	c.f.waitAllNodesReady(t)
 	for range 2 {
 		c.apply()
@@ -98,14 +131,24 @@ func playFleetChaos(t *testing.T, seed int64, steps int) {
 	for range steps {
 		start := time.Now()
 		before := c.f.state()
-		c.killed = ""
+		c.killed, c.fenced = "", false
 		kept := c.play()
 		played := time.Now()
 		after := c.settle(before)
+		if c.live != nil {
+			twice, samples := c.live.end()
+			c.live, c.partitioned = nil, c.partitioned+samples
+			if len(twice) > 0 {
+				c.fatalf("two live agents for one member around the partition: %v", twice)
+			}
+		}
 		c.keptPanes(before, after, kept)
 		c.steps[len(c.steps)-1] += fmt.Sprintf(" (%s, settled in %s)", played.Sub(start).Round(time.Millisecond), time.Since(played).Round(time.Millisecond))
 	}
 	t.Logf("seed %d: %s", seed, strings.Join(c.steps, ", "))
+	if c.partitioned > 0 {
+		t.Logf("seed %d: the herdrs looked at %d times around its partitions, never with two live agents for one member", seed, c.partitioned)
+	}
 }
 
 func (c *fleetChaos) fatalf(format string, args ...any) {
@@ -169,6 +212,10 @@ func (c *fleetChaos) play() (kept []string) {
 			}
 		}},
 		{"lose the quorum", 1, true, func() { c.loseQuorum() }},
+		{"partition node", 2, len(up) > 1 && running == 3, func() {
+			victim = up[c.rng.IntN(len(up))]
+			c.partition(victim)
+		}},
 	}
 	total := 0
 	for _, a := range actions {
@@ -188,11 +235,36 @@ func (c *fleetChaos) play() (kept []string) {
 		pick -= a.weight
 	}
 	for _, h := range up {
-		if h != victim {
+		if h != victim && !c.fenced {
 			kept = append(kept, h.name)
 		}
 	}
 	return kept
+}
+
+// partition cuts node h off etcd — a black hole, a half-open connection or
+// a delay longer than its lease — for a while picked from a little under
+// its hold to past the moment another node may take its members over,
+// then ends the fault; a watch of the running nodes' herdrs fails the
+// step if it sees a member's agent in two of them at once, until the
+// fleet settled.
+func (c *fleetChaos) partition(h *fleetHost) {
+	c.t.Helper()
+	faults := []struct {
+		name  string
+		apply func(*etcdtest.Proxy)
+	}{
+		{"black hole", (*etcdtest.Proxy).BlackHole},
+		{"half-open", (*etcdtest.Proxy).HalfOpen},
+		{"delay 3s", func(p *etcdtest.Proxy) { p.Delay(3 * time.Second) }},
+	}
+	fault := faults[c.rng.IntN(len(faults))]
+	d := time.Duration(c.rng.Int64N(int64(chaosTTL+chaosRescheduleAfter+3*time.Second-time.Second))) + time.Second
+	c.log("partition node %s from etcd (%s) for %s", h.name, fault.name, d.Round(time.Millisecond))
+	c.live = watchLiveAgents(c.f)
+	h.fault(fault.apply)
+	time.Sleep(d) // the fault's length: what the step plays, not a wait for a condition
+	h.fault((*etcdtest.Proxy).Pass)
 }
 
 func (c *fleetChaos) log(format string, args ...any) {
@@ -303,12 +375,13 @@ func (c *fleetChaos) loseQuorum() {
 		if made := h.tabsCreatedSince(marks[h.name]); len(made) != 0 {
 			c.fatalf("%s's herdr was asked to create tabs while etcd had no quorum: %v", h.name, made)
 		}
-		if now := h.panes(); !mapsEqual(now, panes[h.name]) {
-			c.fatalf("%s's panes changed while etcd had no quorum: %v, then %v", h.name, panes[h.name], now)
+		if now := h.panes(); !mapsEqual(now, panes[h.name]) && time.Since(lost) < chaosFenced {
+			c.fatalf("%s's panes changed while etcd had no quorum, before any fence deadline: %v, then %v", h.name, panes[h.name], now)
 		}
 	}
 	seen := time.Now()
 	c.killPaneWithoutQuorum()
+	c.fenced = time.Since(lost) >= chaosFenced
 	if err := c.cluster.RestartAll(); err != nil {
 		c.fatalf("restore the quorum: %v", err)
 	}
@@ -444,8 +517,8 @@ func (c *fleetChaos) killPaneWithoutQuorum() {
 		for {
 			noCreate()
 			m := status()
-			if r := readyOf(m); r.Status == v1alpha1.ConditionUnknown && r.Reason == v1alpha1.ReasonStoreUnavailable {
-				break
+			if r := readyOf(m); r.Status == v1alpha1.ConditionUnknown && (r.Reason == v1alpha1.ReasonStoreUnavailable || r.Reason == v1alpha1.ReasonNodeFenced) {
+				break // held; or closed by its node's fence, the quorum lost that long
 			}
 			if time.Now().After(deadline) {
 				c.fatalf("%s does not show %s held 10 s after its pane was killed without quorum: %+v", h.name, name, m.Status)

@@ -19,10 +19,13 @@
 // cross-node case is one more call with another node's primary.
 //
 // TestFleetChaos plays a seeded schedule against three nodes: nodes
-// killed and restarted, single etcd members stopped and restarted, the
-// quorum lost (and a member's pane killed meanwhile: nothing is recreated
-// until the quorum is back) and restored, members applied and deleted, with its
-// invariants checked after every step (see its doc). `make test` runs one
+// killed and restarted, nodes partitioned from etcd through their proxies
+// (a black hole, a half-open connection, a delay: the herdrs are watched
+// every 5 ms for one member's agent on two nodes), single etcd members
+// stopped and restarted, the quorum lost (and a member's pane killed
+// meanwhile: nothing is recreated until the quorum is back) and restored,
+// members applied and deleted, with its invariants checked after every
+// step (see its doc). `make test` runs one
 // seed of six steps; `make chaos` runs the long form with the flags
 // -chaos.seeds, -chaos.first and -chaos.steps (-chaos.seed=N for one).
 //
@@ -32,5 +35,7 @@
 // is noticed against its lease TTL + 1 s; and the etcd requests an idle
 // converged fleet makes per node per minute at two fleet sizes, counted at
 // each node's etcd client (daemon.EtcdConfig.Client adds the counting
-// interceptors).
+// interceptors); and 3, 10 and 30 simulated nodes of 50 members each
+// (FleetScale: wall time, bind throughput, etcd requests per second
+// converging and idle, heap per node).
 package multihost

@@ -88,15 +88,16 @@ func TestFleet_OneEtcdMemberDownKeepsTheFleetWorking(t *testing.T) {
 }
 
 // EtcdConfig.Client is applied to the node's etcd client: interceptors it
-// adds see the node register (a lease granted, its key put under it) and
-// watch the fleet — what BenchmarkFleetIdleEtcd counts.
+// adds see the node register (a lease granted, its key written under it
+// in a transaction) and watch the fleet — what BenchmarkFleetIdleEtcd
+// counts.
 func TestEtcdConfig_ClientHookSeesTheNodesRequests(t *testing.T) {
 	t.Parallel()
 	counters := &etcdCounters{}
 	f := newHostFleet(t, "/fleet-hook", []string{"a"}, &hostOptions{Client: counters.hook})
 	f.waitAllNodesReady(t)
 	got := counters.sum()
-	for _, method := range []string{"LeaseGrant", "Put", "Range", "Watch"} {
+	for _, method := range []string{"LeaseGrant", "Txn", "Range", "Watch"} {
 		if got[method] == 0 {
 			t.Errorf("no %s counted at the node's client; counted %v", method, got)
 		}

@@ -73,7 +73,7 @@ type fleetHost struct {
 
 	mu      sync.Mutex
 	node    *fleetNode // nil while the node is down
-	proxies []*etcdProxy
+	proxies []*etcdtest.Proxy
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -153,7 +153,7 @@ func (f *hostFleet) up() []*fleetHost {
 func (h *fleetHost) start() {
 	tb := h.f.tb
 	tb.Helper()
-	var proxies []*etcdProxy
+	var proxies []*etcdtest.Proxy
 	var endpoints []string
 	for _, e := range clusterOf(h.f.prefix).Endpoints() {
 		p := startProxy(tb, e)

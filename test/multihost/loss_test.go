@@ -19,13 +19,12 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 )
 
-// etcdProxy forwards TCP to one etcd member until cut: then every
-// connection through it drops and no new one is taken, as when a machine
-// dies. A node on it whose fleetd is stopped after the cut cannot revoke
-// its lease, which expires.
-type etcdProxy = etcdtest.Proxy
-
-func startProxy(t testing.TB, endpoint string) *etcdProxy {
+// startProxy starts a fault-injecting proxy (internal/etcdtest) to one
+// etcd member (its client URL), closed when the test ends. Cut drops every
+// connection through it and takes no new one, as when a machine dies: a
+// node on it whose fleetd is stopped after the cut cannot revoke its
+// lease, which expires.
+func startProxy(t testing.TB, endpoint string) *etcdtest.Proxy {
 	t.Helper()
 	p, err := etcdtest.StartProxy(endpoint)
 	if err != nil {

@@ -22,9 +22,12 @@
 //
 // Each key is decoded by the caller's function, with what it decoded at
 // that key before (a value that stops decoding may keep its last good
-// form); a key whose mod revision did not change is not decoded again. After
-// every change — a list, a watch response that changed an item, the mirror
-// becoming Stale or Unavailable — the caller's OnChange runs, then the
+// form); a key whose mod revision did not change is not decoded again. The
+// watch responses that arrived while the last ones were applied are applied
+// together (up to 256): a consumer that rebuilds from every item costs once
+// per batch, not once per write, while writes come faster than it builds.
+// After every change — a list, watch responses that changed an item, the
+// mirror becoming Stale or Unavailable — the caller's OnChange runs, then the
 // revision it reflects is published and [Informer.Changed] fires, so that
 // what a consumer builds from the items is in place when
 // [Informer.WaitRevision] returns: a writer waits for its write's revision

@@ -40,6 +40,8 @@ type Item[E any] struct {
 	Value          E
 	ModRevision    int64
 	CreateRevision int64
+	// Lease is the lease the key is under; 0 for none.
+	Lease int64
 }
 
 // Options configure an [Informer]. Client, Prefix and Decode are required.
@@ -280,7 +282,7 @@ func (i *Informer[E]) decode(kv *mvccpb.KeyValue, prev map[string]Item[E]) (Item
 		return old, true
 	}
 	v, ok := i.o.Decode(kv, old.Value, had)
-	return Item[E]{Value: v, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}, ok
+	return Item[E]{Value: v, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}, ok
 }
 
 // published runs OnChange, then publishes rev (unless 0) and fires
@@ -343,11 +345,27 @@ func (i *Informer[E]) watch(ctx context.Context, rev int64) error {
 		wg.Go(func() { i.watchConn(wctx, conn, cancel) })
 	}
 	ch := i.o.Client.Watch(wctx, i.o.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify())
-	for resp := range ch {
-		if err := resp.Err(); err != nil {
+	// The responses are read into a queue of their own, so that those
+	// that came while the last ones were applied are applied together.
+	queue := make(chan clientv3.WatchResponse, watchBatch)
+	wg.Go(func() {
+		defer close(queue)
+		for resp := range ch {
+			select {
+			case queue <- resp:
+			case <-wctx.Done():
+				return
+			}
+		}
+	})
+	for resp := range queue {
+		events, rev, err := batch(resp, queue)
+		if rev != 0 {
+			i.apply(events, rev)
+		}
+		if err != nil {
 			return err
 		}
-		i.apply(resp.Events, resp.Header.Revision)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -358,7 +376,38 @@ func (i *Informer[E]) watch(ctx context.Context, rev int64) error {
 	return errors.New("watch channel closed")
 }
 
-// apply applies one watch response's events and publishes rev.
+// watchBatch bounds the watch responses applied together: one copy of
+// the items and one OnChange for all of them.
+const watchBatch = 256
+
+// batch returns the events of first and of the responses queued behind
+// it (up to watchBatch in all), in order, and the revision they reach;
+// err is the first failed response's, whose events and those behind it
+// are not taken (rev 0 if first failed).
+func batch(first clientv3.WatchResponse, queue <-chan clientv3.WatchResponse) (events []*clientv3.Event, rev int64, err error) {
+	if err := first.Err(); err != nil {
+		return nil, 0, err
+	}
+	events, rev = first.Events, first.Header.Revision
+	for range watchBatch - 1 {
+		select {
+		case resp, ok := <-queue:
+			if !ok {
+				return events, rev, nil
+			}
+			if err := resp.Err(); err != nil {
+				return events, rev, err
+			}
+			events = append(events[:len(events):len(events)], resp.Events...)
+			rev = resp.Header.Revision
+		default:
+			return events, rev, nil
+		}
+	}
+	return events, rev, nil
+}
+
+// apply applies a watch's events, in order, and publishes rev.
 func (i *Informer[E]) apply(events []*clientv3.Event, rev int64) {
 	cur := i.Items()
 	var next map[string]Item[E] // made on the first change

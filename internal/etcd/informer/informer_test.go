@@ -307,3 +307,47 @@ func TestInformer_ApplyPutThenDeleteInOneResponse(t *testing.T) {
 		t.Errorf("after a put and a delete in one response: %v at revision %d; want nothing at 7", got, m.Revision())
 	}
 }
+
+// Writes that come while OnChange still builds from the last ones are
+// applied together, in order, with one OnChange: a consumer that rebuilds
+// from every item is not run once per write (50 puts and a delete while
+// it was busy cost at most a few builds, not 51 as before).
+func TestInformer_ChangesThatCameMeanwhileAreBuiltOnce(t *testing.T) {
+	cli := newClient(t)
+	busy, release := make(chan struct{}), make(chan struct{})
+	var builds atomic.Int64
+	var m *mirror
+	m = newMirror(t, cli, func(o *Options[string]) {
+		o.OnChange = func() {
+			if _, ok := m.Items()[m.prefix+"first"]; !ok {
+				return
+			}
+			if builds.Add(1) == 1 {
+				close(busy)
+				<-release // the watch's first build takes a while
+			}
+		}
+	})
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.run(t)
+	put(t, cli, m.prefix+"first", "x")
+	<-busy
+	want := map[string]string{"first": "X"}
+	for i := range 50 {
+		k := fmt.Sprintf("k%02d", i)
+		put(t, cli, m.prefix+k, k)
+		time.Sleep(time.Millisecond) // writes apart, as separate writers make them: etcd sends writes it commits at once in one response anyway
+		want[k] = strings.ToUpper(k)
+	}
+	if _, err := cli.Delete(context.Background(), m.prefix+"k07"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "k07")
+	close(release)
+	m.until(t, "every write seen", func() bool { return cmp.Equal(want, m.values()) })
+	if n := builds.Load() - 1; n > 10 {
+		t.Errorf("%d builds for 51 writes that came during one build; want them built together", n)
+	}
+}

@@ -14,5 +14,18 @@
 // Run's context ends the lease is revoked, so that every key under it goes
 // at once rather than a TTL later.
 //
+// The session renews the lease itself, every third of its TTL, with one
+// keep-alive request each (KeepAliveOnce, in place of the client's own
+// keep-alive loop, which does not say when the request it answers was
+// sent), and records [Renewal]: which lease, when the last keep-alive
+// etcd answered was sent, and whether the last one failed. etcd renews a
+// lease when a keep-alive reaches it, never before it was sent, so the
+// lease lives at least its TTL from that moment whatever the network did
+// with the request or the answer: what a node's fence (internal/fleet)
+// counts from. A lease whose renewals fail for its TTL is given up (etcd
+// has let it expire by then) and a new one granted. [Since] measures on
+// the longer of the monotonic and the wall clock, so a machine that slept
+// counts the sleep.
+//
 // It never writes a key of its own and never blocks a reader on etcd.
 package session

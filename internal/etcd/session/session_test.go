@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 )
 
 const waitLimit = 20 * time.Second
@@ -136,5 +138,74 @@ func TestSession_WaitWithoutALease(t *testing.T) {
 	cancel()
 	if _, err := s.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait, cancelled = %v; want context.Canceled", err)
+	}
+}
+
+// Each renewal etcd answers is recorded with when it was sent; a black
+// hole between the node and etcd makes the renewals fail at once (the
+// lease's last renewal stays where it was), and once the TTL since that
+// renewal has passed the session gives the lease up and, etcd back, takes
+// a new one.
+func TestSession_RecordsWhenItsRenewalsWereSentAndWhenTheyFail(t *testing.T) {
+	p, err := etcdtest.StartProxy(cluster.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Cut)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s := New(cli, quiet(Options{TTL: 3 * time.Second, RequestTimeout: time.Second, RetryInterval: 100 * time.Millisecond}))
+	before := time.Now()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	run(t, s)
+	first := s.Renewal()
+	if first.Lease != s.Current().Lease() || first.Sent.Before(before) || first.Failing != nil {
+		t.Fatalf("Renewal after the grant = %+v; want lease %x, sent after %s, not failing", first, s.Current().Lease(), before)
+	}
+	until := func(what string, cond func(Renewal) bool) Renewal {
+		t.Helper()
+		deadline := time.Now().Add(waitLimit)
+		for {
+			ch := s.RenewalChanged()
+			r := s.Renewal()
+			if cond(r) {
+				return r
+			}
+			select {
+			case <-ch:
+			case <-time.After(50 * time.Millisecond): // Sent moves without a signal
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within %s: %+v", what, waitLimit, r)
+			}
+		}
+	}
+	renewed := until("renewal", func(r Renewal) bool { return r.Sent.After(first.Sent) })
+	if renewed.Lease != first.Lease || renewed.Sent.Sub(first.Sent) > 2*time.Second {
+		t.Errorf("renewed = %+v after %+v; want the same lease renewed about every second", renewed, first)
+	}
+
+	cut := time.Now()
+	p.BlackHole()
+	failing := until("failing renewal", func(r Renewal) bool { return r.Failing != nil })
+	if failing.Sent.After(cut) || failing.Lease != first.Lease {
+		t.Errorf("failing renewal = %+v; want the last renewal before the black hole (%s) of the same lease", failing, cut)
+	}
+	if took := time.Since(cut); took > 2*time.Second {
+		t.Errorf("the failing renewal showed %s after the black hole; want within a renewal period and its timeout", took)
+	}
+	until("lease given up", func(r Renewal) bool { return r.Lease == 0 })
+	if since := time.Since(failing.Sent); since < s.TTL() {
+		t.Errorf("the lease was given up %s after its last renewal; want not before its TTL %s", since, s.TTL())
+	}
+	p.Pass()
+	next := until("new lease", func(r Renewal) bool { return r.Lease != 0 && r.Failing == nil })
+	if next.Lease == first.Lease {
+		t.Errorf("lease after the black hole = %x; want a new one", next.Lease)
 	}
 }

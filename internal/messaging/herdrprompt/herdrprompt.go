@@ -77,7 +77,7 @@ func (p *Prompter) worker(target string) *worker {
 }
 
 // errHeld is why a prompt was held (see [Prompter.HoldWhile]).
-var errHeld = errors.New("held until fleetd's view of herdr is in sync again")
+var errHeld = errors.New("held while fleetd's view of herdr is not in sync, or while this node of a fleet cannot confirm its lease in etcd")
 
 // HoldWhile makes Prompt refuse every prompt, before herdr sees it, while
 // held reports true, as a refused connect is refused (NotSent: the core

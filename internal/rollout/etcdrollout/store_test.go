@@ -48,6 +48,24 @@ func node(t *testing.T, prefix string) (*Store, *clientv3.Client) {
 	return s, cli
 }
 
+// describe says what s holds and has still to write, for a failure's
+// message.
+func (s *Store) describe() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending := 0
+	for _, fns := range s.pending {
+		pending += len(fns)
+	}
+	var revs []string
+	for k, h := range s.hist {
+		for _, r := range h.Revisions {
+			revs = append(revs, fmt.Sprintf("%s/%s#%d(gen %d)", k.kind, k.name, r.Number, r.Generation))
+		}
+	}
+	return fmt.Sprintf("the node mirrors %v, has %d changes left to write, its watch: %v", revs, pending, s.inf.Stale())
+}
+
 // until returns once cond holds, checked at every change of s.
 func until(t *testing.T, what string, s *Store, cond func() bool) {
 	t.Helper()
@@ -61,7 +79,7 @@ func until(t *testing.T, what string, s *Store, cond func() bool) {
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("not %s within %s", what, waitLimit)
+			t.Fatalf("not %s within %s; %s", what, waitLimit, s.describe())
 		}
 	}
 }

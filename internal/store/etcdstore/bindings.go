@@ -180,3 +180,11 @@ func (s *Store) BoundCounts() map[string]int {
 func (s *Store) WaitBindings(ctx context.Context, rev int64) error {
 	return s.bindings.WaitRevision(ctx, rev)
 }
+
+// BindingsRevision returns the etcd revision up to which the store has
+// read the bindings (a node's fence, a scheduler's fenced writes).
+func (s *Store) BindingsRevision() int64 { return s.bindings.Revision() }
+
+// BindingsChanged returns a channel closed at the next change of the
+// bindings read, or of the revision they reflect.
+func (s *Store) BindingsChanged() <-chan struct{} { return s.bindings.Changed() }
