@@ -16,6 +16,7 @@ import (
 // others may write or that holds none; and it says when the fleetd at
 // --server does not take the token.
 func TestToken_PrintsThePrimaryTokenOnlyToItsOwner(t *testing.T) {
+	t.Parallel()
 	f := startForConfig(t)
 	token := readPrimaryToken(t, f.stateDir)
 	terminal := func(stateDir string) (string, string, error) {

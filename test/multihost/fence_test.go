@@ -101,6 +101,7 @@ func (h *fleetHost) fault(apply func(*etcdtest.Proxy)) {
 // 5 ms from before the fault until the fleet converged again, sees no
 // member's agent in both.
 func TestFence_NeverTwoLiveAgentsForOneMember(t *testing.T) {
+	t.Parallel()
 	faults := []struct {
 		name  string
 		apply func(*etcdtest.Proxy)
