@@ -20,7 +20,6 @@ import (
 // and the one no node can take as Pending, sends through one node to a
 // member on the other and gets its reply, then stops everything.
 func TestRun_PlacesMembersOnBothNodes(t *testing.T) {
-	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "fleetd")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetd-dev/fleetd/cmd/fleetd").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -71,7 +70,6 @@ func TestRun_PlacesMembersOnBothNodes(t *testing.T) {
 // Ctrl-C once it waits: the nodes listen on the asked port and the next,
 // and the demo stops everything and exits 0 (make then reports no error).
 func TestDemo_CtrlCExitsZeroOnTheAskedPorts(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	fleetd, demo := filepath.Join(dir, "fleetd"), filepath.Join(dir, "etcd-demo")
 	for bin, pkg := range map[string]string{fleetd: "./cmd/fleetd", demo: "./cmd/etcd-demo"} {
@@ -157,7 +155,6 @@ func freePortPair(t *testing.T) int {
 }
 
 func TestNodeListen(t *testing.T) {
-	t.Parallel()
 	for _, tt := range []struct {
 		listen string
 		i      int

@@ -63,7 +63,6 @@ func waitKey(t *testing.T, cli *clientv3.Client, key string) {
 // read by both, undo writing the old spec back into etcd, pause and resume
 // writing spec.rollout.paused. Issue 21 item 4, on the etcd store.
 func TestRollout_AcrossTheNodesOfAFleet(t *testing.T) {
-	t.Parallel()
 	prefix := uniquePrefix("/rollout")
 	laptop := startNode(t, prefix, "laptop")
 	buildbox := startNode(t, prefix, "buildbox")
