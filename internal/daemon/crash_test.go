@@ -131,7 +131,7 @@ func crashRun(t *testing.T, at int, torn bool) (crashed bool) {
 	starts, closes := srv.Calls()["agent.start"], srv.Calls()["tab.close"]
 	seen := len(srv.Requests())
 
-	crashed = runCrashChild(t, ctx, srv, childConfig{Manifests: dir, State: state, Listen: freeAddr(t), Herdr: srv.SocketPath(), CrashAt: at, Torn: torn},
+	crashed = runCrashChild(t, ctx, srv, childConfig{Manifests: dir, State: state, Listen: "127.0.0.1:0", Herdr: srv.SocketPath(), CrashAt: at, Torn: torn},
 		func(ctx context.Context) error {
 			// Done: beta replaced, gamma started, alpha's tab closed.
 			if err := srv.WaitCalls(ctx, "agent.start", starts+2); err != nil {

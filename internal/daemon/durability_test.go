@@ -35,7 +35,10 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "profiles.yaml"), []byte(profileOnly), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cc := childConfig{Manifests: dir, State: t.TempDir(), Listen: freeAddr(t), Herdr: srv.SocketPath(), PickupGrace: 10 * time.Minute}
+	// The first fleetd takes a free port itself (a port found free and
+	// closed could be taken by a parallel test before the child binds it);
+	// the restart listens where it did.
+	cc := childConfig{Manifests: dir, State: t.TempDir(), Listen: "127.0.0.1:0", Herdr: srv.SocketPath(), PickupGrace: 10 * time.Minute}
 	first := startChild(t, ctx, cc, "fleetd-1.log")
 	tok, err := os.ReadFile(statedir.At(cc.State).PrimaryToken())
 	if err != nil {
@@ -129,6 +132,7 @@ func TestDurability_KillNineMidTraffic(t *testing.T) {
 	}
 
 	since := len(srv.Requests())
+	cc.Listen = strings.TrimPrefix(first.url, "http://")
 	second := startChild(t, ctx, cc, "fleetd-2.log")
 	if second.url != first.url {
 		t.Fatalf("restarted on %s, want %s", second.url, first.url)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -170,16 +169,4 @@ func startHerdr(t *testing.T) *herdrsim.Server {
 	}
 	t.Cleanup(func() { srv.Close() })
 	return srv
-}
-
-// freeAddr returns a loopback address with a port nobody listens on, so
-// that a restarted daemon keeps the gateway URL its agents were given.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

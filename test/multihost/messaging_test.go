@@ -3,9 +3,9 @@ package multihost
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,17 +254,6 @@ func agentPrompts(srv *herdrsim.Server, name string) []string {
 
 func nodeReady(n v1alpha1.Node) bool { return n.ReadyCondition().Status == v1alpha1.ConditionTrue }
 
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // The worker's node restarts while a turn is open and the primary on
 // another node holds a call on it: the turn and its deadline survive, the
 // prompt is not typed again, and the reply arrives in the held call.
@@ -280,9 +269,12 @@ func TestMessaging_WorkerNodeRestartsWithATurnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { herdrB.Close() })
-	cfgB := daemon.Config{HerdrSocket: herdrB.SocketPath(), StateDir: t.TempDir(), Listen: freeAddr(t),
+	// b takes a free port itself (a port found free and closed could be
+	// taken by a parallel test first); its restart listens where it did.
+	cfgB := daemon.Config{HerdrSocket: herdrB.SocketPath(), StateDir: t.TempDir(),
 		Etcd: &daemon.EtcdConfig{Endpoints: cluster.Endpoints(), Prefix: prefix, Node: "b"}}
 	b, stopB := runDaemon(t, cfgB)
+	cfgB.Listen = strings.TrimPrefix(b.info.URL, "http://")
 	a.untilNode(t, "b", "Ready", nodeReady)
 	if code, resp := a.do(t, "POST", "/members", pinned("coder", "b")); code != http.StatusCreated {
 		t.Fatalf("POST /members = %d %s", code, resp)
