@@ -161,6 +161,9 @@ type world struct {
 	// answer.
 	nextProfile int
 	midTurn     map[string]bool
+	// lostTurns are the turns whose worker's agent the schedule took away
+	// (rollout_test.go): a profile change after that is not in their middle.
+	lostTurns map[string]bool
 }
 
 func newWorld(t *testing.T, seed int64) *world {
@@ -171,7 +174,7 @@ func newWorld(t *testing.T, seed int64) *world {
 		manifests: filepath.Join(root, "manifests"), state: filepath.Join(root, "state"),
 		desired: map[string]spec{}, typed: map[string]int{}, signal: make(chan struct{}),
 		ledger: map[string]*sent{}, byText: map[string]*sent{}, seenMail: map[string]bool{}, holding: map[string]bool{},
-		floods: map[string]*floodMsg{}, midTurn: map[string]bool{},
+		floods: map[string]*floodMsg{}, midTurn: map[string]bool{}, lostTurns: map[string]bool{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(w.manifests, 0o755); err != nil {

@@ -45,7 +45,7 @@ func (w *world) actProfile(*rand.Rand) string {
 	defer w.mu.Unlock()
 	var open []string
 	for _, p := range w.pending {
-		if s := w.byText[p.text]; s != nil && len(s.outcomes) == 0 {
+		if s := w.byText[p.text]; s != nil && len(s.outcomes) == 0 && !w.lostTurns[s.turn] {
 			w.midTurn[s.turn] = true
 			open = append(open, s.turn)
 		}
@@ -55,13 +55,16 @@ func (w *world) actProfile(*rand.Rand) string {
 }
 
 // lostAgent notes that the schedule took worker's agent away: its turns
-// open since a profile change may end with worker_gone.
+// open since a profile change may end with worker_gone, and a later
+// profile change is not in their middle (their prompts stay pending until
+// the worker finds its pane gone).
 func (w *world) lostAgent(worker string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id, s := range w.ledger {
 		if s.worker == worker {
 			delete(w.midTurn, id)
+			w.lostTurns[id] = true
 		}
 	}
 }
@@ -72,6 +75,9 @@ func (w *world) lostAgents() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	clear(w.midTurn)
+	for id := range w.ledger {
+		w.lostTurns[id] = true
+	}
 }
 
 // checkMidTurns reports every turn open at a profile change that ended
