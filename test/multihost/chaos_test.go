@@ -262,9 +262,18 @@ func (c *fleetChaos) partition(h *fleetHost) {
 	d := time.Duration(c.rng.Int64N(int64(chaosTTL+chaosRescheduleAfter+3*time.Second-time.Second))) + time.Second
 	c.log("partition node %s from etcd (%s) for %s", h.name, fault.name, d.Round(time.Millisecond))
 	c.live = watchLiveAgents(c.f)
+	start := time.Now()
 	h.fault(fault.apply)
 	time.Sleep(d) // the fault's length: what the step plays, not a wait for a condition
 	h.fault((*etcdtest.Proxy).Pass)
+	// The node's fence may still close what it could lose at its deadline
+	// (at most chaosFenced + chaosTTL/3 after the fault began: its last
+	// renewal was no later), which can fall after the fault ended but
+	// before the node has confirmed its bindings again. The step lasts
+	// until then, and a second more for the close to reach herdr, so that
+	// such a close is this step's — the victim is no node that stayed up,
+	// and the settle waits for its members to run again — not the next's.
+	time.Sleep(time.Until(start.Add(chaosFenced + chaosTTL/3 + time.Second)))
 }
 
 func (c *fleetChaos) log(format string, args ...any) {
