@@ -449,52 +449,82 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 	if path == "" {
 		line = d.line(n)
 	}
-	tag := n.ShortTag()
-	scalar := n.Kind == yaml.ScalarNode
-	switch {
-	case t == reflect.TypeFor[v1alpha1.Duration]():
-		if !scalar || tag != "!!str" {
-			d.errorf(path, line, "want a duration such as \"60s\" or \"15m\", got %s", describe(n))
-			return nil, false
-		}
-		v, err := time.ParseDuration(n.Value)
-		if err != nil {
-			d.errorf(path, line, "invalid duration %q; want a form such as \"60s\" or \"15m\"", n.Value)
-			return nil, false
-		}
-		if v == 0 {
-			d.zeros = append(d.zeros, path)
-		}
-		return n.Value, true
-	case t == reflect.TypeFor[v1alpha1.IntOrPercent]():
-		if scalar && tag == "!!int" {
-			i, err := strconv.ParseInt(n.Value, 10, 32)
-			if err != nil {
-				d.errorf(path, line, "invalid count %s; want a count such as 2 or a percent such as \"25%%\"", n.Value)
-				return nil, false
-			}
-			return i, true
-		}
-		if !scalar || tag != "!!str" {
-			d.errorf(path, line, "want a count such as 2 or a percent such as \"25%%\", got %s", describe(n))
-			return nil, false
-		}
-		if _, err := v1alpha1.ParsePercent(n.Value); err != nil {
-			d.errorf(path, line, "%v", err)
-			return nil, false
-		}
-		return n.Value, true
-	case t == reflect.TypeFor[time.Time]():
-		if !scalar || (tag != "!!str" && tag != "!!timestamp") {
-			d.errorf(path, line, "want an RFC 3339 time, got %s", describe(n))
-			return nil, false
-		}
-		if _, err := time.Parse(time.RFC3339, n.Value); err != nil {
-			d.errorf(path, line, "invalid time %q; want RFC 3339 such as 2026-01-02T15:04:05Z", n.Value)
-			return nil, false
-		}
-		return n.Value, true
+	switch t {
+	case reflect.TypeFor[v1alpha1.Duration]():
+		return d.duration(n, path, line)
+	case reflect.TypeFor[v1alpha1.IntOrPercent]():
+		return d.intOrPercent(n, path, line)
+	case reflect.TypeFor[time.Time]():
+		return d.timestamp(n, path, line)
 	}
+	switch t.Kind() {
+	case reflect.Slice:
+		return d.list(n, t, path, line, depth)
+	case reflect.Map:
+		return d.mapping(n, t, path, line, depth)
+	case reflect.Struct:
+		return d.object(n, t, path, line, depth)
+	}
+	return d.scalar(n, t, path, line)
+}
+
+// duration reads a v1alpha1.Duration ("60s"), noting a zero one.
+func (d *docDecoder) duration(n *yaml.Node, path string, line int) (any, bool) {
+	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
+	if !scalar || tag != "!!str" {
+		d.errorf(path, line, "want a duration such as \"60s\" or \"15m\", got %s", describe(n))
+		return nil, false
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		d.errorf(path, line, "invalid duration %q; want a form such as \"60s\" or \"15m\"", n.Value)
+		return nil, false
+	}
+	if v == 0 {
+		d.zeros = append(d.zeros, path)
+	}
+	return n.Value, true
+}
+
+// intOrPercent reads a v1alpha1.IntOrPercent (2, or "25%").
+func (d *docDecoder) intOrPercent(n *yaml.Node, path string, line int) (any, bool) {
+	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
+	if scalar && tag == "!!int" {
+		i, err := strconv.ParseInt(n.Value, 10, 32)
+		if err != nil {
+			d.errorf(path, line, "invalid count %s; want a count such as 2 or a percent such as \"25%%\"", n.Value)
+			return nil, false
+		}
+		return i, true
+	}
+	if !scalar || tag != "!!str" {
+		d.errorf(path, line, "want a count such as 2 or a percent such as \"25%%\", got %s", describe(n))
+		return nil, false
+	}
+	if _, err := v1alpha1.ParsePercent(n.Value); err != nil {
+		d.errorf(path, line, "%v", err)
+		return nil, false
+	}
+	return n.Value, true
+}
+
+// timestamp reads an RFC 3339 time.
+func (d *docDecoder) timestamp(n *yaml.Node, path string, line int) (any, bool) {
+	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
+	if !scalar || (tag != "!!str" && tag != "!!timestamp") {
+		d.errorf(path, line, "want an RFC 3339 time, got %s", describe(n))
+		return nil, false
+	}
+	if _, err := time.Parse(time.RFC3339, n.Value); err != nil {
+		d.errorf(path, line, "invalid time %q; want RFC 3339 such as 2026-01-02T15:04:05Z", n.Value)
+		return nil, false
+	}
+	return n.Value, true
+}
+
+// scalar reads a string, a bool or an integer of Go type t.
+func (d *docDecoder) scalar(n *yaml.Node, t reflect.Type, path string, line int) (any, bool) {
+	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
 	switch t.Kind() {
 	case reflect.String:
 		if !scalar || (tag != "!!str" && tag != "!!timestamp") {
@@ -516,84 +546,95 @@ func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) 
 			return nil, false
 		}
 		return i, true
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.errorf(path, line, "want a list, got %s", describe(n))
-			return nil, false
-		}
-		out := make([]any, 0, len(n.Content))
-		for i, item := range n.Content {
-			p := indexField(path, i)
-			d.lines[p] = d.line(item)
-			if v, ok := d.walk(item, t.Elem(), p, depth+1); ok {
-				out = append(out, v)
-			}
-		}
-		return out, true
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			d.errorf(path, line, "want a mapping, got %s", describe(n))
-			return nil, false
-		}
-		out := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if d.skip[k] {
-				continue
-			}
-			p := mapField(path, k.Value)
-			d.lines[p] = d.line(k)
-			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-				if k.Kind != yaml.ScalarNode {
-					p = path
-				}
-				d.errorf(p, d.line(k), "want a string key, got %s; quote it", describe(k))
-				continue
-			}
-			if v, ok := d.walk(val, t.Elem(), p, depth+1); ok {
-				out[k.Value] = v
-			}
-		}
-		return out, true
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			d.errorf(path, line, "want a mapping, got %s", describe(n))
-			return nil, false
-		}
-		fields, names := jsonFields(t)
-		out := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if d.skip[k] {
-				continue
-			}
-			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-				d.errorf(path, d.line(k), "want field names, got key %s", describe(k))
-				continue
-			}
-			p := joinField(path, k.Value)
-			d.lines[p] = d.line(k)
-			if FleetdOwned(p) {
-				continue
-			}
-			ft, known := fields[k.Value]
-			switch {
-			case !known && p == "spec.mcpTransport" && t == reflect.TypeFor[v1alpha1.MemberSpec]():
-				d.errorf(p, d.line(k), "legacy field; run \"fleetd migrate DIR\" to rewrite it as spec.mcpTarget and spec.transport")
-			case !known:
-				d.errorf(p, d.line(k), "unknown field; want one of %s", strings.Join(names, ", "))
-			case val.Kind == yaml.ScalarNode && val.ShortTag() == "!!null":
-				// An explicit null leaves the field unset, as in Kubernetes.
-			default:
-				if v, ok := d.walk(val, ft, p, depth+1); ok {
-					out[k.Value] = v
-				}
-			}
-		}
-		return out, true
 	}
 	d.errorf(path, line, "internal error: no decoder for Go type %s", t)
 	return nil, false
+}
+
+// list reads a sequence of t's elements.
+func (d *docDecoder) list(n *yaml.Node, t reflect.Type, path string, line, depth int) (any, bool) {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(path, line, "want a list, got %s", describe(n))
+		return nil, false
+	}
+	out := make([]any, 0, len(n.Content))
+	for i, item := range n.Content {
+		p := indexField(path, i)
+		d.lines[p] = d.line(item)
+		if v, ok := d.walk(item, t.Elem(), p, depth+1); ok {
+			out = append(out, v)
+		}
+	}
+	return out, true
+}
+
+// mapping reads a map with string keys of t's elements.
+func (d *docDecoder) mapping(n *yaml.Node, t reflect.Type, path string, line, depth int) (any, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(path, line, "want a mapping, got %s", describe(n))
+		return nil, false
+	}
+	out := map[string]any{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if d.skip[k] {
+			continue
+		}
+		p := mapField(path, k.Value)
+		d.lines[p] = d.line(k)
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			if k.Kind != yaml.ScalarNode {
+				p = path
+			}
+			d.errorf(p, d.line(k), "want a string key, got %s; quote it", describe(k))
+			continue
+		}
+		if v, ok := d.walk(val, t.Elem(), p, depth+1); ok {
+			out[k.Value] = v
+		}
+	}
+	return out, true
+}
+
+// object reads a struct by its JSON field names: an unknown field is an
+// error (a legacy one says how to migrate), an explicit null leaves the
+// field unset, fleetd-owned fields are skipped.
+func (d *docDecoder) object(n *yaml.Node, t reflect.Type, path string, line, depth int) (any, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(path, line, "want a mapping, got %s", describe(n))
+		return nil, false
+	}
+	fields, names := jsonFields(t)
+	out := map[string]any{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if d.skip[k] {
+			continue
+		}
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			d.errorf(path, d.line(k), "want field names, got key %s", describe(k))
+			continue
+		}
+		p := joinField(path, k.Value)
+		d.lines[p] = d.line(k)
+		if FleetdOwned(p) {
+			continue
+		}
+		ft, known := fields[k.Value]
+		switch {
+		case !known && p == "spec.mcpTransport" && t == reflect.TypeFor[v1alpha1.MemberSpec]():
+			d.errorf(p, d.line(k), "legacy field; run \"fleetd migrate DIR\" to rewrite it as spec.mcpTarget and spec.transport")
+		case !known:
+			d.errorf(p, d.line(k), "unknown field; want one of %s", strings.Join(names, ", "))
+		case val.Kind == yaml.ScalarNode && val.ShortTag() == "!!null":
+			// An explicit null leaves the field unset, as in Kubernetes.
+		default:
+			if v, ok := d.walk(val, ft, p, depth+1); ok {
+				out[k.Value] = v
+			}
+		}
+	}
+	return out, true
 }
 
 // zeroDuration sets the v1alpha1.Duration at path (JSON field names joined
