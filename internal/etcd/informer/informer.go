@@ -91,6 +91,7 @@ type Informer[E any] struct {
 
 	mu          sync.Mutex
 	items       map[string]Item[E] // replaced, never changed, once published
+	itemsRev    int64              // the revision items reflect, set with them
 	rev         int64              // published after OnChange
 	listed      int64              // the revision of the last good list
 	synced      bool
@@ -126,8 +127,20 @@ func (i *Informer[E]) Get(key string) (Item[E], bool) {
 	return it, ok
 }
 
-// Revision returns the etcd revision the items reflect; 0 before the first
-// list.
+// Lookup returns one key's item as last read, with the revision the
+// items reflect — set with them, before OnChange runs for them, so that
+// OnChange can tell a key that is gone from one the items have not
+// reached yet (unlike [Informer.Revision], published after OnChange).
+// 0 before the first list.
+func (i *Informer[E]) Lookup(key string) (it Item[E], ok bool, rev int64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	it, ok = i.items[key]
+	return it, ok, i.itemsRev
+}
+
+// Revision returns the etcd revision the items reflect once OnChange has
+// run for them; 0 before the first list.
 func (i *Informer[E]) Revision() int64 {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -265,7 +278,7 @@ func (i *Informer[E]) list(ctx context.Context) (int64, error) {
 	}
 	i.mu.Lock()
 	wasDown := i.unavailable != nil
-	i.items, i.synced, i.stale, i.unavailable, i.listed = next, true, nil, nil, rev
+	i.items, i.itemsRev, i.synced, i.stale, i.unavailable, i.listed = next, rev, true, nil, nil, rev
 	i.mu.Unlock()
 	if wasDown {
 		i.o.Logger.Info("etcd available again", "keys", i.o.Name, "revision", rev)
@@ -435,13 +448,16 @@ func (i *Informer[E]) apply(events []*clientv3.Event, rev int64) {
 			delete(edit(), k)
 		}
 	}
+	i.mu.Lock()
+	i.itemsRev = max(i.itemsRev, rev)
+	if next != nil {
+		i.items = next
+	}
+	i.mu.Unlock()
 	if next == nil {
 		i.advance(rev) // only the revision moved: nothing for OnChange to build
 		return
 	}
-	i.mu.Lock()
-	i.items = next
-	i.mu.Unlock()
 	i.published(rev)
 }
 

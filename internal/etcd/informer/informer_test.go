@@ -294,9 +294,23 @@ func TestInformer_EtcdDownIsStaleThenUnavailableThenCurrent(t *testing.T) {
 
 // A watch response may carry a key's put and its delete (a watcher behind
 // by a few writes): the key is gone after it, and a delete of a key never
-// seen changes nothing.
+// seen changes nothing. OnChange, run for it before Revision moves, learns
+// from Lookup that the items reach revision 7, where the key is gone, not
+// the revision before its put (a consumer took the key for not seen yet,
+// and missed its delete: etcdstore's fence under load).
 func TestInformer_ApplyPutThenDeleteInOneResponse(t *testing.T) {
-	m := newMirror(t, nil, nil)
+	var m *mirror
+	type seen struct {
+		ok       bool
+		rev, pub int64
+	}
+	var during []seen
+	m = newMirror(t, nil, func(o *Options[string]) {
+		o.OnChange = func() {
+			_, ok, rev := m.Lookup(m.prefix + "brief")
+			during = append(during, seen{ok, rev, m.Revision()})
+		}
+	})
 	key := []byte(m.prefix + "brief")
 	m.apply([]*clientv3.Event{
 		{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key, Value: []byte("x"), ModRevision: 5, CreateRevision: 5}},
@@ -305,6 +319,9 @@ func TestInformer_ApplyPutThenDeleteInOneResponse(t *testing.T) {
 	}, 7)
 	if got := m.values(); len(got) != 0 || m.Revision() != 7 {
 		t.Errorf("after a put and a delete in one response: %v at revision %d; want nothing at 7", got, m.Revision())
+	}
+	if diff := cmp.Diff([]seen{{ok: false, rev: 7, pub: 0}}, during, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("what OnChange saw (key there, Lookup's revision, Revision) -want +got:\n%s", diff)
 	}
 }
 

@@ -319,8 +319,9 @@ func (s *Store) createIdentity(ctx context.Context) (probe, error) {
 }
 
 // checkRebuilt judges what the informers just read, with s.buildMu held:
-// the identity as watched (once the watch has reached the identity the
-// node adopted: before, it may not show it yet), and — when a list came
+// the identity as watched (once the items read reach the identity the
+// node adopted: before, they may not show it yet; a watch that caught up
+// late brings its write and its delete in one change), and — when a list came
 // back at a revision below the highest seen — a probe of etcd (a list may
 // legitimately be older than an event another informer saw after it was
 // served; a probe sent now may not). Then the highest revision seen moves
@@ -332,8 +333,7 @@ func (s *Store) checkRebuilt() {
 	s.mu.Lock()
 	k, idRev := known{fleet: s.fleetID, seen: s.seen}, s.idModRev
 	s.mu.Unlock()
-	if k.fleet != "" && idRev > 0 && s.identity.Revision() >= idRev && s.identity.Stale() == nil {
-		it, ok := s.identity.Get(s.identityKey())
+	if it, ok, at := s.identity.Lookup(s.identityKey()); k.fleet != "" && idRev > 0 && at >= idRev && s.identity.Stale() == nil {
 		if !ok || it.Value != k.fleet {
 			s.enterLost(s.judge(probe{present: ok, fleet: it.Value, rev: k.seen}, k))
 			return
