@@ -75,6 +75,13 @@ type Activity interface {
 	// Changed returns a channel closed at the next change of the core's
 	// state (it may close for changes that concern no waiting member).
 	Changed() <-chan struct{}
+	// Hold keeps anything new from being typed into the member's agent
+	// until release — refusing new messages to it with reason — unless the
+	// core holds something open for it (busy, why: then nothing is held):
+	// a replacement that found the agent idle takes it before it closes
+	// the pane, so that no prompt starts a turn in between. It must not
+	// block; release may be called more than once.
+	Hold(member, reason string) (release func(), why string, busy bool)
 }
 
 // ErrNotRunning is returned (wrapped) by [Manager.Restart] for a member
@@ -297,6 +304,7 @@ func (r *memberReconcile) update() (res Result, done bool, err error) {
 		return Result{}, err != nil, err
 	}
 	wait, err := r.replaceWhenIdle()
+	defer r.releaseHold() // after the close: nothing typed into the old agent in between
 	if err != nil || wait {
 		return Result{}, err != nil, err
 	}
@@ -337,6 +345,9 @@ func (r *memberReconcile) replaceWhenIdle() (wait bool, err error) {
 	}
 	r.waitFor(waitUpdating)
 	busy, _ := r.busyPane()
+	if busy == "" {
+		busy = r.hold(what)
+	}
 	switch {
 	case busy == "":
 		return false, nil
@@ -360,6 +371,31 @@ func (r *memberReconcile) replaceWhenIdle() (wait bool, err error) {
 	r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionFalse, v1alpha1.ReasonWaitingForIdle, msg)
 	r.updateWaits = true
 	return true, nil
+}
+
+// hold takes the messaging core's hold on the member's idle agent for its
+// replacement (what, in words), until releaseHold: nothing is typed into
+// it between this look and the close. It returns what the core holds open
+// for the member instead, "" when the hold is taken (or there is no core).
+func (r *memberReconcile) hold(what string) string {
+	a := r.m.o.Activity
+	if a == nil {
+		return ""
+	}
+	release, why, busy := a.Hold(r.name, what+"; its new agent takes messages once it is Ready")
+	if busy {
+		return why
+	}
+	r.release = release
+	return ""
+}
+
+// releaseHold ends the hold taken by hold, if any.
+func (r *memberReconcile) releaseHold() {
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
 }
 
 // updated is told that the member gets a new pane, which runs its current

@@ -3,6 +3,7 @@ package controllers
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,14 +22,55 @@ import (
 type fakeActivity struct {
 	mu      sync.Mutex
 	open    map[string]string
+	held    map[string]string // member: the reason of the hold on it
 	changed notify.Signal
+	// afterLook, if set, runs after each Outstanding (a message that
+	// comes right after a look).
+	afterLook func(member string)
+	// onRelease, if set, runs at each hold's release.
+	onRelease func(member string)
 }
 
 func (f *fakeActivity) Outstanding(member string) (string, bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	why, ok := f.open[member]
+	after := f.afterLook
+	f.mu.Unlock()
+	if after != nil {
+		after(member)
+	}
 	return why, ok
+}
+
+// Hold is the core's: nothing held while something is open.
+func (f *fakeActivity) Hold(member, reason string) (func(), string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if why, ok := f.open[member]; ok {
+		return func() {}, why, true
+	}
+	if f.held == nil {
+		f.held = map[string]string{}
+	}
+	f.held[member] = reason
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if f.onRelease != nil {
+				f.onRelease(member)
+			}
+			f.mu.Lock()
+			delete(f.held, member)
+			f.mu.Unlock()
+		})
+	}, "", false
+}
+
+// holding returns the reason of the hold on member, "" for none.
+func (f *fakeActivity) holding(member string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held[member]
 }
 
 func (f *fakeActivity) Changed() <-chan struct{} { return f.changed.Changed() }
@@ -492,4 +534,62 @@ func TestGraceful_RestartWaitsForIdleOrNot(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A replacement that finds the agent idle holds the messaging core from
+// that look until the old tab is closed, so that no prompt is typed into
+// the agent in between (the chaos test saw a tab closed under an agent
+// that had just been given a prompt); a message that came in between —
+// the hold finds it open — makes the replacement wait for idle again.
+func TestGraceful_ReplacementHoldsMessagesFromTheLookToTheClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		a := e.withActivity()
+		var mu sync.Mutex
+		var closesAtRelease []int
+		a.onRelease = func(string) {
+			mu.Lock()
+			defer mu.Unlock()
+			closesAtRelease = append(closesAtRelease, e.fake.Calls()["tab.close"])
+		}
+		e.start()
+		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		var once sync.Once
+		a.mu.Lock()
+		a.afterLook = func(member string) { // a send right after the replacement's look
+			once.Do(func() {
+				a.mu.Lock()
+				a.open[member] = "1 message is queued for it"
+				a.mu.Unlock()
+			})
+		}
+		a.open = map[string]string{}
+		a.mu.Unlock()
+		e.write("alpha.yaml", memberYAML("alpha", "cwd: /tmp"))
+		m := e.waitFor("alpha Updating", func(ms map[string]v1alpha1.Member) bool {
+			m := ms["alpha"]
+			return m.DisplayPhase() == v1alpha1.PhaseUpdating
+		})["alpha"]
+		if c := condition(m, v1alpha1.ConditionUpToDate); !strings.Contains(c.Message, "1 message is queued for it") {
+			t.Errorf("UpToDate after a message came between the look and the hold: %+v; want it waiting for that message", c)
+		}
+		e.waitIdle()
+		if c := e.fake.Calls()["tab.close"]; c != 0 {
+			t.Fatalf("tab.close %d: closed an agent a message was queued for", c)
+		}
+		a.set("alpha", "") // the message's turn ended
+		e.waitFor("alpha replaced", func(ms map[string]v1alpha1.Member) bool {
+			s := ms["alpha"].Status
+			return s.Phase == v1alpha1.PhaseReady && s.PaneID != "" && s.PaneID != old.PaneID
+		})
+		e.waitIdle()
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(closesAtRelease, []int{1}) {
+			t.Errorf("tab.close calls at each release of the hold: %v; want one hold, released after the close", closesAtRelease)
+		}
+		if h := a.holding("alpha"); h != "" {
+			t.Errorf("alpha still held after its replacement: %q", h)
+		}
+	})
 }

@@ -126,6 +126,9 @@ type memberReconcile struct {
 	// nothing; updateWaits says its UpToDate condition is False for it.
 	waiting     string
 	updateWaits bool
+	// release ends the messaging core's hold on the member's agent taken
+	// for a replacement (graceful.go: hold); nil when none is held.
+	release func()
 	// requeueBy, if set, is when the member is looked at again at the
 	// latest (a wait's deadline).
 	requeueBy time.Time

@@ -29,6 +29,9 @@ type worker struct {
 	seq        uint64
 	gone       bool
 	goneReason string
+	// held: why nothing new may reach the worker's agent now (its pane is
+	// being closed: Core.Hold); "" while it may.
+	held string
 
 	// restored: the worker comes from the journal and has not been
 	// observed since; its next observation rebases its turn (sequence
@@ -218,7 +221,7 @@ func (c *Core) pickedUp(w *worker) {
 // waits, so that the tail shows that turn and not the next prompt; the tail
 // reader pumps when it is done. Callers hold c.wmu and c.mu.
 func (c *Core) pump(w *worker) {
-	if c.closed || w.gone || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
+	if c.closed || w.gone || w.held != "" || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
 		return
 	}
 	if t := c.turns[w.current]; t != nil && t.closing {

@@ -428,3 +428,46 @@ func TestCore_OutstandingSaysWhatIsOpen(t *testing.T) {
 		outstanding()
 	})
 }
+
+// Hold, taken by a replacement that found the worker idle, refuses every
+// new message to it with worker_gone saying why, and types nothing, until
+// released; with something open for the worker it holds nothing and says
+// what is open.
+func TestCore_HoldRefusesNewMessagesUntilReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := startMembers(t, t.TempDir(), newFakeRoster(map[string]bool{"w": false}))
+		defer f.stop()
+		ctx := context.Background()
+		f.core.ObserveStatus("w", messaging.StatusIdle, 1)
+		release, why, busy := f.core.Hold("w", "the profile's rollout replaces the agent")
+		if busy || why != "" {
+			t.Fatalf("Hold on an idle w = %q, %v; want it held", why, busy)
+		}
+		_, err := f.core.Send(ctx, messaging.SendRequest{From: "primary", To: "w", Content: "now"})
+		if messaging.CodeOf(err) != messaging.CodeWorkerGone || !strings.Contains(err.Error(), "the profile's rollout replaces the agent") {
+			t.Errorf("a send to the held w: %v; want worker_gone saying why", err)
+		}
+		synctest.Wait()
+		if got := f.p.typed(); len(got) != 0 {
+			t.Errorf("typed into the held w: %q", got)
+		}
+		release()
+		release() // a second release changes nothing
+		if _, err := f.core.Send(ctx, messaging.SendRequest{From: "primary", To: "w", Content: "after"}); err != nil {
+			t.Fatalf("a send after the release: %v", err)
+		}
+		synctest.Wait()
+		if got := f.p.typed(); len(got) != 1 || !strings.Contains(got[0], "after") {
+			t.Errorf("typed after the release: %q; want the new message", got)
+		}
+		release, why, busy = f.core.Hold("w", "again")
+		defer release()
+		if !busy || !strings.Contains(why, "awaits pickup") {
+			t.Errorf("Hold while a prompt awaits pickup = %q, %v; want busy, saying so", why, busy)
+		}
+		f.core.ObserveStatus("w", messaging.StatusWorking, 2)
+		if _, err := f.core.Send(ctx, messaging.SendRequest{From: "primary", To: "w", Content: "queued"}); err != nil {
+			t.Errorf("a send to w after a Hold that held nothing: %v", err)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -279,6 +280,9 @@ func (c *Core) openTurn(req SendRequest) (*turn, SendResult, error) {
 	if w := c.workers[req.To]; w != nil && w.gone {
 		return nil, SendResult{}, errorf(CodeWorkerGone, "%s is gone: %s", req.To, w.goneReason)
 	}
+	if err := c.heldError(req.To); err != nil {
+		return nil, SendResult{}, err
+	}
 	if c.opts.Admit != nil && req.To != c.opts.PrimaryName {
 		if err := c.opts.Admit(req.To); err != nil {
 			return nil, SendResult{}, err
@@ -311,6 +315,9 @@ func (c *Core) continueTurn(req SendRequest) (*turn, SendResult, error) {
 	}
 	if req.Wait && t.waiter != nil {
 		return nil, SendResult{}, errorf(CodeTooManyWaiters, "a call is already waiting on turn %s", t.id)
+	}
+	if err := c.heldError(t.worker); err != nil {
+		return nil, SendResult{}, err
 	}
 	res := SendResult{TurnID: t.id, Worker: t.worker}
 	// The caller continues the turn: a turn_done tail read in flight no
@@ -731,6 +738,11 @@ func (c *Core) Status(name string) WorkerStatus {
 func (c *Core) Outstanding(name string) (why string, busy bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.outstanding(name)
+}
+
+// outstanding is Outstanding with c.mu held.
+func (c *Core) outstanding(name string) (why string, busy bool) {
 	var out []string
 	if w := c.workers[name]; w != nil && !w.gone {
 		switch {
@@ -757,6 +769,47 @@ func (c *Core) Outstanding(name string) (why string, busy bool) {
 		}
 	}
 	return strings.Join(out, "; "), len(out) > 0
+}
+
+// Hold keeps anything new from reaching member name's agent while the
+// caller closes its pane — a replacement that found the agent idle — so
+// that no prompt is typed between the caller's look and the close: unless
+// the core holds something open for the worker (busy, with why in
+// Outstanding's words: then nothing is held and release does nothing),
+// every new message to it is refused with worker_gone, saying reason,
+// until release. The close's own [Core.WorkerGone] then refuses them until
+// the new pane's agent is seen, as after any lost pane. release may be
+// called more than once; it never blocks on herdr.
+func (c *Core) Hold(name, reason string) (release func(), why string, busy bool) {
+	c.lockW()
+	defer c.unlockW()
+	if why, busy := c.outstanding(name); busy || c.closed {
+		return func() {}, why, busy
+	}
+	w := c.worker(name)
+	w.held = reason
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.lockW()
+			defer c.unlockW()
+			if w.held == reason {
+				w.held = ""
+			}
+			if !c.closed {
+				c.pump(w)
+			}
+		})
+	}, "", false
+}
+
+// heldError is the refusal of a new message to a held worker, or nil.
+// Callers hold c.mu.
+func (c *Core) heldError(name string) error {
+	if w := c.workers[name]; w != nil && w.held != "" {
+		return errorf(CodeWorkerGone, "%s takes no new message now: %s", name, w.held)
+	}
+	return nil
 }
 
 // Busy returns, sorted, the workers something waits on: those with an open
