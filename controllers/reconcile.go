@@ -47,11 +47,11 @@ var invalidSpecCodes = map[string]bool{
 // pane is gone from a cache that is not synced.
 func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	r := m.newReconcile(ctx, name)
-	turn := replacing(r.memo)
+	place := m.queuePlace(name)
 	res, err := r.run()
 	m.setWaiting(name, r.waiting)
-	if turn != "" && replacing(m.memory.get(name)) != turn {
-		m.turnFreed(turn) // the next member waiting gets the turn (rollout.go)
+	if m.queuePlace(name) != place {
+		m.turnFreed("") // the members waiting behind it look again (rollout.go)
 	}
 	if !r.requeueBy.IsZero() {
 		if d := max(r.requeueBy.Sub(m.o.Clock.Now()), time.Millisecond); res.RequeueAfter == 0 || d < res.RequeueAfter {

@@ -348,6 +348,17 @@ func (m *Manager) unwaitTurn(profile, member string) {
 	delete(m.rolls.pending[profile], member)
 }
 
+// queuePlace is where member name stands in its profile's rollout, as
+// this node's record of its pane and its memory say: the definition its
+// pane runs (none), and the turn it holds. A reconcile that changes it
+// frees the queue (Manager.reconcile): a turn ended, or a member the
+// others waited behind was updated by a change of its own, restarted,
+// deleted or paused, and those waiting must look again.
+func (m *Manager) queuePlace(name string) string {
+	rec, ok := m.own.get(name)
+	return fmt.Sprintf("%v %s %s %s %s", ok, rec.UID, rec.Launch, rec.Refs, replacing(m.memory.get(name)))
+}
+
 // turnFreed queues every member waiting for a turn in profile's rollout
 // ("" every profile's): a turn freed up, or what stopped the rollout may
 // have gone. A member that still waits notes so again.

@@ -428,3 +428,36 @@ func TestRollout_HeldMembersKeepTheirAgents(t *testing.T) {
 		}
 	})
 }
+
+// A member the rollout's queue waits behind that is updated by a change
+// of its own (which takes no turn) lets the members behind it go on: the
+// chaos test saw w3 wait for good behind w0, whose own edit had replaced
+// its agent with one that already ran the new profile.
+func TestRollout_AMemberUpdatedByItsOwnChangeFreesTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, rolloutFiles(nil, "alpha", "bravo"))
+		e.start()
+		ms := e.waitFor("all Ready", allPhase(v1alpha1.PhaseReady, "alpha", "bravo"))
+		old := panesOf(ms, "alpha", "bravo")
+		e.setStatus(old["alpha"], "working")
+		e.write("alpha.yaml", memberYAML("alpha", "cwd: /tmp")) // its own change, waiting for idle
+		e.waitFor("alpha Updating", func(ms map[string]v1alpha1.Member) bool {
+			a := ms["alpha"]
+			return a.DisplayPhase() == v1alpha1.PhaseUpdating
+		})
+		e.write("profile.yaml", rolloutProfile("lax"))
+		ms = e.waitFor("bravo waiting behind alpha", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["bravo"], v1alpha1.ConditionUpToDate).Reason == v1alpha1.ReasonRolloutPending
+		})
+		if c := condition(ms["bravo"], v1alpha1.ConditionUpToDate); !strings.Contains(c.Message, "next: alpha") {
+			t.Errorf("bravo's UpToDate while alpha works: %q; want it behind alpha", c.Message)
+		}
+		e.setStatus(old["alpha"], "idle")
+		ms = e.waitFor("every member replaced", readyOnNewPanes(old))
+		for name, m := range ms {
+			if p, _ := e.fake.Pane(m.Status.PaneID); p.Env["REVIEW_MODE"] != "lax" {
+				t.Errorf("%s's new agent runs with REVIEW_MODE=%q; want lax", name, p.Env["REVIEW_MODE"])
+			}
+		}
+	})
+}
