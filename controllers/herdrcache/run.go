@@ -114,17 +114,78 @@ func Unreachable(err error) bool {
 // and then applies events until the stream ends, herdr fails or a periodic
 // resync fails.
 func (c *Cache) follow(ctx context.Context) error {
+	f, err := c.startFollowing(ctx)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	resync := c.o.Clock.NewTimer(c.o.ResyncPeriod)
+	defer func() { resync.Stop() }()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-f.stream.Events():
+			if !ok {
+				if err := f.stream.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: stream ended", herdr.ErrStreamDropped)
+			}
+			c.apply(ev)
+		case <-c.rewatch:
+			f.settleLater()
+		case <-f.settleC:
+			err = f.settled(ctx)
+		case <-f.probeC:
+			err = f.probed(ctx)
+		case <-c.kick:
+			return errReconnect
+		case <-resync.C():
+			if err := c.resync(ctx); err != nil {
+				return err
+			}
+			resync = c.o.Clock.NewTimer(c.o.ResyncPeriod)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// follower is one subscription's state while follow applies its events:
+// the stream and the panes it covers, the settle timer of a burst of
+// watched-set changes, and the probe of watched panes herdr has not shown.
+type follower struct {
+	c       *Cache
+	stream  Stream
+	stop    func()
+	panes   []string
+	settle  clock.Timer
+	settleC <-chan time.Time
+	probe   clock.Timer
+	probeC  <-chan time.Time
+	// probeDelay is the capped backoff of the probe.
+	probeDelay time.Duration
+}
+
+// startFollowing subscribes, reads herdr once the subscription is
+// acknowledged and covers the watched panes that read shows. The caller
+// closes the follower.
+func (c *Cache) startFollowing(ctx context.Context) (*follower, error) {
 	stream, stop, panes, err := c.open(ctx)
 	if err != nil {
-		return fmt.Errorf("subscribe to herdr events: %w", err)
+		return nil, fmt.Errorf("subscribe to herdr events: %w", err)
 	}
-	defer func() { stop() }()
+	f := &follower{c: c, stream: stream, stop: stop, panes: panes, probeDelay: c.o.MissingPaneBackoff}
 	c.setSubscribed(panes)
 	// The read comes after the acknowledgement: whatever changes from now
 	// on is on the stream, whose events wait (in order) until the read is
 	// installed and are applied after it.
 	if err := c.resync(ctx); err != nil {
-		return &syncFailed{err}
+		f.close()
+		return nil, &syncFailed{err}
 	}
 	// Drain a reconnect request from before this stream: the read above
 	// answered it, unless a herdr call failed after it was installed (a
@@ -135,46 +196,23 @@ func (c *Cache) follow(ctx context.Context) error {
 	default:
 	}
 	if !c.view.isSynced() {
-		return errReconnect
+		f.close()
+		return nil, errReconnect
 	}
-	resync := c.o.Clock.NewTimer(c.o.ResyncPeriod)
-	defer func() { resync.Stop() }()
-	// Watched-set changes come in bursts (a fleet starting): resubscribe
-	// ResubscribeDelay after the first change of a burst, covering it all.
-	var settle, probe clock.Timer
-	var settleC, probeC <-chan time.Time
-	defer func() {
-		if settle != nil {
-			settle.Stop()
-		}
-		if probe != nil {
-			probe.Stop()
-		}
-	}()
-	// Watched panes herdr has not shown are tried with a capped backoff.
-	probeDelay := c.o.MissingPaneBackoff
-	armProbe := func(missing []string) {
-		if len(missing) > 0 && probe == nil {
-			probe = c.o.Clock.NewTimer(probeDelay)
-			probeC = probe.C()
-		}
+	if err := f.coverRead(ctx); err != nil {
+		f.close()
+		return nil, err
 	}
-	// swap replaces the stream by next, which covers npanes.
-	swap := func(next Stream, nextStop func(), npanes []string) error {
-		stop()
-		stream, stop, panes = next, nextStop, npanes
-		c.setSubscribed(panes)
-		// Per-pane status events are not replayed: one the old stream had
-		// not delivered yet, or one of a new pane before the new stream
-		// covered it, would be lost. One agent listing after the new stream
-		// started catches up on them.
-		return c.catchUp(ctx)
-	}
-	// The read may show watched panes the first subscription could not
-	// cover (a first start knows no panes; a pane that closed made herdr
-	// refuse the whole list): cover them now, not a settle delay later.
+	return f, nil
+}
+
+// coverRead covers the watched panes the first read showed that the first
+// subscription could not (a first start knows no panes; a pane that closed
+// made herdr refuse the whole list): now, not a settle delay later.
+func (f *follower) coverRead(ctx context.Context) error {
+	c := f.c
 	_, npanes, missing := c.subscriptions()
-	if !slices.Equal(npanes, panes) {
+	if !slices.Equal(npanes, f.panes) {
 		next, nextStop, err := c.subscribe(ctx, subscriptionsFor(npanes))
 		switch {
 		case herdr.IsCode(err, "pane_not_found"):
@@ -183,97 +221,122 @@ func (c *Cache) follow(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("resubscribe to herdr events: %w", err)
 		default:
-			if err := swap(next, nextStop, npanes); err != nil {
+			if err := f.swap(ctx, next, nextStop, npanes); err != nil {
 				return err
 			}
 		}
 	} else {
 		// A pane may have joined the watched set since the read passed
 		// the statuses on (a watcher adopting it at OnSynced).
-		c.passWatched(panes)
+		c.passWatched(f.panes)
 	}
-	armProbe(missing)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-stream.Events():
-			if !ok {
-				if err := stream.Err(); err != nil {
-					return err
-				}
-				return fmt.Errorf("%w: stream ended", herdr.ErrStreamDropped)
-			}
-			c.apply(ev)
-		case <-c.rewatch:
-			if settle == nil {
-				settle = c.o.Clock.NewTimer(c.o.ResubscribeDelay)
-				settleC = settle.C()
-			}
-		case <-settleC:
-			settle, settleC = nil, nil
-			nsubs, npanes, nmissing := c.subscriptions()
-			if slices.Equal(npanes, panes) {
-				c.passWatched(panes)
-				armProbe(nmissing)
-				continue
-			}
-			// Open the new stream before closing the old one so no event
-			// falls between them.
-			next, nextStop, err := c.subscribe(ctx, nsubs)
-			if herdr.IsCode(err, "pane_not_found") {
-				// A pane closed after the cache was read; its close event
-				// comes on the current stream, which keeps running. Try
-				// again a settle delay later instead of dropping the
-				// stream and reconnecting with backoff. Panes only a
-				// subscription had confirmed are tried as missing again.
-				clear(c.confirmed)
-				settle = c.o.Clock.NewTimer(c.o.ResubscribeDelay)
-				settleC = settle.C()
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("resubscribe to herdr events: %w", err)
-			}
-			if err := swap(next, nextStop, npanes); err != nil {
-				return err
-			}
-			armProbe(nmissing)
-		case <-probeC:
-			probe, probeC = nil, nil
-			_, npanes, nmissing := c.subscriptions()
-			if len(nmissing) == 0 {
-				c.Rewatch() // they appeared in a listing meanwhile
-				continue
-			}
-			try := append(slices.Clone(npanes), nmissing...)
-			slices.Sort(try)
-			next, nextStop, err := c.subscribe(ctx, subscriptionsFor(try))
-			if herdr.IsCode(err, "pane_not_found") {
-				c.log.Debug("watched pane not in herdr yet; retrying", "panes", nmissing, "in", probeDelay)
-				probeDelay = min(2*probeDelay, c.o.MaxMissingPaneBackoff)
-				armProbe(nmissing)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("subscribe to watched panes %v: %w", nmissing, err)
-			}
-			for _, p := range nmissing {
-				c.confirmed[p] = true
-			}
-			probeDelay = c.o.MissingPaneBackoff
-			if err := swap(next, nextStop, try); err != nil {
-				return err
-			}
-		case <-c.kick:
-			return errReconnect
-		case <-resync.C():
-			if err := c.resync(ctx); err != nil {
-				return err
-			}
-			resync = c.o.Clock.NewTimer(c.o.ResyncPeriod)
-		}
+	f.armProbe(missing)
+	return nil
+}
+
+// close stops the stream and the timers.
+func (f *follower) close() {
+	f.stop()
+	if f.settle != nil {
+		f.settle.Stop()
 	}
+	if f.probe != nil {
+		f.probe.Stop()
+	}
+}
+
+// settleLater starts the settle delay of a burst of watched-set changes (a
+// fleet starting), unless one runs: the resubscription ResubscribeDelay
+// after the first change covers the whole burst.
+func (f *follower) settleLater() {
+	if f.settle == nil {
+		f.settle = f.c.o.Clock.NewTimer(f.c.o.ResubscribeDelay)
+		f.settleC = f.settle.C()
+	}
+}
+
+// armProbe tries the watched panes herdr has not shown, missing, after
+// the probe's backoff, unless a probe is due already.
+func (f *follower) armProbe(missing []string) {
+	if len(missing) > 0 && f.probe == nil {
+		f.probe = f.c.o.Clock.NewTimer(f.probeDelay)
+		f.probeC = f.probe.C()
+	}
+}
+
+// swap replaces the stream by next, which covers npanes.
+func (f *follower) swap(ctx context.Context, next Stream, nextStop func(), npanes []string) error {
+	f.stop()
+	f.stream, f.stop, f.panes = next, nextStop, npanes
+	f.c.setSubscribed(npanes)
+	// Per-pane status events are not replayed: one the old stream had not
+	// delivered yet, or one of a new pane before the new stream covered
+	// it, would be lost. One agent listing after the new stream started
+	// catches up on them.
+	return f.c.catchUp(ctx)
+}
+
+// settled resubscribes for the watched set as it is once a burst of
+// changes settled.
+func (f *follower) settled(ctx context.Context) error {
+	c := f.c
+	f.settle, f.settleC = nil, nil
+	nsubs, npanes, nmissing := c.subscriptions()
+	if slices.Equal(npanes, f.panes) {
+		c.passWatched(f.panes)
+		f.armProbe(nmissing)
+		return nil
+	}
+	// Open the new stream before closing the old one so no event falls
+	// between them.
+	next, nextStop, err := c.subscribe(ctx, nsubs)
+	if herdr.IsCode(err, "pane_not_found") {
+		// A pane closed after the cache was read; its close event comes
+		// on the current stream, which keeps running. Try again a settle
+		// delay later instead of dropping the stream and reconnecting
+		// with backoff. Panes only a subscription had confirmed are tried
+		// as missing again.
+		clear(c.confirmed)
+		f.settleLater()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("resubscribe to herdr events: %w", err)
+	}
+	if err := f.swap(ctx, next, nextStop, npanes); err != nil {
+		return err
+	}
+	f.armProbe(nmissing)
+	return nil
+}
+
+// probed tries to subscribe to the watched panes herdr has not shown yet,
+// with a capped backoff while herdr does not know them.
+func (f *follower) probed(ctx context.Context) error {
+	c := f.c
+	f.probe, f.probeC = nil, nil
+	_, npanes, nmissing := c.subscriptions()
+	if len(nmissing) == 0 {
+		c.Rewatch() // they appeared in a listing meanwhile
+		return nil
+	}
+	try := append(slices.Clone(npanes), nmissing...)
+	slices.Sort(try)
+	next, nextStop, err := c.subscribe(ctx, subscriptionsFor(try))
+	if herdr.IsCode(err, "pane_not_found") {
+		c.log.Debug("watched pane not in herdr yet; retrying", "panes", nmissing, "in", f.probeDelay)
+		f.probeDelay = min(2*f.probeDelay, c.o.MaxMissingPaneBackoff)
+		f.armProbe(nmissing)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("subscribe to watched panes %v: %w", nmissing, err)
+	}
+	for _, p := range nmissing {
+		c.confirmed[p] = true
+	}
+	f.probeDelay = c.o.MissingPaneBackoff
+	return f.swap(ctx, next, nextStop, try)
 }
 
 // open opens the stream a (re)subscription starts with: lifecycle events
