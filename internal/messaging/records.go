@@ -68,12 +68,7 @@ const maxNotes = 32
 func (c *Core) apply(r record) {
 	switch r.Op {
 	case opTurnOpen:
-		tr := r.Turn
-		c.turns[tr.ID] = &turn{id: tr.ID, caller: tr.Caller, worker: tr.Worker, created: tr.Created,
-			deadline: tr.Deadline, delivered: tr.Delivered, baseline: tr.Baseline, started: tr.Started}
-		if tr.Current {
-			c.worker(tr.Worker).current = tr.ID
-		}
+		c.applyTurnOpen(r.Turn)
 	case opTurnDue:
 		if t := c.turns[r.ID]; t != nil {
 			t.deadline = r.At
@@ -83,80 +78,20 @@ func (c *Core) apply(r record) {
 			t.started = true
 		}
 	case opTurnClose:
-		t := c.turns[r.ID]
-		if t == nil {
-			return
-		}
-		delete(c.turns, r.ID)
-		w := c.worker(t.worker)
-		if w.current == r.ID {
-			w.current = ""
-		}
-		// A reply or turn end proves the worker got the prompt.
-		w.uncertain = slices.DeleteFunc(w.uncertain, func(d Delivery) bool { return d.TurnID == r.ID })
+		c.applyTurnClose(r.ID)
 	case opEnqueue:
 		m := *r.Msg
 		w := c.worker(m.To)
 		w.queue = append(w.queue, &m)
 		c.depth++
 	case opDelivering:
-		w := c.worker(r.Who)
-		if len(w.queue) == 0 || w.queue[0].ID != r.ID {
-			return
-		}
-		m := w.queue[0]
-		d := &delivery{msg: m, baseline: r.Seq, prevCurrent: w.current}
-		w.inflight = d
-		if t := c.turns[m.TurnID]; t != nil && m.Kind == KindPrompt {
-			t.delivered, t.baseline, t.started = true, r.Seq, false
-			w.current = t.id
-		}
+		c.applyDelivering(r)
 	case opDelivered, opUncertain, opFailed:
-		w := c.worker(r.Who)
-		d := w.inflight
-		if d == nil || d.msg.ID != r.ID {
-			return
-		}
-		w.queue = w.queue[1:]
-		c.depth--
-		d.sent = true
-		note := Delivery{MessageID: r.ID, TurnID: d.msg.TurnID, At: r.At, Result: resultFor[r.Op], Reason: r.Reason}
-		w.last = &note
-		switch r.Op {
-		case opUncertain:
-			w.uncertain = append(w.uncertain, note)
-			if len(w.uncertain) > maxNotes {
-				w.uncertain = w.uncertain[len(w.uncertain)-maxNotes:]
-			}
-		case opFailed:
-			w.inflight = nil
-			if w.current == d.msg.TurnID {
-				w.current = d.prevCurrent
-			}
-		}
+		c.applyOutcome(r)
 	case opNotSent:
-		w := c.worker(r.Who)
-		d := w.inflight
-		if d == nil || d.msg.ID != r.ID {
-			return
-		}
-		w.inflight = nil
-		if t := c.turns[d.msg.TurnID]; t != nil && d.msg.Kind == KindPrompt {
-			// Nothing was typed: what was seen meanwhile was not this turn.
-			t.delivered, t.started = false, false
-			if w.current == t.id {
-				w.current = d.prevCurrent
-			}
-		}
+		c.applyNotSent(r)
 	case opMail:
-		m := *r.Msg
-		if m.Seq == 0 { // journals written before messages carried one
-			m.Seq = c.mailSeq + 1
-		}
-		c.mailSeq = max(c.mailSeq, m.Seq)
-		mb := c.mailbox(m.To)
-		mb.msgs = append(mb.msgs, m)
-		mb.bytes += int64(len(m.Content))
+		c.applyMail(*r.Msg)
 	case opAck:
 		mb := c.mailbox(r.Who)
 		mb.msgs = slices.DeleteFunc(mb.msgs, func(m Message) bool {
@@ -167,33 +102,140 @@ func (c *Core) apply(r record) {
 			return false
 		})
 	case opDrop:
-		w := c.worker(r.Who)
-		c.depth -= len(w.queue)
-		w.queue, w.inflight, w.uncertain, w.current = nil, nil, nil, ""
-		if mb := c.mail[r.Who]; mb != nil {
-			// Its pollers go on waiting on the mailbox that replaces it.
-			// Not before now: one woken while the drop was being written
-			// would wait on this one again and miss the next one's mail.
-			mb.arrived.Notify()
-			delete(c.mail, r.Who)
-		}
+		c.applyDrop(r.Who)
 	case opNotes:
 		w := c.worker(r.Who)
 		w.current, w.last, w.uncertain = r.ID, r.Last, r.Uncertain
 	case opRequest:
-		for _, id := range r.IDs {
-			if _, ok := c.requests[id]; ok {
-				continue
-			}
-			c.requests[id] = struct{}{}
-			c.requestIDs = append(c.requestIDs, id)
+		c.applyRequests(r.IDs)
+	}
+}
+
+// applyTurnOpen opens a turn (opTurnOpen).
+func (c *Core) applyTurnOpen(tr *turnRecord) {
+	c.turns[tr.ID] = &turn{id: tr.ID, caller: tr.Caller, worker: tr.Worker, created: tr.Created,
+		deadline: tr.Deadline, delivered: tr.Delivered, baseline: tr.Baseline, started: tr.Started}
+	if tr.Current {
+		c.worker(tr.Worker).current = tr.ID
+	}
+}
+
+// applyTurnClose ends turn id (opTurnClose).
+func (c *Core) applyTurnClose(id string) {
+	t := c.turns[id]
+	if t == nil {
+		return
+	}
+	delete(c.turns, id)
+	w := c.worker(t.worker)
+	if w.current == id {
+		w.current = ""
+	}
+	// A reply or turn end proves the worker got the prompt.
+	w.uncertain = slices.DeleteFunc(w.uncertain, func(d Delivery) bool { return d.TurnID == id })
+}
+
+// applyDelivering starts typing the head of a worker's queue
+// (opDelivering): its turn counts as delivered from here.
+func (c *Core) applyDelivering(r record) {
+	w := c.worker(r.Who)
+	if len(w.queue) == 0 || w.queue[0].ID != r.ID {
+		return
+	}
+	m := w.queue[0]
+	w.inflight = &delivery{msg: m, baseline: r.Seq, prevCurrent: w.current}
+	if t := c.turns[m.TurnID]; t != nil && m.Kind == KindPrompt {
+		t.delivered, t.baseline, t.started = true, r.Seq, false
+		w.current = t.id
+	}
+}
+
+// applyOutcome takes a typed message off its worker's queue
+// (opDelivered, opUncertain, opFailed) and notes how it went.
+func (c *Core) applyOutcome(r record) {
+	w := c.worker(r.Who)
+	d := w.inflight
+	if d == nil || d.msg.ID != r.ID {
+		return
+	}
+	w.queue = w.queue[1:]
+	c.depth--
+	d.sent = true
+	note := Delivery{MessageID: r.ID, TurnID: d.msg.TurnID, At: r.At, Result: resultFor[r.Op], Reason: r.Reason}
+	w.last = &note
+	switch r.Op {
+	case opUncertain:
+		w.uncertain = append(w.uncertain, note)
+		if len(w.uncertain) > maxNotes {
+			w.uncertain = w.uncertain[len(w.uncertain)-maxNotes:]
 		}
-		if n := len(c.requestIDs) - c.opts.MaxRequestIDs; n > 0 {
-			for _, id := range c.requestIDs[:n] {
-				delete(c.requests, id)
-			}
-			c.requestIDs = slices.Clone(c.requestIDs[n:])
+	case opFailed:
+		w.inflight = nil
+		if w.current == d.msg.TurnID {
+			w.current = d.prevCurrent
 		}
+	}
+}
+
+// applyNotSent keeps a message herdr refused untyped at the head of its
+// worker's queue (opNotSent).
+func (c *Core) applyNotSent(r record) {
+	w := c.worker(r.Who)
+	d := w.inflight
+	if d == nil || d.msg.ID != r.ID {
+		return
+	}
+	w.inflight = nil
+	if t := c.turns[d.msg.TurnID]; t != nil && d.msg.Kind == KindPrompt {
+		// Nothing was typed: what was seen meanwhile was not this turn.
+		t.delivered, t.started = false, false
+		if w.current == t.id {
+			w.current = d.prevCurrent
+		}
+	}
+}
+
+// applyMail stores m in its recipient's mailbox (opMail).
+func (c *Core) applyMail(m Message) {
+	if m.Seq == 0 { // journals written before messages carried one
+		m.Seq = c.mailSeq + 1
+	}
+	c.mailSeq = max(c.mailSeq, m.Seq)
+	mb := c.mailbox(m.To)
+	mb.msgs = append(mb.msgs, m)
+	mb.bytes += int64(len(m.Content))
+}
+
+// applyDrop forgets a gone worker's queue, delivery notes and mailbox
+// (opDrop).
+func (c *Core) applyDrop(who string) {
+	w := c.worker(who)
+	c.depth -= len(w.queue)
+	w.queue, w.inflight, w.uncertain, w.current = nil, nil, nil, ""
+	if mb := c.mail[who]; mb != nil {
+		// Its pollers go on waiting on the mailbox that replaces it.
+		// Not before now: one woken while the drop was being written
+		// would wait on this one again and miss the next one's mail.
+		mb.arrived.Notify()
+		delete(c.mail, who)
+	}
+}
+
+// applyRequests remembers request ids already served (opRequest), the
+// newest Options.MaxRequestIDs of them.
+func (c *Core) applyRequests(ids []string) {
+	for _, id := range ids {
+		if _, ok := c.requests[id]; ok {
+			continue
+		}
+		c.requests[id] = struct{}{}
+		c.requestIDs = append(c.requestIDs, id)
+	}
+	if n := len(c.requestIDs) - c.opts.MaxRequestIDs; n > 0 {
+		for _, id := range c.requestIDs[:n] {
+			delete(c.requests, id)
+		}
+		c.requestIDs = slices.Clone(c.requestIDs[n:])
 	}
 }
 
