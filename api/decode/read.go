@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/fleetd-dev/fleetd/internal/filekind"
 )
 
 // DefaultMaxManifestBytes is the size limit on one manifest file unless the
@@ -80,9 +82,9 @@ func ReadManifest(path string, limit int64) ([]byte, error) {
 // resolves to) unless it is a regular file of at most limit bytes.
 func checkManifestFile(path, target string, st fs.FileInfo, limit int64) error {
 	if !st.Mode().IsRegular() {
-		what := "not a regular file but " + fileKind(st.Mode())
+		what := "not a regular file but " + filekind.Of(st.Mode())
 		if target != "" {
-			what = fmt.Sprintf("a symbolic link to %s, which is %s, not a regular file", target, fileKind(st.Mode()))
+			what = fmt.Sprintf("a symbolic link to %s, which is %s, not a regular file", target, filekind.Of(st.Mode()))
 		}
 		return &Error{File: path, Msg: what + "; skipped: fleetd reads only regular files and symbolic links to them"}
 	}
@@ -101,25 +103,6 @@ func tooLarge(path string, size, limit int64) *Error {
 	}
 	return &Error{File: path, Msg: fmt.Sprintf(
 		"file is %s, over the limit of %d bytes on a manifest file; skipped: split it, or raise --max-manifest-bytes", is, limit)}
-}
-
-// fileKind names the type of a file that is not regular.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "an irregular file"
 }
 
 // readError is the error for a failed file-system call on path. It keeps

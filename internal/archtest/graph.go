@@ -55,14 +55,15 @@ var notInFleetd = []string{
 var allowed = Graph{
 	// The API: types at the bottom, the strict decoder on them.
 	"api/v1alpha1": {},
-	"api/decode":   {"api/v1alpha1", yaml},
+	"api/decode":   {"api/v1alpha1", "internal/filekind", yaml},
 	"api/encode":   {"api/v1alpha1", "api/decode", "internal/yamledit", yaml},
 
 	// Leaves: no fleetd imports beyond atomic files.
 	"internal/atomicfile": {},
 	"internal/clock":      {"internal/notify"},
 	"internal/version":    {},
-	"internal/statedir":   {},
+	"internal/statedir":   {"internal/filekind"},
+	"internal/filekind":   {},
 	"internal/vocab":      {},
 	"internal/guard":      {"api/v1alpha1"},
 	"internal/plan":       {"api/v1alpha1"},
@@ -196,7 +197,7 @@ var allowed = Graph{
 // most specific entry places a package; whole-system tests are in none.
 var layers = []Layer{
 	// The leaves: no fleetd behaviour, only what every layer shares.
-	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
+	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/filekind", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
 		"internal/statedir", "internal/journal", "internal/statedb", "internal/statedb/statedbtest", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
 	// The API objects, their decoding and what is a pure function of them:
 	// the store's contract, the MCP plan, the subscription guard, the

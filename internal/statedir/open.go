@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/fleetd-dev/fleetd/internal/filekind"
 )
 
 // The most fleetd reads of each kind of file in the state directory. Each
@@ -77,7 +78,7 @@ func Open(path string, flag int, max int64) (*os.File, error) {
 	switch {
 	case !fi.Mode().IsRegular():
 		f.Close()
-		return nil, notRegular(path, kindOf(fi.Mode()))
+		return nil, notRegular(path, filekind.Of(fi.Mode()))
 	case fi.Size() > max:
 		f.Close()
 		return nil, fmt.Errorf("%w: state file %s holds %d bytes, more than fleetd reads of it (%d): it was not written by fleetd; move it aside (mv %s %s.big) and start fleetd again",
@@ -108,21 +109,4 @@ func ReadFile(path string, max int64) ([]byte, error) {
 func notRegular(path, what string) error {
 	return fmt.Errorf("%w: state file %s is %s: fleetd only reads files it wrote there itself; remove it (rm %s) and start fleetd again",
 		ErrNotRegular, path, what, shellQuote(path))
-}
-
-// kindOf names a file type for a person.
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "not a regular file"
 }

@@ -27,7 +27,7 @@ func TestReadFile_ReadsOnlyRegularFilesWithinTheBound(t *testing.T) {
 		{"a regular file", func(p string) error { return os.WriteFile(p, []byte("12345"), FileMode) }, nil, ""},
 		{"a regular file at the bound", func(p string) error { return os.WriteFile(p, []byte("1234567890"), FileMode) }, nil, ""},
 		{"a regular file over the bound", func(p string) error { return os.WriteFile(p, []byte("12345678901"), FileMode) }, ErrTooLarge, "move it aside"},
-		{"a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }, ErrNotRegular, "a FIFO"},
+		{"a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }, ErrNotRegular, "a named pipe (FIFO)"},
 		{"a symbolic link to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, ErrNotRegular, "a symbolic link"},
 		{"a symbolic link to a regular file", func(p string) error {
 			if err := os.WriteFile(p+".real", []byte("x"), FileMode); err != nil {
