@@ -146,39 +146,28 @@ func (s *Sessions) Keep(member, uid string, sess *v1alpha1.AgentSession) {
 
 // write makes etcd hold what Keep asked for, until ctx ends.
 func (s *Sessions) write(ctx context.Context) {
-	b := retry.New(s.o.RetryInterval, s.o.Clock)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
+	retry.New(s.o.RetryInterval, s.o.Clock).OnWake(ctx, s.wake, s.writeAll)
+}
+
+// writeAll writes every session Keep asked for; failed says some could
+// not be written (they stay asked for).
+func (s *Sessions) writeAll(ctx context.Context) (failed bool) {
+	s.mu.Lock()
+	want := maps.Clone(s.want)
+	s.mu.Unlock()
+	for member, k := range want {
+		if err := s.put(ctx, member, k); err != nil {
+			failed = true
+			s.o.Logger.Warn("could not keep a member's agent session in etcd; retrying", "member", member, "err", err)
+			continue
 		}
-		for {
-			s.mu.Lock()
-			want := maps.Clone(s.want)
-			s.mu.Unlock()
-			failed := false
-			for member, k := range want {
-				if err := s.put(ctx, member, k); err != nil {
-					failed = true
-					s.o.Logger.Warn("could not keep a member's agent session in etcd; retrying", "member", member, "err", err)
-					continue
-				}
-				s.mu.Lock()
-				if s.want[member] == k { // not replaced meanwhile
-					delete(s.want, member)
-				}
-				s.mu.Unlock()
-			}
-			if !failed {
-				b.Reset()
-				break
-			}
-			if !b.Wait(ctx) {
-				return
-			}
+		s.mu.Lock()
+		if s.want[member] == k { // not replaced meanwhile
+			delete(s.want, member)
 		}
+		s.mu.Unlock()
 	}
+	return failed
 }
 
 // put writes k (a session, or the deletion of k.MemberUID's) at member's

@@ -9,6 +9,8 @@
 // times the base: many nodes retrying against an etcd that comes back do
 // not retry in step, and none waits long once it answers.
 //
-// It never retries by itself, never decides what is worth retrying, and
-// holds no goroutine.
+// [Backoff.OnWake] is the loop of a background writer: a pass at each
+// wake, passes that failed again after the backoff.
+//
+// It never decides what is worth retrying and holds no goroutine.
 package retry

@@ -49,3 +49,24 @@ func (b *Backoff) Wait(ctx context.Context) bool {
 
 // Reset starts again from the base, after a success.
 func (b *Backoff) Reset() { b.b.Reset() }
+
+// OnWake runs pass at each value from wake until ctx ends, on the caller's
+// goroutine: a pass that reports failed runs again after the backoff — no
+// new wake needed — and one that did not resets it. It suits a background
+// writer that makes etcd hold what its callers asked for (a pass writes
+// all that is asked, and leaves what failed asked).
+func (b *Backoff) OnWake(ctx context.Context, wake <-chan struct{}, pass func(context.Context) (failed bool)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+		for pass(ctx) {
+			if !b.Wait(ctx) {
+				return
+			}
+		}
+		b.Reset()
+	}
+}

@@ -60,3 +60,46 @@ func TestBackoff_WaitSleepsOnTheClockAndEndsWithItsContext(t *testing.T) {
 		}
 	})
 }
+
+// OnWake runs a pass at each wake; a failed pass runs again after the
+// backoff without a new wake, until one succeeds; it returns when its
+// context ends, in a wait too.
+func TestBackoff_OnWakeRetriesFailedPassesUntilDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		wake := make(chan struct{}, 1)
+		var passes []time.Duration
+		start := time.Now()
+		failures := 2
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			New(time.Second, nil).OnWake(ctx, wake, func(context.Context) bool {
+				passes = append(passes, time.Since(start))
+				if failures > 0 {
+					failures--
+					return true
+				}
+				return false
+			})
+		}()
+		synctest.Wait()
+		if len(passes) != 0 {
+			t.Fatalf("%d passes before a wake", len(passes))
+		}
+		wake <- struct{}{}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if len(passes) != 3 || passes[0] != 0 || passes[1] < 500*time.Millisecond || passes[2]-passes[1] < time.Second {
+			t.Errorf("passes at %v; want one at once, then two after growing waits", passes)
+		}
+		failures = 1
+		wake <- struct{}{}
+		synctest.Wait()
+		cancel() // in the wait after the failed pass
+		<-done
+		if len(passes) != 4 {
+			t.Errorf("%d passes; want the fourth, then none after the context ended", len(passes))
+		}
+	})
+}
