@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -80,7 +81,14 @@ func (w *world) actFlood(rng *rand.Rand) string {
 	if w.fd == nil {
 		return "flood: (fleetd is down)"
 	}
-	name, ok := pick(rng, w.present())
+	members := w.present()
+	if w.hostile != nil {
+		// The hostile waiter holds every held call a worker may, and a
+		// new MCP session's event stream is one more: refused with 429,
+		// as the quota is meant to.
+		members = slices.DeleteFunc(members, func(m string) bool { return m == hostileWaiter })
+	}
+	name, ok := pick(rng, members)
 	if !ok {
 		return "flood: no members"
 	}
