@@ -98,14 +98,11 @@ func (s *restServer) watchEvents(w http.ResponseWriter, r *http.Request, id toke
 		return
 	}
 	defer release()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.streams, cancel)
-	defer stop()
-	sw, err := sse.Start(w)
-	if err != nil {
+	ctx, sw, end, ok := s.startStream(w, r)
+	if !ok {
 		return
 	}
+	defer end()
 	c := &eventCursor{s: s, member: member}
 	initial, _ := c.fresh(s.opts.Members.Members())
 	if sw.WriteEncoded(appendEvent(eventFrames(initial, true), WatchSynced, nil)) != nil {
@@ -126,6 +123,24 @@ func (s *restServer) watchEvents(w http.ResponseWriter, r *http.Request, id toke
 			return
 		}
 	}
+}
+
+// startStream starts a server-sent-event stream on w: ctx ends when the
+// client goes or the handler's streams end (fleetd stops); end releases
+// what it took. ok is false when the stream could not start.
+func (s *restServer) startStream(w http.ResponseWriter, r *http.Request) (ctx context.Context, sw *sse.Writer, end func(), ok bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.streams, cancel)
+	end = func() {
+		stop()
+		cancel()
+	}
+	sw, err := sse.Start(w)
+	if err != nil {
+		end()
+		return nil, nil, nil, false
+	}
+	return ctx, sw, end, true
 }
 
 // eventWatchAllowed refuses a watch this fleetd cannot serve now, saying

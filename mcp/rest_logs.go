@@ -111,15 +111,12 @@ func (s *restServer) memberLogs(w http.ResponseWriter, r *http.Request, id token
 // followLogs streams member name's terminal as server-sent events until the
 // client goes, the member is deleted or the handler's streams end.
 func (s *restServer) followLogs(w http.ResponseWriter, r *http.Request, name string, lines int) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.streams, cancel)
-	defer stop()
-	sw, err := sse.Start(w)
-	if err != nil {
+	ctx, sw, end, ok := s.startStream(w, r)
+	if !ok {
 		return
 	}
-	err = s.opts.Terminals.Follow(ctx, name, lines, func(f tail.Frame) error {
+	defer end()
+	err := s.opts.Terminals.Follow(ctx, name, lines, func(f tail.Frame) error {
 		return sendJSON(sw, "lines", LogFrame(f))
 	})
 	switch {

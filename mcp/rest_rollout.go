@@ -14,7 +14,6 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/guard"
 	"github.com/fleetd-dev/fleetd/internal/rollout"
-	"github.com/fleetd-dev/fleetd/internal/sse"
 	"github.com/fleetd-dev/fleetd/internal/tokens"
 )
 
@@ -525,14 +524,11 @@ func (s *restServer) watchRollout(w http.ResponseWriter, r *http.Request, id tok
 		return
 	}
 	defer release()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.streams, cancel)
-	defer stop()
-	sw, err := sse.Start(w)
-	if err != nil {
+	ctx, sw, end, ok := s.startStream(w, r)
+	if !ok {
 		return
 	}
+	defer end()
 	var sent, frame []byte // the last frame sent, the next one
 	gone := false          // the next frame ends the stream
 	beat := cmp.Or(s.opts.WatchHeartbeat, DefaultWatchHeartbeat)
