@@ -36,6 +36,14 @@ func TestToken_PrintsThePrimaryTokenOnlyToItsOwner(t *testing.T) {
 	if code != 0 || stdout != token+"\n" || stderr != "" {
 		t.Errorf("token --show: exit %d, stdout %q, stderr %q; want exit 0 and the bare token", code, stdout, stderr)
 	}
+	// Into a pipe with no fleetd named: the bare token, no word on a
+	// default address where nothing may run.
+	if os.Getenv("FLEETD_SERVER") == "" {
+		code, stdout, stderr = runCLI(t, "token", "--show", "--state-dir", f.stateDir)
+		if code != 0 || stdout != token+"\n" || stderr != "" {
+			t.Errorf("token --show without --server: exit %d, stdout %q, stderr %q; want exit 0 and the bare token alone", code, stdout, stderr)
+		}
+	}
 	out, errOut, err := terminal(f.stateDir)
 	if err != nil || !strings.Contains(out, token) || !strings.Contains(out, "export FLEETD_TOKEN='"+token+"'") ||
 		!strings.Contains(out, "accepts it") || errOut != "" {
