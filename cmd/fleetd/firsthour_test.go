@@ -45,6 +45,14 @@ func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), asFleetdEnv+"=1"), env...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd and reads its output line by line; the test kills
+// it (its whole process group when it leads one) at its end unless it
+// ended before.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	p := &proc{cmd: cmd, stdout: make(chan string, 1024), stderr: make(chan string, 4096), done: make(chan struct{})}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -82,7 +90,11 @@ func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		if a := cmd.SysProcAttr; a != nil && a.Setpgid {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		} else {
+			_ = cmd.Process.Kill()
+		}
 		<-p.done
 	})
 	return p

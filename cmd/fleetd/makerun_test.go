@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,60 +45,18 @@ func TestMakeRun_ACleanCloneStaysClean(t *testing.T) {
 	cmd.Dir = clone
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "FLEETD_SERVER=", "FLEETD_TOKEN=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C goes to the whole group, as a terminal's does
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The banner is read from stdout alone: a line fleetd logs (stderr)
 	// while it prints the banner must not land between its lines.
-	errOut, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var all strings.Builder // both streams
-	lines := make(chan string, 4096)
-	var readers sync.WaitGroup
-	for _, s := range []struct {
-		r     io.Reader
-		lines chan<- string // nil: kept in all only
-	}{{out, lines}, {errOut, nil}} {
-		readers.Go(func() {
-			sc := bufio.NewScanner(s.r)
-			for sc.Scan() {
-				mu.Lock()
-				all.WriteString(sc.Text() + "\n")
-				mu.Unlock()
-				if s.lines != nil {
-					s.lines <- sc.Text()
-				}
-			}
-		})
-	}
-	go func() {
-		readers.Wait()
-		close(lines)
-	}()
-	printed := func() string { mu.Lock(); defer mu.Unlock(); return all.String() }
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-		}
-	}()
+	p := startCmd(t, cmd)
 	next := func() string {
 		select {
-		case l, ok := <-lines:
+		case l, ok := <-p.stdout:
 			if !ok {
-				t.Fatalf("make run ended early:\n%s", printed())
+				t.Fatalf("make run ended early:\n%s", p.output())
 			}
 			return l
 		case <-time.After(3 * time.Minute):
-			t.Fatalf("make run printed nothing more for 3 minutes:\n%s", printed())
+			t.Fatalf("make run printed nothing more for 3 minutes:\n%s", p.output())
 		}
 		return ""
 	}
@@ -111,7 +66,7 @@ func TestMakeRun_ACleanCloneStaysClean(t *testing.T) {
 	for l := next(); strings.HasPrefix(l, "  "); l = next() {
 		commands = append(commands, strings.TrimSpace(l))
 	}
-	if banner := printed(); !strings.Contains(banner, "fleetd is serving "+filepath.Join(clone, "bin", "manifests")+" on http://"+listen) {
+	if banner := p.output(); !strings.Contains(banner, "fleetd is serving "+filepath.Join(clone, "bin", "manifests")+" on http://"+listen) {
 		t.Errorf("the banner does not say it serves the scratch copy on %s:\n%s", listen, banner)
 	}
 	if len(commands) < 3 {
@@ -150,11 +105,13 @@ func TestMakeRun_ACleanCloneStaysClean(t *testing.T) {
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	for range lines {
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("make run did not stop on Ctrl-C:\n%s", p.output())
 	}
-	err = cmd.Wait()
-	stopped = true
-	text := printed()
+	err = p.err
+	text := p.output()
 	// make passes the interrupt on to itself once its recipe has ended (a
 	// shell then prints nothing); what it must not do is report the
 	// recipe as failed or interrupted.
