@@ -191,7 +191,17 @@ func (r *memberReconcile) closeWhenIdle(reason, why string) (wait bool, res Resu
 	}
 	c := r.memo.Close
 	if !r.m.cache.Synced() {
-		return false, Result{}, nil // closeTab waits for herdr, and this wait looks again then
+		// Nothing is decided from a cache that does not show herdr: not
+		// whether the agent is busy, and not the close either (a close
+		// left to closeTab would happen if the cache synced in between,
+		// unlooked at). The member is queued again when it syncs.
+		if r.b != nil {
+			r.terminating(why)
+			r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable,
+				fmt.Sprintf("waiting for herdr to close tab %s: %s", r.rec.TabID, why))
+			r.write()
+		}
+		return true, Result{}, nil
 	}
 	r.waitFor(waitTerminating)
 	busy, status := r.busyPane()
