@@ -25,6 +25,7 @@ var (
 	flagRunningOnly = flag.Bool("chaos.runningonly", false, "send only to members that are running (by default any listed member)")
 	flagUnobserved  = flag.Bool("chaos.unobserved", false, "let workers finish silently before fleetd saw them working")
 	flagRestore     = flag.Bool("chaos.restore", false, "herdr restarts with session restore (its agents relaunched) instead of with its agents dead")
+	flagIdleDialog  = flag.Bool("chaos.idledialog", false, "let an idle agent stop at a dialog by itself (by default only a working one does)")
 )
 
 // pool is every member name the schedule may create.
@@ -254,6 +255,16 @@ func (w *world) memberPane(rng *rand.Rand) (string, string, bool) {
 	return name, p.ID, ok
 }
 
+// paneStatus is the fake's agent status of pane ("" for none).
+func (w *world) paneStatus(pane string) string {
+	for _, p := range w.fake.Panes() {
+		if p.ID == pane {
+			return p.Status
+		}
+	}
+	return ""
+}
+
 func (w *world) actKillPane(rng *rand.Rand) string {
 	name, pane, ok := w.memberPane(rng)
 	if !ok {
@@ -278,6 +289,9 @@ func (w *world) actBlockAgent(rng *rand.Rand) string {
 	name, pane, ok := w.memberPane(rng)
 	if !ok {
 		return "block agent: " + name + " has none"
+	}
+	if st := w.paneStatus(pane); st != "working" && !*flagIdleDialog {
+		return fmt.Sprintf("block agent: %s's agent is %s: only a working agent stops at a dialog (-chaos.idledialog)", name, st)
 	}
 	_ = w.fake.SetAgentState(pane, "blocked")
 	return fmt.Sprintf("%s's agent blocks at a dialog in %s", name, pane)

@@ -77,6 +77,12 @@
 //     sees a relaunched agent already ready, has no evidence that it is a
 //     new process, so a turn delivered but not yet seen started stays open
 //     until its deadline.
+//   - -chaos.idledialog: by default only a working agent stops at a dialog
+//     (a permission prompt in the middle of a turn). An idle agent that
+//     shows one by itself in the few milliseconds between fleetd's last
+//     look at it and herdr's tab.close of a replacement is closed at its
+//     dialog: herdr has no close-if-idle, and no controller sees that
+//     change coming (seed 84 caught it 10 ms after the agent blocked).
 //
 // Messages go to any listed member, running or not (-chaos.runningonly
 // narrows that): one for a member paused or deleted while it has no pane
