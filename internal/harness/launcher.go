@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -262,9 +263,23 @@ func writeFiles(dir string, files []File) error {
 		if filepath.Dir(f.Path) != dir {
 			return fmt.Errorf("write harness config: %s is outside %s", f.Path, dir)
 		}
+		if unchanged(f) {
+			continue // a relaunch's config, as the last launch wrote it: no write, no fsync
+		}
 		if err := atomicfile.Write(f.Path, f.Data, statedir.FileMode); err != nil {
 			return fmt.Errorf("write harness config: %w", err)
 		}
 	}
 	return nil
+}
+
+// unchanged reports whether f's file holds f's data already: a regular
+// file of the state directory's mode and f's size, with f's bytes.
+func unchanged(f File) bool {
+	fi, err := os.Lstat(f.Path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != statedir.FileMode || fi.Size() != int64(len(f.Data)) {
+		return false
+	}
+	data, err := os.ReadFile(f.Path)
+	return err == nil && bytes.Equal(data, f.Data)
 }

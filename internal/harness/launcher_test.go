@@ -361,3 +361,37 @@ func TestNewLauncher_RequiresItsDependencies(t *testing.T) {
 		}
 	}
 }
+
+// A relaunch whose config is the one on disk writes nothing (a repair
+// pays no atomic write and its fsyncs); a changed config, or a file whose
+// mode someone changed, is written again.
+func TestLauncher_RelaunchRewritesOnlyAChangedConfig(t *testing.T) {
+	f := newFixture(t, map[string]string{"ACME_FLEETD_TOKEN": tenantSecret})
+	m, p := testMember(v1alpha1.TargetResident, ""), testProfile("claude")
+	prepare := func() os.FileInfo {
+		t.Helper()
+		if _, err := f.l.Prepare(context.Background(), m, p, f.tenants); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(f.stateDir, "harness", "reviewer", ClaudeConfigFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	first := prepare()
+	if again := prepare(); !os.SameFile(first, again) {
+		t.Error("a relaunch with the same config wrote its file again")
+	}
+	m = testMember(v1alpha1.TargetTenant, "") // another server in the config
+	changed := prepare()
+	if os.SameFile(first, changed) {
+		t.Error("a changed config was not written")
+	}
+	if err := os.Chmod(filepath.Join(f.stateDir, "harness", "reviewer", ClaudeConfigFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi := prepare(); os.SameFile(changed, fi) || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a config file of mode 0644 was left as it was (mode now %#o)", fi.Mode().Perm())
+	}
+}

@@ -79,6 +79,18 @@ type Registry struct {
 	primary    [sha256.Size]byte
 	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
 	entries    map[[sha256.Size]byte]Identity
+	// spares are the tokens minted ahead for each member's next pane, by
+	// member name (see Mint).
+	spares map[string]spare
+}
+
+// spare is a token minted ahead of a member's next pane: its value only
+// in memory, its hash on its way to the disk (commit).
+type spare struct {
+	tok    string
+	sum    [sha256.Size]byte
+	uid    string
+	commit *statedb.Commit
 }
 
 // Open loads the worker tokens kept in db (nil keeps them in memory only)
@@ -92,6 +104,7 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 		db:      db,
 		rand:    opts.Rand,
 		entries: make(map[[sha256.Size]byte]Identity),
+		spares:  make(map[string]spare),
 	}
 	if r.rand == nil {
 		r.rand = rand.Reader
@@ -114,7 +127,38 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 // pane: call [Registry.Bind] once herdr has created it. The token value is
 // returned once and never again — put it in the pane environment and forget
 // it.
+//
+// The hash is durable before Mint returns, so that a pane whose environment
+// carries the token is never started with a token a crash could forget.
+// To spare the next pane of the member that wait — a repair creates its
+// tab the moment it knows the pane is gone — every Mint also mints the
+// member's next token ahead: its hash is written in the background, its
+// value kept in memory only (no one else can present it), and the next
+// Mint for the same member and uid returns it at once if its hash is
+// durable by then. A token minted ahead and never used is revoked with the
+// member's tokens, or, after a restart, with every token no pane holds.
 func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
+	r.mu.Lock()
+	s, ok := r.spares[member]
+	delete(r.spares, member)
+	r.mu.Unlock()
+	if ok {
+		if s.uid == memberUID && s.commit.Durable() {
+			r.mintAhead(member, memberUID)
+			return s.tok, idOf(s.sum), nil
+		}
+		r.removeWhere(func(sum [sha256.Size]byte, _ Identity) bool { return sum == s.sum }) // never handed out
+	}
+	tok, id, err := r.mint(member, memberUID)
+	if err != nil {
+		return "", "", err
+	}
+	r.mintAhead(member, memberUID)
+	return tok, id, nil
+}
+
+// mint creates a token for member, its hash durable when it returns.
+func (r *Registry) mint(member, memberUID string) (string, ID, error) {
 	tok, err := newToken(r.rand)
 	if err != nil {
 		return "", "", err
@@ -133,6 +177,23 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 		return "", "", fmt.Errorf("mint token for member %q: %w", member, err)
 	}
 	return tok, idOf(sum), nil
+}
+
+// mintAhead mints member's next token (Mint), its hash written in the
+// background; a failure leaves the member without one, and the next Mint
+// waits for its own.
+func (r *Registry) mintAhead(member, memberUID string) {
+	tok, err := newToken(r.rand)
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256([]byte(tok))
+	r.mu.Lock()
+	r.entries[sum] = Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
+	commit := r.db.Stage(put(sum, r.entries[sum]))
+	r.spares[member] = spare{tok: tok, sum: sum, uid: memberUID, commit: commit}
+	r.mu.Unlock()
+	commit.Flush()
 }
 
 // Bind records the pane and terminal a minted token was handed to.
@@ -262,14 +323,20 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) int
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var gone []statedb.Change
+	handedOut := 0 // not counting the tokens minted ahead (Mint)
 	for sum, ident := range r.entries {
 		if match(sum, ident) {
 			delete(r.entries, sum)
 			gone = append(gone, statedb.Delete(statedb.Tokens, string(idOf(sum))))
+			if s, ok := r.spares[ident.Member]; ok && s.sum == sum {
+				delete(r.spares, ident.Member)
+			} else {
+				handedOut++
+			}
 		}
 	}
 	r.db.Stage(gone...)
-	return len(gone)
+	return handedOut
 }
 
 // fileEntry is one token's record: a hash and who it belongs to (as

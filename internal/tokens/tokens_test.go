@@ -505,3 +505,65 @@ func TestRegistry_FleetPrimary(t *testing.T) {
 		t.Errorf("Open with FleetPrimary created primary.token (%v)", err)
 	}
 }
+
+// spareOf is member's token minted ahead, once its hash is durable.
+func spareOf(t *testing.T, r *Registry, member string) spare {
+	t.Helper()
+	r.mu.Lock()
+	s, ok := r.spares[member]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("no token minted ahead for %s", member)
+	}
+	if err := s.commit.Wait(); err != nil {
+		t.Fatalf("the token minted ahead for %s: %v", member, err)
+	}
+	return s
+}
+
+// Every Mint mints the member's next token ahead, its hash written in the
+// background: the next Mint of the same member (a repair) returns it
+// without a write of its own — it works with the disk failing — and it
+// resolves after a restart. A member declared again (another uid) or
+// revoked never gets the one minted ahead for the old one, and a token
+// minted ahead is no token handed out: it is not counted as revoked.
+func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
+	dir := t.TempDir()
+	var fail atomic.Bool
+	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint(t, r, "reviewer", "uid")
+	ahead := spareOf(t, r, "reviewer")
+	fail.Store(true)
+	tok, id, err := r.Mint("reviewer", "uid")
+	if err != nil || tok != ahead.tok || id != idOf(ahead.sum) {
+		t.Fatalf("the second Mint with the disk failing = %v; want the token minted ahead, at once", err)
+	}
+	fail.Store(false)
+	if ident, ok := reopen(t, r, dir).Resolve(tok); !ok || ident.Member != "reviewer" || ident.MemberUID != "uid" {
+		t.Errorf("the token minted ahead after a restart: %+v, %v; want reviewer's", ident, ok)
+	}
+
+	r = open(t, t.TempDir())
+	mint(t, r, "reviewer", "uid")
+	old := spareOf(t, r, "reviewer")
+	tok, _ = mint(t, r, "reviewer", "uid-2")
+	if ident, _ := r.Resolve(tok); tok == old.tok || ident.MemberUID != "uid-2" {
+		t.Errorf("a Mint for reviewer declared again got %+v (the old one's token minted ahead: %v)", ident, tok == old.tok)
+	}
+	if _, ok := r.Resolve(old.tok); ok {
+		t.Error("the token minted ahead for the old reviewer still resolves")
+	}
+	ahead = spareOf(t, r, "reviewer")
+	if n := r.RevokeMember("reviewer"); n != 2 {
+		t.Errorf("RevokeMember = %d, want the 2 tokens handed out", n)
+	}
+	if _, ok := r.Resolve(ahead.tok); ok {
+		t.Error("a revoked member's token minted ahead still resolves")
+	}
+	if tok, _ := mint(t, r, "reviewer", "uid-2"); tok == ahead.tok {
+		t.Error("Mint after RevokeMember handed out the revoked token minted ahead")
+	}
+}
