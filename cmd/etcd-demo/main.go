@@ -7,8 +7,9 @@
 // first to claim the fleet's primary token mints it; the command line gets
 // it from `fleetd token --show` on that node, as FLEETD_TOKEN), applies the
 // example Profiles and manifests/cluster
-// through the first (`fleetd apply -f`), waits until every placeable member
-// is Ready on its node, prints `fleetd get nodes` and `fleetd get
+// through the first (`fleetd apply -f`), waits until both nodes are Ready
+// and every member is Ready on its node or no Ready node can take it,
+// prints `fleetd get nodes` and `fleetd get
 // members -o wide`, and sends a message through laptop to a member on
 // buildbox (`fleetd send`, answered by the simulated agent). Then it runs
 // until interrupted (or, with -once, stops everything and exits).
@@ -33,6 +34,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +42,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/scheduler"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -262,14 +265,15 @@ func (n *demoNode) fleetctl(ctx context.Context, o options, args ...string) (str
 }
 
 // waitPlaced waits (up to a minute, reading the first node's members
-// every 200 ms) until every member is either Ready on the node that runs
-// it or Unschedulable, as the first node sees the fleet (the other nodes
-// publish their members' status), and every node's registration counts
-// the members bound to it.
+// every 200 ms) until, as the first node sees the fleet (the other nodes
+// publish their members' status), every node of the demo is Ready, every
+// node's registration counts the members bound to it, and every member is
+// either Ready on the node that runs it or Unschedulable because no Ready
+// node can take it — so what the demo prints next is the fleet placed.
 func waitPlaced(ctx context.Context, nodes []*demoNode) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		settled, total, err := placed(ctx, nodes[0])
+		settled, total, err := placed(ctx, nodes)
 		if err == nil && total > 0 && settled == total {
 			return nil
 		}
@@ -284,21 +288,34 @@ func waitPlaced(ctx context.Context, nodes []*demoNode) error {
 	}
 }
 
-// placed counts the members that are Ready on their node or
-// Unschedulable in n's view; a node whose published member count is not
-// yet what is bound to it counts none of its members.
-func placed(ctx context.Context, n *demoNode) (settled, total int, err error) {
+// placed counts the members that are placed in the first node's view:
+// Ready on their node, or Unschedulable where the scheduler's rule finds
+// no Ready node for them. None is while a node of the demo is not
+// registered Ready yet: a member no node can take then (each node's herdr
+// answers only some time after it starts) may be one a node takes next —
+// and a member the scheduler has not bound yet shows Unschedulable too,
+// "waiting for the scheduler to bind it". A node whose published member
+// count is not yet what is bound to it counts none of its members.
+func placed(ctx context.Context, nodes []*demoNode) (settled, total int, err error) {
 	var registered struct{ Items []v1alpha1.Node }
-	if err := n.read(ctx, "/nodes", &registered); err != nil {
+	if err := nodes[0].read(ctx, "/nodes", &registered); err != nil {
 		return 0, 0, err
 	}
 	published := map[string]int{}
+	var ready []scheduler.Node
 	for _, node := range registered.Items {
 		published[node.Name] = node.Status.Members
+		ready = append(ready, scheduler.Node{Name: node.Name, Labels: node.Labels, MaxMembers: node.Spec.MaxMembers,
+			Ready: node.ReadyCondition().Status == v1alpha1.ConditionTrue})
 	}
 	var list struct{ Items []v1alpha1.Member }
-	if err := n.read(ctx, "/members", &list); err != nil {
+	if err := nodes[0].read(ctx, "/members", &list); err != nil {
 		return 0, 0, err
+	}
+	for _, n := range nodes {
+		if !slices.ContainsFunc(ready, func(r scheduler.Node) bool { return r.Name == n.name && r.Ready }) {
+			return 0, len(list.Items), fmt.Errorf("node %s is not Ready yet", n.name)
+		}
 	}
 	bound := map[string]int{}
 	for _, m := range list.Items {
@@ -311,7 +328,9 @@ func placed(ctx context.Context, n *demoNode) (settled, total int, err error) {
 		case m.Status.NodeName != "" && m.Status.Phase == v1alpha1.PhaseReady:
 			settled++
 		case m.Status.NodeName == "" && readyReason(m) == v1alpha1.ReasonUnschedulable:
-			settled++
+			if node, _ := scheduler.Place(&m, ready, bound); node == "" {
+				settled++
+			}
 		}
 	}
 	return settled, len(list.Items), nil

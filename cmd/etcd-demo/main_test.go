@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
 
 // The demo starts etcd and two nodes at once, with no token copied
@@ -172,5 +177,66 @@ func TestNodeListen(t *testing.T) {
 		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("nodeListen(%q, %d) = %q, %v; want %q, error %q", tt.listen, tt.i, got, err, tt.want, tt.err)
 		}
+	}
+}
+
+// The demo prints the fleet only once it is placed: both nodes Ready, and
+// each member Ready on its node or Pending because no Ready node can take
+// it. A member Unschedulable while a node is not Ready yet, or one the
+// scheduler has not bound yet (Unschedulable too, "waiting for the
+// scheduler to bind it"), is not placed. (The demo printed every member
+// Pending and laptop NotReady when it read the fleet that early.)
+func TestPlaced_CountsAMemberOnlyWhereNoReadyNodeCanTakeIt(t *testing.T) {
+	node := func(name string, ready bool, members int, labels map[string]string) v1alpha1.Node {
+		st := v1alpha1.ConditionFalse
+		if ready {
+			st = v1alpha1.ConditionTrue
+		}
+		return v1alpha1.Node{ObjectMeta: v1alpha1.ObjectMeta{Name: name, Labels: labels},
+			Status: v1alpha1.NodeStatus{Members: members, Conditions: []v1alpha1.Condition{{Type: v1alpha1.ConditionReady, Status: st}}}}
+	}
+	member := func(name, node, phase string, selector map[string]string) v1alpha1.Member {
+		m := v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: name}, Spec: v1alpha1.MemberSpec{NodeSelector: selector},
+			Status: v1alpha1.MemberStatus{NodeName: node, Phase: phase}}
+		if node == "" {
+			m.Status.Conditions = []v1alpha1.Condition{{Type: v1alpha1.ConditionReady, Status: v1alpha1.ConditionFalse, Reason: v1alpha1.ReasonUnschedulable}}
+		}
+		return m
+	}
+	gpu, tpu := map[string]string{"gpu": "a100"}, map[string]string{"accelerator": "tpu"}
+	for _, tt := range []struct {
+		name    string
+		nodes   []v1alpha1.Node
+		members []v1alpha1.Member
+		settled int
+	}{
+		{"laptop's herdr not answering yet",
+			[]v1alpha1.Node{node("laptop", false, 0, nil), node("buildbox", true, 0, gpu)},
+			[]v1alpha1.Member{member("trainer", "", v1alpha1.PhasePending, gpu), member("tpu-job", "", v1alpha1.PhasePending, tpu)}, 0},
+		{"trainer not bound yet",
+			[]v1alpha1.Node{node("laptop", true, 0, nil), node("buildbox", true, 0, gpu)},
+			[]v1alpha1.Member{member("trainer", "", v1alpha1.PhasePending, gpu), member("tpu-job", "", v1alpha1.PhasePending, tpu)}, 1},
+		{"placed",
+			[]v1alpha1.Node{node("laptop", true, 0, nil), node("buildbox", true, 1, gpu)},
+			[]v1alpha1.Member{member("trainer", "buildbox", v1alpha1.PhaseReady, gpu), member("tpu-job", "", v1alpha1.PhasePending, tpu)}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/nodes":
+					json.NewEncoder(w).Encode(map[string]any{"items": tt.nodes})
+				case "/members":
+					json.NewEncoder(w).Encode(map[string]any{"items": tt.members})
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer srv.Close()
+			nodes := []*demoNode{{name: "laptop", url: srv.URL}, {name: "buildbox", url: srv.URL}}
+			settled, total, _ := placed(context.Background(), nodes)
+			if settled != tt.settled || total != len(tt.members) {
+				t.Errorf("placed = %d of %d; want %d of %d", settled, total, tt.settled, len(tt.members))
+			}
+		})
 	}
 }

@@ -30,6 +30,9 @@
 //     [Options.ResubscribeDelay] after its first change; the new stream
 //     opens before the old one closes), and such a renewal is followed by
 //     one agent.list, because herdr does not replay per-pane status events.
+//     The old stream's end is not read once it is replaced: an agent that
+//     listing shows under another terminal id than the view's (herdr
+//     handed off or restarted meanwhile) makes it a full read instead.
 //     herdr refuses a whole subscription for one unknown pane, so a refused
 //     (re)subscription is retried with the lifecycle events only and the
 //     panes the read shows are added right after it; a watched pane that

@@ -465,3 +465,72 @@ func TestCache_OnFakeHerdr_WorktreeEventsWhereHerdrHasThem(t *testing.T) {
 		})
 	}
 }
+
+// handoffSource hands herdr off live (every connection dropped, new
+// terminal ids) inside the cache's second subscription, before herdr sees
+// it: the stream that subscription replaces was dropped, and the cache,
+// busy opening the new one, has not read its end.
+type handoffSource struct {
+	herdrcache.Source
+	srv  *herdrsim.Server
+	mu   sync.Mutex
+	subs int
+}
+
+func (s *handoffSource) Subscribe(ctx context.Context, subs []herdr.Subscription) (herdrcache.Stream, error) {
+	s.mu.Lock()
+	s.subs++
+	second := s.subs == 2
+	s.mu.Unlock()
+	if second {
+		if err := s.srv.Handoff(); err != nil {
+			return nil, err
+		}
+	}
+	return s.Source.Subscribe(ctx, subs)
+}
+
+// A live handoff while the cache resubscribes for a newly watched pane
+// (the old stream dropped, the new one opened on the new herdr) is seen:
+// the cache reads herdr again and shows the pane under its new terminal
+// id. (It kept the old one — nothing else would move it, a handoff sends
+// no event — and the member controller kept the worker Ready on a
+// terminal herdr no longer had.)
+func TestCache_OnFakeHerdr_HandoffWhileResubscribingIsSeen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, srv, ws, _ := startAgentW(t, herdrsim.DefaultProtocol)
+		pane, old := ws.RootPane.PaneID, ws.RootPane.TerminalID
+		src := &handoffSource{Source: herdrcache.FromClient(herdr.New(&herdr.Options{Dial: srv.Dial})), srv: srv}
+		cache := herdrcache.New(src, &herdrcache.Options{Logger: slog.New(slog.DiscardHandler), ResyncPeriod: time.Hour, CallTimeout: 5 * time.Second})
+		var watching sync.Mutex
+		watched := false
+		cache.Watch(func() []string {
+			watching.Lock()
+			defer watching.Unlock()
+			if watched {
+				return []string{pane}
+			}
+			return nil
+		})
+		runCache(t, ctx, cache)
+		synctest.Wait()
+		if _, ok := cache.Pane(old, pane); !ok {
+			t.Fatalf("the cache does not show pane %s under terminal %s before the handoff", pane, old)
+		}
+
+		watching.Lock()
+		watched = true
+		watching.Unlock()
+		cache.Rewatch()
+		time.Sleep(time.Second) // the resubscribe delay: the second subscription, and the handoff in it
+		synctest.Wait()
+		p, ok := srv.Pane(pane)
+		if !ok || p.TerminalID == old {
+			t.Fatalf("herdr after the handoff: pane %+v, %v; want a new terminal id", p, ok)
+		}
+		if _, ok := cache.Pane(p.TerminalID, pane); !ok {
+			got, _ := cache.Pane("", pane)
+			t.Errorf("after the handoff the cache shows pane %s under terminal %q; want %q", pane, got.TerminalID, p.TerminalID)
+		}
+	})
+}

@@ -516,13 +516,27 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // catchUp lists herdr's agents once and passes every watched agent's
-// status on, as a listing does (the sequence moves only on a change).
+// status on, as a listing does (the sequence moves only on a change). An
+// agent whose pane the view shows under another terminal id says herdr
+// handed off or restarted while the stream was replaced — the old
+// stream's end, which says so, is not read once it is replaced — so herdr
+// is read in full instead.
 func (c *Cache) catchUp(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
 	defer cancel()
 	agents, err := c.src.ListAgents(cctx)
 	if err != nil {
 		return fmt.Errorf("list herdr agents after resubscribing: %w", err)
+	}
+	for _, a := range agents {
+		if p, _, ok, _ := c.view.pane("", a.PaneID); ok && a.TerminalID != "" && a.TerminalID != p.TerminalID {
+			c.log.Debug("herdr gave a pane a new terminal id while the cache resubscribed; reading herdr again",
+				"pane", a.PaneID, "terminal", a.TerminalID, "was", p.TerminalID)
+			if err := c.resync(ctx); err != nil {
+				return &syncFailed{err}
+			}
+			return nil
+		}
 	}
 	watched := c.watched()
 	for _, a := range agents {

@@ -182,7 +182,7 @@ var allowed = Graph{
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it
 	// gives the example objects with `fleetd apply`.
-	"cmd/etcd-demo": {"api/v1alpha1", "internal/etcdtest", "internal/statedir"},
+	"cmd/etcd-demo": {"api/v1alpha1", "internal/etcdtest", "internal/scheduler", "internal/statedir"},
 
 	// This package.
 	"internal/archtest": {},

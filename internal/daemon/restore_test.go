@@ -63,17 +63,20 @@ func keepsTokensAndSends(t *testing.T, protocol int, disrupt func(*herdrsim.Serv
 		}
 		terminals[w.name] = p.TerminalID
 	}
+	var last []string
 	err := f.info.WaitFor(f.ctx, func(ms []v1alpha1.Member) bool {
-		ready := 0
+		ready, seen := 0, []string{}
 		for _, m := range ms {
 			if m.Status.Phase == v1alpha1.PhaseReady && m.Status.TerminalID == terminals[m.Name] {
 				ready++
 			}
+			seen = append(seen, m.Name+" "+m.Status.Phase+" on "+m.Status.TerminalID)
 		}
+		last = seen
 		return ready == len(workers)
 	})
 	if err != nil {
-		t.Fatalf("the workers were not Ready again on their new terminals: %v", err)
+		t.Fatalf("the workers were not Ready again on their new terminals %v: %v; last seen %v", terminals, err, last)
 	}
 	now := f.sim.Calls()
 	for _, m := range []string{"tab.create", "agent.start", "tab.close", "workspace.create"} {

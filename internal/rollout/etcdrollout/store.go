@@ -17,10 +17,14 @@
 // blocks: Run writes in the background, for each object reading its keys,
 // applying every change asked for to what etcd holds, and writing the
 // difference in one transaction that holds only if no key of the object
-// changed since it was read (read again and retried otherwise; retried
-// with backoff while etcd does not answer). So every node may record a
-// Profile's revision as it sees the change: the first writes it, the
-// others find it written and change nothing.
+// changed, appeared or went since it was read (read again and retried
+// otherwise; retried with backoff while etcd does not answer). So every
+// node may record a Profile's revision as it sees the change: the first
+// writes it, the others find it written and change nothing. A
+// transaction whose answer was lost may have committed: before its
+// changes are applied again, etcd's history tells whether it was the
+// object's next change — so a change is never applied twice, e.g. on a
+// history another node cleared in between.
 //
 // It never holds its lock over etcd I/O and never writes another prefix's
 // keys.
@@ -92,6 +96,18 @@ type Store struct {
 	pending map[key][]func(*rollout.History) bool
 	wake    chan struct{}
 	changed notify.Signal
+
+	// doubts are the objects whose last transaction's answer was lost:
+	// it may have committed. Only Run's writer uses them.
+	doubts map[key]doubt
+}
+
+// doubt is a transaction whose answer was lost (an error after it was
+// sent): it may have committed.
+type doubt struct {
+	read    int64              // the revision its guard read the object's keys at
+	changes map[string]*string // key → the value it put, nil for a delete
+	n       int                // how many of the object's pending changes it applied
 }
 
 var _ rollout.Store = (*Store)(nil)
@@ -127,7 +143,7 @@ func New(cli *clientv3.Client, opts *Options) *Store {
 	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	s := &Store{cli: cli, root: o.Prefix + "/revisions/", o: o, hist: map[key]rollout.History{},
-		pending: map[key][]func(*rollout.History) bool{}, wake: make(chan struct{}, 1)}
+		pending: map[key][]func(*rollout.History) bool{}, wake: make(chan struct{}, 1), doubts: map[key]doubt{}}
 	s.inf = informer.New(informer.Options[*entry]{
 		Client: cli, Prefix: s.root, Name: "revisions", Decode: s.decode, OnChange: s.rebuild,
 		RequestTimeout: o.RequestTimeout, RetryInterval: o.RetryInterval, Clock: o.Clock, Logger: o.Logger,
@@ -336,6 +352,9 @@ func (s *Store) write(ctx context.Context) {
 					delete(s.pending, k)
 				}
 				s.mu.Unlock()
+				// Get no longer applies them: its answer changes when the
+				// mirror moved past the write before it was taken off.
+				s.changed.Notify()
 			}
 			if !failed {
 				b.Reset()
@@ -352,8 +371,21 @@ func (s *Store) write(ctx context.Context) {
 var errConflict = errors.New("the history kept changing under the write")
 
 // put applies fns to k's history as etcd holds it and writes the
-// difference in one transaction guarded by every key it read.
+// difference in one transaction guarded by every key it read. A
+// transaction whose answer was lost is looked up first: the changes it
+// applied are not applied again when it committed (the history may have
+// changed since, e.g. been cleared by another node).
 func (s *Store) put(ctx context.Context, k key, fns []func(*rollout.History) bool) error {
+	if d, ok := s.doubts[k]; ok {
+		landed, err := s.landed(ctx, k, d)
+		if err != nil {
+			return fmt.Errorf("find out whether a write whose answer was lost committed: %w", err)
+		}
+		delete(s.doubts, k)
+		if landed {
+			fns = fns[d.n:]
+		}
+	}
 	for range maxConflicts {
 		rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 		resp, err := s.cli.Get(rctx, s.objectPrefix(k), clientv3.WithPrefix())
@@ -378,11 +410,15 @@ func (s *Store) put(ctx context.Context, k key, fns []func(*rollout.History) boo
 		if !changed {
 			return nil
 		}
-		ops, err := s.ops(k, before, next, held)
-		if err != nil {
+		ops, changes, err := s.ops(k, before, next, held)
+		if err != nil || len(ops) == 0 {
 			return err
 		}
-		var cmps []clientv3.Cmp
+		// No key of the object changed, none was deleted, none was
+		// created since the read: the transaction commits as the object's
+		// first change after it, or not at all.
+		read := resp.Header.Revision
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.objectPrefix(k)), "<", read+1).WithPrefix()}
 		for key, rev := range held {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
 		}
@@ -390,6 +426,7 @@ func (s *Store) put(ctx context.Context, k key, fns []func(*rollout.History) boo
 		tr, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Commit()
 		cancel()
 		if err != nil {
+			s.doubts[k] = doubt{read: read, changes: changes, n: len(fns)}
 			return err
 		}
 		if tr.Succeeded {
@@ -399,29 +436,32 @@ func (s *Store) put(ctx context.Context, k key, fns []func(*rollout.History) boo
 	return errConflict
 }
 
-// ops are the puts and deletes that take k's keys from before to next.
-// Every key of the object etcd held (held) that next does not keep is
-// deleted — a value that did not decode too.
-func (s *Store) ops(k key, before, next rollout.History, held map[string]int64) ([]clientv3.Op, error) {
+// ops are the puts and deletes that take k's keys from before to next,
+// and the same as changes (key → the value put, nil for a delete). Every
+// key of the object etcd held (held) that next does not keep is deleted —
+// a value that did not decode too.
+func (s *Store) ops(k key, before, next rollout.History, held map[string]int64) ([]clientv3.Op, map[string]*string, error) {
 	want := map[string][]byte{}
 	for _, r := range next.Revisions {
 		v, err := json.Marshal(stored{UID: next.UID, Revision: r})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		want[s.revKey(k, r.Number)] = v
 	}
 	if next.Halt != nil {
 		v, err := json.Marshal(next.Halt)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		want[s.haltKey(k)] = v
 	}
 	var ops []clientv3.Op
+	changes := map[string]*string{}
 	for key := range held {
 		if _, keep := want[key]; !keep {
 			ops = append(ops, clientv3.OpDelete(key))
+			changes[key] = nil
 		}
 	}
 	old := map[string][]byte{}
@@ -437,12 +477,86 @@ func (s *Store) ops(k key, before, next rollout.History, held map[string]int64) 
 	}
 	for key, v := range want {
 		if len(v) > s.o.MaxValueBytes {
-			return nil, fmt.Errorf("%s: %d bytes, over the limit of %d", key, len(v), s.o.MaxValueBytes)
+			return nil, nil, fmt.Errorf("%s: %d bytes, over the limit of %d", key, len(v), s.o.MaxValueBytes)
 		}
 		if _, ok := held[key]; ok && bytes.Equal(old[key], v) {
 			continue
 		}
 		ops = append(ops, clientv3.OpPut(key, string(v)))
+		changes[key] = new(string(v))
 	}
-	return ops, nil
+	return ops, changes, nil
+}
+
+// landed reports whether d committed. Guarded by the object's keys as
+// read at d.read, it committed only as the object's first change after
+// that revision: etcd's history from there is watched up to its newest
+// revision, and the first change of the object compared with d's. A
+// history compacted past d.read is an error: whether d committed cannot be
+// told.
+func (s *Store) landed(ctx context.Context, k key, d doubt) (bool, error) {
+	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), s.o.RequestTimeout)
+	defer cancel()
+	ch := s.cli.Watch(wctx, s.objectPrefix(k), clientv3.WithPrefix(), clientv3.WithRev(d.read+1),
+		clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
+	if created, ok := <-ch; !ok || created.Err() != nil {
+		return false, cmp.Or(created.Err(), wctx.Err(), errors.New("watch closed"))
+	}
+	resp, err := s.cli.Get(wctx, s.objectPrefix(k), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	newest := resp.Header.Revision
+	if newest <= d.read {
+		return false, nil
+	}
+	// A notice of the watch's progress, once it has sent every change up
+	// to newest, says the object did not change. etcd answers a request
+	// for it only once the watch has caught up (and drops it before): it
+	// is asked again every RetryInterval.
+	for {
+		if err := s.cli.RequestProgress(wctx); err != nil {
+			return false, err
+		}
+		again := s.o.Clock.NewTimer(s.o.RetryInterval)
+		select {
+		case wr, ok := <-ch:
+			again.Stop()
+			switch {
+			case !ok:
+				return false, cmp.Or(wctx.Err(), errors.New("watch closed"))
+			case wr.Err() != nil:
+				return false, wr.Err()
+			case len(wr.Events) > 0:
+				return sameChange(wr.Events, d.changes), nil
+			case wr.IsProgressNotify() && wr.Header.Revision >= newest:
+				return false, nil // the object did not change since d.read
+			}
+		case <-again.C():
+		}
+	}
+}
+
+// sameChange reports whether the events of the first revision in events
+// (a watch sends one revision's events together) are changes.
+func sameChange(events []*clientv3.Event, changes map[string]*string) bool {
+	rev, n := events[0].Kv.ModRevision, 0
+	for _, ev := range events {
+		if ev.Kv.ModRevision != rev {
+			break
+		}
+		n++
+		v, ok := changes[string(ev.Kv.Key)]
+		switch {
+		case !ok:
+			return false
+		case ev.Type == clientv3.EventTypeDelete:
+			if v != nil {
+				return false
+			}
+		case v == nil || *v != string(ev.Kv.Value):
+			return false
+		}
+	}
+	return n == len(changes)
 }

@@ -32,11 +32,21 @@ const waitLimit = 20 * time.Second
 // test ends.
 func node(t *testing.T, prefix string) (*Store, *clientv3.Client) {
 	t.Helper()
+	return nodeWith(t, prefix, nil)
+}
+
+// nodeWith is node with its requests to etcd's keys going through
+// kv(the client's), unless kv is nil.
+func nodeWith(t *testing.T, prefix string, kv func(clientv3.KV) clientv3.KV) (*Store, *clientv3.Client) {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
+	if kv != nil {
+		cli.KV = kv(cli.KV)
+	}
 	s := New(cli, &Options{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), RetryInterval: 20 * time.Millisecond})
 	if err := s.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -167,5 +177,119 @@ func TestStore_GetShowsItsOwnChangesAtOnce(t *testing.T) {
 	until(t, "written", a, func() bool {
 		resp, err := cli.Get(context.Background(), prefix+"/revisions/profiles/codex/rev/0000000001")
 		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) != "not json"
+	})
+}
+
+// lossyKV holds the next transaction once armed, until the test closes
+// go_: committed (or not) as commit says, then answered with answer — an
+// error for an answer that was lost — or etcd's answer if answer is nil.
+type lossyKV struct {
+	clientv3.KV
+	armed  atomic.Bool
+	commit bool
+	answer error
+	held   chan struct{} // a transaction is held
+	go_    chan struct{} // the held transaction answers
+}
+
+func newLossyKV(kv clientv3.KV, commit bool, answer error) *lossyKV {
+	return &lossyKV{KV: kv, commit: commit, answer: answer, held: make(chan struct{}), go_: make(chan struct{})}
+}
+
+func (l *lossyKV) Txn(ctx context.Context) clientv3.Txn {
+	return &lossyTxn{Txn: l.KV.Txn(ctx), l: l}
+}
+
+type lossyTxn struct {
+	clientv3.Txn
+	l *lossyKV
+}
+
+func (t *lossyTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *lossyTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *lossyTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *lossyTxn) Commit() (*clientv3.TxnResponse, error) {
+	if !t.l.armed.CompareAndSwap(true, false) {
+		return t.Txn.Commit()
+	}
+	var resp *clientv3.TxnResponse
+	var err error
+	if t.l.commit {
+		resp, err = t.Txn.Commit()
+	}
+	close(t.l.held)
+	<-t.l.go_
+	if t.l.answer != nil {
+		return nil, t.l.answer
+	}
+	return resp, err
+}
+
+// lossyNode is a node whose transactions go through a lossyKV.
+func lossyNode(t *testing.T, prefix string, commit bool, answer error) (*Store, *lossyKV) {
+	t.Helper()
+	var l *lossyKV
+	s, _ := nodeWith(t, prefix, func(kv clientv3.KV) clientv3.KV { l = newLossyKV(kv, commit, answer); return l })
+	return s, l
+}
+
+// A node whose write committed but whose answer was lost (or came late)
+// while another node cleared the history: the history stays cleared —
+// the change is not applied again on what the other node left — and the
+// node reads it cleared once its write is taken off.
+func TestStore_ALostAnswerDoesNotBringAClearedHistoryBack(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer error
+	}{
+		{"answer lost", context.DeadlineExceeded},
+		{"answer late", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("/rollout-test-%d", prefixes.Add(1))
+			a, cli := node(t, prefix)
+			b, lossy := lossyNode(t, prefix, true, tt.answer)
+			lossy.armed.Store(true)
+			recordOn(b, profile("u1", 1, "-n", "1"), time.Now())
+			<-lossy.held // committed; its answer held
+			until(t, "a reads b's revision", a, func() bool { return len(a.Get(v1alpha1.KindProfile, "codex").Revisions) == 1 })
+			a.Update(v1alpha1.KindProfile, "codex", func(h *rollout.History) bool { *h = rollout.History{}; return true })
+			until(t, "a's clear written", a, func() bool { return len(keys(t, cli, prefix)) == 0 })
+			until(t, "b mirrors the clear", b, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.hist) == 0 })
+
+			changed := b.Changed()
+			close(lossy.go_)
+			select {
+			case <-changed:
+			case <-time.After(waitLimit):
+				t.Fatalf("b's Get did not change when its write was settled; %s", b.describe())
+			}
+			until(t, "every key deleted", b, func() bool {
+				return b.Get(v1alpha1.KindProfile, "codex").IsZero() && len(keys(t, cli, prefix)) == 0
+			})
+		})
+	}
+}
+
+// A write that did not commit and whose answer was lost is written again.
+func TestStore_ALostWriteThatDidNotCommitIsWrittenAgain(t *testing.T) {
+	prefix := fmt.Sprintf("/rollout-test-%d", prefixes.Add(1))
+	b, lossy := lossyNode(t, prefix, false, context.DeadlineExceeded)
+	_, cli := node(t, prefix+"-other")
+	lossy.armed.Store(true)
+	recordOn(b, profile("u1", 1, "-n", "1"), time.Now())
+	<-lossy.held
+	// etcd moves on past the write's read, with no change of the object.
+	if _, err := cli.Put(context.Background(), prefix+"-other/x", "y"); err != nil {
+		t.Fatal(err)
+	}
+	close(lossy.go_)
+	until(t, "written", b, func() bool {
+		resp, err := cli.Get(context.Background(), prefix+"/revisions/profiles/codex/rev/0000000001")
+		b.mu.Lock()
+		settled := len(b.pending) == 0
+		b.mu.Unlock()
+		return err == nil && len(resp.Kvs) == 1 && settled && len(b.Get(v1alpha1.KindProfile, "codex").Revisions) == 1
 	})
 }
