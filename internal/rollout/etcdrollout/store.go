@@ -327,44 +327,33 @@ func (s *Store) Changed() <-chan struct{} { return s.changed.Changed() }
 
 // write writes what Update asked for, until ctx ends.
 func (s *Store) write(ctx context.Context) {
-	b := retry.New(s.o.RetryInterval, s.o.Clock)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
+	retry.New(s.o.RetryInterval, s.o.Clock).OnWake(ctx, s.wake, s.writeAll)
+}
+
+// writeAll writes every change Update asked for; failed says some could
+// not be written (they stay asked for).
+func (s *Store) writeAll(ctx context.Context) (failed bool) {
+	s.mu.Lock()
+	want := maps.Clone(s.pending)
+	s.mu.Unlock()
+	for k, fns := range want {
+		if err := s.put(ctx, k, fns); err != nil {
+			failed = true
+			s.o.Logger.Warn("could not keep a revision history in etcd; retrying", "kind", k.kind, "name", k.name, "err", err)
+			continue
 		}
-		for {
-			s.mu.Lock()
-			want := maps.Clone(s.pending)
-			s.mu.Unlock()
-			failed := false
-			for k, fns := range want {
-				if err := s.put(ctx, k, fns); err != nil {
-					failed = true
-					s.o.Logger.Warn("could not keep a revision history in etcd; retrying", "kind", k.kind, "name", k.name, "err", err)
-					continue
-				}
-				s.mu.Lock()
-				if left := s.pending[k][len(fns):]; len(left) > 0 {
-					s.pending[k] = left
-				} else {
-					delete(s.pending, k)
-				}
-				s.mu.Unlock()
-				// Get no longer applies them: its answer changes when the
-				// mirror moved past the write before it was taken off.
-				s.changed.Notify()
-			}
-			if !failed {
-				b.Reset()
-				break
-			}
-			if !b.Wait(ctx) {
-				return
-			}
+		s.mu.Lock()
+		if left := s.pending[k][len(fns):]; len(left) > 0 {
+			s.pending[k] = left
+		} else {
+			delete(s.pending, k)
 		}
+		s.mu.Unlock()
+		// Get no longer applies them: its answer changes when the mirror
+		// moved past the write before it was taken off.
+		s.changed.Notify()
 	}
+	return failed
 }
 
 // errConflict: other nodes kept changing the object's keys.
