@@ -60,6 +60,18 @@ spec: {profile: claude}
 	if code, stdout, stderr := runCLI(t, append([]string{"send", "coder", "build it"}, client...)...); code != 0 || stdout != "echo: build it\n" {
 		t.Fatalf("fleetd send coder: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
+	// The agent replies, then goes idle: a delete in between says the tab
+	// closes once it is idle (TestDeleteMember); this one waits for it.
+	if err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
+		for _, m := range ms {
+			if m.Name == "coder" {
+				return m.Status.AgentStatus == "idle" || m.Status.AgentStatus == "done"
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("coder's agent never idle after its reply: %v", err)
+	}
 	if code, stdout, stderr := runCLI(t, append([]string{"delete", "member", "coder"}, client...)...); code != 0 || stdout != "member/coder deleted\n" {
 		t.Fatalf("fleetd delete member coder: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
