@@ -109,6 +109,7 @@ type Store struct {
 	base       *store.Snapshot            // the node's snapshot as remembered at start; nil for none
 	baseFull   *store.Snapshot            // the fleet's, likewise
 	memChanged notify.Signal              // what the node remembers changed (persistLoop)
+	fleetSig   notify.Signal              // the fleet's objects or bindings changed (FleetChanged)
 
 	buildMu sync.Mutex // serialises the informers' rebuilds
 	listed  []int64    // each space's Listed when last checked; buildMu
@@ -317,6 +318,21 @@ func (s *Store) rebuild() {
 	s.publish()
 }
 
+// Changed is closed at the next change of the node's snapshot: with
+// Options.Node, its own members (a change of another node's member, or of
+// a binding that moves no member to or from it, leaves it asleep);
+// [Store.FleetChanged] is closed at every change.
+func (s *Store) Changed() <-chan struct{} { return s.Published.Changed() }
+
+// FleetChanged is closed at the next change of the fleet the store reads —
+// any member, profile, tenant or binding, whichever node it is bound to —
+// or of whether it can read it.
+func (s *Store) FleetChanged() <-chan struct{} { return s.fleetSig.Changed() }
+
+// FleetSignal is FleetChanged's signal, for a notify.Signal that follows
+// it among other sources.
+func (s *Store) FleetSignal() *notify.Signal { return &s.fleetSig }
+
 // publish publishes the node's snapshot through the prune hold, with
 // s.buildMu held: the members bound to the node, or, while the store is
 // lost, the snapshot frozen when it was lost, Stale and Unreadable with
@@ -336,6 +352,7 @@ func (s *Store) publish() {
 	}
 	s.hold.Publish(snap, s.explicit(full))
 	s.memChanged.Notify()
+	s.fleetSig.Notify()
 }
 
 // explicit reports whether a member that left the node's snapshot left it
