@@ -11,7 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/etcd/informer"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -57,34 +56,54 @@ func (s *Store) decodeBinding(kv *mvccpb.KeyValue, _ *Binding, _ bool) (*Binding
 	return &b, true
 }
 
-// visible filters a full snapshot to the members bound to node (with their
-// uid). Profiles, Tenants and errors stay; unresolved references of the
-// members left out go with them.
-func visible(full *store.Snapshot, binds map[string]informer.Item[*Binding], prefix, node string) *store.Snapshot {
-	next := *full
-	next.Members = map[string]*v1alpha1.Member{}
-	next.Sources = map[store.Key]string{}
-	for k, v := range full.Sources {
-		if k.Kind != v1alpha1.KindMember {
-			next.Sources[k] = v
+// visible filters a full snapshot to the members bound to the node (with
+// their uid), with s.buildMu held. Profiles, Tenants and errors stay;
+// unresolved references of the members left out go with them. It reads
+// the node's members from an index of the bindings that name it, kept
+// from the keys that changed since the last call, so that its work is the
+// node's members', not the fleet's.
+func (s *Store) visible(full *store.Snapshot) *store.Snapshot {
+	o := &s.objs
+	items := s.bindings.Items()
+	if o.here == nil {
+		o.here = map[string]bool{}
+	}
+	for _, k := range changedKeys(o.bindings, items) {
+		name := strings.TrimPrefix(k, s.prefix+bindingsDir)
+		if it, ok := items[k]; ok && it.Value != nil && it.Value.Node == s.node {
+			o.here[name] = true
+		} else {
+			delete(o.here, name)
 		}
 	}
-	hidden := map[string]bool{}
-	for name, m := range full.Members {
-		k := store.Key{Kind: v1alpha1.KindMember, Name: name}
-		b := binds[prefix+bindingsDir+name].Value
-		if b == nil || b.Node != node || b.MemberUID != m.UID {
-			hidden[full.Sources[k]] = true
+	o.bindings = items
+	next := *full
+	next.Members = make(map[string]*v1alpha1.Member, len(o.here))
+	next.Sources = make(map[store.Key]string, len(o.here)+len(full.Profiles)+len(full.Tenants))
+	for name := range full.Profiles {
+		k := store.Key{Kind: v1alpha1.KindProfile, Name: name}
+		next.Sources[k] = full.Sources[k]
+	}
+	for name := range full.Tenants {
+		k := store.Key{Kind: v1alpha1.KindTenant, Name: name}
+		next.Sources[k] = full.Sources[k]
+	}
+	for name := range o.here {
+		m, ok := full.Members[name]
+		if !ok || items[s.prefix+bindingsDir+name].Value.MemberUID != m.UID {
 			continue
 		}
+		k := store.Key{Kind: v1alpha1.KindMember, Name: name}
 		next.Members[name] = m
 		next.Sources[k] = full.Sources[k]
 	}
 	next.Unresolved = nil
 	for _, u := range full.Unresolved {
-		if !hidden[u.File] {
-			next.Unresolved = append(next.Unresolved, u)
+		name, isMember := strings.CutPrefix(u.File, s.prefix+kindDirs[v1alpha1.KindMember]+"/")
+		if _, inFleet := full.Members[name]; isMember && inFleet && next.Members[name] == nil {
+			continue // a member this node does not show
 		}
+		next.Unresolved = append(next.Unresolved, u)
 	}
 	return &next
 }

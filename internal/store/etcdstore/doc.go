@@ -105,7 +105,10 @@
 // again only when what it shows changed (store.Hold), so that a write of
 // another node's member or binding does not wake this node's controllers
 // and status publisher; [Store.FleetChanged] wakes the readers of the
-// whole fleet (the scheduler, the fleet view) at every change.
+// whole fleet (the scheduler, the fleet view) at every change. Both are
+// built from the last ones and the keys that changed (build.go): a node's
+// work for a write is the written object's and its own members', plus a
+// copy of the fleet's maps.
 //
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,6 +112,7 @@ type Store struct {
 
 	buildMu sync.Mutex // serialises the informers' rebuilds
 	listed  []int64    // each space's Listed when last checked; buildMu
+	objs    objects    // the objects as last built; buildMu
 
 	mu       sync.Mutex // guards what follows; held only to read or swap it
 	full     *store.Snapshot
@@ -348,7 +348,7 @@ func (s *Store) publish() {
 		f.Synced, f.Stale, f.Unreadable, f.PruneHeld = true, lost, lost, nil
 		snap = &f
 	case s.node != "":
-		snap = visible(full, s.bindings.Items(), s.prefix, s.node)
+		snap = s.visible(full)
 	}
 	s.hold.Publish(snap, s.explicit(full))
 	s.memChanged.Notify()
@@ -374,33 +374,6 @@ func (s *Store) explicit(full *store.Snapshot) func(name string) bool {
 // as last seen. It matches ErrUnavailable (so store.ErrUnavailable).
 func lastSeen(err error) error {
 	return fmt.Errorf("%w; keeping every object as last seen: %w", ErrUnavailable, err)
-}
-
-// build assembles the full snapshot from the objects' informers.
-func (s *Store) build() *store.Snapshot {
-	next := store.NewSnapshot()
-	var goods []decode.FileResult
-	for _, inf := range s.kinds {
-		items := inf.Items()
-		for _, k := range slices.Sorted(maps.Keys(items)) {
-			e := items[k].Value
-			next.Errors = append(next.Errors, e.errs...)
-			if len(e.good.Objects) == 0 {
-				continue
-			}
-			goods = append(goods, e.good)
-			next.Put(e.good.Objects[0], k)
-		}
-	}
-	next.Errors.Sort()
-	slices.SortFunc(goods, func(a, b decode.FileResult) int { return strings.Compare(a.Path, b.Path) })
-	next.Unresolved = decode.CheckReferences(goods, func(kind, name string) bool {
-		_, ok := next.Object(store.Key{Kind: kind, Name: name})
-		return ok
-	}, "etcd under "+strings.TrimSuffix(s.prefix, "/"))
-	next.Unresolved = append(next.Unresolved, decode.CheckWorktrees(goods, func(name string) *v1alpha1.Profile { return next.Profiles[name] })...)
-	next.Unresolved.Sort()
-	return next
 }
 
 // decode turns one object key's value into an entry; ok is false for a key
