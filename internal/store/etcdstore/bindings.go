@@ -64,19 +64,7 @@ func (s *Store) decodeBinding(kv *mvccpb.KeyValue, _ *Binding, _ bool) (*Binding
 // node's members', not the fleet's.
 func (s *Store) visible(full *store.Snapshot) *store.Snapshot {
 	o := &s.objs
-	items := s.bindings.Items()
-	if o.here == nil {
-		o.here = map[string]bool{}
-	}
-	for _, k := range changedKeys(o.bindings, items) {
-		name := strings.TrimPrefix(k, s.prefix+bindingsDir)
-		if it, ok := items[k]; ok && it.Value != nil && it.Value.Node == s.node {
-			o.here[name] = true
-		} else {
-			delete(o.here, name)
-		}
-	}
-	o.bindings = items
+	items := o.bindings
 	next := *full
 	next.Members = make(map[string]*v1alpha1.Member, len(o.here))
 	next.Sources = make(map[store.Key]string, len(o.here)+len(full.Profiles)+len(full.Tenants))
@@ -106,6 +94,42 @@ func (s *Store) visible(full *store.Snapshot) *store.Snapshot {
 		next.Unresolved = append(next.Unresolved, u)
 	}
 	return &next
+}
+
+// indexBindings brings the index of the bindings up to the bindings read,
+// from the keys that changed since the last call, with s.buildMu held:
+// the members bound to this node, and how many bindings name each node.
+func (s *Store) indexBindings() {
+	o := &s.objs
+	items := s.bindings.Items()
+	if o.here == nil {
+		o.here, o.counts = map[string]bool{}, map[string]int{}
+	}
+	changed := changedKeys(o.bindings, items)
+	for _, k := range changed {
+		if it, ok := o.bindings[k]; ok && it.Value != nil {
+			if o.counts[it.Value.Node]--; o.counts[it.Value.Node] == 0 {
+				delete(o.counts, it.Value.Node)
+			}
+		}
+		name := strings.TrimPrefix(k, s.prefix+bindingsDir)
+		it, ok := items[k]
+		if ok && it.Value != nil {
+			o.counts[it.Value.Node]++
+		}
+		if ok && it.Value != nil && it.Value.Node == s.node {
+			o.here[name] = true
+		} else {
+			delete(o.here, name)
+		}
+	}
+	o.bindings = items
+	if len(changed) > 0 {
+		counts := maps.Clone(o.counts)
+		s.mu.Lock()
+		s.counts = counts
+		s.mu.Unlock()
+	}
 }
 
 // Assignments is every Member of the fleet and where it is bound, as this
@@ -183,15 +207,15 @@ func (s *Store) BindingRevision(member string) int64 {
 }
 
 // BoundCounts returns how many bindings name each node (whatever uid they
-// name).
+// name), as the store last read them. The map is shared and must not be
+// modified.
 func (s *Store) BoundCounts() map[string]int {
-	counts := map[string]int{}
-	for _, it := range s.bindings.Items() {
-		if it.Value != nil {
-			counts[it.Value.Node]++
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts == nil {
+		return map[string]int{}
 	}
-	return counts
+	return s.counts
 }
 
 // WaitBindings returns once the store has read the bindings written at

@@ -98,6 +98,10 @@ func TestStore_ShowsOnlyTheMembersBoundToItsNode(t *testing.T) {
 	a.bind("one", "b", "")
 	a.until("one gone from a", func(s *store.Snapshot) bool { return s.Members["one"] == nil })
 	b.until("one on b", func(s *store.Snapshot) bool { return s.Members["one"] != nil })
+	a.caughtUp()
+	if got := a.st.BoundCounts(); got["a"] != 1 || got["b"] != 2 {
+		t.Errorf("BoundCounts after one moved = %v; want a 1 (stale), b 2 (one and two)", got)
+	}
 
 	// A member deleted and made again has a new uid: its old binding no
 	// longer holds.

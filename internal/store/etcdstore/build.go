@@ -27,10 +27,12 @@ type objects struct {
 	errs   map[string]decode.ErrorList
 	refs   map[string]decode.ErrorList
 	claims map[string]decode.FileResult
-	// bindings are the bindings' items as visible last read them; here
-	// the members whose binding names this node (whatever uid it names).
+	// bindings are the bindings' items as indexBindings last read them;
+	// here the members whose binding names this node (whatever uid it
+	// names); counts the bindings that name each node.
 	bindings map[string]informer.Item[*Binding]
 	here     map[string]bool
+	counts   map[string]int
 }
 
 // objectKinds are the kinds build reads, in a fixed order.

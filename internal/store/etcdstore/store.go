@@ -122,6 +122,7 @@ type Store struct {
 	seen     int64           // the highest etcd revision seen
 	lost     error           // why the store is lost (store.ErrLost), or nil
 	frozen   *store.Snapshot // the node's snapshot in effect when it was lost
+	counts   map[string]int  // bindings by node (BoundCounts); replaced, never changed
 }
 
 // entry is what the store knows about one object's key, or a deleted
@@ -338,6 +339,7 @@ func (s *Store) FleetSignal() *notify.Signal { return &s.fleetSig }
 // lost, the snapshot frozen when it was lost, Stale and Unreadable with
 // the reason.
 func (s *Store) publish() {
+	s.indexBindings()
 	s.mu.Lock()
 	full, lost, frozen := s.full, s.lost, s.frozen
 	s.mu.Unlock()
