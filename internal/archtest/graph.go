@@ -147,7 +147,7 @@ var allowed = Graph{
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
 	// fleet's nodes, statuses, token and view, which the daemon wires.
-	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient},
+	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient, errgroup},
 	"internal/fleet": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
 		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
 	// Messaging across nodes: the messaging core and etcd's client,

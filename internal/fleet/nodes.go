@@ -122,7 +122,7 @@ func (n *Nodes) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wg.Go(func() { _ = n.inf.Run(ctx) })
 	for {
-		ch := n.store.Changed()
+		ch := n.store.BindingsChanged()
 		n.mark(nil)
 		select {
 		case <-ctx.Done():

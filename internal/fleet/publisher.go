@@ -89,7 +89,7 @@ func PublishStatuses(ctx context.Context, kv clientv3.KV, st *etcdstore.Store, s
 		o.MaxInFlight = DefaultStatusInFlight
 	}
 	p := &publisher{kv: kv, st: st, statuses: statuses, o: &o, sent: map[string]sentStatus{}, budget: map[string]*rate.Limiter{},
-		busy: map[string]bool{}, cleared: map[string]int64{}, done: make(chan pubResult, o.MaxInFlight)}
+		busy: map[string]bool{}, cleared: map[string]int64{}, done: make(chan pubResult, o.MaxInFlight), boundAt: map[string]int64{}}
 	return p.run(ctx, src)
 }
 
@@ -106,6 +106,9 @@ type publisher struct {
 	cleared map[string]int64         // leftovers of a restart already deleted, at their revision
 	done    chan pubResult
 	failing bool
+	// boundAt is the binding revision of each member the last pass
+	// wanted published, as it read it (0: unbound).
+	boundAt map[string]int64
 }
 
 // sentStatus is a member's key as this node last wrote or read it.
@@ -130,15 +133,25 @@ type pubResult struct {
 }
 
 func (p *publisher) run(ctx context.Context, src StatusSource) error {
-	for {
-		// Woken by what the node runs and by bindings, not by other
-		// nodes' statuses: a pass re-reads every member the node runs.
-		srcCh, storeCh := src.Changed(), p.st.Changed()
-		wait := p.pass(ctx, src.Statuses())
+	var srcCh, storeCh, bindCh <-chan struct{}
+	var due time.Time // when a member's interval ends; zero for none
+	for pass := true; ; {
+		// Woken by what the node runs, by its own snapshot and by a
+		// binding of one of its members that moved, never by other nodes'
+		// members or statuses: a pass re-reads every member the node runs,
+		// and the fleet's other changes cost it a look at its own bindings.
+		if pass {
+			srcCh, storeCh, bindCh = src.Changed(), p.st.Changed(), p.st.BindingsChanged()
+			due = time.Time{}
+			if wait := p.pass(ctx, src.Statuses()); wait > 0 {
+				due = p.o.Clock.Now().Add(wait)
+			}
+		}
+		pass = true
 		var timer <-chan time.Time
 		stop := func() {}
-		if wait > 0 {
-			t := p.o.Clock.NewTimer(wait)
+		if !due.IsZero() {
+			t := p.o.Clock.NewTimer(max(due.Sub(p.o.Clock.Now()), 0))
 			timer, stop = t.C(), func() { t.Stop() }
 		}
 		select {
@@ -151,6 +164,9 @@ func (p *publisher) run(ctx context.Context, src StatusSource) error {
 			return nil
 		case <-srcCh:
 		case <-storeCh:
+		case <-bindCh:
+			bindCh = p.st.BindingsChanged()
+			pass = p.rebound()
 		case <-timer:
 		case r := <-p.done:
 			p.settle(r)
@@ -159,17 +175,32 @@ func (p *publisher) run(ctx context.Context, src StatusSource) error {
 	}
 }
 
+// rebound reports whether the binding of a member the last pass
+// published under moved since.
+func (p *publisher) rebound() bool {
+	for name, rev := range p.boundAt {
+		if p.st.BindingRevision(name) != rev {
+			return true
+		}
+	}
+	return false
+}
+
 // pass starts the writes and deletes that are due and returns how long
 // until the next one that waits for its interval (0 for none).
 func (p *publisher) pass(ctx context.Context, want map[string]PublishedStatus) (wait time.Duration) {
 	now := p.o.Clock.Now()
+	clear(p.boundAt)
+	for name := range want {
+		p.boundAt[name] = p.st.BindingRevision(name)
+	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if p.busy[name] {
 			continue
 		}
 		rec := want[name]
 		rec.Node = p.o.Node
-		rec.BindingRevision = p.st.BindingRevision(name)
+		rec.BindingRevision = p.boundAt[name]
 		if rec.BindingRevision == 0 {
 			continue // not bound here as far as this node read: nothing to publish under
 		}

@@ -85,7 +85,7 @@ func TestScheduler_BindsAndEachNodeSeesItsOwn(t *testing.T) {
 	if err := a.Delete(ctx, v1alpha1.KindMember, "picky"); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "picky's binding gone", a.Changed, func() bool { _, left := a.Assignments().Stored["picky"]; return !left })
+	until(t, "picky's binding gone", a.FleetChanged, func() bool { _, left := a.Assignments().Stored["picky"]; return !left })
 }
 
 // A node whose registration is gone while members are bound to it is

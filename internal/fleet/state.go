@@ -29,7 +29,7 @@ var _ scheduler.Source = (*State)(nil)
 // NewState is the fleet of st, nodes and statuses (one prefix's).
 func NewState(st *etcdstore.Store, nodes *Nodes, statuses *Statuses) *State {
 	s := &State{store: st, nodes: nodes, statuses: statuses, prefix: statuses.prefix}
-	s.changed.Follow(st.Signal(), &nodes.changed)
+	s.changed.Follow(st.FleetSignal(), &nodes.changed)
 	return s
 }
 

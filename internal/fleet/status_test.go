@@ -329,3 +329,35 @@ func TestPublishStatuses_YieldsToANewerBindingsPublisher(t *testing.T) {
 		t.Errorf("coder's status %+v, want a's", got)
 	}
 }
+
+// A member's binding written again (the same node and uid, a new
+// revision) leaves the node's own snapshot as it was, and the publisher,
+// which wakes only for its own members' bindings, still publishes the
+// member's status under the new binding; another member's binding does
+// not make it write.
+func TestPublishStatuses_RepublishesUnderItsMembersNewBinding(t *testing.T) {
+	f := newFixture(t)
+	st, statuses := f.store("a"), f.statuses()
+	uid, bindRev := bindHere(t, f, st)
+	kv := &countingKV{KV: f.cli.KV}
+	src := newFakeSource()
+	f.publish(kv, st, statuses, src, clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
+	src.set(func(m map[string]PublishedStatus) {
+		m["coder"] = PublishedStatus{MemberUID: uid, Status: v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, PaneID: "w1:p1"}}
+	})
+	statusUntil(t, statuses, "coder", "published", func(s PublishedStatus, ok bool) bool { return ok && s.BindingRevision == bindRev })
+	writes := kv.txns.Load()
+
+	apply(t, st, "other")
+	other, _ := st.Member("other")
+	f.put("/bindings/other", `{"node":"b","memberUID":"`+other.UID+`"}`)
+	snap := st.Snapshot()
+	again := f.put("/bindings/coder", `{"node":"a","memberUID":"`+uid+`"}`)
+	statusUntil(t, statuses, "coder", "under the new binding", func(s PublishedStatus, ok bool) bool { return ok && s.BindingRevision == again })
+	if st.Snapshot() != snap {
+		t.Error("the node's snapshot was published again for bindings that moved no member")
+	}
+	if n := kv.txns.Load() - writes; n != 1 {
+		t.Errorf("%d writes for one member's new binding, want 1", n)
+	}
+}

@@ -34,14 +34,18 @@
 //     member that is gone, published by a node that is not registered).
 //
 // Capacity and spread are counted from the fleet's bindings as the source
-// read them, up to a revision (Source.BindingsRevision): every transaction
-// of a pass also holds only if no binding changed after that revision (or
-// after the pass's own last committed write). A write etcd took but
-// answered with an error, or a binding written by anyone else, therefore
-// stops the pass's next writes until the source has read it, so that
-// --max-members holds after an ambiguous commit. A pass also waits until
-// the source has read the scheduler's own last bindings before it counts.
-// Members no node can take stay unbound.
+// read them, up to a revision (Source.BindingsRevision): while any node
+// has a capacity (maxMembers), every transaction of a pass also holds only
+// if no binding changed after that revision (or after the pass's own last
+// committed write), and the batches go one after another. A write etcd
+// took but answered with an error, or a binding written by anyone else,
+// therefore stops the pass's next writes until the source has read it, so
+// that --max-members holds after an ambiguous commit. With no capacity
+// anywhere the count guards nothing but the spread, and a pass's batches
+// go at once (up to 4 in flight), each fenced on the leadership and its
+// members' own comparisons. A pass also waits until the source has read
+// the scheduler's own last bindings before it counts. Members no node can
+// take stay unbound.
 //
 // It never reads etcd except through its Source, never locks another
 // package's state, and writes nothing while it does not lead.

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
@@ -186,6 +189,8 @@ type scheduler struct {
 	leaderRev int64
 	// wrote is the etcd revision of this scheduler's last committed
 	// bindings: a pass places from a fleet that has seen it, or not at all.
+	// Guarded by mu, for the transactions a pass has in flight at once.
+	mu    sync.Mutex
 	wrote int64
 	// view is the revision the pass's counts reflect: its fleet's bindings,
 	// or its own last committed write since. A write holds only if no
@@ -273,7 +278,10 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 				}
 			}))
 	}
-	firstErr := s.commit(ctx, binds)
+	// Without a capacity anywhere, the counts hold nothing that a
+	// binding written meanwhile could break: the batches go at once.
+	capped := slices.ContainsFunc(f.Nodes, func(n Node) bool { return n.MaxMembers > 0 })
+	firstErr := s.commit(ctx, binds, capped)
 	// Bindings whose member is gone. (One whose member was made again,
 	// with a new uid, is overwritten above.)
 	var unbinds []bindingWrite
@@ -284,7 +292,7 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 				clientv3.OpDelete(etcdstore.BindingKey(s.o.Prefix, name)), nil))
 		}
 	}
-	unbindErr := s.commit(ctx, unbinds)
+	unbindErr := s.commit(ctx, unbinds, false)
 	for _, o := range s.src.Orphans() {
 		rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 		_, err := s.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(o.Key), "=", o.ModRevision),
@@ -332,20 +340,30 @@ const maxTxnOps = 128
 // the writes' own: the leadership, the bindings as counted.
 const txnCmps = 2
 
-// commit writes ws in transactions of as many writes as etcd takes, each fenced
-// as a whole on this scheduler's leadership, on the bindings being as the
-// pass counted them (none changed after s.view) and on every write's own
-// comparisons. A batch whose own comparisons fail while the scheduler
-// still leads and its count holds is split in halves and each tried
-// again, down to single writes, so that one member changed meanwhile holds
-// back only itself (its write is dropped; the next pass places it from the
-// fleet as it is then). A scheduler found no longer leading, or whose
-// count is behind the bindings — a write etcd took although it answered
-// with an error, another writer — writes nothing more: the next pass
-// counts again once its source has read them. It returns the first error
-// of etcd, having tried every batch.
-func (s *scheduler) commit(ctx context.Context, ws []bindingWrite) error {
-	var firstErr error
+// maxTxnsInFlight bounds the transactions of a pass's batches that are
+// in flight at once (commit, unfenced).
+const maxTxnsInFlight = 4
+
+// commit writes ws in transactions of as many writes as etcd takes, each
+// fenced as a whole on this scheduler's leadership and on every write's
+// own comparisons and, when fenced, on the bindings being as the pass
+// counted them (none changed after s.view). A batch whose own comparisons
+// fail while the scheduler still leads (and its count holds) is split in
+// halves and each tried again, down to single writes, so that one member
+// changed meanwhile holds back only itself (its write is dropped; the
+// next pass places it from the fleet as it is then).
+//
+// Fenced, the batches go one after another, and a scheduler found no
+// longer leading, or whose count is behind the bindings — a write etcd
+// took although it answered with an error, another writer — writes
+// nothing more: the next pass counts again once its source has read them.
+// Unfenced (a pass that places on no node with a capacity: the count
+// guards nothing), up to maxTxnsInFlight batches go at once, and s.view is
+// left as the pass read it, so that a fenced write after them in the same
+// pass waits for the next. It returns the first error of etcd, having
+// tried every batch.
+func (s *scheduler) commit(ctx context.Context, ws []bindingWrite, fenced bool) error {
+	var batches [][]bindingWrite
 	for len(ws) > 0 {
 		// As many writes as their comparisons fit (63 binds, two each).
 		n, cmps := 0, txnCmps
@@ -353,42 +371,59 @@ func (s *scheduler) commit(ctx context.Context, ws []bindingWrite) error {
 			cmps += len(ws[n].cmps)
 			n++
 		}
-		goOn, err := s.commitSplit(ctx, ws[:n])
-		firstErr = cmpOr(firstErr, err)
-		if !goOn {
-			return firstErr
-		}
-		ws = ws[n:]
+		batches, ws = append(batches, ws[:n]), ws[n:]
 	}
-	return firstErr
+	errs := make([]error, len(batches))
+	if fenced {
+		for i, b := range batches {
+			var goOn bool
+			if goOn, errs[i] = s.commitSplit(ctx, b, true); !goOn {
+				break
+			}
+		}
+		return cmpOr(errs...)
+	}
+	var g errgroup.Group
+	g.SetLimit(maxTxnsInFlight)
+	for i, b := range batches {
+		g.Go(func() error {
+			_, errs[i] = s.commitSplit(ctx, b, false)
+			return nil
+		})
+	}
+	_ = g.Wait() // every batch's error is in errs
+	return cmpOr(errs...)
 }
 
 // commitSplit commits ws in one transaction or, if its own comparisons
 // fail, in halves; goOn is false once the scheduler is found not leading
 // or counting from bindings that changed, or etcd failed.
-func (s *scheduler) commitSplit(ctx context.Context, ws []bindingWrite) (goOn bool, _ error) {
-	ok, goOn, err := s.txn(ctx, ws)
+func (s *scheduler) commitSplit(ctx context.Context, ws []bindingWrite, fenced bool) (goOn bool, _ error) {
+	ok, goOn, err := s.txn(ctx, ws, fenced)
 	if err != nil || ok || !goOn || len(ws) == 1 {
 		return goOn && err == nil, err
 	}
 	h := len(ws) / 2
-	if goOn, err = s.commitSplit(ctx, ws[:h]); !goOn {
+	if goOn, err = s.commitSplit(ctx, ws[:h], fenced); !goOn {
 		return false, err
 	}
-	return s.commitSplit(ctx, ws[h:])
+	return s.commitSplit(ctx, ws[h:], fenced)
 }
 
 // txn commits ws in one transaction if all their comparisons hold, this
-// scheduler still leads and no binding changed after s.view; if not, goOn
-// says whether only the writes' own comparisons failed (the transaction
-// reads the leadership key and a binding changed since, if any, when it
-// fails). A write etcd took but did not answer leaves s.view behind it,
-// so that no later one holds until the pass counts again.
-func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, goOn bool, _ error) {
+// scheduler still leads and, fenced, no binding changed after s.view; if
+// not, goOn says whether only the writes' own comparisons failed (the
+// transaction reads the leadership key and a binding changed since, if
+// any, when it fails). A write etcd took but did not answer leaves s.view
+// behind it, so that no later fenced one holds until the pass counts
+// again.
+func (s *scheduler) txn(ctx context.Context, ws []bindingWrite, fenced bool) (ok, goOn bool, _ error) {
 	bindings := etcdstore.BindingKey(s.o.Prefix, "")
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev),
-		clientv3.Compare(clientv3.ModRevision(bindings), "<", s.view+1).WithPrefix(),
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.leaderKey), "=", s.leaderRev)}
+	orElse := []clientv3.Op{clientv3.OpGet(s.leaderKey)}
+	if fenced {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(bindings), "<", s.view+1).WithPrefix())
+		orElse = append(orElse, clientv3.OpGet(bindings, clientv3.WithPrefix(), clientv3.WithMinModRev(s.view+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 	}
 	ops := make([]clientv3.Op, 0, len(ws))
 	for _, w := range ws {
@@ -397,18 +432,21 @@ func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, goOn bool, 
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).
-		Else(clientv3.OpGet(s.leaderKey), clientv3.OpGet(bindings, clientv3.WithPrefix(), clientv3.WithMinModRev(s.view+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1))).Commit()
+	resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
 		return false, false, fmt.Errorf("write %d binding(s): %w: %w", len(ws), etcdstore.ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		leads := len(kvs) == 1 && kvs[0].CreateRevision == s.leaderRev
-		return false, leads && len(resp.Responses[1].GetResponseRange().GetKvs()) == 0, nil
+		return false, leads && (!fenced || len(resp.Responses[1].GetResponseRange().GetKvs()) == 0), nil
 	}
+	s.mu.Lock()
 	s.wrote = max(s.wrote, resp.Header.Revision)
-	s.view = max(s.view, resp.Header.Revision)
+	s.mu.Unlock()
+	if fenced {
+		s.view = max(s.view, resp.Header.Revision)
+	}
 	for _, w := range ws {
 		if w.done != nil {
 			w.done()
@@ -417,9 +455,11 @@ func (s *scheduler) txn(ctx context.Context, ws []bindingWrite) (ok, goOn bool, 
 	return true, true, nil
 }
 
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
+func cmpOr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	return b
+	return nil
 }

@@ -160,45 +160,54 @@ func TestScheduler_BindsInBatches(t *testing.T) {
 
 // A batch with one member changed since it was placed binds all the
 // others and not that one; a batch of a scheduler that no longer leads
-// binds nothing.
+// binds nothing — whether the batches go one after another, fenced on the
+// bindings as counted, or at once.
 func TestScheduler_StaleMemberHoldsBackOnlyItself(t *testing.T) {
-	f := newFixture(t, nodeA)
-	f.apply(names(40)...)
-	s := f.leading()
-	ctx := context.Background()
-	fl := f.Fleet()
-	var ws []bindingWrite
-	for _, m := range fl.Members {
-		var rev int64
-		if _, err := fmt.Sscan(m.ResourceVersion, &rev); err != nil {
-			t.Fatal(err)
-		}
-		ws = append(ws, s.planWrite(&fl, m.Name, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.memberKey(m.Name)), "=", rev)},
-			clientv3.OpPut(etcdstore.BindingKey(f.prefix, m.Name), `{"node":"a","memberUID":"`+m.UID+`"}`), nil))
-	}
-	if len(ws) != 40 {
-		t.Fatalf("%d members in the fleet, want 40", len(ws))
-	}
-	// m017 changes after it was placed: its fence no longer holds.
-	if _, err := f.cli.Put(ctx, f.prefix+"/members/m017", `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"m017","uid":"another-uid"},"spec":{"profile":"claude"}}`); err != nil {
-		t.Fatal(err)
-	}
+	for _, fenced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			f := newFixture(t, nodeA)
+			f.apply(names(140)...)
+			s := f.leading()
+			ctx := context.Background()
+			fl := f.Fleet()
+			var ws []bindingWrite
+			for _, m := range fl.Members {
+				var rev int64
+				if _, err := fmt.Sscan(m.ResourceVersion, &rev); err != nil {
+					t.Fatal(err)
+				}
+				ws = append(ws, s.planWrite(&fl, m.Name, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.memberKey(m.Name)), "=", rev)},
+					clientv3.OpPut(etcdstore.BindingKey(f.prefix, m.Name), `{"node":"a","memberUID":"`+m.UID+`"}`), nil))
+			}
+			if len(ws) != 140 {
+				t.Fatalf("%d members in the fleet, want 140", len(ws))
+			}
+			// m017 and m100 (in the first and the second batch) change
+			// after they were placed: their fences no longer hold.
+			for _, name := range []string{"m017", "m100"} {
+				if _, err := f.cli.Put(ctx, f.prefix+"/members/"+name, `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"`+name+`","uid":"another-uid"},"spec":{"profile":"claude"}}`); err != nil {
+					t.Fatal(err)
+				}
+			}
 
-	lost := *s
-	lost.leaderKey = f.prefix + "/scheduler/gone"
-	if err := lost.commit(ctx, ws); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.bindings(); len(got) != 0 {
-		t.Fatalf("a scheduler that does not lead bound %d members", len(got))
-	}
+			lost := &scheduler{cli: s.cli, src: s.src, o: s.o, leaderKey: f.prefix + "/scheduler/gone", leaderRev: s.leaderRev, view: s.view}
+			if err := lost.commit(ctx, ws, fenced); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.bindings(); len(got) != 0 {
+				t.Fatalf("a scheduler that does not lead bound %d members", len(got))
+			}
 
-	if err := s.commit(ctx, ws); err != nil {
-		t.Fatal(err)
-	}
-	got := f.bindings()
-	if _, ok := got["m017"]; ok || len(got) != 39 {
-		t.Errorf("bound %d members (m017 among them: %v); want the 39 others", len(got), ok)
+			if err := s.commit(ctx, ws, fenced); err != nil {
+				t.Fatal(err)
+			}
+			got := f.bindings()
+			_, ok17 := got["m017"]
+			_, ok100 := got["m100"]
+			if ok17 || ok100 || len(got) != 138 {
+				t.Errorf("bound %d members (m017 among them: %v, m100: %v); want the 138 others", len(got), ok17, ok100)
+			}
+		})
 	}
 }
 
@@ -364,5 +373,46 @@ func TestScheduler_CapacityHoldsAfterAWriteWhoseAnswerWasLost(t *testing.T) {
 	}
 	if got := f.bindings(); len(got) != 1 {
 		t.Errorf("bound %v on node a, which takes one member", got)
+	}
+}
+
+// With no node of a capacity, a pass's batches go at once: the first
+// binding transaction is still in flight when the second starts.
+func TestScheduler_BatchesGoAtOnceWithoutACapacity(t *testing.T) {
+	f := newFixture(t, nodeA, Node{Name: "b", Ready: true})
+	f.apply(names(200)...)
+	second := make(chan struct{})
+	var txns atomic.Int64
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if strings.HasSuffix(method, "/Txn") {
+				switch txns.Add(1) {
+				case 1: // held until the second comes, or for a while
+					select {
+					case <-second:
+					case <-time.After(waitLimit):
+					}
+				case 2:
+					close(second)
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s := f.leading()
+	s.cli = cli
+	if _, err := s.pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	default:
+		t.Error("the second batch waited for the first")
+	}
+	if got := f.bindings(); len(got) != 200 {
+		t.Errorf("%d members bound, want 200", len(got))
 	}
 }

@@ -125,12 +125,21 @@ func NewHold(pub *Published, opts *HoldOptions) *Hold {
 // Publish publishes the backend's next snapshot, holding back a mass
 // removal. explicit reports whether a member that next no longer holds was
 // removed on purpose — deleted through the store, bound to another node —
-// and is never held; nil means none was.
+// and is never held; nil means none was. A next that shows what the last
+// one showed ([Snapshot] objects by pointer), while nothing is held, is
+// not published again: the readers are not woken for nothing.
 func (h *Hold) Publish(next *Snapshot, explicit func(name string) bool) {
 	if explicit == nil {
 		explicit = func(string) bool { return false }
 	}
 	h.mu.Lock()
+	if len(h.held) == 0 && h.in != nil && next.sameAs(h.in) {
+		// Nothing held and nothing to show: what is published stays, and
+		// its readers sleep (a fleet's other nodes' changes reach here).
+		h.in = next
+		h.mu.Unlock()
+		return
+	}
 	h.in = next
 	var logs []func()
 	if next.Synced {

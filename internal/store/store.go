@@ -232,6 +232,34 @@ func (s *Snapshot) Put(obj v1alpha1.Object, source string) {
 	s.Sources[Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}] = source
 }
 
+// sameAs reports whether s shows what o shows: the same objects (the same
+// pointers: a backend keeps an unchanged object's), sources, problems and
+// state. A backend's snapshot built again after a change it does not show
+// — another node's member — is the same, and [Hold.Publish] does not wake
+// the readers for it.
+func (s *Snapshot) sameAs(o *Snapshot) bool {
+	return s.Synced == o.Synced && sameErr(s.Stale, o.Stale) && sameErr(s.Unreadable, o.Unreadable) &&
+		len(s.PruneHeld) == 0 && len(o.PruneHeld) == 0 &&
+		maps.Equal(s.Members, o.Members) && maps.Equal(s.Profiles, o.Profiles) && maps.Equal(s.Tenants, o.Tenants) &&
+		maps.Equal(s.Sources, o.Sources) && sameErrors(s.Errors, o.Errors) && sameErrors(s.Unresolved, o.Unresolved)
+}
+
+// sameErr reports whether a and b say the same: both nil, or the same
+// words (a backend wraps its source's error anew at every build).
+func sameErr(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
+}
+
+// sameErrors reports whether two lists hold the same problems, in order.
+func sameErrors(a, b decode.ErrorList) bool {
+	return slices.EqualFunc(a, b, func(x, y *decode.Error) bool {
+		return x == y || x.File == y.File && x.Line == y.Line && x.Field == y.Field && x.Msg == y.Msg && x.Kind == y.Kind && x.Name == y.Name
+	})
+}
+
 // UnmarshalObject decodes an object of kind that json.Marshal encoded — a
 // definition a backend persisted across restarts, metadata included — into
 // its type. It is not the manifest decoder: nothing is checked or

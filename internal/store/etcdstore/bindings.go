@@ -11,7 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/etcd/informer"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
@@ -57,36 +56,80 @@ func (s *Store) decodeBinding(kv *mvccpb.KeyValue, _ *Binding, _ bool) (*Binding
 	return &b, true
 }
 
-// visible filters a full snapshot to the members bound to node (with their
-// uid). Profiles, Tenants and errors stay; unresolved references of the
-// members left out go with them.
-func visible(full *store.Snapshot, binds map[string]informer.Item[*Binding], prefix, node string) *store.Snapshot {
+// visible filters a full snapshot to the members bound to the node (with
+// their uid), with s.buildMu held. Profiles, Tenants and errors stay;
+// unresolved references of the members left out go with them. It reads
+// the node's members from an index of the bindings that name it, kept
+// from the keys that changed since the last call, so that its work is the
+// node's members', not the fleet's.
+func (s *Store) visible(full *store.Snapshot) *store.Snapshot {
+	o := &s.objs
+	items := o.bindings
 	next := *full
-	next.Members = map[string]*v1alpha1.Member{}
-	next.Sources = map[store.Key]string{}
-	for k, v := range full.Sources {
-		if k.Kind != v1alpha1.KindMember {
-			next.Sources[k] = v
-		}
+	next.Members = make(map[string]*v1alpha1.Member, len(o.here))
+	next.Sources = make(map[store.Key]string, len(o.here)+len(full.Profiles)+len(full.Tenants))
+	for name := range full.Profiles {
+		k := store.Key{Kind: v1alpha1.KindProfile, Name: name}
+		next.Sources[k] = full.Sources[k]
 	}
-	hidden := map[string]bool{}
-	for name, m := range full.Members {
-		k := store.Key{Kind: v1alpha1.KindMember, Name: name}
-		b := binds[prefix+bindingsDir+name].Value
-		if b == nil || b.Node != node || b.MemberUID != m.UID {
-			hidden[full.Sources[k]] = true
+	for name := range full.Tenants {
+		k := store.Key{Kind: v1alpha1.KindTenant, Name: name}
+		next.Sources[k] = full.Sources[k]
+	}
+	for name := range o.here {
+		m, ok := full.Members[name]
+		if !ok || items[s.prefix+bindingsDir+name].Value.MemberUID != m.UID {
 			continue
 		}
+		k := store.Key{Kind: v1alpha1.KindMember, Name: name}
 		next.Members[name] = m
 		next.Sources[k] = full.Sources[k]
 	}
 	next.Unresolved = nil
 	for _, u := range full.Unresolved {
-		if !hidden[u.File] {
-			next.Unresolved = append(next.Unresolved, u)
+		name, isMember := strings.CutPrefix(u.File, s.prefix+kindDirs[v1alpha1.KindMember]+"/")
+		if _, inFleet := full.Members[name]; isMember && inFleet && next.Members[name] == nil {
+			continue // a member this node does not show
 		}
+		next.Unresolved = append(next.Unresolved, u)
 	}
 	return &next
+}
+
+// indexBindings brings the index of the bindings up to the bindings read,
+// from the keys that changed since the last call, with s.buildMu held:
+// the members bound to this node, and how many bindings name each node.
+func (s *Store) indexBindings() {
+	o := &s.objs
+	items := s.bindings.Items()
+	if o.here == nil {
+		o.here, o.counts = map[string]bool{}, map[string]int{}
+	}
+	changed := changedKeys(o.bindings, items)
+	for _, k := range changed {
+		if it, ok := o.bindings[k]; ok && it.Value != nil {
+			if o.counts[it.Value.Node]--; o.counts[it.Value.Node] == 0 {
+				delete(o.counts, it.Value.Node)
+			}
+		}
+		name := strings.TrimPrefix(k, s.prefix+bindingsDir)
+		it, ok := items[k]
+		if ok && it.Value != nil {
+			o.counts[it.Value.Node]++
+		}
+		if ok && it.Value != nil && it.Value.Node == s.node {
+			o.here[name] = true
+		} else {
+			delete(o.here, name)
+		}
+	}
+	o.bindings = items
+	if len(changed) > 0 {
+		counts := maps.Clone(o.counts)
+		s.mu.Lock()
+		s.counts = counts
+		s.mu.Unlock()
+	}
 }
 
 // Assignments is every Member of the fleet and where it is bound, as this
@@ -164,15 +207,15 @@ func (s *Store) BindingRevision(member string) int64 {
 }
 
 // BoundCounts returns how many bindings name each node (whatever uid they
-// name).
+// name), as the store last read them. The map is shared and must not be
+// modified.
 func (s *Store) BoundCounts() map[string]int {
-	counts := map[string]int{}
-	for _, it := range s.bindings.Items() {
-		if it.Value != nil {
-			counts[it.Value.Node]++
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts == nil {
+		return map[string]int{}
 	}
-	return counts
+	return s.counts
 }
 
 // WaitBindings returns once the store has read the bindings written at

@@ -98,6 +98,10 @@ func TestStore_ShowsOnlyTheMembersBoundToItsNode(t *testing.T) {
 	a.bind("one", "b", "")
 	a.until("one gone from a", func(s *store.Snapshot) bool { return s.Members["one"] == nil })
 	b.until("one on b", func(s *store.Snapshot) bool { return s.Members["one"] != nil })
+	a.caughtUp()
+	if got := a.st.BoundCounts(); got["a"] != 1 || got["b"] != 2 {
+		t.Errorf("BoundCounts after one moved = %v; want a 1 (stale), b 2 (one and two)", got)
+	}
 
 	// A member deleted and made again has a new uid: its old binding no
 	// longer holds.
@@ -106,4 +110,53 @@ func TestStore_ShowsOnlyTheMembersBoundToItsNode(t *testing.T) {
 	}
 	a.apply(member("two", "claude"))
 	b.until("two gone from b", func(s *store.Snapshot) bool { return s.Members["two"] == nil })
+}
+
+// A node's snapshot is published again only when what it shows changed:
+// another node's member written, bound and changed leaves its readers (the
+// controllers, the status publisher) asleep — the work of a write is the
+// node's that runs it, not every node's — while FleetChanged wakes the
+// fleet's readers at every change.
+func TestStore_AnotherNodesMemberDoesNotWakeTheNodesReaders(t *testing.T) {
+	a := startNode(t, &Options{Node: "a"})
+	a.apply(profile("claude"))
+	a.apply(member("mine", "claude"))
+	a.caughtUp()
+	a.bind("mine", "a", "")
+	a.until("mine on a", func(s *store.Snapshot) bool { return s.Members["mine"] != nil })
+	a.caughtUp()
+	before := a.st.Snapshot()
+	nodeCh, fleetCh := a.st.Changed(), a.st.FleetChanged()
+
+	a.apply(member("theirs", "claude"))
+	a.caughtUp()
+	a.bind("theirs", "b", "")
+	a.caughtUp()
+	m := member("theirs", "claude")
+	m.Spec.Prompt = "changed"
+	a.apply(m)
+	a.caughtUp()
+	select {
+	case <-fleetCh:
+	default:
+		t.Error("FleetChanged not closed by another node's member")
+	}
+	select {
+	case <-nodeCh:
+		t.Error("Changed closed by another node's member: the node's readers woke for nothing")
+	default:
+	}
+	if a.st.Snapshot() != before {
+		t.Error("the node's snapshot was published again for another node's member")
+	}
+
+	// Its own member's change is published.
+	mine := member("mine", "claude")
+	mine.Spec.Prompt = "changed"
+	a.apply(mine)
+	select {
+	case <-nodeCh:
+	default:
+		t.Error("Changed not closed by the node's own member's change")
+	}
 }

@@ -101,7 +101,14 @@
 // binding, for the scheduler and the fleet view (package fleet), and
 // [Store.Fleet] is the store with every member, for the writes of the
 // gateway and the console (a member another node runs is configured or
-// unchanged by an apply, not created).
+// unchanged by an apply, not created). The node's snapshot is published
+// again only when what it shows changed (store.Hold), so that a write of
+// another node's member or binding does not wake this node's controllers
+// and status publisher; [Store.FleetChanged] wakes the readers of the
+// whole fleet (the scheduler, the fleet view) at every change. Both are
+// built from the last ones and the keys that changed (build.go): a node's
+// work for a write is the written object's and its own members', plus a
+// copy of the fleet's maps.
 //
 // [Store.Sync] lists once before Run, so that a daemon serves the fleet
 // from its first request rather than an empty one.

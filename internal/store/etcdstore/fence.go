@@ -427,10 +427,13 @@ func (s *Store) persistLoop(ctx context.Context) {
 	}
 	var written []byte
 	var lastErr string
+	encoded := map[v1alpha1.Object]json.RawMessage{}
 	for {
 		changed := s.memChanged.Changed()
 		last := ctx.Err() != nil // what is written now is the final state
-		data, err := s.remembered()
+		var data []byte
+		var err error
+		data, encoded, err = s.remembered(encoded)
 		if err == nil && !bytes.Equal(data, written) {
 			if err = s.writeMemory(data); err == nil {
 				written = data
@@ -457,8 +460,11 @@ func (s *Store) persistLoop(ctx context.Context) {
 // remembered encodes what the node remembers now: the fleet, the
 // revision, and the objects in effect — the whole fleet's as etcd holds
 // them and the node's own as published (held members too); while lost,
-// only the frozen ones.
-func (s *Store) remembered() ([]byte, error) {
+// only the frozen ones. encoded are the objects' encodings as the last
+// call made them, by object (a snapshot keeps an unchanged object's
+// pointer): only the objects that changed are encoded again, and next are
+// the encodings of this call's objects.
+func (s *Store) remembered(encoded map[v1alpha1.Object]json.RawMessage) (_ []byte, next map[v1alpha1.Object]json.RawMessage, _ error) {
 	s.mu.Lock()
 	m := memory{Prefix: strings.TrimSuffix(s.prefix, "/"), Identity: s.fleetID, Revision: s.seen, Objects: map[string]json.RawMessage{}}
 	full := s.full
@@ -467,21 +473,27 @@ func (s *Store) remembered() ([]byte, error) {
 	}
 	s.mu.Unlock()
 	node := s.Snapshot()
+	next = make(map[v1alpha1.Object]json.RawMessage, len(encoded))
 	for _, snap := range []*store.Snapshot{full, node} {
 		if snap == nil || !snap.Synced {
 			continue
 		}
 		for k, source := range snap.Sources {
 			obj, _ := snap.Object(k)
-			raw, err := json.Marshal(obj)
-			if err != nil {
-				return nil, fmt.Errorf("encode %s: %w", k, err)
+			raw, ok := encoded[obj]
+			if !ok {
+				var err error
+				if raw, err = json.Marshal(obj); err != nil {
+					return nil, encoded, fmt.Errorf("encode %s: %w", k, err)
+				}
 			}
+			next[obj] = raw
 			m.Objects[source] = raw
 		}
 	}
 	m.Members = slices.Sorted(maps.Keys(node.Members))
-	return json.MarshalIndent(m, "", " ")
+	data, err := json.Marshal(m)
+	return data, next, err
 }
 
 func (s *Store) writeMemory(data []byte) error {

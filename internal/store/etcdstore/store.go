@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,9 +108,11 @@ type Store struct {
 	base       *store.Snapshot            // the node's snapshot as remembered at start; nil for none
 	baseFull   *store.Snapshot            // the fleet's, likewise
 	memChanged notify.Signal              // what the node remembers changed (persistLoop)
+	fleetSig   notify.Signal              // the fleet's objects or bindings changed (FleetChanged)
 
 	buildMu sync.Mutex // serialises the informers' rebuilds
 	listed  []int64    // each space's Listed when last checked; buildMu
+	objs    objects    // the objects as last built; buildMu
 
 	mu       sync.Mutex // guards what follows; held only to read or swap it
 	full     *store.Snapshot
@@ -121,6 +122,7 @@ type Store struct {
 	seen     int64           // the highest etcd revision seen
 	lost     error           // why the store is lost (store.ErrLost), or nil
 	frozen   *store.Snapshot // the node's snapshot in effect when it was lost
+	counts   map[string]int  // bindings by node (BoundCounts); replaced, never changed
 }
 
 // entry is what the store knows about one object's key, or a deleted
@@ -317,11 +319,27 @@ func (s *Store) rebuild() {
 	s.publish()
 }
 
+// Changed is closed at the next change of the node's snapshot: with
+// Options.Node, its own members (a change of another node's member, or of
+// a binding that moves no member to or from it, leaves it asleep);
+// [Store.FleetChanged] is closed at every change.
+func (s *Store) Changed() <-chan struct{} { return s.Published.Changed() }
+
+// FleetChanged is closed at the next change of the fleet the store reads —
+// any member, profile, tenant or binding, whichever node it is bound to —
+// or of whether it can read it.
+func (s *Store) FleetChanged() <-chan struct{} { return s.fleetSig.Changed() }
+
+// FleetSignal is FleetChanged's signal, for a notify.Signal that follows
+// it among other sources.
+func (s *Store) FleetSignal() *notify.Signal { return &s.fleetSig }
+
 // publish publishes the node's snapshot through the prune hold, with
 // s.buildMu held: the members bound to the node, or, while the store is
 // lost, the snapshot frozen when it was lost, Stale and Unreadable with
 // the reason.
 func (s *Store) publish() {
+	s.indexBindings()
 	s.mu.Lock()
 	full, lost, frozen := s.full, s.lost, s.frozen
 	s.mu.Unlock()
@@ -332,10 +350,11 @@ func (s *Store) publish() {
 		f.Synced, f.Stale, f.Unreadable, f.PruneHeld = true, lost, lost, nil
 		snap = &f
 	case s.node != "":
-		snap = visible(full, s.bindings.Items(), s.prefix, s.node)
+		snap = s.visible(full)
 	}
 	s.hold.Publish(snap, s.explicit(full))
 	s.memChanged.Notify()
+	s.fleetSig.Notify()
 }
 
 // explicit reports whether a member that left the node's snapshot left it
@@ -357,33 +376,6 @@ func (s *Store) explicit(full *store.Snapshot) func(name string) bool {
 // as last seen. It matches ErrUnavailable (so store.ErrUnavailable).
 func lastSeen(err error) error {
 	return fmt.Errorf("%w; keeping every object as last seen: %w", ErrUnavailable, err)
-}
-
-// build assembles the full snapshot from the objects' informers.
-func (s *Store) build() *store.Snapshot {
-	next := store.NewSnapshot()
-	var goods []decode.FileResult
-	for _, inf := range s.kinds {
-		items := inf.Items()
-		for _, k := range slices.Sorted(maps.Keys(items)) {
-			e := items[k].Value
-			next.Errors = append(next.Errors, e.errs...)
-			if len(e.good.Objects) == 0 {
-				continue
-			}
-			goods = append(goods, e.good)
-			next.Put(e.good.Objects[0], k)
-		}
-	}
-	next.Errors.Sort()
-	slices.SortFunc(goods, func(a, b decode.FileResult) int { return strings.Compare(a.Path, b.Path) })
-	next.Unresolved = decode.CheckReferences(goods, func(kind, name string) bool {
-		_, ok := next.Object(store.Key{Kind: kind, Name: name})
-		return ok
-	}, "etcd under "+strings.TrimSuffix(s.prefix, "/"))
-	next.Unresolved = append(next.Unresolved, decode.CheckWorktrees(goods, func(name string) *v1alpha1.Profile { return next.Profiles[name] })...)
-	next.Unresolved.Sort()
-	return next
 }
 
 // decode turns one object key's value into an entry; ok is false for a key
