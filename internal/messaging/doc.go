@@ -137,7 +137,9 @@
 // closing pane is reported by the controllers when it closes. Both read a
 // [Roster]. The controllers, in turn, wait for what [Core.Outstanding]
 // says the core holds open for a member before they close its tab or
-// replace its agent. [FirstPrompts] owes each
+// replace its agent, and a replacement that found the agent idle takes
+// [Core.Hold] until its old tab is closed, so that nothing is typed into
+// it in between. [FirstPrompts] owes each
 // member its spec.prompt until it was typed into one of its panes: once per
 // member uid, when the member is first Ready, as a detached send from the
 // primary, recorded in the state database (package statedb) — and once more for
