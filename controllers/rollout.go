@@ -172,6 +172,10 @@ func (r *memberReconcile) awaitTurn() (wait bool, err error) {
 		}
 		r.event(v1alpha1.EventNormal, reasonTurnCanceled, fmt.Sprintf("%s; its agent, still busy, is not replaced now", why))
 	}
+	// Noted as waiting before the look at the turns, so that a turn freed
+	// after it queues the member again (one freed between the look and a
+	// later note would be missed for good: chaos seed 20 waited so).
+	r.m.waitTurn(p.Name, r.name)
 	if reason == "" {
 		ok, msg, err := r.m.takeTurn(r)
 		if err != nil || ok {
@@ -179,7 +183,6 @@ func (r *memberReconcile) awaitTurn() (wait bool, err error) {
 		}
 		reason, why = v1alpha1.ReasonRolloutPending, msg
 	}
-	r.m.waitTurn(p.Name, r.name)
 	r.b.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionFalse, reason,
 		fmt.Sprintf("runs an older definition of profile %s (or its tenant); %s; its agent runs on meanwhile", p.Name, why))
 	r.updateWaits = true
