@@ -484,7 +484,12 @@ func (s *Store) ops(k key, before, next rollout.History, held map[string]int64) 
 // history compacted past d.read is an error: whether d committed cannot be
 // told.
 func (s *Store) landed(ctx context.Context, k key, d doubt) (bool, error) {
-	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), s.o.RequestTimeout)
+	// Not WithRequireLeader: the client puts watches whose contexts carry
+	// the same metadata on one stream, and etcd answers a progress request
+	// only once every watch of its stream has caught up — the mirror's
+	// informer, on that stream, may not have under load (CI's run at stop
+	// 30 waited 20 s so). Without a leader this watch just times out.
+	wctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
 	ch := s.cli.Watch(wctx, s.objectPrefix(k), clientv3.WithPrefix(), clientv3.WithRev(d.read+1),
 		clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
