@@ -195,12 +195,7 @@ func (r *memberReconcile) closeWhenIdle(reason, why string) (wait bool, res Resu
 		// whether the agent is busy, and not the close either (a close
 		// left to closeTab would happen if the cache synced in between,
 		// unlooked at). The member is queued again when it syncs.
-		if r.b != nil {
-			r.terminating(why)
-			r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable,
-				fmt.Sprintf("waiting for herdr to close tab %s: %s", r.rec.TabID, why))
-			r.write()
-		}
+		r.closeWaitsForHerdr(why)
 		return true, Result{}, nil
 	}
 	r.waitFor(waitTerminating)

@@ -285,23 +285,32 @@ func (r *memberReconcile) terminating(why string) {
 // leaves it so, and the member is retried; while herdr is not in sync
 // nothing is closed, and Ready=Unknown (HerdrUnavailable) says so.
 func (r *memberReconcile) closeTab(reason, why string) (closed bool, err error) {
-	synced := r.m.cache.Synced()
+	if !r.m.cache.Synced() {
+		r.closeWaitsForHerdr(why)
+		return false, nil // closed once herdr is back
+	}
 	if r.b != nil {
 		r.terminating(why)
-		if !synced {
-			r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable,
-				fmt.Sprintf("waiting for herdr to close tab %s: %s", r.rec.TabID, why))
-		}
 		r.write()
-	}
-	if !synced {
-		return false, nil // closed once herdr is back
 	}
 	if err := r.m.closeOwned(r.ctx, r.rec, reason); err != nil {
 		return false, err
 	}
 	r.owned = false
 	return true, nil
+}
+
+// closeWaitsForHerdr shows, while herdr is not in sync, that the member's
+// tab closes once it is (why: what it closes for): Terminating, with
+// Ready=Unknown (HerdrUnavailable).
+func (r *memberReconcile) closeWaitsForHerdr(why string) {
+	if r.b == nil {
+		return
+	}
+	r.terminating(why)
+	r.b.cond(v1alpha1.ConditionReady, v1alpha1.ConditionUnknown, v1alpha1.ReasonHerdrUnavailable,
+		fmt.Sprintf("waiting for herdr to close tab %s: %s", r.rec.TabID, why))
+	r.write()
 }
 
 // keep cancels a graceful close under way of a member that is declared

@@ -357,9 +357,15 @@ func (m *Manager) unwaitTurn(profile, member string) {
 // frees the queue (Manager.reconcile): a turn ended, or a member the
 // others waited behind was updated by a change of its own, restarted,
 // deleted or paused, and those waiting must look again.
-func (m *Manager) queuePlace(name string) string {
+func (m *Manager) queuePlace(name string) rolloutPlace {
 	rec, ok := m.own.get(name)
-	return fmt.Sprintf("%v %s %s %s %s", ok, rec.UID, rec.Launch, rec.Refs, replacing(m.memory.get(name)))
+	return rolloutPlace{owned: ok, uid: rec.UID, launch: rec.Launch, refs: rec.Refs, turn: replacing(m.memory.get(name))}
+}
+
+// rolloutPlace is a member's place in its profile's rollout (queuePlace).
+type rolloutPlace struct {
+	owned                   bool
+	uid, launch, refs, turn string
 }
 
 // turnFreed queues every member waiting for a turn in profile's rollout
