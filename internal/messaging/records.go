@@ -153,9 +153,8 @@ func (c *Core) applyDelivering(r record) {
 // applyOutcome takes a typed message off its worker's queue
 // (opDelivered, opUncertain, opFailed) and notes how it went.
 func (c *Core) applyOutcome(r record) {
-	w := c.worker(r.Who)
-	d := w.inflight
-	if d == nil || d.msg.ID != r.ID {
+	w, d := c.inflightOf(r)
+	if d == nil {
 		return
 	}
 	w.queue = w.queue[1:]
@@ -180,9 +179,8 @@ func (c *Core) applyOutcome(r record) {
 // applyNotSent keeps a message herdr refused untyped at the head of its
 // worker's queue (opNotSent).
 func (c *Core) applyNotSent(r record) {
-	w := c.worker(r.Who)
-	d := w.inflight
-	if d == nil || d.msg.ID != r.ID {
+	w, d := c.inflightOf(r)
+	if d == nil {
 		return
 	}
 	w.inflight = nil
@@ -193,6 +191,16 @@ func (c *Core) applyNotSent(r record) {
 			w.current = d.prevCurrent
 		}
 	}
+}
+
+// inflightOf returns r's worker and its delivery in flight if that is
+// r's message (nil otherwise: the record is about another one).
+func (c *Core) inflightOf(r record) (*worker, *delivery) {
+	w := c.worker(r.Who)
+	if d := w.inflight; d != nil && d.msg.ID == r.ID {
+		return w, d
+	}
+	return w, nil
 }
 
 // applyMail stores m in its recipient's mailbox (opMail).

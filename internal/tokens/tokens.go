@@ -159,16 +159,11 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 
 // mint creates a token for member, its hash durable when it returns.
 func (r *Registry) mint(member, memberUID string) (string, ID, error) {
-	tok, err := newToken(r.rand)
+	s, err := r.stage(member, memberUID, false)
 	if err != nil {
 		return "", "", err
 	}
-	sum := sha256.Sum256([]byte(tok))
-	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
-	r.mu.Lock()
-	r.entries[sum] = ident
-	commit := r.db.Stage(put(sum, ident))
-	r.mu.Unlock()
+	tok, sum, commit := s.tok, s.sum, s.commit
 	if err := commit.Wait(); err != nil {
 		// Nobody holds the token yet, so forgetting it loses nothing.
 		r.mu.Lock()
@@ -183,17 +178,29 @@ func (r *Registry) mint(member, memberUID string) (string, ID, error) {
 // background; a failure leaves the member without one, and the next Mint
 // waits for its own.
 func (r *Registry) mintAhead(member, memberUID string) {
+	if s, err := r.stage(member, memberUID, true); err == nil {
+		s.commit.Flush()
+	}
+}
+
+// stage creates a token for member, records its hash and stages its
+// record, under one lock (the file has the changes in the registry's
+// order); ahead keeps it as the member's token minted ahead.
+func (r *Registry) stage(member, memberUID string, ahead bool) (spare, error) {
 	tok, err := newToken(r.rand)
 	if err != nil {
-		return
+		return spare{}, err
 	}
 	sum := sha256.Sum256([]byte(tok))
+	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
 	r.mu.Lock()
-	r.entries[sum] = Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
-	commit := r.db.Stage(put(sum, r.entries[sum]))
-	r.spares[member] = spare{tok: tok, sum: sum, uid: memberUID, commit: commit}
-	r.mu.Unlock()
-	commit.Flush()
+	defer r.mu.Unlock()
+	r.entries[sum] = ident
+	s := spare{tok: tok, sum: sum, uid: memberUID, commit: r.db.Stage(put(sum, ident))}
+	if ahead {
+		r.spares[member] = s
+	}
+	return s, nil
 }
 
 // Bind records the pane and terminal a minted token was handed to.

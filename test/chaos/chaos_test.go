@@ -255,16 +255,6 @@ func (w *world) memberPane(rng *rand.Rand) (string, string, bool) {
 	return name, p.ID, ok
 }
 
-// paneStatus is the fake's agent status of pane ("" for none).
-func (w *world) paneStatus(pane string) string {
-	for _, p := range w.fake.Panes() {
-		if p.ID == pane {
-			return p.Status
-		}
-	}
-	return ""
-}
-
 func (w *world) actKillPane(rng *rand.Rand) string {
 	name, pane, ok := w.memberPane(rng)
 	if !ok {
@@ -286,12 +276,14 @@ func (w *world) actExitAgent(rng *rand.Rand) string {
 }
 
 func (w *world) actBlockAgent(rng *rand.Rand) string {
-	name, pane, ok := w.memberPane(rng)
-	if !ok {
+	name, ok := pick(rng, w.present())
+	p, has := w.agentPane(name)
+	if !ok || !has {
 		return "block agent: " + name + " has none"
 	}
-	if st := w.paneStatus(pane); st != "working" && !*flagIdleDialog {
-		return fmt.Sprintf("block agent: %s's agent is %s: only a working agent stops at a dialog (-chaos.idledialog)", name, st)
+	pane := p.ID
+	if p.Status != "working" && !*flagIdleDialog {
+		return fmt.Sprintf("block agent: %s's agent is %s: only a working agent stops at a dialog (-chaos.idledialog)", name, p.Status)
 	}
 	_ = w.fake.SetAgentState(pane, "blocked")
 	return fmt.Sprintf("%s's agent blocks at a dialog in %s", name, pane)
