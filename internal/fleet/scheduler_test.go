@@ -172,8 +172,15 @@ func TestScheduler_DeletesStatusesNobodyElseWill(t *testing.T) {
 	f := newFixture(t)
 	st := f.store("a")
 	statuses := f.statuses()
-	state := NewState(st, f.nodes(st), statuses)
+	nodes := f.nodes(st)
+	state := NewState(st, nodes, statuses)
 	_, sess, _ := f.register(NodeInfo{Name: "alive", Herdr: v1alpha1.NodeHerdr{Reachable: true}}, 0)
+	// The scheduler's view knows alive before its first pass: a status of
+	// a gone member whose node it has not seen yet is an orphan to it
+	// (harmless: that node would have deleted it).
+	until(t, "alive registered", nodes.Changed, func() bool {
+		return slices.ContainsFunc(nodes.Registered(), func(n NodeInfo) bool { return n.Name == "alive" })
+	})
 	kept := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "kept"}, Spec: v1alpha1.MemberSpec{Profile: "claude", NodeName: "dead"}} // not registered: stays unbound
 	kept.SetDefaults()
 	apply(t, st)

@@ -74,7 +74,9 @@
 // for mail of that turn that ends or pauses the call (reply, question,
 // turn_done, worker_gone, delivery_failed), takes it as an
 // acknowledgement does and returns it as the core would. Polls hide the
-// mail of turns a call waits on, so that it is returned once. Progress
+// mail of turns a call waits on, so that it is returned once: the node
+// holding the call from before its request is written, another node once
+// its watch saw the waiting key. Progress
 // mail stays in the mailbox. Every take — a held call's, an
 // acknowledgement's — leaves the message's tombstone, PREFIX/msg/acked/ID,
 // naming its taker (a held call names itself with an id of its own), so a

@@ -92,9 +92,11 @@ func (r *Relay) visibleLocked() []*fleetMail {
 }
 
 // shownLocked reports whether a poll shows m: not the mail of a turn a
-// call is held on.
+// call is held on. This node's own calls are known at once; another
+// node's once this node's watch saw its waiting key.
 func (r *Relay) shownLocked(m *fleetMail) bool {
-	return m.msg.TurnID == "" || !r.waited[m.msg.TurnID]
+	t := m.msg.TurnID
+	return t == "" || !r.waited[t] && !r.holding[t]
 }
 
 // Pending is the number of unacknowledged messages for recipient: the
@@ -420,7 +422,7 @@ func (r *Relay) forwardOne(ctx context.Context, m messaging.Message) (bool, erro
 	r.mu.Lock()
 	_, there := r.mail[id]
 	full := len(r.mail) >= r.o.MaxMailboxMessages || r.bytes+int64(len(m.Content)) > r.o.MaxMailboxBytes
-	waited := m.TurnID != "" && r.waited[m.TurnID]
+	waited := m.TurnID != "" && (r.waited[m.TurnID] || r.holding[m.TurnID])
 	r.mu.Unlock()
 	if there {
 		return true, nil

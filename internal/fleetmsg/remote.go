@@ -71,6 +71,11 @@ func (r *Relay) remote(ctx context.Context, req messaging.SendRequest, node, wor
 		if session, err = r.waitSession(wctx); err != nil {
 			return messaging.SendResult{}, err
 		}
+		// This node's polls hide the turn's mail from now on, not from
+		// when its watch of the waiting keys sees the key written below
+		// (the mailbox's watch may see the turn's first mail before).
+		r.hold(h.Turn)
+		defer r.unhold(h.Turn)
 	}
 	if err := r.roomAt(wctx, node); err != nil {
 		return messaging.SendResult{}, err
@@ -146,6 +151,21 @@ func (r *Relay) roomAt(ctx context.Context, node string) error {
 type requestCount struct {
 	n  int64
 	at time.Time
+}
+
+// hold marks turn as held by a call of this node; unhold ends that, and
+// wakes the polls that may show its mail now.
+func (r *Relay) hold(turn string) {
+	r.mu.Lock()
+	r.holding[turn] = true
+	r.mu.Unlock()
+}
+
+func (r *Relay) unhold(turn string) {
+	r.mu.Lock()
+	delete(r.holding, turn)
+	r.mu.Unlock()
+	r.changed.Notify()
 }
 
 // unwait deletes a waiting key once its call returned; a key etcd did not
