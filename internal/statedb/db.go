@@ -307,6 +307,9 @@ func (db *DB) commit() {
 		}
 	}
 	db.taken = nil
+	// The tables hold what is kept; a commit a caller still holds (a
+	// token minted ahead keeps its own) keeps no copy of its batch.
+	c.recs, c.changes = nil, nil
 	db.mu.Unlock()
 	close(c.done)
 	db.compactIfDue()
