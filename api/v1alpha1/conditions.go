@@ -133,6 +133,10 @@ const (
 	// ReasonUnschedulable: no node can take the member; the message says
 	// why (the scheduler's own words, from the same placement rule).
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonScheduling: a node can take the member and the scheduler has
+	// not bound it yet; the message names the node the placement rule
+	// picks now.
+	ReasonScheduling = "Scheduling"
 	// ReasonOnAnotherNode: the member is bound to another node, whose
 	// status of it is not shown here; the message says why (not published
 	// yet, its herdr does not answer, this node cannot read etcd).

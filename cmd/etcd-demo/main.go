@@ -292,9 +292,9 @@ func waitPlaced(ctx context.Context, nodes []*demoNode) error {
 // Ready on their node, or Unschedulable where the scheduler's rule finds
 // no Ready node for them. None is while a node of the demo is not
 // registered Ready yet: a member no node can take then (each node's herdr
-// answers only some time after it starts) may be one a node takes next —
-// and a member the scheduler has not bound yet shows Unschedulable too,
-// "waiting for the scheduler to bind it". A node whose published member
+// answers only some time after it starts) may be one a node takes next; a
+// member the scheduler has not bound yet (Scheduling) is not placed
+// either. A node whose published member
 // count is not yet what is bound to it counts none of its members.
 func placed(ctx context.Context, nodes []*demoNode) (settled, total int, err error) {
 	var registered struct{ Items []v1alpha1.Node }

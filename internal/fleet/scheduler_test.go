@@ -64,11 +64,11 @@ func TestScheduler_BindsAndEachNodeSeesItsOwn(t *testing.T) {
 	apply(t, a, "free1", "free2")
 	until(t, "a has free1 and free2", a.Changed, func() bool { return slices.Equal(memberNames(a), []string{"free1", "free2"}) })
 	fl := state.Fleet()
-	if node, why, ok := fl.Placement("ghost"); !ok || node != "" || why != "0/2 nodes are available: node nowhere is not registered." {
-		t.Errorf("ghost's placement: %q %q %v", node, why, ok)
+	if p, ok := fl.Placement("ghost"); !ok || p.Node != "" || p.Next != "" || p.Why != "0/2 nodes are available: node nowhere is not registered." {
+		t.Errorf("ghost's placement: %+v %v", p, ok)
 	}
-	if node, _, _ := fl.Placement("pinned"); node != "b" {
-		t.Errorf("pinned's placement: %q, want b", node)
+	if p, _ := fl.Placement("pinned"); p.Node != "b" {
+		t.Errorf("pinned's placement: %+v, want node b", p)
 	}
 
 	// free2 deleted and made again: a new uid, bound again (to a: fewest).

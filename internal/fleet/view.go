@@ -165,7 +165,8 @@ func (v *View) WaitStopped(ctx context.Context, m v1alpha1.Member) error {
 // says.
 func (v *View) remoteMember(f *scheduler.Fleet, m *v1alpha1.Member) v1alpha1.Member {
 	out := *m.DeepCopy()
-	node, why, _ := f.Placement(m.Name)
+	p, _ := f.Placement(m.Name)
+	node := p.Node
 	ready := v1alpha1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: m.Generation}
 	st := v1alpha1.MemberStatus{ObservedGeneration: m.Generation}
 	if m.CreationTimestamp != nil {
@@ -196,7 +197,10 @@ func (v *View) remoteMember(f *scheduler.Fleet, m *v1alpha1.Member) v1alpha1.Mem
 		out.Status = st
 		return out
 	}
-	ready.Status, ready.Reason, ready.Message = v1alpha1.ConditionFalse, v1alpha1.ReasonUnschedulable, why
+	ready.Status, ready.Reason, ready.Message = v1alpha1.ConditionFalse, v1alpha1.ReasonUnschedulable, p.Why
+	if p.Next != "" {
+		ready.Reason, ready.Message = v1alpha1.ReasonScheduling, "waiting for the scheduler to bind it to node "+p.Next
+	}
 	st.Phase, st.Conditions = v1alpha1.PhasePending, []v1alpha1.Condition{ready}
 	out.Status = st
 	return out

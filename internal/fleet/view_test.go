@@ -49,7 +49,8 @@ func readyCondition(m v1alpha1.Member) v1alpha1.Condition {
 // viewFixture is node a's view of a fleet with nodes a and b registered:
 // member mine runs on a; far on b, which publishes its status; quiet on b,
 // whose status b has not published; nowhere pinned to a node that is not
-// registered.
+// registered; waiting not bound yet (no scheduler runs here), although a
+// and b can take it.
 func viewFixture(t *testing.T) (f *fixture, v *View, stopB func() error) {
 	t.Helper()
 	f = newFixture(t)
@@ -58,7 +59,7 @@ func viewFixture(t *testing.T) (f *fixture, v *View, stopB func() error) {
 	state := NewState(st, f.nodes(st), statuses)
 	f.register(NodeInfo{Name: "a", Herdr: v1alpha1.NodeHerdr{Reachable: true}}, 0)
 	_, _, stopB = f.register(NodeInfo{Name: "b", Herdr: v1alpha1.NodeHerdr{Reachable: true}}, 0)
-	apply(t, st, "mine", "far", "quiet")
+	apply(t, st, "mine", "far", "quiet", "waiting")
 	nowhere := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "nowhere"}, Spec: v1alpha1.MemberSpec{Profile: "claude", NodeName: "gone"}}
 	nowhere.SetDefaults()
 	if err := st.Apply(context.Background(), nowhere); err != nil {
@@ -85,7 +86,8 @@ func viewFixture(t *testing.T) (f *fixture, v *View, stopB func() error) {
 // The view shows every member of the fleet: this node's from its
 // controllers, another node's with the status that node published, one
 // whose node has not published as OnAnotherNode, an unschedulable one with
-// why, each with its node; a node lost turns its members NodeLost.
+// why, one not bound yet as Scheduling (not Unschedulable: a node can take
+// it), each with its node; a node lost turns its members NodeLost.
 func TestView_ShowsEveryMemberOfTheFleet(t *testing.T) {
 	_, v, stopB := viewFixture(t)
 	want := map[string]struct{ node, phase, reason string }{
@@ -93,6 +95,7 @@ func TestView_ShowsEveryMemberOfTheFleet(t *testing.T) {
 		"far":     {"b", v1alpha1.PhaseReady, ""},
 		"quiet":   {"b", "", v1alpha1.ReasonOnAnotherNode},
 		"nowhere": {"", v1alpha1.PhasePending, v1alpha1.ReasonUnschedulable},
+		"waiting": {"", v1alpha1.PhasePending, v1alpha1.ReasonScheduling},
 	}
 	all := v.Members()
 	if len(all) != len(want) {
@@ -173,7 +176,7 @@ func TestView_ListsADeletedMemberThisNodeIsClosing(t *testing.T) {
 			t.Errorf("gone listed as %+v; want Terminating on node a", m.Status)
 		}
 	}
-	if want := []string{"far", "gone", "mine", "nowhere", "quiet"}; !slices.Equal(names, want) {
+	if want := []string{"far", "gone", "mine", "nowhere", "quiet", "waiting"}; !slices.Equal(names, want) {
 		t.Errorf("members %v, want %v (sorted)", names, want)
 	}
 	if m, ok := v.Member("gone"); !ok || m.Status.Phase != v1alpha1.PhaseTerminating {

@@ -32,21 +32,26 @@ type Fleet struct {
 	Lost map[string]time.Time
 }
 
-// Placement says where a member is: bound to a node, or unschedulable
-// (why says what no node offers), or unknown to the fleet.
-func (f *Fleet) Placement(name string) (node, why string, ok bool) {
+// Placement says where a member is: bound to a node; not bound yet, next
+// to go to the node Place picks now (next); or unschedulable (why says
+// what no node offers). ok is false for a member unknown to the fleet.
+func (f *Fleet) Placement(name string) (p Placement, ok bool) {
 	i, found := slices.BinarySearchFunc(f.Members, name, func(m *v1alpha1.Member, n string) int { return strings.Compare(m.Name, n) })
 	if !found {
-		return "", "", false
+		return Placement{}, false
 	}
 	if b, bound := f.Bindings[name]; bound {
-		return b.Node, "", true
+		return Placement{Node: b.Node}, true
 	}
-	node, why = Place(f.Members[i], f.Nodes, f.Counts())
-	if node != "" {
-		return "", "waiting for the scheduler to bind it to node " + node, true
-	}
-	return "", why, true
+	p.Next, p.Why = Place(f.Members[i], f.Nodes, f.Counts())
+	return p, true
+}
+
+// Placement is where [Fleet.Placement] finds a member: Node if bound;
+// else Next, the node it would be bound to now, or, when none can take
+// it, Why.
+type Placement struct {
+	Node, Next, Why string
 }
 
 // Counts returns how many members are bound to each node.
