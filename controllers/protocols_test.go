@@ -384,7 +384,11 @@ func TestScenario_HerdrRestartResumesOneAgentAndLosesAnother(t *testing.T) {
 		if got["tab.create"] != 1 || got["agent.start"] != 1 || got["tab.close"] != 1 {
 			t.Errorf("herdr calls after the restart: %v; want lost's tab closed, one tab created and one agent started", got)
 		}
-		k := after["kept"].Status
+		// kept was Ready before the restart too: its status may name its
+		// old terminal until its rekey is written.
+		k := e.waitFor("kept on the terminal herdr gave its restored pane", func(ms map[string]v1alpha1.Member) bool {
+			return ms["kept"].Status.TerminalID != kept.TerminalID
+		})["kept"].Status
 		if k.PaneID != kept.PaneID || k.Restarts != 0 {
 			t.Errorf("kept: pane %s restarts %d; want %s, 0", k.PaneID, k.Restarts, kept.PaneID)
 		}

@@ -52,6 +52,9 @@ type runtime struct {
 	// restoring: since when the recorded pane, restored by herdr after a
 	// restart, waits for herdr to relaunch its agent.
 	restoring time.Time
+	// fencePaused is the pane whose agent the fence interrupted
+	// (FencePause), until the node is confirmed again.
+	fencePaused string
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
@@ -192,8 +195,12 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 	m.changed.Notify()
 }
 
-// forgetMember drops all in-memory state of a deleted member.
+// forgetMember drops all in-memory state of a deleted member, its memory
+// first: once the member is no longer listed, nothing of it is kept.
 func (m *Manager) forgetMember(name string) {
+	if err := m.memory.forget(name); err != nil {
+		m.log.Warn("could not forget a deleted member's memory", "member", name, "err", err)
+	}
 	m.mu.Lock()
 	s, ok := m.states[name]
 	if ok {
@@ -209,9 +216,6 @@ func (m *Manager) forgetMember(name string) {
 	delete(m.working, name)
 	m.mu.Unlock()
 	m.setWaiting(name, "")
-	if err := m.memory.forget(name); err != nil {
-		m.log.Warn("could not forget a deleted member's memory", "member", name, "err", err)
-	}
 	if ok {
 		m.changed.Notify()
 	}
