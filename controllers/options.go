@@ -58,6 +58,7 @@ type Herdr interface {
 	LaunchAgent(ctx context.Context, p herdr.AgentStartParams) (*herdr.AgentStarted, error)
 	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
+	SendKeys(ctx context.Context, paneID string, keys []string) error
 	worktreeAPI
 }
 
@@ -72,8 +73,9 @@ type worktreeAPI interface {
 // herdrWriter is what the reconciler does to herdr. It reads herdr through
 // the cache, except for one agent.get to confirm what an event about a
 // starting agent said, one bounded read of the screen of an agent that
-// waits at a dialog, one tab.list before it closes a workspace, and one
-// worktree.list before it opens or makes a member's worktree.
+// waits at a dialog, one tab.list before it closes a workspace, one
+// worktree.list before it opens or makes a member's worktree, and the
+// fence's interrupt of an agent (FencePause).
 type herdrWriter interface {
 	CreateWorkspace(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
 	CreateTab(ctx context.Context, p herdr.TabCreateParams) (*herdr.TabCreated, error)
@@ -83,6 +85,7 @@ type herdrWriter interface {
 	GetAgent(ctx context.Context, target string) (*herdr.AgentInfo, error)
 	ReadPane(ctx context.Context, p herdr.PaneReadParams) (*herdr.PaneReadResult, error)
 	ListTabs(ctx context.Context, workspaceID string) ([]herdr.TabInfo, error)
+	SendKeys(ctx context.Context, paneID string, keys []string) error
 	worktreeAPI
 }
 
@@ -143,8 +146,12 @@ type Options struct {
 	// Fence, if set, is this node's hold on its members in a fleet on
 	// etcd (internal/fleet's Fence): while it cannot confirm a member is
 	// still its own nothing is started for it, and past its fence
-	// deadline the member's tab closes at once (fence.go).
+	// deadline the member's tab closes at once (fence.go), or, with
+	// FencePolicy FencePause, its agent is interrupted and its tab kept.
 	Fence Fence
+	// FencePolicy is what the fence does at its deadline; "" is
+	// FenceClose.
+	FencePolicy FencePolicy
 	// Revisions keeps the profiles' revisions and their rollouts' halts
 	// (internal/rollout's Dir on the state directory, or etcdrollout's
 	// store in a fleet): a replacement that did not become Ready stops its

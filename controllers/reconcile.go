@@ -160,9 +160,12 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 		}
 	}
 	r.b = m.statusOf(r.mem)
-	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)
 	r.rt = m.runtimeOf(name)
-	r.manifestConditions() // prune.go
+	if r.lose == nil {
+		r.rt.fencePaused = "" // confirmed: a later fencing interrupts again
+	}
+	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)
+	r.manifestConditions()              // prune.go
 	if r.owned {
 		r.b.st.Restarts = max(r.b.st.Restarts, r.rec.Restarts)
 	}

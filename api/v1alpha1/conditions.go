@@ -144,8 +144,10 @@ const (
 	// ReasonNodeFenced: the node that ran the member could not confirm,
 	// before its fence deadline, that the member is still its own (its
 	// lease in etcd not renewed, or its registration another fleetd's),
-	// and closed its pane before another node may start it; the member
-	// waits, with no pane there, until the node confirms it again.
+	// and closed its pane before another node may start it (with
+	// --fence-policy pause: interrupted its agent and kept the pane); the
+	// member waits, with no running agent there, until the node confirms
+	// it again.
 	ReasonNodeFenced = "NodeFenced"
 
 	// Reasons of ConditionManifestValid (and ReasonStoreUnavailable: the

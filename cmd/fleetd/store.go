@@ -16,15 +16,16 @@ import (
 // store, where etcd is and which node this fleetd is. Every flag has an
 // environment variable, for a unit file or a container.
 type storeOptions struct {
-	store      string
-	endpoints  string
-	prefix     string
-	node       string
-	nodeLabels string
-	maxMembers int
-	caCert     string
-	cert       string
-	key        string
+	store       string
+	endpoints   string
+	prefix      string
+	node        string
+	nodeLabels  string
+	maxMembers  int
+	fencePolicy string
+	caCert      string
+	cert        string
+	key         string
 
 	rescheduleAfter time.Duration
 
@@ -33,7 +34,7 @@ type storeOptions struct {
 }
 
 // etcdFlags are the flags of the etcd store only.
-var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "node", "node-labels", "max-members", "reschedule-after", "etcd-cacert", "etcd-cert", "etcd-key"}
+var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "node", "node-labels", "max-members", "reschedule-after", "fence-policy", "etcd-cacert", "etcd-cert", "etcd-key"}
 
 func (s *storeOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
@@ -44,6 +45,7 @@ func (s *storeOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&s.nodeLabels, "node-labels", "", "with --store etcd: this node's labels, k=v,k2=v2 (env FLEETD_NODE_LABELS)")
 	f.IntVar(&s.maxMembers, "max-members", 0, "with --store etcd: how many members this node runs at most; 0 is no limit (env FLEETD_MAX_MEMBERS)")
 	f.DurationVar(&s.rescheduleAfter, "reschedule-after", daemon.DefaultRescheduleAfter, "with --store etcd: how long the members of a lost node (lease expired) wait for it before they are placed elsewhere; members with spec.nodeName wait for ever (env FLEETD_RESCHEDULE_AFTER)")
+	f.StringVar(&s.fencePolicy, "fence-policy", daemon.DefaultFencePolicy, "with --store etcd: what this node does with the panes of the members another node may take over, once it could not confirm its lease for --reschedule-after less a margin: close (never two agents for one member) or pause (interrupt their agents with Esc and keep their panes and conversations; the member has a second, idle agent until the node is back) (env FLEETD_FENCE_POLICY)")
 	f.StringVar(&s.caCert, "etcd-cacert", "", "with --store etcd: PEM file of the CA that signed etcd's server certificate (env FLEETD_ETCD_CACERT)")
 	f.StringVar(&s.cert, "etcd-cert", "", "with --store etcd: PEM file of this node's client certificate (env FLEETD_ETCD_CERT)")
 	f.StringVar(&s.key, "etcd-key", "", "with --store etcd: PEM file of the client certificate's key (env FLEETD_ETCD_KEY)")
@@ -60,6 +62,7 @@ func (s *storeOptions) complete(cmd *cobra.Command) {
 		{"etcd-prefix", "FLEETD_ETCD_PREFIX", &s.prefix}, {"node", "FLEETD_NODE", &s.node},
 		{"node-labels", "FLEETD_NODE_LABELS", &s.nodeLabels}, {"etcd-cacert", "FLEETD_ETCD_CACERT", &s.caCert},
 		{"etcd-cert", "FLEETD_ETCD_CERT", &s.cert}, {"etcd-key", "FLEETD_ETCD_KEY", &s.key},
+		{"fence-policy", "FLEETD_FENCE_POLICY", &s.fencePolicy},
 	} {
 		fromEnv(cmd, e.flag, e.env, e.v)
 	}
@@ -115,7 +118,7 @@ func (s *storeOptions) validate(cfg *daemon.Config) error {
 	}
 	cfg.ManifestsDir = "" // no directory: the desired state is in etcd
 	cfg.Etcd = &daemon.EtcdConfig{Endpoints: endpoints, Prefix: s.prefix, Node: s.node, NodeLabels: labels, MaxMembers: maxMembers,
-		RescheduleAfter: rescheduleAfter, CACert: s.caCert, Cert: s.cert, Key: s.key}
+		RescheduleAfter: rescheduleAfter, FencePolicy: daemon.FencePolicy(s.fencePolicy), CACert: s.caCert, Cert: s.cert, Key: s.key}
 	return cfg.Etcd.Check()
 }
 

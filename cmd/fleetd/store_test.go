@@ -24,6 +24,8 @@ func TestServe_StoreFlagUsageErrors(t *testing.T) {
 		{"negative max members", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--max-members", "-1"), 2, "fleetd serve: --max-members -1: want 0 (no limit) or more"},
 		{"reschedule-after with the directory store", serve("--reschedule-after", "1m"), 2, "fleetd serve: --reschedule-after is for --store etcd"},
 		{"a zero reschedule-after", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--reschedule-after", "0s"), 2, "fleetd serve: --reschedule-after 0s: want a positive duration, e.g. 5m"},
+		{"fence-policy with the directory store", serve("--fence-policy", "pause"), 2, "fleetd serve: --fence-policy is for --store etcd"},
+		{"an unknown fence policy", serve("--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--node", "a", "--fence-policy", "stop"), 2, `fleetd serve: --fence-policy "stop": want close (the default`},
 		{"a certificate without its key", serve("--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--node", "a", "--etcd-cert", "c.pem"), 2, "fleetd serve: --etcd-cert and --etcd-key go together"},
 	})
 }
@@ -51,6 +53,11 @@ func TestServe_StoreFlagsFromTheEnvironment(t *testing.T) {
 		{"FLEETD_RESCHEDULE_AFTER", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: FLEETD_RESCHEDULE_AFTER="soon": want a positive duration, e.g. 5m`},
 	})
 	t.Setenv("FLEETD_RESCHEDULE_AFTER", "")
+	t.Setenv("FLEETD_FENCE_POLICY", "freeze")
+	checkUsageErrors(t, []usageCase{
+		{"FLEETD_FENCE_POLICY", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: --fence-policy "freeze": want close`},
+	})
+	t.Setenv("FLEETD_FENCE_POLICY", "")
 	t.Setenv("FLEETD_NODE", "Not Valid")
 	checkUsageErrors(t, []usageCase{
 		{"FLEETD_NODE", []string{"serve", "--state-dir", t.TempDir()}, 2, `fleetd serve: --node: node name "Not Valid"`},

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/internal/fleet"
 	"github.com/fleetd-dev/fleetd/internal/scheduler"
 	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
@@ -24,6 +26,13 @@ import (
 // DefaultEtcdPrefix is the key prefix of a fleet whose EtcdConfig.Prefix
 // is empty.
 const DefaultEtcdPrefix = etcdstore.DefaultPrefix
+
+// FencePolicy is what a node does at its fence deadline
+// (--fence-policy): controllers.FenceClose or controllers.FencePause.
+type FencePolicy = controllers.FencePolicy
+
+// DefaultFencePolicy is --fence-policy's default: close.
+const DefaultFencePolicy = string(controllers.FenceClose)
 
 // DefaultRescheduleAfter is the grace of a lost node's members when
 // EtcdConfig.RescheduleAfter is 0.
@@ -57,6 +66,11 @@ type EtcdConfig struct {
 	// scheduler election, the waiting keys of the calls it holds); 0 means
 	// session.DefaultTTL.
 	NodeTTL time.Duration
+	// FencePolicy is what the node does at its fence deadline with the
+	// panes of the members another node may take over
+	// (--fence-policy): close them ("" too) or interrupt their agents and
+	// keep them (controllers.FencePause).
+	FencePolicy FencePolicy
 	// CheckInterval is how often the node checks that etcd is still its
 	// fleet's (its identity, its revision: etcdstore's fence) when nothing
 	// else made it check; 0 means etcdstore.DefaultCheckInterval.
@@ -89,6 +103,9 @@ func (c *EtcdConfig) Check() error {
 	}
 	if c.RescheduleAfter < 0 {
 		return fmt.Errorf("--reschedule-after %s: want a positive duration, e.g. 5m", c.RescheduleAfter)
+	}
+	if c.FencePolicy != "" && !slices.Contains(controllers.FencePolicies, c.FencePolicy) {
+		return fmt.Errorf("--fence-policy %q: want close (the default: close the panes another node may take over) or pause (interrupt their agents and keep the panes)", c.FencePolicy)
 	}
 	if (c.Cert == "") != (c.Key == "") {
 		return errors.New("--etcd-cert and --etcd-key go together: the client certificate and its key")

@@ -184,10 +184,11 @@ func (p *parts) openControllers() error {
 		OnPaneGone:    p.gone.report,
 		// A member to close or replace waits for what the core holds
 		// open for it.
-		Activity:  core,
-		Sessions:  p.backend.sessions, // nil for the directory
-		Fence:     p.fence(),
-		Revisions: p.backend.revisions,
+		Activity:    core,
+		Sessions:    p.backend.sessions, // nil for the directory
+		Fence:       p.fence(),
+		FencePolicy: p.fencePolicy(),
+		Revisions:   p.backend.revisions,
 		// A prompt typed into an agent herdr relaunched is lost with it:
 		// its turn ends now, not at its deadline.
 		OnAgentRelaunched: func(member, paneID string) {
@@ -223,6 +224,14 @@ func (p *parts) fence() controllers.Fence {
 		return nil
 	}
 	return p.backend.fence
+}
+
+// fencePolicy is what the fence does at its deadline (--fence-policy).
+func (p *parts) fencePolicy() controllers.FencePolicy {
+	if p.cfg.Etcd == nil {
+		return ""
+	}
+	return p.cfg.Etcd.FencePolicy
 }
 
 // openGateway opens what the backend adds on this node, the gateway, the

@@ -3,6 +3,7 @@ package multihost
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -217,4 +219,73 @@ func playFence(t *testing.T, fault func(*etcdtest.Proxy), moves bool) {
 	}
 	t.Logf("%d samples, none with two live agents for one member; a closed its free members %s after the fault began",
 		samples, closed.Round(time.Millisecond))
+}
+
+// With --fence-policy pause, a node cut off from etcd interrupts (Esc) the
+// agents of the members another node may take over, at its fence deadline,
+// and keeps their panes: every one of them was interrupted before the
+// other node started it (checked at every sample of both herdrs). Once the
+// fault ends, the node finds them rebound and closes its idle copies; the
+// fleet converges with one agent per member.
+func TestFence_PausePolicyInterruptsBeforeAnotherNodeStarts(t *testing.T) {
+	t.Parallel()
+	const ttl, rescheduleAfter = 2 * time.Second, 4 * time.Second
+	f := newHostFleet(t, "/fence-pause", []string{"a", "b"}, &hostOptions{Validate: true, NodeTTL: ttl, RescheduleAfter: rescheduleAfter,
+		FencePolicy: controllers.FencePause})
+	f.waitAllNodesReady(t)
+	a, b := f.host("a"), f.host("b")
+	free := []string{"f1", "f2", "f3", "f4"}
+	for _, name := range free {
+		b.running().apply(t, name)
+	}
+	before := f.waitConverged(free...)
+	paneOnA := map[string]string{}
+	for _, name := range free {
+		if r := before.ready[name][0]; r.Host == "a" {
+			paneOnA[name] = r.Pane
+		}
+	}
+	if len(paneOnA) == 0 {
+		t.Fatalf("no member on a: %v", before.ready)
+	}
+	interrupted := func(pane string) bool {
+		for _, r := range a.herdr.Requests() {
+			if r.Method == "pane.send_keys" && strings.Contains(string(r.Params), `"pane_id":"`+pane+`"`) && strings.Contains(string(r.Params), `"esc"`) {
+				return true
+			}
+		}
+		return false
+	}
+
+	a.fault((*etcdtest.Proxy).BlackHole)
+	early := map[string]bool{} // started on b before a interrupted it
+	f.until("a's members interrupted and running on b", 30*time.Second, func(s fleetState) string {
+		for name, pane := range paneOnA {
+			// b's panes are read before a's requests: a member on b that
+			// a has not interrupted by then was not interrupted first.
+			if slices.ContainsFunc(s.panes[name], func(p string) bool { return strings.HasPrefix(p, "b/") }) && !interrupted(pane) {
+				early[name] = true
+			}
+			switch {
+			case !slices.Contains(s.panes[name], "a/"+pane):
+				return name + "'s pane on a is gone; the pause policy keeps it"
+			case !interrupted(pane):
+				return name + " not interrupted on a yet"
+			case len(s.ready[name]) != 1 || s.ready[name][0].Host != "b":
+				return fmt.Sprintf("%s Ready on %v", name, s.ready[name])
+			}
+		}
+		return ""
+	})
+	if len(early) != 0 {
+		t.Errorf("b ran %v while a had not interrupted their agents yet", slices.Sorted(maps.Keys(early)))
+	}
+
+	a.fault((*etcdtest.Proxy).Pass)
+	after := f.waitConverged(free...) // one pane per member: a closed its copies
+	for name := range paneOnA {
+		if r := after.ready[name][0]; r.Host != "b" {
+			t.Errorf("%s runs on %s after the fault; want b", name, r.Host)
+		}
+	}
 }

@@ -60,6 +60,8 @@ type hostOptions struct {
 	ToolCallRate float64
 	// Cluster is the etcd the fleet is on; nil is the package's.
 	Cluster *etcdtest.Cluster
+	// FencePolicy is every node's --fence-policy; "" is close.
+	FencePolicy daemon.FencePolicy
 }
 
 // fleetHost is one machine of a hostFleet.
@@ -162,7 +164,7 @@ func (h *fleetHost) start() {
 	}
 	o := h.f.opts
 	etcd := &daemon.EtcdConfig{Endpoints: endpoints, Prefix: h.f.prefix, Node: h.name,
-		NodeTTL: o.NodeTTL, RescheduleAfter: o.RescheduleAfter, RequestTimeout: o.RequestTimeout}
+		NodeTTL: o.NodeTTL, RescheduleAfter: o.RescheduleAfter, RequestTimeout: o.RequestTimeout, FencePolicy: o.FencePolicy}
 	if o.Client != nil {
 		etcd.Client = o.Client(h.name)
 	}
