@@ -493,14 +493,26 @@ func TestRun_AnswersACallInFlightWhenStdinCloses(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after the last answer")
 	}
-	var answer struct {
+	// The answers come in the order the gateway connection delivers them,
+	// one goroutine per POST (the SDK's): the answer to initialize may
+	// come after it.
+	type answer struct {
 		ID     int `json:"id"`
 		Result struct {
 			Content []struct{ Text string }
 		}
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &answer); err != nil || answer.ID != 2 || len(answer.Result.Content) != 1 || answer.Result.Content[0].Text != "done: hi" {
-		t.Errorf("last line on stdout = %q (%v), want the answer to call 2", lines[len(lines)-1], err)
+	var got *answer
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var a answer
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("a line on stdout is not JSON-RPC: %q: %v", line, err)
+		}
+		if a.ID == 2 {
+			got = &a
+		}
+	}
+	if got == nil || len(got.Result.Content) != 1 || got.Result.Content[0].Text != "done: hi" {
+		t.Errorf("the answer to call 2 = %+v, want its result; stdout:\n%s", got, out.String())
 	}
 }
