@@ -20,7 +20,7 @@ import (
 // Defaults for Options. Those the herdr cache also uses are its own
 // (package herdrcache), written down once there.
 const (
-	DefaultWorkers          = 8
+	DefaultWorkers          = 32
 	DefaultResyncPeriod     = herdrcache.DefaultResyncPeriod
 	DefaultCallTimeout      = herdrcache.DefaultCallTimeout
 	DefaultRestartBackoff   = 10 * time.Second
@@ -168,7 +168,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock drives backoff, resync and condition times; default wall clock.
 	Clock clock.Clock
-	// Workers is the number of concurrent reconciles; default 8.
+	// Workers is the number of concurrent reconciles; default
+	// DefaultWorkers (32): a reconcile waits on herdr and on the state
+	// database's group commits far more than it computes.
 	Workers int
 	// ResyncPeriod is how often herdr is listed in full as a safety net;
 	// default 60 s.
