@@ -53,12 +53,21 @@ var fenceInterruptKeys = []string{"esc"}
 // fence.
 const goneFenced = "fenced: this node could not confirm it still runs the member"
 
-// fence closes the member's tab at once: the node did not confirm, before
-// its fence deadline, that the member is still its own (r.lose says why).
-// The member is held, with no pane, until the node confirms it again.
+// fence closes the member's tab at once — or, with FencePause, interrupts
+// its agent and keeps it: the node did not confirm, before its fence
+// deadline, that the member is still its own (r.lose says why). The
+// member is held until the node confirms it again.
 func (r *memberReconcile) fence() (Result, error) {
 	msg := r.lose.Error()
 	if r.m.o.FencePolicy == FencePause && r.owned {
+		if !r.m.cache.Synced() {
+			// Nothing tells a live pane from a gone one: the agent is
+			// interrupted once herdr answers (never closed for it).
+			r.b.set(v1alpha1.PhasePending, [3]string{v1alpha1.ConditionUnknown, v1alpha1.ReasonNodeFenced, msg + "; its agent is interrupted once herdr answers (--fence-policy pause)"},
+				cFalse(v1alpha1.ReasonNodeFenced, msg), cFalse(v1alpha1.ReasonAsExpected, ""))
+			r.write()
+			return Result{}, nil
+		}
 		if p, alive, _ := r.m.findPane(r.name, r.rec); alive && p.PaneID == r.rec.PaneID {
 			return r.fencePause(msg, p)
 		}

@@ -150,3 +150,37 @@ func TestFence_PauseInterruptsTheAgentAndKeepsItsPane(t *testing.T) {
 		}
 	})
 }
+
+// herdr not answering at the fence deadline: with --fence-policy pause the
+// node cannot tell a live pane from a gone one, so it closes nothing; once
+// herdr is back it interrupts the agent and keeps its pane.
+func TestFence_PauseWaitsForHerdrInsteadOfClosing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		f := e.withFence(FencePause)
+		e.start()
+		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		if err := e.fake.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("herdr unavailable", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonHerdrUnavailable
+		})
+		f.set(errHold, errLose)
+		e.waitFor("alpha fenced, waiting for herdr", func(ms map[string]v1alpha1.Member) bool {
+			return fenced(ms["alpha"]) && strings.Contains(condition(ms["alpha"], v1alpha1.ConditionReady).Message, "once herdr answers")
+		})
+		if err := e.fake.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("alpha's agent interrupted", func(ms map[string]v1alpha1.Member) bool {
+			return fenced(ms["alpha"]) && strings.Contains(condition(ms["alpha"], v1alpha1.ConditionReady).Message, "was interrupted")
+		})
+		if !e.paneAlive(old.PaneID) || e.interrupts(old.PaneID) != 1 {
+			t.Errorf("after herdr came back: pane %s alive %v, %d interrupts; want it kept, interrupted once", old.PaneID, e.paneAlive(old.PaneID), e.interrupts(old.PaneID))
+		}
+		if n := e.fake.Calls()["tab.close"]; n != 0 {
+			t.Errorf("%d tab.close with --fence-policy pause", n)
+		}
+	})
+}
