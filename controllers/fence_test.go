@@ -60,6 +60,16 @@ func (e *env) interrupts(pane string) int {
 	return n
 }
 
+// startFenced runs member alpha on a Manager with a fakeFence and policy,
+// and returns once alpha is Ready, with alpha's status then.
+func startFenced(t *testing.T, policy FencePolicy) (*env, *fakeFence, v1alpha1.MemberStatus) {
+	t.Helper()
+	e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+	f := e.withFence(policy)
+	e.start()
+	return e, f, e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+}
+
 func fenced(m v1alpha1.Member) bool {
 	return m.Status.Phase == v1alpha1.PhasePending && condition(m, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonNodeFenced
 }
@@ -74,10 +84,7 @@ var (
 // member with no pane until it is confirmed again: then it starts afresh.
 func TestFence_CloseClosesTheTabAndStartsAgainOnceConfirmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		f := e.withFence("")
-		e.start()
-		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		e, f, old := startFenced(t, "")
 		e.setStatus(old.PaneID, "working")
 
 		f.set(errHold, errLose)
@@ -105,10 +112,7 @@ func TestFence_CloseClosesTheTabAndStartsAgainOnceConfirmed(t *testing.T) {
 // idle tab closed.
 func TestFence_PauseInterruptsTheAgentAndKeepsItsPane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		f := e.withFence(FencePause)
-		e.start()
-		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		e, f, old := startFenced(t, FencePause)
 		e.setStatus(old.PaneID, "working")
 		created := e.fake.Calls()["tab.create"]
 
@@ -156,10 +160,7 @@ func TestFence_PauseInterruptsTheAgentAndKeepsItsPane(t *testing.T) {
 // herdr is back it interrupts the agent and keeps its pane.
 func TestFence_PauseWaitsForHerdrInsteadOfClosing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		f := e.withFence(FencePause)
-		e.start()
-		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		e, f, old := startFenced(t, FencePause)
 		if err := e.fake.Stop(); err != nil {
 			t.Fatal(err)
 		}
