@@ -754,3 +754,21 @@ func TestRelay_SendToALostNodeFailsFast(t *testing.T) {
 		}
 	}
 }
+
+// A node's holds on a turn count: a second call on a turn, refused because
+// the first holds it, ends only its own hold when it returns; the turn's
+// mail stays hidden from polls until the first call ends too.
+func TestRelay_HoldsOnATurnCount(t *testing.T) {
+	r := &Relay{waited: map[string]bool{}, holding: map[string]int{}}
+	mail := &fleetMail{msg: messaging.Message{ID: "m", TurnID: "t-1", Kind: messaging.KindProgress}}
+	r.hold("t-1")
+	r.hold("t-1") // the second call, refused
+	r.unhold("t-1")
+	if r.shownLocked(mail) {
+		t.Fatal("the turn's mail shows while the first call still holds it")
+	}
+	r.unhold("t-1")
+	if !r.shownLocked(mail) || len(r.holding) != 0 {
+		t.Errorf("after both calls: shown %v, holds %v; want shown, none left", r.shownLocked(mail), r.holding)
+	}
+}

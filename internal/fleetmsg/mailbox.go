@@ -96,7 +96,7 @@ func (r *Relay) visibleLocked() []*fleetMail {
 // node's once this node's watch saw its waiting key.
 func (r *Relay) shownLocked(m *fleetMail) bool {
 	t := m.msg.TurnID
-	return t == "" || !r.waited[t] && !r.holding[t]
+	return t == "" || !r.waited[t] && r.holding[t] == 0
 }
 
 // Pending is the number of unacknowledged messages for recipient: the
@@ -422,7 +422,7 @@ func (r *Relay) forwardOne(ctx context.Context, m messaging.Message) (bool, erro
 	r.mu.Lock()
 	_, there := r.mail[id]
 	full := len(r.mail) >= r.o.MaxMailboxMessages || r.bytes+int64(len(m.Content)) > r.o.MaxMailboxBytes
-	waited := m.TurnID != "" && (r.waited[m.TurnID] || r.holding[m.TurnID])
+	waited := m.TurnID != "" && (r.waited[m.TurnID] || r.holding[m.TurnID] > 0)
 	r.mu.Unlock()
 	if there {
 		return true, nil

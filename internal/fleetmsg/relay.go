@@ -178,7 +178,7 @@ type Relay struct {
 	mail    map[string]*fleetMail // the fleet mailbox by message id
 	bytes   int64                 // content size of mail
 	waited  map[string]bool       // turns some node holds a call on (the waiting keys)
-	holding map[string]bool       // turns this node holds a call on, from before its waiting key is written
+	holding map[string]int        // calls of this node on each turn, from before their waiting key is written
 	waiters int
 	counts  map[string]requestCount // by node: see roomAt
 	// unsettled are takes held calls left uncertain (settle); settling
@@ -207,7 +207,7 @@ func New(core Core, opts *Options) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{o: o, core: core, cli: o.Client, keys: keys{base: o.Prefix + "/msg/"},
-		mail: map[string]*fleetMail{}, waited: map[string]bool{}, holding: map[string]bool{}, counts: map[string]requestCount{}, batch: forwardBatch}
+		mail: map[string]*fleetMail{}, waited: map[string]bool{}, holding: map[string]int{}, counts: map[string]requestCount{}, batch: forwardBatch}
 	r.leases = leaseCache{cli: o.Client, clock: o.Clock, timeout: o.RequestTimeout, leases: map[time.Time]clientv3.LeaseID{}}
 	r.mailbox = newInformer(r, r.keys.mailbox(), "the fleet mailbox", r.decodeMail, r.mirrorMailbox)
 	r.waiting = newInformer(r, r.keys.waitingDir(), "the fleet's waiting calls",

@@ -153,17 +153,21 @@ type requestCount struct {
 	at time.Time
 }
 
-// hold marks turn as held by a call of this node; unhold ends that, and
-// wakes the polls that may show its mail now.
+// hold counts a call of this node on turn; unhold ends it, and wakes the
+// polls that may show the turn's mail now. They count: a second call on
+// the turn, refused because the first holds it, must not end the first's
+// hold when it returns.
 func (r *Relay) hold(turn string) {
 	r.mu.Lock()
-	r.holding[turn] = true
+	r.holding[turn]++
 	r.mu.Unlock()
 }
 
 func (r *Relay) unhold(turn string) {
 	r.mu.Lock()
-	delete(r.holding, turn)
+	if r.holding[turn]--; r.holding[turn] <= 0 {
+		delete(r.holding, turn)
+	}
 	r.mu.Unlock()
 	r.changed.Notify()
 }
