@@ -63,10 +63,7 @@ func (r *memberReconcile) fence() (Result, error) {
 		if !r.m.cache.Synced() {
 			// Nothing tells a live pane from a gone one: the agent is
 			// interrupted once herdr answers (never closed for it).
-			r.b.set(v1alpha1.PhasePending, [3]string{v1alpha1.ConditionUnknown, v1alpha1.ReasonNodeFenced, msg + "; its agent is interrupted once herdr answers (--fence-policy pause)"},
-				cFalse(v1alpha1.ReasonNodeFenced, msg), cFalse(v1alpha1.ReasonAsExpected, ""))
-			r.write()
-			return Result{}, nil
+			return r.heldByFence(msg + "; its agent is interrupted once herdr answers (--fence-policy pause)")
 		}
 		if p, alive, _ := r.m.findPane(r.name, r.rec); alive && p.PaneID == r.rec.PaneID {
 			return r.fencePause(msg, p)
@@ -81,6 +78,12 @@ func (r *memberReconcile) fence() (Result, error) {
 	}
 	*r.rt = runtime{}
 	r.b.clearPane()
+	return r.heldByFence(msg)
+}
+
+// heldByFence writes the status of a member the fence holds (msg: why, and
+// what became of its pane): Pending, Ready=Unknown NodeFenced.
+func (r *memberReconcile) heldByFence(msg string) (Result, error) {
 	r.b.set(v1alpha1.PhasePending, [3]string{v1alpha1.ConditionUnknown, v1alpha1.ReasonNodeFenced, msg},
 		cFalse(v1alpha1.ReasonNodeFenced, msg), cFalse(v1alpha1.ReasonAsExpected, ""))
 	r.write()
@@ -106,11 +109,7 @@ func (r *memberReconcile) fencePause(msg string, p herdrcache.Pane) (Result, err
 	if p.HasAgent {
 		r.b.st.AgentStatus = string(p.Agent.AgentStatus)
 	}
-	msg += fmt.Sprintf("; its agent was interrupted and waits in pane %s (--fence-policy pause)", r.rec.PaneID)
-	r.b.set(v1alpha1.PhasePending, [3]string{v1alpha1.ConditionUnknown, v1alpha1.ReasonNodeFenced, msg},
-		cFalse(v1alpha1.ReasonNodeFenced, msg), cFalse(v1alpha1.ReasonAsExpected, ""))
-	r.write()
-	return Result{}, nil
+	return r.heldByFence(msg + fmt.Sprintf("; its agent was interrupted and waits in pane %s (--fence-policy pause)", r.rec.PaneID))
 }
 
 // followFence looks at every member again whenever the fence changes.

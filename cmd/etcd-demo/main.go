@@ -294,8 +294,8 @@ func waitPlaced(ctx context.Context, nodes []*demoNode) error {
 // registered Ready yet: a member no node can take then (each node's herdr
 // answers only some time after it starts) may be one a node takes next; a
 // member the scheduler has not bound yet (Scheduling) is not placed
-// either. A node whose published member
-// count is not yet what is bound to it counts none of its members.
+// either. A node whose published member count is not yet what is bound to
+// it counts none of its members.
 func placed(ctx context.Context, nodes []*demoNode) (settled, total int, err error) {
 	var registered struct{ Items []v1alpha1.Node }
 	if err := nodes[0].read(ctx, "/nodes", &registered); err != nil {
