@@ -2,11 +2,13 @@ package multihost
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -238,14 +240,27 @@ func TestEtcdRestoredUnderARunningNode_WritesRefusedNothingClosed(t *testing.T) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	n, _ := nodeWith(t, &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, CheckInterval: time.Second}, srv, t.TempDir())
+	state := t.TempDir()
+	n, _ := nodeWith(t, &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, CheckInterval: time.Second}, srv, state)
 	threeOn(t, n)
 	panes := panesOf(t, srv, "m1", "m2", "m3")
 
 	// The backup: the fleet's identity, objects and bindings but m3, at its
-	// own revisions, below those the node has seen since (it checks every
-	// second: two checks after its last write).
-	time.Sleep(2 * time.Second)
+	// own revisions, well below those the node has seen since — as an older
+	// backup is. The fleet's etcd moves on by writes of others (outside the
+	// fleet's prefix), and the backup is taken once the node remembers a
+	// revision past them: the node's own writes to the restored etcd before
+	// it checks (its registration, its members' statuses) cannot bring the
+	// backup's revision up to it.
+	var top int64
+	for i := range 200 {
+		resp, err := fleetCli.Put(context.Background(), "/elsewhere/pad", strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		top = resp.Header.Revision
+	}
+	untilRemembered(t, state, top)
 	backup, backupCli := ownEtcd(t)
 	resp, err := fleetCli.Get(context.Background(), "/fleetd/", clientv3.WithPrefix())
 	if err != nil {
@@ -295,5 +310,25 @@ func TestEtcdRestoredUnderARunningNode_WritesRefusedNothingClosed(t *testing.T) 
 	}
 	if now := panesOf(t, srv, "m1", "m2", "m3"); now["m3"] != panes["m3"] {
 		t.Errorf("m3 runs in %s, was %s", now["m3"], panes["m3"])
+	}
+}
+
+// untilRemembered waits until the node on state remembers etcd revision
+// rev as seen (its etcd-store.json, written within a second of a change).
+func untilRemembered(t *testing.T, state string, rev int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var mem struct {
+			Revision int64 `json:"revision"`
+		}
+		data, err := os.ReadFile(statedir.At(state).EtcdStore())
+		if err == nil && json.Unmarshal(data, &mem) == nil && mem.Revision >= rev {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node remembers revision %d after 30s (%v); want %d", mem.Revision, err, rev)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
