@@ -26,6 +26,10 @@ const (
 	DefaultRetryInterval = 2 * time.Second
 )
 
+// maxBurst bounds a burst of file events, in debounces: events that keep
+// coming are read at least this often.
+const maxBurst = 10
+
 // Options configure a Directory. nil means defaults.
 type Options struct {
 	// StateDir is the state directory where object metadata (uid,
@@ -34,8 +38,9 @@ type Options struct {
 	StateDir string
 	// Clock drives debouncing and retries; default the wall clock.
 	Clock clock.Clock
-	// Debounce is how long a burst of file events is collected before the
-	// directory is read again; default DefaultDebounce.
+	// Debounce is the quiet that ends a burst of file events: the
+	// directory is read again once no event came for Debounce (or the
+	// burst has lasted ten of them); default DefaultDebounce.
 	Debounce time.Duration
 	// RetryInterval is how often an unreadable or unwatchable directory is
 	// tried again; default DefaultRetryInterval.
@@ -211,7 +216,18 @@ func (d *Directory) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	// A burst of changes is over once none came for Debounce (a checkout,
+	// an rm of many files, a slow disk: one read sees them all, and the
+	// prune hold judges them as one change), or once it has lasted
+	// maxBurst debounces (a writer that never stops is still read).
+	var burst time.Time      // when the burst being collected began
 	debounceSoon := func() { // read again once a burst of changes is over
+		now := d.clock.Now()
+		if debounce == nil {
+			burst = now
+		} else if now.Sub(burst) < maxBurst*d.debounce && debounce.Stop() {
+			debounce = nil
+		}
 		if debounce == nil {
 			debounce = d.clock.NewTimer(d.debounce)
 			debounceC = debounce.C()

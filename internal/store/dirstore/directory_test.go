@@ -654,6 +654,49 @@ func TestDirectory_ApplyAndDelete(t *testing.T) {
 	})
 }
 
+// A burst of changes is read once, after a debounce without changes: files
+// removed one by one, each within a debounce of the last, are one change
+// (the prune hold judges them together) however long the burst lasts — up
+// to ten debounces, after which a writer that never stops is read anyway.
+func TestDirectory_ReadsABurstOnceItIsQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, map[string]string{"alpha.yaml": memberDoc("alpha", "one")})
+		n := h.scans()
+		for range 5 { // 0, 0.6 s, …, 2.4 s
+			h.nudge <- struct{}{}
+			time.Sleep(debounce * 6 / 10)
+			synctest.Wait()
+		}
+		if got := h.scans(); got != n {
+			t.Fatalf("%d reads during a burst of changes 0.6 debounces apart, want none yet", got-n)
+		}
+		time.Sleep(debounce*4/10 - time.Nanosecond) // a debounce after the last change
+		synctest.Wait()
+		if got := h.scans(); got != n {
+			t.Fatalf("%d reads before a debounce passed without changes, want none", got-n)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if got := h.scans(); got != n+1 {
+			t.Fatalf("%d reads once the burst was quiet, want 1", got-n)
+		}
+
+		n = h.scans()
+		start := time.Now()
+		for h.scans() == n {
+			if time.Since(start) > maxBurst*debounce {
+				t.Fatalf("no read after %v of changes every half debounce; want one within %d debounces", time.Since(start), maxBurst)
+			}
+			h.nudge <- struct{}{}
+			time.Sleep(debounce / 2)
+			synctest.Wait()
+		}
+		if got := time.Since(start); got < maxBurst*debounce {
+			t.Errorf("read %v into a burst that had not been quiet; want it at %d debounces", got, maxBurst)
+		}
+	})
+}
+
 // With Rescan the directory is read on a nudge (after the debounce) and,
 // while it is unreadable, every RetryInterval — never by fsnotify, so it
 // runs inside a synctest bubble on virtual time.

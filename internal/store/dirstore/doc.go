@@ -4,7 +4,8 @@
 //
 // [Directory] watches the manifests directory
 // with fsnotify — the directory, not the files, so an editor's
-// write-temp-then-rename save is seen — debounces bursts, and reads every
+// write-temp-then-rename save is seen — reads a burst of changes once it
+// is over (100 ms without one), and reads every
 // *.yaml / *.yml file (not dotfiles or editor backups), one object per YAML
 // document. A few promises matter more than anything else here:
 //
