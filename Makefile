@@ -68,11 +68,11 @@ run-cluster: build
 # The slowest packages are named first so that go test starts them first:
 # named last (./... in path order), they ran on alone at the end. Their
 # tests mostly wait (on processes, etcd's elections, lease expiries), not
-# compute: four parallel tests per package (-parallel; the default is one
-# per core) keep two cores busy.
+# compute: four packages at once (-p; the default is one per core), with
+# four parallel tests each (-parallel), keep two cores busy.
 SLOW_TESTS := ./test/multihost ./cmd/fleetd ./internal/daemon ./controllers ./internal/store/etcdstore ./cmd/etcd-demo
 test:
-	$(GO) test -race -count=1 -parallel 4 $(SLOW_TESTS) $(PKGS)
+	$(GO) test -race -count=1 -p 4 -parallel 4 $(SLOW_TESTS) $(PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \
