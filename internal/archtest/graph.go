@@ -110,10 +110,10 @@ var allowed = Graph{
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
 		"controllers/herdrcache", "herdr", "internal/clock", "internal/gitrepo", "internal/notify", "internal/rollout", "internal/statedb", prometheus},
 	// A Profile's rollout apart from the controller that drives it: the
-	// revisions, where they are kept (the state directory; etcd in
+	// revisions, where they are kept (the state database; etcd in
 	// etcdrollout), the recorder that follows the desired state, and the
 	// pure status.
-	"internal/rollout":             {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/notify", "internal/statedir", "internal/store"},
+	"internal/rollout":             {"api/v1alpha1", "internal/clock", "internal/notify", "internal/statedb", "internal/store", errgroup},
 	"internal/rollout/etcdrollout": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/retry", "internal/rollout", etcdClient, etcdAPI},
 
 	// The harness adapters implement controllers/launch; nothing else of

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/rollout"
 	"github.com/fleetd-dev/fleetd/internal/rollout/etcdrollout"
 	"github.com/fleetd-dev/fleetd/internal/scheduler"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 	"github.com/fleetd-dev/fleetd/internal/store"
 	"github.com/fleetd-dev/fleetd/internal/store/dirstore"
@@ -97,12 +98,12 @@ type messenger interface {
 }
 
 // directoryBackend is the manifests directory (the default).
-func directoryBackend(cfg Config, state statedir.Layout, log *slog.Logger) (*backend, error) {
+func directoryBackend(cfg Config, state statedir.Layout, db *statedb.DB, log *slog.Logger) (*backend, error) {
 	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes, PruneHold: cfg.PruneHold})
 	if err != nil {
 		return nil, err
 	}
-	revs, err := rollout.OpenDir(state.Root())
+	revs, err := rollout.OpenDir(db)
 	if err != nil {
 		return nil, err
 	}

@@ -221,11 +221,11 @@ func serve(ctx context.Context, cfg Config, state statedir.Layout, ln net.Listen
 }
 
 // openBackend opens the desired state the configuration names.
-func openBackend(ctx context.Context, cfg Config, state statedir.Layout, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (*backend, error) {
+func openBackend(ctx context.Context, cfg Config, state statedir.Layout, db *statedb.DB, gateway plan.Gateway, toks *tokens.Registry, log *slog.Logger) (*backend, error) {
 	if cfg.Etcd != nil {
 		return etcdBackend(ctx, cfg.Etcd, cfg.PruneHold, state, gateway, toks, log)
 	}
-	return directoryBackend(cfg, state, log)
+	return directoryBackend(cfg, state, db, log)
 }
 
 // herdrSocket is the herdr fleetd talks to: the embedded simulated herdr

@@ -144,7 +144,7 @@ func (p *parts) openBackend(ctx context.Context, gateway plan.Gateway) error {
 		return err
 	}
 	p.launcher = launcher
-	if p.backend, err = openBackend(ctx, p.cfg, p.state, gateway, p.toks, p.log); err != nil {
+	if p.backend, err = openBackend(ctx, p.cfg, p.state, p.db, gateway, p.toks, p.log); err != nil {
 		return err
 	}
 	p.onClose(p.backend.close) // after every part has stopped

@@ -13,15 +13,17 @@
 //     revision keeps — a Profile's spec without spec.rollout, a Member's
 //     without spec.paused — and [Restore] writes a revision's spec back
 //     into an object.
-//   - [Store]: where histories are kept. [Dir] keeps one file per object
-//     in the state directory (revisions/KIND.NAME.json, statedir's
-//     layout); package etcdrollout keeps one key per revision and one per
-//     halt under a fleet's prefix, read by every node. Both show a change
-//     to Get at once.
+//   - [Store]: where histories are kept. [Dir] keeps one record per
+//     object in the state database (table statedb.Revisions, key
+//     KIND/NAME), its writes sharing the database's group commits;
+//     package etcdrollout keeps one key per revision and one per halt
+//     under a fleet's prefix, read by every node. Both show a change to
+//     Get once Update returns.
 //   - [Recorder]: follows the desired state and records each change of a
 //     Profile or Member as a revision, deleting the history of an object
 //     no longer declared — never from a snapshot the store cannot vouch
-//     for.
+//     for. It updates the histories of a change concurrently, so that a
+//     first start's thousand records share a few commits.
 //   - [Target], [MemberState], [Status]: what a rollout takes a profile's
 //     members to (a digest of what their launches take from the
 //     profile), how each member counts (updated, Ready, being replaced),

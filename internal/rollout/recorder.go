@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/store"
@@ -77,15 +79,23 @@ func (r *Recorder) Run(ctx context.Context) error {
 
 // record records what changed from prev to next (everything when prev is
 // nil) and returns what the next call compares with: next once it was
-// read, nil before.
+// read, nil before. The histories it changes are updated concurrently
+// (each is another object's): a store that waits for the disk commits
+// them together.
 func (r *Recorder) record(prev, next *store.Snapshot) *store.Snapshot {
 	if !next.Synced {
 		return nil
 	}
+	var g errgroup.Group
+	g.SetLimit(recordConcurrency)
+	update := func(kind, name string, change func(*History) bool) {
+		g.Go(func() error { r.update(kind, name, change); return nil })
+	}
+	defer g.Wait()
 	now := r.o.Clock.Now()
 	for name, p := range next.Profiles {
 		if prev == nil || prev.Profiles[name] != p {
-			r.update(v1alpha1.KindProfile, name, func(h *History) bool {
+			update(v1alpha1.KindProfile, name, func(h *History) bool {
 				changed := r.recorded(h, p, now)
 				if h.Halt != nil && h.Halt.Target != Target(p) {
 					h.Halt, changed = nil, true // the halt stopped an earlier rollout
@@ -96,7 +106,7 @@ func (r *Recorder) record(prev, next *store.Snapshot) *store.Snapshot {
 	}
 	for name, m := range next.Members {
 		if prev == nil || prev.Members[name] != m {
-			r.update(v1alpha1.KindMember, name, func(h *History) bool { return r.recorded(h, m, now) })
+			update(v1alpha1.KindMember, name, func(h *History) bool { return r.recorded(h, m, now) })
 		}
 	}
 	if next.Unreadable != nil || next.Stale != nil {
@@ -104,7 +114,7 @@ func (r *Recorder) record(prev, next *store.Snapshot) *store.Snapshot {
 	}
 	for _, kind := range []string{v1alpha1.KindProfile, v1alpha1.KindMember} {
 		for _, name := range r.gone(kind, prev, next) {
-			r.update(kind, name, func(h *History) bool {
+			update(kind, name, func(h *History) bool {
 				*h = History{}
 				return true
 			})
@@ -112,6 +122,9 @@ func (r *Recorder) record(prev, next *store.Snapshot) *store.Snapshot {
 	}
 	return next
 }
+
+// recordConcurrency bounds the histories one record updates at once.
+const recordConcurrency = 64
 
 // recorded records obj in h; an object that cannot be encoded (never) is
 // logged and changes nothing.

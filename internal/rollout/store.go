@@ -2,25 +2,20 @@ package rollout
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/atomicfile"
 	"github.com/fleetd-dev/fleetd/internal/notify"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
 // Store keeps the [History] of each Profile and Member. The directory
-// store ([OpenDir]) keeps them in the state directory; the etcd store
+// store ([OpenDir]) keeps them in the state database; the etcd store
 // (package etcdrollout) under the fleet's prefix, where every node reads
-// them.
+// them. Its methods are safe for concurrent use.
 type Store interface {
 	// Get returns the history of the object of kind (v1alpha1.KindProfile
 	// or KindMember) named name, as this node last read it with the
@@ -31,10 +26,11 @@ type Store interface {
 	// Update applies change to the history of kind/name and keeps the
 	// result when change reports true; a history left with nothing
 	// ([History.IsZero]) is deleted. The directory store writes before it
-	// returns; the etcd store returns at once and writes in the background
-	// (retrying while etcd does not answer), applying change again to
-	// what etcd holds then — so change must say what to do to a history,
-	// not what the history was. Get shows the change at once either way.
+	// returns (concurrent Updates share the database's fsyncs); the etcd
+	// store returns at once and writes in the background (retrying while
+	// etcd does not answer), applying change again to what etcd holds
+	// then — so change must say what to do to a history, not what the
+	// history was. Get shows the change once Update returns either way.
 	Update(kind, name string, change func(*History) bool) error
 	// Names lists the names of kind that have a history, sorted.
 	Names(kind string) []string
@@ -42,68 +38,62 @@ type Store interface {
 	Changed() <-chan struct{}
 }
 
-// Dir is the [Store] of a state directory: one file per object,
-// revisions/KIND.NAME.json (KIND profile or member), a [History] as JSON,
-// replaced atomically when it changes and removed when it keeps nothing.
-// Every file is read at [OpenDir]; reads are served from memory.
+// Dir is the [Store] of a fleetd on the manifests directory: its
+// histories are a table of the state database (statedb.Revisions, keyed
+// KIND/NAME, KIND profile or member), read once at [OpenDir] and served
+// from memory. A change waits for its record to be durable, and changes
+// of different objects share the database's group commits: the thousand
+// histories a first start records cost a few fsyncs, not a thousand
+// atomic file writes.
 type Dir struct {
-	state statedir.Layout
-	disk  bool // false keeps the histories in memory only
+	db *statedb.DB // nil keeps the histories in memory only
 
-	writeMu sync.Mutex // serialises Update's read-change-write, disk included
-	mu      sync.Mutex // guards hist; never held over I/O
-	hist    map[key]History
+	mu   sync.Mutex // guards hist and busy; never held over I/O
+	hist map[key]History
+	// busy are the objects an Update is changing: another Update of the
+	// same object waits (idle), so that each applies its change to the
+	// last one's result; Updates of different objects go on at once.
+	busy    map[key]bool
+	idle    *sync.Cond
 	changed notify.Signal
 }
 
 type key struct{ kind, name string }
 
-// fileKinds are the KIND of a history file's name, by object kind.
+// fileKinds are the KIND of a history's key, by object kind.
 var fileKinds = map[string]string{v1alpha1.KindProfile: "profile", v1alpha1.KindMember: "member"}
 
-// OpenDir reads every history kept in the state directory at root,
-// creating its directory when missing ("" keeps them in memory only, for
-// tests). A file that does not decode is an error naming it and what to
-// do.
-func OpenDir(root string) (*Dir, error) {
-	d := &Dir{state: statedir.At(root), disk: root != "", hist: map[key]History{}}
-	if !d.disk {
-		return d, nil
-	}
-	dir := d.state.RevisionsDir()
-	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
-		return nil, fmt.Errorf("revisions: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("revisions: %w", err)
-	}
-	for _, e := range entries {
-		k, ok := parseFileName(e.Name())
-		if e.IsDir() || !ok {
-			continue // a temporary file of an interrupted write, or not ours
-		}
-		path := filepath.Join(dir, e.Name())
-		data, err := statedir.ReadFile(path, statedir.MaxIndexBytes)
-		if err != nil {
-			return nil, fmt.Errorf("revisions: %w", err)
+// OpenDir reads every history kept in db (nil keeps them in memory only,
+// for tests). A record that does not decode is an error naming it and
+// what to do; a key that names no Profile or Member is not read.
+func OpenDir(db *statedb.DB) (*Dir, error) {
+	d := &Dir{db: db, hist: map[key]History{}, busy: map[key]bool{}}
+	d.idle = sync.NewCond(&d.mu)
+	err := db.Each(statedb.Revisions, func(k string, value []byte) error {
+		hk, ok := parseKey(k)
+		if !ok {
+			return nil
 		}
 		var h History
-		if err := json.Unmarshal(data, &h); err != nil {
-			return nil, fmt.Errorf("revision history %s is corrupt (%v); move it away to let fleetd start (the object's earlier revisions are then forgotten)", path, err)
+		if err := json.Unmarshal(value, &h); err != nil {
+			return fmt.Errorf("the revision history %s in the state database is corrupt (%v); "+
+				"`fleetd journal repair` sets damaged records aside (the object's earlier revisions are then forgotten)", k, err)
 		}
-		d.hist[k] = h
+		d.hist[hk] = h
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
 	}
 	return d, nil
 }
 
-// parseFileName reads KIND.NAME.json.
-func parseFileName(name string) (key, bool) {
-	base, ok := strings.CutSuffix(name, ".json")
-	if !ok || strings.HasPrefix(base, ".") {
-		return key{}, false
-	}
-	fk, n, ok := strings.Cut(base, ".")
+// keyOf is the database key of kind/name's history: KIND/NAME.
+func keyOf(fileKind, name string) string { return fileKind + "/" + name }
+
+// parseKey reads KIND/NAME.
+func parseKey(k string) (key, bool) {
+	fk, n, ok := strings.Cut(k, "/")
 	for kind, f := range fileKinds {
 		if ok && f == fk && v1alpha1.IsObjectName(n) {
 			return key{kind, n}, true
@@ -119,31 +109,39 @@ func (d *Dir) Get(kind, name string) History {
 	return d.hist[key{kind, name}].Clone()
 }
 
-// Update implements [Store]: the file is written before it returns.
+// Update implements [Store]: it returns once the change is durable, and
+// Get shows it from then on; a change that could not be written is
+// returned and changes nothing.
 func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 	fk, ok := fileKinds[kind]
 	if !ok {
 		return fmt.Errorf("%s has no revisions: only Profiles and Members do", kind)
 	}
-	d.writeMu.Lock()
-	defer d.writeMu.Unlock()
 	k := key{kind, name}
-	h := d.Get(kind, name)
+	d.mu.Lock()
+	for d.busy[k] {
+		d.idle.Wait()
+	}
+	d.busy[k] = true
+	h := d.hist[k].Clone()
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.busy, k)
+		d.idle.Broadcast()
+		d.mu.Unlock()
+	}()
 	if !change(&h) {
 		return nil
 	}
-	path := d.state.Revisions(fk, name)
 	var err error
 	switch {
-	case !d.disk:
 	case h.IsZero():
-		if err = os.Remove(path); errors.Is(err, fs.ErrNotExist) {
-			err = nil
-		}
+		err = d.db.Write(statedb.Delete(statedb.Revisions, keyOf(fk, name)))
 	default:
 		var data []byte
 		if data, err = json.Marshal(h); err == nil { // compact: a spec is kept as it was encoded
-			err = atomicfile.Write(path, append(data, '\n'), statedir.FileMode)
+			err = d.db.Write(statedb.Put(statedb.Revisions, keyOf(fk, name), data))
 		}
 	}
 	if err != nil {

@@ -5,25 +5,40 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
-// A history written to a state directory is there after a restart, in
-// revisions/KIND.NAME.json, and one left with nothing is removed; a
-// corrupt file stops the start with its path and what to do.
+// openDB opens the state database at path.
+func openDB(t *testing.T, path string) *statedb.DB {
+	t.Helper()
+	db, err := statedb.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// A history written to the state database is there after a restart, and
+// one left with nothing is deleted; a record that does not decode stops
+// the start with its key and what to do.
 func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
-	root := t.TempDir()
-	d, err := OpenDir(root)
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := openDB(t, path)
+	d, err := OpenDir(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,11 +50,16 @@ func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
 	if err := d.Update(v1alpha1.KindMember, "alpha", func(x *History) bool { *x = record(t, profile("-m", "z")); return true }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(statedir.At(root).Revisions("profile", "codex")); err != nil {
-		t.Fatalf("no file for profile/codex: %v", err)
+	if err := d.Update(v1alpha1.KindMember, "beta", func(x *History) bool { *x = record(t, profile("-m", "y")); return true }); err != nil {
+		t.Fatal(err)
 	}
+	if err := d.Update(v1alpha1.KindMember, "beta", func(x *History) bool { *x = History{}; return true }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close() // as a crash would: Update returned once each change was durable
 
-	d2, err := OpenDir(root)
+	db = openDB(t, path)
+	d2, err := OpenDir(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,21 +67,56 @@ func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
 		t.Errorf("after a restart (-want +got):\n%s", diff)
 	}
 	if got := d2.Names(v1alpha1.KindMember); !cmp.Equal(got, []string{"alpha"}) {
-		t.Errorf("member histories %v, want [alpha]", got)
+		t.Errorf("member histories %v, want [alpha] (beta's emptied history deleted)", got)
 	}
-	if err := d2.Update(v1alpha1.KindMember, "alpha", func(x *History) bool { *x = History{}; return true }); err != nil {
+	if err := db.Write(statedb.Put(statedb.Revisions, "profile/broken", []byte(`{"revisions": 7}`))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(statedir.At(root).Revisions("member", "alpha")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the emptied history's file is still there: %v", err)
+	if _, err := OpenDir(db); err == nil || !strings.Contains(err.Error(), "profile/broken") || !strings.Contains(err.Error(), "fleetd journal repair") {
+		t.Errorf("OpenDir with a corrupt record: %v; want its key and what to do", err)
+	}
+}
+
+// Updates of one object, however many at once, apply one after another,
+// each to the last one's result; a change that could not be written
+// changes nothing, and the error says whose history it was.
+func TestDir_UpdatesOfOneObjectApplyInTurn(t *testing.T) {
+	var fail atomic.Bool
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db, err := statedb.Open(path, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d, err := OpenDir(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := d.Update(v1alpha1.KindProfile, "codex", func(h *History) bool {
+				changed, err := h.Record(profile("-m", strconv.Itoa(i)), t0)
+				return err == nil && changed
+			}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	h := d.Get(v1alpha1.KindProfile, "codex")
+	if len(h.Revisions) != MaxRevisions || h.Revisions[len(h.Revisions)-1].Number != n {
+		t.Fatalf("after %d concurrent updates: %v; want the last %d, numbered up to %d", n, numbersAndCauses(h), MaxRevisions, n)
 	}
 
-	bad := statedir.At(root).Revisions("profile", "broken")
-	if err := os.WriteFile(bad, []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
+	fail.Store(true)
+	err = d.Update(v1alpha1.KindProfile, "codex", func(h *History) bool { *h = History{}; return true })
+	if err == nil || !strings.Contains(err.Error(), "profile/codex") || !errors.Is(err, statedbtest.ErrDiskFull) {
+		t.Errorf("Update on a full disk = %v; want the disk's error, naming profile/codex", err)
 	}
-	if _, err := OpenDir(root); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "move it away") {
-		t.Errorf("OpenDir with a corrupt file: %v; want its path and what to do", err)
+	if got := d.Get(v1alpha1.KindProfile, "codex"); !cmp.Equal(got, h) {
+		t.Errorf("a change that was not written shows: %v", numbersAndCauses(got))
 	}
 }
 
@@ -87,7 +142,7 @@ func snapshotOf(unreadable error, objs ...v1alpha1.Object) *store.Snapshot {
 func TestRecorder_FollowsTheDesiredState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &fakeSource{}
-		revs, _ := OpenDir("")
+		revs, _ := OpenDir(nil)
 		elsewhere := map[string]bool{"moved": true}
 		r := NewRecorder(src, revs, &RecorderOptions{
 			Declared: func(kind, name string) bool { return kind == v1alpha1.KindMember && elsewhere[name] },
@@ -130,19 +185,19 @@ func TestRecorder_FollowsTheDesiredState(t *testing.T) {
 	})
 }
 
-// Histories are named by kind and name only: other files are not read.
-func TestDir_IgnoresFilesNotItsOwn(t *testing.T) {
-	root := t.TempDir()
-	dir := statedir.At(root).RevisionsDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{".tmp-123", "notes.txt", "tenant.acme.json", "profile.Bad Name.json"} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("{"), 0o600); err != nil {
+// Histories are named by kind and name only: other keys are not read.
+func TestDir_IgnoresKeysNotItsOwn(t *testing.T) {
+	db := openDB(t, filepath.Join(t.TempDir(), "state.journal"))
+	for _, k := range []string{"notes", "tenant/acme", "profile/Bad Name", "member/"} {
+		if err := db.Write(statedb.Put(statedb.Revisions, k, []byte(`"not a history"`))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := OpenDir(root); err != nil {
-		t.Errorf("OpenDir read a file that is not a history: %v", err)
+	d, err := OpenDir(db)
+	if err != nil {
+		t.Fatalf("OpenDir read a key that is not a history: %v", err)
+	}
+	if got := append(d.Names(v1alpha1.KindProfile), d.Names(v1alpha1.KindMember)...); len(got) != 0 {
+		t.Errorf("histories %v, want none", got)
 	}
 }

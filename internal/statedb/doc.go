@@ -5,12 +5,16 @@
 //
 // The tables and their owners:
 //
-//	owned    member name → the pane fleetd runs for it (controllers)
-//	members  member name → what fleetd keeps of it across its panes: its
-//	         agent's session, a graceful close or replacement under way
-//	         (controllers)
-//	tokens   hex SHA-256 of a worker token → its member and pane (package tokens)
-//	prompts  member uid → the first prompt queued for it (internal/messaging)
+//	owned      member name → the pane fleetd runs for it (controllers)
+//	members    member name → what fleetd keeps of it across its panes:
+//	           its agent's session, a graceful close or replacement
+//	           under way (controllers)
+//	tokens     hex SHA-256 of a worker token → its member and pane
+//	           (package tokens)
+//	prompts    member uid → the first prompt queued for it
+//	           (internal/messaging)
+//	revisions  KIND/NAME → a Profile's or Member's revision history
+//	           (internal/rollout, with the directory store)
 //
 // # Reading
 //
@@ -56,9 +60,10 @@
 //
 // [OpenDir] opens the database of a state directory and, the first time,
 // moves into it what fleetd kept one file per record before it existed —
-// tokens.json, owned/NAME.json, members/NAME.json, prompts-delivered.json —
-// in one batch, then removes those files. A crash in between migrates them
-// again at the next start, to the same records.
+// tokens.json, owned/NAME.json, members/NAME.json, prompts-delivered.json,
+// revisions/KIND.NAME.json — in one batch, then removes those files. A
+// crash in between migrates them again at the next start, to the same
+// records.
 //
 // [Check] and [Repair] (`fleetd journal check|repair`) list and repair
 // damage as the message journal's do.

@@ -18,8 +18,9 @@ import (
 // ([Open] on its Layout.StateDB) and migrates into it, once, the records
 // fleetd kept one file each before the database existed (statedir's
 // Legacy names): every worker token of tokens.json, every ownership
-// record of owned/, every member's memory of members/ and every delivered
-// prompt of prompts-delivered.json, in one batch; once that batch is
+// record of owned/, every member's memory of members/, every delivered
+// prompt of prompts-delivered.json and every revision history of
+// revisions/, in one batch; once that batch is
 // durable, the files are removed. A crash in between leaves files whose
 // records are in the database already: the next start migrates them
 // again, to the same records. A legacy file fleetd cannot read is an error
@@ -49,6 +50,7 @@ var legacies = []legacy{
 	{statedir.Layout.LegacyOwnedDir, legacyOwned},
 	{statedir.Layout.LegacyMemoryDir, legacyMemory},
 	{statedir.Layout.LegacyPrompts, legacyPrompts},
+	{statedir.Layout.LegacyRevisionsDir, legacyRevisions},
 }
 
 // migrate moves the legacy files' records into db, then removes the files.
@@ -144,7 +146,7 @@ func legacyMemory(dir string) ([]Change, error) {
 
 // legacyDir reads the records of a legacy per-member directory (what names
 // them in errors) as changes of table; key names each record's key from its
-// file name and content. Temporary files of interrupted writes and spares
+// file name and content ("" for a file that holds none). Temporary files of interrupted writes and spares
 // are skipped. Only a directory is listed (a FIFO there would block).
 func legacyDir(dir, table, what string, max int64, key func(name string, data []byte) (string, error)) ([]Change, error) {
 	if fi, err := os.Lstat(dir); err != nil {
@@ -169,6 +171,9 @@ func legacyDir(dir, table, what string, max int64, key func(name string, data []
 		if err != nil {
 			return nil, err
 		}
+		if k == "" {
+			continue // not a record of this kind: nothing to keep
+		}
 		changes = append(changes, Put(table, k, data))
 	}
 	return changes, nil
@@ -192,4 +197,21 @@ func legacyPrompts(path string) ([]Change, error) {
 		changes = append(changes, Put(Prompts, uid, d))
 	}
 	return changes, nil
+}
+
+// legacyRevisions reads revisions/: an object's history per
+// KIND.NAME.json, KIND profile or member, as key KIND/NAME. Another file
+// there was never read, and is not kept.
+func legacyRevisions(dir string) ([]Change, error) {
+	return legacyDir(dir, Revisions, "revisions", statedir.MaxIndexBytes, func(name string, data []byte) (string, error) {
+		kind, obj, ok := strings.Cut(strings.TrimSuffix(name, ".json"), ".")
+		if !ok || (kind != "profile" && kind != "member") || obj == "" || strings.ContainsAny(obj, "/.") {
+			return "", nil
+		}
+		if !json.Valid(data) {
+			return "", fmt.Errorf("revision history %s is corrupt; move it away to let fleetd start (the object's earlier revisions are then forgotten)",
+				filepath.Join(dir, name))
+		}
+		return kind + "/" + obj, nil
+	})
 }

@@ -37,6 +37,10 @@ func legacyState(t *testing.T, state statedir.Layout) {
 		filepath.Join(state.LegacyOwnedDir(), ".alpha.json.tmp-12"): "{\"member\": \"torn",
 		filepath.Join(state.LegacyMemoryDir(), "alpha.json"):        "{\n  \"uid\": \"u-a\",\n  \"session\": {\"id\": \"s-1\"}\n}\n",
 		state.LegacyPrompts(): `{"u-a": {"turn": "t-1", "prompt": "d1"}, "u-old": "t-0"}` + "\n",
+		filepath.Join(state.LegacyRevisionsDir(), "profile.codex.json"):       `{"revisions":[{"number":1}]}` + "\n",
+		filepath.Join(state.LegacyRevisionsDir(), "member.alpha.json"):        `{"revisions":[{"number":2}]}` + "\n",
+		filepath.Join(state.LegacyRevisionsDir(), ".member.alpha.json.tmp-7"): `{"revis`,
+		filepath.Join(state.LegacyRevisionsDir(), "tenant.acme.json"):         `{}`,
 	}
 	for path, content := range files {
 		must(t, os.MkdirAll(filepath.Dir(path), statedir.DirMode))
@@ -54,6 +58,10 @@ var migrated = map[string]map[string]string{
 	Owned:   {"alpha": "{\n  \"member\": \"alpha\",\n  \"paneId\": \"w1:p1\"\n}\n"},
 	Memory:  {"alpha": "{\n  \"uid\": \"u-a\",\n  \"session\": {\"id\": \"s-1\"}\n}\n"},
 	Prompts: {"u-a": `{"turn": "t-1", "prompt": "d1"}`, "u-old": `"t-0"`},
+	Revisions: {
+		"profile/codex": `{"revisions":[{"number":1}]}` + "\n",
+		"member/alpha":  `{"revisions":[{"number":2}]}` + "\n",
+	},
 }
 
 // compacted is want with every value compacted, as the database holds it.
@@ -81,10 +89,10 @@ func TestOpenDir_MigratesTheLegacyFilesOnce(t *testing.T) {
 	legacyState(t, state)
 	db, err := OpenDir(state, nil)
 	must(t, err)
-	if diff := cmp.Diff(compacted(t, migrated), contents(t, db, Tokens, Owned, Memory, Prompts)); diff != "" {
+	if diff := cmp.Diff(compacted(t, migrated), contents(t, db, Tokens, Owned, Memory, Prompts, Revisions)); diff != "" {
 		t.Errorf("tables (-want +got):\n%s", diff)
 	}
-	for _, p := range []string{state.LegacyTokens(), state.LegacyOwnedDir(), state.LegacyMemoryDir(), state.LegacyPrompts()} {
+	for _, p := range []string{state.LegacyTokens(), state.LegacyOwnedDir(), state.LegacyMemoryDir(), state.LegacyPrompts(), state.LegacyRevisionsDir()} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is still there after the migration (%v)", p, err)
 		}
@@ -93,7 +101,7 @@ func TestOpenDir_MigratesTheLegacyFilesOnce(t *testing.T) {
 	again, err := OpenDir(state, nil)
 	must(t, err)
 	defer again.Close()
-	if diff := cmp.Diff(compacted(t, migrated), contents(t, again, Tokens, Owned, Memory, Prompts)); diff != "" {
+	if diff := cmp.Diff(compacted(t, migrated), contents(t, again, Tokens, Owned, Memory, Prompts, Revisions)); diff != "" {
 		t.Errorf("tables at the next start (-want +got):\n%s", diff)
 	}
 }
@@ -117,7 +125,7 @@ func TestOpenDir_AMigrationCutShortIsDoneAgain(t *testing.T) {
 	defer db.Close()
 	want := compacted(t, migrated)
 	want[Owned]["gamma"] = `{"member":"gamma"}`
-	if diff := cmp.Diff(want, contents(t, db, Tokens, Owned, Memory, Prompts)); diff != "" {
+	if diff := cmp.Diff(want, contents(t, db, Tokens, Owned, Memory, Prompts, Revisions)); diff != "" {
 		t.Errorf("tables (-want +got):\n%s", diff)
 	}
 }
@@ -146,6 +154,11 @@ func TestOpenDir_RefusesAnUnreadableLegacyFile(t *testing.T) {
 			must(t, syscall.Mkfifo(s.LegacyMemoryDir(), 0o600))
 			return s.LegacyMemoryDir()
 		}, "not a directory"},
+		"a corrupt revision history": {func(s statedir.Layout) string {
+			p := filepath.Join(s.LegacyRevisionsDir(), "member.beta.json")
+			must(t, os.WriteFile(p, []byte(`{"revisions": [`), statedir.FileMode))
+			return p
+		}, "move it away"},
 		"tokens.json of another version": {func(s statedir.Layout) string {
 			must(t, os.WriteFile(s.LegacyTokens(), []byte(`{"version": 2, "tokens": []}`), statedir.FileMode))
 			return s.LegacyTokens()
@@ -170,7 +183,7 @@ func TestOpenDir_RefusesAnUnreadableLegacyFile(t *testing.T) {
 			db, err = Open(state.StateDB(), nil)
 			must(t, err)
 			defer db.Close()
-			if got := contents(t, db, Tokens, Owned, Memory, Prompts); len(got) != 0 {
+			if got := contents(t, db, Tokens, Owned, Memory, Prompts, Revisions); len(got) != 0 {
 				t.Errorf("a failed migration left records: %v", got)
 			}
 		})

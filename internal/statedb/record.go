@@ -19,6 +19,9 @@ const (
 	// Prompts: member uid → the first prompt queued for it
 	// (internal/messaging).
 	Prompts = "prompts"
+	// Revisions: KIND/NAME (KIND profile or member) → the object's
+	// revision history (internal/rollout).
+	Revisions = "revisions"
 )
 
 // Change is one change of a table: [Put] or [Delete].

@@ -26,7 +26,6 @@ const (
 	harnessDir   = "harness"
 	messagesDir  = "messages"
 	nodeIDFile   = "node-id"
-	revisionsDir = "revisions"
 	simDir       = "sim"
 	simSocket    = "herdr.sock"
 	recordSuffix = ".json"
@@ -37,6 +36,8 @@ const (
 	legacyOwnedDir    = "owned"
 	legacyMemoryDir   = "members"
 	legacyPromptsFile = "prompts-delivered.json"
+	// and the revision histories, one file per object, until 2026-12-02.
+	legacyRevisionsDir = "revisions"
 )
 
 // Layout names the paths of one state directory. It is a value: copy it
@@ -118,17 +119,11 @@ func IsLegacyRecord(name string) bool {
 	return strings.HasSuffix(name, recordSuffix) && !strings.HasPrefix(name, ".")
 }
 
-// RevisionsDir is the directory of the revision histories of Profiles and
-// Members (internal/rollout), one file per object.
-func (l Layout) RevisionsDir() string { return l.path(revisionsDir) }
-
-// Revisions is the revision history of the object of kind (profile or
-// member, lower case) named name, in [Layout.RevisionsDir]:
-// KIND.NAME.json. A name that starts with a dot is never an object's:
-// temporary files of interrupted writes are dot-files.
-func (l Layout) Revisions(kind, name string) string {
-	return l.path(revisionsDir, kind+"."+name+recordSuffix)
-}
+// LegacyRevisionsDir is where fleetd kept the revision histories of
+// Profiles and Members (internal/rollout) before they moved to the state
+// database: one file per object, KIND.NAME.json (KIND profile or member),
+// and temporary files of interrupted writes (dot-files).
+func (l Layout) LegacyRevisionsDir() string { return l.path(legacyRevisionsDir) }
 
 // Harness is the directory of member name's harness config files.
 func (l Layout) Harness(name string) string { return l.path(harnessDir, name) }
