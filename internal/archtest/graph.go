@@ -162,7 +162,7 @@ var allowed = Graph{
 	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "internal/rollout", "internal/rollout/etcdrollout", "herdr", "herdr/herdrsim", "internal/clock",
 		"internal/statedb", "internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
 		"internal/tail", "internal/tokens", "internal/version", "internal/console", "internal/listener", "internal/quota", "mcp", prometheus, errgroup, "internal/store/etcdstore",
-		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", etcdClient, zap},
+		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", "internal/retry", etcdClient, zap},
 
 	// The command line's libraries: JSONPath, label selectors and the
 	// printers print and pick what the client reads from a running fleetd

@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/fleetmsg"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/plan"
+	"github.com/fleetd-dev/fleetd/internal/retry"
 	"github.com/fleetd-dev/fleetd/internal/rollout"
 	"github.com/fleetd-dev/fleetd/internal/rollout/etcdrollout"
 	"github.com/fleetd-dev/fleetd/internal/scheduler"
@@ -132,19 +134,18 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 	f := &etcdFleet{cfg: cfg, cli: cli, toks: toks, log: log, prefix: cmp.Or(cfg.Prefix, etcdstore.DefaultPrefix)}
 	fo := &fleet.Options{Prefix: f.prefix, RequestTimeout: cfg.RequestTimeout, Logger: log}
 	f.sessions = session.New(cli, &session.Options{TTL: cfg.NodeTTL, RequestTimeout: cfg.RequestTimeout, Logger: log})
-	if err := f.sessions.Start(ctx); err != nil {
-		err = fmt.Errorf("register node %s: %w: %w", cfg.Node, etcdstore.ErrUnavailable, err)
-		if why := explainTLS(cfg); why != nil {
-			err = fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
-		}
-		return nil, err
+	if err := untilAnswered(ctx, cfg, f.sessions.Start, log); err != nil {
+		return nil, fmt.Errorf("register node %s: %w: %w", cfg.Node, etcdstore.ErrUnavailable, err)
 	}
 	instance, err := fleet.LoadInstance(state)
 	if err != nil {
 		return nil, err
 	}
 	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version, Instance: instance}
-	if f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo); err != nil {
+	if err := untilAnswered(ctx, cfg, func(ctx context.Context) (err error) {
+		f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo)
+		return err
+	}, log); err != nil {
 		return nil, err
 	}
 	// The node's snapshot holds only the members bound to it: its
@@ -164,7 +165,7 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 	// first requests see the fleet rather than an empty one (and a member
 	// moved here resumes its agent's session from the start).
 	for _, sync := range []func(context.Context) error{f.store.Sync, f.nodes.Sync, f.statuses.Sync, f.token.Sync, f.agentSessions.Sync, f.revisions.Sync} {
-		if err := sync(ctx); err != nil {
+		if err := untilAnswered(ctx, cfg, sync, log); err != nil {
 			return nil, fmt.Errorf("read the desired state from etcd: %w", err)
 		}
 	}
@@ -264,3 +265,33 @@ func newRelay(core *messaging.Core, cli *clientv3.Client, sessions *session.Sess
 		MaxMailboxMessages: mopts.MaxMailboxMessages, // the fleet mailbox's bytes stay fleetmsg's (etcd holds them)
 	})
 }
+
+// untilAnswered runs one of a starting node's first requests to etcd (its
+// lease, its registration, its first reads of the fleet), again while etcd
+// does not answer within the request timeout (no member reachable, a
+// leader being elected, a machine too busy), until ctx ends: a node
+// started beside its etcd, or while it recovers, waits for it and says so
+// instead of exiting. An answer that is an error (the fleet is not this
+// node's, another fleetd holds the node's name), and a TLS connection
+// that fails (explainTLS: no retry mends a certificate), are returned at
+// once.
+func untilAnswered(ctx context.Context, cfg *EtcdConfig, request func(context.Context) error, log *slog.Logger) error {
+	b := retry.New(startRetry, nil)
+	for {
+		err := request(ctx)
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+		if why := explainTLS(cfg); why != nil {
+			return fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
+		}
+		log.Warn("etcd did not answer this starting node in time; trying again", "endpoints", strings.Join(cfg.Endpoints, ","), "err", err)
+		if !b.Wait(ctx) {
+			return err
+		}
+	}
+}
+
+// startRetry is the first wait between a starting node's requests to etcd
+// (growing to four times it).
+const startRetry = time.Second

@@ -1,6 +1,7 @@
 package multihost
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -199,4 +200,70 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	if got := agentPanes(b.info.Sim, "free"); len(got) != 1 {
 		t.Errorf("b's herdr runs free in %v, want one pane", got)
 	}
+}
+
+// A node started while etcd does not answer (a black hole between them)
+// waits for it, saying so in its log, instead of exiting after one request
+// timeout; once etcd answers, it registers, serves and is Ready.
+func TestNode_StartedWhileEtcdDoesNotAnswerWaitsForIt(t *testing.T) {
+	t.Parallel()
+	prefix := uniquePrefix("/fleet-wait")
+	putProfile(t, prefix)
+	proxy := startProxy(t, cluster.Endpoints()[0])
+	proxy.BlackHole()
+	logs, state := &lockedBuffer{}, t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan daemon.Info, 1)
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(exited)
+		runErr = daemon.Run(ctx, daemon.Config{Sim: true, SimValidator: validated.Schema(), StateDir: state, Listen: "127.0.0.1:0",
+			Logger: slog.New(slog.NewTextHandler(logs, nil)), Ready: func(i daemon.Info) { ready <- i },
+			Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", RequestTimeout: time.Second}})
+	}()
+	t.Cleanup(func() { cancel(); <-exited })
+	const said = "etcd did not answer this starting node in time; trying again"
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(logs.String(), said) < 2 {
+		select {
+		case <-exited:
+			t.Fatalf("Run ended while etcd did not answer: %v", runErr)
+		case <-ready:
+			t.Fatal("the node served before etcd answered")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the wait after 30s; the log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	proxy.Pass()
+	select {
+	case info := <-ready:
+		n := &fleetNode{info: info, token: fleetToken(t, prefix, state)}
+		n.untilNode(t, "a", "Ready", nodeReady)
+	case <-exited:
+		t.Fatalf("Run ended once etcd answered: %v", runErr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the node did not serve within 30s of etcd answering; the log:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a log's buffer that the test reads while it is written.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
