@@ -279,7 +279,10 @@ func untilAnswered(ctx context.Context, cfg *EtcdConfig, request func(context.Co
 	b := retry.New(startRetry, nil)
 	for {
 		err := request(ctx)
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		if ctx.Err() != nil && err != nil {
+			return fmt.Errorf("stopped while waiting for etcd to answer: %w", err)
+		}
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 		if why := explainTLS(cfg); why != nil {
@@ -287,7 +290,7 @@ func untilAnswered(ctx context.Context, cfg *EtcdConfig, request func(context.Co
 		}
 		log.Warn("etcd did not answer this starting node in time; trying again", "endpoints", strings.Join(cfg.Endpoints, ","), "err", err)
 		if !b.Wait(ctx) {
-			return err
+			return fmt.Errorf("stopped while waiting for etcd to answer: %w", err)
 		}
 	}
 }
