@@ -117,7 +117,7 @@ func New(opts *Options) (*Manager, error) {
 	}
 	m.rolls = newRollouts()
 	if m.revs = o.Revisions; m.revs == nil {
-		if m.revs, err = rollout.OpenDir(nil); err != nil {
+		if m.revs, err = rollout.OpenDir(nil, nil); err != nil {
 			return nil, err
 		}
 	}

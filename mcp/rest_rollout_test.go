@@ -36,7 +36,7 @@ func (f *fakeRollouts) Revisions() rollout.Store { return f.revs }
 // resume of a member, or a revision that is no number, is a bad request,
 // and a member another node runs is restarted by that node.
 func TestREST_RolloutsAreThePrimarys(t *testing.T) {
-	revs, _ := rollout.OpenDir(nil)
+	revs, _ := rollout.OpenDir(nil, nil)
 	ro := &fakeRollouts{revs: revs}
 	fleet := newLiveFleet(v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "a"}},
 		v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "far"}, Status: v1alpha1.MemberStatus{NodeName: "n2"}})

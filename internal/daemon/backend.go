@@ -105,7 +105,7 @@ func directoryBackend(cfg Config, state statedir.Layout, db *statedb.DB, log *sl
 	if err != nil {
 		return nil, err
 	}
-	revs, err := rollout.OpenDir(db)
+	revs, err := rollout.OpenDir(db, log)
 	if err != nil {
 		return nil, err
 	}

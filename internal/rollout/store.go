@@ -3,6 +3,7 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -64,9 +65,15 @@ type key struct{ kind, name string }
 var fileKinds = map[string]string{v1alpha1.KindProfile: "profile", v1alpha1.KindMember: "member"}
 
 // OpenDir reads every history kept in db (nil keeps them in memory only,
-// for tests). A record that does not decode is an error naming it and
-// what to do; a key that names no Profile or Member is not read.
-func OpenDir(db *statedb.DB) (*Dir, error) {
+// for tests). A key that names no Profile or Member is not read. A
+// history that does not decode (written by another version of fleetd, say)
+// is logged on log (nil: slog.Default()) and not read: the object's
+// earlier revisions are forgotten, its record left as it is until its next
+// change replaces it. A revision history is never a reason not to start.
+func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	d := &Dir{db: db, hist: map[key]History{}, busy: map[key]bool{}}
 	d.idle = sync.NewCond(&d.mu)
 	err := db.Each(statedb.Revisions, func(k string, value []byte) error {
@@ -76,8 +83,8 @@ func OpenDir(db *statedb.DB) (*Dir, error) {
 		}
 		var h History
 		if err := json.Unmarshal(value, &h); err != nil {
-			return fmt.Errorf("the revision history %s in the state database is corrupt (%v); "+
-				"`fleetd journal repair` sets damaged records aside (the object's earlier revisions are then forgotten)", k, err)
+			log.Warn("a revision history in the state database does not decode; the object's earlier revisions are forgotten", "history", k, "err", err)
+			return nil
 		}
 		d.hist[hk] = h
 		return nil

@@ -33,12 +33,12 @@ func openDB(t *testing.T, path string) *statedb.DB {
 }
 
 // A history written to the state database is there after a restart, and
-// one left with nothing is deleted; a record that does not decode stops
-// the start with its key and what to do.
+// one left with nothing is deleted; a record that does not decode is
+// logged and left out, the others read.
 func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.journal")
 	db := openDB(t, path)
-	d, err := OpenDir(db)
+	d, err := OpenDir(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
 	db.Close() // as a crash would: Update returned once each change was durable
 
 	db = openDB(t, path)
-	d2, err := OpenDir(db)
+	d2, err := OpenDir(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,16 @@ func TestDir_KeepsHistoriesAcrossRestarts(t *testing.T) {
 	if err := db.Write(statedb.Put(statedb.Revisions, "profile/broken", []byte(`{"revisions": 7}`))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenDir(db); err == nil || !strings.Contains(err.Error(), "profile/broken") || !strings.Contains(err.Error(), "fleetd journal repair") {
-		t.Errorf("OpenDir with a corrupt record: %v; want its key and what to do", err)
+	var logs strings.Builder
+	d3, err := OpenDir(db, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("OpenDir with a history that does not decode: %v; want it started without that history", err)
+	}
+	if !d3.Get(v1alpha1.KindProfile, "broken").IsZero() || !strings.Contains(logs.String(), "history=profile/broken") {
+		t.Errorf("the history that does not decode: %v; logged %q", numbersAndCauses(d3.Get(v1alpha1.KindProfile, "broken")), logs.String())
+	}
+	if diff := cmp.Diff(h, d3.Get(v1alpha1.KindProfile, "codex")); diff != "" {
+		t.Errorf("beside a history that does not decode (-want +got):\n%s", diff)
 	}
 }
 
@@ -88,7 +96,7 @@ func TestDir_UpdatesOfOneObjectApplyInTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	d, err := OpenDir(db)
+	d, err := OpenDir(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +150,7 @@ func snapshotOf(unreadable error, objs ...v1alpha1.Object) *store.Snapshot {
 func TestRecorder_FollowsTheDesiredState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &fakeSource{}
-		revs, _ := OpenDir(nil)
+		revs, _ := OpenDir(nil, nil)
 		elsewhere := map[string]bool{"moved": true}
 		r := NewRecorder(src, revs, &RecorderOptions{
 			Declared: func(kind, name string) bool { return kind == v1alpha1.KindMember && elsewhere[name] },
@@ -193,7 +201,7 @@ func TestDir_IgnoresKeysNotItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := OpenDir(db)
+	d, err := OpenDir(db, nil)
 	if err != nil {
 		t.Fatalf("OpenDir read a key that is not a history: %v", err)
 	}
