@@ -119,13 +119,33 @@ func (m *Manager) Restart(name string, now bool) error {
 		return fmt.Errorf("member %q %w", name, ErrNotRunning)
 	}
 	m.mu.Lock()
-	m.restarts[name] = true
+	m.restarts[name], m.asked[name] = true, true
 	if now {
 		m.forced[name] = true
 	}
 	m.mu.Unlock()
 	m.queue.Add(name)
 	return nil
+}
+
+// restartShown records that member name's status was written: a restart
+// taken by then (in its memory, a waiting replacement) shows in it.
+func (m *Manager) restartShown(name string) {
+	m.mu.Lock()
+	if !m.restarts[name] {
+		delete(m.asked, name)
+	}
+	m.mu.Unlock()
+}
+
+// RestartPending reports whether a restart asked of member name (Restart)
+// is not in its status yet: until the reconcile that takes it has written
+// the member's status, that status still shows the agent it replaces, and
+// `fleetd rollout status` must not call the restart done.
+func (m *Manager) RestartPending(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.asked[name]
 }
 
 // takeRequests returns, and clears, what was asked of member name since its

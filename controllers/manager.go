@@ -55,11 +55,14 @@ type Manager struct {
 	// waiting: members waiting for their agent to be idle, and for what
 	// (graceful.go); working: since when each member's agent works;
 	// forced and restarts: what Expedite and Restart asked, until the
-	// member's reconcile takes it.
+	// member's reconcile takes it; asked: the restarts asked and not yet
+	// shown in the member's status (RestartPending), until the reconcile
+	// that took one writes it.
 	waiting  map[string]string
 	working  map[string]time.Time
 	forced   map[string]bool
 	restarts map[string]bool
+	asked    map[string]bool
 	changed  notify.Signal // any member's status or events, or the desired state, changed
 	herdrUp  bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
@@ -98,6 +101,7 @@ func New(opts *Options) (*Manager, error) {
 		working:    map[string]time.Time{},
 		forced:     map[string]bool{},
 		restarts:   map[string]bool{},
+		asked:      map[string]bool{},
 		sweep:      make(chan struct{}, 1),
 	}
 	if m.launcher == nil {

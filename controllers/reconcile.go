@@ -207,6 +207,7 @@ func (r *memberReconcile) write() {
 		r.b.st.ProfileTarget = r.rec.Target
 	}
 	r.m.writeStatus(r.name, r.b)
+	r.m.restartShown(r.name)
 }
 
 // event records an event of the member.

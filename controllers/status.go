@@ -214,6 +214,7 @@ func (m *Manager) forgetMember(name string) {
 	}
 	delete(m.runtimes, name)
 	delete(m.working, name)
+	delete(m.asked, name)
 	m.mu.Unlock()
 	m.setWaiting(name, "")
 	if ok {

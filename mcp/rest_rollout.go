@@ -54,6 +54,9 @@ type Rollouts interface {
 	// same definition: at its next idle moment, or at once with now. It
 	// fails with an error for a member this node runs no agent for.
 	Restart(member string, now bool) error
+	// RestartPending reports whether a restart asked of a member is not in
+	// its status yet (its rollout is then not complete).
+	RestartPending(member string) bool
 	// Revisions is where the revisions and the profiles' halts are kept.
 	Revisions() rollout.Store
 }
@@ -199,6 +202,10 @@ func (s *restServer) rolloutView(kind, name string) (RolloutView, *ToolError) {
 		return v, toolErr(codeNotFound, "%s", memberNotFound(name))
 	}
 	memberRollout(&v, &m)
+	if v.State == RolloutComplete && s.opts.Rollouts.RestartPending(name) {
+		v.Updated, v.Ready, v.State = 0, 0, RolloutProgressing
+		v.Message = fmt.Sprintf("member %s: its restart was asked and is about to begin", m.Name)
+	}
 	return v, nil
 }
 

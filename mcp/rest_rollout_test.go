@@ -14,6 +14,7 @@ import (
 type fakeRollouts struct {
 	revs      rollout.Store
 	restarted []string
+	pending   map[string]bool // RestartPending
 }
 
 func (f *fakeRollouts) Profile(name string) (v1alpha1.Profile, bool) {
@@ -29,7 +30,8 @@ func (f *fakeRollouts) Restart(member string, now bool) error {
 	f.restarted = append(f.restarted, member)
 	return nil
 }
-func (f *fakeRollouts) Revisions() rollout.Store { return f.revs }
+func (f *fakeRollouts) RestartPending(member string) bool { return f.pending[member] }
+func (f *fakeRollouts) Revisions() rollout.Store          { return f.revs }
 
 // Rollouts are the operator's: a worker's token reads and changes none of
 // them (403), whatever the verb; the primary's reaches them, and a pause or
@@ -84,5 +86,35 @@ func TestREST_RolloutsAreThePrimarys(t *testing.T) {
 	}
 	if len(ro.restarted) != 1 || ro.restarted[0] != "a" {
 		t.Errorf("the primary's restarts reached %v; want [a] (far runs on another node)", ro.restarted)
+	}
+}
+
+// A member whose restart was asked, and whose status still shows the agent
+// it replaces, is not rolled out: its rollout progresses until the status
+// shows the restart.
+func TestREST_APendingRestartIsNoCompleteRollout(t *testing.T) {
+	revs, _ := rollout.OpenDir(nil, nil)
+	ro := &fakeRollouts{revs: revs, pending: map[string]bool{}}
+	ready := v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, Conditions: []v1alpha1.Condition{
+		{Type: v1alpha1.ConditionReady, Status: v1alpha1.ConditionTrue, Reason: "AgentReady"},
+		{Type: v1alpha1.ConditionUpToDate, Status: v1alpha1.ConditionTrue, Reason: v1alpha1.ReasonAsExpected}}}
+	fleet := newLiveFleet(v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "a"}, Status: ready})
+	h, err := NewHandler(Options{Members: fleet, Node: "n1", Store: catalogStore{}, Rollouts: ro, Tokens: fakeTokens{"p": {Role: "primary"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		req := httptest.NewRequest("GET", "/rollouts/members/a", nil)
+		req.Header.Set("Authorization", "Bearer p")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Body.String()
+	}
+	if got := status(); !strings.Contains(got, `"state": "complete"`) {
+		t.Fatalf("a Ready member with nothing asked: %s; want complete", got)
+	}
+	ro.pending["a"] = true
+	if got := status(); !strings.Contains(got, `"state": "progressing"`) || !strings.Contains(got, "its restart was asked") {
+		t.Errorf("a Ready member whose restart was asked: %s; want progressing, saying so", got)
 	}
 }
