@@ -61,8 +61,8 @@ type Dir struct {
 
 type key struct{ kind, name string }
 
-// fileKinds are the KIND of a history's key, by object kind.
-var fileKinds = map[string]string{v1alpha1.KindProfile: "profile", v1alpha1.KindMember: "member"}
+// keyKinds are the KIND of a history's key, KIND/NAME, by object kind.
+var keyKinds = map[string]string{v1alpha1.KindProfile: "profile", v1alpha1.KindMember: "member"}
 
 // OpenDir reads every history kept in db (nil keeps them in memory only,
 // for tests). A key that names no Profile or Member is not read. A
@@ -95,14 +95,11 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 	return d, nil
 }
 
-// keyOf is the database key of kind/name's history: KIND/NAME.
-func keyOf(fileKind, name string) string { return fileKind + "/" + name }
-
 // parseKey reads KIND/NAME.
 func parseKey(k string) (key, bool) {
-	fk, n, ok := strings.Cut(k, "/")
-	for kind, f := range fileKinds {
-		if ok && f == fk && v1alpha1.IsObjectName(n) {
+	kk, n, ok := strings.Cut(k, "/")
+	for kind, f := range keyKinds {
+		if ok && f == kk && v1alpha1.IsObjectName(n) {
 			return key{kind, n}, true
 		}
 	}
@@ -120,11 +117,11 @@ func (d *Dir) Get(kind, name string) History {
 // Get shows it from then on; a change that could not be written is
 // returned and changes nothing.
 func (d *Dir) Update(kind, name string, change func(*History) bool) error {
-	fk, ok := fileKinds[kind]
+	kk, ok := keyKinds[kind]
 	if !ok {
 		return fmt.Errorf("%s has no revisions: only Profiles and Members do", kind)
 	}
-	k := key{kind, name}
+	k, dbKey := key{kind, name}, kk+"/"+name
 	d.mu.Lock()
 	for d.busy[k] {
 		d.idle.Wait()
@@ -144,15 +141,15 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 	var err error
 	switch {
 	case h.IsZero():
-		err = d.db.Write(statedb.Delete(statedb.Revisions, keyOf(fk, name)))
+		err = d.db.Write(statedb.Delete(statedb.Revisions, dbKey))
 	default:
 		var data []byte
 		if data, err = json.Marshal(h); err == nil { // compact: a spec is kept as it was encoded
-			err = d.db.Write(statedb.Put(statedb.Revisions, keyOf(fk, name), data))
+			err = d.db.Write(statedb.Put(statedb.Revisions, dbKey, data))
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write the revisions of %s/%s: %w", fk, name, err)
+		return fmt.Errorf("write the revisions of %s: %w", dbKey, err)
 	}
 	d.mu.Lock()
 	if h.IsZero() {

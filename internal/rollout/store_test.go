@@ -197,7 +197,8 @@ func TestRecorder_FollowsTheDesiredState(t *testing.T) {
 func TestDir_IgnoresKeysNotItsOwn(t *testing.T) {
 	db := openDB(t, filepath.Join(t.TempDir(), "state.journal"))
 	for _, k := range []string{"notes", "tenant/acme", "profile/Bad Name", "member/"} {
-		if err := db.Write(statedb.Put(statedb.Revisions, k, []byte(`"not a history"`))); err != nil {
+		// A history that decodes: only its key keeps it out.
+		if err := db.Write(statedb.Put(statedb.Revisions, k, []byte(`{"revisions":[{"number":1}]}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
