@@ -505,11 +505,28 @@ func TestGraceful_RestartWaitsForIdleOrNot(t *testing.T) {
 				if err := e.mgr.Restart("alpha", now); err != nil {
 					t.Fatal(err)
 				}
+				// Until a status shows the restart, it is pending: a status
+				// of the old agent, Ready and up to date, is never taken
+				// for the restart's end (fleetd rollout status).
+				if !e.mgr.RestartPending("alpha") {
+					t.Error("no restart pending right after Restart")
+				}
+				shown := func(m v1alpha1.Member) bool {
+					old := m.Status.PaneID == old.PaneID && condition(m, v1alpha1.ConditionUpToDate).Status == v1alpha1.ConditionTrue &&
+						condition(m, v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue
+					if old && !e.mgr.RestartPending("alpha") {
+						t.Errorf("the old agent's status (pane %s, Ready, up to date: %+v) with no restart pending", m.Status.PaneID, m.Status.Conditions)
+					}
+					return !old
+				}
 				if !now {
 					m := e.waitFor("alpha Updating", func(ms map[string]v1alpha1.Member) bool {
 						m := ms["alpha"]
-						return m.DisplayPhase() == v1alpha1.PhaseUpdating
+						return shown(m) && m.DisplayPhase() == v1alpha1.PhaseUpdating
 					})["alpha"]
+					if e.mgr.RestartPending("alpha") {
+						t.Error("a restart pending once the status shows it waiting for idle")
+					}
 					if c := condition(m, v1alpha1.ConditionUpToDate); !strings.Contains(c.Message, "a restart replaces the agent once it is idle") {
 						t.Errorf("UpToDate while the restart waits: %+v", c)
 					}
@@ -522,8 +539,11 @@ func TestGraceful_RestartWaitsForIdleOrNot(t *testing.T) {
 				}
 				m := e.waitFor("alpha restarted", func(ms map[string]v1alpha1.Member) bool {
 					a := ms["alpha"].Status
-					return a.Phase == v1alpha1.PhaseReady && a.PaneID != "" && a.PaneID != old.PaneID
+					return shown(ms["alpha"]) && a.Phase == v1alpha1.PhaseReady && a.PaneID != "" && a.PaneID != old.PaneID
 				})["alpha"]
+				if e.mgr.RestartPending("alpha") {
+					t.Error("a restart pending once the new agent is Ready")
+				}
 				if m.Status.Restarts != 0 || m.Generation != 1 {
 					t.Errorf("after the restart: %d restarts, generation %d; want 0 (asked for, not a failure), 1", m.Status.Restarts, m.Generation)
 				}
