@@ -279,19 +279,19 @@ func untilAnswered(ctx context.Context, cfg *EtcdConfig, request func(context.Co
 	b := retry.New(startRetry, nil)
 	for {
 		err := request(ctx)
-		if ctx.Err() != nil && err != nil {
-			return fmt.Errorf("stopped while waiting for etcd to answer: %w", err)
-		}
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || (ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)) {
 			return err
 		}
-		if why := explainTLS(cfg); why != nil {
-			return fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
+		if ctx.Err() == nil {
+			if why := explainTLS(cfg); why != nil {
+				return fmt.Errorf("%w\n(TLS to etcd fails: %w)", err, why)
+			}
+			log.Warn("etcd did not answer this starting node in time; trying again", "endpoints", strings.Join(cfg.Endpoints, ","), "err", err)
+			if b.Wait(ctx) {
+				continue
+			}
 		}
-		log.Warn("etcd did not answer this starting node in time; trying again", "endpoints", strings.Join(cfg.Endpoints, ","), "err", err)
-		if !b.Wait(ctx) {
-			return fmt.Errorf("stopped while waiting for etcd to answer: %w", err)
-		}
+		return fmt.Errorf("stopped while waiting for etcd to answer: %w", err)
 	}
 }
 

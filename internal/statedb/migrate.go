@@ -20,12 +20,12 @@ import (
 // Legacy names): every worker token of tokens.json, every ownership
 // record of owned/, every member's memory of members/, every delivered
 // prompt of prompts-delivered.json and every revision history of
-// revisions/, in one batch; once that batch is
-// durable, the files are removed. A crash in between leaves files whose
-// records are in the database already: the next start migrates them
-// again, to the same records. A legacy file fleetd cannot read is an error
-// that names it and what to do, as it was before the migration, and
-// nothing is migrated. The caller holds the state directory's lock.
+// revisions/, in one batch; once that batch is durable, the files are
+// removed. A crash in between leaves files whose records are in the
+// database already: the next start migrates them again, to the same
+// records. A legacy file fleetd cannot read is an error that names it and
+// what to do, as it was before the migration, and nothing is migrated.
+// The caller holds the state directory's lock.
 func OpenDir(state statedir.Layout, opts *Options) (*DB, error) {
 	db, err := Open(state.StateDB(), opts)
 	if err != nil {
@@ -146,8 +146,9 @@ func legacyMemory(dir string) ([]Change, error) {
 
 // legacyDir reads the records of a legacy per-member directory (what names
 // them in errors) as changes of table; key names each record's key from its
-// file name and content ("" for a file that holds none). Temporary files of interrupted writes and spares
-// are skipped. Only a directory is listed (a FIFO there would block).
+// file name and content ("" for a file that holds none). Temporary files of
+// interrupted writes and spares are skipped. Only a directory is listed (a
+// FIFO there would block).
 func legacyDir(dir, table, what string, max int64, key func(name string, data []byte) (string, error)) ([]Change, error) {
 	if fi, err := os.Lstat(dir); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
