@@ -74,6 +74,7 @@ func newRootCmd() *cobra.Command {
 		newStoreCmd(),
 		newUICmd(),
 		newRolloutCmd(),
+		newFenceWatchdogCmd(),
 	)
 	return root
 }

@@ -26,6 +26,9 @@ const (
 	etcdServer = "go.etcd.io/etcd/server/v3"
 	zap        = "go.uber.org/zap"
 	goleak     = "go.uber.org/goleak"
+	// xsys reads the machine's boot clock, which fleetd and its fence
+	// watchdog share.
+	xsys = "golang.org/x/sys"
 )
 
 // grpc is etcd's client's transport; the etcd store follows its
@@ -150,6 +153,8 @@ var allowed = Graph{
 	"internal/scheduler": {"api/v1alpha1", "internal/clock", "internal/etcd/session", "internal/notify", "internal/retry", "internal/store/etcdstore", etcdClient, errgroup},
 	"internal/fleet": {"api/v1alpha1", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify",
 		"internal/retry", "internal/scheduler", "internal/statedir", "internal/store/etcdstore", "internal/tokens", etcdClient, etcdAPI, rate},
+	// The fence's watchdog, a process of its own: herdr's client alone.
+	"internal/fencewatch": {"herdr", xsys},
 	// Messaging across nodes: the messaging core and etcd's client,
 	// neither mcp nor the controllers nor herdr.
 	"internal/fleetmsg": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/etcd/session", "internal/messaging", "internal/notify", "internal/retry", etcdClient, etcdAPI},
@@ -162,7 +167,7 @@ var allowed = Graph{
 	"internal/daemon": {"api/v1alpha1", "controllers", "internal/store", "internal/store/dirstore", "internal/rollout", "internal/rollout/etcdrollout", "herdr", "herdr/herdrsim", "internal/clock",
 		"internal/statedb", "internal/statedir", "internal/harness", "internal/messaging", "internal/messaging/herdrprompt", "internal/plan", "internal/simagent",
 		"internal/tail", "internal/tokens", "internal/version", "internal/console", "internal/listener", "internal/quota", "mcp", prometheus, errgroup, "internal/store/etcdstore",
-		"internal/etcd/session", "internal/fleet", "internal/scheduler", "internal/fleetmsg", "internal/retry", etcdClient, zap},
+		"internal/etcd/session", "internal/fleet", "internal/fencewatch", "internal/scheduler", "internal/fleetmsg", "internal/retry", etcdClient, zap},
 
 	// The command line's libraries: JSONPath, label selectors and the
 	// printers print and pick what the client reads from a running fleetd
@@ -178,7 +183,7 @@ var allowed = Graph{
 	// double as a process and checks requests against herdr's schema.
 	fleetdBinary: {"api/v1alpha1", "api/decode", "api/encode", "internal/daemon", "internal/harness", "internal/listener", "internal/mcpbridge", "internal/messaging", "internal/migrate",
 		"internal/statedb", "internal/statedir", "internal/store/etcdstore", "internal/tail", "internal/tokens", "internal/termtext", "internal/version", "internal/console", "mcp",
-		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", cobra, pflag, difflib},
+		"internal/cli/client", "internal/cli/labels", "internal/cli/manifests", "internal/cli/printers", "internal/fencewatch", cobra, pflag, difflib},
 	"cmd/herdr-sim": {"herdr/herdrsim", "herdr/herdrsim/validated"},
 	// make run-cluster: an embedded etcd and two fleetd processes, which it
 	// gives the example objects with `fleetd apply`.
@@ -215,8 +220,8 @@ var layers = []Layer{
 	// simulated agents that call the gateway.
 	{Name: "mcp and console", Packages: []string{"mcp/...", "internal/console", "internal/mcpbridge", "internal/simagent"}},
 	// The fleet on etcd: nodes, statuses, the token, the view, the
-	// scheduler, messaging across nodes.
-	{Name: "fleet", Packages: []string{"internal/fleet/...", "internal/fleetmsg", "internal/scheduler"}},
+	// scheduler, messaging across nodes, the fence's watchdog.
+	{Name: "fleet", Packages: []string{"internal/fleet/...", "internal/fleetmsg", "internal/scheduler", "internal/fencewatch"}},
 	// The wiring of a running fleetd.
 	{Name: "daemon", Packages: []string{"internal/daemon", "internal/listener"}},
 	// The commands and the command line's libraries.
