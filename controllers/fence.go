@@ -33,7 +33,7 @@ const (
 	// FenceClose closes their tabs: never two live agents for one member.
 	FenceClose FencePolicy = "close"
 	// FencePause interrupts their agents' turns (the key every agent
-	// herdr runs takes for it, fenceInterruptKeys) and keeps their tabs,
+	// herdr runs takes for it, FenceInterruptKeys) and keeps their tabs,
 	// conversations and sessions: the agent stops working, and waits,
 	// idle, until the node confirms the member is its own again (it goes
 	// on in that pane) or finds it rebound elsewhere (its tab closes
@@ -45,9 +45,9 @@ const (
 // FencePolicies are the policies, in the order the flag lists them.
 var FencePolicies = []FencePolicy{FenceClose, FencePause}
 
-// fenceInterruptKeys are the keys that interrupt an agent's turn: Esc, for
+// FenceInterruptKeys are the keys that interrupt an agent's turn: Esc, for
 // Claude Code, Codex, Gemini CLI and the other terminal agents herdr runs.
-var fenceInterruptKeys = []string{"esc"}
+var FenceInterruptKeys = []string{"esc"}
 
 // goneFenced is the Options.OnPaneGone reason of a tab closed by the
 // fence.
@@ -96,7 +96,7 @@ func (r *memberReconcile) heldByFence(msg string) (Result, error) {
 func (r *memberReconcile) fencePause(msg string, p herdrcache.Pane) (Result, error) {
 	if r.rt.fencePaused != r.rec.PaneID {
 		ctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
-		err := r.m.herdr.SendKeys(ctx, r.rec.PaneID, fenceInterruptKeys)
+		err := r.m.herdr.SendKeys(ctx, r.rec.PaneID, FenceInterruptKeys)
 		cancel()
 		if err != nil {
 			return Result{}, fmt.Errorf("interrupt the agent of pane %s (--fence-policy pause): %w", r.rec.PaneID, err)

@@ -147,6 +147,16 @@ func (o *serveOptions) Run(ctx context.Context) error {
 	cfg.Messaging = &o.messaging
 	cfg.Logger = slog.New(slog.NewTextHandler(o.errOut, &slog.HandlerOptions{Level: o.level}))
 	cfg.Ready = func(info daemon.Info) { printBanner(o.out, cfg.ManifestsDir, info, cfg.Sim) }
+	if cfg.Etcd != nil {
+		// The fence's watchdog is this executable (fencewatchdog.go).
+		etcd := *cfg.Etcd
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find fleetd's own executable for its fence watchdog: %w", err)
+		}
+		etcd.FenceWatchdog = []string{exe, "fence-watchdog"}
+		cfg.Etcd = &etcd
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := daemon.Run(ctx, cfg)

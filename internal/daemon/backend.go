@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type backend struct {
 	// unconfirmed: hold every prompt and start; past its deadline: close
 	// the panes another node may take over); nil for the directory.
 	fence *fleet.Fence
+	// fenceWatch keeps the fence's watchdog armed, on herdr's socket;
+	// nil runs none (EtcdConfig.FenceWatchdog).
+	fenceWatch *fenceWatch
 	// revisions keeps the profiles' and members' revisions: the state
 	// directory's, or the fleet's in etcd; declared says whether the
 	// whole desired state still declares an object that left the node's
@@ -173,7 +177,12 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 		return nil, err
 	}
 	fleetDesired := f.store.Fleet()
-	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, fence: f.fence, revisions: f.revisions, prune: f.store.PruneHold(), close: func() { cli.Close() }, onNode: f.onNode,
+	var watch *fenceWatch
+	if len(cfg.FenceWatchdog) > 0 {
+		watch = &fenceWatch{argv: cfg.FenceWatchdog, stderr: os.Stderr, fence: f.fence, renewed: f.sessions.RenewalChanged,
+			members: f.store.Snapshot, changed: f.store.Changed, node: cfg.Node, policy: cfg.FencePolicy, log: log}
+	}
+	return &backend{store: f.store, node: cfg.Node, sessions: f.agentSessions, fence: f.fence, fenceWatch: watch, revisions: f.revisions, prune: f.store.PruneHold(), close: func() { cli.Close() }, onNode: f.onNode,
 		declared: func(kind, name string) bool { _, ok := fleetDesired.Get(kind, name); return ok },
 		source:   fmt.Sprintf("etcd %s on %s as node %s", f.prefix, strings.Join(cfg.Endpoints, ","), cfg.Node)}, nil
 }

@@ -71,6 +71,15 @@ type EtcdConfig struct {
 	// (--fence-policy): close them ("" too) or interrupt their agents and
 	// keep them (controllers.FencePause).
 	FencePolicy FencePolicy
+	// FenceWatchdog, if set, is the command line of the node's fence
+	// watchdog (`fleetd fence-watchdog`: fleetd's own executable and the
+	// subcommand; the daemon adds --herdr-socket), a process of its own
+	// that closes or interrupts the panes of the members another node may
+	// take over at the fence's deadline when this fleetd does not run
+	// (stopped, hung): package fencewatch. nil runs none (a node in a
+	// test's process, or on the simulated herdr, whose agents stop with
+	// fleetd).
+	FenceWatchdog []string
 	// CheckInterval is how often the node checks that etcd is still its
 	// fleet's (its identity, its revision: etcdstore's fence) when nothing
 	// else made it check; 0 means etcdstore.DefaultCheckInterval.

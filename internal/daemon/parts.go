@@ -240,6 +240,10 @@ func (p *parts) openGateway(ln net.Listener) (err error) {
 	if p.node, err = p.backend.onNode(p.mgr, p.core, p.mopts); err != nil {
 		return err
 	}
+	// The simulated herdr's agents run in this process: they stop with it.
+	if w := p.backend.fenceWatch; w != nil && p.sim == nil {
+		p.node.run = append(p.node.run, func(ctx context.Context) error { return w.Run(ctx, p.socket) })
+	}
 	limits, err := p.cfg.Listener.WithDefaults()
 	if err != nil {
 		return err

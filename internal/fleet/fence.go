@@ -128,6 +128,20 @@ func NewFence(sessions *session.Session, reg *Registration, bindings func() int6
 // of the members it would lose.
 func (f *Fence) LoseAfter() time.Duration { return f.loseAt }
 
+// Deadlines returns, counted from now, when this node closes the panes of
+// the members it would lose (lose) and the earliest moment another node
+// may start them (takeover), from its last confirmed renewal: both shrink
+// while the node is not confirmed, and are negative once past. A
+// watchdog outside the process (package fencewatch) keeps them for a
+// fleetd that does not run.
+func (f *Fence) Deadlines() (lose, takeover time.Duration) {
+	f.check()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	age := session.Since(f.o.Clock, f.basis)
+	return f.loseAt - age, f.takeover - age
+}
+
 // verdict is the fence as it stands now.
 type verdict struct {
 	state fenceState

@@ -261,7 +261,7 @@ func (c *fleetChaos) partition(h *fleetHost) {
 	fault := faults[c.rng.IntN(len(faults))]
 	d := time.Duration(c.rng.Int64N(int64(chaosTTL+chaosRescheduleAfter+3*time.Second-time.Second))) + time.Second
 	c.log("partition node %s from etcd (%s) for %s", h.name, fault.name, d.Round(time.Millisecond))
-	c.live = watchLiveAgents(c.f)
+	c.live = watchLiveAgents(c.f, nil)
 	start := time.Now()
 	h.fault(fault.apply)
 	time.Sleep(d) // the fault's length: what the step plays, not a wait for a condition

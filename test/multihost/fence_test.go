@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/controllers"
+	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
@@ -20,7 +21,10 @@ import (
 // a member whose agent runs in two of them at once: two live agents for
 // one member.
 type liveAgents struct {
-	f       *hostFleet
+	f *hostFleet
+	// extra are herdrs of machines outside f (a fleetd run as a process
+	// of its own), watched as long as the watch.
+	extra   map[string]*herdrsim.Server
 	stop    chan struct{}
 	done    chan struct{}
 	mu      sync.Mutex
@@ -28,8 +32,8 @@ type liveAgents struct {
 	twice   []string // each moment seen, with when and where
 }
 
-func watchLiveAgents(f *hostFleet) *liveAgents {
-	w := &liveAgents{f: f, stop: make(chan struct{}), done: make(chan struct{})}
+func watchLiveAgents(f *hostFleet, extra map[string]*herdrsim.Server) *liveAgents {
+	w := &liveAgents{f: f, extra: extra, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(5 * time.Millisecond)
@@ -52,6 +56,11 @@ func (w *liveAgents) sample() {
 	for _, h := range w.f.up() { // a killed node's herdr is a dead machine's
 		for name := range h.panes() {
 			where[name] = append(where[name], h.name)
+		}
+	}
+	for host, srv := range w.extra {
+		for name := range herdrPanes(srv) {
+			where[name] = append(where[name], host)
 		}
 	}
 	w.mu.Lock()
@@ -146,7 +155,7 @@ func playFence(t *testing.T, fault func(*etcdtest.Proxy), moves bool) {
 		t.Fatalf("no free member on a: %v", before.ready)
 	}
 	keepPane := before.ready["keep"][0].Pane
-	live := watchLiveAgents(f)
+	live := watchLiveAgents(f, nil)
 	primary := a.running().primary(t, ctx)
 
 	cut := time.Now()

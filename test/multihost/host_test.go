@@ -239,9 +239,12 @@ func (h *fleetHost) local() []v1alpha1.Member {
 }
 
 // panes returns the panes of the host's herdr by the agent they run.
-func (h *fleetHost) panes() map[string][]string {
+func (h *fleetHost) panes() map[string][]string { return herdrPanes(h.herdr) }
+
+// herdrPanes returns the panes of a herdr by the agent they run.
+func herdrPanes(srv *herdrsim.Server) map[string][]string {
 	out := map[string][]string{}
-	for _, p := range h.herdr.Panes() {
+	for _, p := range srv.Panes() {
 		if p.AgentName != "" {
 			out[p.AgentName] = append(out[p.AgentName], p.ID)
 		}
