@@ -17,7 +17,8 @@
 // file is the journal and holds every acknowledged batch; after it the new one
 // does. A rewrite that fails before the rename removes its temporary file and
 // leaves the old one in charge; once renamed, the new file is the journal
-// even if the directory fsync fails.
+// even if the directory fsync fails. An owner that keeps no copy of its
+// records reads them again from the file (Records).
 //
 // The file starts with a header line ("#fleetd-journal 1"; journals written
 // before it start with a record and are read too). A line is

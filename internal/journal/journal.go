@@ -426,6 +426,33 @@ func (j *Journal) BeginRewrite() (*Rewrite, error) {
 	return &Rewrite{j: j}, nil
 }
 
+// Records reads the file again and returns its records, in append order:
+// every batch acknowledged so far, for an owner that keeps no copy of what
+// it appended (the state database). Appends wait until it is done.
+func (j *Journal) Records() ([][]byte, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return readRecords(j.path, j.size)
+}
+
+// readRecords returns the records of the first size bytes of the journal
+// file at path, which must be whole batches of intact records.
+func readRecords(path string, size int64) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	defer f.Close()
+	s, err := scan(io.LimitReader(f, size))
+	if err != nil {
+		return nil, fmt.Errorf("read journal %s: %w", path, err)
+	}
+	if len(s.damage) > 0 || s.total != size {
+		return nil, fmt.Errorf("read journal %s: %w: %d bytes read of %d, %d damaged stretches", path, ErrCorrupt, s.total, size, len(s.damage))
+	}
+	return s.records, nil
+}
+
 // Abort ends the rewrite without changing the journal.
 func (r *Rewrite) Abort() {
 	if r.done {

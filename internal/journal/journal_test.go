@@ -152,3 +152,38 @@ func TestJournal_RejectsRecordWithNewline(t *testing.T) {
 		t.Fatal("Append accepted a record containing a newline")
 	}
 }
+
+// Records reads back every acknowledged batch, in order, also after a
+// rewrite and from a journal opened on an existing file.
+func TestJournal_RecordsReadsBackWhatWasAppended(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	j, _, _ := mustOpen(t, path)
+	records := func(want ...string) {
+		t.Helper()
+		if want == nil {
+			want = []string{}
+		}
+		got, err := j.Records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, strs(got)); diff != "" {
+			t.Errorf("Records (-want +got):\n%s", diff)
+		}
+	}
+	records()
+	if err := j.Append([]byte(`{"a":1}`), []byte(`{"b":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	records(`{"a":1}`, `{"b":2}`)
+	if err := j.Rewrite([][]byte{[]byte(`{"b":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]byte(`{"c":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	records(`{"b":2}`, `{"c":3}`)
+	j.Close()
+	j, _, _ = mustOpen(t, path)
+	records(`{"b":2}`, `{"c":3}`)
+}

@@ -3,6 +3,7 @@ package statedb
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"maps"
 	"slices"
@@ -46,11 +47,22 @@ type DB struct {
 	j    *journal.Journal
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	tables map[string]map[string][]byte // every committed record (its whole line: what a compaction writes)
-	live   int64                        // bytes of the records in tables
-	next   *Commit                      // changes staged since the committer took the last
-	taken  *Commit                      // the batch the committer is writing, if any
+	mu sync.Mutex
+	// tables are the records of the tables no owner has read yet: each
+	// key's last committed record (its whole line). Each hands a table to
+	// its owner, which keeps it decoded; from then on the table is in the
+	// file only (handed).
+	tables map[string]map[string][]byte
+	handed map[string]bool
+	// sizes are the lengths of the live records, by a hash of their table
+	// and key (seed): what the compaction counts, without the keys. Two
+	// keys with the same hash (about one chance in 10^7 for a million
+	// keys) would only misjudge when a compaction is due.
+	sizes  map[uint64]int64
+	seed   maphash.Seed
+	live   int64   // bytes of the live records: the sum of sizes
+	next   *Commit // changes staged since the committer took the last
+	taken  *Commit // the batch the committer is writing, if any
 	closed bool
 	// compacting is set while a compaction's rewrite runs; after one
 	// failed, the next waits until the file is past retryAt.
@@ -134,7 +146,9 @@ func Open(path string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("state database: %w", err)
 	}
 	db := &DB{
-		path: path, j: j, log: o.Logger, tables: map[string]map[string][]byte{},
+		path: path, j: j, log: o.Logger,
+		tables: map[string]map[string][]byte{}, handed: map[string]bool{},
+		sizes: map[uint64]int64{}, seed: maphash.MakeSeed(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for i, raw := range recs {
@@ -151,22 +165,28 @@ func Open(path string, opts *Options) (*DB, error) {
 
 // Each calls fn with every key of table and its value, in key order,
 // until fn returns an error, which Each returns. Owners read their table
-// with it once, when they start; the database keeps each record as the
-// file has it, and decodes the values for Each.
+// with it once, when they start, and keep what they read: the first Each
+// of a table hands it over from memory (what Open read and what was
+// committed since), and the database keeps no copy of it after that; a
+// later Each of the same table reads the file again.
 func (db *DB) Each(table string, fn func(key string, value []byte) error) error {
 	if db == nil {
 		return nil
 	}
 	db.mu.Lock()
-	t := db.tables[table]
-	keys := slices.Sorted(maps.Keys(t))
-	recs := make([][]byte, len(keys))
-	for i, k := range keys {
-		recs[i] = t[k]
-	}
+	t, handed := db.tables[table], db.handed[table]
+	delete(db.tables, table)
+	db.handed[table] = true
 	db.mu.Unlock()
-	for i, k := range keys {
-		c, err := decode(recs[i])
+	if handed {
+		tables, err := db.read()
+		if err != nil {
+			return err
+		}
+		t = tables[table]
+	}
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		c, err := decode(t[k])
 		if err != nil { // decoded once already, by Open or Stage
 			return fmt.Errorf("state database %s: %s/%s: %w", db.path, table, k, err)
 		}
@@ -315,39 +335,83 @@ func (db *DB) commit() {
 	db.compactIfDue()
 }
 
-// apply makes a committed change, rec its record, part of the tables; the
+// apply makes a committed change, rec its record, part of the live
+// records' sizes and, while its table is not handed, of the tables; the
 // caller holds mu (or is Open, before anything else runs).
 func (db *DB) apply(c Change, rec []byte) {
-	t := db.tables[c.Table]
-	if old, ok := t[c.Key]; ok {
-		db.live -= int64(len(old))
-		delete(t, c.Key)
+	h := db.keyHash(c)
+	db.live -= db.sizes[h]
+	delete(db.sizes, h)
+	if c.Value != nil {
+		db.sizes[h] = int64(len(rec))
+		db.live += int64(len(rec))
 	}
+	if !db.handed[c.Table] {
+		put(db.tables, c, rec)
+	}
+}
+
+// keyHash is the hash of c's table and key that sizes are kept by.
+func (db *DB) keyHash(c Change) uint64 {
+	var h maphash.Hash
+	h.SetSeed(db.seed)
+	h.WriteString(c.Table)
+	h.WriteByte(0) // no table name holds one
+	h.WriteString(c.Key)
+	return h.Sum64()
+}
+
+// put makes a change, rec its record, part of tables.
+func put(tables map[string]map[string][]byte, c Change, rec []byte) {
+	t := tables[c.Table]
+	delete(t, c.Key)
 	if c.Value == nil {
 		return
 	}
 	if t == nil {
 		t = map[string][]byte{}
-		db.tables[c.Table] = t
+		tables[c.Table] = t
 	}
 	t[c.Key] = rec
-	db.live += int64(len(rec))
+}
+
+// read reads the file again and replays it: every table, as committed.
+func (db *DB) read() (map[string]map[string][]byte, error) {
+	recs, err := db.j.Records()
+	if err != nil {
+		return nil, fmt.Errorf("state database: %w", err)
+	}
+	tables := map[string]map[string][]byte{}
+	for i, raw := range recs {
+		c, err := decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("state database: %w: %s: record %d: %v", ErrCorrupt, db.path, i+1, err)
+		}
+		put(tables, c, raw)
+	}
+	return tables, nil
 }
 
 // compactIfDue starts a compaction when the file holds more than twice its
 // live records and compactSlack more. It runs in the committer, between
 // two batches: the snapshot it takes is the file's content as of the last
-// batch, and the journal keeps the batches appended while the rewrite runs
-// (journal.Rewrite).
+// batch, read again from the file (the database keeps no copy of a handed
+// table), and the journal keeps the batches appended while the rewrite
+// runs (journal.Rewrite).
 func (db *DB) compactIfDue() {
 	size := db.j.Size() // not under mu: a rewrite's last step holds the journal
 	db.mu.Lock()
 	due := !db.compacting && !db.closed && size > 2*db.live+compactSlack && size > db.retryAt
+	db.mu.Unlock()
 	if !due {
-		db.mu.Unlock()
 		return
 	}
-	rw, err := db.j.BeginRewrite()
+	tables, err := db.read() // no batch is written meanwhile: this is the committer
+	var rw *journal.Rewrite
+	if err == nil {
+		rw, err = db.j.BeginRewrite()
+	}
+	db.mu.Lock()
 	if err != nil {
 		db.retryAt = size + compactSlack
 		db.mu.Unlock()
@@ -355,14 +419,14 @@ func (db *DB) compactIfDue() {
 		return
 	}
 	db.compacting = true
-	snapshot := make([][]byte, 0, 1024)
-	for _, name := range slices.Sorted(maps.Keys(db.tables)) {
-		t := db.tables[name]
+	snapshot := make([][]byte, 0, len(db.sizes))
+	db.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(tables)) {
+		t := tables[name]
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			snapshot = append(snapshot, t[k])
 		}
 	}
-	db.mu.Unlock()
 	db.wg.Add(1)
 	go func() {
 		defer db.wg.Done()

@@ -76,6 +76,31 @@ func TestDB_CommittedChangesSurviveAReopen(t *testing.T) {
 	}
 }
 
+// The first Each of a table is what Open read with what was committed
+// since, from memory: start-up reads the file once (here it is gone by
+// then). The database keeps no copy after it; a later Each reads the file
+// again and sees every change committed meanwhile.
+func TestDB_EachHandsATableOverOnce(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := open(t, path, nil)
+	must(t, db.Write(Put(Owned, "alpha", []byte(`{"paneId":"w1:p1"}`))))
+	must(t, db.Close())
+	db = open(t, path, nil)
+	must(t, db.Write(Put(Owned, "beta", []byte(`{"paneId":"w1:p2"}`))))
+	must(t, os.Rename(path, path+".away"))
+	want := map[string]map[string]string{Owned: {"alpha": `{"paneId":"w1:p1"}`, "beta": `{"paneId":"w1:p2"}`}}
+	if diff := cmp.Diff(want, contents(t, db, Owned)); diff != "" {
+		t.Errorf("first read (-want +got):\n%s", diff)
+	}
+	must(t, os.Rename(path+".away", path))
+	must(t, db.Write(Delete(Owned, "alpha"), Put(Owned, "gamma", []byte(`{"paneId":"w1:p3"}`))))
+	want = map[string]map[string]string{Owned: {"beta": `{"paneId":"w1:p2"}`, "gamma": `{"paneId":"w1:p3"}`}}
+	if diff := cmp.Diff(want, contents(t, db, Owned)); diff != "" {
+		t.Errorf("read again (-want +got):\n%s", diff)
+	}
+}
+
 // heldFile counts writes and fsyncs, and holds an fsync while hold is
 // set, saying so on entered.
 type heldFile struct {

@@ -19,9 +19,12 @@
 // # Reading
 //
 // [Open] reads the file once, whole, and replays it into memory; each owner
-// reads its table from there ([DB.Each]) when it starts. Nothing reads the
-// file again while fleetd runs: start-up is one read of one file, whatever
-// the size of the fleet.
+// reads its table from there ([DB.Each]) when it starts, and keeps it,
+// decoded. That hands the table over: the database keeps no copy of a
+// table its owner has read (only the length of each live record, for the
+// compaction), so a record is in memory once, in its owner's form. Start-up
+// is one read of one file, whatever the size of the fleet; the file is read
+// again only to compact it, and by a second Each of the same table.
 //
 // # Writing: group commit
 //
@@ -52,9 +55,10 @@
 //
 // The file only grows while fleetd runs. Once it holds more than twice its
 // live records (and at least a mebibyte more), the committer snapshots the
-// tables and rewrites the file with one record per live key, while later
-// batches go on being appended (the journal's Rewrite): at every instant
-// the file holds every committed change.
+// file (it reads it again, between two batches, for the live records) and
+// rewrites it with one record per live key, while later batches go on
+// being appended (the journal's Rewrite): at every instant the file holds
+// every committed change.
 //
 // # Migration
 //

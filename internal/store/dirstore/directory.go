@@ -107,8 +107,11 @@ type location struct {
 // fileState is what the store knows about one manifest file.
 type fileState struct {
 	hash [32]byte
-	good decode.FileResult // the last good objects, with their positions
-	errs decode.ErrorList  // problems of the current content
+	// good are the last good objects, with their positions; an object in
+	// effect is the snapshot's (stamped, never changed), not its decoded
+	// copy (build).
+	good decode.FileResult
+	errs decode.ErrorList // problems of the current content
 }
 
 var _ store.Store = (*Directory)(nil)
@@ -455,6 +458,10 @@ func (d *Directory) build() *store.Snapshot {
 				obj = last
 			}
 			put(key, obj, at)
+			// The file's last good objects keep the object in effect in
+			// place of the decoded one: stamped again, it is the same, and
+			// each object is kept once, not twice.
+			at.file.Objects[at.i] = obj
 			if n := defs[key]; n < 0 {
 				refs = append(refs, inEffect(at, obj))
 			}

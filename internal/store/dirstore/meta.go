@@ -26,6 +26,11 @@ import (
 // keeps that definition, and a mass removal made while fleetd was stopped
 // is held (store.Hold's baseline). Records written before the definitions
 // were kept have no Source or Object.
+//
+// In memory a definition is obj, the object in effect (the snapshot's own,
+// never changed), once [metaBook.keep] has seen it; Object is then nil and
+// is encoded from obj only to save the records. Object is the definition
+// as the file had it until then.
 type metaRecord struct {
 	UID        string          `json:"uid"`
 	Generation int64           `json:"generation"`
@@ -33,6 +38,7 @@ type metaRecord struct {
 	Created    time.Time       `json:"creationTimestamp"`
 	Source     string          `json:"source,omitempty"`
 	Object     json.RawMessage `json:"object,omitempty"`
+	obj        v1alpha1.Object
 }
 
 // metaBook assigns uid, generation and creationTimestamp, keyed by
@@ -91,19 +97,26 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 }
 
 // keep records obj, in effect, as its last good definition, defined in
-// source.
+// source. The record keeps obj itself, which the snapshot holds anyway
+// (and never changes), not a copy.
 func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
 	rec, ok := b.recs[key]
-	if !ok {
-		return // stamped first, always
+	if !ok || (rec.obj == obj && rec.Source == source) {
+		return // stamped first, always; or kept already
 	}
-	data, err := json.Marshal(obj)
-	if err != nil || (rec.Source == source && bytes.Equal(rec.Object, data)) {
-		return
+	changed := rec.Source != source
+	if !changed {
+		was := rec.Object
+		if rec.obj != nil {
+			was, _ = json.Marshal(rec.obj)
+		}
+		data, err := json.Marshal(obj)
+		changed = err != nil || !bytes.Equal(was, data)
 	}
-	rec.Source, rec.Object = source, data
-	b.recs[key], b.dirty = rec, true
+	rec.Source, rec.Object, rec.obj = source, nil, obj
+	b.recs[key] = rec
+	b.dirty = b.dirty || changed
 }
 
 // lastGood returns the last good objects of the file at path, as recorded,
@@ -137,6 +150,9 @@ func (b *metaBook) baseline() *store.Snapshot {
 // ("Kind/name"); nil when there is none (or it does not decode).
 func (r metaRecord) object(key string) v1alpha1.Object {
 	kind, _, _ := strings.Cut(key, "/")
+	if r.obj != nil && r.Source != "" {
+		return r.obj
+	}
 	if len(r.Object) == 0 || r.Source == "" {
 		return nil
 	}
@@ -161,7 +177,18 @@ func (b *metaBook) save() error {
 	if !b.dirty || b.path == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(b.recs, "", "  ")
+	recs := make(map[string]metaRecord, len(b.recs))
+	for k, rec := range b.recs {
+		if rec.obj != nil {
+			data, err := json.Marshal(rec.obj)
+			if err != nil {
+				return fmt.Errorf("encode object metadata: %s: %w", k, err)
+			}
+			rec.Object = data
+		}
+		recs[k] = rec
+	}
+	data, err := json.MarshalIndent(recs, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode object metadata: %w", err)
 	}
