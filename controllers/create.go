@@ -111,11 +111,13 @@ func (r *memberReconcile) createPane() (Result, error) {
 		r.m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
 	}
 
-	r.rt.start = &starting{args: spec.Args, terminal: rec.TerminalID}
-	r.b.setPane(rec)
-	r.b.st.Plan = spec.Plan
+	r.rt.start = &starting{args: spec.Args, plan: spec.Plan, terminal: rec.TerminalID}
 	r.launching(spec)
-	return r.launch()
+	// The agent starts in the member's next reconcile (ownedPane: a pane
+	// whose start is not launched), behind the members queued meanwhile:
+	// a mass creation or repair asks herdr for every tab first. The
+	// status shows the pane from its start on (launch).
+	return Result{Requeue: true}, nil
 }
 
 // invalidSpec reports whether herdr refused a launch for a reason only a

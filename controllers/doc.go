@@ -36,9 +36,13 @@
 //     what was asked of the member (Expedite, Restart), deleted, pause,
 //     resolve (references, the herdr gate), update (with the store gate),
 //     the owned pane (owned.go) and create (the store and backoff gates;
-//     create.go). It returns a [Result] with RequeueAfter only; a step that
-//     must follow at once — the first recreation after a failure — is taken
-//     in the same reconcile. The steps: close the tab of a deleted or paused
+//     create.go). It returns a [Result]: RequeueAfter for a timed look, or
+//     Requeue for the next step of a launch — a created tab's agent.start
+//     comes in the member's next reconcile, behind the members queued
+//     meanwhile, so that a mass creation or repair asks herdr for every
+//     tab before it starts their agents, and no worker waits on one
+//     member's start while other members' panes are missing. The first
+//     recreation after a failure is taken in the same reconcile. The steps: close the tab of a deleted or paused
 //     member once its agent is idle (graceful.go), the member Terminating
 //     (a deleted one still listed) while it waits and until herdr confirmed
 //     the close; report a missing profile or tenant (Ready=False, not

@@ -412,6 +412,12 @@ func (m *Manager) processOne(ctx context.Context, name string) {
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeueAfter).Inc()
 		m.queue.Forget(name)
 		m.queue.AddAfter(name, res.RequeueAfter)
+	case res.Requeue:
+		// Not rate-limited: the token bucket is for retries, and a mass
+		// creation's starts would wait behind it.
+		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultRequeue).Inc()
+		m.queue.Forget(name)
+		m.queue.Add(name)
 	default:
 		m.metrics.reconcileTotal.WithLabelValues(controllerName, resultSuccess).Inc()
 		m.queue.Forget(name)
@@ -467,12 +473,17 @@ func (m *Manager) transientTries(name string, failed bool) int {
 func (m *Manager) Owned() []Ownership { return m.own.all() }
 
 // Result tells the worker when to look at a member again, as
-// controller-runtime's does: after RequeueAfter, or (zero) when something
-// changes. An error is retried with the work queue's backoff. There is no
-// bare requeue: a step that must follow at once is taken in the same
-// reconcile (see Manager.reconcile).
+// controller-runtime's does: after RequeueAfter; at once, behind the
+// members already queued, with Requeue; or (zero) when something changes.
+// An error is retried with the work queue's backoff. Requeue is the next
+// step of a longer job that need not hold a worker meanwhile: a created
+// tab's agent.start comes in the member's next reconcile, so that a mass
+// creation or repair asks herdr for every tab before it starts their
+// agents (create.go). The first recreation after a failure is taken in the
+// same reconcile (see Manager.reconcile).
 type Result struct {
 	RequeueAfter time.Duration
+	Requeue      bool
 }
 
 // Members returns every member with its status, sorted by name: those the

@@ -15,9 +15,10 @@ import (
 const controllerName = "member"
 
 // Reconcile results, the values of fleetd_reconcile_total's result label,
-// controller-runtime's set (DESIGN §3.4). requeue stays 0: the member
-// reconciler never asks for a bare requeue (Result has RequeueAfter only);
-// an error is counted as error and retried with backoff.
+// controller-runtime's set (DESIGN §3.4). requeue counts the reconciles
+// that hand the member's next step to its next reconcile at once (a
+// created tab's agent.start: Result.Requeue); an error is counted as error
+// and retried with backoff.
 const (
 	resultSuccess      = "success"
 	resultError        = "error"

@@ -40,7 +40,10 @@ import (
 type starting struct {
 	terminal string   // the pane's terminal id, pinned at tab.create
 	args     []string // agent.start args, until herdr accepts the start
-	launched bool     // herdr accepted agent.start
+	// plan is the launch's MCP plan, which the status shows from the
+	// start on.
+	plan     []v1alpha1.PlanRow
+	launched bool // herdr accepted agent.start
 	since    time.Time
 	// agent_pane_busy retries.
 	busySince time.Time
@@ -51,9 +54,16 @@ type starting struct {
 	answered time.Time // when the agent last left a dialog
 }
 
-// launch issues agent.start in the recorded pane.
+// launch issues agent.start in the recorded pane, which the status shows
+// from here on with the launch's plan and resumed session (createPane kept
+// them).
 func (r *memberReconcile) launch() (Result, error) {
 	rec, st := r.rec, r.rt.start
+	r.b.setPane(rec)
+	if st.plan != nil {
+		r.b.st.Plan = st.plan
+	}
+	r.b.st.ResumedSession = r.rt.resumed.DeepCopy()
 	cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
 	_, err := r.m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
 		Name: r.name, Kind: r.profile.Spec.Harness, PaneID: rec.PaneID, Args: st.args, TimeoutMS: startupTimeout(r.profile).Milliseconds(),
