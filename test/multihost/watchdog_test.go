@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 )
@@ -58,6 +59,13 @@ func TestFence_AStoppedFleetdsWatchdogClosesItsPanes(t *testing.T) {
 		<-exited
 	})
 
+	// a registered and Ready before the members come, so that some are
+	// placed on it.
+	f.untilNodes(t, "a Ready", time.Minute, func(nodes []v1alpha1.Node) bool {
+		return slices.ContainsFunc(nodes, func(n v1alpha1.Node) bool {
+			return n.Name == "a" && n.ReadyCondition().Status == v1alpha1.ConditionTrue
+		})
+	})
 	if code, resp := b.running().do(t, "POST", "/members", pinned("keep", "a")); code != 201 {
 		t.Fatalf("POST /members = %d %s", code, resp)
 	}
