@@ -145,7 +145,8 @@ func etcdBackend(ctx context.Context, cfg *EtcdConfig, pruneHold time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version, Instance: instance}
+	info := fleet.NodeInfo{Name: cfg.Node, Labels: cfg.NodeLabels, MaxMembers: cfg.MaxMembers, GatewayURL: gateway.URL, Version: version.Version, Instance: instance,
+		RescheduleAfter: v1alpha1.Duration{Duration: cmp.Or(cfg.RescheduleAfter, scheduler.DefaultRescheduleAfter)}}
 	if err := untilAnswered(ctx, cfg, func(ctx context.Context) (err error) {
 		f.reg, err = fleet.Register(ctx, cli, f.sessions, info, fo)
 		return err

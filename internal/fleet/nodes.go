@@ -38,6 +38,11 @@ type NodeInfo struct {
 	// the same name is refused while the first's lease lives.
 	Instance  NodeInstance `json:"instance,omitzero"`
 	StartedAt time.Time    `json:"startedAt"`
+	// RescheduleAfter is the node's --reschedule-after: how long its
+	// members stay bound to it once it is lost, which its fence counts
+	// on. The scheduler honours each lost node's own (absent, from an
+	// older fleetd: the scheduler's).
+	RescheduleAfter v1alpha1.Duration `json:"rescheduleAfter,omitzero"`
 	// Herdr is the node's herdr as the node last saw it; Members how many
 	// members it reconciles. The node updates both when they change
 	// ([Registration.Update]).
@@ -55,6 +60,9 @@ func (info *NodeInfo) check() error {
 	}
 	if info.MaxMembers < 0 {
 		return fmt.Errorf("node %s: maxMembers %d: want 0 (no limit) or more", info.Name, info.MaxMembers)
+	}
+	if info.RescheduleAfter.Duration < 0 {
+		return fmt.Errorf("node %s: rescheduleAfter %s: want a positive duration", info.Name, info.RescheduleAfter.Duration)
 	}
 	if info.Members < 0 {
 		return fmt.Errorf("node %s: members %d: want 0 or more", info.Name, info.Members)
@@ -223,6 +231,21 @@ func (n *Nodes) Registered() []NodeInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.registered
+}
+
+// LostGrace returns, of the lost nodes whose registration said it, how
+// long each one's members stay bound to it once it is lost (its
+// --reschedule-after).
+func (n *Nodes) LostGrace() map[string]time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]time.Duration{}
+	for name, l := range n.lost {
+		if g := l.last.RescheduleAfter.Duration; g > 0 {
+			out[name] = g
+		}
+	}
+	return out
 }
 
 // Lost returns the lost nodes, each with when this node first saw it gone.

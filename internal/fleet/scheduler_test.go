@@ -165,6 +165,76 @@ func TestScheduler_ReschedulesMembersOfALostNode(t *testing.T) {
 	}
 }
 
+// Each lost node's members wait for it as long as the node said when it
+// registered (its --reschedule-after, which its own fence counts on), not
+// the scheduler's: a node that waits longer than the scheduler would is
+// never rescheduled before its fence closed its panes, and one that waits
+// less is rescheduled sooner. A node that said nothing has the
+// scheduler's.
+func TestScheduler_EachLostNodesMembersWaitItsOwnGrace(t *testing.T) {
+	f := newFixture(t)
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	a, b := f.store("a"), f.store("b")
+	o := f.opts()
+	o.Clock = clk
+	nodes := NewNodes(f.cli, b, o)
+	f.run(nodes.Run)
+	state := NewState(b, nodes, f.statuses())
+	register := func(name string, grace time.Duration) func() error {
+		_, _, stop := f.register(NodeInfo{Name: name, Herdr: v1alpha1.NodeHerdr{Reachable: true},
+			RescheduleAfter: v1alpha1.Duration{Duration: grace}}, 0)
+		return stop
+	}
+	sess := session.New(f.cli, &session.Options{Logger: quiet})
+	f.run(sess.Run)
+	f.schedule(sess, state, "b", scheduler.Options{RescheduleAfter: time.Minute, Clock: clk})
+	// One member on each node, placed there while it was the emptiest.
+	stops := map[string]func() error{}
+	for _, n := range []struct {
+		node  string
+		grace time.Duration
+	}{{"long", 3 * time.Minute}, {"short", 30 * time.Second}, {"old", 0}} {
+		stops[n.node] = register(n.node, n.grace)
+		apply(t, a, "on-"+n.node)
+		until(t, "on-"+n.node+" bound to "+n.node, state.Changed, func() bool { return boundTo(state.Fleet(), "on-"+n.node, n.node) })
+	}
+	register("b", 0)
+	until(t, "b registered", state.Changed, func() bool { return len(state.Fleet().Nodes) == 4 })
+	for _, name := range []string{"long", "short", "old"} {
+		if err := stops[name](); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(t, "all three lost", state.Changed, func() bool { return len(state.Lost()) == 3 })
+
+	moved := func(member string) bool { return boundTo(state.Fleet(), member, "b") }
+	step := func(d time.Duration, want ...string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := clk.WaitForTimers(wctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(d)
+		for _, m := range want {
+			until(t, m+" on b", state.Changed, func() bool { return moved(m) })
+		}
+	}
+	step(30*time.Second, "on-short") // short's own 30 s
+	if moved("on-long") || moved("on-old") {
+		t.Fatalf("after 30 s: %+v; want only on-short moved", state.Fleet().Bindings)
+	}
+	step(30*time.Second, "on-old") // the scheduler's minute, for a node that said nothing
+	if moved("on-long") {
+		t.Fatalf("after 1 min: on-long moved before its node's 3 min: %+v", state.Fleet().Bindings)
+	}
+	step(time.Minute + 59*time.Second)
+	if moved("on-long") {
+		t.Fatalf("after 2 min 59 s: on-long moved before its node's 3 min")
+	}
+	step(time.Second, "on-long")
+}
+
 // The scheduler deletes the statuses nobody else will: of a member that is
 // gone, published by a node that is not registered. A registered node's
 // (it deletes its own) and an existing member's stay.

@@ -30,6 +30,10 @@ type Fleet struct {
 	// Lost are the nodes members are bound to that are not registered
 	// (their lease expired), each with when the reader first saw it gone.
 	Lost map[string]time.Time
+	// Grace is how long each lost node's members stay bound to it, as
+	// the node registered it (its --reschedule-after, which its fence
+	// counts on); a node not in it has the scheduler's.
+	Grace map[string]time.Duration
 }
 
 // Placement says where a member is: bound to a node; not bound yet, next

@@ -71,7 +71,9 @@ type Options struct {
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// RescheduleAfter is how long a member stays bound to a lost node
-	// before it is bound to another; default DefaultRescheduleAfter.
+	// before it is bound to another, for a node that did not register
+	// its own (Fleet.Grace: the lost node's --reschedule-after, which
+	// its fence counts on, wins); default DefaultRescheduleAfter.
 	// Members whose spec.nodeName names the lost node wait for it.
 	RescheduleAfter time.Duration
 	// RetryInterval is the base of the backoff before campaigning again
@@ -236,7 +238,11 @@ func (s *scheduler) pass(ctx context.Context) (wake time.Duration, _ error) {
 			if !lost || m.Spec.NodeName == old.Node {
 				continue
 			}
-			if left := since.Add(s.o.RescheduleAfter).Sub(now); left > 0 {
+			grace := s.o.RescheduleAfter
+			if g, ok := f.Grace[old.Node]; ok {
+				grace = g // the lost node's own: what its fence counts on
+			}
+			if left := since.Add(grace).Sub(now); left > 0 {
 				if wake == 0 || left < wake {
 					wake = left
 				}
