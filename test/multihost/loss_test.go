@@ -87,7 +87,7 @@ func agentPanes(srv *herdrsim.Server, name string) []string {
 
 // Node a is killed (its etcd connection cut, then its fleetd stopped: the
 // lease is not revoked and expires); b sees a NotReady (NodeLost) and a's
-// members Ready=Unknown NodeLost; after --reschedule-after the free member
+// members Ready=Unknown NodeLost; after a's --reschedule-after the free member
 // runs on b while the one pinned to a waits. a restarts on its herdr,
 // which still holds the free member's old pane: a closes that pane in its
 // first reconcile (the member is no longer in its snapshot) and creates
@@ -108,7 +108,7 @@ func TestNodeLoss_RescheduleAndTheReturningNodeClosesItsCopy(t *testing.T) {
 	stateA := t.TempDir()
 	proxy := startProxy(t, cluster.Endpoints()[0])
 	a, stopA := runDaemon(t, daemon.Config{HerdrSocket: herdrA.SocketPath(), StateDir: stateA, ResyncPeriod: time.Second, // reads agent sessions soon
-		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", NodeTTL: ttl, RequestTimeout: time.Second}})
+		Etcd: &daemon.EtcdConfig{Endpoints: []string{proxy.URL()}, Prefix: prefix, Node: "a", NodeTTL: ttl, RescheduleAfter: 2 * time.Second, RequestTimeout: time.Second}})
 	for _, name := range []string{"a", "b"} {
 		b.untilNode(t, name, "Ready", nodeReady)
 	}
