@@ -35,14 +35,20 @@ func memberValue(name string) string {
 	return `{"apiVersion":"fleetd.dev/v1alpha1","kind":"Member","metadata":{"name":"` + name + `"},"spec":{"profile":"claude"}}`
 }
 
-// putMembers writes n free Members m0000… under the fleet's prefix, 16 at a
-// time.
+// writersPer100 is how many writers putMembers runs per 100 members: a
+// fleet of more members gets its members as fast per member, as three
+// one-node fleets writing their own would (BenchmarkFleetConvergence's
+// separate-wall-ms).
+const writersPer100 = 16
+
+// putMembers writes n free Members m0000… under the fleet's prefix,
+// writersPer100 at a time per 100 of them (16 at least).
 func (f *hostFleet) putMembers(tb testing.TB, cli *clientv3.Client, n int) {
 	tb.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	next := make(chan int)
-	for range 16 {
+	for range max(writersPer100, (n*writersPer100+99)/100) {
 		wg.Go(func() {
 			for i := range next {
 				name := fmt.Sprintf("m%04d", i)
@@ -143,7 +149,7 @@ func (f *hostFleet) waitReadyCount(tb testing.TB, n int, limit time.Duration) []
 }
 
 // BenchmarkFleetConvergence: the wall time from writing the Members into
-// etcd (16 writers) until every one is Ready on its node, for 3×N members
+// etcd (16 writers per 100: putMembers) until every one is Ready on its node, for 3×N members
 // over three nodes against N members on one node (-fleet-members N, 100 by
 // default), in the same run on the same etcd (wall-ms; target ≤ 1.5×).
 // The three nodes share this machine's cores and disk, which separate

@@ -19,7 +19,7 @@ const bindWriteBatch = 100
 // BenchmarkFleetBind: the scheduler's own throughput. Three nodes
 // registered, then -bind-members Members (300) are written in
 // transactions of 100, so that the writes are not what is measured (as
-// FleetConvergence's 16 writers of one member each are, on a loaded
+// FleetConvergence's writers of one member each are, on a loaded
 // machine); bind-members/s is the members bound per second from the
 // first write until every member has a binding (waitBound: polled every
 // 5 ms), written-ms how long the writes took, and bound-after-write-ms

@@ -38,7 +38,7 @@ type scaleRun struct {
 // each N of -scale-nodes (3, 10, 30). Per size it reports the wall time
 // from writing the Members into etcd until every one is Ready (wall-ms),
 // the binding throughput (members bound per second from the first write:
-// bind-members/s; written-ms is how long the 16 writers took to write
+// bind-members/s; written-ms is how long the writers (putMembers) took to write
 // them, its floor), the etcd requests per second of the whole fleet while
 // converging and over -scale-idle once converged (counted at each node's
 // client: unary calls and stream messages sent), and the live heap per
