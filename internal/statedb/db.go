@@ -99,15 +99,6 @@ func (c *Commit) Wait() error {
 	return c.err
 }
 
-// Flush has the committer write the commit soon, without waiting for it:
-// a change staged ahead of need (a token minted for a pane to come) is
-// durable by the time it is needed, and costs its caller no wait.
-func (c *Commit) Flush() {
-	if c.db != nil {
-		c.db.wake()
-	}
-}
-
 // Durable reports, without blocking, whether the commit's changes are in
 // the file and fsynced: false while they are on their way, and for good
 // when they failed.

@@ -132,7 +132,9 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 // carries the token is never started with a token a crash could forget.
 // To spare the next pane of the member that wait — a repair creates its
 // tab the moment it knows the pane is gone — every Mint also mints the
-// member's next token ahead: its hash is written in the background, its
+// member's next token ahead: its hash is written with the next commit
+// anyone waits for (in a launch, the pane's ownership record, right after
+// its tab.create: no write of its own runs before the tab is asked), its
 // value kept in memory only (no one else can present it), and the next
 // Mint for the same member and uid returns it at once if its hash is
 // durable by then. A token minted ahead and never used is revoked with the
@@ -174,13 +176,13 @@ func (r *Registry) mint(member, memberUID string) (string, ID, error) {
 	return tok, idOf(sum), nil
 }
 
-// mintAhead mints member's next token (Mint), its hash written in the
-// background; a failure leaves the member without one, and the next Mint
-// waits for its own.
+// mintAhead mints member's next token (Mint), its hash staged for the
+// next commit someone waits for; a failure leaves the member without one,
+// and the next Mint waits for its own. It does not ask for a write of its
+// own: a repair's replacement tab would be asked of herdr while that write
+// and its fsync ran (DriftRepair p99).
 func (r *Registry) mintAhead(member, memberUID string) {
-	if s, err := r.stage(member, memberUID, true); err == nil {
-		s.commit.Flush()
-	}
+	_, _ = r.stage(member, memberUID, true)
 }
 
 // stage creates a token for member, records its hash and stages its
