@@ -118,7 +118,7 @@ func (x *exchange) close() {
 // be wantType.
 func (c *Client) call(ctx context.Context, method string, params any, wantType string, result any) error {
 	start := c.now()
-	x, code, err := c.send(ctx, method, params)
+	x, code, err := c.send(ctx, method, params, answerReadBuffer)
 	if err == nil {
 		code, err = x.receive(ctx, wantType, result)
 		x.close()
@@ -133,10 +133,21 @@ func (c *Client) report(method, code string, start time.Time) {
 	}
 }
 
-// send dials herdr and writes the request line. It never writes anything else
+// Read buffers of a connection: a call reads one answer line, most of them
+// a few hundred bytes (a longer one, a listing, is read in as many pieces
+// as it takes), and a fleet starting makes thousands of calls, so each
+// call's buffer is small; a stream reads bursts of events for its whole
+// life, so its buffer takes several at once.
+const (
+	answerReadBuffer = 1 << 10
+	streamReadBuffer = 4 << 10
+)
+
+// send dials herdr and writes the request line; the exchange reads herdr's
+// lines with a buffer of bufSize bytes. It never writes anything else
 // on the connection afterwards and never half-closes it: herdr treats any
 // further byte, or EOF, as the client hanging up.
-func (c *Client) send(ctx context.Context, method string, params any) (*exchange, string, error) {
+func (c *Client) send(ctx context.Context, method string, params any, bufSize int) (*exchange, string, error) {
 	if params == nil {
 		params = struct{}{}
 	}
@@ -166,7 +177,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (*exchange
 	x := &exchange{
 		method: method,
 		conn:   conn,
-		r:      bufio.NewReader(conn),
+		r:      bufio.NewReaderSize(conn, bufSize),
 		stop:   context.AfterFunc(ctx, func() { conn.Close() }),
 	}
 	if _, err := conn.Write(line); err != nil {

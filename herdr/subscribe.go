@@ -49,7 +49,7 @@ func (c *Client) Subscribe(ctx context.Context, subs []Subscription) (*Stream, e
 	params := struct {
 		Subscriptions []Subscription `json:"subscriptions"`
 	}{nonNil(subs)}
-	x, code, err := c.send(ctx, method, params)
+	x, code, err := c.send(ctx, method, params, streamReadBuffer)
 	if err == nil {
 		code, err = x.receive(ctx, "subscription_started", nil)
 		if err != nil {
