@@ -277,12 +277,24 @@ func replacing(mm memory) string {
 // is held (their agent is not replaced, prune.go), are left out.
 func (m *Manager) profileStates(p *v1alpha1.Profile, snap *store.Snapshot) []rollout.MemberState {
 	var out []rollout.MemberState
+	// The digest of p and a tenant is the same for every member that
+	// targets it: computed once per tenant (nil: a resident target), not
+	// once per member — /metrics asks for every profile on each scrape.
+	refs := map[*v1alpha1.Tenant]string{}
+	refsOf := func(t *v1alpha1.Tenant) string {
+		h, ok := refs[t]
+		if !ok {
+			h = refsHash(p, t)
+			refs[t] = h
+		}
+		return h
+	}
 	for _, name := range sortedNames(snap.Members) {
 		mem := snap.Members[name]
 		if _, held := snap.PruneHeld[name]; mem.Spec.Profile != p.Name || mem.Spec.Paused || held {
 			continue
 		}
-		out = append(out, m.localState(mem, p, snap))
+		out = append(out, m.localState(mem, p, refsOf(tenantOf(mem, snap))))
 	}
 	m.rolls.mu.Lock()
 	peers := m.rolls.peers
@@ -313,14 +325,15 @@ func pruneHeld(m v1alpha1.Member) bool {
 // localState is how a member this node declares counts in its profile's
 // rollout: updated when no pane runs for it (the next one runs the
 // current definition) or its pane runs its current definition, profile
-// and tenant; replacing as its memory says.
-func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, snap *store.Snapshot) rollout.MemberState {
+// and tenant (whose digest is refs, refsHash's); replacing as its memory
+// says.
+func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, refs string) rollout.MemberState {
 	mm := m.memory.get(mem.Name)
 	s := rollout.MemberState{Name: mem.Name, Updated: true, Replacing: replacing(mm) == p.Name}
 	if rec, ok := m.own.get(mem.Name); ok {
 		restart := mm.Update != nil && mm.Update.Restart
 		s.Updated = !restart && rec.UID == mem.UID && rec.Launch == launchHash(mem) &&
-			(rec.Refs == "" || rec.Refs == refsHash(p, tenantOf(mem, snap)))
+			(rec.Refs == "" || rec.Refs == refs)
 	}
 	m.mu.Lock()
 	if st, ok := m.states[mem.Name]; ok {
