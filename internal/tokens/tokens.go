@@ -78,9 +78,12 @@ type Registry struct {
 	mu         sync.Mutex
 	primary    [sha256.Size]byte
 	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
-	entries    map[[sha256.Size]byte]Identity
+	// entries are the tokens handed out (and, after a restart, every
+	// token the database holds), by hash.
+	entries map[[sha256.Size]byte]Identity
 	// spares are the tokens minted ahead for each member's next pane, by
-	// member name (see Mint).
+	// member name (see Mint); one joins entries when Mint hands it out.
+	// Nobody holds one before, so none resolves.
 	spares map[string]spare
 }
 
@@ -143,13 +146,17 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	r.mu.Lock()
 	s, ok := r.spares[member]
 	delete(r.spares, member)
+	use := ok && s.uid == memberUID && s.commit.Durable()
+	switch {
+	case use:
+		r.entries[s.sum] = s.identity(member)
+	case ok:
+		r.db.Stage(forget(s.sum)) // never handed out
+	}
 	r.mu.Unlock()
-	if ok {
-		if s.uid == memberUID && s.commit.Durable() {
-			r.mintAhead(member, memberUID)
-			return s.tok, idOf(s.sum), nil
-		}
-		r.removeWhere(func(sum [sha256.Size]byte, _ Identity) bool { return sum == s.sum }) // never handed out
+	if use {
+		r.mintAhead(member, memberUID)
+		return s.tok, idOf(s.sum), nil
 	}
 	tok, id, err := r.mint(member, memberUID)
 	if err != nil {
@@ -187,7 +194,8 @@ func (r *Registry) mintAhead(member, memberUID string) {
 
 // stage creates a token for member, records its hash and stages its
 // record, under one lock (the file has the changes in the registry's
-// order); ahead keeps it as the member's token minted ahead.
+// order); ahead keeps it as the member's token minted ahead, else it is
+// handed out.
 func (r *Registry) stage(member, memberUID string, ahead bool) (spare, error) {
 	tok, err := newToken(r.rand)
 	if err != nil {
@@ -197,12 +205,18 @@ func (r *Registry) stage(member, memberUID string, ahead bool) (spare, error) {
 	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.entries[sum] = ident
 	s := spare{tok: tok, sum: sum, uid: memberUID, commit: r.db.Stage(put(sum, ident))}
 	if ahead {
 		r.spares[member] = s
+	} else {
+		r.entries[sum] = ident
 	}
 	return s, nil
+}
+
+// identity is who a spare of member is minted for.
+func (s spare) identity(member string) Identity {
+	return Identity{Role: RoleWorker, Member: member, MemberUID: s.uid}
 }
 
 // Bind records the pane and terminal a minted token was handed to.
@@ -336,12 +350,14 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) int
 	for sum, ident := range r.entries {
 		if match(sum, ident) {
 			delete(r.entries, sum)
-			gone = append(gone, statedb.Delete(statedb.Tokens, string(idOf(sum))))
-			if s, ok := r.spares[ident.Member]; ok && s.sum == sum {
-				delete(r.spares, ident.Member)
-			} else {
-				handedOut++
-			}
+			gone = append(gone, forget(sum))
+			handedOut++
+		}
+	}
+	for member, s := range r.spares {
+		if match(s.sum, s.identity(member)) {
+			delete(r.spares, member)
+			gone = append(gone, forget(s.sum))
 		}
 	}
 	r.db.Stage(gone...)
@@ -356,6 +372,11 @@ type fileEntry struct {
 	MemberUID  string `json:"memberUid,omitempty"`
 	PaneID     string `json:"paneId,omitempty"`
 	TerminalID string `json:"terminalId,omitempty"`
+}
+
+// forget is the change that deletes token sum's record.
+func forget(sum [sha256.Size]byte) statedb.Change {
+	return statedb.Delete(statedb.Tokens, string(idOf(sum)))
 }
 
 // put is the change that records token sum as ident.

@@ -526,7 +526,8 @@ func spareOf(t *testing.T, r *Registry, member string) spare {
 // without a write of its own — it works with the disk failing — and it
 // resolves after a restart. A member declared again (another uid) or
 // revoked never gets the one minted ahead for the old one, and a token
-// minted ahead is no token handed out: it is not counted as revoked.
+// minted ahead is no token handed out: it resolves only once handed out,
+// and it is not counted as revoked.
 func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 	dir := t.TempDir()
 	var fail atomic.Bool
@@ -536,10 +537,16 @@ func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 	}
 	mint(t, r, "reviewer", "uid")
 	ahead := spareOf(t, r, "reviewer")
+	if _, ok := r.Resolve(ahead.tok); ok {
+		t.Error("the token minted ahead resolves before Mint handed it out")
+	}
 	fail.Store(true)
 	tok, id, err := r.Mint("reviewer", "uid")
 	if err != nil || tok != ahead.tok || id != idOf(ahead.sum) {
 		t.Fatalf("the second Mint with the disk failing = %v; want the token minted ahead, at once", err)
+	}
+	if ident, ok := r.Resolve(tok); !ok || ident.Member != "reviewer" || ident.MemberUID != "uid" {
+		t.Errorf("the token minted ahead, handed out: %+v, %v; want reviewer's", ident, ok)
 	}
 	fail.Store(false)
 	if ident, ok := reopen(t, r, dir).Resolve(tok); !ok || ident.Member != "reviewer" || ident.MemberUID != "uid" {
