@@ -307,6 +307,10 @@ func decode(line []byte) (rec []byte, sep byte, reason string) {
 	return bytes.Clone(rec), line[8], ""
 }
 
+// lineOverhead is what encode adds to a record: its checksum, separator
+// and newline.
+const lineOverhead = 8 + 1 + 1
+
 func encode(buf *bytes.Buffer, rec []byte, sep byte) error {
 	if bytes.IndexByte(rec, '\n') >= 0 {
 		return errors.New("journal record contains a newline")
@@ -318,6 +322,11 @@ func encode(buf *bytes.Buffer, rec []byte, sep byte) error {
 }
 
 func encodeBatch(buf *bytes.Buffer, recs [][]byte) error {
+	n := 0
+	for _, r := range recs {
+		n += lineOverhead + len(r)
+	}
+	buf.Grow(n) // one allocation for the batch, not a doubling per growth
 	for i, r := range recs {
 		sep := byte(sepMore)
 		if i == len(recs)-1 {
