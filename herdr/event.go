@@ -123,13 +123,22 @@ func eventKindOf(name string) EventKind {
 // common fields it can find, or with only Kind, Name and Data if even those
 // do not fit.
 func (e *Event) UnmarshalJSON(b []byte) error {
-	var env struct {
-		Event *string         `json:"event"`
-		Data  json.RawMessage `json:"data"`
-	}
+	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
 		return fmt.Errorf("decode herdr event: %w", err)
 	}
+	return e.decode(env, b)
+}
+
+// envelope is an event as herdr sends it: its name and its data object.
+type envelope struct {
+	Event *string         `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// decode decodes the event of env, decoded from b; env.Data, a copy
+// json.Unmarshal made, becomes e's.
+func (e *Event) decode(env envelope, b []byte) error {
 	if env.Event == nil || *env.Event == "" {
 		return fmt.Errorf("decode herdr event: no \"event\" name in %.200s", b)
 	}
@@ -149,7 +158,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	*e = Event(p)
 	e.Kind = kind
 	e.Name = *env.Event
-	e.Data = append(json.RawMessage(nil), env.Data...)
+	e.Data = env.Data
 	// Lifecycle payloads name the pane/tab/workspace only inside the object.
 	if e.PaneID == "" && e.Pane != nil {
 		e.PaneID = e.Pane.PaneID

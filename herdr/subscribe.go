@@ -150,26 +150,28 @@ func (s *Stream) fail(err error) {
 // style, or herdr's error envelope (which ends the stream).
 func decodeStreamLine(line []byte) (Event, error) {
 	const method = "events.subscribe"
-	var probe struct {
-		Event *string `json:"event"`
+	// One decoding of the line tells an event from herdr's error and
+	// keeps the event's data for Event.decode.
+	var env struct {
+		envelope
 		Error *struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(line, &probe); err != nil {
+	if err := json.Unmarshal(line, &env); err != nil {
 		return Event{}, &TransportError{Method: method, Reason: ReasonBadResponse,
 			Err: fmt.Errorf("%w: undecodable line %.200q: %w", ErrStreamDropped, line, err)}
 	}
-	if probe.Error != nil && probe.Event == nil {
-		herr := &Error{Method: method, Code: probe.Error.Code, Message: probe.Error.Message}
+	if env.Error != nil && env.Event == nil {
+		herr := &Error{Method: method, Code: env.Error.Code, Message: env.Error.Message}
 		if herr.Code == "events_lost" {
 			return Event{}, fmt.Errorf("%w: %w: %w", ErrStreamDropped, ErrEventsLost, herr)
 		}
 		return Event{}, fmt.Errorf("%w: %w", ErrStreamDropped, herr)
 	}
 	var ev Event
-	if err := json.Unmarshal(line, &ev); err != nil {
+	if err := ev.decode(env.envelope, line); err != nil {
 		return Event{}, &TransportError{Method: method, Reason: ReasonBadResponse,
 			Err: fmt.Errorf("%w: %w", ErrStreamDropped, err)}
 	}
