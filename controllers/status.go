@@ -69,8 +69,13 @@ func sessionID(uid string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
+// memberConditions is how many types of condition a member's status
+// has: Ready, Progressing, Degraded, ManifestValid and UpToDate.
+const memberConditions = 5
+
 // setCondition sets one condition; LastTransitionTime moves only when the
-// status flips.
+// status flips. A status's first condition makes room for all of them,
+// which a member's first reconcile sets one after the other.
 func setCondition(conds []v1alpha1.Condition, c v1alpha1.Condition) []v1alpha1.Condition {
 	for i := range conds {
 		if conds[i].Type != c.Type {
@@ -81,6 +86,9 @@ func setCondition(conds []v1alpha1.Condition, c v1alpha1.Condition) []v1alpha1.C
 		}
 		conds[i] = c
 		return conds
+	}
+	if conds == nil {
+		conds = make([]v1alpha1.Condition, 0, memberConditions)
 	}
 	return append(conds, c)
 }
