@@ -177,20 +177,9 @@ func (b *metaBook) save() error {
 	if !b.dirty || b.path == "" {
 		return nil
 	}
-	recs := make(map[string]metaRecord, len(b.recs))
-	for k, rec := range b.recs {
-		if rec.obj != nil {
-			data, err := json.Marshal(rec.obj)
-			if err != nil {
-				return fmt.Errorf("encode object metadata: %s: %w", k, err)
-			}
-			rec.Object = data
-		}
-		recs[k] = rec
-	}
-	data, err := json.MarshalIndent(recs, "", "  ")
+	data, err := b.encode()
 	if err != nil {
-		return fmt.Errorf("encode object metadata: %w", err)
+		return err
 	}
 	if err := b.state.Create(); err != nil {
 		return fmt.Errorf("save object metadata: %w", err)
@@ -200,6 +189,48 @@ func (b *metaBook) save() error {
 	}
 	b.dirty = false
 	return nil
+}
+
+// encode returns the records as the objects file holds them: what
+// json.MarshalIndent(records, "", "  ") makes of them, each definition
+// encoded from the object in effect. It encodes them one at a time into
+// a buffer of its own: encoding/json keeps the buffer of each Marshal for
+// the next one, and a whole fleet's records encoded at once (a megabyte
+// for a thousand members) would keep one that size alive for as long as
+// the process encodes anything.
+func (b *metaBook) encode() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(b.recs)) {
+		rec := b.recs[k]
+		if rec.obj != nil {
+			data, err := json.Marshal(rec.obj)
+			if err != nil {
+				return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
+			}
+			rec.Object = data
+		}
+		key, err := json.Marshal(k)
+		if err != nil {
+			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
+		}
+		data, err := json.MarshalIndent(rec, "  ", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n  ")
+		buf.Write(key)
+		buf.WriteString(": ")
+		buf.Write(data)
+	}
+	if len(b.recs) > 0 {
+		buf.WriteByte('\n')
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // specHash fingerprints an object's spec; only a spec change bumps the
