@@ -86,7 +86,7 @@ func Manifest(path string, data []byte) FileResult {
 			errs = append(errs, d.errs...)
 			if obj != nil && len(d.errs) == 0 {
 				objs = append(objs, obj)
-				pos = append(pos, positions{doc: d.docLine, fields: d.lines})
+				pos = append(pos, positionsOf(d.docLine, d.lines))
 			}
 		}
 	}

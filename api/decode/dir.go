@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
@@ -25,8 +27,36 @@ type FileResult struct {
 
 // positions is where one object's document and fields are in its file.
 type positions struct {
-	doc    int            // line of the document's content
-	fields map[string]int // field path → line of its key
+	doc    int         // line of the document's content
+	fields []fieldLine // sorted by path
+}
+
+// fieldLine is the line of a field's key.
+type fieldLine struct {
+	path string
+	line int
+}
+
+// positionsOf is an object's positions: its document's line and lines,
+// the decoder's field path → line of its key. They are kept as a sorted
+// slice, which takes half the memory of the map, for every object a
+// directory of manifests keeps.
+func positionsOf(doc int, lines map[string]int) positions {
+	p := positions{doc: doc, fields: make([]fieldLine, 0, len(lines))}
+	for path, l := range lines {
+		p.fields = append(p.fields, fieldLine{path, l})
+	}
+	slices.SortFunc(p.fields, func(a, b fieldLine) int { return strings.Compare(a.path, b.path) })
+	return p
+}
+
+// line is the line of field's key, if the document writes it.
+func (p positions) line(field string) (int, bool) {
+	i, ok := slices.BinarySearchFunc(p.fields, field, func(f fieldLine, path string) int { return strings.Compare(f.path, path) })
+	if !ok {
+		return 0, false
+	}
+	return p.fields[i].line, true
 }
 
 // Line returns the line where field (a field path such as
@@ -39,7 +69,7 @@ func (f *FileResult) Line(i int, field string) int {
 	}
 	p := f.positions[i]
 	for q := field; q != ""; q = parentField(q) {
-		if l, ok := p.fields[q]; ok {
+		if l, ok := p.line(q); ok {
 			return l
 		}
 	}
