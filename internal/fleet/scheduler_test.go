@@ -88,20 +88,25 @@ func TestScheduler_BindsAndEachNodeSeesItsOwn(t *testing.T) {
 	until(t, "picky's binding gone", a.FleetChanged, func() bool { _, left := a.Assignments().Stored["picky"]; return !left })
 }
 
+// lostNodeFleet is the fleet of the lost-node tests: the stores of nodes a
+// and b, and the nodes and state as b reads them, on clk.
+func (f *fixture) lostNodeFleet(clk *clock.Fake) (a, b *etcdstore.Store, nodes *Nodes, state *State) {
+	a, b = f.store("a"), f.store("b")
+	o := f.opts()
+	o.Clock = clk
+	nodes = NewNodes(f.cli, b, o)
+	f.run(nodes.Run)
+	return a, b, nodes, NewState(b, nodes, f.statuses())
+}
+
 // A node whose registration is gone while members are bound to it is
 // shown NotReady (NodeLost) as last registered; after RescheduleAfter on
 // the scheduler's clock, and not before, its free members are bound to
 // another node, while one pinned by spec.nodeName waits for it; once it is
 // registered again it is Ready and no longer lost.
 func TestScheduler_ReschedulesMembersOfALostNode(t *testing.T) {
-	f := newFixture(t)
-	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	a, b := f.store("a"), f.store("b")
-	o := f.opts()
-	o.Clock = clk
-	nodes := NewNodes(f.cli, b, o)
-	f.run(nodes.Run)
-	state := NewState(b, nodes, f.statuses())
+	f, clk := newFixture(t), clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	a, b, nodes, state := f.lostNodeFleet(clk)
 	register := func(name string) func() error {
 		_, _, stop := f.register(NodeInfo{Name: name, Labels: map[string]string{"n": name}, Herdr: v1alpha1.NodeHerdr{Reachable: true}}, 0)
 		return stop
@@ -172,14 +177,8 @@ func TestScheduler_ReschedulesMembersOfALostNode(t *testing.T) {
 // less is rescheduled sooner. A node that said nothing has the
 // scheduler's.
 func TestScheduler_EachLostNodesMembersWaitItsOwnGrace(t *testing.T) {
-	f := newFixture(t)
-	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	a, b := f.store("a"), f.store("b")
-	o := f.opts()
-	o.Clock = clk
-	nodes := NewNodes(f.cli, b, o)
-	f.run(nodes.Run)
-	state := NewState(b, nodes, f.statuses())
+	f, clk := newFixture(t), clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	a, _, _, state := f.lostNodeFleet(clk)
 	register := func(name string, grace time.Duration) func() error {
 		_, _, stop := f.register(NodeInfo{Name: name, Herdr: v1alpha1.NodeHerdr{Reachable: true},
 			RescheduleAfter: v1alpha1.Duration{Duration: grace}}, 0)
