@@ -46,7 +46,8 @@ const watchdogGrace = 5 * time.Second
 // change of the fence, renewal of the lease and change of the node's
 // members, until ctx ends; then the watchdog exits without acting. A
 // watchdog that cannot start or exits is started again, with backoff, and
-// logged as an error: until then the node runs without it.
+// logged as an error: until then the node runs without it. It returns
+// nil.
 func (w *fenceWatch) Run(ctx context.Context, socket string) error {
 	argv := append(slices.Clip(w.argv), "--herdr-socket", socket)
 	b := retry.New(time.Second, clock.Real{})
@@ -61,7 +62,12 @@ func (w *fenceWatch) Run(ctx context.Context, socket string) error {
 				wd.Arm(w.plan())
 				select {
 				case <-ctx.Done():
-					return wd.Close(watchdogGrace)
+					// A watchdog that did not stand down cleanly is this
+					// node's trouble to report, not a reason to fail the stop.
+					if err := wd.Close(watchdogGrace); err != nil {
+						w.log.Warn("the fence watchdog did not exit cleanly", "err", err)
+					}
+					return nil
 				case <-exited:
 					w.log.Error("the fence watchdog exited; starting it again", "err", why())
 					stop = true
