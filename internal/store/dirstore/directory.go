@@ -325,6 +325,13 @@ func (d *Directory) scan() {
 		}
 		return
 	}
+	// changed is whether the snapshot could differ from the last one
+	// built: it is rebuilt only then, since building it stamps and
+	// compares every object (megabytes of garbage for a large fleet, for
+	// nothing when no file changed, as at Run's first read right after
+	// New's).
+	prev := d.hold.Input()
+	changed := !prev.Synced || prev.Unreadable != nil
 	seen := map[string]bool{}
 	for _, path := range paths {
 		data, err := d.read(path, d.maxBytes)
@@ -336,10 +343,12 @@ func (d *Directory) scan() {
 		if st == nil {
 			st = &fileState{good: d.meta.lastGood(path)}
 			d.files[path] = st
+			changed = true
 		}
 		if err != nil {
 			st.hash = [32]byte{}
 			st.errs = decode.ErrorList{decode.AsError(path, err)}
+			changed = true
 			continue
 		}
 		h := sha256.Sum256(data)
@@ -347,6 +356,7 @@ func (d *Directory) scan() {
 			continue
 		}
 		st.hash = h
+		changed = true
 		res := decode.Manifest(path, data)
 		if len(res.Errors) > 0 {
 			st.errs = res.Errors // keep st.good: the last good objects
@@ -357,10 +367,13 @@ func (d *Directory) scan() {
 	for path := range d.files {
 		if !seen[path] {
 			delete(d.files, path)
+			changed = true
 		}
 	}
-	d.publish(d.build())
-	d.saveMeta()
+	if changed {
+		d.publish(d.build())
+	}
+	d.saveMeta() // also retries a save that failed
 }
 
 // saveMeta persists the records of the objects in effect — held members
