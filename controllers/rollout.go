@@ -332,7 +332,7 @@ func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, refs str
 	s := rollout.MemberState{Name: mem.Name, Updated: true, Replacing: replacing(mm) == p.Name}
 	if rec, ok := m.own.get(mem.Name); ok {
 		restart := mm.Update != nil && mm.Update.Restart
-		s.Updated = !restart && rec.UID == mem.UID && rec.Launch == launchHash(mem) &&
+		s.Updated = !restart && rec.UID == mem.UID && rec.Launch == m.launchHashOf(mem) &&
 			(rec.Refs == "" || rec.Refs == refs)
 	}
 	m.mu.Lock()
@@ -345,6 +345,26 @@ func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, refs str
 	}
 	m.mu.Unlock()
 	return s
+}
+
+// launchHashOf is launchHash(mem), computed once per definition of a
+// member that has a status and remembered with it.
+func (m *Manager) launchHashOf(mem *v1alpha1.Member) string {
+	m.mu.Lock()
+	st := m.states[mem.Name]
+	if st != nil && st.launch.of == mem {
+		h := st.launch.hash
+		m.mu.Unlock()
+		return h
+	}
+	m.mu.Unlock()
+	h := launchHash(mem)
+	if st != nil {
+		m.mu.Lock()
+		st.launch = launchMemo{of: mem, hash: h}
+		m.mu.Unlock()
+	}
+	return h
 }
 
 // waitTurn notes that member waits for a turn in profile's rollout.

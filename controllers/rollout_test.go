@@ -461,3 +461,28 @@ func TestRollout_AMemberUpdatedByItsOwnChangeFreesTheQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestLaunchHashOf_FollowsTheDefinition: the digest /metrics compares with
+// an agent's record is remembered for one definition of a member and
+// computed afresh for a new one, so a changed spec is never counted as
+// updated from a stale digest.
+func TestLaunchHashOf_FollowsTheDefinition(t *testing.T) {
+	m := &Manager{states: map[string]*memberState{"alpha": {}}}
+	first := &v1alpha1.Member{}
+	first.Name = "alpha"
+	first.Spec.Profile = "one"
+	if got, want := m.launchHashOf(first), launchHash(first); got != want {
+		t.Fatalf("launchHashOf = %q, want launchHash's %q", got, want)
+	}
+	if m.states["alpha"].launch.of != first {
+		t.Fatalf("the digest of the member's definition was not remembered")
+	}
+	changed := first.DeepCopy()
+	changed.Spec.Profile = "two"
+	if got, was := m.launchHashOf(changed), launchHash(first); got == was || got != launchHash(changed) {
+		t.Errorf("a changed definition got digest %q (the old one was %q), want %q", got, was, launchHash(changed))
+	}
+	if got := m.launchHashOf(first); got != launchHash(first) {
+		t.Errorf("the first definition again: %q, want %q", got, launchHash(first))
+	}
+}

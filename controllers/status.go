@@ -18,6 +18,18 @@ type memberState struct {
 	// the member is deleted from the desired state it is listed from here
 	// (Terminating while its tab closes) until the controller forgets it.
 	object *v1alpha1.Member
+	// launch is the launchHash of one definition of the member, for
+	// /metrics, which counts every member's rollout state on each scrape
+	// (Manager.launchHashOf).
+	launch launchMemo
+}
+
+// launchMemo is launchHash(of). A snapshot never changes an object it
+// holds — a changed definition is a new object — so the digest of the
+// same object is the same.
+type launchMemo struct {
+	of   *v1alpha1.Member
+	hash string
 }
 
 // awaitingInput reports whether a status shows an agent waiting at a
