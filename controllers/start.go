@@ -60,9 +60,7 @@ type starting struct {
 func (r *memberReconcile) launch() (Result, error) {
 	rec, st := r.rec, r.rt.start
 	r.b.setPane(rec)
-	if st.plan != nil {
-		r.b.st.Plan = st.plan
-	}
+	r.b.st.Plan = st.plan
 	r.b.st.ResumedSession = r.rt.resumed.DeepCopy()
 	cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
 	_, err := r.m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
