@@ -25,7 +25,9 @@ build:
 # The example member builder works in a git worktree of a throwaway
 # repository, DEMO_REPO (manifests/builder.yaml names /tmp/fleetd-demo-repo;
 # the scratch copy names DEMO_REPO): created here with one commit on main
-# when missing (docs/worktrees.md).
+# when missing (docs/worktrees.md), after removing the worktrees an earlier
+# one left (DEMO_REPO.worktrees: fleetd itself never removes a checkout it
+# finds in a worktree's way).
 # serve runs through env, not a shell, so that make runs it itself: Ctrl-C
 # then ends it as fleetd ends, without make reporting the recipe
 # "Interrupt"ed (cmd/fleetd's TestMakeRun_ACleanCloneStaysClean).
@@ -47,6 +49,9 @@ demo-manifests:
 
 demo-repo:
 	@if [ ! -d $(DEMO_REPO)/.git ]; then \
+		if [ -d $(DEMO_REPO).worktrees ]; then \
+			rm -rf $(DEMO_REPO).worktrees && echo "removed $(DEMO_REPO).worktrees, the worktrees of an earlier throwaway demo repository"; \
+		fi && \
 		git init -q $(DEMO_REPO) && git -C $(DEMO_REPO) symbolic-ref HEAD refs/heads/main && \
 		echo "a throwaway repository for make run's worktree example" > $(DEMO_REPO)/README && \
 		git -C $(DEMO_REPO) add README && \

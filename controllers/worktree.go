@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"os"
+
 	"cmp"
 	"context"
 	"errors"
@@ -408,6 +410,9 @@ func (m *Manager) ensureWorktree(ctx context.Context, name string, w *v1alpha1.M
 		got, err = m.herdr.OpenWorktree(cctx, herdr.WorktreeOpenParams{CWD: own.Repo, Path: own.Path,
 			Label: worktreeLabel(own.Repo, own.Branch), TrustRepository: trust})
 	} else {
+		if err := pathFree(own); err != nil {
+			return own, herdr.WorkspaceInfo{}, worktreeFailed(own, err)
+		}
 		verb = "created worktree"
 		got, err = m.herdr.CreateWorktree(cctx, herdr.WorktreeCreateParams{CWD: own.Repo, Branch: own.Branch, Base: own.Base,
 			Path: own.Path, Label: worktreeLabel(own.Repo, own.Branch), TrustRepository: trust})
@@ -422,6 +427,27 @@ func (m *Manager) ensureWorktree(ctx context.Context, name string, w *v1alpha1.M
 			verb, own.Path, own.Branch, own.Repo, own.WorkspaceID))
 	}
 	return own, got.Workspace, nil
+}
+
+// pathFree checks that nothing is at the path of a worktree about to be
+// made, which the repository does not list as one of its worktrees (git
+// takes an empty directory there, nothing else): a checkout left from a
+// repository deleted and made again, a half-made one, a file. fleetd
+// removes none of it (it may hold someone's work); the member fails, with
+// what to do, and is tried again with backoff.
+func pathFree(own OwnedWorktree) error {
+	fi, err := os.Lstat(own.Path)
+	if err != nil {
+		return nil // absent, or git will say why it cannot make it
+	}
+	if fi.IsDir() {
+		if entries, err := os.ReadDir(own.Path); err == nil && len(entries) == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s already exists and %s does not list it as one of its worktrees (left from a repository deleted and made again, or a `git worktree add` cut short?): "+
+		"fleetd does not remove it, as it may hold work; move it away or remove it, or `git worktree repair %s` from %s if it is this repository's checkout",
+		own.Path, own.Repo, own.Path, own.Repo)
 }
 
 // worktreeOfBranch is the index of the worktree that has branch checked
@@ -446,6 +472,9 @@ func (m *Manager) gitWorktree(ctx context.Context, name string, own OwnedWorktre
 	if w, ok := gitrepo.FindBranch(list, own.Branch); ok {
 		own.Path = w.Path
 	} else {
+		if err := pathFree(own); err != nil {
+			return own, herdr.WorkspaceInfo{}, worktreeFailed(own, err)
+		}
 		if err := gitrepo.AddWorktree(ctx, own.Repo, own.Path, own.Branch, own.Base); err != nil {
 			return own, herdr.WorkspaceInfo{}, worktreeFailed(own, err)
 		}

@@ -343,3 +343,36 @@ func TestWorktree_RepositoryPathThatIsNoRepository(t *testing.T) {
 		e.waitFor("alpha Ready once the repository exists", allPhase(v1alpha1.PhaseReady, "alpha"))
 	})
 }
+
+// A checkout left at a member's worktree path that its repository does
+// not list — the repository was deleted and made again — is never
+// removed: the member fails with what to do, and once the path is moved
+// away it gets its worktree.
+func TestWorktree_AStrangeCheckoutInTheWayIsKeptAndNamed(t *testing.T) {
+	eachProtocol(t, nil, func(t *testing.T, e *env) {
+		repo := gitrepotest.Repo(t)
+		stale := worktreePath(repo, "agents/alpha")
+		if err := os.MkdirAll(stale, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		work := filepath.Join(stale, "notes.txt")
+		if err := os.WriteFile(work, []byte("someone's work"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.write("profile.yaml", testProfile)
+		e.write("alpha.yaml", worktreeMember("alpha", repo, "agents/alpha"))
+		e.start()
+		ms := e.waitFor("alpha Failed", allPhase(v1alpha1.PhaseFailed, "alpha"))
+		c := condition(ms["alpha"], v1alpha1.ConditionReady)
+		if c.Reason != v1alpha1.ReasonWorktreeFailed || !strings.Contains(c.Message, stale+" already exists") || !strings.Contains(c.Message, "move it away") {
+			t.Errorf("Ready condition %+v, want WorktreeFailed naming %s and what to do", c, stale)
+		}
+		if b, err := os.ReadFile(work); err != nil || string(b) != "someone's work" {
+			t.Errorf("the checkout in the way: %q, %v; want it untouched", b, err)
+		}
+		if err := os.Rename(stale, stale+".old"); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("alpha Ready once the path is free", allPhase(v1alpha1.PhaseReady, "alpha"))
+	})
+}
