@@ -301,7 +301,7 @@ func TestGraceful_GracePeriodEndsOrForceClosesAtOnce(t *testing.T) {
 					reason = reasonForced
 				}
 				if logs.count("reason="+reason) != 1 || logs.count(tc.event) == 0 {
-					t.Errorf("no %s event saying %q in the log:\n%s", reason, tc.event, logs.buf.String())
+					t.Errorf("no %s event saying %q in the log:\n%s", reason, tc.event, logs.String())
 				}
 			})
 		})
@@ -433,7 +433,7 @@ func TestGraceful_SpecChangeWaitsForIdle(t *testing.T) {
 					t.Errorf("fleetd_members_waiting{reason=Updating} = %v after the replacement, want 0", got)
 				}
 				if tc.reason != "" && logs.count("reason="+tc.reason) != 1 {
-					t.Errorf("no %s event:\n%s", tc.reason, logs.buf.String())
+					t.Errorf("no %s event:\n%s", tc.reason, logs.String())
 				}
 			})
 		})

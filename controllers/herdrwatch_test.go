@@ -1,35 +1,21 @@
 package controllers
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // logBuffer is a log destination safe for the Manager's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 // count returns how many logged lines contain s.
-func (b *logBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
+func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 
 // TestManager_HerdrUnreachableAtStartIsSaid: a fleetd started without a
 // reachable herdr says so, at start and then every minute, and every
@@ -56,15 +42,15 @@ func TestManager_HerdrUnreachableAtStartIsSaid(t *testing.T) {
 		}
 		synctest.Wait()
 		if n := logs.count(warning); n != 1 {
-			t.Fatalf("%d warnings by %s after the start, want 1:\n%s", n, herdrWarnAfter, logs.buf.String())
+			t.Fatalf("%d warnings by %s after the start, want 1:\n%s", n, herdrWarnAfter, logs.String())
 		}
 		if n := logs.count(`err="herdr ping: unavailable`); n != 1 {
-			t.Errorf("the warning does not say what the ping said:\n%s", logs.buf.String())
+			t.Errorf("the warning does not say what the ping said:\n%s", logs.String())
 		}
 		time.Sleep(herdrWarnEvery)
 		synctest.Wait()
 		if n := logs.count(warning); n != 2 {
-			t.Errorf("%d warnings a minute later, want 2:\n%s", n, logs.buf.String())
+			t.Errorf("%d warnings a minute later, want 2:\n%s", n, logs.String())
 		}
 		if err := e.fake.Restart(); err != nil {
 			t.Fatal(err)
@@ -73,7 +59,7 @@ func TestManager_HerdrUnreachableAtStartIsSaid(t *testing.T) {
 		time.Sleep(2 * herdrWarnEvery)
 		synctest.Wait()
 		if n := logs.count(warning); n != 2 {
-			t.Errorf("%d warnings after herdr answered, want still 2:\n%s", n, logs.buf.String())
+			t.Errorf("%d warnings after herdr answered, want still 2:\n%s", n, logs.String())
 		}
 	})
 }
@@ -91,7 +77,7 @@ func TestManager_DebugLogsEachReconcile(t *testing.T) {
 		e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
 		synctest.Wait()
 		if n := logs.count(`level=DEBUG msg=reconciled member=alpha phase=Ready ready=True`); n == 0 {
-			t.Errorf("no debug line for the reconcile that found alpha Ready:\n%s", logs.buf.String())
+			t.Errorf("no debug line for the reconcile that found alpha Ready:\n%s", logs.String())
 		}
 	})
 }

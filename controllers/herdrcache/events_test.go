@@ -1,7 +1,6 @@
 package herdrcache
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // errEventsLost is how a herdr.Stream ends when herdr sends events_lost.
@@ -298,24 +298,6 @@ func TestCache_BurstOfEventsIsApplied(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // fleetd_herdr_info shows the herdr the cache pinged; a herdr that comes
 // back as another version replaces the series, and one newer than protocol
 // 22 is driven with a warning naming its version.
@@ -324,7 +306,7 @@ func TestCache_HerdrInfoMetric(t *testing.T) {
 		f, r := fixture(), &recorder{}
 		f.pong = &herdr.Pong{Version: "0.9.3", Protocol: 22}
 		reg := prometheus.NewPedanticRegistry()
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		o := testOpts
 		o.Metrics = NewMetrics(reg)
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,25 +23,8 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/plan"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
-
-// syncBuffer is a log sink the daemon's goroutines may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // copyExamples copies the example fleet (manifests/*.yaml, not its
 // subdirectories) into a fresh directory, its worktree member
@@ -130,7 +112,7 @@ func TestRun_ExampleFleetLaunchesThroughAdapters(t *testing.T) {
 	manifests := copyExamples(t)
 	stateDir := t.TempDir()
 	ctx := testCtx(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	// First start: no credential in fleetd's environment.

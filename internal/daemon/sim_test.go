@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // The simulation's agents are simagent's answering agents: a prompt makes
@@ -19,7 +19,7 @@ import (
 // gateway side is covered by package simagent and the end-to-end tests).
 func TestStartSimulation_AgentsAnswerPrompts(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	sim, err := startSimulation(statedir.At(t.TempDir()), nil, herdrsim.Options{Validator: validated.Schema()}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -93,21 +93,4 @@ func TestRun_SimulationUsesTheConfiguredValidator(t *testing.T) {
 	if !v.saw(`"validator-probe"`) {
 		t.Error("the configured validator did not see a request the simulation answered")
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

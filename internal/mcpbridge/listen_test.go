@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // stdoutRelay returns a relay whose harness side writes to out.
@@ -38,24 +40,6 @@ func stdoutRelay(t *testing.T, out io.Writer, gatewayURL string) *relay {
 	}
 }
 
-// syncBuffer is a strings.Builder safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRelayEvents_ParsesTheEventStream(t *testing.T) {
 	stream := strings.Join([]string{
 		": ok", // comment
@@ -75,7 +59,7 @@ func TestRelayEvents_ParsesTheEventStream(t *testing.T) {
 		"id: 3",
 		`data: {"jsonrpc":"2.0","method":"notifications/cut"}`, // cut off by the end of the stream: not relayed
 	}, "\n")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	r := stdoutRelay(t, &out, "http://127.0.0.1:1/mcp")
 	var last string
 	progressed, err := r.relayEvents(context.Background(), strings.NewReader(stream), &last)

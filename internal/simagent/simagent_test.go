@@ -1,13 +1,11 @@
 package simagent_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,6 +16,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/harness"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // reply is one bridge_reply call as the gateway saw it.
@@ -96,12 +95,12 @@ type fleet struct {
 	srv    *herdrsim.Server
 	client *herdr.Client
 	agents *simagent.Agents
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 }
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	agents := simagent.New(&simagent.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	srv, err := validated.Start(&herdrsim.Options{Behavior: agents.Behavior()})
 	if err != nil {
@@ -238,24 +237,6 @@ func TestAgents_CloseCancelsAReplyInFlight(t *testing.T) {
 	if st, _ := f.srv.Pane(pane); strings.Contains(st.Screen, "echo: late") || st.Status == string(herdr.StatusWorking) {
 		t.Errorf("a prompt after Close was answered: status %s, screen:\n%s", st.Status, st.Screen)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A prompt "sleep N rest" is answered "echo: rest" once its turn ended.

@@ -1,7 +1,6 @@
 package multihost
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
 	"github.com/fleetd-dev/fleetd/internal/daemon"
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // startProxy starts a fault-injecting proxy (internal/etcdtest) to one
@@ -211,7 +211,7 @@ func TestNode_StartedWhileEtcdDoesNotAnswerWaitsForIt(t *testing.T) {
 	putProfile(t, prefix)
 	proxy := startProxy(t, cluster.Endpoints()[0])
 	proxy.BlackHole()
-	logs, state := &lockedBuffer{}, t.TempDir()
+	logs, state := &syncbuf.Buffer{}, t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Info, 1)
 	exited := make(chan struct{})
@@ -248,22 +248,4 @@ func TestNode_StartedWhileEtcdDoesNotAnswerWaitsForIt(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the node did not serve within 30s of etcd answering; the log:\n%s", logs.String())
 	}
-}
-
-// lockedBuffer is a log's buffer that the test reads while it is written.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package dirstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 const profileDoc = `apiVersion: fleetd.dev/v1alpha1
@@ -56,25 +55,7 @@ type harness struct {
 	written  int             // reads completed when write last wrote
 	nudge    chan struct{}   // newHarness: the running Directory's Rescan
 	deadline <-chan struct{} // newWatchedHarness: closed when the test has waited too long
-	logs     lockedBuffer    // what the Directories logged
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs     syncbuf.Buffer  // what the Directories logged
 }
 
 // debounce is the Directories' debounce in virtual time (newHarness).

@@ -1,12 +1,10 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/store"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // A watch that starts from a compacted revision fails with ErrCompacted;
@@ -103,7 +102,7 @@ func memberNames(s *store.Snapshot) []string {
 // member, keeps reading, watching and writing.
 func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 	a := startNode(t, &Options{RequestTimeout: 2 * time.Second})
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	b := startNode(t, &Options{RequestTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a.apply(member("before", "one"))
 	b.until("before seen", func(s *store.Snapshot) bool { return s.Members["before"] != nil })
@@ -141,24 +140,6 @@ func TestStore_OneEtcdMemberDownKeepsWorking(t *testing.T) {
 		t.Errorf("b's watch ended for its connection while a single member was down:\n%s", got)
 	}
 	b.until("current", func(s *store.Snapshot) bool { return s.Stale == nil && s.Unreadable == nil })
-}
-
-// lockedBuffer is a log destination safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Quorum lost: reads serve the last state at once, writes fail within the
