@@ -90,55 +90,13 @@ type request struct {
 	Params any    `json:"params"`
 }
 
-// response is one answer line: herdr's error envelope or a result.
 type response struct {
-	ID     string      `json:"id"`
-	Result typedResult `json:"result"`
+	ID     string          `json:"id"`
+	Result json.RawMessage `json:"result"`
 	Error  *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-}
-
-// typedResult is a response's result, decoded as the response is: its
-// type tag is checked against want and, when it is want's, the result is
-// decoded into into (nil: nowhere) from the line itself, not from a copy
-// of its bytes, which a fleet starting would make for each of its
-// thousands of calls. A result that cannot be read is err, for
-// decodeResponse to report after herdr's error, which comes first; into
-// may then be partly written, as a failed json.Unmarshal leaves it, and
-// is not the caller's answer.
-type typedResult struct {
-	want string
-	into any
-
-	present bool  // a result other than null was sent
-	err     error // why it is not a well-formed result of type want
-}
-
-func (r *typedResult) UnmarshalJSON(b []byte) error {
-	r.present, r.err = false, nil // a repeated "result": the last one counts
-	if string(b) == "null" {
-		return nil
-	}
-	r.present = true
-	var tag struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(b, &tag); err != nil {
-		r.err = fmt.Errorf("decode result: %w", err)
-		return nil
-	}
-	if tag.Type != r.want {
-		r.err = fmt.Errorf("result type %q, want %q", tag.Type, r.want)
-		return nil
-	}
-	if r.into != nil {
-		if err := json.Unmarshal(b, r.into); err != nil {
-			r.err = fmt.Errorf("decode %s result: %w", r.want, err)
-		}
-	}
-	return nil
 }
 
 // exchange is one connection carrying one request. Its conn is closed when ctx
@@ -257,18 +215,29 @@ func decodeResponse(method string, line []byte, wantType string, result any) (st
 	bad := func(err error) (string, error) {
 		return ReasonBadResponse, &TransportError{Method: method, Reason: ReasonBadResponse, Err: err}
 	}
-	resp := response{Result: typedResult{want: wantType, into: result}}
+	var resp response
 	if err := json.Unmarshal(line, &resp); err != nil {
 		return bad(fmt.Errorf("decode response %.200q: %w", line, err))
 	}
 	if resp.Error != nil {
 		return resp.Error.Code, &Error{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
 	}
-	if !resp.Result.present {
+	if len(resp.Result) == 0 || string(resp.Result) == "null" {
 		return bad(fmt.Errorf("response has neither result nor error: %.200q", line))
 	}
-	if resp.Result.err != nil {
-		return bad(resp.Result.err)
+	var tag struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(resp.Result, &tag); err != nil {
+		return bad(fmt.Errorf("decode result: %w", err))
+	}
+	if tag.Type != wantType {
+		return bad(fmt.Errorf("result type %q, want %q", tag.Type, wantType))
+	}
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return bad(fmt.Errorf("decode %s result: %w", wantType, err))
+		}
 	}
 	return "ok", nil
 }
