@@ -55,15 +55,7 @@ func startSimulation(state statedir.Layout, db *statedb.DB, opts herdrsim.Option
 // the controllers would take each for a pane that closed and count a
 // restart of every member at every start. Its members start afresh.
 func forgetEarlierPanes(db *statedb.DB) error {
-	var drop []statedb.Change
-	err := db.Each(statedb.Owned, func(member string, _ []byte) error {
-		drop = append(drop, statedb.Delete(statedb.Owned, member))
-		return nil
-	})
-	if err == nil {
-		err = db.Write(drop...)
-	}
-	if err != nil {
+	if err := db.Clear(statedb.Owned); err != nil {
 		return fmt.Errorf("simulated herdr: drop the earlier run's pane records: %w", err)
 	}
 	return nil

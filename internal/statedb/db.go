@@ -188,6 +188,32 @@ func (db *DB) Each(table string, fn func(key string, value []byte) error) error 
 	return nil
 }
 
+// Clear deletes every key of table and waits until that is durable. It
+// does not hand the table over: its owner's first Each still reads it
+// from memory, empty (the simulated herdr forgets an earlier run's panes
+// before the controllers read their records, and start-up reads the file
+// once). A table already handed over is read from the file for its keys.
+func (db *DB) Clear(table string) error {
+	if db == nil {
+		return nil
+	}
+	db.mu.Lock()
+	keys, handed := slices.Collect(maps.Keys(db.tables[table])), db.handed[table]
+	db.mu.Unlock()
+	if handed {
+		tables, err := db.read()
+		if err != nil {
+			return err
+		}
+		keys = slices.Collect(maps.Keys(tables[table]))
+	}
+	drop := make([]Change, len(keys))
+	for i, k := range keys {
+		drop[i] = Delete(table, k)
+	}
+	return db.Write(drop...)
+}
+
 // Stage queues changes to be written together and returns their commit
 // without waiting. They are written with the next batch someone waits for
 // ([Commit.Wait], [DB.Write], [DB.Sync]) or at [DB.Close] — a change

@@ -101,6 +101,30 @@ func TestDB_EachHandsATableOverOnce(t *testing.T) {
 	}
 }
 
+// Clear deletes every key of a table, durably, without handing it over:
+// the owner's first Each after it still reads from memory (the file is
+// away by then) and finds the table empty; other tables are untouched,
+// and the deletes are in the file for the next Open.
+func TestDB_ClearEmptiesATableAndKeepsItsHandover(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := open(t, path, nil)
+	must(t, db.Write(Put(Owned, "alpha", []byte(`{"paneId":"w1:p1"}`)), Put(Owned, "beta", []byte(`{"paneId":"w1:p2"}`)),
+		Put(Memory, "alpha", []byte(`{"restarts":1}`))))
+	must(t, db.Clear(Owned))
+	must(t, os.Rename(path, path+".away"))
+	if diff := cmp.Diff(map[string]map[string]string{}, contents(t, db, Owned)); diff != "" {
+		t.Errorf("the first read after Clear (-want +got):\n%s", diff)
+	}
+	must(t, os.Rename(path+".away", path))
+	must(t, db.Close())
+	db = open(t, path, nil)
+	want := map[string]map[string]string{Memory: {"alpha": `{"restarts":1}`}}
+	if diff := cmp.Diff(want, contents(t, db, Owned, Memory)); diff != "" {
+		t.Errorf("reopened (-want +got):\n%s", diff)
+	}
+}
+
 // heldFile counts writes and fsyncs, and holds an fsync while hold is
 // set, saying so on entered.
 type heldFile struct {
