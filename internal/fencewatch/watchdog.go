@@ -1,12 +1,12 @@
 package fencewatch
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -21,8 +21,8 @@ type Watchdog struct {
 	err  error         // its exit, once exit is closed
 
 	mu      sync.Mutex
-	next    *Plan         // the newest plan not written yet
-	written *Plan         // the last plan written
+	next    []byte        // the newest plan's line, not written yet
+	written []byte        // the last line written
 	kick    chan struct{} // (buffered) next was set
 	closed  bool
 	wrote   chan struct{} // closed when the writer has ended
@@ -60,22 +60,21 @@ func Start(argv []string, stderr io.Writer) (*Watchdog, error) {
 // Arm hands the watchdog p, replacing the plan it has; it never blocks
 // (a watchdog that does not read gets the newest plan once it does).
 func (w *Watchdog) Arm(p Plan) {
+	line, err := json.Marshal(p)
+	if err != nil {
+		return // a Plan always encodes
+	}
+	line = append(line, '\n')
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || (w.next == nil && w.written != nil && same(*w.written, p)) {
-		return
+	if w.closed || (w.next == nil && bytes.Equal(w.written, line)) {
+		return // the watchdog has this plan
 	}
-	w.next = &p
+	w.next = line
 	select {
 	case w.kick <- struct{}{}:
 	default:
 	}
-}
-
-// same reports whether two plans ask the same.
-func same(a, b Plan) bool {
-	return a.FireAt == b.FireAt && a.Policy == b.Policy && a.Prefix == b.Prefix && a.Why == b.Why &&
-		slices.Equal(a.Keep, b.Keep) && slices.Equal(a.Keys, b.Keys)
 }
 
 // writer writes the newest plan whenever there is one, until Close.
@@ -88,24 +87,20 @@ func (w *Watchdog) writer() {
 			return
 		}
 		w.mu.Lock()
-		p, closed := w.next, w.closed
+		line, closed := w.next, w.closed
 		w.next = nil
 		w.mu.Unlock()
 		if closed {
 			return
 		}
-		if p == nil {
+		if line == nil {
 			continue
 		}
-		line, err := json.Marshal(p)
-		if err != nil {
-			continue // a Plan always encodes
-		}
-		if _, err := w.in.Write(append(line, '\n')); err != nil {
+		if _, err := w.in.Write(line); err != nil {
 			return // the watchdog exited: Exited says so
 		}
 		w.mu.Lock()
-		w.written = p
+		w.written = line
 		w.mu.Unlock()
 	}
 }
