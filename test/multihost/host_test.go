@@ -348,15 +348,19 @@ func (s fleetState) converged(want []string) string {
 // last word otherwise.
 func (f *hostFleet) until(what string, limit time.Duration, cond func(fleetState) string) fleetState {
 	f.tb.Helper()
+	var s fleetState
+	waitFor(f.tb, "fleet "+what, limit, func() string { s = f.state(); return cond(s) })
+	return s
+}
+
+// waitFor checks cond every 10 ms until it says nothing is missing (""),
+// failing the test with its last word after limit.
+func waitFor(tb testing.TB, what string, limit time.Duration, cond func() string) {
+	tb.Helper()
 	deadline := time.Now().Add(limit)
-	for {
-		s := f.state()
-		why := cond(s)
-		if why == "" {
-			return s
-		}
+	for why := cond(); why != ""; why = cond() {
 		if time.Now().After(deadline) {
-			f.tb.Fatalf("fleet not %s within %s: %s", what, limit, why)
+			tb.Fatalf("not %s within %s: %s", what, limit, why)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

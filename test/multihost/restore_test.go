@@ -3,6 +3,7 @@ package multihost
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -317,18 +318,14 @@ func TestEtcdRestoredUnderARunningNode_WritesRefusedNothingClosed(t *testing.T) 
 // rev as seen (its etcd-store.json, written within a second of a change).
 func untilRemembered(t *testing.T, state string, rev int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, fmt.Sprintf("revision %d remembered", rev), 30*time.Second, func() string {
 		var mem struct {
 			Revision int64 `json:"revision"`
 		}
 		data, err := os.ReadFile(statedir.At(state).EtcdStore())
 		if err == nil && json.Unmarshal(data, &mem) == nil && mem.Revision >= rev {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node remembers revision %d after 30s (%v); want %d", mem.Revision, err, rev)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("the node remembers revision %d (%v)", mem.Revision, err)
+	})
 }

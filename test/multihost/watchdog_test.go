@@ -162,19 +162,6 @@ func TestFence_AStoppedFleetdsWatchdogClosesItsPanes(t *testing.T) {
 		samples, onA, closed.Round(time.Millisecond))
 }
 
-// waitFor checks cond every 10 ms until it says nothing is missing (""),
-// failing the test with its last word after limit.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for why := cond(); why != ""; why = cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within %s: %s", what, limit, why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // watchdogsOf returns the pids of the fence watchdogs running on socket.
 func watchdogsOf(t *testing.T, socket string) []string {
 	t.Helper()
