@@ -233,30 +233,27 @@ func (n *Nodes) Registered() []NodeInfo {
 	return n.registered
 }
 
-// LostGrace returns, of the lost nodes whose registration said it, how
-// long each one's members stay bound to it once it is lost (its
-// --reschedule-after).
-func (n *Nodes) LostGrace() map[string]time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := map[string]time.Duration{}
-	for name, l := range n.lost {
-		if g := l.last.RescheduleAfter.Duration; g > 0 {
-			out[name] = g
-		}
-	}
-	return out
-}
-
 // Lost returns the lost nodes, each with when this node first saw it gone.
 func (n *Nodes) Lost() map[string]time.Time {
+	since, _ := n.lostNodes()
+	return since
+}
+
+// lostNodes returns the lost nodes, read together under one lock: when
+// this node first saw each gone, and, of those whose registration said it,
+// how long its members stay bound to it once lost (its
+// --reschedule-after).
+func (n *Nodes) lostNodes() (since map[string]time.Time, grace map[string]time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make(map[string]time.Time, len(n.lost))
+	since, grace = make(map[string]time.Time, len(n.lost)), map[string]time.Duration{}
 	for name, l := range n.lost {
-		out[name] = l.since
+		since[name] = l.since
+		if g := l.last.RescheduleAfter.Duration; g > 0 {
+			grace[name] = g
+		}
 	}
-	return out
+	return since, grace
 }
 
 // Changed returns a channel closed at the next change of the

@@ -35,7 +35,8 @@ func NewState(st *etcdstore.Store, nodes *Nodes, statuses *Statuses) *State {
 
 // Fleet returns every member, binding and node, and the lost nodes.
 func (s *State) Fleet() scheduler.Fleet {
-	return scheduler.Fleet{Assignments: s.store.Assignments(), Nodes: s.nodes.placement(), Lost: s.nodes.Lost(), Grace: s.nodes.LostGrace()}
+	lost, grace := s.nodes.lostNodes()
+	return scheduler.Fleet{Assignments: s.store.Assignments(), Nodes: s.nodes.placement(), Lost: lost, Grace: grace}
 }
 
 // Changed is closed at the next change of the members, the bindings or
