@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Fence is a node's hold on its members in a fleet on etcd (package
@@ -114,13 +115,5 @@ func (r *memberReconcile) fencePause(msg string, p herdrcache.Pane) (Result, err
 
 // followFence looks at every member again whenever the fence changes.
 func (m *Manager) followFence(ctx context.Context, f Fence) {
-	for {
-		changed := f.Changed()
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		}
-		m.enqueueAll()
-	}
+	notify.Each(ctx, f, m.enqueueAll)
 }

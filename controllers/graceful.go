@@ -13,6 +13,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/notify"
 )
 
 // Agents are not pods: a turn in flight is work that cannot be redone for
@@ -541,13 +542,7 @@ func (m *Manager) isWaiting(name string) bool {
 // messaging core, until ctx ends: a turn that ended or a queue that
 // drained may be the idle moment one waits for.
 func (m *Manager) followActivity(ctx context.Context, a Activity) {
-	for {
-		changed := a.Changed()
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		}
+	notify.Each(ctx, a, func() {
 		m.mu.Lock()
 		names := make([]string, 0, len(m.waiting))
 		for n := range m.waiting {
@@ -557,7 +552,7 @@ func (m *Manager) followActivity(ctx context.Context, a Activity) {
 		for _, n := range names {
 			m.queue.Add(n)
 		}
-	}
+	})
 }
 
 // noteAgentStatus records since when member name's agent works, for the

@@ -426,21 +426,30 @@ func (m *Manager) turnFreed(profile string) {
 // the revision store (a halt cleared, on any node) and of the fleet's
 // other nodes' members (a turn freed there), until ctx ends.
 func (m *Manager) followRollouts(ctx context.Context) {
+	revs, peers := m.rolloutChanges()
 	for {
-		var peers <-chan struct{}
-		m.rolls.mu.Lock()
-		if p := m.rolls.peers; p != nil {
-			peers = p.Changed()
-		}
-		m.rolls.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.revs.Changed():
+		case <-revs:
 		case <-peers:
 		}
+		// Taken before acting: a change while turnFreed runs wakes the
+		// next round.
+		revs, peers = m.rolloutChanges()
 		m.turnFreed("")
 	}
+}
+
+// rolloutChanges returns the channels closed at the next change of the
+// revision store and of the other nodes' members (nil on one machine).
+func (m *Manager) rolloutChanges() (revs, peers <-chan struct{}) {
+	m.rolls.mu.Lock()
+	defer m.rolls.mu.Unlock()
+	if p := m.rolls.peers; p != nil {
+		peers = p.Changed()
+	}
+	return m.revs.Changed(), peers
 }
 
 // replacedNow is told that the member gets its new pane: a turn it held

@@ -79,7 +79,13 @@ func (s *Signal) Follow(srcs ...*Signal) {
 // Forward notifies s at every change of src until ctx ends, for a source
 // that is not a Signal ([Signal.Follow] needs one). It blocks: it is the
 // caller's goroutine, not one of the package's.
-func (s *Signal) Forward(ctx context.Context, src Source) {
+func (s *Signal) Forward(ctx context.Context, src Source) { Each(ctx, src, s.Notify) }
+
+// Each calls fn after every change of src until ctx ends; it blocks. The
+// channel is taken before fn runs, so a change made while fn runs (or
+// between its return and the next wait) calls fn again: fn sees every
+// change, coalesced, never misses the last one.
+func Each(ctx context.Context, src Source, fn func()) {
 	ch := src.Changed()
 	for {
 		select {
@@ -87,10 +93,8 @@ func (s *Signal) Forward(ctx context.Context, src Source) {
 			return
 		case <-ch:
 		}
-		// Taken before the notification: a change from here on closes it,
-		// and one before is seen by whoever the notification wakes.
 		ch = src.Changed()
-		s.Notify()
+		fn()
 	}
 }
 

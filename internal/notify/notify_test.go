@@ -176,3 +176,33 @@ func TestSignal_ForwardFollowsAPlainSource(t *testing.T) {
 		<-done
 	})
 }
+
+// Each runs its function again for a change made while the function ran:
+// the channel is taken before it, so the last change is never missed (the
+// fence follower of the controllers missed one when it took the channel
+// after acting).
+func TestEach_AChangeWhileFnRunsCallsItAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s Signal
+		ctx, cancel := context.WithCancel(t.Context())
+		calls := 0
+		done := make(chan struct{})
+		go func() {
+			Each(ctx, &s, func() {
+				calls++
+				if calls == 1 {
+					s.Notify() // a change while fn runs
+				}
+			})
+			close(done)
+		}()
+		synctest.Wait()
+		s.Notify()
+		synctest.Wait()
+		if calls != 2 {
+			t.Errorf("fn ran %d times for a change and one made while it ran, want 2", calls)
+		}
+		cancel()
+		<-done
+	})
+}
