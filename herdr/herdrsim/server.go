@@ -496,8 +496,14 @@ func (c *conn) writeRaw(b []byte) error {
 	return err
 }
 
+// connReadBuffer is a connection's read buffer: one request line most of
+// the time, a few hundred bytes; a longer one (up to MaxRequestBytes) is
+// read in pieces (readRequestLine). 64 KiB per connection was a third of
+// the bytes a repair benchmark allocated.
+const connReadBuffer = 4 << 10
+
 func (s *Server) serveConn(nc net.Conn, stopped <-chan struct{}) {
-	c := &conn{Conn: nc, wg: &s.wg, r: bufio.NewReaderSize(nc, 64<<10), stopped: stopped, timeout: s.opts.RequestTimeout, peer: &peerWatch{}}
+	c := &conn{Conn: nc, wg: &s.wg, r: bufio.NewReaderSize(nc, connReadBuffer), stopped: stopped, timeout: s.opts.RequestTimeout, peer: &peerWatch{}}
 	nc.SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
 	line, ok := readRequestLine(c.r)
 	if !ok {
