@@ -25,7 +25,7 @@ type fenceWatch struct {
 	// it logs.
 	argv   []string
 	stderr io.Writer
-	fence  *fleet.Fence
+	fence  fenceDeadlines
 	// renewed fires at each renewal of the node's lease, which moves the
 	// deadline on.
 	renewed func() <-chan struct{}
@@ -36,7 +36,19 @@ type fenceWatch struct {
 	node    string
 	policy  controllers.FencePolicy
 	log     *slog.Logger
+	// clock paces the restarts of a watchdog that exited (nil: the wall
+	// clock).
+	clock clock.Clock
 }
+
+// fenceDeadlines is what the watchdog's plan is made of: the node's fence
+// (package fleet's Fence).
+type fenceDeadlines interface {
+	Deadlines() (lose, takeover time.Duration)
+	Changed() <-chan struct{}
+}
+
+var _ fenceDeadlines = (*fleet.Fence)(nil)
 
 // watchdogGrace is how long a watchdog whose input ended has to exit
 // before it is killed.
@@ -50,7 +62,7 @@ const watchdogGrace = 5 * time.Second
 // nil.
 func (w *fenceWatch) Run(ctx context.Context, socket string) error {
 	argv := append(slices.Clip(w.argv), "--herdr-socket", socket)
-	b := retry.New(time.Second, clock.Real{})
+	b := retry.New(time.Second, w.clock)
 	for {
 		wd, err := fencewatch.Start(argv, w.stderr)
 		if err != nil {
