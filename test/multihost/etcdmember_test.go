@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/internal/etcdtest"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // waitLeader returns the etcd member leading cluster, once the running
@@ -37,7 +38,10 @@ func waitLeader(t testing.TB, cluster *etcdtest.Cluster, not int) int {
 func TestFleet_OneEtcdMemberDownKeepsTheFleetWorking(t *testing.T) {
 	t.Parallel()
 	own := ownCluster(t)
-	f := newHostFleet(t, "/fleet-member-down", []string{"a", "b", "c"}, &hostOptions{Validate: true, Cluster: own})
+	// etcd's own request timeout, not the tests' 1 s: this test waits for
+	// no failure, and a write that took over a second on a loaded machine
+	// (four test packages on two cores) failed its set-up with a 503.
+	f := newHostFleet(t, "/fleet-member-down", []string{"a", "b", "c"}, &hostOptions{Validate: true, Cluster: own, RequestTimeout: etcdstore.DefaultRequestTimeout})
 	a, b := f.host("a").running(), f.host("b").running()
 	for _, name := range []string{"one", "two", "three"} {
 		a.apply(t, name)
