@@ -73,16 +73,21 @@ type ownBook struct {
 
 	mu   sync.Mutex
 	recs map[string]Ownership
+	// byPane and byTab name the member whose record has a pane or tab id,
+	// for ownerOf, which every herdr event about a pane asks: a walk of
+	// every record was a tenth of fleetd's CPU while 1000 members
+	// converged.
+	byPane, byTab map[string]string
 }
 
 func loadOwnership(db *statedb.DB) (*ownBook, error) {
-	b := &ownBook{db: db, recs: map[string]Ownership{}}
+	b := &ownBook{db: db, recs: map[string]Ownership{}, byPane: map[string]string{}, byTab: map[string]string{}}
 	err := db.Each(statedb.Owned, func(key string, value []byte) error {
 		var r Ownership
 		if err := json.Unmarshal(value, &r); err != nil || r.Member != key {
 			return fmt.Errorf("ownership record of %q is corrupt (%v): `fleetd journal check` shows it", key, err)
 		}
-		b.recs[r.Member] = r
+		b.setLocked(r)
 		return nil
 	})
 	if err != nil {
@@ -112,12 +117,50 @@ func (b *ownBook) all() []Ownership {
 func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, r := range b.recs {
-		if (paneID != "" && r.PaneID == paneID) || (tabID != "" && r.TabID == tabID) {
-			return r.Member, true
-		}
+	if name, ok := b.byPane[paneID]; ok && paneID != "" {
+		return name, true
+	}
+	if name, ok := b.byTab[tabID]; ok && tabID != "" {
+		return name, true
 	}
 	return "", false
+}
+
+// setLocked puts r in memory, with its ids in the indexes. b.mu held.
+func (b *ownBook) setLocked(r Ownership) {
+	old, had := b.recs[r.Member]
+	b.recs[r.Member] = r
+	if had && (old.PaneID != r.PaneID || old.TabID != r.TabID) {
+		b.unindexLocked(old)
+	}
+	if r.PaneID != "" {
+		b.byPane[r.PaneID] = r.Member
+	}
+	if r.TabID != "" {
+		b.byTab[r.TabID] = r.Member
+	}
+}
+
+// unindexLocked takes the ids of r, a record no longer in effect, out of
+// the indexes — where another record names one of them too (two records
+// of one pane, which nothing fleetd does makes), the index names that one.
+// It walks the records only when r's ids change or r is dropped. b.mu
+// held.
+func (b *ownBook) unindexLocked(r Ownership) {
+	unindex := func(ix map[string]string, id string, idOf func(Ownership) string) {
+		if id == "" || ix[id] != r.Member {
+			return
+		}
+		delete(ix, id)
+		for _, o := range b.recs {
+			if idOf(o) == id {
+				ix[id] = o.Member
+				return
+			}
+		}
+	}
+	unindex(b.byPane, r.PaneID, func(o Ownership) string { return o.PaneID })
+	unindex(b.byTab, r.TabID, func(o Ownership) string { return o.TabID })
 }
 
 // put records r durably, then in memory.
@@ -130,7 +173,7 @@ func (b *ownBook) put(r Ownership) error {
 		return fmt.Errorf("write ownership of %q: %w", r.Member, err)
 	}
 	b.mu.Lock()
-	b.recs[r.Member] = r
+	b.setLocked(r)
 	b.mu.Unlock()
 	return nil
 }
@@ -139,7 +182,10 @@ func (b *ownBook) put(r Ownership) error {
 // with its next batch (not waited for).
 func (b *ownBook) drop(name string) {
 	b.mu.Lock()
-	delete(b.recs, name)
+	if old, ok := b.recs[name]; ok {
+		delete(b.recs, name)
+		b.unindexLocked(old)
+	}
 	b.mu.Unlock()
 	b.db.Stage(statedb.Delete(statedb.Owned, name))
 }

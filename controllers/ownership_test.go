@@ -99,3 +99,66 @@ func TestLoadOwnership_RefusesAnUnreadableRecord(t *testing.T) {
 		})
 	}
 }
+
+// ownerOf names the member whose record has a pane or tab id, through a
+// put that moves the member to a new pane, a drop, and a reload; where two
+// records name one pane (nothing fleetd does makes that), dropping one
+// leaves the other found.
+func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := openState(t, path, nil)
+	b, err := loadOwnership(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := func(pane, tab string) string {
+		t.Helper()
+		name, ok := b.ownerOf(pane, tab)
+		if !ok {
+			return "-"
+		}
+		return name
+	}
+	check := func(when string, want map[[2]string]string) {
+		t.Helper()
+		for ids, name := range want {
+			if got := owner(ids[0], ids[1]); got != name {
+				t.Errorf("%s: ownerOf(%q, %q) = %s, want %s", when, ids[0], ids[1], got, name)
+			}
+		}
+	}
+	put := func(r Ownership) {
+		t.Helper()
+		if err := b.put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(Ownership{Member: "alpha", PaneID: "w1:p1", TabID: "w1:t1"})
+	put(Ownership{Member: "beta", PaneID: "w1:p2", TabID: "w1:t2"})
+	check("two members", map[[2]string]string{
+		{"w1:p1", ""}: "alpha", {"", "w1:t1"}: "alpha", {"w1:p2", "w1:t1"}: "beta", {"w9:p9", "w1:t2"}: "beta",
+		{"w9:p9", ""}: "-", {"", ""}: "-",
+	})
+
+	put(Ownership{Member: "alpha", PaneID: "w1:p3", TabID: "w1:t3", Restarts: 1}) // replaced
+	put(Ownership{Member: "beta", PaneID: "w1:p2", TabID: "w1:t2", Restarts: 1})  // same pane
+	check("alpha replaced", map[[2]string]string{
+		{"w1:p1", ""}: "-", {"", "w1:t1"}: "-", {"w1:p3", ""}: "alpha", {"", "w1:t3"}: "alpha", {"w1:p2", ""}: "beta",
+	})
+
+	put(Ownership{Member: "gamma", PaneID: "w1:p2", TabID: "w1:t4"})
+	b.drop("gamma")
+	check("a second record of beta's pane dropped", map[[2]string]string{{"w1:p2", ""}: "beta", {"", "w1:t4"}: "-"})
+	put(Ownership{Member: "gamma", PaneID: "w1:p2", TabID: "w1:t4"})
+	b.drop("beta")
+	check("beta dropped, gamma names its pane too", map[[2]string]string{{"w1:p2", ""}: "gamma", {"", "w1:t2"}: "-"})
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = loadOwnership(openState(t, path, nil)); err != nil {
+		t.Fatal(err)
+	}
+	check("reloaded", map[[2]string]string{{"w1:p3", ""}: "alpha", {"w1:p2", ""}: "gamma", {"", "w1:t4"}: "gamma", {"w1:p1", ""}: "-"})
+}
