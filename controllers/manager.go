@@ -63,8 +63,15 @@ type Manager struct {
 	forced   map[string]bool
 	restarts map[string]bool
 	asked    map[string]bool
-	changed  notify.Signal // any member's status or events, or the desired state, changed
-	herdrUp  bool
+	// prompted (mu) lists the members with a first prompt for Prompted,
+	// which FirstPrompts calls at every change: those of the desired
+	// state, for the snapshot promptSnap, and the names of the states
+	// whose object has one (a deleted member's included).
+	prompted   []*v1alpha1.Member
+	promptSnap *store.Snapshot
+	promptObjs map[string]bool
+	changed    notify.Signal // any member's status or events, or the desired state, changed
+	herdrUp    bool
 	// herdrDownAt is when herdr was last seen going away (Run's start
 	// until its first listing), for watchHerdr's warnings.
 	herdrDownAt time.Time
@@ -94,6 +101,7 @@ func New(opts *Options) (*Manager, error) {
 		launcher:   o.Launcher,
 		metrics:    o.Metrics,
 		states:     map[string]*memberState{},
+		promptObjs: map[string]bool{},
 		runtimes:   map[string]*runtime{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
@@ -495,9 +503,49 @@ func (m *Manager) Members() []v1alpha1.Member {
 
 // Prompted returns the members whose spec has a first prompt, with their
 // status, as Members lists them: what messaging.FirstPrompts reads at every
-// change, without a copy of the whole fleet.
+// change, without a copy of the whole fleet, and without a walk of it but
+// when the desired state changed (a walk at every status write was a tenth
+// of fleetd's CPU while 1000 members converged).
 func (m *Manager) Prompted() []v1alpha1.Member {
-	return m.members(func(mem *v1alpha1.Member) bool { return mem.Spec.Prompt != "" })
+	snap := m.store.Snapshot()
+	var list []listedMember
+	m.mu.Lock()
+	if m.promptSnap != snap {
+		m.promptSnap, m.prompted = snap, nil
+		for _, mem := range snap.Members {
+			if mem.Spec.Prompt != "" {
+				m.prompted = append(m.prompted, mem)
+			}
+		}
+	}
+	for _, mem := range m.prompted {
+		list = append(list, listedMember{mem, m.statusLocked(mem)})
+	}
+	for name := range m.promptObjs {
+		if s := m.states[name]; s != nil && s.object != nil && snap.Members[name] == nil {
+			list = append(list, listedMember{s.object, m.statusLocked(s.object)})
+		}
+	}
+	m.mu.Unlock()
+	return copyListed(list)
+}
+
+// listedMember is a member and its status, as a list takes them under mu.
+type listedMember struct {
+	mem    *v1alpha1.Member
+	status v1alpha1.MemberStatus
+}
+
+// copyListed sorts list by name and returns copies of its members, each
+// with its status.
+func copyListed(list []listedMember) []v1alpha1.Member {
+	slices.SortFunc(list, func(a, b listedMember) int { return strings.Compare(a.mem.Name, b.mem.Name) })
+	out := make([]v1alpha1.Member, len(list))
+	for i, l := range list {
+		l.mem.DeepCopyInto(&out[i])
+		out[i].Status = l.status
+	}
+	return out
 }
 
 // members lists the members keep selects, with their status, sorted by
@@ -505,31 +553,21 @@ func (m *Manager) Prompted() []v1alpha1.Member {
 // (or, once deleted, the last status write's) objects, which nobody
 // changes, and are copied after.
 func (m *Manager) members(keep func(*v1alpha1.Member) bool) []v1alpha1.Member {
-	type listed struct {
-		mem    *v1alpha1.Member
-		status v1alpha1.MemberStatus
-	}
 	snap := m.store.Snapshot()
-	var list []listed
+	var list []listedMember
 	m.mu.Lock()
 	for _, mem := range snap.Members {
 		if keep(mem) {
-			list = append(list, listed{mem, m.statusLocked(mem)})
+			list = append(list, listedMember{mem, m.statusLocked(mem)})
 		}
 	}
 	for name, s := range m.states {
 		if _, declared := snap.Members[name]; !declared && s.object != nil && keep(s.object) {
-			list = append(list, listed{s.object, m.statusLocked(s.object)})
+			list = append(list, listedMember{s.object, m.statusLocked(s.object)})
 		}
 	}
 	m.mu.Unlock()
-	slices.SortFunc(list, func(a, b listed) int { return strings.Compare(a.mem.Name, b.mem.Name) })
-	out := make([]v1alpha1.Member, len(list))
-	for i, l := range list {
-		l.mem.DeepCopyInto(&out[i])
-		out[i].Status = l.status
-	}
-	return out
+	return copyListed(list)
 }
 
 // Member returns one member with its status, as Members lists it.

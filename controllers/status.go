@@ -184,6 +184,11 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		m.states[name] = s
 	}
 	s.object = b.obj
+	if b.obj != nil && b.obj.Spec.Prompt != "" {
+		m.promptObjs[name] = true
+	} else {
+		delete(m.promptObjs, name)
+	}
 	if ok && reflect.DeepEqual(s.status, b.st) {
 		m.mu.Unlock()
 		return
@@ -232,6 +237,7 @@ func (m *Manager) forgetMember(name string) {
 		}
 		delete(m.states, name)
 	}
+	delete(m.promptObjs, name)
 	delete(m.runtimes, name)
 	delete(m.working, name)
 	delete(m.asked, name)
