@@ -20,12 +20,15 @@ type Watchdog struct {
 	exit chan struct{} // closed once the process has exited
 	err  error         // its exit, once exit is closed
 
-	mu      sync.Mutex
-	next    []byte        // the newest plan's line, not written yet
-	written []byte        // the last line written
-	kick    chan struct{} // (buffered) next was set
-	closed  bool
-	wrote   chan struct{} // closed when the writer has ended
+	mu   sync.Mutex
+	next []byte // the newest plan's line, not taken by the writer yet
+	// armed is the newest line Arm handed on — waiting in next, being
+	// written, or written: the same plan again is not written twice
+	// (comparing with the last line written missed a line in flight).
+	armed  []byte
+	kick   chan struct{} // (buffered) next was set
+	closed bool
+	wrote  chan struct{} // closed when the writer has ended
 }
 
 // Start runs the watchdog: argv is its command line (fleetd's own
@@ -67,10 +70,10 @@ func (w *Watchdog) Arm(p Plan) {
 	line = append(line, '\n')
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || (w.next == nil && bytes.Equal(w.written, line)) {
-		return // the watchdog has this plan
+	if w.closed || bytes.Equal(w.armed, line) {
+		return // the watchdog has this plan, or is about to
 	}
-	w.next = line
+	w.next, w.armed = line, line
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -99,9 +102,6 @@ func (w *Watchdog) writer() {
 		if _, err := w.in.Write(line); err != nil {
 			return // the watchdog exited: Exited says so
 		}
-		w.mu.Lock()
-		w.written = line
-		w.mu.Unlock()
 	}
 }
 
