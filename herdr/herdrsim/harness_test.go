@@ -178,6 +178,10 @@ type lineConn struct {
 // next reads one line; ok is false at EOF with nothing pending.
 func (c *lineConn) next() ([]byte, bool) {
 	c.h.t.Helper()
+	// Each read gets ioTimeout of its own: a subscription read after a
+	// long run of calls (250 under load took over 10 s) must not find
+	// the deadline of the connection's dial passed.
+	c.SetReadDeadline(time.Now().Add(ioTimeout))
 	line, err := c.r.ReadBytes('\n')
 	if errors.Is(err, io.EOF) && len(line) == 0 {
 		return nil, false

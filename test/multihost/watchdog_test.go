@@ -15,6 +15,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 )
 
 // The fence's watchdog (docs/multi-host.md#fencing): node a is a `fleetd
@@ -30,7 +31,10 @@ func TestFence_AStoppedFleetdsWatchdogClosesItsPanes(t *testing.T) {
 	t.Parallel()
 	bin := fleetdBinary(t)
 	const rescheduleAfter = 4 * time.Second
-	f := newHostFleet(t, "/fence-stop", []string{"b"}, &hostOptions{Validate: true, RescheduleAfter: rescheduleAfter})
+	// etcd's own request timeout, not the tests' 1 s: b's etcd is never
+	// cut off here, and a write that took over a second under make test's
+	// load failed the set-up with a 503.
+	f := newHostFleet(t, "/fence-stop", []string{"b"}, &hostOptions{Validate: true, RescheduleAfter: rescheduleAfter, RequestTimeout: etcdstore.DefaultRequestTimeout})
 	b := f.host("b")
 
 	dir := t.TempDir()
