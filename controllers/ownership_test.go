@@ -24,17 +24,25 @@ func openState(t *testing.T, path string, opts *statedb.Options) *statedb.DB {
 	return db
 }
 
-// A put is durable when it returns and a drop once the database is synced
-// (as Run does before it returns): a fleetd started later loads exactly
-// the records kept.
-func TestOwnBook_RecordsOutliveTheProcess(t *testing.T) {
-	t.Parallel()
+// openBook opens a state database in a new directory and loads its
+// ownership records; it returns the database's path too, for a reload.
+func openBook(t *testing.T) (string, *statedb.DB, *ownBook) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.journal")
 	db := openState(t, path, nil)
 	b, err := loadOwnership(db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, db, b
+}
+
+// A put is durable when it returns and a drop once the database is synced
+// (as Run does before it returns): a fleetd started later loads exactly
+// the records kept.
+func TestOwnBook_RecordsOutliveTheProcess(t *testing.T) {
+	t.Parallel()
+	path, db, b := openBook(t)
 	alpha := Ownership{Member: "alpha", UID: "u1", PaneID: "w1:p1", TerminalID: "t1", TabID: "w1:t1", Token: strings.Repeat("a", 64)}
 	beta := Ownership{Member: "beta", UID: "u2", PaneID: "w1:p2", TerminalID: "t2", TabID: "w1:t2",
 		CreatedWorkspace: &CreatedWorkspace{Label: "fleetd", RootTabID: "w1:t0"}}
@@ -106,12 +114,7 @@ func TestLoadOwnership_RefusesAnUnreadableRecord(t *testing.T) {
 // leaves the other found.
 func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "state.journal")
-	db := openState(t, path, nil)
-	b, err := loadOwnership(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, db, b := openBook(t)
 	owner := func(pane, tab string) string {
 		t.Helper()
 		name, ok := b.ownerOf(pane, tab)
@@ -157,6 +160,7 @@ func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if b, err = loadOwnership(openState(t, path, nil)); err != nil {
 		t.Fatal(err)
 	}
