@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 const getFleet = `apiVersion: fleetd.dev/v1alpha1
@@ -170,22 +172,7 @@ func TestGet_ProfilesAndTenantsThroughTheCLI(t *testing.T) {
 
 // streamLines collects what a long-running command prints, line by line,
 // for a test to wait on with a deadline.
-type streamLines struct {
-	lines   chan string
-	partial string
-}
-
-func (w *streamLines) Write(p []byte) (int, error) {
-	w.partial += string(p)
-	for {
-		line, rest, ok := strings.Cut(w.partial, "\n")
-		if !ok {
-			return len(p), nil
-		}
-		w.partial = rest
-		w.lines <- line
-	}
-}
+type streamLines struct{ syncbuf.Lines }
 
 // waitLine returns the first line matching re, failing the test at the
 // deadline; the lines before it are returned too.
@@ -195,7 +182,7 @@ func (w *streamLines) waitLine(t *testing.T, deadline <-chan time.Time, re strin
 	var seen []string
 	for {
 		select {
-		case line := <-w.lines:
+		case line := <-w.C:
 			if pattern.MatchString(line) {
 				return line, seen
 			}
@@ -209,7 +196,7 @@ func (w *streamLines) waitLine(t *testing.T, deadline <-chan time.Time, re strin
 func TestGet_WatchPrintsTheTableThenEveryChange(t *testing.T) {
 	t.Parallel()
 	f := startGetFleetd(t, "reviewer", "tester")
-	out := &streamLines{lines: make(chan string, 1024)}
+	out := &streamLines{syncbuf.Lines{C: make(chan string, 1024)}}
 	var errOut bytes.Buffer
 	exit := make(chan int, 1)
 	go func() {

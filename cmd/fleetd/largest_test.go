@@ -11,6 +11,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // largestMember builds the largest Member validation lets in: a prompt of
@@ -66,7 +67,7 @@ func TestGet_WatchCarriesTheLargestValidMember(t *testing.T) {
 	f := startFleetd(t, map[string]string{"fleet.yaml": getFleet, "largest.yaml": string(manifest)})
 	f.waitReady(t, m.Name)
 
-	out := &streamLines{lines: make(chan string, 1024)}
+	out := &streamLines{syncbuf.Lines{C: make(chan string, 1024)}}
 	var errOut bytes.Buffer
 	exit := make(chan int, 1)
 	go func() {

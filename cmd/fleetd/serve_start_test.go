@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/internal/statedir"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // TestServe_SecondServeNamesTheLockHolder: a second `fleetd serve` on a
@@ -61,10 +62,10 @@ func TestServe_ManifestsDirectoryMustExist(t *testing.T) {
 
 // startServe runs `fleetd serve args...` until the test ends and returns
 // its stdout and stderr as lines.
-func startServe(t *testing.T, args ...string) (stdout, stderr *lineWriter) {
+func startServe(t *testing.T, args ...string) (stdout, stderr *syncbuf.Lines) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr = &lineWriter{lines: make(chan string, 256)}, &lineWriter{lines: make(chan string, 1024)}
+	stdout, stderr = &syncbuf.Lines{C: make(chan string, 256), Drop: true}, &syncbuf.Lines{C: make(chan string, 1024), Drop: true}
 	cmd := newServeCmd()
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
@@ -81,13 +82,13 @@ func startServe(t *testing.T, args ...string) (stdout, stderr *lineWriter) {
 }
 
 // waitLine returns the next line of w that contains s.
-func waitLine(t *testing.T, w *lineWriter, s string) string {
+func waitLine(t *testing.T, w *syncbuf.Lines, s string) string {
 	t.Helper()
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	for {
 		select {
-		case line := <-w.lines:
+		case line := <-w.C:
 			if strings.Contains(line, s) {
 				return line
 			}

@@ -13,29 +13,8 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim/validated"
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
-
-// lineWriter sends each line written to it on a channel (dropping lines
-// nobody reads).
-type lineWriter struct {
-	lines   chan string
-	partial string
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.partial += string(p)
-	for {
-		line, rest, ok := strings.Cut(w.partial, "\n")
-		if !ok {
-			return len(p), nil
-		}
-		w.partial = rest
-		select {
-		case w.lines <- line:
-		default:
-		}
-	}
-}
 
 // TestServe_PrimaryPaneFlag runs `fleetd serve --primary-pane` against a
 // fake herdr holding the user's own agent pane and checks that fleetd
@@ -61,7 +40,7 @@ func TestServe_PrimaryPaneFlag(t *testing.T) {
 	}
 	manifests := writeTree(t, map[string]string{"profiles.yaml": "apiVersion: fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: claude}\nspec: {harness: claude}\n"})
 
-	out := &lineWriter{lines: make(chan string, 16)}
+	out := &syncbuf.Lines{C: make(chan string, 16), Drop: true}
 	cmd := newServeCmd()
 	cmd.SetArgs([]string{"--manifests", manifests, "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--herdr-socket", srv.SocketPath(), "--primary-pane", pane, "--log-level", "error"})
@@ -71,7 +50,7 @@ func TestServe_PrimaryPaneFlag(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(serveCtx) }()
 	select {
-	case line := <-out.lines:
+	case line := <-out.C:
 		if !strings.HasPrefix(line, "fleetd is serving") {
 			t.Fatalf("first line %q, want fleetd is serving", line)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd-dev/fleetd/internal/syncbuf"
 )
 
 // validate reads the files fleetd serve reads and refuses the ones it
@@ -94,7 +96,7 @@ func TestServe_MaxManifestBytesFlag(t *testing.T) {
 	manifests := writeTree(t, map[string]string{"profile.yaml": profile})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	logs := &lineWriter{lines: make(chan string, 64)}
+	logs := &syncbuf.Lines{C: make(chan string, 64), Drop: true}
 	cmd := newServeCmd()
 	cmd.SetArgs([]string{"--herdr=sim", "--manifests", manifests, "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--max-manifest-bytes", "150", "--log-level", "error"})
@@ -106,7 +108,7 @@ func TestServe_MaxManifestBytesFlag(t *testing.T) {
 	want := fmt.Sprintf("%s: file is %d bytes, over the limit of 150 bytes on a manifest file", filepath.Join(manifests, "profile.yaml"), len(profile))
 	for found := false; !found; {
 		select {
-		case line := <-logs.lines:
+		case line := <-logs.C:
 			found = strings.Contains(line, want)
 		case err := <-done:
 			t.Fatalf("serve ended: %v", err)

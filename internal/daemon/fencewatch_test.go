@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,27 +30,6 @@ type fixedFence struct {
 func (f *fixedFence) Deadlines() (lose, takeover time.Duration) { return f.lose, f.takeover }
 func (f *fixedFence) Changed() <-chan struct{}                  { return f.changed.Changed() }
 
-// lineWriter hands each whole line written to it to lines.
-type lineWriter struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	lines chan string
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	for {
-		line, err := w.buf.ReadString('\n')
-		if err != nil {
-			w.buf.WriteString(line) // a partial line waits for its end
-			return len(p), nil
-		}
-		w.lines <- strings.TrimSuffix(line, "\n")
-	}
-}
-
 // A watchdog process that exits is logged and started again after the
 // backoff, on herdr's socket, and armed at once with the node's plan; a
 // change of the fence arms it again; the end of Run ends its input, and it
@@ -69,7 +46,7 @@ echo eof >&2
 `), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lineWriter{lines: make(chan string, 64)}
+	stderr := &syncbuf.Lines{C: make(chan string, 64)}
 	var logs syncbuf.Buffer
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	fence := &fixedFence{lose: 4 * time.Second, takeover: 12 * time.Second}
@@ -94,7 +71,7 @@ echo eof >&2
 	next := func(what string) string {
 		t.Helper()
 		select {
-		case l := <-stderr.lines:
+		case l := <-stderr.C:
 			return l
 		case <-ctx.Done():
 			t.Fatalf("no %s from the watchdog; fleetd logged:\n%s", what, logs.String())
