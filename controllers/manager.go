@@ -496,9 +496,24 @@ type Result struct {
 
 // Members returns every member with its status, sorted by name: those the
 // desired state declares, and those deleted from it that the controller is
-// not done with yet — Terminating while their tab closes.
+// not done with yet — Terminating while their tab closes. Only the
+// statuses are copied under mu; the members are the store's (or, once
+// deleted, the last status write's) objects, which nobody changes, and are
+// copied after.
 func (m *Manager) Members() []v1alpha1.Member {
-	return m.members(func(*v1alpha1.Member) bool { return true })
+	snap := m.store.Snapshot()
+	list := make([]listedMember, 0, len(snap.Members))
+	m.mu.Lock()
+	for _, mem := range snap.Members {
+		list = append(list, listedMember{mem, m.statusLocked(mem)})
+	}
+	for name, s := range m.states {
+		if _, declared := snap.Members[name]; !declared && s.object != nil {
+			list = append(list, listedMember{s.object, m.statusLocked(s.object)})
+		}
+	}
+	m.mu.Unlock()
+	return copyListed(list)
 }
 
 // Prompted returns the members whose spec has a first prompt, with their
@@ -546,28 +561,6 @@ func copyListed(list []listedMember) []v1alpha1.Member {
 		out[i].Status = l.status
 	}
 	return out
-}
-
-// members lists the members keep selects, with their status, sorted by
-// name. Only the statuses are copied under mu; the members are the store's
-// (or, once deleted, the last status write's) objects, which nobody
-// changes, and are copied after.
-func (m *Manager) members(keep func(*v1alpha1.Member) bool) []v1alpha1.Member {
-	snap := m.store.Snapshot()
-	var list []listedMember
-	m.mu.Lock()
-	for _, mem := range snap.Members {
-		if keep(mem) {
-			list = append(list, listedMember{mem, m.statusLocked(mem)})
-		}
-	}
-	for name, s := range m.states {
-		if _, declared := snap.Members[name]; !declared && s.object != nil && keep(s.object) {
-			list = append(list, listedMember{s.object, m.statusLocked(s.object)})
-		}
-	}
-	m.mu.Unlock()
-	return copyListed(list)
 }
 
 // Member returns one member with its status, as Members lists it.

@@ -117,13 +117,11 @@ func (b *ownBook) all() []Ownership {
 func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if name, ok := b.byPane[paneID]; ok && paneID != "" {
+	if name, ok := b.byPane[paneID]; ok { // "" is never indexed
 		return name, true
 	}
-	if name, ok := b.byTab[tabID]; ok && tabID != "" {
-		return name, true
-	}
-	return "", false
+	name, ok := b.byTab[tabID]
+	return name, ok
 }
 
 // setLocked puts r in memory, with its ids in the indexes. b.mu held.

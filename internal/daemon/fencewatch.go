@@ -11,7 +11,6 @@ import (
 	"github.com/fleetd-dev/fleetd/controllers"
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/fencewatch"
-	"github.com/fleetd-dev/fleetd/internal/fleet"
 	"github.com/fleetd-dev/fleetd/internal/retry"
 	"github.com/fleetd-dev/fleetd/internal/store"
 )
@@ -47,8 +46,6 @@ type fenceDeadlines interface {
 	Deadlines() (lose, takeover time.Duration)
 	Changed() <-chan struct{}
 }
-
-var _ fenceDeadlines = (*fleet.Fence)(nil)
 
 // watchdogGrace is how long a watchdog whose input ended has to exit
 // before it is killed.
