@@ -18,8 +18,13 @@ import (
 
 // rule is a forbidden spelling and the only places it may appear.
 type rule struct {
-	name    string
-	re      *regexp.Regexp
+	name string
+	re   *regexp.Regexp
+	// need is lower-case ASCII that every match of re holds, in any case:
+	// a file without it (asciiLower) is not searched with re, which is
+	// most of the sweep's time under -race. A case-insensitive rule's need
+	// holds no k or s, which (?i) also matches as U+212A and U+017F.
+	need    string
 	allowed []string // repository-relative path prefixes, "/"-separated
 }
 
@@ -30,22 +35,26 @@ var rules = []rule{
 	{
 		name:    "legacy transport mode (only the one-shot migration may spell it)",
 		re:      regexp.MustCompile(`(?i)` + regexp.QuoteMeta("remote"+"-"+"http")),
+		need:    "remote" + "-" + "http",
 		allowed: []string{"internal/migrate/"},
 	},
 	{
 		name:    "Codex's spelling of Streamable HTTP (only harness adapters may spell it)",
 		re:      regexp.MustCompile(`(?i)` + regexp.QuoteMeta("streamable"+"_"+"http")),
+		need:    "treamable" + "_" + "http",
 		allowed: []string{"internal/harness/"},
 	},
 	{
 		name:    `MCP server entry typed "http" (only harness adapters may spell it)`,
 		re:      regexp.MustCompile(`"type"\s*:\s*"` + "http" + `"`),
+		need:    `"type"`,
 		allowed: []string{"internal/harness/"},
 	},
 	{
 		// claude mcp add's flag, as a shell line or as argv elements.
 		name:    "Claude's CLI spelling of the HTTP transport (only harness adapters may spell it)",
 		re:      regexp.MustCompile(`--` + "transport" + `(?:\s+|\s*=\s*|"\s*,\s*")["']?` + "http" + `\b`),
+		need:    "--" + "transport",
 		allowed: []string{"internal/harness/"},
 	},
 	{
@@ -55,6 +64,7 @@ var rules = []rule{
 		name: "command-bridge MCP server entry (only harness adapters may spell it)",
 		re: regexp.MustCompile(`[\[{]\s*"` + "mcp" + `-bridge"` +
 			`|\b` + "command" + `"?\s*[:=]\s*"[^"\n]*\b` + "mcp" + `-bridge\b`),
+		need:    "mcp" + "-bridge",
 		allowed: []string{"internal/harness/"},
 	},
 }
@@ -72,14 +82,27 @@ func (v violation) String() string { return fmt.Sprintf("%s:%d: %s", v.Path, v.L
 // the repository root and "/"-separated.
 func check(path string, content []byte) []violation {
 	var out []violation
+	lower := asciiLower(content)
 	for _, r := range rules {
-		if allowedIn(path, r.allowed) {
+		if allowedIn(path, r.allowed) || !bytes.Contains(lower, []byte(r.need)) {
 			continue
 		}
 		for _, loc := range r.re.FindAllIndex(content, -1) {
 			line := 1 + bytes.Count(content[:loc[0]], []byte("\n"))
 			out = append(out, violation{Path: path, Line: line, Rule: r.name})
 		}
+	}
+	return out
+}
+
+// asciiLower is b with A–Z made a–z and every other byte as it is.
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
 	}
 	return out
 }
@@ -206,6 +229,8 @@ func TestCheck_FlagsSpellingsOutsideTheirPlaces(t *testing.T) {
 			[]violation{{"internal/migrate2/x.go", 1, legacyRule}}},
 		{"Codex spelling outside harness", "mcp/x.go", "\n\n" + codex,
 			[]violation{{"mcp/x.go", 3, codexRule}}},
+		{"Codex spelling with a long s, in capitals", "docs/x.md", "\u017f" + strings.ToUpper(codex[1:]),
+			[]violation{{"docs/x.md", 1, codexRule}}},
 		{"Codex spelling in harness", "internal/harness/codex.go", codex, nil},
 		{"typed http entry", "cmd/fleetd/x.go", typed(": "),
 			[]violation{{"cmd/fleetd/x.go", 1, typeRule}}},
