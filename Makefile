@@ -13,7 +13,7 @@ FUZZTIME  ?= 50000x
 all: lint test build
 
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fleetd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fleetd
 
 # The embedded default: the simulated herdr plus the example manifests. The
 # example tenant's credential is a demo value unless you export your own.
