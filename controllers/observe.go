@@ -103,14 +103,22 @@ func (m *Manager) relaunched(name, paneID, terminal string) {
 	}
 }
 
-// showsOtherAgentStatus reports whether a Ready member's status shows an
-// agent status other than status. Starting members are left to their start,
-// which reads the agent itself.
+// showsOtherAgentStatus reports whether a Ready member's status, or that of
+// a member whose agent's start waits at a dialog, shows an agent status
+// other than status. Other starting members are left to their start, which
+// reads the agent itself until it is ready; one at a dialog is not read
+// again until something about its agent changes (awaitingInput), and an
+// answer given before fleetd's subscription named the pane comes in a
+// listing, not an event.
 func (m *Manager) showsOtherAgentStatus(name, status string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.states[name]
-	return ok && s.status.Phase == v1alpha1.PhaseReady && s.status.AgentStatus != status
+	if !ok || s.status.AgentStatus == status {
+		return false
+	}
+	atDialog := s.status.Phase == v1alpha1.PhaseStarting && s.status.AgentStatus == string(herdr.StatusBlocked)
+	return s.status.Phase == v1alpha1.PhaseReady || atDialog
 }
 
 // onSynced follows every full listing of herdr: the orphan sweep, and every

@@ -253,6 +253,34 @@ func TestManager_AgentAtADialogAwaitsInput(t *testing.T) {
 	})
 }
 
+// A dialog answered before fleetd's subscription covers the agent's pane
+// (herdr sends a pane's status events only to a subscription that names
+// it) reaches fleetd only in the agent listing taken once the new
+// subscription stands: that listing's status queues the member waiting
+// at the dialog, which is Ready without waiting for the next resync.
+func TestManager_ADialogAnsweredBeforeTheSubscriptionCoversThePane(t *testing.T) {
+	eachProtocol(t, map[string]string{"profile.yaml": testProfile}, func(t *testing.T, e *env) {
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: 100 * time.Millisecond, Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchBlocked}}
+		e.tweak = func(o *Options) { o.ResyncPeriod = time.Hour }
+		e.start()
+		e.waitIdle()
+		// The subscription that adds alpha's pane is answered late, within
+		// the call timeout: alpha waits at its dialog meanwhile.
+		e.fake.InjectFault("events.subscribe", herdrsim.Fault{Latency: 1500 * time.Millisecond, Times: 1})
+		e.write("alpha.yaml", memberYAML("alpha"))
+		ms := e.waitFor("alpha AwaitingInput", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonAwaitingInput
+		})
+		if n := e.fake.Calls()["events.subscribe"]; n != 2 {
+			t.Fatalf("events.subscribe called %d times before the answer, want 2 (the first, and the one that adds alpha's pane, not answered yet)", n)
+		}
+		if err := e.fake.AnswerDialog(ms["alpha"].Status.PaneID); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))
+	})
+}
+
 // A reconcile that fails shows its error in the member's status (lastError
 // and a condition with the error), not only in the log, and is retried.
 func TestManager_ReconcileErrorsReachTheStatus(t *testing.T) {
