@@ -114,11 +114,7 @@ func (m *Manager) showsOtherAgentStatus(name, status string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.states[name]
-	if !ok || s.status.AgentStatus == status {
-		return false
-	}
-	atDialog := s.status.Phase == v1alpha1.PhaseStarting && s.status.AgentStatus == string(herdr.StatusBlocked)
-	return s.status.Phase == v1alpha1.PhaseReady || atDialog
+	return ok && (s.status.Phase == v1alpha1.PhaseReady || s.awaiting) && s.status.AgentStatus != status
 }
 
 // onSynced follows every full listing of herdr: the orphan sweep, and every
