@@ -23,7 +23,8 @@ type rule struct {
 	// need is lower-case ASCII that every match of re holds, in any case:
 	// a file without it (asciiLower) is not searched with re, which is
 	// most of the sweep's time under -race. A case-insensitive rule's need
-	// holds no k or s, which (?i) also matches as U+212A and U+017F.
+	// holds no k or s, which (?i) also matches as U+212A and U+017F
+	// (TestRules_NeedsCanBeFound).
 	need    string
 	allowed []string // repository-relative path prefixes, "/"-separated
 }
@@ -194,6 +195,21 @@ func TestRepository_KeepsItsVocabulary(t *testing.T) {
 	}
 	for _, v := range found {
 		t.Errorf("%v", v)
+	}
+}
+
+// A rule's need that could not be in a file the rule matches would turn
+// the rule off without a word: one with an upper-case letter (the file is
+// lowered before the look), an empty one, or, in a case-insensitive rule,
+// one with a k or an s (matched as U+212A and U+017F too).
+func TestRules_NeedsCanBeFound(t *testing.T) {
+	for _, r := range rules {
+		if r.need == "" || string(asciiLower([]byte(r.need))) != r.need {
+			t.Errorf("rule %q: need %q is not lower-case ASCII text", r.name, r.need)
+		}
+		if strings.HasPrefix(r.re.String(), "(?i)") && strings.ContainsAny(r.need, "ks") {
+			t.Errorf("rule %q is case-insensitive, and its need %q holds a k or an s", r.name, r.need)
+		}
 	}
 }
 
