@@ -293,16 +293,22 @@ func (s *Store) PruneHold() *store.Hold { return s.hold }
 // keeps its pointer, so pointers change exactly with content. What the
 // informers read is judged first (fence.go): an etcd that is not the
 // fleet's publishes nothing of its own.
+//
+// The informers' state is read before their items: they list
+// concurrently, and an informer sets its items with its state, so items
+// read after a space was seen synced hold that space's list. Read the
+// other way round, a list that lands while build runs would make a
+// snapshot without its objects Synced.
 func (s *Store) rebuild() {
 	s.buildMu.Lock()
 	defer s.buildMu.Unlock()
-	full := s.build()
 	synced, stale, unavailable := true, error(nil), error(nil)
 	for _, sp := range s.spaces() {
 		synced = synced && sp.Synced()
 		stale = cmpOr(stale, sp.Stale())
 		unavailable = cmpOr(unavailable, sp.Unavailable())
 	}
+	full := s.build()
 	full.Synced = synced
 	if stale != nil {
 		full.Stale = lastSeen(stale)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -555,4 +556,104 @@ func TestStore_DeleteOfAReferencedObjectIsRefused(t *testing.T) {
 	if err := n.st.Delete(ctx, v1alpha1.KindProfile, "claude"); err != nil {
 		t.Errorf("delete once no member references it: %v", err)
 	}
+}
+
+// A snapshot is Synced only once it holds what every key space's first
+// list read. The informers list concurrently and each rebuilds the
+// snapshot from every kind's items: a rebuild that read the profiles'
+// items before their first list landed must not call its snapshot Synced
+// because the list landed while it checked the members. The profiles'
+// list is held here until the tenants' list — whose rebuild checks every
+// member again — has returned, so that it lands during that rebuild.
+func TestStore_TheFirstSyncedSnapshotHoldsEveryObject(t *testing.T) {
+	const members = 1000
+	n := startNode(t, nil)
+	n.apply(profile("claude"))
+	n.apply(tenant("acme"))
+	var puts []clientv3.Op // as etcdctl put would: YAML, no metadata the store owns
+	for i := range members {
+		name := fmt.Sprintf("m%03d", i)
+		puts = append(puts, clientv3.OpPut(prefix(t)+"/members/"+name, "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata:\n  name: "+name+"\nspec:\n  profile: claude\n"))
+	}
+	for chunk := range slices.Chunk(puts, 100) {
+		if _, err := n.cli.Txn(context.Background()).Then(chunk...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for try := range 2 {
+		cli := newClient(t)
+		g := &gatedKV{KV: cli.KV, tenants: make(chan struct{}), profiles: make(chan struct{})}
+		cli.KV = g
+		st, err := New(cli, &Options{Prefix: prefix(t), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		change := st.Watch(ctx)
+		done := make(chan error, 1)
+		go func() { done <- st.Run(ctx) }()
+		var first *store.Snapshot // the first Synced snapshot seen
+		deadline := time.NewTimer(waitLimit)
+		for first == nil {
+			s := st.Snapshot()
+			switch {
+			case s.Synced:
+				first = s
+				continue
+			case g.tenantsHeld() && len(s.Members) == members && st.bindings.Synced() && st.identity.Synced():
+				close(g.tenants)
+			}
+			select {
+			case <-change:
+			case <-deadline.C:
+				t.Fatalf("start %d: not synced within %s", try, waitLimit)
+			}
+		}
+		deadline.Stop()
+		cancel()
+		<-done
+		if len(first.Members) != members || len(first.Profiles) != 1 || len(first.Tenants) != 1 || len(first.Unresolved) != 0 {
+			t.Fatalf("start %d: the first Synced snapshot holds %d members, %d profiles, %d tenants and %d unresolved references; want %d, 1, 1 and none",
+				try, len(first.Members), len(first.Profiles), len(first.Tenants), len(first.Unresolved), members)
+		}
+	}
+}
+
+// gatedKV holds the first list of the tenants until tenants is closed, and
+// of the profiles until the tenants' list has returned.
+type gatedKV struct {
+	clientv3.KV
+	tenants, profiles chan struct{}
+	once              sync.Once
+}
+
+func (g *gatedKV) tenantsHeld() bool {
+	select {
+	case <-g.tenants:
+		return false
+	default:
+		return true
+	}
+}
+
+func (g *gatedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	var wait chan struct{}
+	switch {
+	case strings.Contains(key, "/tenants/"):
+		wait = g.tenants
+	case strings.Contains(key, "/profiles/"):
+		wait = g.profiles
+	}
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	resp, err := g.KV.Get(ctx, key, opts...)
+	if wait == g.tenants && wait != nil {
+		g.once.Do(func() { close(g.profiles) })
+	}
+	return resp, err
 }
