@@ -27,6 +27,13 @@ type view struct {
 	tabs       map[string]herdr.TabInfo
 	panes      map[string]herdr.PaneInfo
 	agents     map[string]herdr.AgentInfo // by pane id
+	// byTerminal and byTab index panes: the pane id of a terminal id, the
+	// pane ids of a tab. Every change of panes goes through putPaneLocked,
+	// deletePaneLocked or install, which keep them; a repair looks a gone
+	// pane up by terminal id and closes its tab with its last pane, and
+	// neither walks every pane.
+	byTerminal map[string]string
+	byTab      map[string][]string
 	// refused: herdr's socket refused a connection since the last listing
 	// was installed — its process went away, and every agent in a pane
 	// that comes back under a new terminal id is a new one.
@@ -40,6 +47,8 @@ func newView() *view {
 		tabs:       map[string]herdr.TabInfo{},
 		panes:      map[string]herdr.PaneInfo{},
 		agents:     map[string]herdr.AgentInfo{},
+		byTerminal: map[string]string{},
+		byTab:      map[string][]string{},
 	}
 }
 
@@ -108,6 +117,10 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	slices.Sort(again)
 	v.workspaces, v.tabs, v.panes, v.agents = ws, tabs, panes, agents
+	v.byTerminal, v.byTab = make(map[string]string, len(panes)), make(map[string][]string, len(tabs))
+	for _, p := range panes {
+		v.indexLocked(&p)
+	}
 	v.synced = true
 	return again
 }
@@ -203,7 +216,45 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
+	v.putPaneLocked(p)
+}
+
+// putPaneLocked sets a pane and its index entries. v.mu must be held.
+func (v *view) putPaneLocked(p herdr.PaneInfo) {
+	if old, ok := v.panes[p.PaneID]; ok {
+		v.unindexLocked(&old)
+	}
 	v.panes[p.PaneID] = p
+	v.indexLocked(&p)
+}
+
+// deletePaneLocked drops a pane and its index entries. v.mu must be held.
+func (v *view) deletePaneLocked(paneID string) {
+	if old, ok := v.panes[paneID]; ok {
+		v.unindexLocked(&old)
+		delete(v.panes, paneID)
+	}
+}
+
+// indexLocked adds p's index entries; unindexLocked removes them. v.mu
+// must be held.
+func (v *view) indexLocked(p *herdr.PaneInfo) {
+	if p.TerminalID != "" {
+		v.byTerminal[p.TerminalID] = p.PaneID
+	}
+	v.byTab[p.TabID] = append(v.byTab[p.TabID], p.PaneID)
+}
+
+func (v *view) unindexLocked(p *herdr.PaneInfo) {
+	if p.TerminalID != "" && v.byTerminal[p.TerminalID] == p.PaneID {
+		delete(v.byTerminal, p.TerminalID)
+	}
+	ids := slices.DeleteFunc(v.byTab[p.TabID], func(id string) bool { return id == p.PaneID })
+	if len(ids) == 0 {
+		delete(v.byTab, p.TabID)
+	} else {
+		v.byTab[p.TabID] = ids
+	}
 }
 
 func (v *view) setAgent(a herdr.AgentInfo) {
@@ -213,7 +264,7 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	v.agents[a.PaneID] = a
 	if p, ok := v.panes[a.PaneID]; ok {
 		p.AgentStatus = a.AgentStatus
-		v.panes[a.PaneID] = p
+		v.panes[a.PaneID] = p // no indexed field changed
 	}
 }
 
@@ -223,7 +274,7 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	v.touchLocked(paneID)
 	if p, ok := v.panes[paneID]; ok {
 		p.AgentStatus = s
-		v.panes[paneID] = p
+		v.panes[paneID] = p // no indexed field changed
 	}
 	if a, ok := v.agents[paneID]; ok {
 		if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
@@ -262,7 +313,7 @@ func (v *view) closePane(paneID string) {
 	if !known {
 		return
 	}
-	if _, ok := v.tabs[p.TabID]; ok && len(v.tabPanesLocked(p.TabID)) == 0 {
+	if _, ok := v.tabs[p.TabID]; ok && len(v.byTab[p.TabID]) == 0 {
 		v.touchLocked(p.TabID)
 		delete(v.tabs, p.TabID)
 	}
@@ -271,7 +322,7 @@ func (v *view) closePane(paneID string) {
 // removePaneLocked drops a pane and its agent. v.mu must be held.
 func (v *view) removePaneLocked(paneID string) {
 	v.touchLocked(paneID)
-	delete(v.panes, paneID)
+	v.deletePaneLocked(paneID)
 	delete(v.agents, paneID)
 }
 
@@ -285,10 +336,8 @@ func (v *view) removeTab(tabID string) {
 func (v *view) removeTabLocked(tabID string) {
 	v.touchLocked(tabID)
 	delete(v.tabs, tabID)
-	for id, p := range v.panes {
-		if p.TabID == tabID {
-			v.removePaneLocked(id)
-		}
+	for _, id := range slices.Clone(v.byTab[tabID]) {
+		v.removePaneLocked(id)
 	}
 }
 
@@ -316,11 +365,8 @@ func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo,
 	p, ok := v.panes[paneID]
 	if !ok || (terminalID != "" && p.TerminalID != terminalID) {
 		ok = false
-		for _, q := range v.panes {
-			if terminalID != "" && q.TerminalID == terminalID {
-				p, ok = q, true
-				break
-			}
+		if id, found := v.byTerminal[terminalID]; found && terminalID != "" {
+			p, ok = v.panes[id]
 		}
 	}
 	if !ok {
@@ -375,10 +421,8 @@ func (v *view) tabPanes(tabID string) []herdr.PaneInfo {
 // tabPanesLocked is tabPanes with v.mu held.
 func (v *view) tabPanesLocked(tabID string) []herdr.PaneInfo {
 	var out []herdr.PaneInfo
-	for _, p := range v.panes {
-		if p.TabID == tabID {
-			out = append(out, p)
-		}
+	for _, id := range v.byTab[tabID] {
+		out = append(out, v.panes[id])
 	}
 	return out
 }
