@@ -78,6 +78,11 @@ type ownBook struct {
 	// every record was a tenth of fleetd's CPU while 1000 members
 	// converged.
 	byPane, byTab map[string]string
+	// shared counts the times a record was indexed under an id the index
+	// gave another record (two records of one pane, which nothing fleetd
+	// does makes); while it is 0 no id has a second record, and a drop
+	// does not walk the records for one.
+	shared int
 }
 
 func loadOwnership(db *statedb.DB) (*ownBook, error) {
@@ -131,28 +136,39 @@ func (b *ownBook) setLocked(r Ownership) {
 	if had && (old.PaneID != r.PaneID || old.TabID != r.TabID) {
 		b.unindexLocked(old)
 	}
-	if r.PaneID != "" {
-		b.byPane[r.PaneID] = r.Member
+	b.indexLocked(b.byPane, r.PaneID, r.Member)
+	b.indexLocked(b.byTab, r.TabID, r.Member)
+}
+
+// indexLocked names member for id in ix ("" is never indexed). b.mu held.
+func (b *ownBook) indexLocked(ix map[string]string, id, member string) {
+	if id == "" {
+		return
 	}
-	if r.TabID != "" {
-		b.byTab[r.TabID] = r.Member
+	if cur, ok := ix[id]; ok && cur != member {
+		b.shared++
 	}
+	ix[id] = member
 }
 
 // unindexLocked takes the ids of r, a record no longer in effect, out of
 // the indexes — where another record names one of them too (two records
 // of one pane, which nothing fleetd does makes), the index names that one.
-// It walks the records only when r's ids change or r is dropped. b.mu
-// held.
+// It walks the records only when r's ids change or r is dropped, and only
+// while b.shared says another record may share one of them. b.mu held.
 func (b *ownBook) unindexLocked(r Ownership) {
 	unindex := func(ix map[string]string, id string, idOf func(Ownership) string) {
 		if id == "" || ix[id] != r.Member {
 			return
 		}
 		delete(ix, id)
+		if b.shared == 0 {
+			return
+		}
 		for _, o := range b.recs {
 			if idOf(o) == id {
 				ix[id] = o.Member
+				b.shared--
 				return
 			}
 		}

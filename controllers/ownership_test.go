@@ -149,6 +149,9 @@ func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 	check("alpha replaced", map[[2]string]string{
 		{"w1:p1", ""}: "-", {"", "w1:t1"}: "-", {"w1:p3", ""}: "alpha", {"", "w1:t3"}: "alpha", {"w1:p2", ""}: "beta",
 	})
+	if b.shared != 0 { // no record shares an id: a drop walks no records
+		t.Errorf("shared = %d with no id of two records", b.shared)
+	}
 
 	put(Ownership{Member: "gamma", PaneID: "w1:p2", TabID: "w1:t4"})
 	b.drop("gamma")
