@@ -365,7 +365,7 @@ func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo,
 	p, ok := v.panes[paneID]
 	if !ok || (terminalID != "" && p.TerminalID != terminalID) {
 		ok = false
-		if id, found := v.byTerminal[terminalID]; found && terminalID != "" {
+		if id, found := v.byTerminal[terminalID]; found { // "" is never indexed
 			p, ok = v.panes[id]
 		}
 	}

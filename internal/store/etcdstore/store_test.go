@@ -589,27 +589,15 @@ func TestStore_TheFirstSyncedSnapshotHoldsEveryObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		change := st.Watch(ctx)
+		started := &node{t: t, st: st, cli: cli, change: st.Watch(ctx)}
 		done := make(chan error, 1)
 		go func() { done <- st.Run(ctx) }()
-		var first *store.Snapshot // the first Synced snapshot seen
-		deadline := time.NewTimer(waitLimit)
-		for first == nil {
-			s := st.Snapshot()
-			switch {
-			case s.Synced:
-				first = s
-				continue
-			case g.tenantsHeld() && len(s.Members) == members && st.bindings.Synced() && st.identity.Synced():
+		first := started.until("synced", func(s *store.Snapshot) bool {
+			if !s.Synced && g.tenantsHeld() && len(s.Members) == members && st.bindings.Synced() && st.identity.Synced() {
 				close(g.tenants)
 			}
-			select {
-			case <-change:
-			case <-deadline.C:
-				t.Fatalf("start %d: not synced within %s", try, waitLimit)
-			}
-		}
-		deadline.Stop()
+			return s.Synced
+		})
 		cancel()
 		<-done
 		if len(first.Members) != members || len(first.Profiles) != 1 || len(first.Tenants) != 1 || len(first.Unresolved) != 0 {
@@ -652,7 +640,7 @@ func (g *gatedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption
 		}
 	}
 	resp, err := g.KV.Get(ctx, key, opts...)
-	if wait == g.tenants && wait != nil {
+	if wait == g.tenants {
 		g.once.Do(func() { close(g.profiles) })
 	}
 	return resp, err
