@@ -79,6 +79,15 @@ func startNode(t *testing.T, opts *Options, endpoints ...string) *node {
 // before the test ends; calling it again does nothing.
 func runNode(t *testing.T, opts *Options, endpoints ...string) (*node, func()) {
 	t.Helper()
+	n, stop := runNodeOn(t, newClient(t, endpoints...), opts)
+	n.until("synced", func(s *store.Snapshot) bool { return s.Synced })
+	return n, stop
+}
+
+// runNodeOn is runNode through cli, and returns without waiting for the
+// first list.
+func runNodeOn(t *testing.T, cli *clientv3.Client, opts *Options) (*node, func()) {
+	t.Helper()
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -87,7 +96,6 @@ func runNode(t *testing.T, opts *Options, endpoints ...string) (*node, func()) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	cli := newClient(t, endpoints...)
 	st, err := New(cli, &o)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +114,6 @@ func runNode(t *testing.T, opts *Options, endpoints ...string) (*node, func()) {
 		})
 	}
 	t.Cleanup(stop)
-	n.until("synced", func(s *store.Snapshot) bool { return s.Synced })
 	return n, stop
 }
 
@@ -584,22 +591,14 @@ func TestStore_TheFirstSyncedSnapshotHoldsEveryObject(t *testing.T) {
 		cli := newClient(t)
 		g := &gatedKV{KV: cli.KV, tenants: make(chan struct{}), profiles: make(chan struct{})}
 		cli.KV = g
-		st, err := New(cli, &Options{Prefix: prefix(t), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		started := &node{t: t, st: st, cli: cli, change: st.Watch(ctx)}
-		done := make(chan error, 1)
-		go func() { done <- st.Run(ctx) }()
+		started, stop := runNodeOn(t, cli, nil)
 		first := started.until("synced", func(s *store.Snapshot) bool {
-			if !s.Synced && g.tenantsHeld() && len(s.Members) == members && st.bindings.Synced() && st.identity.Synced() {
+			if !s.Synced && g.tenantsHeld() && len(s.Members) == members && started.st.bindings.Synced() && started.st.identity.Synced() {
 				close(g.tenants)
 			}
 			return s.Synced
 		})
-		cancel()
-		<-done
+		stop()
 		if len(first.Members) != members || len(first.Profiles) != 1 || len(first.Tenants) != 1 || len(first.Unresolved) != 0 {
 			t.Fatalf("start %d: the first Synced snapshot holds %d members, %d profiles, %d tenants and %d unresolved references; want %d, 1, 1 and none",
 				try, len(first.Members), len(first.Profiles), len(first.Tenants), len(first.Unresolved), members)
