@@ -66,7 +66,9 @@ func New(protocol int) (*Validator, error) {
 	// against this document root.
 	schemaURL := fmt.Sprintf("https://herdr.invalid/protocol-%d/herdr-api.schema.json", protocol)
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(schemaURL, doc); err != nil {
+	c.AssertVocabs()
+	c.RegisterVocabulary(taggedVocabulary())
+	if err := c.AddResource(schemaURL, byTag(doc)); err != nil {
 		return nil, fmt.Errorf("schemacheck: add embedded protocol-%d schema: %w", protocol, err)
 	}
 	v := &Validator{protocol: protocol}
