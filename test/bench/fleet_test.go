@@ -117,21 +117,37 @@ type fleet struct {
 // tb ends.
 func startFleet(tb testing.TB, fake *herdrsim.Server, cfg fleetConfig) *fleet {
 	tb.Helper()
+	return startFleetOn(tb, fake, cfg, writeFleet(tb, cfg.members))
+}
+
+// writeFleet writes the Profile and the manifests of n members into
+// ROOT/manifests of a new directory ROOT and returns ROOT: what an operator
+// has in place before fleetd starts.
+func writeFleet(tb testing.TB, n int) string {
+	tb.Helper()
 	root := tb.TempDir()
-	dir, state := filepath.Join(root, "manifests"), filepath.Join(root, "state")
+	dir := filepath.Join(root, "manifests")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	names := memberNames(cfg.members)
 	write := func(file, content string) {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	write("profile.yaml", profileYAML)
-	for _, n := range names {
-		write(n+".yaml", memberYAML(n))
+	for _, name := range memberNames(n) {
+		write(name+".yaml", memberYAML(name))
 	}
+	return root
+}
+
+// startFleetOn starts a Manager on the manifests writeFleet wrote under
+// root, with its state directory beside them.
+func startFleetOn(tb testing.TB, fake *herdrsim.Server, cfg fleetConfig, root string) *fleet {
+	tb.Helper()
+	dir, state := filepath.Join(root, "manifests"), filepath.Join(root, "state")
+	names := memberNames(cfg.members)
 	st, err := dirstore.New(dir, &dirstore.Options{StateDir: state, Logger: quietLogger()})
 	if err != nil {
 		tb.Fatal(err)

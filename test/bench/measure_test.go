@@ -50,8 +50,9 @@ func measureConvergence(tb testing.TB, cfg convergenceConfig) convergence {
 	opts := func() *herdrsim.Options { return &herdrsim.Options{ReadyDelay: cfg.ready} }
 
 	fake := startFakeWith(tb, opts(), cfg.latency)
+	written := writeFleet(tb, cfg.members) // the operator's, before fleetd starts
 	start, cpu := time.Now(), cpuTime(tb)
-	f := startFleet(tb, fake, fleetConfig{members: cfg.members, poll: cfg.poll})
+	f := startFleetOn(tb, fake, fleetConfig{members: cfg.members, poll: cfg.poll}, written)
 	if err := f.waitReady(ctx); err != nil {
 		tb.Fatal(err)
 	}
