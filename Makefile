@@ -107,7 +107,7 @@ BENCHARGS      ?=
 FLEETBENCHARGS ?=
 BENCHMEMBERS   ?= 1000
 bench: build
-	@echo "running the fleet benchmarks (6–8 minutes on a quiet machine, FleetScale about 3 of them; more under load)..."
+	@echo "running the fleet benchmarks (3.5–4 minutes on a quiet machine, FleetScale about 2 of them; more under load)..."
 	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/bench/ -args $(BENCHARGS) > bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
 	@$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./test/multihost/ -args $(FLEETBENCHARGS) >> bin/bench.txt 2>&1 || { cat bin/bench.txt; exit 1; }
 	$(GO) run ./test/bench/cmd/benchtable -fleetd $(BIN) -members $(BENCHMEMBERS) < bin/bench.txt
