@@ -107,12 +107,8 @@ func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 	}
 	changed := rec.Source != source
 	if !changed {
-		was := rec.Object
-		if rec.obj != nil {
-			was, _ = json.Marshal(rec.obj)
-		}
 		data, err := json.Marshal(obj)
-		changed = err != nil || !bytes.Equal(was, data)
+		changed = err != nil || !bytes.Equal(recordedJSON(rec), data)
 	}
 	rec.Source, rec.Object, rec.obj = source, nil, obj
 	b.recs[key] = rec
@@ -131,6 +127,22 @@ func (b *metaBook) lastGood(path string) decode.FileResult {
 		}
 	}
 	return f
+}
+
+// recordedJSON is the record's definition as json.Marshal writes it: the
+// object's own encoding, or the one read from the objects file, which
+// holds it indented (compacted here, so that a definition read back
+// compares equal to the same object encoded again).
+func recordedJSON(rec metaRecord) []byte {
+	if rec.obj != nil {
+		data, _ := json.Marshal(rec.obj)
+		return data
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, rec.Object) != nil {
+		return rec.Object
+	}
+	return buf.Bytes()
 }
 
 // baseline is what was in effect when the records were last saved: every
