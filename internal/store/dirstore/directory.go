@@ -333,6 +333,7 @@ func (d *Directory) scan() {
 	prev := d.hold.Input()
 	changed := !prev.Synced || prev.Unreadable != nil
 	seen := map[string]bool{}
+	var recorded map[string][]string // the records' keys by file, once a new file needs them
 	for _, path := range paths {
 		data, err := d.read(path, d.maxBytes)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -341,7 +342,10 @@ func (d *Directory) scan() {
 		seen[path] = true
 		st := d.files[path]
 		if st == nil {
-			st = &fileState{good: d.meta.lastGood(path)}
+			if recorded == nil {
+				recorded = d.meta.keysBySource()
+			}
+			st = &fileState{good: d.meta.lastGood(path, recorded[path])}
 			d.files[path] = st
 			changed = true
 		}

@@ -115,15 +115,28 @@ func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 	b.dirty = b.dirty || changed
 }
 
-// lastGood returns the last good objects of the file at path, as recorded,
-// in name order; none when the records have none.
-func (b *metaBook) lastGood(path string) decode.FileResult {
-	f := decode.FileResult{Path: path}
+// keysBySource indexes the records' keys by the file that defined them,
+// each file's keys in name order: a scan meeting a thousand files it has
+// not read before (every file, at a restart) looks each one's records up
+// here instead of sorting and walking every record per file.
+func (b *metaBook) keysBySource() map[string][]string {
+	out := map[string][]string{}
 	for _, key := range slices.Sorted(maps.Keys(b.recs)) {
-		if rec := b.recs[key]; rec.Source == path {
-			if obj := rec.object(key); obj != nil {
-				f.Objects = append(f.Objects, obj)
-			}
+		if src := b.recs[key].Source; src != "" {
+			out[src] = append(out[src], key)
+		}
+	}
+	return out
+}
+
+// lastGood returns the last good objects of the file at path, as recorded
+// under keys (its keys in keysBySource), in name order; none when the
+// records have none.
+func (b *metaBook) lastGood(path string, keys []string) decode.FileResult {
+	f := decode.FileResult{Path: path}
+	for _, key := range keys {
+		if obj := b.recs[key].object(key); obj != nil {
+			f.Objects = append(f.Objects, obj)
 		}
 	}
 	return f
