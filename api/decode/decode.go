@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -687,8 +688,31 @@ func fieldByJSONName(v reflect.Value, name string) reflect.Value {
 }
 
 // jsonFields lists the JSON fields of struct type t as encoding/json sees
-// them: tag names, with embedded untagged structs flattened.
+// them: tag names, with embedded untagged structs flattened. The answer is
+// listed once per type and shared: callers must not change it. (Listing
+// the fields by reflection at every mapping was a third of the time to
+// decode a member's manifest, which a restart does for every member.)
 func jsonFields(t reflect.Type) (map[string]reflect.Type, []string) {
+	if f, ok := fieldsOf.Load(t); ok {
+		sf := f.(structFields)
+		return sf.byName, sf.names
+	}
+	fields, names := listJSONFields(t)
+	fieldsOf.Store(t, structFields{byName: fields, names: names})
+	return fields, names
+}
+
+// structFields is jsonFields' answer for one struct type.
+type structFields struct {
+	byName map[string]reflect.Type
+	names  []string
+}
+
+// fieldsOf holds jsonFields' answers by struct type (reflect.Type →
+// structFields); the types are the API's, a fixed few.
+var fieldsOf sync.Map
+
+func listJSONFields(t reflect.Type) (map[string]reflect.Type, []string) {
 	fields := map[string]reflect.Type{}
 	var names []string
 	var add func(t reflect.Type)
