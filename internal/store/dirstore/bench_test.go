@@ -2,10 +2,6 @@ package dirstore
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -16,27 +12,15 @@ import (
 func BenchmarkNew_Restart(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			dir, state := b.TempDir(), b.TempDir()
 			files := map[string]string{"profile.yaml": profileDoc}
 			for i := range n {
 				name := fmt.Sprintf("m%04d", i)
 				files[name+".yaml"] = memberDoc(name, "codex-fast")
 			}
-			for f, content := range files {
-				if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
-					b.Fatal(err)
-				}
-			}
-			opts := &Options{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			if _, err := New(dir, opts); err != nil { // the first start writes the records
-				b.Fatal(err)
-			}
+			h := newFiles(b, files)
+			h.restarted() // the first start writes the records
 			for b.Loop() {
-				d, err := New(dir, opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if got := len(d.Snapshot().Members); got != n {
+				if got := len(h.restarted().Snapshot().Members); got != n {
 					b.Fatalf("%d members after the restart, want %d", got, n)
 				}
 			}

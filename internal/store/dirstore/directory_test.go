@@ -46,7 +46,7 @@ func memberDoc(name, profile string) string {
 //     completed reads (a channel, no polling) under one generous deadline
 //     for the whole test.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	state string
 	d     *Directory
@@ -78,7 +78,7 @@ func newWatchedHarness(t *testing.T, files map[string]string) *harness {
 	return h
 }
 
-func newFiles(t *testing.T, files map[string]string) *harness {
+func newFiles(t testing.TB, files map[string]string) *harness {
 	t.Helper()
 	root := t.TempDir()
 	h := &harness{t: t, dir: filepath.Join(root, "manifests"), state: filepath.Join(root, "state")}
