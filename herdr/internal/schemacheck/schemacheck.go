@@ -65,10 +65,8 @@ func New(protocol int) (*Validator, error) {
 	// are fragment-only ("#/schemas/<name>/$defs/…"), so they resolve
 	// against this document root.
 	schemaURL := fmt.Sprintf("https://herdr.invalid/protocol-%d/herdr-api.schema.json", protocol)
-	c := jsonschema.NewCompiler()
-	c.AssertVocabs()
-	c.RegisterVocabulary(taggedVocabulary())
-	if err := c.AddResource(schemaURL, byTag(doc)); err != nil {
+	c, err := newCompiler(schemaURL, byTag(doc))
+	if err != nil {
 		return nil, fmt.Errorf("schemacheck: add embedded protocol-%d schema: %w", protocol, err)
 	}
 	v := &Validator{protocol: protocol}

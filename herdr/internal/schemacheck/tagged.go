@@ -173,6 +173,15 @@ func anys(ss []string) []any {
 // (the enum and required beside it reject the rest).
 const taggedKeyword = "x-fleetd-tagged-union"
 
+// newCompiler returns a compiler that knows taggedKeyword, with doc added
+// under url.
+func newCompiler(url string, doc any) (*jsonschema.Compiler, error) {
+	c := jsonschema.NewCompiler()
+	c.AssertVocabs()
+	c.RegisterVocabulary(taggedVocabulary())
+	return c, c.AddResource(url, doc)
+}
+
 func taggedVocabulary() *jsonschema.Vocabulary {
 	return &jsonschema.Vocabulary{
 		URL:        "https://fleetd.invalid/vocab/tagged-union",
