@@ -47,9 +47,14 @@ type Queue struct {
 	dirty        map[string]time.Time // waiting keys → when they were added
 	processing   map[string]time.Time // keys held by a worker → when taken
 	shuttingDown bool
-	// changed is notified, under mu, of every change a Get or
-	// WaitInactive may wait for.
+	// changed is notified, under mu, of every change WaitInactive may
+	// wait for.
 	changed notify.Signal
+	// work wakes one Get waiting for a key: a key queued sends to it, and
+	// a Get that takes a key and leaves others passes it on. Waking every
+	// idle worker for each key (changed) would have them all race for it,
+	// and all but one go back to sleep.
+	work chan struct{}
 
 	waitingMu sync.Mutex
 	waiting   delayHeap
@@ -94,6 +99,7 @@ func New(opts *Options) *Queue {
 		processing: map[string]time.Time{},
 		waitIndex:  map[string]*delayed{},
 		kick:       make(chan struct{}, 1),
+		work:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
@@ -119,6 +125,7 @@ func (q *Queue) Add(key string) {
 	}
 	q.queue = append(q.queue, key)
 	q.metrics.depth.Inc()
+	q.handOff()
 	q.wake()
 }
 
@@ -186,13 +193,16 @@ func (q *Queue) Get(ctx context.Context) (key string, ok bool) {
 			q.metrics.queueDuration.Observe(now.Sub(q.dirty[key]).Seconds())
 			delete(q.dirty, key)
 			q.processing[key] = now
+			if len(q.queue) > 0 {
+				q.handOff()
+			}
 			q.mu.Unlock()
 			return key, true
 		}
-		ch := q.changed.Changed()
 		q.mu.Unlock()
 		select {
-		case <-ch:
+		case <-q.work:
+		case <-q.stop:
 		case <-ctx.Done():
 			return "", false
 		}
@@ -211,6 +221,7 @@ func (q *Queue) Done(key string) {
 	if _, ok := q.dirty[key]; ok && !q.shuttingDown {
 		q.queue = append(q.queue, key)
 		q.metrics.depth.Inc()
+		q.handOff()
 	}
 	q.wake()
 }
@@ -286,9 +297,18 @@ func (q *Queue) ShuttingDown() bool {
 	return q.shuttingDown
 }
 
-// wake releases every Get and WaitInactive waiting for a change. q.mu must
-// be held.
+// wake releases every WaitInactive waiting for a change. q.mu must be
+// held.
 func (q *Queue) wake() { q.changed.Notify() }
+
+// handOff wakes one Get waiting for a key, unless one is already to be
+// woken. q.mu must be held.
+func (q *Queue) handOff() {
+	select {
+	case q.work <- struct{}{}:
+	default:
+	}
+}
 
 // delayLoop moves delayed keys onto the queue when their time comes.
 func (q *Queue) delayLoop() {

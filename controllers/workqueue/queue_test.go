@@ -2,6 +2,8 @@ package workqueue
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -201,6 +203,78 @@ func TestQueue_ShutDownReleasesGetAndIgnoresAdds(t *testing.T) {
 		}
 		q.ShutDown() // idempotent
 	})
+}
+
+func TestQueue_KeysQueuedAtOnceWakeAsManyWaitingWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		const workers = 3
+		got := make(chan string, workers)
+		for range workers {
+			go func() {
+				if k, ok := q.Get(t.Context()); ok {
+					got <- k // held: no Done
+				}
+			}()
+		}
+		synctest.Wait() // every worker waits in Get
+		q.Add("a")
+		q.Add("b")
+		q.Add("c")
+		synctest.Wait()
+		taken := map[string]bool{}
+		for len(got) > 0 {
+			taken[<-got] = true
+		}
+		if diff := cmp.Diff(map[string]bool{"a": true, "b": true, "c": true}, taken); diff != "" {
+			t.Errorf("keys taken by the %d waiting workers (-want +got):\n%s", workers, diff)
+		}
+	})
+}
+
+// TestQueue_EveryKeyIsTakenWithNothingAddedAfter races adds against
+// workers going to sleep: each queued key must wake a worker by itself —
+// a lost wake-up would leave keys queued with every worker asleep, since
+// nothing is added afterwards to wake one.
+func TestQueue_EveryKeyIsTakenWithNothingAddedAfter(t *testing.T) {
+	q := New(nil)
+	defer q.ShutDown()
+	const workers, keys = 8, 4000
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	taken := make(chan struct{}, keys)
+	for range workers {
+		go func() {
+			for {
+				k, ok := q.Get(ctx)
+				if !ok {
+					return
+				}
+				runtime.Gosched()
+				q.Done(k)
+				taken <- struct{}{}
+			}
+		}()
+	}
+	for p := range 2 {
+		go func() {
+			for i := range keys / 2 {
+				q.Add(fmt.Sprintf("p%d-%d", p, i))
+				if i%7 == 0 {
+					runtime.Gosched()
+				}
+			}
+		}()
+	}
+	deadline := time.After(10 * time.Second) // bounds a failure; the keys take milliseconds
+	for n := 0; n < keys; n++ {
+		select {
+		case <-taken:
+		case <-deadline:
+			t.Fatalf("%d of %d keys taken; %d still queued with every worker waiting", n, keys, q.Len())
+		}
+	}
 }
 
 func TestQueue_GetHonoursContext(t *testing.T) {
