@@ -40,6 +40,7 @@ type Manager struct {
 	memory   *memoryBook
 	revs     rollout.Store // profiles' and members' revisions, profiles' halts
 	rolls    *rollouts     // the profiles' rollouts (rollout.go)
+	digests  digests       // refsHash of the objects a reconcile reads (rollout.go)
 
 	// ownMu keeps the orphan sweep (write lock) from running between a
 	// tab.create and the write of its ownership record (read lock, so that

@@ -112,6 +112,45 @@ func refsHash(p *v1alpha1.Profile, t *v1alpha1.Tenant) string {
 	return hex.EncodeToString(sum[:12])
 }
 
+// digests remembers refsHash by the objects it digests. A snapshot never
+// changes an object it holds — a changed definition is a new object — so
+// the digest of the same profile and tenant is the same; every reconcile
+// of a member compares its pane's digest with the current one, and a
+// fleet's members share a few profiles. It forgets everything once it
+// holds maxDigests, so that replaced objects are not kept for good.
+type digests struct {
+	mu   sync.Mutex
+	refs map[refsKey]string
+}
+
+type refsKey struct {
+	p *v1alpha1.Profile
+	t *v1alpha1.Tenant
+}
+
+// maxDigests bounds what digests remembers: many times the profile and
+// tenant pairs of a fleet, far less memory than one member's state.
+const maxDigests = 1024
+
+// refsOf is refsHash(p, t).
+func (d *digests) refsOf(p *v1alpha1.Profile, t *v1alpha1.Tenant) string {
+	k := refsKey{p, t}
+	d.mu.Lock()
+	h, ok := d.refs[k]
+	d.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = refsHash(p, t)
+	d.mu.Lock()
+	if d.refs == nil || len(d.refs) >= maxDigests {
+		d.refs = map[refsKey]string{}
+	}
+	d.refs[k] = h
+	d.mu.Unlock()
+	return h
+}
+
 // tenantOf is the Tenant mem targets, nil for a resident target (or one
 // the snapshot lacks).
 func tenantOf(mem *v1alpha1.Member, snap *store.Snapshot) *v1alpha1.Tenant {
@@ -123,7 +162,9 @@ func tenantOf(mem *v1alpha1.Member, snap *store.Snapshot) *v1alpha1.Tenant {
 
 // refs is the digest of what the member's launch takes from its profile
 // and tenant as they are now.
-func (r *memberReconcile) refs() string { return refsHash(r.profile, tenantOf(r.mem, r.snap)) }
+func (r *memberReconcile) refs() string {
+	return r.m.digests.refsOf(r.profile, tenantOf(r.mem, r.snap))
+}
 
 // keepRefs gives a pane recorded before fleetd kept the digest of its
 // references the current one, as it is: it was launched with whatever
@@ -277,24 +318,12 @@ func replacing(mm memory) string {
 // is held (their agent is not replaced, prune.go), are left out.
 func (m *Manager) profileStates(p *v1alpha1.Profile, snap *store.Snapshot) []rollout.MemberState {
 	var out []rollout.MemberState
-	// The digest of p and a tenant is the same for every member that
-	// targets it: computed once per tenant (nil: a resident target), not
-	// once per member — /metrics asks for every profile on each scrape.
-	refs := map[*v1alpha1.Tenant]string{}
-	refsOf := func(t *v1alpha1.Tenant) string {
-		h, ok := refs[t]
-		if !ok {
-			h = refsHash(p, t)
-			refs[t] = h
-		}
-		return h
-	}
 	for _, name := range sortedNames(snap.Members) {
 		mem := snap.Members[name]
 		if _, held := snap.PruneHeld[name]; mem.Spec.Profile != p.Name || mem.Spec.Paused || held {
 			continue
 		}
-		out = append(out, m.localState(mem, p, refsOf(tenantOf(mem, snap))))
+		out = append(out, m.localState(mem, p, m.digests.refsOf(p, tenantOf(mem, snap))))
 	}
 	m.rolls.mu.Lock()
 	peers := m.rolls.peers

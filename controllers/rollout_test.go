@@ -486,3 +486,30 @@ func TestLaunchHashOf_FollowsTheDefinition(t *testing.T) {
 		t.Errorf("the first definition again: %q, want %q", got, launchHash(first))
 	}
 }
+
+func TestDigests_RefsOfIsTheDigestOfEachDefinition(t *testing.T) {
+	profile := func(args ...string) *v1alpha1.Profile {
+		return &v1alpha1.Profile{ObjectMeta: v1alpha1.ObjectMeta{Name: "reviewer"}, Spec: v1alpha1.ProfileSpec{Harness: "codex", Args: args}}
+	}
+	tenant := &v1alpha1.Tenant{ObjectMeta: v1alpha1.ObjectMeta{Name: "acme"}, Spec: v1alpha1.TenantSpec{URL: "https://mcp.acme.test/mcp"}}
+	var d digests
+	p1, p2 := profile("-m", "a"), profile("-m", "b")
+	for _, tc := range []struct {
+		p *v1alpha1.Profile
+		t *v1alpha1.Tenant
+	}{{p1, nil}, {p2, nil}, {p1, tenant}, {p1, nil}, {p2, tenant}} {
+		if got, want := d.refsOf(tc.p, tc.t), refsHash(tc.p, tc.t); got != want {
+			t.Errorf("refsOf(%v, tenant %v) = %s, want refsHash's %s", tc.p.Spec.Args, tc.t != nil, got, want)
+		}
+	}
+	if d.refsOf(p1, nil) == d.refsOf(p2, nil) || d.refsOf(p1, nil) == d.refsOf(p1, tenant) {
+		t.Error("a changed profile or a tenant target kept the digest of another definition")
+	}
+	// Replaced definitions are not kept for good.
+	for i := range 3 * maxDigests {
+		d.refsOf(profile(fmt.Sprint(i)), nil)
+		if n := len(d.refs); n > maxDigests {
+			t.Fatalf("after %d definitions the memo holds %d, want at most %d", i+1, n, maxDigests)
+		}
+	}
+}
