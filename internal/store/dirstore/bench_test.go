@@ -1,8 +1,13 @@
 package dirstore
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"testing"
+
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // BenchmarkNew_Restart: New over n members' files whose records an earlier
@@ -22,6 +27,33 @@ func BenchmarkNew_Restart(b *testing.B) {
 			for b.Loop() {
 				if got := len(h.restarted().Snapshot().Members); got != n {
 					b.Fatalf("%d members after the restart, want %d", got, n)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNew_FirstStart: New over n members' files with an empty state
+// directory — the first `fleetd serve` on a fleet: every file is read and
+// decoded, every object stamped, and the objects file written once.
+func BenchmarkNew_FirstStart(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			files := map[string]string{"profile.yaml": profileDoc}
+			for i := range n {
+				name := fmt.Sprintf("m%04d", i)
+				files[name+".yaml"] = memberDoc(name, "codex-fast")
+			}
+			h := newFiles(b, files)
+			objects := statedir.At(h.state).Objects()
+			for b.Loop() {
+				b.StopTimer()
+				if err := os.Remove(objects); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if got := len(h.restarted().Snapshot().Members); got != n {
+					b.Fatalf("%d members after the first start, want %d", got, n)
 				}
 			}
 		})
