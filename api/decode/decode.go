@@ -2,12 +2,12 @@ package decode
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,21 +217,31 @@ func isParserProblem(msg string) bool {
 
 // docDecoder decodes one document. It walks the yaml.v3 node tree against
 // the Go type, by reflection over JSON tags, collecting every problem with
-// its line, and builds a cleaned JSON value holding only the fields that
-// passed. That value is then decoded strictly with encoding/json, defaulted
-// and validated; validation errors are located through lines, and dropped
-// when they only restate a structural error already reported.
+// its line, and sets the typed object's fields that pass as encoding/json
+// would decode them. The object is then defaulted and validated;
+// validation errors are located through lines, and dropped when they only
+// restate a structural error already reported.
+//
+// The walk used to build a generic value of the fields that passed and
+// decode it with encoding/json: a JSON round trip per document, a third of
+// a small manifest's decoding. Setting the fields directly gives the same
+// object because the walk already admits only what decodes: names
+// jsonFields lists, scalars of the field's kind, and the API's types that
+// decode JSON themselves — v1alpha1.Duration, v1alpha1.IntOrPercent and
+// time.Time — by their own rules (TestWalk_DecodesEveryTypeItself keeps
+// it so when a type is added).
 type docDecoder struct {
-	file    string
-	off     int                 // added to a node's line to get the file's line
-	docLine int                 // file line of the document's content
-	errs    ErrorList           //
-	lines   map[string]int      // field path → file line of its key
-	bad     map[string]bool     // field paths that already have a structural error
-	skip    map[*yaml.Node]bool // mapping keys already reported (duplicates, closed-shape)
-	zeros   []string            // paths of durations written as zero ("0s"), which defaulting must not hide
-	visits  int
-	stopped bool // a limit was hit; the document is abandoned
+	file     string
+	off      int                 // added to a node's line to get the file's line
+	docLine  int                 // file line of the document's content
+	errs     ErrorList           //
+	lines    map[string]int      // field path → file line of its key
+	bad      map[string]bool     // field paths that already have a structural error
+	skip     map[*yaml.Node]bool // mapping keys already reported (duplicates, closed-shape)
+	zeros    []string            // paths of durations written as zero ("0s"), which defaulting must not hide
+	visits   int
+	stopped  bool  // a limit was hit; the document is abandoned
+	internal error // a value the walk admitted did not decode: a bug
 }
 
 func (d *docDecoder) errorf(field string, line int, format string, args ...any) {
@@ -336,19 +346,13 @@ func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
 		}
 	}
 
-	clean, _ := d.walk(n, typ, "", 0)
+	d.walk(n, reflect.ValueOf(obj).Elem(), "", 0)
 	if d.stopped {
 		return nil
 	}
-	raw, err := json.Marshal(clean)
-	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(obj)
-	}
-	if err != nil {
+	if d.internal != nil {
 		// The walk admits only values that decode; reaching this is a bug.
-		d.errorf("", d.docLine, "internal error: decode checked document: %v", err)
+		d.errorf("", d.docLine, "internal error: decode checked document: %v", d.internal)
 		return nil
 	}
 	obj.SetDefaults()
@@ -378,14 +382,14 @@ func (d *docDecoder) checkDuplicates(n *yaml.Node, t reflect.Type, path string, 
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
-		var fields map[string]reflect.Type
+		var fields map[string]jsonField
 		if t != nil && t.Kind() == reflect.Struct {
 			fields, _ = jsonFields(t)
 		}
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			p, vt := joinField(path, k.Value), fields[k.Value]
+			p, vt := joinField(path, k.Value), fields[k.Value].typ
 			if t != nil && t.Kind() == reflect.Map {
 				p, vt = mapField(path, k.Value), t.Elem()
 			}
@@ -437,145 +441,172 @@ func (d *docDecoder) checkClosed(n *yaml.Node, path string, depth int) {
 	}
 }
 
-// walk checks n against t and returns the JSON-ready value of the parts
-// that fit; ok is false when n contributed nothing usable.
-func (d *docDecoder) walk(n *yaml.Node, t reflect.Type, path string, depth int) (v any, ok bool) {
+// walk checks n against v's type and sets v to the parts that fit, as
+// encoding/json would decode them: a struct, map or list that is there at
+// all is set, with the fields, entries or items that fit; a pointer is set
+// to a new value; a scalar only when it fits. ok is false when n
+// contributed nothing and v was left as it was.
+func (d *docDecoder) walk(n *yaml.Node, v reflect.Value, path string, depth int) (ok bool) {
 	if n = d.enter(n, depth); n == nil {
-		return nil, false
+		return false
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	return d.walkValue(n, v, path, depth)
+}
+
+// walkValue is walk once n is entered.
+func (d *docDecoder) walkValue(n *yaml.Node, v reflect.Value, path string, depth int) bool {
+	if v.Kind() == reflect.Pointer {
+		p := reflect.New(v.Type().Elem())
+		if !d.walkValue(n, p.Elem(), path, depth) {
+			return false
+		}
+		v.Set(p)
+		return true
 	}
 	line := d.lineFor(path)
 	if path == "" {
 		line = d.line(n)
 	}
-	switch t {
+	switch v.Type() {
 	case reflect.TypeFor[v1alpha1.Duration]():
-		return d.duration(n, path, line)
+		return d.duration(n, v, path, line)
 	case reflect.TypeFor[v1alpha1.IntOrPercent]():
-		return d.intOrPercent(n, path, line)
+		return d.intOrPercent(n, v, path, line)
 	case reflect.TypeFor[time.Time]():
-		return d.timestamp(n, path, line)
+		return d.timestamp(n, v, path, line)
 	}
-	switch t.Kind() {
+	switch v.Kind() {
 	case reflect.Slice:
-		return d.list(n, t, path, line, depth)
+		return d.list(n, v, path, line, depth)
 	case reflect.Map:
-		return d.mapping(n, t, path, line, depth)
+		return d.mapping(n, v, path, line, depth)
 	case reflect.Struct:
-		return d.object(n, t, path, line, depth)
+		return d.object(n, v, path, line, depth)
 	}
-	return d.scalar(n, t, path, line)
+	return d.scalar(n, v, path, line)
 }
 
 // duration reads a v1alpha1.Duration ("60s"), noting a zero one.
-func (d *docDecoder) duration(n *yaml.Node, path string, line int) (any, bool) {
+func (d *docDecoder) duration(n *yaml.Node, v reflect.Value, path string, line int) bool {
 	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
 	if !scalar || tag != "!!str" {
 		d.errorf(path, line, "want a duration such as \"60s\" or \"15m\", got %s", describe(n))
-		return nil, false
+		return false
 	}
-	v, err := time.ParseDuration(n.Value)
+	dur, err := time.ParseDuration(n.Value)
 	if err != nil {
 		d.errorf(path, line, "invalid duration %q; want a form such as \"60s\" or \"15m\"", n.Value)
-		return nil, false
+		return false
 	}
-	if v == 0 {
+	if dur == 0 {
 		d.zeros = append(d.zeros, path)
 	}
-	return n.Value, true
+	v.Set(reflect.ValueOf(v1alpha1.Duration{Duration: dur}))
+	return true
 }
 
 // intOrPercent reads a v1alpha1.IntOrPercent (2, or "25%").
-func (d *docDecoder) intOrPercent(n *yaml.Node, path string, line int) (any, bool) {
+func (d *docDecoder) intOrPercent(n *yaml.Node, v reflect.Value, path string, line int) bool {
 	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
 	if scalar && tag == "!!int" {
 		i, err := strconv.ParseInt(n.Value, 10, 32)
 		if err != nil {
 			d.errorf(path, line, "invalid count %s; want a count such as 2 or a percent such as \"25%%\"", n.Value)
-			return nil, false
+			return false
 		}
-		return i, true
+		v.Set(reflect.ValueOf(v1alpha1.IntOrPercent{Value: int32(i)}))
+		return true
 	}
 	if !scalar || tag != "!!str" {
 		d.errorf(path, line, "want a count such as 2 or a percent such as \"25%%\", got %s", describe(n))
-		return nil, false
+		return false
 	}
-	if _, err := v1alpha1.ParsePercent(n.Value); err != nil {
+	p, err := v1alpha1.ParsePercent(n.Value)
+	if err != nil {
 		d.errorf(path, line, "%v", err)
-		return nil, false
+		return false
 	}
-	return n.Value, true
+	v.Set(reflect.ValueOf(p))
+	return true
 }
 
-// timestamp reads an RFC 3339 time.
-func (d *docDecoder) timestamp(n *yaml.Node, path string, line int) (any, bool) {
+// timestamp reads an RFC 3339 time. time.Parse is more lenient than
+// encoding/json's strict RFC 3339; a time only it accepts is an internal
+// error, as it was when the walk's output went through encoding/json.
+func (d *docDecoder) timestamp(n *yaml.Node, v reflect.Value, path string, line int) bool {
 	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
 	if !scalar || (tag != "!!str" && tag != "!!timestamp") {
 		d.errorf(path, line, "want an RFC 3339 time, got %s", describe(n))
-		return nil, false
+		return false
 	}
 	if _, err := time.Parse(time.RFC3339, n.Value); err != nil {
 		d.errorf(path, line, "invalid time %q; want RFC 3339 such as 2026-01-02T15:04:05Z", n.Value)
-		return nil, false
+		return false
 	}
-	return n.Value, true
+	if err := v.Addr().Interface().(*time.Time).UnmarshalText([]byte(n.Value)); err != nil && d.internal == nil {
+		d.internal = err
+	}
+	return true
 }
 
-// scalar reads a string, a bool or an integer of Go type t.
-func (d *docDecoder) scalar(n *yaml.Node, t reflect.Type, path string, line int) (any, bool) {
+// scalar reads a string, a bool or an integer into v.
+func (d *docDecoder) scalar(n *yaml.Node, v reflect.Value, path string, line int) bool {
 	scalar, tag := n.Kind == yaml.ScalarNode, n.ShortTag()
-	switch t.Kind() {
+	switch v.Kind() {
 	case reflect.String:
 		if !scalar || (tag != "!!str" && tag != "!!timestamp") {
 			d.errorf(path, line, "want a string, got %s", describe(n))
-			return nil, false
+			return false
 		}
-		return n.Value, true
+		v.SetString(n.Value)
+		return true
 	case reflect.Bool:
 		var b bool
 		if !scalar || tag != "!!bool" || n.Decode(&b) != nil {
 			d.errorf(path, line, "want true or false, got %s", describe(n))
-			return nil, false
+			return false
 		}
-		return b, true
+		v.SetBool(b)
+		return true
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		i, err := strconv.ParseInt(n.Value, 0, t.Bits())
+		i, err := strconv.ParseInt(n.Value, 0, v.Type().Bits())
 		if !scalar || tag != "!!int" || err != nil {
 			d.errorf(path, line, "want an integer, got %s", describe(n))
-			return nil, false
+			return false
 		}
-		return i, true
+		v.SetInt(i)
+		return true
 	}
-	d.errorf(path, line, "internal error: no decoder for Go type %s", t)
-	return nil, false
+	d.errorf(path, line, "internal error: no decoder for Go type %s", v.Type())
+	return false
 }
 
-// list reads a sequence of t's elements.
-func (d *docDecoder) list(n *yaml.Node, t reflect.Type, path string, line, depth int) (any, bool) {
+// list reads a sequence of v's elements.
+func (d *docDecoder) list(n *yaml.Node, v reflect.Value, path string, line, depth int) bool {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(path, line, "want a list, got %s", describe(n))
-		return nil, false
+		return false
 	}
-	out := make([]any, 0, len(n.Content))
+	out := reflect.MakeSlice(v.Type(), 0, len(n.Content))
 	for i, item := range n.Content {
 		p := indexField(path, i)
 		d.lines[p] = d.line(item)
-		if v, ok := d.walk(item, t.Elem(), p, depth+1); ok {
-			out = append(out, v)
+		elem := reflect.New(v.Type().Elem()).Elem()
+		if d.walk(item, elem, p, depth+1) {
+			out = reflect.Append(out, elem)
 		}
 	}
-	return out, true
+	v.Set(out)
+	return true
 }
 
-// mapping reads a map with string keys of t's elements.
-func (d *docDecoder) mapping(n *yaml.Node, t reflect.Type, path string, line, depth int) (any, bool) {
+// mapping reads a map with string keys of v's elements.
+func (d *docDecoder) mapping(n *yaml.Node, v reflect.Value, path string, line, depth int) bool {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(path, line, "want a mapping, got %s", describe(n))
-		return nil, false
+		return false
 	}
-	out := map[string]any{}
+	out := reflect.MakeMap(v.Type())
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if d.skip[k] {
@@ -590,23 +621,25 @@ func (d *docDecoder) mapping(n *yaml.Node, t reflect.Type, path string, line, de
 			d.errorf(p, d.line(k), "want a string key, got %s; quote it", describe(k))
 			continue
 		}
-		if v, ok := d.walk(val, t.Elem(), p, depth+1); ok {
-			out[k.Value] = v
+		elem := reflect.New(v.Type().Elem()).Elem()
+		if d.walk(val, elem, p, depth+1) {
+			out.SetMapIndex(reflect.ValueOf(k.Value).Convert(v.Type().Key()), elem)
 		}
 	}
-	return out, true
+	v.Set(out)
+	return true
 }
 
 // object reads a struct by its JSON field names: an unknown field is an
 // error (a legacy one says how to migrate), an explicit null leaves the
 // field unset, fleetd-owned fields are skipped.
-func (d *docDecoder) object(n *yaml.Node, t reflect.Type, path string, line, depth int) (any, bool) {
+func (d *docDecoder) object(n *yaml.Node, v reflect.Value, path string, line, depth int) bool {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(path, line, "want a mapping, got %s", describe(n))
-		return nil, false
+		return false
 	}
+	t := v.Type()
 	fields, names := jsonFields(t)
-	out := map[string]any{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if d.skip[k] {
@@ -621,7 +654,7 @@ func (d *docDecoder) object(n *yaml.Node, t reflect.Type, path string, line, dep
 		if FleetdOwned(p) {
 			continue
 		}
-		ft, known := fields[k.Value]
+		f, known := fields[k.Value]
 		switch {
 		case !known && p == "spec.mcpTransport" && t == reflect.TypeFor[v1alpha1.MemberSpec]():
 			d.errorf(p, d.line(k), "legacy field; run \"fleetd migrate DIR\" to rewrite it as spec.mcpTarget and spec.transport")
@@ -630,12 +663,10 @@ func (d *docDecoder) object(n *yaml.Node, t reflect.Type, path string, line, dep
 		case val.Kind == yaml.ScalarNode && val.ShortTag() == "!!null":
 			// An explicit null leaves the field unset, as in Kubernetes.
 		default:
-			if v, ok := d.walk(val, ft, p, depth+1); ok {
-				out[k.Value] = v
-			}
+			d.walk(val, v.FieldByIndex(f.index), p, depth+1)
 		}
 	}
-	return out, true
+	return true
 }
 
 // zeroDuration sets the v1alpha1.Duration at path (JSON field names joined
@@ -688,11 +719,12 @@ func fieldByJSONName(v reflect.Value, name string) reflect.Value {
 }
 
 // jsonFields lists the JSON fields of struct type t as encoding/json sees
-// them: tag names, with embedded untagged structs flattened. The answer is
+// them: tag names, with embedded untagged structs flattened, each with its
+// type and where it is in t (for reflect.Value.FieldByIndex). The answer is
 // listed once per type and shared: callers must not change it. (Listing
 // the fields by reflection at every mapping was a third of the time to
 // decode a member's manifest, which a restart does for every member.)
-func jsonFields(t reflect.Type) (map[string]reflect.Type, []string) {
+func jsonFields(t reflect.Type) (map[string]jsonField, []string) {
 	if f, ok := fieldsOf.Load(t); ok {
 		sf := f.(structFields)
 		return sf.byName, sf.names
@@ -704,19 +736,25 @@ func jsonFields(t reflect.Type) (map[string]reflect.Type, []string) {
 
 // structFields is jsonFields' answer for one struct type.
 type structFields struct {
-	byName map[string]reflect.Type
+	byName map[string]jsonField
 	names  []string
+}
+
+// jsonField is one JSON field of a struct type.
+type jsonField struct {
+	typ   reflect.Type
+	index []int
 }
 
 // fieldsOf holds jsonFields' answers by struct type (reflect.Type →
 // structFields); the types are the API's, a fixed few.
 var fieldsOf sync.Map
 
-func listJSONFields(t reflect.Type) (map[string]reflect.Type, []string) {
-	fields := map[string]reflect.Type{}
+func listJSONFields(t reflect.Type) (map[string]jsonField, []string) {
+	fields := map[string]jsonField{}
 	var names []string
-	var add func(t reflect.Type)
-	add = func(t reflect.Type) {
+	var add func(t reflect.Type, index []int)
+	add = func(t reflect.Type, index []int) {
 		for f := range t.Fields() {
 			if !f.IsExported() {
 				continue
@@ -725,18 +763,19 @@ func listJSONFields(t reflect.Type) (map[string]reflect.Type, []string) {
 			if name == "-" {
 				continue
 			}
+			at := append(slices.Clip(index), f.Index...)
 			if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-				add(f.Type)
+				add(f.Type, at)
 				continue
 			}
 			if name == "" {
 				name = f.Name
 			}
-			fields[name] = f.Type
+			fields[name] = jsonField{typ: f.Type, index: at}
 			names = append(names, name)
 		}
 	}
-	add(t)
+	add(t, nil)
 	return fields, names
 }
 

@@ -1,7 +1,10 @@
 package decode
 
 import (
+	"encoding"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -456,5 +459,66 @@ func TestFile_MaxUnavailable(t *testing.T) {
 		case tc.want != "" && (len(errs) != 1 || errs[0].Error() != tc.want):
 			t.Errorf("maxUnavailable: %s: errors %v; want %q", tc.value, errs, tc.want)
 		}
+	}
+}
+
+// The walk sets a document's fields itself instead of decoding them with
+// encoding/json, which is right only while every type it meets decodes
+// JSON the plain way — or is one of the types the walk decodes by their
+// own rules — and every field name it knows is one encoding/json knows. A
+// type added to the API with an UnmarshalJSON of its own must get a case in
+// walkValue first.
+func TestWalk_DecodesEveryTypeItself(t *testing.T) {
+	ownRules := map[reflect.Type]bool{
+		reflect.TypeFor[v1alpha1.Duration]():     true,
+		reflect.TypeFor[v1alpha1.IntOrPercent](): true,
+		reflect.TypeFor[time.Time]():             true,
+	}
+	seen := map[reflect.Type]bool{}
+	var check func(typ reflect.Type, path string)
+	check = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		if seen[typ] {
+			return
+		}
+		seen[typ] = true
+		if ownRules[typ] {
+			return
+		}
+		ptr := reflect.PointerTo(typ)
+		if ptr.Implements(reflect.TypeFor[json.Unmarshaler]()) || ptr.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+			t.Errorf("%s: %s decodes JSON its own way; walkValue must decode it by the same rules", path, typ)
+			return
+		}
+		switch typ.Kind() {
+		case reflect.Slice:
+			check(typ.Elem(), path+"[0]")
+		case reflect.Map:
+			if typ.Key().Kind() != reflect.String {
+				t.Errorf("%s: map keys of kind %s; the walk reads string keys only", path, typ.Key().Kind())
+			}
+			check(typ.Elem(), path+"[key]")
+		case reflect.Struct:
+			fields, names := jsonFields(typ)
+			for _, name := range names {
+				if FleetdOwned(joinField(path, name)) {
+					continue // never walked
+				}
+				dec := json.NewDecoder(strings.NewReader(`{"` + name + `": null}`))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(reflect.New(typ).Interface()); err != nil && strings.Contains(err.Error(), "unknown field") {
+					t.Errorf("%s: field %q is one encoding/json does not know: %v", path, name, err)
+				}
+				check(fields[name].typ, joinField(path, name))
+			}
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		default:
+			t.Errorf("%s: %s, a kind the walk does not read", path, typ)
+		}
+	}
+	for _, obj := range []v1alpha1.Object{&v1alpha1.Member{}, &v1alpha1.Profile{}, &v1alpha1.Tenant{}} {
+		check(reflect.TypeOf(obj), "")
 	}
 }

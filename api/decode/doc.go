@@ -16,9 +16,9 @@
 // node tree, which keeps lines. The tree is walked against the Go type by
 // reflection over its JSON tags, so that all unknown fields and type
 // errors are found with their lines in one pass; the fields that pass are
-// re-encoded as JSON and decoded with encoding/json's DisallowUnknownFields
-// into the typed object, which is then defaulted and validated. Validation
-// errors carry field paths, mapped back to the lines the walk recorded.
+// set in the typed object, as encoding/json would decode them, and the
+// object is then defaulted and validated. Validation errors carry field
+// paths, mapped back to the lines the walk recorded.
 //
 // Two shapes get a dedicated message. A Member spec is closed: a key that
 // names a URL, credential, token, header, command, argv or environment, at
