@@ -92,16 +92,21 @@ func (v *view) install(start uint64, l listing) []string {
 	for _, a := range l.agents {
 		agents[a.PaneID] = a
 	}
+	// The stamps the listing covers are dropped by keeping the others in a
+	// new map: a map never gives back the room it grew to, and a fleet
+	// starting stamps every id once.
+	touched := map[string]uint64{}
 	for id, s := range v.touched {
 		if s <= start {
-			delete(v.touched, id)
 			continue
 		}
+		touched[id] = s
 		keepLocal(ws, v.workspaces, id)
 		keepLocal(tabs, v.tabs, id)
 		keepLocal(panes, v.panes, id)
 		keepLocal(agents, v.agents, id)
 	}
+	v.touched = touched
 	restarted := v.refused
 	v.refused = false
 	var again []string
