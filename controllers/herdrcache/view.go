@@ -1,6 +1,7 @@
 package herdrcache
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -90,6 +91,9 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	agents := map[string]herdr.AgentInfo{}
 	for _, a := range l.agents {
+		if p, ok := panes[a.PaneID]; ok {
+			shareWithPane(&a, &p)
+		}
 		agents[a.PaneID] = a
 	}
 	// The stamps the listing covers are dropped by keeping the others in a
@@ -222,6 +226,10 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
 	v.putPaneLocked(p)
+	if a, ok := v.agents[p.PaneID]; ok {
+		shareWithPane(&a, &p)
+		v.agents[p.PaneID] = a // the same values
+	}
 }
 
 // putPaneLocked sets a pane and its index entries. v.mu must be held.
@@ -266,10 +274,49 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(a.PaneID)
-	v.agents[a.PaneID] = a
 	if p, ok := v.panes[a.PaneID]; ok {
 		p.AgentStatus = a.AgentStatus
+		shareWithPane(&a, &p)
 		v.panes[a.PaneID] = p // no indexed field changed
+	}
+	v.agents[a.PaneID] = a
+}
+
+// shareWithPane points each field of a that holds what the same field of
+// p holds at p's — the same strings, maps and session record — so that a
+// pane and its agent, which herdr reports with the same terminal and ids,
+// titles, directories and agent session, are kept once, not decoded twice
+// and kept twice. The values do not change. Nothing changes a cached map or
+// record in place: the view replaces them, and its readers only read.
+func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
+	share(&a.TerminalID, p.TerminalID)
+	share(&a.AgentStatus, p.AgentStatus)
+	share(&a.WorkspaceID, p.WorkspaceID)
+	share(&a.TabID, p.TabID)
+	share(&a.PaneID, p.PaneID)
+	share(&a.Agent, p.Agent)
+	share(&a.Title, p.Title)
+	share(&a.TerminalTitle, p.TerminalTitle)
+	share(&a.TerminalTitleStripped, p.TerminalTitleStripped)
+	share(&a.DisplayAgent, p.DisplayAgent)
+	share(&a.CWD, p.CWD)
+	share(&a.ForegroundCWD, p.ForegroundCWD)
+	// Only maps that are both there: nil and empty are equal, not the same.
+	if a.StateLabels != nil && p.StateLabels != nil && maps.Equal(a.StateLabels, p.StateLabels) {
+		a.StateLabels = p.StateLabels
+	}
+	if a.Tokens != nil && p.Tokens != nil && maps.Equal(a.Tokens, p.Tokens) {
+		a.Tokens = p.Tokens
+	}
+	if a.AgentSession != nil && p.AgentSession != nil && *a.AgentSession == *p.AgentSession {
+		a.AgentSession = p.AgentSession
+	}
+}
+
+// share makes *dst the string src when they are equal.
+func share[S ~string](dst *S, src S) {
+	if *dst == src {
+		*dst = src
 	}
 }
 

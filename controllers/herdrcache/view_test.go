@@ -138,3 +138,48 @@ func BenchmarkView_PaneGone(b *testing.B) {
 		})
 	}
 }
+
+// A pane and its agent read back as they were given, whichever came
+// first and however they came (a writer's report, a listing), though the
+// view keeps what they have in common once: equal maps stay as distinct
+// as nil and empty are.
+func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
+	session := func() *herdr.AgentSessionInfo {
+		return &herdr.AgentSessionInfo{Source: "herdr:claude", Agent: "claude", Kind: "id", Value: "3f1c"}
+	}
+	pane := herdr.PaneInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2",
+		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/src", Agent: "claude", Title: "✳ Claude Code",
+		StateLabels: map[string]string{"status": "ready"}, Tokens: nil, AgentSession: session()}
+	agent := herdr.AgentInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2",
+		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/elsewhere", Agent: "claude", Title: "✳ Claude Code",
+		Name: "reviewer", StateLabels: map[string]string{"status": "ready"}, Tokens: map[string]string{},
+		AgentSession: session(), InteractiveReady: true}
+	for _, tc := range []struct {
+		name string
+		fill func(v *view)
+	}{
+		{"pane then agent", func(v *view) { v.setPane(pane); v.setAgent(agent) }},
+		{"agent then pane", func(v *view) { v.setAgent(agent); v.setPane(pane) }},
+		{"listing", func(v *view) {
+			v.install(v.begin(), listing{panes: []herdr.PaneInfo{pane}, agents: []herdr.AgentInfo{agent}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newView()
+			tc.fill(v)
+			p, a, ok, hasAgent := v.pane("", pane.PaneID)
+			if !ok || !hasAgent {
+				t.Fatalf("pane found %v, agent %v", ok, hasAgent)
+			}
+			if diff := cmp.Diff(pane, p); diff != "" {
+				t.Errorf("pane (-given +read):\n%s", diff)
+			}
+			if diff := cmp.Diff(agent, a); diff != "" {
+				t.Errorf("agent (-given +read):\n%s", diff)
+			}
+			if a.Tokens == nil {
+				t.Errorf("the agent's empty tokens read back as none")
+			}
+		})
+	}
+}
