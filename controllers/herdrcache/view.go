@@ -87,6 +87,7 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	panes := map[string]herdr.PaneInfo{}
 	for _, p := range l.panes {
+		shareWithinPane(&p)
 		panes[p.PaneID] = p
 	}
 	agents := map[string]herdr.AgentInfo{}
@@ -225,6 +226,7 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
+	shareWithinPane(&p)
 	v.putPaneLocked(p)
 	if a, ok := v.agents[p.PaneID]; ok {
 		shareWithPane(&a, &p)
@@ -311,6 +313,14 @@ func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
 	if a.AgentSession != nil && p.AgentSession != nil && *a.AgentSession == *p.AgentSession {
 		a.AgentSession = p.AgentSession
 	}
+}
+
+// shareWithinPane points p's foreground directory at its directory and
+// its terminal title at its title where they are equal, as they mostly
+// are; an agent then shares them with its pane (shareWithPane).
+func shareWithinPane(p *herdr.PaneInfo) {
+	share(&p.ForegroundCWD, p.CWD)
+	share(&p.TerminalTitle, p.Title)
 }
 
 // share makes *dst the string src when they are equal.

@@ -148,7 +148,7 @@ func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
 		return &herdr.AgentSessionInfo{Source: "herdr:claude", Agent: "claude", Kind: "id", Value: "3f1c"}
 	}
 	pane := herdr.PaneInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2",
-		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/src", Agent: "claude", Title: "✳ Claude Code",
+		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/src", Agent: "claude", Title: "✳ Claude Code", TerminalTitle: "✳ Claude Code",
 		StateLabels: map[string]string{"status": "ready"}, Tokens: nil, AgentSession: session()}
 	agent := herdr.AgentInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2",
 		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/elsewhere", Agent: "claude", Title: "✳ Claude Code",
