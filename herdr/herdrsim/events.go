@@ -61,6 +61,10 @@ func (s *Server) publishStatusLocked(p *pane) {
 		line:   mustMarshal(envelope{Event: d.Type, Data: d}),
 		paneID: p.id, status: st, sub: sub,
 	})
+	if s.statusSeq == nil {
+		s.statusSeq = map[string]uint64{}
+	}
+	s.statusSeq[p.id] = s.lastSeq
 	s.emitLocked("pane_updated", typed{"pane": s.paneInfoLocked(p)})
 }
 
@@ -158,18 +162,15 @@ func (sub *subscription) poll(s *Server) (lines [][]byte, lost bool) {
 		}
 	case "pane.agent_status_changed":
 		saw := false
-		for _, ev := range s.eventsAfterLocked(sub.cursor) {
-			sub.cursor = ev.seq
-			if ev.paneID != sub.paneID || ev.sub == nil {
-				continue
+		if s.statusSeq[sub.paneID] <= sub.cursor {
+			// No status event of the pane after the cursor:
+			// pollStatusLocked would only move it to the newest event.
+			if n := len(s.events); n > 0 && s.events[n-1].seq > sub.cursor {
+				sub.cursor = s.events[n-1].seq
 			}
-			saw = true
-			if sub.filter != "" && sub.filter != ev.status {
-				continue
-			}
-			sub.initial = nil
-			lines = append(lines, ev.sub)
-			if one {
+		} else {
+			saw = s.pollStatusLocked(sub, &lines, one)
+			if one && len(lines) > 0 {
 				return lines, false
 			}
 		}
@@ -198,6 +199,28 @@ func (sub *subscription) poll(s *Server) (lines [][]byte, lost bool) {
 		return [][]byte{mustMarshal(envelope{Event: "pane.output_matched", Data: typed{"pane_id": p.id, "matched_line": line, "read": read}})}, false
 	}
 	return lines, false
+}
+
+// pollStatusLocked is poll's walk of the ring for a per-pane status
+// subscription: it appends the pane's status lines after the cursor (at
+// most one in protocol 20) and reports whether it saw a status of the pane.
+func (s *Server) pollStatusLocked(sub *subscription, lines *[][]byte, one bool) (saw bool) {
+	for _, ev := range s.eventsAfterLocked(sub.cursor) {
+		sub.cursor = ev.seq
+		if ev.paneID != sub.paneID || ev.sub == nil {
+			continue
+		}
+		saw = true
+		if sub.filter != "" && sub.filter != ev.status {
+			continue
+		}
+		sub.initial = nil
+		*lines = append(*lines, ev.sub)
+		if one {
+			return saw
+		}
+	}
+	return saw
 }
 
 // waitSource is herdr's mapping for waits and subscriptions: recent reads

@@ -355,3 +355,37 @@ func TestEventRingKeepsTheNewest(t *testing.T) {
 		t.Errorf("ring seqs = %v, want %v", seqs, want)
 	}
 }
+
+// TestSubscriptionStatusOfEachWatchedPaneOnly watches the statuses of two
+// of three panes in one subscription, as fleetd watches its members'
+// panes: every status of a watched pane comes, in order, and none of the
+// other pane's — whose changes come first each time, so that one sent
+// would be read before the watched pane's.
+func TestSubscriptionStatusOfEachWatchedPaneOnly(t *testing.T) {
+	for _, protocol := range []int{22, 20} {
+		t.Run(fmt.Sprint("protocol=", protocol), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, &herdrsim.Options{Protocol: protocol, Behavior: herdrsim.Behavior{Then: herdrsim.StayWorking}})
+			_, a := h.workspace(nil)
+			b := str(h.ok("pane.split", map[string]any{"target_pane_id": a, "direction": "right"}), "pane", "pane_id")
+			c := str(h.ok("pane.split", map[string]any{"target_pane_id": a, "direction": "down"}), "pane", "pane_id")
+			for i, p := range []string{a, b, c} {
+				h.agent(fmt.Sprint("w", i), p)
+			}
+			for _, p := range []string{a, b, c} {
+				h.srv.SetAgentState(p, "idle")
+			}
+			s := h.subscribe(sub("pane.agent_status_changed", "pane_id", a), sub("pane.agent_status_changed", "pane_id", c))
+			for i, step := range []struct{ pane, status string }{
+				{a, "working"}, {c, "blocked"}, {a, "idle"}, {c, "working"}, {a, "blocked"},
+			} {
+				h.srv.SetAgentState(b, []string{"working", "idle"}[i%2]) // a change each time
+				h.srv.SetAgentState(step.pane, step.status)
+				ev := s.event()
+				if ev.Data["pane_id"] != step.pane || ev.Data["agent_status"] != step.status {
+					t.Fatalf("step %d: got %s, want %s %s", i, ev.raw, step.pane, step.status)
+				}
+			}
+		})
+	}
+}

@@ -157,6 +157,12 @@ type Server struct {
 	termCounter   uint64
 	events        []hubEvent
 	lastSeq       uint64
+	// statusSeq is, per pane id, the seq of the pane's newest
+	// pane_agent_status_changed event: a per-pane subscription with none
+	// after its cursor skips the ring (subscription.poll), where a client
+	// watching a thousand panes had every one of them search it on every
+	// change, under mu.
+	statusSeq     map[string]uint64
 	behaviors     map[string]Behavior
 	faults        []*faultRule
 	requests      []Request
