@@ -17,12 +17,7 @@ import (
 func BenchmarkNew_Restart(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			files := map[string]string{"profile.yaml": profileDoc}
-			for i := range n {
-				name := fmt.Sprintf("m%04d", i)
-				files[name+".yaml"] = memberDoc(name, "codex-fast")
-			}
-			h := newFiles(b, files)
+			h := newFiles(b, fleetFiles(n))
 			h.restarted() // the first start writes the records
 			for b.Loop() {
 				if got := len(h.restarted().Snapshot().Members); got != n {
@@ -39,12 +34,7 @@ func BenchmarkNew_Restart(b *testing.B) {
 func BenchmarkNew_FirstStart(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			files := map[string]string{"profile.yaml": profileDoc}
-			for i := range n {
-				name := fmt.Sprintf("m%04d", i)
-				files[name+".yaml"] = memberDoc(name, "codex-fast")
-			}
-			h := newFiles(b, files)
+			h := newFiles(b, fleetFiles(n))
 			objects := statedir.At(h.state).Objects()
 			for b.Loop() {
 				b.StopTimer()
@@ -58,4 +48,15 @@ func BenchmarkNew_FirstStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fleetFiles are a profile's file and n members' files of it, one member
+// each.
+func fleetFiles(n int) map[string]string {
+	files := map[string]string{"profile.yaml": profileDoc}
+	for i := range n {
+		name := fmt.Sprintf("m%04d", i)
+		files[name+".yaml"] = memberDoc(name, "codex-fast")
+	}
+	return files
 }
