@@ -363,3 +363,22 @@ func TestCache_HerdrInfoMetric(t *testing.T) {
 		}
 	})
 }
+
+// The cache subscribes to no lifecycle event it drops: tab.created and
+// pane.created, which it never applies, are the largest events herdr
+// sends, two for every tab a fleet starts.
+func TestCache_SubscribesToNoEventItDrops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, r := fixture(), &recorder{}
+		start(t, f, r, panes("p1"))
+		kinds := f.subscribedKinds()
+		if len(kinds) == 0 {
+			t.Fatal("no lifecycle event subscribed to")
+		}
+		for _, k := range kinds {
+			if k == herdr.SubTabCreated || k == herdr.SubPaneCreated {
+				t.Errorf("subscribed to %s, which the cache does not apply (kinds %v)", k, kinds)
+			}
+		}
+	})
+}

@@ -20,6 +20,7 @@ type fakeHerdr struct {
 	agents     []herdr.AgentInfo
 	calls      map[string]int
 	subs       [][]string // the per-pane entries of every accepted subscription
+	kinds      []string   // the lifecycle types of the last subscription asked for
 	stream     *fakeStream
 	// duringList, if set, runs inside pane.list (a listing in progress).
 	duringList func()
@@ -125,8 +126,10 @@ func (f *fakeHerdr) Subscribe(ctx context.Context, subs []herdr.Subscription) (S
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var panes []string
+	f.kinds = nil
 	for _, s := range subs {
 		if s.PaneID == "" {
+			f.kinds = append(f.kinds, s.Type)
 			continue
 		}
 		if !slices.ContainsFunc(f.panes, func(p herdr.PaneInfo) bool { return p.PaneID == s.PaneID }) {
@@ -177,6 +180,13 @@ func (f *fakeHerdr) callCounts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// subscribedKinds returns the lifecycle types of the last subscription.
+func (f *fakeHerdr) subscribedKinds() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.kinds)
 }
 
 func (f *fakeHerdr) subscriptions() [][]string {

@@ -12,11 +12,13 @@ import (
 )
 
 // globalSubscriptions are the lifecycle events the cache follows. Per
-// watched pane it adds pane.agent_status_changed.
+// watched pane it adds pane.agent_status_changed. Not tab.created and
+// pane.created: the cache does not apply them (apply), and they are the
+// largest events herdr sends, two for every tab a fleet starts.
 var globalSubscriptions = []string{
 	herdr.SubWorkspaceCreated, herdr.SubWorkspaceClosed,
-	herdr.SubTabCreated, herdr.SubTabClosed,
-	herdr.SubPaneCreated, herdr.SubPaneClosed, herdr.SubPaneExited, herdr.SubPaneMoved,
+	herdr.SubTabClosed,
+	herdr.SubPaneClosed, herdr.SubPaneExited, herdr.SubPaneMoved,
 	herdr.SubPaneAgentDetected,
 }
 
@@ -587,9 +589,10 @@ func (c *Cache) apply(ev herdr.Event) {
 	case herdr.EventWorkspaceClosed:
 		c.view.removeWorkspace(ev.WorkspaceID)
 	case herdr.EventTabCreated, herdr.EventPaneCreated:
-		// Not applied: subscriptions start with replays of past events,
-		// which would resurrect closed tabs and panes. Writers report
-		// what they create themselves; listings bring in the rest.
+		// Not applied (and not subscribed to): herdr 0.8's subscriptions
+		// start with replays of past events, which would resurrect closed
+		// tabs and panes. Writers report what they create themselves;
+		// listings bring in the rest.
 		return
 	case herdr.EventTabClosed:
 		c.view.removeTab(ev.TabID)
