@@ -22,7 +22,8 @@
 //     to readers ([Cache.Herdr]: a node of a fleet publishes it),
 //     warns about a protocol newer than [herdr.LatestProtocol] and reports a herdr
 //     the client refuses.
-//   - Keeping current: lifecycle events (and herdr 0.9's worktree events,
+//   - Keeping current: lifecycle events (not tab.created and pane.created,
+//     which it does not apply; and herdr 0.9's worktree events,
 //     passed on to handlers; herdr 0.8 refuses them, and the cache then
 //     subscribes without them) plus pane.agent_status_changed for
 //     every pane a reader asked to [Cache.Watch]. The stream is renewed

@@ -4,7 +4,8 @@
 // workers at once and is queued again when its worker calls Done if it was
 // added meanwhile, failed keys come back after a per-item exponential backoff
 // with a cap, and an overall token bucket (golang.org/x/time/rate, as
-// client-go's) limits how fast retries flow.
+// client-go's) limits how fast retries flow. A queued key wakes one waiting
+// worker, as client-go's Signal does, not every idle one.
 //
 // Time comes from an injected clock.Clock, so a test can drive delays without
 // sleeping: the bucket is read at the clock's time and its wait is a delay
