@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -334,9 +336,9 @@ func (d *Directory) scan() {
 	changed := !prev.Synced || prev.Unreadable != nil
 	seen := map[string]bool{}
 	var recorded map[string][]string // the records' keys by file, once a new file needs them
-	for _, path := range paths {
-		data, err := d.read(path, d.maxBytes)
-		if errors.Is(err, fs.ErrNotExist) {
+	for i, r := range d.readAll(paths) {
+		path := paths[i]
+		if r.missing {
 			continue // removed since it was listed
 		}
 		seen[path] = true
@@ -349,24 +351,22 @@ func (d *Directory) scan() {
 			d.files[path] = st
 			changed = true
 		}
-		if err != nil {
+		if r.err != nil {
 			st.hash = [32]byte{}
-			st.errs = decode.ErrorList{decode.AsError(path, err)}
+			st.errs = decode.ErrorList{decode.AsError(path, r.err)}
 			changed = true
 			continue
 		}
-		h := sha256.Sum256(data)
-		if h == st.hash {
-			continue
+		if r.res == nil {
+			continue // as it was last read
 		}
-		st.hash = h
+		st.hash = r.hash
 		changed = true
-		res := decode.Manifest(path, data)
-		if len(res.Errors) > 0 {
-			st.errs = res.Errors // keep st.good: the last good objects
+		if len(r.res.Errors) > 0 {
+			st.errs = r.res.Errors // keep st.good: the last good objects
 			continue
 		}
-		st.good, st.errs = res, nil
+		st.good, st.errs = *r.res, nil
 	}
 	for path := range d.files {
 		if !seen[path] {
@@ -378,6 +378,61 @@ func (d *Directory) scan() {
 		d.publish(d.build())
 	}
 	d.saveMeta() // also retries a save that failed
+}
+
+// fileRead is what readAll found of one manifest file.
+type fileRead struct {
+	missing bool  // removed since it was listed
+	err     error // it could not be read
+	hash    [32]byte
+	// res is the file decoded; nil when its content is the one last read
+	// (the hash of d.files).
+	res *decode.FileResult
+}
+
+// readAll reads, hashes and decodes the files of paths that changed since
+// they were last read, the ith in the ith result, on as many goroutines as
+// the process has processors: a thousand members' files are read and
+// decoded before fleetd creates a pane, and nothing else runs then. It only
+// reads d.files; d.sem must be held.
+func (d *Directory) readAll(paths []string) []fileRead {
+	out := make([]fileRead, len(paths))
+	one := func(i int) {
+		data, err := d.read(paths[i], d.maxBytes)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			out[i].missing = true
+			return
+		case err != nil:
+			out[i].err = err
+			return
+		}
+		h := sha256.Sum256(data)
+		out[i].hash = h
+		if st := d.files[paths[i]]; st != nil && st.hash == h {
+			return
+		}
+		res := decode.Manifest(paths[i], data)
+		out[i].res = &res
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(paths))
+	if workers <= 1 {
+		for i := range paths {
+			one(i)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(paths); i = int(next.Add(1)) - 1 {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // saveMeta persists the records of the objects in effect — held members

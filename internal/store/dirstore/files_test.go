@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/store"
 )
 
 const refusedTail = "; skipped: fleetd reads only regular files and symbolic links to them"
@@ -293,4 +294,36 @@ func errStrings(l decode.ErrorList) []string {
 		out = append(out, e.Error())
 	}
 	return out
+}
+
+// The files of a scan are read and decoded on several goroutines, and what
+// the scan makes of them is in the files' order: a fleet's good files are
+// its members, and each broken one is its own error, where it is, in file
+// order — whichever file a goroutine finished first.
+func TestNew_ManyFilesKeepTheirOrderAndTheirErrors(t *testing.T) {
+	files := fleetFiles(60)
+	var broken []string
+	for i := 0; i < 60; i += 7 {
+		name := fmt.Sprintf("m%04d", i)
+		files[name+".yaml"] = "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: " + name + "}\nspec:\n  profile: [not, a, name]\n"
+		broken = append(broken, name+".yaml")
+	}
+	d := newFiles(t, files).restarted()
+	snap := d.Snapshot()
+	if got, want := len(snap.Members), 60-len(broken); got != want {
+		t.Errorf("%d members, want %d (60 files, %d broken)", got, want, len(broken))
+	}
+	for name := range snap.Members {
+		key := store.Key{Kind: v1alpha1.KindMember, Name: name}
+		if src := filepath.Base(snap.Sources[key]); src != name+".yaml" {
+			t.Errorf("member %s comes from %s, want %s.yaml", name, src, name)
+		}
+	}
+	var got []string
+	for _, e := range snap.Errors {
+		got = append(got, filepath.Base(e.File))
+	}
+	if diff := cmp.Diff(broken, got); diff != "" {
+		t.Errorf("the errors' files, in order (-want +got):\n%s", diff)
+	}
 }
