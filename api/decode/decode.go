@@ -222,14 +222,11 @@ func isParserProblem(msg string) bool {
 // validation errors are located through lines, and dropped when they only
 // restate a structural error already reported.
 //
-// The walk used to build a generic value of the fields that passed and
-// decode it with encoding/json: a JSON round trip per document, a third of
-// a small manifest's decoding. Setting the fields directly gives the same
-// object because the walk already admits only what decodes: names
-// jsonFields lists, scalars of the field's kind, and the API's types that
-// decode JSON themselves — v1alpha1.Duration, v1alpha1.IntOrPercent and
-// time.Time — by their own rules (TestWalk_DecodesEveryTypeItself keeps
-// it so when a type is added).
+// Setting the fields directly gives what encoding/json would because the
+// walk admits only what decodes: names jsonFields lists, scalars of the
+// field's kind, and the API's types that decode JSON themselves —
+// v1alpha1.Duration, v1alpha1.IntOrPercent and time.Time — by their own
+// rules (TestWalk_DecodesEveryTypeItself keeps it so when a type is added).
 type docDecoder struct {
 	file     string
 	off      int                 // added to a node's line to get the file's line
@@ -682,40 +679,16 @@ func zeroDuration(v reflect.Value, path string) {
 		if v.Kind() != reflect.Struct {
 			return
 		}
-		v = fieldByJSONName(v, name)
-		if !v.IsValid() {
+		fields, _ := jsonFields(v.Type())
+		f, ok := fields[name]
+		if !ok {
 			return
 		}
+		v = v.FieldByIndex(f.index)
 	}
 	if dur, ok := v.Addr().Interface().(*v1alpha1.Duration); ok {
 		dur.Duration = 0
 	}
-}
-
-// fieldByJSONName returns the field of struct v that encoding/json names
-// name (embedded untagged structs flattened), or the zero Value.
-func fieldByJSONName(v reflect.Value, name string) reflect.Value {
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
-			if fv := fieldByJSONName(v.Field(i), name); fv.IsValid() {
-				return fv
-			}
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
-		if tag == name {
-			return v.Field(i)
-		}
-	}
-	return reflect.Value{}
 }
 
 // jsonFields lists the JSON fields of struct type t as encoding/json sees
