@@ -61,9 +61,6 @@ func (s *Server) publishStatusLocked(p *pane) {
 		line:   mustMarshal(envelope{Event: d.Type, Data: d}),
 		paneID: p.id, status: st, sub: sub,
 	})
-	if s.statusSeq == nil {
-		s.statusSeq = map[string]uint64{}
-	}
 	s.statusSeq[p.id] = s.lastSeq
 	s.emitLocked("pane_updated", typed{"pane": s.paneInfoLocked(p)})
 }

@@ -225,6 +225,7 @@ func Start(opts *Options) (*Server, error) {
 		behaviors: map[string]Behavior{},
 		calls:     map[string]int{},
 		parked:    map[string]int{},
+		statusSeq: map[string]uint64{},
 		timers:    map[int]func() bool{},
 	}
 	if o.InitialWorkspace {
