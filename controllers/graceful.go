@@ -129,16 +129,6 @@ func (m *Manager) Restart(name string, now bool) error {
 	return nil
 }
 
-// restartShown records that member name's status was written: a restart
-// taken by then (in its memory, a waiting replacement) shows in it.
-func (m *Manager) restartShown(name string) {
-	m.mu.Lock()
-	if !m.restarts[name] {
-		delete(m.asked, name)
-	}
-	m.mu.Unlock()
-}
-
 // RestartPending reports whether a restart asked of member name (Restart)
 // is not in its status yet: until the reconcile that takes it has written
 // the member's status, that status still shows the agent it replaces, and

@@ -511,23 +511,28 @@ func TestGraceful_RestartWaitsForIdleOrNot(t *testing.T) {
 				if !e.mgr.RestartPending("alpha") {
 					t.Error("no restart pending right after Restart")
 				}
-				shown := func(m v1alpha1.Member) bool {
-					old := m.Status.PaneID == old.PaneID && condition(m, v1alpha1.ConditionUpToDate).Status == v1alpha1.ConditionTrue &&
-						condition(m, v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue
-					if old && !e.mgr.RestartPending("alpha") {
-						t.Errorf("the old agent's status (pane %s, Ready, up to date: %+v) with no restart pending", m.Status.PaneID, m.Status.Conditions)
+				// shown reads alpha as `fleetd rollout status` does, whether a
+				// restart is pending first and then the status, into last,
+				// and reports whether it shows more than the old agent.
+				var last v1alpha1.Member
+				shown := func() bool {
+					pending := e.mgr.RestartPending("alpha")
+					last, _ = e.mgr.Member("alpha")
+					old := last.Status.PaneID == old.PaneID && condition(last, v1alpha1.ConditionUpToDate).Status == v1alpha1.ConditionTrue &&
+						condition(last, v1alpha1.ConditionReady).Status == v1alpha1.ConditionTrue
+					if old && !pending {
+						t.Errorf("the old agent's status (pane %s, Ready, up to date: %+v) with no restart pending", last.Status.PaneID, last.Status.Conditions)
 					}
 					return !old
 				}
 				if !now {
-					m := e.waitFor("alpha Updating", func(ms map[string]v1alpha1.Member) bool {
-						m := ms["alpha"]
-						return shown(m) && m.DisplayPhase() == v1alpha1.PhaseUpdating
-					})["alpha"]
+					e.waitFor("alpha Updating", func(map[string]v1alpha1.Member) bool {
+						return shown() && last.DisplayPhase() == v1alpha1.PhaseUpdating
+					})
 					if e.mgr.RestartPending("alpha") {
 						t.Error("a restart pending once the status shows it waiting for idle")
 					}
-					if c := condition(m, v1alpha1.ConditionUpToDate); !strings.Contains(c.Message, "a restart replaces the agent once it is idle") {
+					if c := condition(last, v1alpha1.ConditionUpToDate); !strings.Contains(c.Message, "a restart replaces the agent once it is idle") {
 						t.Errorf("UpToDate while the restart waits: %+v", c)
 					}
 					time.Sleep(time.Hour)
@@ -537,10 +542,14 @@ func TestGraceful_RestartWaitsForIdleOrNot(t *testing.T) {
 					}
 					e.setStatus(old.PaneID, "idle")
 				}
-				m := e.waitFor("alpha restarted", func(ms map[string]v1alpha1.Member) bool {
-					a := ms["alpha"].Status
-					return shown(ms["alpha"]) && a.Phase == v1alpha1.PhaseReady && a.PaneID != "" && a.PaneID != old.PaneID
-				})["alpha"]
+				e.waitFor("alpha restarted", func(map[string]v1alpha1.Member) bool {
+					if !shown() {
+						return false
+					}
+					a := last.Status
+					return a.Phase == v1alpha1.PhaseReady && a.PaneID != "" && a.PaneID != old.PaneID
+				})
+				m := last
 				if e.mgr.RestartPending("alpha") {
 					t.Error("a restart pending once the new agent is Ready")
 				}

@@ -206,8 +206,8 @@ func (r *memberReconcile) write() {
 	if r.owned {
 		r.b.st.ProfileTarget = r.rec.Target
 	}
+	r.b.reconciled = true
 	r.m.writeStatus(r.name, r.b)
-	r.m.restartShown(r.name)
 }
 
 // event records an event of the member.

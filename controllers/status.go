@@ -111,6 +111,9 @@ type statusBuilder struct {
 	obj *v1alpha1.Member // the member the status is of
 	gen int64
 	now time.Time
+	// reconciled: the status is the one a reconcile wrote (memberReconcile.write),
+	// which shows any restart that reconcile took (RestartPending).
+	reconciled bool
 }
 
 func (b *statusBuilder) cond(typ, status, reason, msg string) {
@@ -175,9 +178,15 @@ func (m *Manager) lastObject(name string) *v1alpha1.Member {
 }
 
 // writeStatus stores st if it differs from the current status, updates the
-// phase gauge, logs a phase change and wakes waiters.
+// phase gauge, logs a phase change and wakes waiters. A reconcile's status
+// ends the restart asked before that reconcile took it (RestartPending),
+// under the lock that publishes the status: whoever reads the new status
+// reads no restart pending with it.
 func (m *Manager) writeStatus(name string, b *statusBuilder) {
 	m.mu.Lock()
+	if b.reconciled && !m.restarts[name] {
+		delete(m.asked, name)
+	}
 	s, ok := m.states[name]
 	if !ok {
 		s = &memberState{}

@@ -197,12 +197,16 @@ func (s *restServer) rolloutView(kind, name string) (RolloutView, *ToolError) {
 		v.Halt = rollout.Halted(&p, h)
 		return v, nil
 	}
+	// Whether a restart is pending is read before the status: a status read
+	// first may be the old agent's, and the restart taken and shown by
+	// the time pending is read.
+	pending := s.opts.Rollouts.RestartPending(name)
 	m, ok := s.opts.Members.Member(name)
 	if !ok {
 		return v, toolErr(codeNotFound, "%s", memberNotFound(name))
 	}
 	memberRollout(&v, &m)
-	if v.State == RolloutComplete && s.opts.Rollouts.RestartPending(name) {
+	if v.State == RolloutComplete && pending {
 		v.Updated, v.Ready, v.State = 0, 0, RolloutProgressing
 		v.Message = fmt.Sprintf("member %s: its restart was asked and is about to begin", m.Name)
 	}
