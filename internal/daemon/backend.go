@@ -105,7 +105,8 @@ type messenger interface {
 
 // directoryBackend is the manifests directory (the default).
 func directoryBackend(cfg Config, state statedir.Layout, db *statedb.DB, log *slog.Logger) (*backend, error) {
-	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes, PruneHold: cfg.PruneHold})
+	d, err := dirstore.New(cfg.ManifestsDir, &dirstore.Options{StateDir: state.Root(), Logger: log, MaxFileBytes: cfg.MaxManifestBytes, PruneHold: cfg.PruneHold,
+		Debounce: cfg.ManifestsDebounce})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,10 @@ type Config struct {
 	// members without deletes through fleetd waits for confirmation
 	// (store.Hold, `--prune-hold`); 0 means store.DefaultPruneHold.
 	PruneHold time.Duration
+	// ManifestsDebounce is the quiet after a burst of file events before
+	// the manifests directory is read again (dirstore.Options.Debounce);
+	// 0 means dirstore.DefaultDebounce.
+	ManifestsDebounce time.Duration
 	// StateDir holds the lock, the primary token, the state database (the
 	// records fleetd keeps per member: panes, tokens' hashes, memory,
 	// first prompts), the message journal and the other state files.

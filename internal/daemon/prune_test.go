@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -17,7 +19,10 @@ import (
 // /prune, still running — until POST /prune/confirm prunes them.
 func TestPrune_DeletesThroughTheAPIPassFilesRemovedAtOnceAreHeld(t *testing.T) {
 	t.Parallel()
-	f := startFleet(t, "")
+	// The three files removed below are one change only if the directory
+	// is read once after all three: a second's quiet, not 100 ms, so that
+	// a loaded machine's pause between two removals does not split them.
+	f := startFleetConfig(t, "", Config{ManifestsDebounce: time.Second, Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
 	for _, n := range []string{"a", "b", "c", "d"} {
 		f.spawn(n)
 	}
