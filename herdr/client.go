@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -53,6 +54,11 @@ type Client struct {
 	dial       func(ctx context.Context) (net.Conn, error)
 	lastID     atomic.Uint64
 	idPrefix   string
+	// requests and answers hold the buffers of calls that ended, for the
+	// next: a fleet starting makes thousands of calls, and each would
+	// otherwise make a request buffer and an answer buffer of its own.
+	requests sync.Pool // *requestBuffer
+	answers  sync.Pool // *bufio.Reader of answerReadBuffer bytes
 }
 
 // New returns a Client. opts may be nil.
@@ -90,6 +96,17 @@ type request struct {
 	Params any    `json:"params"`
 }
 
+// requestBuffer encodes request lines, one call's at a time.
+type requestBuffer struct {
+	buf bytes.Buffer
+	enc *json.Encoder // writes to buf
+}
+
+// maxPooledRequest is the largest request buffer kept for the next call: a
+// prompt can make a request of up to a MiB, which one call may need but a
+// pool should not keep.
+const maxPooledRequest = 64 << 10
+
 type response struct {
 	ID     string          `json:"id"`
 	Result json.RawMessage `json:"result"`
@@ -106,11 +123,18 @@ type exchange struct {
 	conn   net.Conn
 	r      *bufio.Reader
 	stop   func() bool
+	// answers, if set, is the pool r came from, which close returns it to.
+	answers *sync.Pool
 }
 
 func (x *exchange) close() {
 	x.stop()
 	x.conn.Close()
+	if x.answers != nil {
+		x.r.Reset(nil) // keeps neither the connection nor its bytes
+		x.answers.Put(x.r)
+		x.answers, x.r = nil, nil
+	}
 }
 
 // call performs one request/response exchange and reports it to the observer.
@@ -118,7 +142,7 @@ func (x *exchange) close() {
 // be wantType.
 func (c *Client) call(ctx context.Context, method string, params any, wantType string, result any) error {
 	start := c.now()
-	x, code, err := c.send(ctx, method, params, answerReadBuffer)
+	x, code, err := c.send(ctx, method, params, 0)
 	if err == nil {
 		code, err = x.receive(ctx, wantType, result)
 		x.close()
@@ -135,32 +159,31 @@ func (c *Client) report(method, code string, start time.Time) {
 
 // Read buffers of a connection: a call reads one answer line, most of them
 // a few hundred bytes (a longer one, a listing, is read in as many pieces
-// as it takes), and a fleet starting makes thousands of calls, so each
-// call's buffer is small; a stream reads bursts of events for its whole
-// life, so its buffer takes several at once.
+// as it takes), and a fleet starting makes thousands of calls, so a call's
+// buffer is small and reused by the next call; a stream reads bursts of
+// events for its whole life, so its buffer takes several at once.
 const (
 	answerReadBuffer = 1 << 10
 	streamReadBuffer = 4 << 10
 )
 
 // send dials herdr and writes the request line; the exchange reads herdr's
-// lines with a buffer of bufSize bytes. It never writes anything else
-// on the connection afterwards and never half-closes it: herdr treats any
-// further byte, or EOF, as the client hanging up.
+// lines with a buffer of bufSize bytes, or (0) with a call's buffer of
+// answerReadBuffer bytes, taken from the client's pool and returned by the
+// exchange's close. It never writes anything else on the connection
+// afterwards and never half-closes it: herdr treats any further byte, or
+// EOF, as the client hanging up.
 func (c *Client) send(ctx context.Context, method string, params any, bufSize int) (*exchange, string, error) {
+	rb := c.requestBuffer()
+	defer c.releaseRequestBuffer(rb)
 	if params == nil {
 		params = struct{}{}
 	}
 	id := c.idPrefix + strconv.FormatUint(c.lastID.Add(1), 10)
-	// No HTML escaping: it would turn each <, > and & of a prompt into six
-	// bytes, and a prompt well within the content limit over herdr's 1 MiB.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(request{ID: id, Method: method, Params: params}); err != nil {
+	if err := rb.enc.Encode(request{ID: id, Method: method, Params: params}); err != nil {
 		return nil, "encode_error", fmt.Errorf("herdr %s: encode request: %w", method, err)
 	}
-	line := buf.Bytes() // Encode ends it with the newline
+	line := rb.buf.Bytes() // Encode ends it with the newline
 	if len(line) > MaxRequestBytes {
 		return nil, "request_too_large", fmt.Errorf("herdr %s: %w (%d bytes)", method, ErrRequestTooLarge, len(line))
 	}
@@ -177,8 +200,12 @@ func (c *Client) send(ctx context.Context, method string, params any, bufSize in
 	x := &exchange{
 		method: method,
 		conn:   conn,
-		r:      bufio.NewReaderSize(conn, bufSize),
 		stop:   context.AfterFunc(ctx, func() { conn.Close() }),
+	}
+	if bufSize == 0 {
+		x.r, x.answers = c.answerReader(conn), &c.answers
+	} else {
+		x.r = bufio.NewReaderSize(conn, bufSize)
 	}
 	if _, err := conn.Write(line); err != nil {
 		x.close()
@@ -190,9 +217,48 @@ func (c *Client) send(ctx context.Context, method string, params any, bufSize in
 	return x, "", nil
 }
 
-// receive reads and decodes the one response line.
+// requestBuffer returns an empty request buffer, from the pool if it has one.
+func (c *Client) requestBuffer() *requestBuffer {
+	if rb, ok := c.requests.Get().(*requestBuffer); ok {
+		return rb
+	}
+	rb := &requestBuffer{}
+	rb.enc = json.NewEncoder(&rb.buf)
+	// No HTML escaping: it would turn each <, > and & of a prompt into six
+	// bytes, and a prompt well within the content limit over herdr's 1 MiB.
+	rb.enc.SetEscapeHTML(false)
+	return rb
+}
+
+// releaseRequestBuffer returns rb to the pool, unless a large request grew it.
+func (c *Client) releaseRequestBuffer(rb *requestBuffer) {
+	if rb.buf.Cap() > maxPooledRequest {
+		return
+	}
+	rb.buf.Reset()
+	c.requests.Put(rb)
+}
+
+// answerReader returns a call's reader of conn, from the pool if it has one.
+func (c *Client) answerReader(conn net.Conn) *bufio.Reader {
+	if r, ok := c.answers.Get().(*bufio.Reader); ok {
+		r.Reset(conn)
+		return r
+	}
+	return bufio.NewReaderSize(conn, answerReadBuffer)
+}
+
+// receive reads and decodes the one response line. The line is read in
+// place when it fits the buffer (decoding copies what it keeps), and into
+// a slice of its own when it does not.
 func (x *exchange) receive(ctx context.Context, wantType string, result any) (string, error) {
-	line, err := x.r.ReadBytes('\n')
+	line, err := x.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		head := append([]byte(nil), line...) // the next read overwrites the buffer
+		var rest []byte
+		rest, err = x.r.ReadBytes('\n')
+		line = append(head, rest...)
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 		if ctx.Err() != nil {
 			return "canceled", fmt.Errorf("herdr %s: %w", x.method, ctx.Err())

@@ -2,6 +2,7 @@ package herdr
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -816,5 +818,96 @@ func TestOptions_DialFailureIsUnavailable(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ReasonUnavailable}, codes); diff != "" {
 		t.Errorf("observer codes (-want +got):\n%s", diff)
+	}
+}
+
+// TestCalls_EachReadsItsOwnAnswer pins that calls made one after another
+// on one client each send their own request line and read their own
+// answer, whatever the call before left: an answer longer than a call's
+// read buffer, a request longer than the buffers the client keeps, an
+// answer cut off by herdr hanging up.
+func TestCalls_EachReadsItsOwnAnswer(t *testing.T) {
+	long := strings.Repeat("0123456789abcdef", 256) // 4 KiB, over a call's read buffer
+	var n atomic.Int32
+	srv := startServer(t, func(c *scriptConn) {
+		switch n.Add(1) {
+		case 1:
+			body, _ := json.Marshal(map[string]any{"type": "pane_read", "read": map[string]any{
+				"pane_id": "w1:p2", "workspace_id": "w1", "tab_id": "w1:t1", "source": "recent",
+				"format": "text", "text": long, "revision": 0, "truncated": false}})
+			c.result(string(body))
+		case 4:
+			c.writeRaw(`{"id":"` + c.req.ID + `","result":{"type":"pane_info","pa`)
+			c.hangUp()
+		case 2, 6:
+			c.result(`{"type":"pane_info","pane":` + paneJSON + `}`)
+		default:
+			c.result(`{"type":"ok"}`)
+		}
+	})
+	c := newClient(t, &Options{SocketPath: srv.path})
+	ctx := t.Context()
+	if got, err := c.ReadPane(ctx, PaneReadParams{PaneID: "w1:p2", Source: SourceRecent}); err != nil || got.Text != long {
+		t.Fatalf("read pane: %v (text of %d bytes, want %d)", err, len(got.Text), len(long))
+	}
+	if got, err := c.GetPane(ctx, "w1:p2"); err != nil || got.PaneID != "w1:p2" || got.Revision != 7 {
+		t.Fatalf("get pane after a long answer = %+v, %v", got, err)
+	}
+	if err := c.SendText(ctx, "w1:p2", strings.Repeat("y", 100<<10)); err != nil {
+		t.Fatalf("send a long text: %v", err)
+	}
+	if _, err := c.GetPane(ctx, "w1:p2"); err == nil || errorsAsHerdr(err) != nil {
+		t.Fatalf("get pane from a herdr that hung up mid-answer: %v, want a transport error", err)
+	}
+	if err := c.SendText(ctx, "w1:p2", "short"); err != nil {
+		t.Fatalf("send a short text: %v", err)
+	}
+	if got, err := c.GetPane(ctx, "w1:p2"); err != nil || got.PaneID != "w1:p2" || got.Revision != 7 {
+		t.Fatalf("get pane after a cut-off answer = %+v, %v", got, err)
+	}
+	reqs := srv.requests()
+	if len(reqs) != 6 {
+		t.Fatalf("requests = %d, want 6", len(reqs))
+	}
+	var short struct {
+		Method string
+		Params struct{ Text string }
+	}
+	if err := json.Unmarshal(reqs[4], &short); err != nil || short.Method != "pane.send_text" || short.Params.Text != "short" {
+		t.Errorf("request after a long one = %s (%v), want the short text alone", reqs[4], err)
+	}
+}
+
+// BenchmarkCall is one call's cost to the client: the request line, the
+// connection's read buffer and the answer's decoding, over an in-memory
+// pipe to a herdr that answers at once (with buffers of its own that it
+// reuses, so that the figures are mostly the client's).
+func BenchmarkCall(b *testing.B) {
+	answer := []byte(`{"id":"x","result":{"type":"pane_info","pane":` + paneJSON + `}}` + "\n")
+	bufs := sync.Pool{New: func() any { return new([4096]byte) }}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			buf := bufs.Get().(*[4096]byte)
+			defer bufs.Put(buf)
+			for n := 0; !bytes.Contains(buf[:n], []byte("\n")); {
+				m, err := server.Read(buf[n:])
+				if err != nil {
+					return
+				}
+				n += m
+			}
+			server.Write(answer)
+		}()
+		return client, nil
+	}
+	c := New(&Options{Dial: dial})
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.GetPane(ctx, "w1:p2"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
