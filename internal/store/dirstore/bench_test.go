@@ -60,3 +60,17 @@ func fleetFiles(n int) map[string]string {
 	}
 	return files
 }
+
+// BenchmarkMetaBook_Encode: the objects file of n members, as a save
+// encodes it (the first of a process: no size of an earlier file to start
+// from).
+func BenchmarkMetaBook_Encode(b *testing.B) {
+	d := newFiles(b, fleetFiles(1000)).restarted()
+	b.ReportAllocs()
+	for b.Loop() {
+		book := &metaBook{recs: d.meta.recs}
+		if _, err := book.encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -49,6 +49,7 @@ type metaBook struct {
 	path  string
 	recs  map[string]metaRecord
 	dirty bool
+	size  int // of the objects file encode made last
 }
 
 func loadMeta(stateDir string) (*metaBook, error) {
@@ -222,9 +223,24 @@ func (b *metaBook) save() error {
 // a buffer of its own: encoding/json keeps the buffer of each Marshal for
 // the next one, and a whole fleet's records encoded at once (a megabyte
 // for a thousand members) would keep one that size alive for as long as
-// the process encodes anything.
+// the process encodes anything. Its encoders write each record and key
+// into that buffer, which starts at the size of the last file, with room
+// for the newline save ends it with.
 func (b *metaBook) encode() ([]byte, error) {
 	var buf bytes.Buffer
+	buf.Grow(b.size + 1)
+	enc := json.NewEncoder(&buf) // escapes as Marshal does
+	enc.SetIndent("  ", "  ")
+	keys := json.NewEncoder(&buf)
+	// encodes v into buf as Marshal would have, or (indent) MarshalIndent
+	// with prefix and indent of two spaces: without Encode's newline.
+	put := func(e *json.Encoder, v any) error {
+		if err := e.Encode(v); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1)
+		return nil
+	}
 	buf.WriteByte('{')
 	for i, k := range slices.Sorted(maps.Keys(b.recs)) {
 		rec := b.recs[k]
@@ -235,26 +251,23 @@ func (b *metaBook) encode() ([]byte, error) {
 			}
 			rec.Object = data
 		}
-		key, err := json.Marshal(k)
-		if err != nil {
-			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
-		}
-		data, err := json.MarshalIndent(rec, "  ", "  ")
-		if err != nil {
-			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
-		}
 		if i > 0 {
 			buf.WriteByte(',')
 		}
 		buf.WriteString("\n  ")
-		buf.Write(key)
+		if err := put(keys, k); err != nil {
+			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
+		}
 		buf.WriteString(": ")
-		buf.Write(data)
+		if err := put(enc, rec); err != nil {
+			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
+		}
 	}
 	if len(b.recs) > 0 {
 		buf.WriteByte('\n')
 	}
 	buf.WriteByte('}')
+	b.size = buf.Len()
 	return buf.Bytes(), nil
 }
 

@@ -31,11 +31,24 @@ func TestMetaBook_EncodesTheObjectsFileAsBefore(t *testing.T) {
 			"Member/old":      {UID: "u-0", Generation: 1, SpecHash: "cd", Created: created}, // recorded before definitions were kept
 			"Profile/a<b>":    {UID: "u-2", Generation: 1, SpecHash: "ef", Created: created, Source: "/m/p.yaml", Object: json.RawMessage(`{"kind": "Profile"}`)},
 		}},
+		{"strings JSON escapes", map[string]metaRecord{
+			"Member/a&b\u2028": {UID: "u-3\x00\t", Generation: 1, SpecHash: "\xff\xfe", Created: created.Add(123456789),
+				Source: "/m/\u2029\"quoted\"\\.yaml", Object: json.RawMessage(`{"a": ["<x>", {"b": "\u00e9"}], "c": {}}`)},
+			"Member/\xffbad": {UID: "u-4", Generation: 3, SpecHash: "<>", Created: created, obj: &v1alpha1.Member{
+				ObjectMeta: v1alpha1.ObjectMeta{Name: "\xffbad", Labels: map[string]string{"z": "1", "a": "&"}},
+				Spec:       v1alpha1.MemberSpec{Profile: "p", Prompt: "line\nnext \u2028 <tag> \xc3"},
+			}},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := (&metaBook{recs: tc.recs}).encode()
+			b := &metaBook{recs: tc.recs}
+			got, err := b.encode()
 			if err != nil {
 				t.Fatal(err)
+			}
+			again, err := b.encode() // into a buffer the size of the first
+			if err != nil || string(again) != string(got) {
+				t.Errorf("encoded again: %v\n%s\nwant\n%s", err, again, got)
 			}
 			whole := map[string]metaRecord{}
 			for k, rec := range tc.recs {
