@@ -2,7 +2,7 @@ package controllers
 
 import (
 	"crypto/sha1"
-	"fmt"
+	"encoding/hex"
 	"reflect"
 	"time"
 
@@ -70,15 +70,25 @@ type runtime struct {
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
-// member (same uid) always has the same session id, across restarts.
+// member (same uid) always has the same session id, across restarts. Every
+// reconcile asks for it, so it is written into a buffer of its own, one
+// allocation, not formatted.
 func sessionID(uid string) string {
 	if uid == "" {
 		return ""
 	}
-	h := sha1.Sum([]byte("fleetd-session:" + uid))
+	var in [64]byte
+	h := sha1.Sum(append(append(in[:0], "fleetd-session:"...), uid...))
 	h[6] = h[6]&0x0f | 0x50 // version 5 layout
 	h[8] = h[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	var out [36]byte // 8-4-4-4-12 hex digits
+	hex.Encode(out[0:8], h[0:4])
+	hex.Encode(out[9:13], h[4:6])
+	hex.Encode(out[14:18], h[6:8])
+	hex.Encode(out[19:23], h[8:10])
+	hex.Encode(out[24:36], h[10:16])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	return string(out[:])
 }
 
 // memberConditions is how many types of condition a member's status

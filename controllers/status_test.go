@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"crypto/sha1"
+	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,6 +48,36 @@ func TestSessionID_StableUUIDPerUID(t *testing.T) {
 	}
 	if sessionID("") != "" {
 		t.Error("empty uid got a session id")
+	}
+}
+
+// A member's session id is what every earlier fleetd derived from its uid:
+// agents resume their sessions by it across an upgrade.
+func TestSessionID_SameAsEveryEarlierFleetd(t *testing.T) {
+	formatted := func(uid string) string { // how fleetd formatted it until 2026-12-03
+		h := sha1.Sum([]byte("fleetd-session:" + uid))
+		h[6] = h[6]&0x0f | 0x50
+		h[8] = h[8]&0x3f | 0x80
+		return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	}
+	if got, want := sessionID("uid-1"), "ec9377ee-d856-5180-b7ce-8f1a9610e71f"; got != want {
+		t.Errorf("sessionID(uid-1) = %q, want %q", got, want)
+	}
+	uids := []string{"u", "3f2b9c1e-8a4d-4e6f-9b0a-1c2d3e4f5a6b", strings.Repeat("long-uid-", 20), "é\x00\xff"}
+	for i := range 1000 {
+		uids = append(uids, fmt.Sprintf("%08x-%d", i*2654435761, i))
+	}
+	for _, uid := range uids {
+		if got, want := sessionID(uid), formatted(uid); got != want {
+			t.Errorf("sessionID(%q) = %q, want %q", uid, got, want)
+		}
+	}
+}
+
+func BenchmarkSessionID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = sessionID("3f2b9c1e-8a4d-4e6f-9b0a-1c2d3e4f5a6b")
 	}
 }
 
