@@ -20,9 +20,10 @@ import (
 // ownedPanes are the panes the cache watches for the Manager: every owned
 // pane the cache knows, found by terminal id (stable across moves).
 func (m *Manager) ownedPanes() []string {
-	var panes []string
-	for _, r := range m.own.all() {
-		if p, alive := m.cache.Pane(r.TerminalID, r.PaneID); alive {
+	refs := m.own.panes()
+	panes := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if p, alive := m.cache.Pane(r.terminalID, r.paneID); alive {
 			panes = append(panes, p.PaneID)
 		}
 	}

@@ -118,6 +118,21 @@ func (b *ownBook) all() []Ownership {
 	return out
 }
 
+// paneRef is where an owned pane is: its terminal's and its own id.
+type paneRef struct{ terminalID, paneID string }
+
+// panes returns where each record's pane is, in no order: what all
+// returns of them, without copying whole records.
+func (b *ownBook) panes() []paneRef {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]paneRef, 0, len(b.recs))
+	for _, r := range b.recs {
+		out = append(out, paneRef{r.TerminalID, r.PaneID})
+	}
+	return out
+}
+
 // ownerOf returns the member owning a pane or tab id.
 func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
 	b.mu.Lock()

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -168,4 +169,21 @@ func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("reloaded", map[[2]string]string{{"w1:p3", ""}: "alpha", {"w1:p2", ""}: "gamma", {"", "w1:t4"}: "gamma", {"w1:p1", ""}: "-"})
+}
+
+// BenchmarkOwnBook_Panes: the ownership records' panes of a fleet of 1000,
+// as the cache asks for them (ownedPanes) each time it resubscribes.
+func BenchmarkOwnBook_Panes(b *testing.B) {
+	book := &ownBook{recs: map[string]Ownership{}, byPane: map[string]string{}, byTab: map[string]string{}}
+	for i := range 1000 {
+		book.setLocked(Ownership{Member: fmt.Sprintf("m%04d", i), UID: fmt.Sprintf("uid-%d", i),
+			PaneID: fmt.Sprintf("w1:p%d", i), TerminalID: fmt.Sprintf("term_%d", i), TabID: fmt.Sprintf("w1:t%d", i),
+			Launch: strings.Repeat("a", 24), Refs: strings.Repeat("b", 24), Token: strings.Repeat("c", 64)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := len(book.panes()); got != 1000 {
+			b.Fatalf("%d panes, want 1000", got)
+		}
+	}
 }

@@ -255,9 +255,14 @@ func (c *Cache) watched() map[string]bool {
 		fns = append(fns, f)
 	}
 	c.hmu.Unlock()
-	out := map[string]bool{}
-	for _, f := range fns {
-		for _, p := range f() {
+	lists, n := make([][]string, len(fns)), 0
+	for i, f := range fns {
+		lists[i] = f()
+		n += len(lists[i])
+	}
+	out := make(map[string]bool, n) // sized once, not grown pane by pane
+	for _, l := range lists {
+		for _, p := range l {
 			if p != "" {
 				out[p] = true
 			}
