@@ -213,8 +213,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		return
 	}
 	old := s.status.Phase
-	s.status = v1alpha1.MemberStatus{}
-	b.st.DeepCopyInto(&s.status) // the builder may keep editing its copy
+	copyStatus(&s.status, &b.st) // the builder may keep editing its copy
 	if old != b.st.Phase {
 		if old != "" {
 			m.metrics.members.WithLabelValues(old).Dec()
@@ -237,6 +236,26 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 			"paneId", b.st.PaneID, "restarts", b.st.Restarts)
 	}
 	m.changed.Notify()
+}
+
+// copyStatus makes *dst a deep copy of src, as src.DeepCopyInto would, in
+// the array of dst's conditions when it has room: a member's status in
+// m.states is read and copied under mu only, so nothing else holds that
+// array, and most writes change a condition or two of the same five.
+func copyStatus(dst, src *v1alpha1.MemberStatus) {
+	conds := dst.Conditions[:0]
+	rest := *src
+	rest.Conditions = nil
+	*dst = v1alpha1.MemberStatus{}
+	rest.DeepCopyInto(dst)
+	switch {
+	case src.Conditions == nil:
+	case conds != nil && cap(conds) >= len(src.Conditions):
+		dst.Conditions = append(conds, src.Conditions...)
+	default:
+		dst.Conditions = make([]v1alpha1.Condition, len(src.Conditions))
+		copy(dst.Conditions, src.Conditions)
+	}
 }
 
 // forgetMember drops all in-memory state of a deleted member, its memory

@@ -3,6 +3,7 @@ package controllers
 import (
 	"crypto/sha1"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -74,6 +75,48 @@ func TestSessionID_SameAsEveryEarlierFleetd(t *testing.T) {
 	}
 }
 
+// copyStatus copies a status as DeepCopyInto does, whatever the status it
+// overwrites held, and shares nothing with the copied one.
+func TestCopyStatus_SameAsDeepCopy(t *testing.T) {
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	conds := func(n int) []v1alpha1.Condition {
+		out := make([]v1alpha1.Condition, n)
+		for i := range out {
+			out[i] = v1alpha1.Condition{Type: fmt.Sprintf("T%d", i), Status: "True", Reason: "R", LastTransitionTime: at}
+		}
+		return out
+	}
+	full := v1alpha1.MemberStatus{Phase: v1alpha1.PhaseReady, Conditions: conds(5), PaneID: "w1:p1",
+		Plan:           []v1alpha1.PlanRow{{}},
+		ResumedSession: &v1alpha1.AgentSession{}, Worktree: &v1alpha1.WorktreeStatus{}}
+	statuses := map[string]v1alpha1.MemberStatus{
+		"zero":                {},
+		"no conditions":       {Phase: v1alpha1.PhasePending},
+		"empty conditions":    {Conditions: []v1alpha1.Condition{}},
+		"one condition":       {Conditions: conds(1)},
+		"three in room for 5": {Conditions: conds(5)[:3]},
+		"full":                full,
+	}
+	for dname, dst := range statuses {
+		for sname, src := range statuses {
+			var want v1alpha1.MemberStatus
+			src.DeepCopyInto(&want)
+			got := v1alpha1.MemberStatus{}
+			dst.DeepCopyInto(&got)
+			copyStatus(&got, &src)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s over %s: got %+v, want %+v", sname, dname, got, want)
+			}
+			if len(got.Conditions) > 0 && &got.Conditions[0] == &src.Conditions[0] {
+				t.Errorf("%s over %s: the copy shares the conditions' array", sname, dname)
+			}
+			if got.Worktree != nil && got.Worktree == src.Worktree {
+				t.Errorf("%s over %s: the copy shares the worktree status", sname, dname)
+			}
+		}
+	}
+}
+
 func BenchmarkSessionID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
@@ -106,4 +149,25 @@ func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// BenchmarkStatus_ReadAndWrite: what a reconcile's status costs, from
+// statusOf to a writeStatus that changes it (its Ready condition's reason
+// alternates), for a member with its five conditions.
+func BenchmarkStatus_ReadAndWrite(b *testing.B) {
+	m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{}, promptObjs: map[string]bool{},
+		metrics: NewMetrics(nil), log: discard()}
+	m.o.Clock = clock.Real{}
+	a := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "a", UID: "uid", Generation: 1}}
+	reasons := [2]string{"A", "B"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		sb := m.statusOf(a)
+		sb.set(v1alpha1.PhaseReady, cTrue(reasons[i%2], ""), cFalse("R", ""), cFalse("R", ""))
+		sb.cond(v1alpha1.ConditionManifestValid, v1alpha1.ConditionTrue, "R", "")
+		sb.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionTrue, "R", "")
+		m.writeStatus("a", sb)
+		i++
+	}
 }
