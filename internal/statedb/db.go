@@ -64,6 +64,12 @@ type DB struct {
 	next   *Commit // changes staged since the committer took the last
 	taken  *Commit // the batch the committer is writing, if any
 	closed bool
+
+	// spareRecs and spareChanges are the arrays of the last batch
+	// written, empty, for the next commit to stage its changes in.
+	spareRecs    [][]byte
+	spareChanges []Change
+
 	// compacting is set while a compaction's rewrite runs; after one
 	// failed, the next waits until the file is past retryAt.
 	compacting bool
@@ -224,13 +230,14 @@ func (db *DB) Stage(changes ...Change) *Commit {
 	if db == nil || len(changes) == 0 {
 		return failed(nil)
 	}
-	recs := make([][]byte, len(changes))
-	for i, c := range changes {
+	var one [1][]byte // most stage one change: no array of their own
+	recs := one[:0]
+	for _, c := range changes {
 		rec, err := encode(c)
 		if err != nil {
 			return failed(err)
 		}
-		recs[i] = rec
+		recs = append(recs, rec)
 	}
 	db.mu.Lock()
 	if db.closed {
@@ -239,8 +246,8 @@ func (db *DB) Stage(changes ...Change) *Commit {
 	}
 	c := db.next
 	if c == nil {
-		c = &Commit{db: db, done: make(chan struct{})}
-		db.next = c
+		c = &Commit{db: db, recs: db.spareRecs, changes: db.spareChanges, done: make(chan struct{})}
+		db.next, db.spareRecs, db.spareChanges = c, nil, nil
 	}
 	c.recs = append(c.recs, recs...)
 	c.changes = append(c.changes, changes...)
@@ -255,6 +262,9 @@ func (db *DB) Stage(changes ...Change) *Commit {
 // maxLazy bounds the changes staged and not yet written that nobody waits
 // for.
 const maxLazy = 1024
+
+// maxSpare bounds the arrays of a written batch kept for the next one.
+const maxSpare = 2 * maxLazy
 
 // wake has the committer write what is staged.
 func (db *DB) wake() {
@@ -345,7 +355,14 @@ func (db *DB) commit() {
 	}
 	db.taken = nil
 	// The tables hold what is kept; a commit a caller still holds (a
-	// token minted ahead keeps its own) keeps no copy of its batch.
+	// token minted ahead keeps its own) keeps no copy of its batch. Its
+	// arrays, emptied, are the next commit's, unless a burst made them
+	// larger than a database needs to keep.
+	if cap(c.recs) <= maxSpare && cap(c.changes) <= maxSpare {
+		clear(c.recs)
+		clear(c.changes)
+		db.spareRecs, db.spareChanges = c.recs[:0], c.changes[:0]
+	}
 	c.recs, c.changes = nil, nil
 	db.mu.Unlock()
 	close(c.done)

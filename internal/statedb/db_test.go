@@ -441,3 +441,28 @@ func TestDB_SyncWaitsForWhatWasStaged(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStage_ThenWait: a batch of changes staged one at a time, as a
+// fleet starting stages its token and ownership records, then waited for.
+func BenchmarkStage_ThenWait(b *testing.B) {
+	db, err := Open(filepath.Join(b.TempDir(), "state.journal"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	value := []byte(`{"member":"m0001","uid":"5d0b9f0e-2c4a-4f7e-9a51-3b1c2d4e5f60","paneId":"w1:p12"}`)
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("m%04d", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var c *Commit
+		for _, k := range keys {
+			c = db.Stage(Put("owned", k, value))
+		}
+		if err := c.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
