@@ -87,7 +87,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		return r.createFailed(fmt.Errorf("create tab for %q in workspace %s: %w", name, ws.WorkspaceID, err))
 	}
 	rec := Ownership{
-		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: launchHash(mem), Refs: r.refs(), Target: rollout.Target(p),
+		Member: name, UID: mem.UID, Generation: mem.Generation, Launch: r.m.launchHashOf(mem), Refs: r.refs(), Target: rollout.Target(p),
 		TerminalID: created.RootPane.TerminalID, PaneID: created.RootPane.PaneID,
 		TabID: created.Tab.TabID, WorkspaceID: ws.WorkspaceID, Token: spec.Token,
 		CreatedWorkspace: r.m.createdWorkspace(ws.WorkspaceID), Worktree: wt,

@@ -53,6 +53,9 @@ type Manager struct {
 	states    map[string]*memberState
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
+	// launches: the launchHash of each member's current definition
+	// (launchHashOf), with or without a status; made when first needed.
+	launches map[string]launchMemo
 	// waiting: members waiting for their agent to be idle, and for what
 	// (graceful.go); working: since when each member's agent works;
 	// forced and restarts: what Expedite and Restart asked, until the

@@ -377,22 +377,24 @@ func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, refs str
 }
 
 // launchHashOf is launchHash(mem), computed once per definition of a
-// member that has a status and remembered with it.
+// member and remembered until the member is forgotten (forgetMember) —
+// also before it has a status: /metrics counts every member's rollout
+// state on each scrape, and a fleet starting is scraped while many of its
+// members have their pane and not yet a status.
 func (m *Manager) launchHashOf(mem *v1alpha1.Member) string {
 	m.mu.Lock()
-	st := m.states[mem.Name]
-	if st != nil && st.launch.of == mem {
-		h := st.launch.hash
+	if l, ok := m.launches[mem.Name]; ok && l.of == mem {
 		m.mu.Unlock()
-		return h
+		return l.hash
 	}
 	m.mu.Unlock()
 	h := launchHash(mem)
-	if st != nil {
-		m.mu.Lock()
-		st.launch = launchMemo{of: mem, hash: h}
-		m.mu.Unlock()
+	m.mu.Lock()
+	if m.launches == nil {
+		m.launches = map[string]launchMemo{}
 	}
+	m.launches[mem.Name] = launchMemo{of: mem, hash: h}
+	m.mu.Unlock()
 	return h
 }
 

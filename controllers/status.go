@@ -18,10 +18,6 @@ type memberState struct {
 	// the member is deleted from the desired state it is listed from here
 	// (Terminating while its tab closes) until the controller forgets it.
 	object *v1alpha1.Member
-	// launch is the launchHash of one definition of the member, for
-	// /metrics, which counts every member's rollout state on each scrape
-	// (Manager.launchHashOf).
-	launch launchMemo
 }
 
 // launchMemo is launchHash(of). A snapshot never changes an object it
@@ -276,6 +272,7 @@ func (m *Manager) forgetMember(name string) {
 		delete(m.states, name)
 	}
 	delete(m.promptObjs, name)
+	delete(m.launches, name)
 	delete(m.runtimes, name)
 	delete(m.working, name)
 	delete(m.asked, name)
