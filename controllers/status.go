@@ -204,7 +204,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 	} else {
 		delete(m.promptObjs, name)
 	}
-	if ok && reflect.DeepEqual(s.status, b.st) {
+	if ok && reflect.DeepEqual(&s.status, &b.st) { // pointers: nothing boxed
 		m.mu.Unlock()
 		return
 	}
