@@ -16,6 +16,7 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/messaging"
 	"github.com/fleetd-dev/fleetd/internal/simagent"
+	"github.com/fleetd-dev/fleetd/internal/store/etcdstore"
 	"github.com/fleetd-dev/fleetd/mcp"
 )
 
@@ -152,8 +153,11 @@ func TestFleet_NodeKilledMidTrafficAndRestarted(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	// etcd's own request timeout, not the tests' 1 s: this test injects no
+	// etcd fault, and a set-up write that took over a second on a loaded
+	// machine failed it with a 503 (as bc31a9c saw for another test).
 	f := newHostFleet(t, "/fleet-kill", []string{"a", "b"}, &hostOptions{Validate: true, NodeTTL: 2 * time.Second,
-		Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}})
+		Messaging: &messaging.Options{PickupGrace: 10 * time.Minute}, RequestTimeout: etcdstore.DefaultRequestTimeout})
 	ha, hb := f.host("a"), f.host("b")
 	agents := driveAgents(ha)
 	echo := simagent.New(nil)
