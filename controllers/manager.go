@@ -54,7 +54,7 @@ type Manager struct {
 	runtimes  map[string]*runtime
 	transient map[string]int // reconciles in a row herdr did not answer
 	// launches: the launchHash of each member's current definition
-	// (launchHashOf), with or without a status; made when first needed.
+	// (launchHashOf), with or without a status.
 	launches map[string]launchMemo
 	// waiting: members waiting for their agent to be idle, and for what
 	// (graceful.go); working: since when each member's agent works;
@@ -107,6 +107,7 @@ func New(opts *Options) (*Manager, error) {
 		states:     map[string]*memberState{},
 		promptObjs: map[string]bool{},
 		runtimes:   map[string]*runtime{},
+		launches:   map[string]launchMemo{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
 		waiting:    map[string]string{},

@@ -390,9 +390,6 @@ func (m *Manager) launchHashOf(mem *v1alpha1.Member) string {
 	m.mu.Unlock()
 	h := launchHash(mem)
 	m.mu.Lock()
-	if m.launches == nil {
-		m.launches = map[string]launchMemo{}
-	}
 	m.launches[mem.Name] = launchMemo{of: mem, hash: h}
 	m.mu.Unlock()
 	return h

@@ -467,7 +467,7 @@ func TestRollout_AMemberUpdatedByItsOwnChangeFreesTheQueue(t *testing.T) {
 // computed afresh for a new one, so a changed spec is never counted as
 // updated from a stale digest.
 func TestLaunchHashOf_FollowsTheDefinition(t *testing.T) {
-	m := &Manager{}
+	m := &Manager{launches: map[string]launchMemo{}}
 	first := &v1alpha1.Member{}
 	first.Name = "alpha"
 	first.Spec.Profile = "one"
