@@ -111,7 +111,7 @@ var allowed = Graph{
 	// launch contract, a leaf that internal/harness implements.
 	"controllers/launch":      {"api/v1alpha1"},
 	"internal/store":          {"api/v1alpha1", "api/decode", "internal/clock", "internal/notify"},
-	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", fsnotify, yaml},
+	"internal/store/dirstore": {"api/v1alpha1", "api/decode", "api/encode", "internal/store", "internal/atomicfile", "internal/clock", "internal/statedir", "internal/yamledit", errgroup, fsnotify, yaml},
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",

@@ -11,10 +11,10 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -415,23 +415,12 @@ func (d *Directory) readAll(paths []string) []fileRead {
 		res := decode.Manifest(paths[i], data)
 		out[i].res = &res
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(paths))
-	if workers <= 1 {
-		for i := range paths {
-			one(i)
-		}
-		return out
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range paths {
+		g.Go(func() error { one(i); return nil })
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(paths); i = int(next.Add(1)) - 1 {
-				one(i)
-			}
-		})
-	}
-	wg.Wait()
+	g.Wait() // one reports in out, never an error
 	return out
 }
 
