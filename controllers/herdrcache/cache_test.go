@@ -331,6 +331,68 @@ func TestCache_ResubscribesWhenWatchedPanesChange(t *testing.T) {
 	})
 }
 
+// A renewal of the stream and its catch-up listing take herdr a while with
+// many panes. Neither holds up the events meanwhile, and the listing, which
+// may be older, does not overwrite a status the new stream brought.
+func TestCache_RenewalHoldsNoEventUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, r := fixture(), &recorder{}
+		f.addPane(herdr.PaneInfo{PaneID: "p2", TerminalID: "T2", TabID: "t1", WorkspaceID: "w1"}, herdr.StatusBlocked)
+		var mu sync.Mutex
+		watched := []string{"p1"}
+		c := start(t, f, r, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return watched
+		})
+		subscribing, listing := make(chan struct{}), make(chan struct{})
+		f.mu.Lock()
+		f.beforeSubscribe = func() { <-subscribing }
+		f.duringAgentList = func() { <-listing }
+		f.mu.Unlock()
+		mu.Lock()
+		watched = []string{"p1", "p2"}
+		mu.Unlock()
+		c.Rewatch()
+		time.Sleep(testOpts.ResubscribeDelay)
+		synctest.Wait() // the renewal waits for herdr's acknowledgement
+
+		f.setStatus("p1", herdr.StatusWorking)
+		f.send(herdr.Event{Kind: herdr.EventPaneAgentStatusChanged, PaneID: "p1", AgentStatus: herdr.StatusWorking})
+		synctest.Wait()
+		if obs := r.observed(); obs[len(obs)-1] != (observation{"p1", "working", 2}) {
+			t.Fatalf("statuses %+v while the renewal waits; want p1's working passed on", obs)
+		}
+
+		close(subscribing)
+		synctest.Wait() // the new stream runs; its catch-up listing is on its way
+		if got := c.Subscribed(); !cmp.Equal(got, []string{"p1", "p2"}) {
+			t.Fatalf("Subscribed = %v, want [p1 p2]", got)
+		}
+		f.setStatus("p2", herdr.StatusWorking)
+		f.send(herdr.Event{Kind: herdr.EventPaneAgentStatusChanged, PaneID: "p2", AgentStatus: herdr.StatusWorking})
+		synctest.Wait()
+		if obs := r.observed(); obs[len(obs)-1] != (observation{"p2", "working", 1}) {
+			t.Fatalf("statuses %+v while the listing runs; want p2's working passed on", obs)
+		}
+
+		close(listing) // the listing, read before p2 began working, shows it blocked
+		synctest.Wait()
+		var p2 observation
+		for _, o := range r.observed() {
+			if o.Pane == "p2" {
+				p2 = o
+			}
+		}
+		if p2 != (observation{"p2", "working", 1}) {
+			t.Errorf("statuses %+v; the older listing overwrote p2's status from the stream", r.observed())
+		}
+		if p, _ := c.Pane("", "p2"); p.Agent.AgentStatus != herdr.StatusWorking {
+			t.Errorf("p2's agent in the cache: %q, want working", p.Agent.AgentStatus)
+		}
+	})
+}
+
 func TestCache_HerdrDownIsUnsynced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, r := fixture(), &recorder{}

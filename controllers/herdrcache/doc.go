@@ -31,6 +31,11 @@
 //     [Options.ResubscribeDelay] after its first change; the new stream
 //     opens before the old one closes), and such a renewal is followed by
 //     one agent.list, because herdr does not replay per-pane status events.
+//     Neither holds an event up (each takes herdr milliseconds for a few
+//     hundred panes): the old stream is applied until herdr acknowledges
+//     the new one, the new one's events while the listing runs, and the
+//     listing, which may be older, does not overwrite the status of a pane
+//     the new stream reported meanwhile.
 //     The old stream's end is not read once it is replaced: an agent that
 //     listing shows under another terminal id than the view's (herdr
 //     handed off or restarted meanwhile) makes it a full read instead.

@@ -24,6 +24,9 @@ type fakeHerdr struct {
 	stream     *fakeStream
 	// duringList, if set, runs inside pane.list (a listing in progress).
 	duringList func()
+	// duringAgentList, if set, runs inside agent.list once the agents
+	// are read (a listing on its way back).
+	duringAgentList func()
 	// beforeSubscribe, if set, runs inside events.subscribe before the
 	// stream exists: a change herdr makes then reaches no subscriber.
 	beforeSubscribe func()
@@ -107,8 +110,12 @@ func (f *fakeHerdr) ListAgents(context.Context) ([]herdr.AgentInfo, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.agents), nil
+	out, hook := slices.Clone(f.agents), f.duringAgentList
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return out, nil
 }
 
 // Subscribe refuses a per-pane entry for a pane it does not have, like

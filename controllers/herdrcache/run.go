@@ -135,16 +135,22 @@ func (c *Cache) follow(ctx context.Context) error {
 				}
 				return fmt.Errorf("%w: stream ended", herdr.ErrStreamDropped)
 			}
+			f.saw(ev)
 			c.apply(ev)
 		case <-c.rewatch:
 			f.settleLater()
 		case <-f.settleC:
-			err = f.settled(ctx)
+			f.settled(ctx)
+		case r := <-f.resub.results():
+			err = f.resubscribed(ctx, r)
+		case l := <-f.listing.results():
+			err = f.caughtUp(ctx, l)
 		case <-f.probeC:
 			err = f.probed(ctx)
 		case <-c.kick:
 			return errReconnect
 		case <-resync.C():
+			f.dropListing() // the read passes every watched status on
 			if err := c.resync(ctx); err != nil {
 				return err
 			}
@@ -158,7 +164,8 @@ func (c *Cache) follow(ctx context.Context) error {
 
 // follower is one subscription's state while follow applies its events:
 // the stream and the panes it covers, the settle timer of a burst of
-// watched-set changes, and the probe of watched panes herdr has not shown.
+// watched-set changes, the renewal and the catch-up listing in flight, and
+// the probe of watched panes herdr has not shown.
 type follower struct {
 	c       *Cache
 	stream  Stream
@@ -166,10 +173,77 @@ type follower struct {
 	panes   []string
 	settle  clock.Timer
 	settleC <-chan time.Time
+	// resub is the renewal of the stream in flight (settled), nil when
+	// none is: the current stream is applied until it is acknowledged.
+	resub *call[renewal]
+	// listing is the catch-up listing in flight after a renewal (swap),
+	// nil when none is; seen are the panes whose status the new stream
+	// brought since it began, which the listing does not overwrite.
+	listing *call[agentListing]
+	seen    map[string]bool
 	probe   clock.Timer
 	probeC  <-chan time.Time
 	// probeDelay is the capped backoff of the probe.
 	probeDelay time.Duration
+}
+
+// call is a herdr call of the follow loop run in a goroutine of its own, so
+// that events keep being applied while herdr answers: a renewal of the
+// stream or a catch-up listing, which take milliseconds per hundred panes.
+// The loop receives its result from results and is its only reader.
+type call[T any] struct {
+	result chan T
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// goCall runs fn in a goroutine of its own until it returns or ctx ends.
+func goCall[T any](ctx context.Context, fn func(context.Context) T) *call[T] {
+	cctx, cancel := context.WithCancel(ctx)
+	cl := &call[T]{result: make(chan T, 1), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(cl.done)
+		cl.result <- fn(cctx)
+	}()
+	return cl
+}
+
+// results is the channel the call's result arrives on; nil (never ready
+// in a select) for no call.
+func (cl *call[T]) results() <-chan T {
+	if cl == nil {
+		return nil
+	}
+	return cl.result
+}
+
+// abandon cancels the call and waits for its goroutine; the result, if it
+// came, is returned with ok.
+func (cl *call[T]) abandon() (r T, ok bool) {
+	cl.cancel()
+	<-cl.done
+	select {
+	case r = <-cl.result:
+		return r, true
+	default:
+		return r, false
+	}
+}
+
+// renewal is a renewed subscription's outcome: the stream covering panes,
+// and the watched panes it leaves out (missing).
+type renewal struct {
+	stream          Stream
+	stop            func()
+	panes, missing  []string
+	noWorktreeEvent bool // herdr refused the worktree events (subscribeWith)
+	err             error
+}
+
+// agentListing is a catch-up listing's outcome.
+type agentListing struct {
+	agents []herdr.AgentInfo
+	err    error
 }
 
 // startFollowing subscribes, reads herdr once the subscription is
@@ -223,9 +297,7 @@ func (f *follower) coverRead(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("resubscribe to herdr events: %w", err)
 		default:
-			if err := f.swap(ctx, next, nextStop, npanes); err != nil {
-				return err
-			}
+			f.swap(ctx, next, nextStop, npanes)
 		}
 	} else {
 		// A pane may have joined the watched set since the read passed
@@ -238,6 +310,12 @@ func (f *follower) coverRead(ctx context.Context) error {
 
 // close stops the stream and the timers.
 func (f *follower) close() {
+	if f.resub != nil {
+		if r, ok := f.resub.abandon(); ok && r.err == nil {
+			r.stop()
+		}
+	}
+	f.dropListing()
 	f.stop()
 	if f.settle != nil {
 		f.settle.Stop()
@@ -267,32 +345,83 @@ func (f *follower) armProbe(missing []string) {
 }
 
 // swap replaces the stream by next, which covers npanes.
-func (f *follower) swap(ctx context.Context, next Stream, nextStop func(), npanes []string) error {
+func (f *follower) swap(ctx context.Context, next Stream, nextStop func(), npanes []string) {
 	f.stop()
 	f.stream, f.stop, f.panes = next, nextStop, npanes
 	f.c.setSubscribed(npanes)
-	// Per-pane status events are not replayed: one the old stream had not
-	// delivered yet, or one of a new pane before the new stream covered
-	// it, would be lost. One agent listing after the new stream started
-	// catches up on them.
-	return f.c.catchUp(ctx)
+	// Per-pane status events are not replayed: a status of a pane the
+	// old stream did not cover, from before the new stream began, is on
+	// no stream. One agent listing after the new stream started catches
+	// up on them; the new stream's events are applied while it runs.
+	f.dropListing()
+	f.seen = map[string]bool{}
+	f.listing = goCall(ctx, func(ctx context.Context) agentListing {
+		cctx, cancel := context.WithTimeout(ctx, f.c.o.CallTimeout)
+		defer cancel()
+		agents, err := f.c.src.ListAgents(cctx)
+		return agentListing{agents, err}
+	})
 }
 
-// settled resubscribes for the watched set as it is once a burst of
-// changes settled.
-func (f *follower) settled(ctx context.Context) error {
+// saw notes a pane whose status the stream brought while a catch-up
+// listing runs: the stream is in order, the listing may be older.
+func (f *follower) saw(ev herdr.Event) {
+	if f.listing != nil && ev.Kind == herdr.EventPaneAgentStatusChanged {
+		f.seen[ev.PaneID] = true
+	}
+}
+
+// dropListing abandons the catch-up listing in flight, if any.
+func (f *follower) dropListing() {
+	if f.listing != nil {
+		f.listing.abandon()
+		f.listing, f.seen = nil, nil
+	}
+}
+
+// caughtUp applies a catch-up listing (catchUp).
+func (f *follower) caughtUp(ctx context.Context, l agentListing) error {
+	seen := f.seen
+	f.listing, f.seen = nil, nil
+	if l.err != nil {
+		return fmt.Errorf("list herdr agents after resubscribing: %w", l.err)
+	}
+	return f.c.catchUp(ctx, l.agents, seen)
+}
+
+// settled renews the stream for the watched set as it is once a burst of
+// changes settled: the new stream is opened before the old one closes, so
+// that no event falls between them, and the old one is applied until the
+// new one is acknowledged (resubscribed). One renewal runs at a time; a
+// burst that settles meanwhile is looked at a settle delay later.
+func (f *follower) settled(ctx context.Context) {
 	c := f.c
 	f.settle, f.settleC = nil, nil
+	if f.resub != nil {
+		f.settleLater()
+		return
+	}
 	nsubs, npanes, nmissing := c.subscriptions()
 	if slices.Equal(npanes, f.panes) {
 		c.passWatched(f.panes)
 		f.armProbe(nmissing)
-		return nil
+		return
 	}
-	// Open the new stream before closing the old one so no event falls
-	// between them.
-	next, nextStop, err := c.subscribe(ctx, nsubs)
-	if herdr.IsCode(err, "pane_not_found") {
+	worktrees := !c.noWorktreeEvents
+	f.resub = goCall(ctx, func(ctx context.Context) renewal {
+		next, nextStop, refused, err := c.subscribeWith(ctx, nsubs, worktrees)
+		return renewal{stream: next, stop: nextStop, panes: npanes, missing: nmissing, noWorktreeEvent: refused, err: err}
+	})
+}
+
+// resubscribed takes a renewal's outcome (settled).
+func (f *follower) resubscribed(ctx context.Context, r renewal) error {
+	c := f.c
+	f.resub = nil
+	if r.noWorktreeEvent {
+		c.noWorktreeEvents = true
+	}
+	if herdr.IsCode(r.err, "pane_not_found") {
 		// A pane closed after the cache was read; its close event comes
 		// on the current stream, which keeps running. Try again a settle
 		// delay later instead of dropping the stream and reconnecting
@@ -302,13 +431,11 @@ func (f *follower) settled(ctx context.Context) error {
 		f.settleLater()
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("resubscribe to herdr events: %w", err)
+	if r.err != nil {
+		return fmt.Errorf("resubscribe to herdr events: %w", r.err)
 	}
-	if err := f.swap(ctx, next, nextStop, npanes); err != nil {
-		return err
-	}
-	f.armProbe(nmissing)
+	f.swap(ctx, r.stream, r.stop, r.panes)
+	f.armProbe(r.missing)
 	return nil
 }
 
@@ -317,6 +444,12 @@ func (f *follower) settled(ctx context.Context) error {
 func (f *follower) probed(ctx context.Context) error {
 	c := f.c
 	f.probe, f.probeC = nil, nil
+	if f.resub != nil {
+		// The renewal in flight covers what it can; probe after it.
+		f.probe = c.o.Clock.NewTimer(f.probeDelay)
+		f.probeC = f.probe.C()
+		return nil
+	}
 	_, npanes, nmissing := c.subscriptions()
 	if len(nmissing) == 0 {
 		c.Rewatch() // they appeared in a listing meanwhile
@@ -338,7 +471,8 @@ func (f *follower) probed(ctx context.Context) error {
 		c.confirmed[p] = true
 	}
 	f.probeDelay = c.o.MissingPaneBackoff
-	return f.swap(ctx, next, nextStop, try)
+	f.swap(ctx, next, nextStop, try)
+	return nil
 }
 
 // open opens the stream a (re)subscription starts with: lifecycle events
@@ -366,19 +500,31 @@ func (c *Cache) open(ctx context.Context) (Stream, func(), []string, error) {
 // The worktree events are added to subs where herdr has them; a herdr
 // that refuses them is subscribed to again without them.
 func (c *Cache) subscribe(ctx context.Context, subs []herdr.Subscription) (Stream, func(), error) {
-	if !c.noWorktreeEvents {
+	stream, stop, refused, err := c.subscribeWith(ctx, subs, !c.noWorktreeEvents)
+	if refused {
+		c.noWorktreeEvents = true
+	}
+	return stream, stop, err
+}
+
+// subscribeWith is subscribe without the cache's own state, for a renewal's
+// goroutine (settled): worktrees says whether to ask for the worktree
+// events, refused that herdr refused them and the subscription was made
+// without them.
+func (c *Cache) subscribeWith(ctx context.Context, subs []herdr.Subscription, worktrees bool) (_ Stream, _ func(), refused bool, _ error) {
+	if worktrees {
 		all := slices.Clone(subs)
 		for _, t := range worktreeSubscriptions {
 			all = append(all, herdr.Subscription{Type: t})
 		}
 		stream, stop, err := c.subscribeOnce(ctx, all)
 		if !herdr.IsCode(err, "invalid_request") {
-			return stream, stop, err
+			return stream, stop, false, err
 		}
-		c.noWorktreeEvents = true
 		c.log.Info("herdr refuses worktree event subscriptions (herdr 0.8 has no worktrees); following the other events", "err", err)
 	}
-	return c.subscribeOnce(ctx, subs)
+	stream, stop, err := c.subscribeOnce(ctx, subs)
+	return stream, stop, worktrees, err
 }
 
 // subscribeOnce is one subscription of subscribe.
@@ -517,19 +663,15 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// catchUp lists herdr's agents once and passes every watched agent's
-// status on, as a listing does (the sequence moves only on a change). An
-// agent whose pane the view shows under another terminal id says herdr
-// handed off or restarted while the stream was replaced — the old
-// stream's end, which says so, is not read once it is replaced — so herdr
-// is read in full instead.
-func (c *Cache) catchUp(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
-	defer cancel()
-	agents, err := c.src.ListAgents(cctx)
-	if err != nil {
-		return fmt.Errorf("list herdr agents after resubscribing: %w", err)
-	}
+// catchUp passes on the status of every watched agent in a catch-up
+// listing taken after the stream was renewed (swap), as a read does (the
+// sequence moves only on a change), except for the panes in seen: the new
+// stream brought a status of theirs meanwhile, which is in order and may
+// be newer than the listing. An agent whose pane the view shows under
+// another terminal id says herdr handed off or restarted while the stream
+// was replaced — the old stream's end, which says so, is not read once it
+// is replaced — so herdr is read in full instead.
+func (c *Cache) catchUp(ctx context.Context, agents []herdr.AgentInfo, seen map[string]bool) error {
 	for _, a := range agents {
 		if p, _, ok, _ := c.view.pane("", a.PaneID); ok && a.TerminalID != "" && a.TerminalID != p.TerminalID {
 			c.log.Debug("herdr gave a pane a new terminal id while the cache resubscribed; reading herdr again",
@@ -542,7 +684,7 @@ func (c *Cache) catchUp(ctx context.Context) error {
 	}
 	watched := c.watched()
 	for _, a := range agents {
-		if !watched[a.PaneID] || a.AgentStatus == "" {
+		if !watched[a.PaneID] || a.AgentStatus == "" || seen[a.PaneID] {
 			continue
 		}
 		c.view.setAgentStatus(a.PaneID, a.AgentStatus)
