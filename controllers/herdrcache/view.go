@@ -20,10 +20,15 @@ import (
 // changed after the listing began. A view that is not synced (herdr down,
 // or not listed since it came back) is never evidence that a pane is gone.
 type view struct {
-	mu         sync.Mutex
-	synced     bool
-	seq        uint64
-	touched    map[string]uint64 // pane, tab or workspace id → seq of its last local change
+	mu     sync.Mutex
+	synced bool
+	seq    uint64
+	// touched: pane, tab or workspace id → seq of its last local change,
+	// kept only while a listing is taken (listing; Run's goroutine takes
+	// one at a time): install needs only the changes after its listing
+	// began, so a change made with no listing under way is never read.
+	touched    map[string]uint64
+	listing    bool
 	workspaces map[string]herdr.WorkspaceInfo
 	tabs       map[string]herdr.TabInfo
 	panes      map[string]herdr.PaneInfo
@@ -43,7 +48,6 @@ type view struct {
 
 func newView() *view {
 	return &view{
-		touched:    map[string]uint64{},
 		workspaces: map[string]herdr.WorkspaceInfo{},
 		tabs:       map[string]herdr.TabInfo{},
 		panes:      map[string]herdr.PaneInfo{},
@@ -61,10 +65,12 @@ type listing struct {
 	agents     []herdr.AgentInfo
 }
 
-// begin returns the sequence a listing starts at.
+// begin returns the sequence a listing starts at; local changes are
+// stamped from then until the listing is installed.
 func (v *view) begin() uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.listing = true
 	return v.seq
 }
 
@@ -97,21 +103,18 @@ func (v *view) install(start uint64, l listing) []string {
 		}
 		agents[a.PaneID] = a
 	}
-	// The stamps the listing covers are dropped by keeping the others in a
-	// new map: a map never gives back the room it grew to, and a fleet
-	// starting stamps every id once.
-	touched := map[string]uint64{}
 	for id, s := range v.touched {
 		if s <= start {
 			continue
 		}
-		touched[id] = s
 		keepLocal(ws, v.workspaces, id)
 		keepLocal(tabs, v.tabs, id)
 		keepLocal(panes, v.panes, id)
 		keepLocal(agents, v.agents, id)
 	}
-	v.touched = touched
+	// No listing is under way now: the stamps go, with the room their map
+	// grew to.
+	v.touched, v.listing = nil, false
 	restarted := v.refused
 	v.refused = false
 	var again []string
@@ -198,9 +201,16 @@ func (v *view) hasPane(paneID string) bool {
 	return ok
 }
 
-// touchLocked stamps ids as changed locally. v.mu must be held.
+// touchLocked stamps ids as changed locally, while a listing is under
+// way. v.mu must be held.
 func (v *view) touchLocked(ids ...string) {
 	v.seq++
+	if !v.listing {
+		return
+	}
+	if v.touched == nil {
+		v.touched = map[string]uint64{}
+	}
 	for _, id := range ids {
 		if id != "" {
 			v.touched[id] = v.seq

@@ -183,3 +183,51 @@ func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
 		})
 	}
 }
+
+// A local change outlives only the listings that began before it: the
+// view stamps changes while a listing is under way, and a listing that
+// failed (begun, never installed) does not make an older change outlive
+// the next one.
+func TestView_LocalChangeOutlivesOnlyAnOlderListing(t *testing.T) {
+	listed := herdr.TabInfo{TabID: "t1", WorkspaceID: "w1", Label: "listed"}
+	local := herdr.TabInfo{TabID: "t1", WorkspaceID: "w1", Label: "local"}
+	for _, tc := range []struct {
+		name string
+		run  func(v *view, change func()) // takes the listing, making the change at some point
+		want string
+	}{
+		{"change before the listing", func(v *view, change func()) {
+			change()
+			v.install(v.begin(), listing{tabs: []herdr.TabInfo{listed}})
+		}, "listed"},
+		{"change during the listing", func(v *view, change func()) {
+			start := v.begin()
+			change()
+			v.install(start, listing{tabs: []herdr.TabInfo{listed}})
+		}, "local"},
+		{"change during a failed listing, before the next", func(v *view, change func()) {
+			v.begin() // never installed
+			change()
+			v.install(v.begin(), listing{tabs: []herdr.TabInfo{listed}})
+		}, "listed"},
+		{"change during the listing after a failed one", func(v *view, change func()) {
+			v.begin() // never installed
+			start := v.begin()
+			change()
+			v.install(start, listing{tabs: []herdr.TabInfo{listed}})
+		}, "local"},
+		{"change between two listings", func(v *view, change func()) {
+			v.install(v.begin(), listing{})
+			change()
+			v.install(v.begin(), listing{tabs: []herdr.TabInfo{listed}})
+		}, "listed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newView()
+			tc.run(v, func() { v.setTab(local) })
+			if got, ok := v.tab("t1"); !ok || got.Label != tc.want {
+				t.Errorf("tab t1 = %q (%v), want %q", got.Label, ok, tc.want)
+			}
+		})
+	}
+}
