@@ -30,30 +30,115 @@ type view struct {
 	touched    map[string]uint64
 	listing    bool
 	workspaces map[string]herdr.WorkspaceInfo
-	tabs       map[string]herdr.TabInfo
-	panes      map[string]herdr.PaneInfo
-	agents     map[string]herdr.AgentInfo // by pane id
-	// byTerminal and byTab index panes: the pane id of a terminal id, the
-	// pane ids of a tab. Every change of panes goes through putPaneLocked,
-	// deletePaneLocked or install, which keep them; a repair looks a gone
-	// pane up by terminal id and closes its tab with its last pane, and
-	// neither walks every pane.
-	byTerminal map[string]string
-	byTab      map[string][]string
+	// tabs holds the tabs the view has and, as their index, the panes of
+	// every tab id a pane names (one the view does not have is there for
+	// its panes only). panes holds, by pane id, a pane, its agent or both
+	// (a listing may show an agent in a pane it does not show); byTerminal
+	// indexes the panes by terminal id. Every change of a pane goes
+	// through putPaneLocked, removePaneLocked or install, which keep the
+	// indexes; a repair looks a gone pane up by terminal id and closes its
+	// tab with its last pane, and neither walks every pane.
+	tabs       map[string]*tabEntry
+	panes      map[string]*paneEntry
+	byTerminal map[string]*paneEntry
 	// refused: herdr's socket refused a connection since the last listing
 	// was installed — its process went away, and every agent in a pane
 	// that comes back under a new terminal id is a new one.
 	refused bool
 }
 
+// tabEntry is a tab id of the view: the tab, if the view has it (known),
+// and the panes that name it.
+type tabEntry struct {
+	info  herdr.TabInfo
+	known bool
+	panes []*paneEntry
+}
+
+// paneEntry is a pane id of the view: the pane (hasPane), its agent
+// (hasAgent) or both. Of the agent it keeps what only an agent has, and
+// in own the agent in full only where what it has in common with its pane
+// (ids, status, revision, titles, directories, maps, session) is not the
+// pane's, or there is no pane: a pane and its agent, which herdr reports
+// alike, are then kept once (putAgent, agent).
+type paneEntry struct {
+	pane herdr.PaneInfo
+
+	name           string
+	stateChangeSeq uint64
+	completionSeq  *uint64
+	own            *herdr.AgentInfo // its Name, sequences and flags are not read: the entry's are
+
+	hasPane, hasAgent                                       bool
+	launchPending, interactiveReady, screenDetectionSkipped bool
+}
+
+// agent returns the entry's agent. e.hasAgent must be true.
+func (e *paneEntry) agent() herdr.AgentInfo {
+	var a herdr.AgentInfo
+	if e.own != nil {
+		a = *e.own
+	} else {
+		p := &e.pane
+		a = herdr.AgentInfo{TerminalID: p.TerminalID, AgentStatus: p.AgentStatus, WorkspaceID: p.WorkspaceID, TabID: p.TabID,
+			PaneID: p.PaneID, Focused: p.Focused, Revision: p.Revision, Agent: p.Agent, Title: p.Title, TerminalTitle: p.TerminalTitle,
+			TerminalTitleStripped: p.TerminalTitleStripped, DisplayAgent: p.DisplayAgent, StateLabels: p.StateLabels,
+			Tokens: p.Tokens, AgentSession: p.AgentSession, CWD: p.CWD, ForegroundCWD: p.ForegroundCWD}
+	}
+	a.Name, a.StateChangeSeq, a.CompletionSeq = e.name, e.stateChangeSeq, e.completionSeq
+	a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped = e.launchPending, e.interactiveReady, e.screenDetectionSkipped
+	return a
+}
+
+// putAgent makes a the entry's agent, kept against the entry's pane as it
+// is now: a caller that changes the pane takes the agent first and puts
+// it back after.
+func (e *paneEntry) putAgent(a herdr.AgentInfo) {
+	e.hasAgent = true
+	e.name, e.stateChangeSeq, e.completionSeq = a.Name, a.StateChangeSeq, a.CompletionSeq
+	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped
+	if e.hasPane && samePane(&a, &e.pane) {
+		e.own = nil
+		return
+	}
+	if e.hasPane {
+		shareWithPane(&a, &e.pane)
+	}
+	if e.own == nil {
+		e.own = new(herdr.AgentInfo)
+	}
+	*e.own = a // own is the entry's alone: readers get copies
+}
+
+// dropAgent forgets the entry's agent.
+func (e *paneEntry) dropAgent() {
+	e.hasAgent, e.name, e.stateChangeSeq, e.completionSeq, e.own = false, "", 0, nil, nil
+	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = false, false, false
+}
+
+// samePane reports whether everything a has in common with p is p's:
+// then p gives it back as it was. Maps and session records are compared
+// by value, and nil is not the same as empty.
+func samePane(a *herdr.AgentInfo, p *herdr.PaneInfo) bool {
+	return a.TerminalID == p.TerminalID && a.AgentStatus == p.AgentStatus && a.WorkspaceID == p.WorkspaceID &&
+		a.TabID == p.TabID && a.PaneID == p.PaneID && a.Focused == p.Focused && a.Revision == p.Revision &&
+		a.Agent == p.Agent && a.Title == p.Title && a.TerminalTitle == p.TerminalTitle &&
+		a.TerminalTitleStripped == p.TerminalTitleStripped && a.DisplayAgent == p.DisplayAgent &&
+		a.CWD == p.CWD && a.ForegroundCWD == p.ForegroundCWD &&
+		sameMap(a.StateLabels, p.StateLabels) && sameMap(a.Tokens, p.Tokens) &&
+		(a.AgentSession == nil) == (p.AgentSession == nil) && (a.AgentSession == nil || *a.AgentSession == *p.AgentSession)
+}
+
+func sameMap(a, b map[string]string) bool {
+	return (a == nil) == (b == nil) && maps.Equal(a, b)
+}
+
 func newView() *view {
 	return &view{
 		workspaces: map[string]herdr.WorkspaceInfo{},
-		tabs:       map[string]herdr.TabInfo{},
-		panes:      map[string]herdr.PaneInfo{},
-		agents:     map[string]herdr.AgentInfo{},
-		byTerminal: map[string]string{},
-		byTab:      map[string][]string{},
+		tabs:       map[string]*tabEntry{},
+		panes:      map[string]*paneEntry{},
+		byTerminal: map[string]*paneEntry{},
 	}
 }
 
@@ -83,34 +168,38 @@ func (v *view) begin() uint64 {
 func (v *view) install(start uint64, l listing) []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	ws := map[string]herdr.WorkspaceInfo{}
+	ws := make(map[string]herdr.WorkspaceInfo, len(l.workspaces))
 	for _, w := range l.workspaces {
 		ws[w.WorkspaceID] = w
 	}
-	tabs := map[string]herdr.TabInfo{}
+	tabs := make(map[string]*tabEntry, len(l.tabs))
 	for _, t := range l.tabs {
-		tabs[t.TabID] = t
+		tabs[t.TabID] = &tabEntry{info: t, known: true}
 	}
-	panes := map[string]herdr.PaneInfo{}
+	panes := make(map[string]*paneEntry, len(l.panes))
 	for _, p := range l.panes {
 		shareWithinPane(&p)
-		panes[p.PaneID] = p
+		panes[p.PaneID] = &paneEntry{pane: p, hasPane: true}
 	}
-	agents := map[string]herdr.AgentInfo{}
 	for _, a := range l.agents {
-		if p, ok := panes[a.PaneID]; ok {
-			shareWithPane(&a, &p)
+		e := panes[a.PaneID]
+		if e == nil {
+			e = &paneEntry{}
+			panes[a.PaneID] = e
 		}
-		agents[a.PaneID] = a
+		e.putAgent(a)
 	}
 	for id, s := range v.touched {
 		if s <= start {
 			continue
 		}
 		keepLocal(ws, v.workspaces, id)
-		keepLocal(tabs, v.tabs, id)
-		keepLocal(panes, v.panes, id)
-		keepLocal(agents, v.agents, id)
+		if t := v.tabs[id]; t != nil && t.known {
+			tabs[id] = &tabEntry{info: t.info, known: true} // its panes are indexed below
+		} else {
+			delete(tabs, id)
+		}
+		keepLocal(panes, v.panes, id) // the pane and its agent
 	}
 	// No listing is under way now: the stamps go, with the room their map
 	// grew to.
@@ -118,21 +207,26 @@ func (v *view) install(start uint64, l listing) []string {
 	restarted := v.refused
 	v.refused = false
 	var again []string
-	for id, p := range panes {
-		old, ok := v.panes[id]
-		prev, had := v.agents[id]
-		if !ok || !had || old.TerminalID == p.TerminalID {
+	for id, e := range panes {
+		old := v.panes[id]
+		if !e.hasPane || old == nil || !old.hasPane || !old.hasAgent || old.pane.TerminalID == e.pane.TerminalID {
 			continue
 		}
-		if a, has := agents[id]; restarted || relaunched(prev, a, has) {
+		var a herdr.AgentInfo
+		if e.hasAgent {
+			a = e.agent()
+		}
+		if restarted || relaunched(old.agent(), a, e.hasAgent) {
 			again = append(again, id)
 		}
 	}
 	slices.Sort(again)
-	v.workspaces, v.tabs, v.panes, v.agents = ws, tabs, panes, agents
-	v.byTerminal, v.byTab = make(map[string]string, len(panes)), make(map[string][]string, len(tabs))
-	for _, p := range panes {
-		v.indexLocked(&p)
+	v.workspaces, v.tabs, v.panes = ws, tabs, panes
+	v.byTerminal = make(map[string]*paneEntry, len(panes))
+	for _, e := range panes {
+		if e.hasPane {
+			v.indexLocked(e)
+		}
 	}
 	v.synced = true
 	return again
@@ -197,8 +291,8 @@ func (v *view) unsync() bool {
 func (v *view) hasPane(paneID string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	_, ok := v.panes[paneID]
-	return ok
+	e := v.panes[paneID]
+	return e != nil && e.hasPane
 }
 
 // touchLocked stamps ids as changed locally, while a listing is under
@@ -229,7 +323,12 @@ func (v *view) setTab(t herdr.TabInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(t.TabID)
-	v.tabs[t.TabID] = t
+	e := v.tabs[t.TabID]
+	if e == nil {
+		e = &tabEntry{}
+		v.tabs[t.TabID] = e
+	}
+	e.info, e.known = t, true
 }
 
 func (v *view) setPane(p herdr.PaneInfo) {
@@ -237,48 +336,56 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
 	shareWithinPane(&p)
-	v.putPaneLocked(p)
-	if a, ok := v.agents[p.PaneID]; ok {
-		shareWithPane(&a, &p)
-		v.agents[p.PaneID] = a // the same values
+	e := v.panes[p.PaneID]
+	if e == nil {
+		e = &paneEntry{}
+		v.panes[p.PaneID] = e
+	}
+	v.putPaneLocked(e, p)
+}
+
+// putPaneLocked makes p the entry's pane, with its index entries; its
+// agent stays as it was. v.mu must be held.
+func (v *view) putPaneLocked(e *paneEntry, p herdr.PaneInfo) {
+	var a herdr.AgentInfo
+	if e.hasAgent {
+		a = e.agent()
+	}
+	if e.hasPane {
+		v.unindexLocked(e)
+	}
+	e.pane, e.hasPane = p, true
+	v.indexLocked(e)
+	if e.hasAgent {
+		e.putAgent(a)
 	}
 }
 
-// putPaneLocked sets a pane and its index entries. v.mu must be held.
-func (v *view) putPaneLocked(p herdr.PaneInfo) {
-	if old, ok := v.panes[p.PaneID]; ok {
-		v.unindexLocked(&old)
+// indexLocked adds e's pane's index entries; unindexLocked removes them.
+// v.mu must be held.
+func (v *view) indexLocked(e *paneEntry) {
+	if e.pane.TerminalID != "" {
+		v.byTerminal[e.pane.TerminalID] = e
 	}
-	v.panes[p.PaneID] = p
-	v.indexLocked(&p)
+	t := v.tabs[e.pane.TabID]
+	if t == nil {
+		t = &tabEntry{}
+		v.tabs[e.pane.TabID] = t
+	}
+	t.panes = append(t.panes, e)
 }
 
-// deletePaneLocked drops a pane and its index entries. v.mu must be held.
-func (v *view) deletePaneLocked(paneID string) {
-	if old, ok := v.panes[paneID]; ok {
-		v.unindexLocked(&old)
-		delete(v.panes, paneID)
+func (v *view) unindexLocked(e *paneEntry) {
+	if e.pane.TerminalID != "" && v.byTerminal[e.pane.TerminalID] == e {
+		delete(v.byTerminal, e.pane.TerminalID)
 	}
-}
-
-// indexLocked adds p's index entries; unindexLocked removes them. v.mu
-// must be held.
-func (v *view) indexLocked(p *herdr.PaneInfo) {
-	if p.TerminalID != "" {
-		v.byTerminal[p.TerminalID] = p.PaneID
+	t := v.tabs[e.pane.TabID]
+	if t == nil {
+		return
 	}
-	v.byTab[p.TabID] = append(v.byTab[p.TabID], p.PaneID)
-}
-
-func (v *view) unindexLocked(p *herdr.PaneInfo) {
-	if p.TerminalID != "" && v.byTerminal[p.TerminalID] == p.PaneID {
-		delete(v.byTerminal, p.TerminalID)
-	}
-	ids := slices.DeleteFunc(v.byTab[p.TabID], func(id string) bool { return id == p.PaneID })
-	if len(ids) == 0 {
-		delete(v.byTab, p.TabID)
-	} else {
-		v.byTab[p.TabID] = ids
+	t.panes = slices.DeleteFunc(t.panes, func(x *paneEntry) bool { return x == e })
+	if len(t.panes) == 0 && !t.known {
+		delete(v.tabs, e.pane.TabID)
 	}
 }
 
@@ -286,20 +393,23 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(a.PaneID)
-	if p, ok := v.panes[a.PaneID]; ok {
-		p.AgentStatus = a.AgentStatus
-		shareWithPane(&a, &p)
-		v.panes[a.PaneID] = p // no indexed field changed
+	e := v.panes[a.PaneID]
+	if e == nil {
+		e = &paneEntry{}
+		v.panes[a.PaneID] = e
 	}
-	v.agents[a.PaneID] = a
+	if e.hasPane {
+		e.pane.AgentStatus = a.AgentStatus // no indexed field changed
+	}
+	e.putAgent(a)
 }
 
 // shareWithPane points each field of a that holds what the same field of
-// p holds at p's — the same strings, maps and session record — so that a
-// pane and its agent, which herdr reports with the same terminal and ids,
-// titles, directories and agent session, are kept once, not decoded twice
-// and kept twice. The values do not change. Nothing changes a cached map or
-// record in place: the view replaces them, and its readers only read.
+// p holds at p's — the same strings, maps and session record — so that an
+// agent kept apart from its pane (paneEntry.own: they differ somewhere)
+// keeps what they do have in common once, not decoded twice and kept
+// twice. The values do not change. Nothing changes a cached map or record
+// in place: the view replaces them, and its readers only read.
 func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
 	share(&a.TerminalID, p.TerminalID)
 	share(&a.AgentStatus, p.AgentStatus)
@@ -344,28 +454,41 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
-	if p, ok := v.panes[paneID]; ok {
-		p.AgentStatus = s
-		v.panes[paneID] = p // no indexed field changed
+	e := v.panes[paneID]
+	if e == nil {
+		return
 	}
-	if a, ok := v.agents[paneID]; ok {
-		if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
-			// A ready agent's status changed, so herdr's state_change_seq
-			// moved at least once: the view keeps a lower bound of it
-			// between listings. (A launching agent's status can change
-			// with no state change, at a dialog.)
-			a.StateChangeSeq++
-		}
-		a.AgentStatus = s
-		v.agents[paneID] = a
+	var a herdr.AgentInfo
+	if e.hasAgent {
+		a = e.agent()
 	}
+	if e.hasPane {
+		e.pane.AgentStatus = s // no indexed field changed
+	}
+	if !e.hasAgent {
+		return
+	}
+	if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
+		// A ready agent's status changed, so herdr's state_change_seq
+		// moved at least once: the view keeps a lower bound of it
+		// between listings. (A launching agent's status can change
+		// with no state change, at a dialog.)
+		a.StateChangeSeq++
+	}
+	a.AgentStatus = s
+	e.putAgent(a)
 }
 
 func (v *view) removeAgent(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
-	delete(v.agents, paneID)
+	if e := v.panes[paneID]; e != nil {
+		e.dropAgent()
+		if !e.hasPane {
+			delete(v.panes, paneID)
+		}
+	}
 }
 
 func (v *view) removePane(paneID string) {
@@ -380,22 +503,26 @@ func (v *view) removePane(paneID string) {
 func (v *view) closePane(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	p, known := v.panes[paneID]
+	e := v.panes[paneID]
 	v.removePaneLocked(paneID)
-	if !known {
+	if e == nil || !e.hasPane {
 		return
 	}
-	if _, ok := v.tabs[p.TabID]; ok && len(v.byTab[p.TabID]) == 0 {
-		v.touchLocked(p.TabID)
-		delete(v.tabs, p.TabID)
+	if t := v.tabs[e.pane.TabID]; t != nil && t.known && len(t.panes) == 0 {
+		v.touchLocked(e.pane.TabID)
+		delete(v.tabs, e.pane.TabID)
 	}
 }
 
 // removePaneLocked drops a pane and its agent. v.mu must be held.
 func (v *view) removePaneLocked(paneID string) {
 	v.touchLocked(paneID)
-	v.deletePaneLocked(paneID)
-	delete(v.agents, paneID)
+	if e := v.panes[paneID]; e != nil {
+		if e.hasPane {
+			v.unindexLocked(e)
+		}
+		delete(v.panes, paneID)
+	}
 }
 
 // removeTab drops a tab and its panes (herdr sends no pane_closed for them).
@@ -407,9 +534,13 @@ func (v *view) removeTab(tabID string) {
 
 func (v *view) removeTabLocked(tabID string) {
 	v.touchLocked(tabID)
-	delete(v.tabs, tabID)
-	for _, id := range slices.Clone(v.byTab[tabID]) {
-		v.removePaneLocked(id)
+	t := v.tabs[tabID]
+	if t == nil {
+		return
+	}
+	delete(v.tabs, tabID) // so that removing its panes leaves t.panes be
+	for _, e := range t.panes {
+		v.removePaneLocked(e.pane.PaneID)
 	}
 }
 
@@ -419,12 +550,12 @@ func (v *view) removeWorkspace(wsID string) {
 	v.touchLocked(wsID)
 	delete(v.workspaces, wsID)
 	for id, t := range v.tabs {
-		if t.WorkspaceID == wsID {
+		if t.known && t.info.WorkspaceID == wsID {
 			v.removeTabLocked(id)
 		}
 	}
-	for id, p := range v.panes {
-		if p.WorkspaceID == wsID {
+	for id, e := range v.panes {
+		if e.hasPane && e.pane.WorkspaceID == wsID {
 			v.removePaneLocked(id)
 		}
 	}
@@ -434,18 +565,17 @@ func (v *view) removeWorkspace(wsID string) {
 func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo, bool, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	p, ok := v.panes[paneID]
-	if !ok || (terminalID != "" && p.TerminalID != terminalID) {
-		ok = false
-		if id, found := v.byTerminal[terminalID]; found { // "" is never indexed
-			p, ok = v.panes[id]
-		}
+	e := v.panes[paneID]
+	if e == nil || !e.hasPane || (terminalID != "" && e.pane.TerminalID != terminalID) {
+		e = v.byTerminal[terminalID] // "" is never indexed
 	}
-	if !ok {
+	if e == nil {
 		return herdr.PaneInfo{}, herdr.AgentInfo{}, false, false
 	}
-	a, hasAgent := v.agents[p.PaneID]
-	return p, a, true, hasAgent
+	if !e.hasAgent {
+		return e.pane, herdr.AgentInfo{}, true, false
+	}
+	return e.pane, e.agent(), true, true
 }
 
 func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
@@ -463,21 +593,24 @@ func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 	return best, found
 }
 
-// tabsWithLabelPrefix returns the tabs whose label starts with prefix.
+// tab returns the tab with id tabID.
 func (v *view) tab(tabID string) (herdr.TabInfo, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	t, ok := v.tabs[tabID]
-	return t, ok
+	if t := v.tabs[tabID]; t != nil && t.known {
+		return t.info, true
+	}
+	return herdr.TabInfo{}, false
 }
 
+// tabsWithLabelPrefix returns the tabs whose label starts with prefix.
 func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []herdr.TabInfo
 	for _, t := range v.tabs {
-		if strings.HasPrefix(t.Label, prefix) {
-			out = append(out, t)
+		if t.known && strings.HasPrefix(t.info.Label, prefix) {
+			out = append(out, t.info)
 		}
 	}
 	return out
@@ -493,8 +626,10 @@ func (v *view) tabPanes(tabID string) []herdr.PaneInfo {
 // tabPanesLocked is tabPanes with v.mu held.
 func (v *view) tabPanesLocked(tabID string) []herdr.PaneInfo {
 	var out []herdr.PaneInfo
-	for _, id := range v.byTab[tabID] {
-		out = append(out, v.panes[id])
+	if t := v.tabs[tabID]; t != nil {
+		for _, e := range t.panes {
+			out = append(out, e.pane)
+		}
 	}
 	return out
 }

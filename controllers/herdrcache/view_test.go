@@ -12,28 +12,51 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr"
 )
 
-// checkIndex fails unless the view's pane indexes are what its panes give.
+// checkIndex fails unless the view's pane indexes are what its panes give,
+// point at the view's own entries, and a tab the view does not have is
+// there only while panes name it.
 func checkIndex(t *testing.T, v *view, step string) {
 	t.Helper()
 	terminals, tabs := map[string]string{}, map[string][]string{}
-	for id, p := range v.panes {
-		if p.TerminalID != "" {
-			terminals[p.TerminalID] = id
+	for id, e := range v.panes {
+		if !e.hasPane {
+			continue
 		}
-		tabs[p.TabID] = append(tabs[p.TabID], id)
+		if e.pane.TerminalID != "" {
+			terminals[e.pane.TerminalID] = id
+		}
+		tabs[e.pane.TabID] = append(tabs[e.pane.TabID], id)
+	}
+	gotTerminals := map[string]string{}
+	for term, e := range v.byTerminal {
+		if v.panes[e.pane.PaneID] != e {
+			t.Fatalf("after %s: terminal %s indexes a pane %s the view does not hold", step, term, e.pane.PaneID)
+		}
+		gotTerminals[term] = e.pane.PaneID
 	}
 	got := map[string][]string{}
-	for tab, ids := range v.byTab {
-		got[tab] = slices.Sorted(slices.Values(ids))
+	for tab, te := range v.tabs {
+		if !te.known && len(te.panes) == 0 {
+			t.Fatalf("after %s: tab %s, which the view does not have, is kept with no pane", step, tab)
+		}
+		for _, e := range te.panes {
+			if v.panes[e.pane.PaneID] != e {
+				t.Fatalf("after %s: tab %s indexes a pane %s the view does not hold", step, tab, e.pane.PaneID)
+			}
+			got[tab] = append(got[tab], e.pane.PaneID)
+		}
+	}
+	for tab := range got {
+		slices.Sort(got[tab])
 	}
 	for tab := range tabs {
 		slices.Sort(tabs[tab])
 	}
-	if diff := cmp.Diff(terminals, v.byTerminal); diff != "" {
+	if diff := cmp.Diff(terminals, gotTerminals); diff != "" {
 		t.Fatalf("after %s: byTerminal (-want +got):\n%s", step, diff)
 	}
 	if diff := cmp.Diff(tabs, got); diff != "" {
-		t.Fatalf("after %s: byTab (-want +got):\n%s", step, diff)
+		t.Fatalf("after %s: tabs' panes (-want +got):\n%s", step, diff)
 	}
 }
 
@@ -74,11 +97,12 @@ func TestView_PaneIndexesFollowEveryChange(t *testing.T) {
 			step = "setPane " + p.PaneID
 		case 3:
 			id := fmt.Sprintf("p%d", r.IntN(12))
-			tab := v.panes[id].TabID
-			_, hadTab := v.tabs[tab]
-			others := len(v.byTab[tab]) - 1
+			p, _, _, _ := v.pane("", id)
+			tab := p.TabID
+			_, hadTab := v.tab(tab)
+			others := len(v.tabPanesLocked(tab)) - 1
 			v.closePane(id)
-			if _, hasTab := v.tabs[tab]; hadTab && hasTab != (others > 0) {
+			if _, hasTab := v.tab(tab); hadTab && hasTab != (others > 0) {
 				t.Fatalf("close %s: tab %s kept %v with %d other panes", id, tab, hasTab, others)
 			}
 			step = "closePane " + id
@@ -97,12 +121,12 @@ func TestView_PaneIndexesFollowEveryChange(t *testing.T) {
 			term := fmt.Sprintf("t%d.%d", r.IntN(12), r.IntN(2))
 			want, found := "", false
 			for _, id := range slices.Sorted(maps.Keys(v.panes)) {
-				if v.panes[id].TerminalID == term {
+				if v.panes[id].hasPane && v.panes[id].pane.TerminalID == term {
 					want, found = id, true
 				}
 			}
 			p, _, ok, _ := v.pane(term, "gone")
-			if ok != found || (ok && v.panes[p.PaneID].TerminalID != term) {
+			if ok != found || (ok && v.panes[p.PaneID].pane.TerminalID != term) {
 				t.Fatalf("step %d: pane of terminal %s = %s %v; want %s %v", i, term, p.PaneID, ok, want, found)
 			}
 			step = "pane " + term
@@ -229,5 +253,190 @@ func TestView_LocalChangeOutlivesOnlyAnOlderListing(t *testing.T) {
 				t.Errorf("tab t1 = %q (%v), want %q", got.Label, ok, tc.want)
 			}
 		})
+	}
+}
+
+// Whatever the order of a writer's reports, events and listings, a pane
+// and its agent read back as they were last given — the pane's status
+// following its agent's, a ready agent's state_change_seq counting its
+// status changes — though the view keeps an agent once with its pane where
+// they agree, and apart where they do not. The reference is two maps of
+// the records as given.
+func TestView_PanesAndAgentsReadBackAsLastGiven(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 26))
+	pick := func(vals ...string) string { return vals[r.IntN(len(vals))] }
+	labels := func() map[string]string {
+		return []map[string]string{nil, {}, {"status": "ready"}}[r.IntN(3)]
+	}
+	session := func() *herdr.AgentSessionInfo {
+		if r.IntN(3) == 0 {
+			return nil
+		}
+		return &herdr.AgentSessionInfo{Source: "herdr:claude", Agent: "claude", Kind: "id", Value: pick("a", "b")}
+	}
+	id := func() string { return fmt.Sprintf("w1:p%d", r.IntN(4)) }
+	status := func() herdr.AgentStatus {
+		return herdr.AgentStatus(pick("idle", "working", "done", "blocked", ""))
+	}
+	v := newView()
+	panes, agents := map[string]herdr.PaneInfo{}, map[string]herdr.AgentInfo{}
+	// A pane or an agent is mostly the other's double, as herdr reports
+	// them, with one field of what they share told apart now and then.
+	type shared struct {
+		term, status, cwd, fgCWD, agent, title, termTitle, stripped, display string
+		focused                                                              bool
+		revision                                                             uint64
+		labels, tokens                                                       map[string]string
+		session                                                              *herdr.AgentSessionInfo
+	}
+	draw := func(id string) shared {
+		var s shared
+		if p, ok := panes[id]; ok && r.IntN(4) != 0 {
+			s = shared{p.TerminalID, string(p.AgentStatus), p.CWD, p.ForegroundCWD, p.Agent, p.Title, p.TerminalTitle,
+				p.TerminalTitleStripped, p.DisplayAgent, p.Focused, p.Revision, p.StateLabels, p.Tokens, p.AgentSession}
+		} else if a, ok := agents[id]; ok && r.IntN(4) != 0 {
+			s = shared{a.TerminalID, string(a.AgentStatus), a.CWD, a.ForegroundCWD, a.Agent, a.Title, a.TerminalTitle,
+				a.TerminalTitleStripped, a.DisplayAgent, a.Focused, a.Revision, a.StateLabels, a.Tokens, a.AgentSession}
+		} else {
+			s = shared{fmt.Sprintf("term_%s.%d", id[4:], r.IntN(2)), string(status()), pick("/src", "/tmp"), pick("/src", "/tmp"), pick("claude", ""),
+				pick("✳ Claude Code", "zsh"), pick("✳ Claude Code", "zsh"), pick("Claude Code", ""), pick("Claude Code", ""), r.IntN(4) == 0, uint64(r.IntN(2)), labels(), labels(), session()}
+		}
+		switch r.IntN(20) {
+		case 0:
+			s.term += "x"
+		case 1:
+			s.status = string(status())
+		case 2:
+			s.cwd += "/x"
+		case 3:
+			s.title = pick("zsh", "vim")
+		case 4:
+			s.focused = !s.focused
+		case 5:
+			s.revision++
+		case 6:
+			s.labels = labels()
+		case 7:
+			s.tokens = labels()
+		case 8:
+			s.session = session()
+		case 9:
+			s.agent = pick("codex", "")
+		case 10:
+			s.termTitle = pick("zsh", "vim")
+		case 11:
+			s.fgCWD += "/x"
+		case 12:
+			s.stripped = pick("zsh", "")
+		case 13:
+			s.display = pick("Codex", "")
+		}
+		return s
+	}
+	pane := func() herdr.PaneInfo {
+		id := id()
+		s := draw(id)
+		return herdr.PaneInfo{PaneID: id, TerminalID: s.term, WorkspaceID: "w1", TabID: "w1:t" + id[4:], Focused: s.focused,
+			AgentStatus: herdr.AgentStatus(s.status), Revision: s.revision, CWD: s.cwd, ForegroundCWD: s.fgCWD,
+			Agent: s.agent, Title: s.title, TerminalTitle: s.termTitle, TerminalTitleStripped: s.stripped,
+			DisplayAgent: s.display, StateLabels: s.labels, Tokens: s.tokens,
+			AgentSession: s.session, RestoreError: pick("", "", "gone"), Scroll: &herdr.PaneScrollInfo{ViewportRows: 40}}
+	}
+	agent := func() herdr.AgentInfo {
+		id := id()
+		s := draw(id)
+		var completion *uint64
+		if r.IntN(2) == 0 {
+			completion = new(uint64(r.IntN(3)))
+		}
+		return herdr.AgentInfo{PaneID: id, TerminalID: s.term, WorkspaceID: "w1", TabID: "w1:t" + id[4:], Focused: s.focused,
+			AgentStatus: herdr.AgentStatus(s.status), Revision: s.revision, CWD: s.cwd, ForegroundCWD: s.fgCWD,
+			Agent: s.agent, Title: s.title, TerminalTitle: s.termTitle, TerminalTitleStripped: s.stripped,
+			DisplayAgent: s.display, StateLabels: s.labels, Tokens: s.tokens,
+			AgentSession: s.session, Name: pick("alpha", "beta"), StateChangeSeq: uint64(r.IntN(9)), CompletionSeq: completion,
+			LaunchPending: r.IntN(3) == 0, InteractiveReady: r.IntN(3) != 0, ScreenDetectionSkipped: r.IntN(5) == 0}
+	}
+	for i := range 5000 {
+		var step string
+		switch op := r.IntN(8); op {
+		case 0, 1:
+			p := pane()
+			v.setPane(p)
+			panes[p.PaneID] = p
+			step = "setPane " + p.PaneID
+		case 2, 3:
+			a := agent()
+			v.setAgent(a)
+			if p, ok := panes[a.PaneID]; ok {
+				p.AgentStatus = a.AgentStatus
+				panes[a.PaneID] = p
+			}
+			agents[a.PaneID] = a
+			step = "setAgent " + a.PaneID
+		case 4:
+			id := id()
+			s := status()
+			v.setAgentStatus(id, s)
+			if p, ok := panes[id]; ok {
+				p.AgentStatus = s
+				panes[id] = p
+			}
+			if a, ok := agents[id]; ok {
+				if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
+					a.StateChangeSeq++
+				}
+				a.AgentStatus = s
+				agents[id] = a
+			}
+			step = "setAgentStatus " + id
+		case 5:
+			id := id()
+			v.removeAgent(id)
+			delete(agents, id)
+			step = "removeAgent " + id
+		case 6:
+			id := id()
+			v.removePane(id)
+			delete(panes, id)
+			delete(agents, id)
+			step = "removePane " + id
+		case 7:
+			var l listing
+			for range r.IntN(4) {
+				l.panes = append(l.panes, pane())
+			}
+			for range r.IntN(4) {
+				l.agents = append(l.agents, agent())
+			}
+			clear(panes)
+			clear(agents)
+			for _, p := range l.panes {
+				panes[p.PaneID] = p
+			}
+			for _, a := range l.agents {
+				agents[a.PaneID] = a
+			}
+			v.install(v.begin(), l)
+			step = "install"
+		}
+		for n := range 4 {
+			id := fmt.Sprintf("w1:p%d", n)
+			p, a, ok, hasAgent := v.pane("", id)
+			wantP, wantOK := panes[id]
+			wantA, wantAgent := agents[id]
+			if ok != wantOK || (ok && hasAgent != wantAgent) {
+				t.Fatalf("step %d (%s): pane %s found %v with agent %v; want %v with agent %v", i, step, id, ok, hasAgent, wantOK, wantAgent)
+			}
+			if !ok {
+				continue
+			}
+			if diff := cmp.Diff(wantP, p); diff != "" {
+				t.Fatalf("step %d (%s): pane %s (-given +read):\n%s", i, step, id, diff)
+			}
+			if diff := cmp.Diff(wantA, a); diff != "" {
+				t.Fatalf("step %d (%s): agent of %s (-given +read):\n%s", i, step, id, diff)
+			}
+		}
+		checkIndex(t, v, fmt.Sprintf("step %d (%s)", i, step))
 	}
 }
