@@ -403,7 +403,7 @@ func (c *Cache) observe(paneID, status string) {
 	if s.seq == 0 || agentState(s.status) != agentState(status) {
 		s.seq++
 	}
-	s.status = status
+	s.status = intern(status) // kept: one copy of each status
 	c.statuses[paneID] = s
 	for _, h := range c.handlersNow() {
 		if h.OnAgentStatus != nil {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unique"
+	"unsafe"
 
 	"github.com/fleetd-dev/fleetd/herdr"
 )
@@ -45,6 +47,11 @@ type view struct {
 	// was installed — its process went away, and every agent in a pane
 	// that comes back under a new terminal id is a new one.
 	refused bool
+	// scroll and completionSeq are the last pane's scroll position and
+	// the last agent's completion_seq kept, which the next one shares
+	// where it holds the same (internPaneLocked, internAgentLocked).
+	scroll        *herdr.PaneScrollInfo
+	completionSeq *uint64
 }
 
 // tabEntry is a tab id of the view: the tab, if the view has it (known),
@@ -174,14 +181,16 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	tabs := make(map[string]*tabEntry, len(l.tabs))
 	for _, t := range l.tabs {
+		internTab(&t)
 		tabs[t.TabID] = &tabEntry{info: t, known: true}
 	}
 	panes := make(map[string]*paneEntry, len(l.panes))
 	for _, p := range l.panes {
-		shareWithinPane(&p)
+		v.internPaneLocked(&p)
 		panes[p.PaneID] = &paneEntry{pane: p, hasPane: true}
 	}
 	for _, a := range l.agents {
+		v.internAgentLocked(&a)
 		e := panes[a.PaneID]
 		if e == nil {
 			e = &paneEntry{}
@@ -323,6 +332,7 @@ func (v *view) setTab(t herdr.TabInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(t.TabID)
+	internTab(&t)
 	e := v.tabs[t.TabID]
 	if e == nil {
 		e = &tabEntry{}
@@ -335,7 +345,7 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
-	shareWithinPane(&p)
+	v.internPaneLocked(&p)
 	e := v.panes[p.PaneID]
 	if e == nil {
 		e = &paneEntry{}
@@ -393,6 +403,7 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(a.PaneID)
+	v.internAgentLocked(&a)
 	e := v.panes[a.PaneID]
 	if e == nil {
 		e = &paneEntry{}
@@ -435,12 +446,70 @@ func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
 	}
 }
 
-// shareWithinPane points p's foreground directory at its directory and
-// its terminal title at its title where they are equal, as they mostly
-// are; an agent then shares them with its pane (shareWithPane).
-func shareWithinPane(p *herdr.PaneInfo) {
+// internPaneLocked points p's foreground directory at its directory where
+// they are equal, as they mostly are, and what the panes of a fleet mostly
+// hold alike — workspace id, status, agent, titles, the source, agent and
+// kind of its session, its scroll position — at one copy of each value
+// (intern; the scroll position the last pane's where equal); an agent
+// then shares them with its pane (putAgent). p's session record is
+// replaced, not changed: a writer may still read the one it reported.
+// v.mu must be held.
+func (v *view) internPaneLocked(p *herdr.PaneInfo) {
 	share(&p.ForegroundCWD, p.CWD)
-	share(&p.TerminalTitle, p.Title)
+	p.WorkspaceID, p.AgentStatus, p.Agent = intern(p.WorkspaceID), intern(p.AgentStatus), intern(p.Agent)
+	p.Title, p.TerminalTitle, p.TerminalTitleStripped = intern(p.Title), intern(p.TerminalTitle), intern(p.TerminalTitleStripped)
+	p.DisplayAgent = intern(p.DisplayAgent)
+	p.AgentSession = internSession(p.AgentSession)
+	if p.Scroll != nil && v.scroll != nil && *p.Scroll == *v.scroll {
+		p.Scroll = v.scroll
+	} else if p.Scroll != nil {
+		v.scroll = p.Scroll
+	}
+}
+
+// internAgentLocked is internPaneLocked for an agent, whose completion_seq
+// is shared with the last agent's where equal. v.mu must be held.
+func (v *view) internAgentLocked(a *herdr.AgentInfo) {
+	share(&a.ForegroundCWD, a.CWD)
+	a.WorkspaceID, a.AgentStatus, a.Agent = intern(a.WorkspaceID), intern(a.AgentStatus), intern(a.Agent)
+	a.Title, a.TerminalTitle, a.TerminalTitleStripped = intern(a.Title), intern(a.TerminalTitle), intern(a.TerminalTitleStripped)
+	a.DisplayAgent = intern(a.DisplayAgent)
+	a.AgentSession = internSession(a.AgentSession)
+	if a.CompletionSeq != nil && v.completionSeq != nil && *a.CompletionSeq == *v.completionSeq {
+		a.CompletionSeq = v.completionSeq
+	} else if a.CompletionSeq != nil {
+		v.completionSeq = a.CompletionSeq
+	}
+}
+
+// internTab interns a tab's workspace id and status.
+func internTab(t *herdr.TabInfo) {
+	t.WorkspaceID, t.AgentStatus = intern(t.WorkspaceID), intern(t.AgentStatus)
+}
+
+// internSession returns s with its source, agent and kind interned: a
+// copy, where s holds another copy of one of them.
+func internSession(s *herdr.AgentSessionInfo) *herdr.AgentSessionInfo {
+	if s == nil {
+		return nil
+	}
+	c := herdr.AgentSessionInfo{Source: intern(s.Source), Agent: intern(s.Agent), Kind: intern(s.Kind), Value: s.Value}
+	if unsafe.StringData(c.Source) == unsafe.StringData(s.Source) && unsafe.StringData(c.Agent) == unsafe.StringData(s.Agent) &&
+		unsafe.StringData(c.Kind) == unsafe.StringData(s.Kind) {
+		return s
+	}
+	return &c
+}
+
+// intern returns s as one shared copy of its value ([unique]): the strings
+// of a value interned between two garbage collections share one, and one
+// interned later may get a new one, which the older ones' holders keep
+// only until they are replaced.
+func intern[S ~string](s S) S {
+	if s == "" {
+		return s
+	}
+	return S(unique.Make(string(s)).Value())
 }
 
 // share makes *dst the string src when they are equal.
@@ -454,6 +523,7 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
+	s = intern(s)
 	e := v.panes[paneID]
 	if e == nil {
 		return
