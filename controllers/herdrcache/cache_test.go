@@ -450,7 +450,8 @@ func TestCache_AgentStatusNumbering(t *testing.T) {
 		f, r := fixture(), &recorder{}
 		f.setStatus("p1", herdr.StatusWorking)
 		start(t, f, r, panes("p1"))
-		for _, s := range []herdr.AgentStatus{"blocked", "idle", "done", "idle", "", "working"} {
+		for _, s := range []herdr.AgentStatus{"blocked", "idle", "done", "idle", "", "working",
+			"unknown", "compacting", "compacting", "thinking", "working", "thinking", "done"} {
 			f.send(herdr.Event{Kind: herdr.EventPaneAgentStatusChanged, PaneID: "p1", AgentStatus: s})
 		}
 		synctest.Wait()
@@ -459,6 +460,11 @@ func TestCache_AgentStatusNumbering(t *testing.T) {
 			{"p1", "blocked", 2}, {"p1", "idle", 3},
 			{"p1", "done", 3}, {"p1", "idle", 3}, // idle and done are one state
 			{"p1", "working", 4}, // an empty status is not passed on
+			{"p1", "unknown", 5},
+			// Statuses the protocol does not name (a newer herdr's) are
+			// states of their own, as any other.
+			{"p1", "compacting", 6}, {"p1", "compacting", 6}, {"p1", "thinking", 7},
+			{"p1", "working", 8}, {"p1", "thinking", 9}, {"p1", "done", 10},
 		}
 		if diff := cmp.Diff(want, r.observed()); diff != "" {
 			t.Errorf("statuses (-want +got):\n%s", diff)
