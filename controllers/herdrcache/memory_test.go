@@ -1,6 +1,7 @@
 package herdrcache
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -70,16 +71,31 @@ func (a fleetAnswers) write(tb testing.TB, c *Cache) {
 }
 
 // read brings c, written, to what it holds for a converged fleet: a full
-// read installed.
-func (a fleetAnswers) read(tb testing.TB, c *Cache) {
+// read of f, c's source, taken and passed on (resync) and then forgotten by
+// f, whose copy is herdr's, not the cache's.
+func (a fleetAnswers) read(tb testing.TB, c *Cache, f *fakeHerdr) {
 	ws := herdr.WorkspaceInfo{WorkspaceID: "w1", Number: 1, Label: "fleetd", TabCount: len(a.tabCreated) + 1,
 		PaneCount: len(a.tabCreated) + 1, ActiveTabID: "w1:t1", AgentStatus: herdr.StatusIdle}
-	c.view.install(c.view.begin(), listing{
-		workspaces: []herdr.WorkspaceInfo{ws},
-		tabs:       mustDecode[[]herdr.TabInfo](tb, a.tabList),
-		panes:      mustDecode[[]herdr.PaneInfo](tb, a.paneList),
-		agents:     mustDecode[[]herdr.AgentInfo](tb, a.agentList),
-	})
+	f.mu.Lock()
+	f.workspaces, f.tabs = []herdr.WorkspaceInfo{ws}, mustDecode[[]herdr.TabInfo](tb, a.tabList)
+	f.panes, f.agents = mustDecode[[]herdr.PaneInfo](tb, a.paneList), mustDecode[[]herdr.AgentInfo](tb, a.agentList)
+	f.mu.Unlock()
+	if err := c.resync(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	f.mu.Lock()
+	f.workspaces, f.tabs, f.panes, f.agents = nil, nil, nil, nil
+	f.mu.Unlock()
+}
+
+// members returns the pane ids of the members, as fleetd's Watch func
+// does from its records.
+func (a fleetAnswers) members() []string {
+	ids := make([]string, len(a.tabCreated))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("w1:p%d", i+2)
+	}
+	return ids
 }
 
 func heapInUse() uint64 {
@@ -92,18 +108,21 @@ func heapInUse() uint64 {
 
 // BenchmarkCache_RetainedPerPane reports the heap a cache holding a fleet
 // of 1000 members keeps, per member (a tab, its pane and the pane's
-// agent): while the fleet starts, from what its writer reported
-// (written-B/pane), and once converged, after a full read (B/pane).
+// agent, watched as fleetd watches its members' panes): while the fleet
+// starts, from what its writer reported (written-B/pane), and once
+// converged, after a full read (B/pane).
 func BenchmarkCache_RetainedPerPane(b *testing.B) {
 	const members = 1000
 	a := newFleetAnswers(members)
 	var written, read uint64
 	for b.Loop() {
 		before := heapInUse()
-		c := New(newFake(), nil)
+		f := newFake()
+		c := New(f, nil)
+		c.Watch(a.members)
 		a.write(b, c)
 		mid := heapInUse()
-		a.read(b, c)
+		a.read(b, c, f)
 		after := heapInUse()
 		runtime.KeepAlive(c)
 		written += mid - before
