@@ -154,11 +154,12 @@ type Cache struct {
 	// confirmed are watched panes herdr accepted in a subscription though
 	// no listing has shown them yet. Only Run's goroutine uses it.
 	confirmed map[string]bool
-	// passed are the watched panes whose status was last passed on: by a
-	// full read, a catch-up listing, or from the view when a pane the
-	// stream already covered joined the watched set (passWatched). Only
-	// Run's goroutine uses it.
-	passed map[string]bool
+	// passed are the watched panes whose status was last passed on, sorted:
+	// by a full read, a catch-up listing, or from the view when a pane the
+	// stream already covered joined the watched set (passWatched). A
+	// slice, not a set: it is kept between reads, and a fleet watches
+	// every member's pane. Only Run's goroutine uses it.
+	passed []string
 	// noSnapshot: herdr answered session.snapshot as a method it does not
 	// know; list instead until herdr is lost. Only Run's goroutine uses it.
 	noSnapshot bool
@@ -187,7 +188,6 @@ func New(src Source, opts *Options) *Cache {
 		statuses:    map[string]uint64{},
 		otherStates: map[string]string{},
 		confirmed:   map[string]bool{},
-		passed:      map[string]bool{},
 		rewatch:     make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
 	}

@@ -598,7 +598,8 @@ func (c *Cache) resync(ctx context.Context) error {
 	}
 	watched := c.watched()
 	c.pruneStatuses(watched)
-	for _, p := range sortedKeys(watched) {
+	c.passed = sortedKeys(watched)
+	for _, p := range c.passed {
 		// The agents are read with or after the panes: their status is
 		// the fresher one.
 		if pn, ok := c.Pane("", p); ok && pn.HasAgent && pn.Agent.AgentStatus != "" {
@@ -606,7 +607,6 @@ func (c *Cache) resync(ctx context.Context) error {
 			c.observe(pn.PaneID, string(pn.Agent.AgentStatus))
 		}
 	}
-	c.passed = watched
 	for _, h := range c.handlersNow() {
 		if h.OnSynced != nil {
 			h.OnSynced()
@@ -690,7 +690,7 @@ func (c *Cache) catchUp(ctx context.Context, agents []herdr.AgentInfo, seen map[
 		c.view.setAgentStatus(a.PaneID, a.AgentStatus)
 		c.observe(a.PaneID, string(a.AgentStatus))
 	}
-	c.passed = watched
+	c.passed = sortedKeys(watched)
 	return nil
 }
 
@@ -705,19 +705,20 @@ func (c *Cache) catchUp(ctx context.Context, agents []herdr.AgentInfo, seen map[
 // the stream's events. A status seen again does not move the numbering.
 func (c *Cache) passWatched(covered []string) {
 	watched := c.watched()
-	next := make(map[string]bool, len(covered))
+	next := make([]string, 0, len(covered))
 	for _, p := range covered {
 		if !watched[p] {
 			continue
 		}
-		next[p] = true
-		if c.passed[p] {
+		next = append(next, p)
+		if _, ok := slices.BinarySearch(c.passed, p); ok {
 			continue
 		}
 		if pn, ok := c.Pane("", p); ok && pn.HasAgent && pn.Agent.AgentStatus != "" {
 			c.observe(p, string(pn.Agent.AgentStatus))
 		}
 	}
+	slices.Sort(next) // covered is sorted already
 	c.passed = next
 }
 
