@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"unique"
-	"unsafe"
 
 	"github.com/fleetd-dev/fleetd/herdr"
 )
@@ -381,6 +380,8 @@ func (v *view) indexLocked(e *paneEntry) {
 	if t == nil {
 		t = &tabEntry{}
 		v.tabs[e.pane.TabID] = t
+	} else if t.known {
+		share(&e.pane.TabID, t.info.TabID) // kept once
 	}
 	t.panes = append(t.panes, e)
 }
@@ -487,18 +488,13 @@ func internTab(t *herdr.TabInfo) {
 	t.WorkspaceID, t.AgentStatus = intern(t.WorkspaceID), intern(t.AgentStatus)
 }
 
-// internSession returns s with its source, agent and kind interned: a
-// copy, where s holds another copy of one of them.
+// internSession returns a copy of s with its source, agent and kind
+// interned.
 func internSession(s *herdr.AgentSessionInfo) *herdr.AgentSessionInfo {
 	if s == nil {
 		return nil
 	}
-	c := herdr.AgentSessionInfo{Source: intern(s.Source), Agent: intern(s.Agent), Kind: intern(s.Kind), Value: s.Value}
-	if unsafe.StringData(c.Source) == unsafe.StringData(s.Source) && unsafe.StringData(c.Agent) == unsafe.StringData(s.Agent) &&
-		unsafe.StringData(c.Kind) == unsafe.StringData(s.Kind) {
-		return s
-	}
-	return &c
+	return &herdr.AgentSessionInfo{Source: intern(s.Source), Agent: intern(s.Agent), Kind: intern(s.Kind), Value: s.Value}
 }
 
 // intern returns s as one shared copy of its value ([unique]): the strings
