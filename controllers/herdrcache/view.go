@@ -63,33 +63,89 @@ type tabEntry struct {
 
 // paneEntry is a pane id of the view: the pane (hasPane), its agent
 // (hasAgent) or both. Of the agent it keeps what only an agent has, and
-// in own the agent in full only where what it has in common with its pane
-// (ids, status, revision, titles, directories, maps, session) is not the
-// pane's, or there is no pane: a pane and its agent, which herdr reports
-// alike, are then kept once (putAgent, agent).
+// in own only those of the fields it has in common with a pane (ids,
+// status, revision, titles, directories, maps, session) where it does not
+// hold what the pane holds (all of them where there is no pane): a pane
+// and its agent, which herdr reports alike, are kept once (putAgent,
+// agent).
 type paneEntry struct {
 	pane herdr.PaneInfo
 
 	name           string
 	stateChangeSeq uint64
 	completionSeq  *uint64
-	own            *herdr.AgentInfo // its Name, sequences and flags are not read: the entry's are
+	own            *agentOwn // nil: the agent agrees with its pane
 
 	hasPane, hasAgent                                       bool
 	launchPending, interactiveReady, screenDetectionSkipped bool
 }
 
+// agentOwn is what an agent holds apart from its pane: the fields of
+// commonStrings set in strings (in their order) and the others set in
+// their own, each flagged in set.
+type agentOwn struct {
+	set          uint32
+	strings      []string
+	focused      bool
+	revision     uint64
+	stateLabels  map[string]string
+	tokens       map[string]string
+	agentSession *herdr.AgentSessionInfo
+}
+
+// The fields of agentOwn.set past those of commonStrings.
+const (
+	ownFocused = 1 << (numCommonStrings + iota)
+	ownRevision
+	ownStateLabels
+	ownTokens
+	ownAgentSession
+)
+
+const numCommonStrings = 12
+
+// commonStrings returns the string fields an agent has in common with a
+// pane: each the agent's and the pane's.
+func commonStrings(a *herdr.AgentInfo, p *herdr.PaneInfo) [numCommonStrings][2]*string {
+	return [...][2]*string{
+		{&a.TerminalID, &p.TerminalID}, {(*string)(&a.AgentStatus), (*string)(&p.AgentStatus)},
+		{&a.WorkspaceID, &p.WorkspaceID}, {&a.TabID, &p.TabID}, {&a.PaneID, &p.PaneID},
+		{&a.Agent, &p.Agent}, {&a.Title, &p.Title}, {&a.TerminalTitle, &p.TerminalTitle},
+		{&a.TerminalTitleStripped, &p.TerminalTitleStripped}, {&a.DisplayAgent, &p.DisplayAgent},
+		{&a.CWD, &p.CWD}, {&a.ForegroundCWD, &p.ForegroundCWD},
+	}
+}
+
 // agent returns the entry's agent. e.hasAgent must be true.
 func (e *paneEntry) agent() herdr.AgentInfo {
-	var a herdr.AgentInfo
+	p := &e.pane
+	a := herdr.AgentInfo{Focused: p.Focused, Revision: p.Revision, StateLabels: p.StateLabels, Tokens: p.Tokens, AgentSession: p.AgentSession}
+	var o agentOwn // none: everything in common is the pane's
 	if e.own != nil {
-		a = *e.own
-	} else {
-		p := &e.pane
-		a = herdr.AgentInfo{TerminalID: p.TerminalID, AgentStatus: p.AgentStatus, WorkspaceID: p.WorkspaceID, TabID: p.TabID,
-			PaneID: p.PaneID, Focused: p.Focused, Revision: p.Revision, Agent: p.Agent, Title: p.Title, TerminalTitle: p.TerminalTitle,
-			TerminalTitleStripped: p.TerminalTitleStripped, DisplayAgent: p.DisplayAgent, StateLabels: p.StateLabels,
-			Tokens: p.Tokens, AgentSession: p.AgentSession, CWD: p.CWD, ForegroundCWD: p.ForegroundCWD}
+		o = *e.own
+	}
+	j := 0
+	for i, f := range commonStrings(&a, p) {
+		if o.set&(1<<i) != 0 {
+			*f[0], j = o.strings[j], j+1
+		} else {
+			*f[0] = *f[1]
+		}
+	}
+	if o.set&ownFocused != 0 {
+		a.Focused = o.focused
+	}
+	if o.set&ownRevision != 0 {
+		a.Revision = o.revision
+	}
+	if o.set&ownStateLabels != 0 {
+		a.StateLabels = o.stateLabels
+	}
+	if o.set&ownTokens != 0 {
+		a.Tokens = o.tokens
+	}
+	if o.set&ownAgentSession != 0 {
+		a.AgentSession = o.agentSession
 	}
 	a.Name, a.StateChangeSeq, a.CompletionSeq = e.name, e.stateChangeSeq, e.completionSeq
 	a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped = e.launchPending, e.interactiveReady, e.screenDetectionSkipped
@@ -97,23 +153,44 @@ func (e *paneEntry) agent() herdr.AgentInfo {
 }
 
 // putAgent makes a the entry's agent, kept against the entry's pane as it
-// is now: a caller that changes the pane takes the agent first and puts
-// it back after.
+// is now (the zero pane where there is none): a caller that changes the
+// pane takes the agent first and puts it back after.
 func (e *paneEntry) putAgent(a herdr.AgentInfo) {
 	e.hasAgent = true
 	e.name, e.stateChangeSeq, e.completionSeq = a.Name, a.StateChangeSeq, a.CompletionSeq
 	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped
-	if e.hasPane && samePane(&a, &e.pane) {
-		e.own = nil
-		return
+	p := &e.pane
+	var o agentOwn
+	var own [numCommonStrings]string
+	n := 0
+	for i, f := range commonStrings(&a, p) {
+		if *f[0] != *f[1] {
+			o.set |= 1 << i
+			own[n], n = *f[0], n+1
+		}
 	}
-	if e.hasPane {
-		shareWithPane(&a, &e.pane)
+	if n > 0 {
+		o.strings = slices.Clone(own[:n]) // no room to spare
 	}
-	if e.own == nil {
-		e.own = new(herdr.AgentInfo)
+	if a.Focused != p.Focused {
+		o.set, o.focused = o.set|ownFocused, a.Focused
 	}
-	*e.own = a // own is the entry's alone: readers get copies
+	if a.Revision != p.Revision {
+		o.set, o.revision = o.set|ownRevision, a.Revision
+	}
+	if !sameMap(a.StateLabels, p.StateLabels) {
+		o.set, o.stateLabels = o.set|ownStateLabels, a.StateLabels
+	}
+	if !sameMap(a.Tokens, p.Tokens) {
+		o.set, o.tokens = o.set|ownTokens, a.Tokens
+	}
+	if !sameSession(a.AgentSession, p.AgentSession) {
+		o.set, o.agentSession = o.set|ownAgentSession, a.AgentSession
+	}
+	e.own = nil
+	if o.set != 0 {
+		e.own = &o
+	}
 }
 
 // dropAgent forgets the entry's agent.
@@ -122,21 +199,15 @@ func (e *paneEntry) dropAgent() {
 	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = false, false, false
 }
 
-// samePane reports whether everything a has in common with p is p's:
-// then p gives it back as it was. Maps and session records are compared
-// by value, and nil is not the same as empty.
-func samePane(a *herdr.AgentInfo, p *herdr.PaneInfo) bool {
-	return a.TerminalID == p.TerminalID && a.AgentStatus == p.AgentStatus && a.WorkspaceID == p.WorkspaceID &&
-		a.TabID == p.TabID && a.PaneID == p.PaneID && a.Focused == p.Focused && a.Revision == p.Revision &&
-		a.Agent == p.Agent && a.Title == p.Title && a.TerminalTitle == p.TerminalTitle &&
-		a.TerminalTitleStripped == p.TerminalTitleStripped && a.DisplayAgent == p.DisplayAgent &&
-		a.CWD == p.CWD && a.ForegroundCWD == p.ForegroundCWD &&
-		sameMap(a.StateLabels, p.StateLabels) && sameMap(a.Tokens, p.Tokens) &&
-		(a.AgentSession == nil) == (p.AgentSession == nil) && (a.AgentSession == nil || *a.AgentSession == *p.AgentSession)
-}
-
+// sameMap and sameSession report whether a pane's map or session record
+// gives back an agent's as it was: equal, and nil only where the other is
+// (nil is not the same as empty).
 func sameMap(a, b map[string]string) bool {
 	return (a == nil) == (b == nil) && maps.Equal(a, b)
+}
+
+func sameSession(a, b *herdr.AgentSessionInfo) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func newView() *view {
@@ -416,43 +487,12 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	e.putAgent(a)
 }
 
-// shareWithPane points each field of a that holds what the same field of
-// p holds at p's — the same strings, maps and session record — so that an
-// agent kept apart from its pane (paneEntry.own: they differ somewhere)
-// keeps what they do have in common once, not decoded twice and kept
-// twice. The values do not change. Nothing changes a cached map or record
-// in place: the view replaces them, and its readers only read.
-func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
-	share(&a.TerminalID, p.TerminalID)
-	share(&a.AgentStatus, p.AgentStatus)
-	share(&a.WorkspaceID, p.WorkspaceID)
-	share(&a.TabID, p.TabID)
-	share(&a.PaneID, p.PaneID)
-	share(&a.Agent, p.Agent)
-	share(&a.Title, p.Title)
-	share(&a.TerminalTitle, p.TerminalTitle)
-	share(&a.TerminalTitleStripped, p.TerminalTitleStripped)
-	share(&a.DisplayAgent, p.DisplayAgent)
-	share(&a.CWD, p.CWD)
-	share(&a.ForegroundCWD, p.ForegroundCWD)
-	// Only maps that are both there: nil and empty are equal, not the same.
-	if a.StateLabels != nil && p.StateLabels != nil && maps.Equal(a.StateLabels, p.StateLabels) {
-		a.StateLabels = p.StateLabels
-	}
-	if a.Tokens != nil && p.Tokens != nil && maps.Equal(a.Tokens, p.Tokens) {
-		a.Tokens = p.Tokens
-	}
-	if a.AgentSession != nil && p.AgentSession != nil && *a.AgentSession == *p.AgentSession {
-		a.AgentSession = p.AgentSession
-	}
-}
-
 // internPaneLocked points p's foreground directory at its directory where
 // they are equal, as they mostly are, and what the panes of a fleet mostly
 // hold alike — workspace id, status, agent, titles, the source, agent and
 // kind of its session, its scroll position — at one copy of each value
 // (intern; the scroll position the last pane's where equal); an agent
-// then shares them with its pane (putAgent). p's session record is
+// holding the same has them from its pane (putAgent). p's session record is
 // replaced, not changed: a writer may still read the one it reported.
 // v.mu must be held.
 func (v *view) internPaneLocked(p *herdr.PaneInfo) {
