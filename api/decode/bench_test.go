@@ -1,6 +1,8 @@
 package decode_test
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
@@ -15,4 +17,40 @@ func BenchmarkManifest_Member(b *testing.B) {
 			b.Fatalf("decoded %d objects, errors %v", len(res.Objects), res.Errors)
 		}
 	}
+}
+
+// BenchmarkManifest_RetainedPerMember reports the heap the results of
+// 1000 members' manifests keep — what a directory store keeps of each
+// file it read: its object and where the object's fields are written.
+func BenchmarkManifest_RetainedPerMember(b *testing.B) {
+	const members = 1000
+	data := make([][]byte, members)
+	for i := range data {
+		data[i] = fmt.Appendf(nil, "apiVersion: fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: m%04d}\nspec:\n  profile: bench\n", i)
+	}
+	var retained uint64
+	for b.Loop() {
+		before := heapInUse()
+		res := make([]decode.FileResult, members)
+		for i := range res {
+			res[i] = decode.Manifest(fmt.Sprintf("m%04d.yaml", i), data[i])
+		}
+		after := heapInUse()
+		for i := range res {
+			if len(res[i].Errors) > 0 || res[i].Line(0, "spec.profile") != 5 {
+				b.Fatalf("file %d: errors %v, spec.profile on line %d", i, res[i].Errors, res[i].Line(0, "spec.profile"))
+			}
+		}
+		retained += after - before
+	}
+	b.ReportMetric(float64(retained)/float64(b.N)/members, "B/member")
+}
+
+// heapInUse is the live heap, after a collection.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

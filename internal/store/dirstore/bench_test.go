@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -73,4 +74,37 @@ func BenchmarkMetaBook_Encode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDirectory_RetainedPerMember reports the heap a Directory keeps
+// for a fleet of 1000 members' files once it has read them (a first
+// start: every file decoded, every object stamped, the records saved),
+// per member: B/member.
+func BenchmarkDirectory_RetainedPerMember(b *testing.B) {
+	const members = 1000
+	h := newFiles(b, fleetFiles(members))
+	objects := statedir.At(h.state).Objects()
+	var retained uint64
+	for b.Loop() {
+		if err := os.Remove(objects); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			b.Fatal(err)
+		}
+		before := heapInUse()
+		d := h.restarted()
+		after := heapInUse()
+		if got := len(d.Snapshot().Members); got != members {
+			b.Fatalf("%d members, want %d", got, members)
+		}
+		retained += after - before
+	}
+	b.ReportMetric(float64(retained)/float64(b.N)/members, "B/member")
+}
+
+// heapInUse is the live heap, after a collection.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
