@@ -1,9 +1,11 @@
 package decode
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,38 +27,78 @@ type FileResult struct {
 	positions []positions
 }
 
-// positions is where one object's document and fields are in its file.
-type positions struct {
-	doc    int         // line of the document's content
-	fields []fieldLine // sorted by path
-}
+// positions is where one object's document and fields are in its file,
+// packed into one string: the line of the document's content, then, in
+// path order, each field path the decoder located (its length, then its
+// bytes) with the line of its key — every number a uvarint. A directory
+// store keeps the positions of every object it holds, for as long as it
+// runs, to place the errors a later change of another file may bring;
+// packed, they take well under half of what a table of paths and lines
+// took, and hold on to none of the strings of the parsed YAML.
+type positions string
 
-// fieldLine is the line of a field's key.
-type fieldLine struct {
-	path string
-	line int
-}
-
-// positionsOf is an object's positions: its document's line and lines,
-// the decoder's field path → line of its key. They are kept as a sorted
-// slice, which takes half the memory of the map, for every object a
-// directory of manifests keeps.
+// positionsOf packs an object's positions: its document's line and lines,
+// the decoder's field path → line of its key.
 func positionsOf(doc int, lines map[string]int) positions {
-	p := positions{doc: doc, fields: make([]fieldLine, 0, len(lines))}
-	for path, l := range lines {
-		p.fields = append(p.fields, fieldLine{path, l})
+	paths := slices.Sorted(maps.Keys(lines))
+	size := uvarintLen(doc)
+	for _, p := range paths {
+		size += uvarintLen(len(p)) + len(p) + uvarintLen(lines[p])
 	}
-	slices.SortFunc(p.fields, func(a, b fieldLine) int { return strings.Compare(a.path, b.path) })
-	return p
+	var b strings.Builder
+	b.Grow(size)
+	var num [binary.MaxVarintLen64]byte
+	put := func(v int) { b.Write(binary.AppendUvarint(num[:0], uint64(v))) }
+	put(doc)
+	for _, p := range paths {
+		put(len(p))
+		b.WriteString(p)
+		put(lines[p])
+	}
+	return positions(b.String())
+}
+
+// uvarintLen is how many bytes v takes as a uvarint.
+func uvarintLen(v int) int {
+	var num [binary.MaxVarintLen64]byte
+	return len(binary.AppendUvarint(num[:0], uint64(v)))
+}
+
+// doc is the line of the document's content.
+func (p positions) doc() int {
+	line, _ := uvarint(string(p))
+	return line
 }
 
 // line is the line of field's key, if the document writes it.
 func (p positions) line(field string) (int, bool) {
-	i, ok := slices.BinarySearchFunc(p.fields, field, func(f fieldLine, path string) int { return strings.Compare(f.path, path) })
-	if !ok {
-		return 0, false
+	_, n := uvarint(string(p))
+	for rest := string(p[n:]); rest != ""; {
+		size, n := uvarint(rest)
+		path := rest[n : n+size]
+		line, m := uvarint(rest[n+size:])
+		switch {
+		case path == field:
+			return line, true
+		case path > field || m == 0:
+			return 0, false // in path order: field is not there
+		}
+		rest = rest[n+size+m:]
 	}
-	return p.fields[i].line, true
+	return 0, false
+}
+
+// uvarint reads the uvarint s starts with, as binary.Uvarint reads one
+// from bytes, and how many bytes it took (0 for none).
+func uvarint(s string) (int, int) {
+	var v uint64
+	for i, shift := 0, uint(0); i < len(s) && i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
+		if s[i] < 0x80 {
+			return int(v | uint64(s[i])<<shift), i + 1
+		}
+		v |= uint64(s[i]&0x7f) << shift
+	}
+	return 0, 0
 }
 
 // Line returns the line where field (a field path such as
@@ -73,7 +115,7 @@ func (f *FileResult) Line(i int, field string) int {
 			return l
 		}
 	}
-	return p.doc
+	return p.doc()
 }
 
 // Only returns the result of Objects[i] alone, with its positions and

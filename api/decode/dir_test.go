@@ -3,6 +3,7 @@ package decode
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -172,5 +173,46 @@ func TestManifestPaths_ListsEveryManifestName(t *testing.T) {
 	}
 	if _, err := ManifestPaths(filepath.Join(dir, "nope")); err == nil {
 		t.Error("no error listing a missing directory")
+	}
+}
+
+// Packed positions answer what the decoder's table of lines says: every
+// path it located, on its line, however long the path or large the line
+// (several bytes as a uvarint), and no path it did not locate.
+func TestPositions_AnswerAsTheDecodersLines(t *testing.T) {
+	long := "spec.env[" + strings.Repeat("K", 200) + "]"
+	lines := map[string]int{
+		"apiVersion":            1,
+		"kind":                  2,
+		"metadata":              3,
+		"metadata.name":         3,
+		"spec":                  4,
+		"spec.env":              5,
+		"spec.env[A.B]":         6,
+		"spec.env[Ä]":           127,
+		"spec.env[]":            128,
+		long:                    300,
+		"spec.args":             70000,
+		"spec.args[0]":          70001,
+		"spec.mcpTarget.kind":   9,
+		"spec.mcpTarget":        8,
+		"spec.mcpTarget.tenant": 1 << 40,
+	}
+	p := positionsOf(200, lines)
+	if got := p.doc(); got != 200 {
+		t.Errorf("doc() = %d, want 200", got)
+	}
+	for path, want := range lines {
+		if got, ok := p.line(path); !ok || got != want {
+			t.Errorf("line(%q) = %d, %t; want %d, true", path, got, ok, want)
+		}
+	}
+	for _, path := range []string{"", "a", "spec.e", "spec.env[A]", "spec.mcpTarget.tenantId", "status", "zzz", long + "x"} {
+		if got, ok := p.line(path); ok {
+			t.Errorf("line(%q) = %d, true; want none", path, got)
+		}
+	}
+	if p := positionsOf(1, nil); p.doc() != 1 {
+		t.Errorf("positions without fields: doc() = %d, want 1", p.doc())
 	}
 }
