@@ -31,10 +31,14 @@ import (
 // never changed), once [metaBook.keep] has seen it; Object is then nil and
 // is encoded from obj only to save the records. Object is the definition
 // as the file had it until then.
+//
+// The book keeps each record by pointer, changed in place: a map holds up
+// to twice as many slots as entries (a thousand records take 2048), and a
+// pointer's slot is a fifth the size of a record's.
 type metaRecord struct {
 	UID        string          `json:"uid"`
 	Generation int64           `json:"generation"`
-	SpecHash   string          `json:"specHash"`
+	SpecHash   specDigest      `json:"specHash"`
 	Created    time.Time       `json:"creationTimestamp"`
 	Source     string          `json:"source,omitempty"`
 	Object     json.RawMessage `json:"object,omitempty"`
@@ -47,13 +51,13 @@ type metaRecord struct {
 type metaBook struct {
 	state statedir.Layout
 	path  string
-	recs  map[string]metaRecord
+	recs  map[string]*metaRecord
 	dirty bool
 	size  int // of the objects file encode made last
 }
 
 func loadMeta(stateDir string) (*metaBook, error) {
-	b := &metaBook{recs: map[string]metaRecord{}}
+	b := &metaBook{recs: map[string]*metaRecord{}}
 	if stateDir == "" {
 		return b, nil
 	}
@@ -70,7 +74,12 @@ func loadMeta(stateDir string) (*metaBook, error) {
 		return nil, fmt.Errorf("read object metadata %s: %w", b.path, err)
 	}
 	if b.recs == nil {
-		b.recs = map[string]metaRecord{}
+		b.recs = map[string]*metaRecord{}
+	}
+	for k, rec := range b.recs {
+		if rec == nil { // "key": null, read as the zero record it always was
+			b.recs[k] = &metaRecord{}
+		}
 	}
 	return b, nil
 }
@@ -83,12 +92,12 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	rec, ok := b.recs[key]
 	switch {
 	case !ok:
-		rec = metaRecord{UID: store.NewUID(), Generation: 1, SpecHash: h, Created: now.UTC().Truncate(time.Second)}
+		rec = &metaRecord{UID: store.NewUID(), Generation: 1, SpecHash: h, Created: now.UTC().Truncate(time.Second)}
 		b.recs[key], b.dirty = rec, true
 	case rec.SpecHash != h:
 		rec.Generation++
 		rec.SpecHash = h
-		b.recs[key], b.dirty = rec, true
+		b.dirty = true
 	}
 	m := obj.GetMeta()
 	m.UID, m.Generation = rec.UID, rec.Generation
@@ -112,7 +121,6 @@ func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 		changed = err != nil || !bytes.Equal(recordedJSON(rec), data)
 	}
 	rec.Source, rec.Object, rec.obj = source, nil, obj
-	b.recs[key] = rec
 	b.dirty = b.dirty || changed
 }
 
@@ -147,7 +155,7 @@ func (b *metaBook) lastGood(path string, keys []string) decode.FileResult {
 // object's own encoding, or the one read from the objects file, which
 // holds it indented (compacted here, so that a definition read back
 // compares equal to the same object encoded again).
-func recordedJSON(rec metaRecord) []byte {
+func recordedJSON(rec *metaRecord) []byte {
 	if rec.obj != nil {
 		data, _ := json.Marshal(rec.obj)
 		return data
@@ -174,7 +182,7 @@ func (b *metaBook) baseline() *store.Snapshot {
 
 // object decodes the recorded definition of the object key names
 // ("Kind/name"); nil when there is none (or it does not decode).
-func (r metaRecord) object(key string) v1alpha1.Object {
+func (r *metaRecord) object(key string) v1alpha1.Object {
 	kind, _, _ := strings.Cut(key, "/")
 	if r.obj != nil && r.Source != "" {
 		return r.obj
@@ -243,7 +251,7 @@ func (b *metaBook) encode() ([]byte, error) {
 	}
 	buf.WriteByte('{')
 	for i, k := range slices.Sorted(maps.Keys(b.recs)) {
-		rec := b.recs[k]
+		rec := *b.recs[k] // its definition encoded here, not kept
 		if rec.obj != nil {
 			data, err := json.Marshal(rec.obj)
 			if err != nil {
@@ -271,9 +279,31 @@ func (b *metaBook) encode() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// specDigest is the SHA-256 of an object's spec ([specHash]): its 32
+// bytes, written in the objects file as the hex string the file always
+// held. One that is not 64 hex digits (the file edited by hand) reads as
+// the zero digest, which no spec has: the spec counts as changed, as a
+// string no spec hashes to always made it count.
+type specDigest [sha256.Size]byte
+
+// MarshalText writes the digest in hex.
+func (d specDigest) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, d[:]), nil }
+
+// UnmarshalText reads a digest MarshalText wrote; anything else is the
+// zero digest.
+func (d *specDigest) UnmarshalText(text []byte) error {
+	*d = specDigest{}
+	if hex.DecodedLen(len(text)) == len(d) {
+		if _, err := hex.Decode(d[:], text); err != nil {
+			*d = specDigest{}
+		}
+	}
+	return nil
+}
+
 // specHash fingerprints an object's spec; only a spec change bumps the
 // generation, as in Kubernetes.
-func specHash(obj v1alpha1.Object) string {
+func specHash(obj v1alpha1.Object) specDigest {
 	var spec any
 	switch o := obj.(type) {
 	case *v1alpha1.Member:
@@ -286,8 +316,7 @@ func specHash(obj v1alpha1.Object) string {
 		spec = obj
 	}
 	data, _ := json.Marshal(spec) // plain data types: cannot fail
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	return sha256.Sum256(data)
 }
 
 // sameObject reports whether a and b have equal content, status aside.

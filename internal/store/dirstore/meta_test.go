@@ -1,13 +1,18 @@
 package dirstore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // The objects file is written record by record, and reads exactly as the
@@ -23,18 +28,18 @@ func TestMetaBook_EncodesTheObjectsFileAsBefore(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		recs map[string]metaRecord
+		recs map[string]*metaRecord
 	}{
-		{"no records", map[string]metaRecord{}},
-		{"records", map[string]metaRecord{
-			"Member/reviewer": {UID: "u-1", Generation: 2, SpecHash: "ab", Created: created, Source: "/m/reviewer.yaml", obj: member},
-			"Member/old":      {UID: "u-0", Generation: 1, SpecHash: "cd", Created: created}, // recorded before definitions were kept
-			"Profile/a<b>":    {UID: "u-2", Generation: 1, SpecHash: "ef", Created: created, Source: "/m/p.yaml", Object: json.RawMessage(`{"kind": "Profile"}`)},
+		{"no records", map[string]*metaRecord{}},
+		{"records", map[string]*metaRecord{
+			"Member/reviewer": {UID: "u-1", Generation: 2, SpecHash: specDigest{0xab}, Created: created, Source: "/m/reviewer.yaml", obj: member},
+			"Member/old":      {UID: "u-0", Generation: 1, SpecHash: specDigest{31: 0xcd}, Created: created}, // recorded before definitions were kept
+			"Profile/a<b>":    {UID: "u-2", Generation: 1, SpecHash: specDigest{0xef}, Created: created, Source: "/m/p.yaml", Object: json.RawMessage(`{"kind": "Profile"}`)},
 		}},
-		{"strings JSON escapes", map[string]metaRecord{
-			"Member/a&b\u2028": {UID: "u-3\x00\t", Generation: 1, SpecHash: "\xff\xfe", Created: created.Add(123456789),
+		{"strings JSON escapes", map[string]*metaRecord{
+			"Member/a&b\u2028": {UID: "u-3\x00\t", Generation: 1, SpecHash: specDigest{0xff, 0xfe}, Created: created.Add(123456789),
 				Source: "/m/\u2029\"quoted\"\\.yaml", Object: json.RawMessage(`{"a": ["<x>", {"b": "\u00e9"}], "c": {}}`)},
-			"Member/\xffbad": {UID: "u-4", Generation: 3, SpecHash: "<>", Created: created, obj: &v1alpha1.Member{
+			"Member/\xffbad": {UID: "u-4", Generation: 3, SpecHash: specDigest{0x3c, 0x3e}, Created: created, obj: &v1alpha1.Member{
 				ObjectMeta: v1alpha1.ObjectMeta{Name: "\xffbad", Labels: map[string]string{"z": "1", "a": "&"}},
 				Spec:       v1alpha1.MemberSpec{Profile: "p", Prompt: "line\nnext \u2028 <tag> \xc3"},
 			}},
@@ -50,12 +55,13 @@ func TestMetaBook_EncodesTheObjectsFileAsBefore(t *testing.T) {
 			if err != nil || string(again) != string(got) {
 				t.Errorf("encoded again: %v\n%s\nwant\n%s", err, again, got)
 			}
-			whole := map[string]metaRecord{}
+			whole := map[string]*metaRecord{}
 			for k, rec := range tc.recs {
+				rec := *rec
 				if rec.obj != nil {
 					rec.Object, _ = json.Marshal(rec.obj)
 				}
-				whole[k] = rec
+				whole[k] = &rec
 			}
 			want, err := json.MarshalIndent(whole, "", "  ")
 			if err != nil {
@@ -65,5 +71,69 @@ func TestMetaBook_EncodesTheObjectsFileAsBefore(t *testing.T) {
 				t.Errorf("objects file (-whole +record by record):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The objects file holds each spec's digest as the hex string it always
+// did, though the book keeps its 32 bytes: a file written before reads
+// back to the same digests and is written again byte for byte, and a
+// digest that is not 64 hex digits reads as none (the spec changed).
+func TestMetaBook_ObjectsFileBytesAsBefore(t *testing.T) {
+	created := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	member := &v1alpha1.Member{
+		TypeMeta:   v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindMember},
+		ObjectMeta: v1alpha1.ObjectMeta{Name: "reviewer"},
+		Spec:       v1alpha1.MemberSpec{Profile: "codex-fast"},
+	}
+	member.SetDefaults()
+	// legacy is the record as the objects file was written before its
+	// digest was kept as bytes: a string.
+	type legacy struct {
+		UID        string          `json:"uid"`
+		Generation int64           `json:"generation"`
+		SpecHash   string          `json:"specHash"`
+		Created    time.Time       `json:"creationTimestamp"`
+		Source     string          `json:"source,omitempty"`
+		Object     json.RawMessage `json:"object,omitempty"`
+	}
+	spec, err := json.Marshal(member.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(spec)
+	object, err := json.Marshal(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := json.MarshalIndent(map[string]legacy{
+		"Member/reviewer": {UID: "u-1", Generation: 2, SpecHash: hex.EncodeToString(sum[:]), Created: created, Source: "/m/reviewer.yaml", Object: object},
+		"Member/old":      {UID: "u-0", Generation: 1, SpecHash: strings.Repeat("0f", 32), Created: created},
+	}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	if err := os.WriteFile(statedir.At(state).Objects(), append(before, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadMeta(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.recs["Member/reviewer"].SpecHash, specHash(member); got != want {
+		t.Errorf("digest read back = %x, want %x (the member's spec)", got, want)
+	}
+	again, err := b.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), string(again)); diff != "" {
+		t.Errorf("objects file written again (-before +now):\n%s", diff)
+	}
+	for _, text := range []string{"", "ab", strings.Repeat("zz", 32), strings.Repeat("0", 65)} {
+		var d specDigest
+		if err := json.Unmarshal([]byte(`"`+text+`"`), &d); err != nil || d != (specDigest{}) {
+			t.Errorf("digest %q read as %x, %v; want none, no error", text, d, err)
+		}
 	}
 }
