@@ -363,7 +363,28 @@ func (d *docDecoder) decode(root *yaml.Node) v1alpha1.Object {
 			d.errs = append(d.errs, &Error{File: d.file, Line: d.lineFor(fe.Field), Field: fe.Field, Msg: fe.Msg})
 		}
 	}
+	shareTypeMeta(obj)
 	return obj
+}
+
+// shareTypeMeta gives obj the apiVersion and kind strings of the package
+// v1alpha1 when it spells them so, instead of the parsed YAML's copies: a
+// directory store keeps every object it read for as long as it runs.
+func shareTypeMeta(obj v1alpha1.Object) {
+	var tm *v1alpha1.TypeMeta
+	switch o := obj.(type) {
+	case *v1alpha1.Member:
+		tm = &o.TypeMeta
+	case *v1alpha1.Profile:
+		tm = &o.TypeMeta
+	case *v1alpha1.Tenant:
+		tm = &o.TypeMeta
+	default:
+		return
+	}
+	if tm.APIVersion == v1alpha1.GroupVersion && tm.Kind == obj.GetObjectKind() {
+		*tm = v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: obj.GetObjectKind()}
+	}
 }
 
 // checkDuplicates reports every mapping key that repeats an earlier key of
