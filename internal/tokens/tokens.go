@@ -80,11 +80,29 @@ type Registry struct {
 	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
 	// entries are the tokens handed out (and, after a restart, every
 	// token the database holds), by hash.
-	entries map[[sha256.Size]byte]Identity
+	entries map[[sha256.Size]byte]*worker
 	// spares are the tokens minted ahead for each member's next pane, by
 	// member name (see Mint); one joins entries when Mint hands it out.
 	// Nobody holds one before, so none resolves.
-	spares map[string]spare
+	//
+	// Both maps hold pointers: a map keeps up to twice as many slots as
+	// entries (a thousand members' tokens take 2048), and a pointer's
+	// slot is a third, or less, of an entry's.
+	spares map[string]*spare
+}
+
+// worker is whose a worker token handed out is: the member's and, once
+// bound, its pane's. An entry is replaced, never changed.
+type worker struct {
+	member, memberUID, paneID, terminalID string
+}
+
+func workerOf(i Identity) *worker {
+	return &worker{member: i.Member, memberUID: i.MemberUID, paneID: i.PaneID, terminalID: i.TerminalID}
+}
+
+func (w *worker) identity() Identity {
+	return Identity{Role: RoleWorker, Member: w.member, MemberUID: w.memberUID, PaneID: w.paneID, TerminalID: w.terminalID}
 }
 
 // spare is a token minted ahead of a member's next pane: its value only
@@ -106,8 +124,8 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 	r := &Registry{
 		db:      db,
 		rand:    opts.Rand,
-		entries: make(map[[sha256.Size]byte]Identity),
-		spares:  make(map[string]spare),
+		entries: make(map[[sha256.Size]byte]*worker),
+		spares:  make(map[string]*spare),
 	}
 	if r.rand == nil {
 		r.rand = rand.Reader
@@ -149,7 +167,7 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	use := ok && s.uid == memberUID && s.commit.Durable()
 	switch {
 	case use:
-		r.entries[s.sum] = s.identity(member)
+		r.entries[s.sum] = workerOf(s.identity(member))
 	case ok:
 		r.db.Stage(forget(s.sum)) // never handed out
 	}
@@ -196,26 +214,26 @@ func (r *Registry) mintAhead(member, memberUID string) {
 // record, under one lock (the file has the changes in the registry's
 // order); ahead keeps it as the member's token minted ahead, else it is
 // handed out.
-func (r *Registry) stage(member, memberUID string, ahead bool) (spare, error) {
+func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, error) {
 	tok, err := newToken(r.rand)
 	if err != nil {
-		return spare{}, err
+		return nil, err
 	}
 	sum := sha256.Sum256([]byte(tok))
 	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := spare{tok: tok, sum: sum, uid: memberUID, commit: r.db.Stage(put(sum, ident))}
+	s := &spare{tok: tok, sum: sum, uid: memberUID, commit: r.db.Stage(put(sum, ident))}
 	if ahead {
 		r.spares[member] = s
 	} else {
-		r.entries[sum] = ident
+		r.entries[sum] = workerOf(ident)
 	}
 	return s, nil
 }
 
 // identity is who a spare of member is minted for.
-func (s spare) identity(member string) Identity {
+func (s *spare) identity(member string) Identity {
 	return Identity{Role: RoleWorker, Member: member, MemberUID: s.uid}
 }
 
@@ -226,19 +244,20 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 		return err
 	}
 	r.mu.Lock()
-	ident, ok := r.entries[sum]
+	prev, ok := r.entries[sum]
 	if !ok {
 		r.mu.Unlock()
 		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, ErrUnknownToken)
 	}
-	prev := ident
+	ident := prev.identity()
 	ident.PaneID, ident.TerminalID = paneID, terminalID
-	r.entries[sum] = ident
+	bound := workerOf(ident)
+	r.entries[sum] = bound
 	commit := r.db.Stage(put(sum, ident))
 	r.mu.Unlock()
 	if err := commit.Wait(); err != nil {
 		r.mu.Lock()
-		if cur, ok := r.entries[sum]; ok && cur == ident {
+		if cur, ok := r.entries[sum]; ok && *cur == *bound {
 			r.entries[sum] = prev
 		}
 		r.mu.Unlock()
@@ -304,8 +323,11 @@ func (r *Registry) Resolve(token string) (Identity, bool) {
 	if subtle.ConstantTimeCompare(sum[:], r.primary[:]) == 1 && r.hasPrimary {
 		return Identity{Role: RolePrimary}, true
 	}
-	ident, ok := r.entries[sum]
-	return ident, ok
+	w, ok := r.entries[sum]
+	if !ok {
+		return Identity{}, false
+	}
+	return w.identity(), true
 }
 
 // AcceptPrimary makes the token whose ID is id the only primary token the
@@ -347,8 +369,8 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) int
 	defer r.mu.Unlock()
 	var gone []statedb.Change
 	handedOut := 0 // not counting the tokens minted ahead (Mint)
-	for sum, ident := range r.entries {
-		if match(sum, ident) {
+	for sum, w := range r.entries {
+		if match(sum, w.identity()) {
 			delete(r.entries, sum)
 			gone = append(gone, forget(sum))
 			handedOut++
@@ -398,7 +420,7 @@ func (r *Registry) load() error {
 		if err != nil || e.SHA256 != key {
 			return fmt.Errorf("load token %s: recorded under another hash (%s)", ID(key).short(), ID(e.SHA256).short())
 		}
-		r.entries[sum] = Identity{Role: RoleWorker, Member: e.Member, MemberUID: e.MemberUID, PaneID: e.PaneID, TerminalID: e.TerminalID}
+		r.entries[sum] = &worker{member: e.Member, memberUID: e.MemberUID, paneID: e.PaneID, terminalID: e.TerminalID}
 		return nil
 	})
 }

@@ -507,7 +507,7 @@ func TestRegistry_FleetPrimary(t *testing.T) {
 }
 
 // spareOf is member's token minted ahead, once its hash is durable.
-func spareOf(t *testing.T, r *Registry, member string) spare {
+func spareOf(t *testing.T, r *Registry, member string) *spare {
 	t.Helper()
 	r.mu.Lock()
 	s, ok := r.spares[member]
