@@ -49,8 +49,12 @@ type Store interface {
 type Dir struct {
 	db *statedb.DB // nil keeps the histories in memory only
 
-	mu   sync.Mutex // guards hist and busy; never held over I/O
-	hist map[key]History
+	mu sync.Mutex // guards hist and busy; never held over I/O
+	// hist are the histories, by pointer (replaced, never changed): a map
+	// keeps up to twice as many slots as entries (a thousand members'
+	// histories take 2048), and a slot with a pointer is half one with a
+	// History.
+	hist map[key]*History
 	// busy are the objects an Update is changing: another Update of the
 	// same object waits (idle), so that each applies its change to the
 	// last one's result; Updates of different objects go on at once.
@@ -74,7 +78,7 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Dir{db: db, hist: map[key]History{}, busy: map[key]bool{}}
+	d := &Dir{db: db, hist: map[key]*History{}, busy: map[key]bool{}}
 	d.idle = sync.NewCond(&d.mu)
 	err := db.Each(statedb.Revisions, func(k string, value []byte) error {
 		hk, ok := parseKey(k)
@@ -86,7 +90,7 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 			log.Warn("a revision history in the state database does not decode; the object's earlier revisions are forgotten", "history", k, "err", err)
 			return nil
 		}
-		d.hist[hk] = h
+		d.hist[hk] = &h
 		return nil
 	})
 	if err != nil {
@@ -110,7 +114,16 @@ func parseKey(k string) (key, bool) {
 func (d *Dir) Get(kind, name string) History {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.hist[key{kind, name}].Clone()
+	return d.clone(key{kind, name})
+}
+
+// clone returns a copy of k's history (Clone); the zero History when
+// there is none. d.mu must be held.
+func (d *Dir) clone(k key) History {
+	if h := d.hist[k]; h != nil {
+		return h.Clone()
+	}
+	return History{}
 }
 
 // Update implements [Store]: it returns once the change is durable, and
@@ -127,7 +140,7 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 		d.idle.Wait()
 	}
 	d.busy[k] = true
-	h := d.hist[k].Clone()
+	h := d.clone(k)
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
@@ -155,7 +168,7 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 	if h.IsZero() {
 		delete(d.hist, k)
 	} else {
-		d.hist[k] = h
+		d.hist[k] = &h
 	}
 	d.mu.Unlock()
 	d.changed.Notify()
