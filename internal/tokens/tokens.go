@@ -106,13 +106,17 @@ func (w *worker) identity() Identity {
 }
 
 // spare is a token minted ahead of a member's next pane: its value only
-// in memory, its hash on its way to the disk (commit).
+// in memory — as its random bytes, inside the spare, not a string of 43
+// characters of its own — its hash on its way to the disk (commit).
 type spare struct {
-	tok    string
+	raw    [tokenBytes]byte
 	sum    [sha256.Size]byte
 	uid    string
 	commit *statedb.Commit
 }
+
+// token is the spare's token.
+func (s *spare) token() string { return encodeToken(s.raw) }
 
 // Open loads the worker tokens kept in db (nil keeps them in memory only)
 // and the primary token of stateDir, creating the directory (mode 0700)
@@ -174,7 +178,7 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	r.mu.Unlock()
 	if use {
 		r.mintAhead(member, memberUID)
-		return s.tok, idOf(s.sum), nil
+		return s.token(), idOf(s.sum), nil
 	}
 	tok, id, err := r.mint(member, memberUID)
 	if err != nil {
@@ -190,7 +194,7 @@ func (r *Registry) mint(member, memberUID string) (string, ID, error) {
 	if err != nil {
 		return "", "", err
 	}
-	tok, sum, commit := s.tok, s.sum, s.commit
+	tok, sum, commit := s.token(), s.sum, s.commit
 	if err := commit.Wait(); err != nil {
 		// Nobody holds the token yet, so forgetting it loses nothing.
 		r.mu.Lock()
@@ -215,19 +219,19 @@ func (r *Registry) mintAhead(member, memberUID string) {
 // order); ahead keeps it as the member's token minted ahead, else it is
 // handed out.
 func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, error) {
-	tok, err := newToken(r.rand)
-	if err != nil {
+	s := &spare{uid: memberUID}
+	if err := readToken(r.rand, &s.raw); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(tok))
+	s.sum = sha256.Sum256([]byte(s.token()))
 	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &spare{tok: tok, sum: sum, uid: memberUID, commit: r.db.Stage(put(sum, ident))}
+	s.commit = r.db.Stage(put(s.sum, ident))
 	if ahead {
 		r.spares[member] = s
 	} else {
-		r.entries[sum] = workerOf(ident)
+		r.entries[s.sum] = workerOf(ident)
 	}
 	return s, nil
 }
@@ -500,11 +504,24 @@ func readPrimary(path string) (string, error) {
 }
 
 func newToken(src io.Reader) (string, error) {
-	b := make([]byte, tokenBytes)
-	if _, err := io.ReadFull(src, b); err != nil {
-		return "", fmt.Errorf("mint token: %w", err)
+	var raw [tokenBytes]byte
+	if err := readToken(src, &raw); err != nil {
+		return "", err
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return encodeToken(raw), nil
+}
+
+// readToken fills raw with a token's randomness from src.
+func readToken(src io.Reader, raw *[tokenBytes]byte) error {
+	if _, err := io.ReadFull(src, raw[:]); err != nil {
+		return fmt.Errorf("mint token: %w", err)
+	}
+	return nil
+}
+
+// encodeToken is the token of randomness raw.
+func encodeToken(raw [tokenBytes]byte) string {
+	return base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
 func idOf(sum [sha256.Size]byte) ID { return ID(hex.EncodeToString(sum[:])) }

@@ -537,12 +537,12 @@ func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 	}
 	mint(t, r, "reviewer", "uid")
 	ahead := spareOf(t, r, "reviewer")
-	if _, ok := r.Resolve(ahead.tok); ok {
+	if _, ok := r.Resolve(ahead.token()); ok {
 		t.Error("the token minted ahead resolves before Mint handed it out")
 	}
 	fail.Store(true)
 	tok, id, err := r.Mint("reviewer", "uid")
-	if err != nil || tok != ahead.tok || id != idOf(ahead.sum) {
+	if err != nil || tok != ahead.token() || id != idOf(ahead.sum) {
 		t.Fatalf("the second Mint with the disk failing = %v; want the token minted ahead, at once", err)
 	}
 	if ident, ok := r.Resolve(tok); !ok || ident.Member != "reviewer" || ident.MemberUID != "uid" {
@@ -557,20 +557,20 @@ func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 	mint(t, r, "reviewer", "uid")
 	old := spareOf(t, r, "reviewer")
 	tok, _ = mint(t, r, "reviewer", "uid-2")
-	if ident, _ := r.Resolve(tok); tok == old.tok || ident.MemberUID != "uid-2" {
-		t.Errorf("a Mint for reviewer declared again got %+v (the old one's token minted ahead: %v)", ident, tok == old.tok)
+	if ident, _ := r.Resolve(tok); tok == old.token() || ident.MemberUID != "uid-2" {
+		t.Errorf("a Mint for reviewer declared again got %+v (the old one's token minted ahead: %v)", ident, tok == old.token())
 	}
-	if _, ok := r.Resolve(old.tok); ok {
+	if _, ok := r.Resolve(old.token()); ok {
 		t.Error("the token minted ahead for the old reviewer still resolves")
 	}
 	ahead = spareOf(t, r, "reviewer")
 	if n := r.RevokeMember("reviewer"); n != 2 {
 		t.Errorf("RevokeMember = %d, want the 2 tokens handed out", n)
 	}
-	if _, ok := r.Resolve(ahead.tok); ok {
+	if _, ok := r.Resolve(ahead.token()); ok {
 		t.Error("a revoked member's token minted ahead still resolves")
 	}
-	if tok, _ := mint(t, r, "reviewer", "uid-2"); tok == ahead.tok {
+	if tok, _ := mint(t, r, "reviewer", "uid-2"); tok == ahead.token() {
 		t.Error("Mint after RevokeMember handed out the revoked token minted ahead")
 	}
 }
