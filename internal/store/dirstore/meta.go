@@ -85,7 +85,10 @@ func loadMeta(stateDir string) (*metaBook, error) {
 }
 
 // stamp sets obj's uid, generation and creationTimestamp: a new name gets a
-// new uid and generation 1; a changed spec bumps the generation.
+// new uid and generation 1; a changed spec bumps the generation. The
+// object's creationTimestamp points at the record's, which never changes
+// (an object in effect is never changed either): every object stamped
+// under a name shares one.
 func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
 	h := specHash(obj)
@@ -102,8 +105,7 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 	m := obj.GetMeta()
 	m.UID, m.Generation = rec.UID, rec.Generation
 	m.ResourceVersion = "" // files have no versions: a written one means nothing here
-	created := rec.Created
-	m.CreationTimestamp = &created
+	m.CreationTimestamp = &rec.Created
 }
 
 // keep records obj, in effect, as its last good definition, defined in
