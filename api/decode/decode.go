@@ -49,9 +49,9 @@ func File(path string, data []byte) ([]v1alpha1.Object, ErrorList) {
 }
 
 // Manifest decodes one manifest file like [File] and keeps where each
-// object and each of its fields is written, as the decoder found them:
-// [FileResult.Line] answers without parsing the file again. data was read
-// from path.
+// object, and each field the checks across objects ask about, is written,
+// as the decoder found them: [FileResult.Line] answers without parsing the
+// file again. data was read from path.
 func Manifest(path string, data []byte) FileResult {
 	var (
 		objs []v1alpha1.Object

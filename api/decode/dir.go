@@ -29,17 +29,52 @@ type FileResult struct {
 
 // positions is where one object's document and fields are in its file,
 // packed into one string: the line of the document's content, then, in
-// path order, each field path the decoder located (its length, then its
-// bytes) with the line of its key — every number a uvarint. A directory
-// store keeps the positions of every object it holds, for as long as it
-// runs, to place the errors a later change of another file may bring;
-// packed, they take well under half of what a table of paths and lines
-// took, and hold on to none of the strings of the parsed YAML.
+// path order, each field path kept (its length, then its bytes) with the
+// line of its key — every number a uvarint. A directory store keeps the
+// positions of every object it holds, for as long as it runs, to place
+// the errors a later change of another file may bring; packed, they take
+// well under half of what a table of paths and lines took, and hold on
+// to none of the strings of the parsed YAML.
 type positions string
 
-// positionsOf packs an object's positions: its document's line and lines,
-// the decoder's field path → line of its key.
+// crossFields are the fields the checks across objects place their errors
+// on: metadata.name ([CheckDuplicates]), a Member's references
+// (v1alpha1.Member.References: spec.profile, spec.mcpTarget.tenantId,
+// for [CheckReferences]) and the field its worktree branch comes from
+// (v1alpha1.Member.WorktreeField, for [CheckWorktrees]). They are the only
+// lines asked of an object once it is decoded; its positions keep theirs
+// and their ancestors' (the nearest written one answers for a field left
+// out), and no other: the line of each label, or of each of a profile's
+// env and args, would be kept for as long as a directory store runs, and
+// read by nobody.
+var crossFields = []string{"metadata.name", "spec.profile", "spec.mcpTarget.tenantId", "spec.worktree.branch"}
+
+// crossField reports whether path is one of crossFields or an ancestor of
+// one.
+func crossField(path string) bool {
+	for _, f := range crossFields {
+		if f == path || strings.HasPrefix(f, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// positionsOf packs an object's positions: its document's line, and the
+// lines of its crossFields and their ancestors, taken from the decoder's
+// field path → line of its key.
 func positionsOf(doc int, lines map[string]int) positions {
+	kept := make(map[string]int, len(crossFields))
+	for path, line := range lines {
+		if crossField(path) {
+			kept[path] = line
+		}
+	}
+	return pack(doc, kept)
+}
+
+// pack packs a document's line and the lines of the field paths of lines.
+func pack(doc int, lines map[string]int) positions {
 	paths := slices.Sorted(maps.Keys(lines))
 	size := uvarintLen(doc)
 	for _, p := range paths {
@@ -104,7 +139,11 @@ func uvarint(s string) (int, int) {
 // Line returns the line where field (a field path such as
 // spec.mcpTarget.tenantId) of Objects[i] is written; for a field the
 // document leaves out, the line of its nearest ancestor that is there, or
-// of the document. It is 0 when the decoder did not locate Objects[i].
+// of the document. Only the fields the checks across objects place errors
+// on are located, with their ancestors (metadata.name, spec.profile,
+// spec.mcpTarget.tenantId, spec.worktree.branch): any other field is
+// answered as one left out. It is 0 when the decoder did not locate
+// Objects[i].
 func (f *FileResult) Line(i int, field string) int {
 	if i < 0 || i >= len(f.positions) {
 		return 0

@@ -176,9 +176,9 @@ func TestManifestPaths_ListsEveryManifestName(t *testing.T) {
 	}
 }
 
-// Packed positions answer what the decoder's table of lines says: every
-// path it located, on its line, however long the path or large the line
-// (several bytes as a uvarint), and no path it did not locate.
+// Packed positions answer what the table of lines packed says: every path
+// of it, on its line, however long the path or large the line (several
+// bytes as a uvarint), and no other path.
 func TestPositions_AnswerAsTheDecodersLines(t *testing.T) {
 	long := "spec.env[" + strings.Repeat("K", 200) + "]"
 	lines := map[string]int{
@@ -198,7 +198,7 @@ func TestPositions_AnswerAsTheDecodersLines(t *testing.T) {
 		"spec.mcpTarget":        8,
 		"spec.mcpTarget.tenant": 1 << 40,
 	}
-	p := positionsOf(200, lines)
+	p := pack(200, lines)
 	if got := p.doc(); got != 200 {
 		t.Errorf("doc() = %d, want 200", got)
 	}
@@ -212,7 +212,56 @@ func TestPositions_AnswerAsTheDecodersLines(t *testing.T) {
 			t.Errorf("line(%q) = %d, true; want none", path, got)
 		}
 	}
-	if p := positionsOf(1, nil); p.doc() != 1 {
+	if p := pack(1, nil); p.doc() != 1 {
 		t.Errorf("positions without fields: doc() = %d, want 1", p.doc())
+	}
+}
+
+// Every field a check across objects asks the line of — a Member's
+// metadata.name, each of its references (v1alpha1.Member.References) and
+// its worktree's field (WorktreeField) — is located on the line it is
+// written; a field no check asks is not kept, and is answered as one left
+// out: by its nearest kept ancestor, or the document.
+func TestManifest_LocatesWhatTheChecksAsk(t *testing.T) {
+	const doc = `apiVersion: fleetd.dev/v1alpha1
+kind: Member
+metadata:
+  name: alpha
+  labels: {team: docs}
+spec:
+  profile: codex
+  mcpTarget:
+    kind: tenant
+    tenantId: globex
+  nodeSelector:
+    zone: a
+  worktree:
+    repo: /srv/api
+    branch: feature
+`
+	f := Manifest("m.yaml", []byte(doc))
+	if len(f.Errors) > 0 || len(f.Objects) != 1 {
+		t.Fatalf("Manifest = %d objects, errors %v", len(f.Objects), f.Errors)
+	}
+	m := f.Objects[0].(*v1alpha1.Member)
+	fields := []string{"metadata.name", m.WorktreeField()}
+	for _, ref := range m.References() {
+		fields = append(fields, ref.Field)
+	}
+	if len(fields) != 4 {
+		t.Fatalf("fields asked = %v; want a name, a worktree and two references", fields)
+	}
+	lines := strings.Split(doc, "\n")
+	for _, field := range fields {
+		key := field[strings.LastIndexByte(field, '.')+1:] + ":"
+		got := f.Line(0, field)
+		if got < 1 || !strings.HasPrefix(strings.TrimSpace(lines[got-1]), key) {
+			t.Errorf("Line(%q) = %d, want the line of its key %q", field, got, key)
+		}
+	}
+	for field, want := range map[string]int{"spec.nodeSelector[zone]": 6, "metadata.labels": 3, "spec.worktree.repo": 13} {
+		if got := f.Line(0, field); got != want {
+			t.Errorf("Line(%q) = %d, want %d (its nearest kept ancestor)", field, got, want)
+		}
 	}
 }

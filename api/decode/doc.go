@@ -29,9 +29,9 @@
 // spec.mcpTransport is rejected with an error naming `fleetd migrate`;
 // this package never rewrites it — that is package migrate's job.
 //
-// Across objects: [Manifest] keeps where each object and field is written
-// ([FileResult.Line]), so the checks that span files locate their errors
-// without parsing again. [CheckDuplicates] reports a kind and name defined
+// Across objects: [Manifest] keeps where each object is written, and the
+// fields these checks place their errors on ([FileResult.Line]), so the
+// checks that span files locate their errors without parsing again. [CheckDuplicates] reports a kind and name defined
 // twice (on the later definition, naming the earlier one's line; neither
 // is used), [CheckReferences] a Member whose Profile or Tenant is not
 // defined, and [CheckWorktrees] a Member whose worktree branch (its own, or
