@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -50,11 +51,12 @@ type Dir struct {
 	db *statedb.DB // nil keeps the histories in memory only
 
 	mu sync.Mutex // guards hist and busy; never held over I/O
-	// hist are the histories, by pointer (replaced, never changed): a map
-	// keeps up to twice as many slots as entries (a thousand members'
-	// histories take 2048), and a slot with a pointer is half one with a
-	// History.
-	hist map[key]*History
+	// hist are the histories by kind, then name, each by pointer
+	// (replaced, never changed): a map keeps up to twice as many slots as
+	// entries (a thousand members' histories take 2048), and a slot of a
+	// name and a pointer is 24 bytes, where one of a key and a History was
+	// 80.
+	hist map[string]map[string]*History
 	// busy are the objects an Update is changing: another Update of the
 	// same object waits (idle), so that each applies its change to the
 	// last one's result; Updates of different objects go on at once.
@@ -78,7 +80,7 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Dir{db: db, hist: map[key]*History{}, busy: map[key]bool{}}
+	d := &Dir{db: db, hist: map[string]map[string]*History{}, busy: map[key]bool{}}
 	d.idle = sync.NewCond(&d.mu)
 	err := db.Each(statedb.Revisions, func(k string, value []byte) error {
 		hk, ok := parseKey(k)
@@ -90,7 +92,7 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 			log.Warn("a revision history in the state database does not decode; the object's earlier revisions are forgotten", "history", k, "err", err)
 			return nil
 		}
-		d.hist[hk] = &h
+		d.histOf(hk.kind)[hk.name] = &h
 		return nil
 	})
 	if err != nil {
@@ -120,10 +122,21 @@ func (d *Dir) Get(kind, name string) History {
 // clone returns a copy of k's history (Clone); the zero History when
 // there is none. d.mu must be held.
 func (d *Dir) clone(k key) History {
-	if h := d.hist[k]; h != nil {
+	if h := d.hist[k.kind][k.name]; h != nil {
 		return h.Clone()
 	}
 	return History{}
+}
+
+// histOf returns the histories of kind, made on first use. d.mu must be
+// held (or d not yet shared).
+func (d *Dir) histOf(kind string) map[string]*History {
+	m := d.hist[kind]
+	if m == nil {
+		m = map[string]*History{}
+		d.hist[kind] = m
+	}
+	return m
 }
 
 // Update implements [Store]: it returns once the change is durable, and
@@ -166,9 +179,9 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 	}
 	d.mu.Lock()
 	if h.IsZero() {
-		delete(d.hist, k)
+		delete(d.hist[kind], name)
 	} else {
-		d.hist[k] = &h
+		d.histOf(kind)[name] = &h
 	}
 	d.mu.Unlock()
 	d.changed.Notify()
@@ -179,14 +192,7 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 func (d *Dir) Names(kind string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []string
-	for k := range d.hist {
-		if k.kind == kind {
-			out = append(out, k.name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(d.hist[kind]))
 }
 
 // Changed implements [Store].
