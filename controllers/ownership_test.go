@@ -174,7 +174,7 @@ func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 // BenchmarkOwnBook_Panes: the ownership records' panes of a fleet of 1000,
 // as the cache asks for them (ownedPanes) each time it resubscribes.
 func BenchmarkOwnBook_Panes(b *testing.B) {
-	book := &ownBook{recs: map[string]Ownership{}, byPane: map[string]string{}, byTab: map[string]string{}}
+	book := &ownBook{recs: map[string]*Ownership{}, byPane: map[string]string{}, byTab: map[string]string{}}
 	for i := range 1000 {
 		book.setLocked(Ownership{Member: fmt.Sprintf("m%04d", i), UID: fmt.Sprintf("uid-%d", i),
 			PaneID: fmt.Sprintf("w1:p%d", i), TerminalID: fmt.Sprintf("term_%d", i), TabID: fmt.Sprintf("w1:t%d", i),
