@@ -2,10 +2,10 @@ package decode_test
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/api/decode"
+	"github.com/fleetd-dev/fleetd/internal/heaptest"
 )
 
 // BenchmarkManifest_Member: one small member's manifest, the file a fleet
@@ -30,12 +30,12 @@ func BenchmarkManifest_RetainedPerMember(b *testing.B) {
 	}
 	var retained uint64
 	for b.Loop() {
-		before := heapInUse()
+		before := heaptest.Live()
 		res := make([]decode.FileResult, members)
 		for i := range res {
 			res[i] = decode.Manifest(fmt.Sprintf("m%04d.yaml", i), data[i])
 		}
-		after := heapInUse()
+		after := heaptest.Live()
 		for i := range res {
 			if len(res[i].Errors) > 0 || res[i].Line(0, "spec.profile") != 5 {
 				b.Fatalf("file %d: errors %v, spec.profile on line %d", i, res[i].Errors, res[i].Line(0, "spec.profile"))
@@ -44,13 +44,4 @@ func BenchmarkManifest_RetainedPerMember(b *testing.B) {
 		retained += after - before
 	}
 	b.ReportMetric(float64(retained)/float64(b.N)/members, "B/member")
-}
-
-// heapInUse is the live heap, after a collection.
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

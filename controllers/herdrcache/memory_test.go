@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/heaptest"
 )
 
 // fleetAnswers are herdr's answers (protocol 22, Claude Code agents) for a
@@ -98,14 +99,6 @@ func (a fleetAnswers) members() []string {
 	return ids
 }
 
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkCache_RetainedPerPane reports the heap a cache holding a fleet
 // of 1000 members keeps, per member (a tab, its pane and the pane's
 // agent, watched as fleetd watches its members' panes): while the fleet
@@ -116,14 +109,14 @@ func BenchmarkCache_RetainedPerPane(b *testing.B) {
 	a := newFleetAnswers(members)
 	var written, read uint64
 	for b.Loop() {
-		before := heapInUse()
+		before := heaptest.Live()
 		f := newFake()
 		c := New(f, nil)
 		c.Watch(a.members)
 		a.write(b, c)
-		mid := heapInUse()
+		mid := heaptest.Live()
 		a.read(b, c, f)
-		after := heapInUse()
+		after := heaptest.Live()
 		runtime.KeepAlive(c)
 		written += mid - before
 		read += after - before

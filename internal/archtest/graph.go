@@ -41,7 +41,8 @@ const fleetdBinary = "cmd/fleetd"
 // notInFleetd lists what the fleetd binary must not link (import paths;
 // a path covers the packages inside it): the schema validator and the two
 // packages of ours that use it, and etcd's server with the package of ours
-// that embeds it for tests; and the test helpers statedbtest and syncbuf.
+// that embeds it for tests; and the test helpers statedbtest, syncbuf and
+// heaptest.
 var notInFleetd = []string{
 	schemaValidator,
 	"github.com/fleetd-dev/fleetd/herdr/internal/schemacheck",
@@ -50,6 +51,7 @@ var notInFleetd = []string{
 	"github.com/fleetd-dev/fleetd/internal/etcdtest",
 	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest",
 	"github.com/fleetd-dev/fleetd/internal/syncbuf",
+	"github.com/fleetd-dev/fleetd/internal/heaptest",
 }
 
 // allowed is fleetd's package graph, the one place it is written down:
@@ -81,6 +83,9 @@ var allowed = Graph{
 	// syncbuf: a buffer tests read while the code under test logs into
 	// it (tests only: see notInFleetd).
 	"internal/syncbuf": {},
+	// heaptest: the live heap, for the benchmarks of what a structure
+	// keeps per member.
+	"internal/heaptest": {},
 	// The append-only file of checksummed record batches, and fleetd's
 	// durable per-member state kept in one.
 	"internal/journal": {"internal/statedir"},
@@ -207,7 +212,7 @@ var allowed = Graph{
 var layers = []Layer{
 	// The leaves: no fleetd behaviour, only what every layer shares.
 	{Name: "leaves", Packages: []string{"internal/atomicfile", "internal/clock", "internal/filekind", "internal/notify", "internal/quota", "internal/retry", "internal/sse",
-		"internal/statedir", "internal/journal", "internal/statedb", "internal/statedb/statedbtest", "internal/syncbuf", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
+		"internal/statedir", "internal/journal", "internal/statedb", "internal/statedb/statedbtest", "internal/syncbuf", "internal/heaptest", "internal/termtext", "internal/version", "internal/yamledit", "internal/vocab", "internal/archtest"}},
 	// The API objects, their decoding and what is a pure function of them:
 	// the store's contract, the MCP plan, the subscription guard, the
 	// legacy migration.

@@ -2,10 +2,10 @@ package rollout
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/heaptest"
 )
 
 // BenchmarkDir_RetainedPerMember reports the heap the histories of 1000
@@ -26,7 +26,7 @@ func BenchmarkDir_RetainedPerMember(b *testing.B) {
 	}
 	var retained uint64
 	for b.Loop() {
-		before := heapInUse()
+		before := heaptest.Live()
 		d, err := OpenDir(nil, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -39,20 +39,11 @@ func BenchmarkDir_RetainedPerMember(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		after := heapInUse()
+		after := heaptest.Live()
 		if got := len(d.Names(v1alpha1.KindMember)); got != members {
 			b.Fatalf("%d histories, want %d", got, members)
 		}
 		retained += after - before
 	}
 	b.ReportMetric(float64(retained)/float64(b.N)/members, "B/member")
-}
-
-// heapInUse is the live heap, after a collection.
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

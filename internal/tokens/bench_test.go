@@ -2,9 +2,9 @@ package tokens
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
+	"github.com/fleetd-dev/fleetd/internal/heaptest"
 	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -27,7 +27,7 @@ func BenchmarkRegistry_RetainedPerMember(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		before := heapInUse()
+		before := heaptest.Live()
 		r, err := Open(dir, db, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -41,7 +41,7 @@ func BenchmarkRegistry_RetainedPerMember(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		after := heapInUse()
+		after := heaptest.Live()
 		if len(r.entries) != members || len(r.spares) != members {
 			b.Fatalf("%d tokens handed out and %d minted ahead, want %d each", len(r.entries), len(r.spares), members)
 		}
@@ -51,13 +51,4 @@ func BenchmarkRegistry_RetainedPerMember(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(retained)/float64(b.N)/members, "B/member")
-}
-
-// heapInUse is the live heap, after a collection.
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

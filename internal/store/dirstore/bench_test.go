@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
 	"testing"
 
+	"github.com/fleetd-dev/fleetd/internal/heaptest"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -89,22 +89,13 @@ func BenchmarkDirectory_RetainedPerMember(b *testing.B) {
 		if err := os.Remove(objects); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			b.Fatal(err)
 		}
-		before := heapInUse()
+		before := heaptest.Live()
 		d := h.restarted()
-		after := heapInUse()
+		after := heaptest.Live()
 		if got := len(d.Snapshot().Members); got != members {
 			b.Fatalf("%d members, want %d", got, members)
 		}
 		retained += after - before
 	}
 	b.ReportMetric(float64(retained)/float64(b.N)/members, "B/member")
-}
-
-// heapInUse is the live heap, after a collection.
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
