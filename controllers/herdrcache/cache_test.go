@@ -112,6 +112,24 @@ func start(t *testing.T, f *fakeHerdr, r *recorder, watch func() []string) *Cach
 
 func panes(ids ...string) func() []string { return func() []string { return ids } }
 
+// startWatching is start with the watched panes the test sets: panes at
+// first, then those of each call of watch.
+func startWatching(t *testing.T, f *fakeHerdr, r *recorder, panes ...string) (c *Cache, watch func(panes ...string)) {
+	t.Helper()
+	var mu sync.Mutex
+	watched := panes
+	c = start(t, f, r, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return watched
+	})
+	return c, func(panes ...string) {
+		mu.Lock()
+		watched = panes
+		mu.Unlock()
+	}
+}
+
 func TestCache_ListingInstalled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, r := fixture(), &recorder{}
@@ -285,19 +303,11 @@ func TestCache_ResubscribesWhenWatchedPanesChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, r := fixture(), &recorder{}
 		f.addPane(herdr.PaneInfo{PaneID: "p2", TerminalID: "T2", TabID: "t1", WorkspaceID: "w1"}, herdr.StatusBlocked)
-		var mu sync.Mutex
-		watched := []string{"p1"}
-		c := start(t, f, r, func() []string {
-			mu.Lock()
-			defer mu.Unlock()
-			return watched
-		})
+		c, watch := startWatching(t, f, r, "p1")
 		if got := c.Subscribed(); !cmp.Equal(got, []string{"p1"}) {
 			t.Fatalf("Subscribed = %v, want [p1]", got)
 		}
-		mu.Lock()
-		watched = []string{"p2", "p1"}
-		mu.Unlock()
+		watch("p2", "p1")
 		agentLists := f.callCounts()["agent.list"]
 		for range 3 { // a burst: one renewal
 			c.Rewatch()
@@ -338,21 +348,13 @@ func TestCache_RenewalHoldsNoEventUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, r := fixture(), &recorder{}
 		f.addPane(herdr.PaneInfo{PaneID: "p2", TerminalID: "T2", TabID: "t1", WorkspaceID: "w1"}, herdr.StatusBlocked)
-		var mu sync.Mutex
-		watched := []string{"p1"}
-		c := start(t, f, r, func() []string {
-			mu.Lock()
-			defer mu.Unlock()
-			return watched
-		})
+		c, watch := startWatching(t, f, r, "p1")
 		subscribing, listing := make(chan struct{}), make(chan struct{})
 		f.mu.Lock()
 		f.beforeSubscribe = func() { <-subscribing }
 		f.duringAgentList = func() { <-listing }
 		f.mu.Unlock()
-		mu.Lock()
-		watched = []string{"p1", "p2"}
-		mu.Unlock()
+		watch("p1", "p2")
 		c.Rewatch()
 		time.Sleep(testOpts.ResubscribeDelay)
 		synctest.Wait() // the renewal waits for herdr's acknowledgement

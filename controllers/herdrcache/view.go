@@ -501,11 +501,7 @@ func (v *view) internPaneLocked(p *herdr.PaneInfo) {
 	p.Title, p.TerminalTitle, p.TerminalTitleStripped = intern(p.Title), intern(p.TerminalTitle), intern(p.TerminalTitleStripped)
 	p.DisplayAgent = intern(p.DisplayAgent)
 	p.AgentSession = internSession(p.AgentSession)
-	if p.Scroll != nil && v.scroll != nil && *p.Scroll == *v.scroll {
-		p.Scroll = v.scroll
-	} else if p.Scroll != nil {
-		v.scroll = p.Scroll
-	}
+	shareLast(&p.Scroll, &v.scroll)
 }
 
 // internAgentLocked is internPaneLocked for an agent, whose completion_seq
@@ -516,10 +512,19 @@ func (v *view) internAgentLocked(a *herdr.AgentInfo) {
 	a.Title, a.TerminalTitle, a.TerminalTitleStripped = intern(a.Title), intern(a.TerminalTitle), intern(a.TerminalTitleStripped)
 	a.DisplayAgent = intern(a.DisplayAgent)
 	a.AgentSession = internSession(a.AgentSession)
-	if a.CompletionSeq != nil && v.completionSeq != nil && *a.CompletionSeq == *v.completionSeq {
-		a.CompletionSeq = v.completionSeq
-	} else if a.CompletionSeq != nil {
-		v.completionSeq = a.CompletionSeq
+	shareLast(&a.CompletionSeq, &v.completionSeq)
+}
+
+// shareLast points *p at *last where both hold the same value; a value
+// of its own becomes the last one. Nothing changes a cached value in
+// place: the view replaces them.
+func shareLast[T comparable](p, last **T) {
+	switch {
+	case *p == nil:
+	case *last != nil && **p == **last:
+		*p = *last
+	default:
+		*last = *p
 	}
 }
 
