@@ -143,13 +143,8 @@ type Cache struct {
 
 	// statusMu serialises the numbering of agent statuses and their
 	// delivery, so that handlers see every pane's seq grow in order.
-	// statuses holds each pane's numbering: its sequence, shifted by
-	// stateBits, and the state of its last status (stateCode); a state
-	// herdr's protocol does not name is code 0, and the status is then in
-	// otherStates. One word a pane, not a status string and a word.
-	statusMu    sync.Mutex
-	statuses    map[string]uint64
-	otherStates map[string]string
+	statusMu sync.Mutex
+	statuses map[string]agentSeq
 
 	// confirmed are watched panes herdr accepted in a subscription though
 	// no listing has shown them yet. Only Run's goroutine uses it.
@@ -176,20 +171,26 @@ type Cache struct {
 	runOnce sync.Once
 }
 
+// agentSeq is a pane's numbering: its last status (interned: a fleet's
+// panes share a handful) and its sequence.
+type agentSeq struct {
+	status string
+	seq    uint64
+}
+
 // New returns a Cache reading src. Nothing talks to herdr until Run.
 func New(src Source, opts *Options) *Cache {
 	o := opts.withDefaults()
 	return &Cache{
-		src:         src,
-		o:           o,
-		log:         o.Logger,
-		view:        newView(),
-		watchers:    map[uint64]func() []string{},
-		statuses:    map[string]uint64{},
-		otherStates: map[string]string{},
-		confirmed:   map[string]bool{},
-		rewatch:     make(chan struct{}, 1),
-		kick:        make(chan struct{}, 1),
+		src:       src,
+		o:         o,
+		log:       o.Logger,
+		view:      newView(),
+		watchers:  map[uint64]func() []string{},
+		statuses:  map[string]agentSeq{},
+		confirmed: map[string]bool{},
+		rewatch:   make(chan struct{}, 1),
+		kick:      make(chan struct{}, 1),
 	}
 }
 
@@ -400,41 +401,17 @@ func (c *Cache) observe(paneID, status string) {
 	}
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
-	last, numbered := c.statuses[paneID]
-	seq, code := last>>stateBits, stateCode(status)
-	if !numbered || code != last&(1<<stateBits-1) || (code == 0 && c.otherStates[paneID] != status) {
-		seq++
+	s := c.statuses[paneID]
+	if s.seq == 0 || agentState(s.status) != agentState(status) {
+		s.seq++
 	}
-	c.statuses[paneID] = seq<<stateBits | code
-	if code == 0 {
-		c.otherStates[paneID] = intern(status)
-	} else {
-		delete(c.otherStates, paneID)
-	}
+	s.status = intern(status)
+	c.statuses[paneID] = s
 	for _, h := range c.handlersNow() {
 		if h.OnAgentStatus != nil {
-			h.OnAgentStatus(paneID, status, seq)
+			h.OnAgentStatus(paneID, status, s.seq)
 		}
 	}
-}
-
-// namedStates are the agent states herdr's protocol names; a state's
-// code (stateCode) is its place here plus one.
-var namedStates = [...]herdr.AgentStatus{herdr.StatusIdle, herdr.StatusWorking, herdr.StatusBlocked, herdr.StatusUnknown}
-
-// stateBits is the width of a state code in a pane's numbering.
-const stateBits = 3
-
-// stateCode is the code of status's agent state: 1 to len(namedStates)
-// for a named state (done is idle's: agentState), 0 for another.
-func stateCode(status string) uint64 {
-	st := agentState(status)
-	for i, s := range namedStates {
-		if st == string(s) {
-			return uint64(i + 1)
-		}
-	}
-	return 0
 }
 
 // agentState is herdr's internal agent state behind a public status.
@@ -453,7 +430,6 @@ func (c *Cache) pruneStatuses(watched map[string]bool) {
 	for p := range c.statuses {
 		if !watched[p] && !c.view.hasPane(p) {
 			delete(c.statuses, p)
-			delete(c.otherStates, p)
 		}
 	}
 }

@@ -170,7 +170,7 @@ type follower struct {
 	c       *Cache
 	stream  Stream
 	stop    func()
-	panes   []string
+	panes   []string // sorted
 	settle  clock.Timer
 	settleC <-chan time.Time
 	// resub is the renewal of the stream in flight (settled), nil when
@@ -703,6 +703,7 @@ func (c *Cache) catchUp(ctx context.Context, agents []herdr.AgentInfo, seen map[
 // which already covered the pane, is not replaced, so no catch-up listing
 // is taken either. The view is current for a covered pane: the read plus
 // the stream's events. A status seen again does not move the numbering.
+// covered is sorted, as a follower's panes always are.
 func (c *Cache) passWatched(covered []string) {
 	watched := c.watched()
 	next := make([]string, 0, len(covered))
@@ -718,8 +719,7 @@ func (c *Cache) passWatched(covered []string) {
 			c.observe(p, string(pn.Agent.AgentStatus))
 		}
 	}
-	slices.Sort(next) // covered is sorted already
-	c.passed = next
+	c.passed = next // in covered's order: sorted
 }
 
 // apply applies one herdr event to the cache and passes it on.
