@@ -79,8 +79,8 @@ type Registry struct {
 	primary    [sha256.Size]byte
 	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
 	// entries are the tokens handed out (and, after a restart, every
-	// token the database holds), by hash.
-	entries map[[sha256.Size]byte]*worker
+	// token the database holds), by hash; each is replaced, never changed.
+	entries map[[sha256.Size]byte]*Identity
 	// spares are the tokens minted ahead for each member's next pane, by
 	// member name (see Mint); one joins entries when Mint hands it out.
 	// Nobody holds one before, so none resolves.
@@ -89,20 +89,6 @@ type Registry struct {
 	// entries (a thousand members' tokens take 2048), and a pointer's
 	// slot is a third, or less, of an entry's.
 	spares map[string]*spare
-}
-
-// worker is whose a worker token handed out is: the member's and, once
-// bound, its pane's. An entry is replaced, never changed.
-type worker struct {
-	member, memberUID, paneID, terminalID string
-}
-
-func workerOf(i Identity) *worker {
-	return &worker{member: i.Member, memberUID: i.MemberUID, paneID: i.PaneID, terminalID: i.TerminalID}
-}
-
-func (w *worker) identity() Identity {
-	return Identity{Role: RoleWorker, Member: w.member, MemberUID: w.memberUID, PaneID: w.paneID, TerminalID: w.terminalID}
 }
 
 // spare is a token minted ahead of a member's next pane: its value only
@@ -128,7 +114,7 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 	r := &Registry{
 		db:      db,
 		rand:    opts.Rand,
-		entries: make(map[[sha256.Size]byte]*worker),
+		entries: make(map[[sha256.Size]byte]*Identity),
 		spares:  make(map[string]*spare),
 	}
 	if r.rand == nil {
@@ -171,7 +157,8 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	use := ok && s.uid == memberUID && s.commit.Durable()
 	switch {
 	case use:
-		r.entries[s.sum] = workerOf(s.identity(member))
+		ident := s.identity(member)
+		r.entries[s.sum] = &ident
 	case ok:
 		r.db.Stage(forget(s.sum)) // never handed out
 	}
@@ -231,7 +218,7 @@ func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, error) {
 	if ahead {
 		r.spares[member] = s
 	} else {
-		r.entries[s.sum] = workerOf(ident)
+		r.entries[s.sum] = &ident
 	}
 	return s, nil
 }
@@ -253,9 +240,9 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 		r.mu.Unlock()
 		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, ErrUnknownToken)
 	}
-	ident := prev.identity()
+	ident := *prev
 	ident.PaneID, ident.TerminalID = paneID, terminalID
-	bound := workerOf(ident)
+	bound := &ident
 	r.entries[sum] = bound
 	commit := r.db.Stage(put(sum, ident))
 	r.mu.Unlock()
@@ -331,7 +318,7 @@ func (r *Registry) Resolve(token string) (Identity, bool) {
 	if !ok {
 		return Identity{}, false
 	}
-	return w.identity(), true
+	return *w, true
 }
 
 // AcceptPrimary makes the token whose ID is id the only primary token the
@@ -374,7 +361,7 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) int
 	var gone []statedb.Change
 	handedOut := 0 // not counting the tokens minted ahead (Mint)
 	for sum, w := range r.entries {
-		if match(sum, w.identity()) {
+		if match(sum, *w) {
 			delete(r.entries, sum)
 			gone = append(gone, forget(sum))
 			handedOut++
@@ -424,7 +411,7 @@ func (r *Registry) load() error {
 		if err != nil || e.SHA256 != key {
 			return fmt.Errorf("load token %s: recorded under another hash (%s)", ID(key).short(), ID(e.SHA256).short())
 		}
-		r.entries[sum] = &worker{member: e.Member, memberUID: e.MemberUID, paneID: e.PaneID, terminalID: e.TerminalID}
+		r.entries[sum] = &Identity{Role: RoleWorker, Member: e.Member, MemberUID: e.MemberUID, PaneID: e.PaneID, TerminalID: e.TerminalID}
 		return nil
 	})
 }
