@@ -1,15 +1,12 @@
 package decode
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 )
@@ -27,113 +24,47 @@ type FileResult struct {
 	positions []positions
 }
 
-// positions is where one object's document and fields are in its file,
-// packed into one string: the line of the document's content, then, in
-// path order, each field path kept (its length, then its bytes) with the
-// line of its key — every number a uvarint. A directory store keeps the
-// positions of every object it holds, for as long as it runs, to place
-// the errors a later change of another file may bring; packed, they take
-// well under half of what a table of paths and lines took, and hold on
-// to none of the strings of the parsed YAML.
-type positions string
-
-// crossFields are the fields the checks across objects place their errors
-// on: metadata.name ([CheckDuplicates]), a Member's references
-// (v1alpha1.Member.References: spec.profile, spec.mcpTarget.tenantId,
-// for [CheckReferences]) and the field its worktree branch comes from
-// (v1alpha1.Member.WorktreeField, for [CheckWorktrees]). They are the only
-// lines asked of an object once it is decoded; its positions keep theirs
-// and their ancestors' (the nearest written one answers for a field left
-// out), and no other: the line of each label, or of each of a profile's
-// env and args, would be kept for as long as a directory store runs, and
-// read by nobody.
-var crossFields = []string{"metadata.name", "spec.profile", "spec.mcpTarget.tenantId", "spec.worktree.branch"}
-
-// crossField reports whether path is one of crossFields or an ancestor of
-// one.
-func crossField(path string) bool {
-	for _, f := range crossFields {
-		if f == path || strings.HasPrefix(f, path+".") {
-			return true
-		}
-	}
-	return false
+// positions is where one object's document is in its file, and the keys of
+// the fields the checks across objects place their errors on (crossPaths):
+// the line of each, 0 where the document leaves it out. A directory store
+// keeps the positions of every object it holds, for as long as it runs, to
+// place the errors a later change of another file may bring; no other
+// line is asked of an object once it is decoded.
+type positions struct {
+	doc   int32 // a manifest's lines are bounded by its size (MaxFileBytes)
+	lines [len(crossPaths)]int32
 }
 
-// positionsOf packs an object's positions: its document's line, and the
-// lines of its crossFields and their ancestors, taken from the decoder's
-// field path → line of its key.
+// crossPaths are the fields the checks across objects place their errors
+// on — metadata.name ([CheckDuplicates]), a Member's references
+// (v1alpha1.Member.References: spec.profile, spec.mcpTarget.tenantId, for
+// [CheckReferences]) and the field its worktree branch comes from
+// (v1alpha1.Member.WorktreeField, for [CheckWorktrees]) — with their
+// ancestors, whose line answers for a field the document leaves out.
+var crossPaths = [...]string{
+	"metadata", "metadata.name",
+	"spec", "spec.profile", "spec.mcpTarget", "spec.mcpTarget.tenantId", "spec.worktree", "spec.worktree.branch",
+}
+
+// positionsOf is an object's positions: its document's line, and the
+// lines of crossPaths, taken from the decoder's field path → line of its
+// key.
 func positionsOf(doc int, lines map[string]int) positions {
-	kept := make(map[string]int, len(crossFields))
-	for path, line := range lines {
-		if crossField(path) {
-			kept[path] = line
-		}
+	p := positions{doc: int32(doc)}
+	for i, path := range crossPaths {
+		p.lines[i] = int32(lines[path])
 	}
-	return pack(doc, kept)
+	return p
 }
 
-// pack packs a document's line and the lines of the field paths of lines.
-func pack(doc int, lines map[string]int) positions {
-	paths := slices.Sorted(maps.Keys(lines))
-	size := uvarintLen(doc)
-	for _, p := range paths {
-		size += uvarintLen(len(p)) + len(p) + uvarintLen(lines[p])
-	}
-	var b strings.Builder
-	b.Grow(size)
-	var num [binary.MaxVarintLen64]byte
-	put := func(v int) { b.Write(binary.AppendUvarint(num[:0], uint64(v))) }
-	put(doc)
-	for _, p := range paths {
-		put(len(p))
-		b.WriteString(p)
-		put(lines[p])
-	}
-	return positions(b.String())
-}
-
-// uvarintLen is how many bytes v takes as a uvarint.
-func uvarintLen(v int) int {
-	var num [binary.MaxVarintLen64]byte
-	return len(binary.AppendUvarint(num[:0], uint64(v)))
-}
-
-// doc is the line of the document's content.
-func (p positions) doc() int {
-	line, _ := uvarint(string(p))
-	return line
-}
-
-// line is the line of field's key, if the document writes it.
+// line is the line of field's key, if the positions keep it and the
+// document writes it.
 func (p positions) line(field string) (int, bool) {
-	_, n := uvarint(string(p))
-	for rest := string(p[n:]); rest != ""; {
-		size, n := uvarint(rest)
-		path := rest[n : n+size]
-		line, m := uvarint(rest[n+size:])
-		switch {
-		case path == field:
-			return line, true
-		case path > field || m == 0:
-			return 0, false // in path order: field is not there
-		}
-		rest = rest[n+size+m:]
+	i := slices.Index(crossPaths[:], field)
+	if i < 0 || p.lines[i] == 0 {
+		return 0, false
 	}
-	return 0, false
-}
-
-// uvarint reads the uvarint s starts with, as binary.Uvarint reads one
-// from bytes, and how many bytes it took (0 for none).
-func uvarint(s string) (int, int) {
-	var v uint64
-	for i, shift := 0, uint(0); i < len(s) && i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
-		if s[i] < 0x80 {
-			return int(v | uint64(s[i])<<shift), i + 1
-		}
-		v |= uint64(s[i]&0x7f) << shift
-	}
-	return 0, 0
+	return int(p.lines[i]), true
 }
 
 // Line returns the line where field (a field path such as
@@ -154,7 +85,7 @@ func (f *FileResult) Line(i int, field string) int {
 			return l
 		}
 	}
-	return p.doc()
+	return int(p.doc)
 }
 
 // Only returns the result of Objects[i] alone, with its positions and

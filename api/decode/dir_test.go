@@ -176,47 +176,6 @@ func TestManifestPaths_ListsEveryManifestName(t *testing.T) {
 	}
 }
 
-// Packed positions answer what the table of lines packed says: every path
-// of it, on its line, however long the path or large the line (several
-// bytes as a uvarint), and no other path.
-func TestPositions_AnswerAsTheDecodersLines(t *testing.T) {
-	long := "spec.env[" + strings.Repeat("K", 200) + "]"
-	lines := map[string]int{
-		"apiVersion":            1,
-		"kind":                  2,
-		"metadata":              3,
-		"metadata.name":         3,
-		"spec":                  4,
-		"spec.env":              5,
-		"spec.env[A.B]":         6,
-		"spec.env[Ä]":           127,
-		"spec.env[]":            128,
-		long:                    300,
-		"spec.args":             70000,
-		"spec.args[0]":          70001,
-		"spec.mcpTarget.kind":   9,
-		"spec.mcpTarget":        8,
-		"spec.mcpTarget.tenant": 1 << 40,
-	}
-	p := pack(200, lines)
-	if got := p.doc(); got != 200 {
-		t.Errorf("doc() = %d, want 200", got)
-	}
-	for path, want := range lines {
-		if got, ok := p.line(path); !ok || got != want {
-			t.Errorf("line(%q) = %d, %t; want %d, true", path, got, ok, want)
-		}
-	}
-	for _, path := range []string{"", "a", "spec.e", "spec.env[A]", "spec.mcpTarget.tenantId", "status", "zzz", long + "x"} {
-		if got, ok := p.line(path); ok {
-			t.Errorf("line(%q) = %d, true; want none", path, got)
-		}
-	}
-	if p := pack(1, nil); p.doc() != 1 {
-		t.Errorf("positions without fields: doc() = %d, want 1", p.doc())
-	}
-}
-
 // Every field a check across objects asks the line of — a Member's
 // metadata.name, each of its references (v1alpha1.Member.References) and
 // its worktree's field (WorktreeField) — is located on the line it is

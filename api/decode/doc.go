@@ -31,11 +31,12 @@
 //
 // Across objects: [Manifest] keeps where each object is written, and the
 // fields these checks place their errors on ([FileResult.Line]), so the
-// checks that span files locate their errors without parsing again. [CheckDuplicates] reports a kind and name defined
-// twice (on the later definition, naming the earlier one's line; neither
-// is used), [CheckReferences] a Member whose Profile or Tenant is not
-// defined, and [CheckWorktrees] a Member whose worktree branch (its own, or
-// its profile's) another Member claims first. `fleetd validate` and the
+// checks that span files locate their errors without parsing again.
+// [CheckDuplicates] reports a kind and name defined twice (on the later
+// definition, naming the earlier one's line; neither is used),
+// [CheckReferences] a Member whose Profile or Tenant is not defined, and
+// [CheckWorktrees] a Member whose worktree branch (its own, or its
+// profile's) another Member claims first. `fleetd validate` and the
 // desired-state store use them, so a problem reads the same before fleetd
 // runs and while it does.
 //
