@@ -27,57 +27,23 @@ import (
 // is held (store.Hold's baseline). Records written before the definitions
 // were kept have no Source or Object.
 //
+// In memory a definition is obj, the object in effect (the snapshot's own,
+// never changed), once [metaBook.keep] has seen it; Object is then nil and
+// is encoded from obj only to save the records. Object is the definition
+// as the file had it until then.
+//
 // The book keeps each record by pointer, changed in place: a map holds up
 // to twice as many slots as entries (a thousand records take 2048), and a
 // pointer's slot is a fifth the size of a record's.
 type metaRecord struct {
-	UID        string     `json:"uid"`
-	Generation int64      `json:"generation"`
-	SpecHash   specDigest `json:"specHash"`
-	Created    time.Time  `json:"creationTimestamp"`
-	Source     string     `json:"source,omitempty"`
-	Object     definition `json:"object,omitzero"`
+	UID        string          `json:"uid"`
+	Generation int64           `json:"generation"`
+	SpecHash   specDigest      `json:"specHash"`
+	Created    time.Time       `json:"creationTimestamp"`
+	Source     string          `json:"source,omitempty"`
+	Object     json.RawMessage `json:"object,omitempty"`
+	obj        v1alpha1.Object
 }
-
-// definition is a record's last good definition. In memory it is the
-// object in effect (the snapshot's own, never changed) once
-// [metaBook.keep] has seen it, encoded only to save the records; until
-// then the JSON the objects file held (json.RawMessage); or none. Either
-// in one field, not one each, keeps every record 32 bytes smaller. It is
-// written as that JSON, or the object's, as a json.RawMessage field
-// was; none is left out, as an empty one was.
-type definition struct {
-	v any // v1alpha1.Object, json.RawMessage or nil
-}
-
-// object is the definition's object in effect; nil before keep.
-func (d definition) object() v1alpha1.Object {
-	o, _ := d.v.(v1alpha1.Object)
-	return o
-}
-
-// raw is the definition as the objects file held it; nil once kept.
-func (d definition) raw() json.RawMessage {
-	r, _ := d.v.(json.RawMessage)
-	return r
-}
-
-// MarshalJSON writes the object's encoding, or the JSON as read.
-func (d definition) MarshalJSON() ([]byte, error) {
-	if o := d.object(); o != nil {
-		return json.Marshal(o)
-	}
-	return d.raw().MarshalJSON()
-}
-
-// UnmarshalJSON keeps the JSON as read, as a json.RawMessage does.
-func (d *definition) UnmarshalJSON(data []byte) error {
-	d.v = json.RawMessage(bytes.Clone(data))
-	return nil
-}
-
-// IsZero reports whether there is no definition: omitted when written.
-func (d definition) IsZero() bool { return d.object() == nil && len(d.raw()) == 0 }
 
 // metaBook assigns uid, generation and creationTimestamp, keyed by
 // "Kind/name", and persists them when path is set (the state directory's
@@ -148,7 +114,7 @@ func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
 func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
 	rec, ok := b.recs[key]
-	if !ok || (rec.Object.object() == obj && rec.Source == source) {
+	if !ok || (rec.obj == obj && rec.Source == source) {
 		return // stamped first, always; or kept already
 	}
 	changed := rec.Source != source
@@ -156,7 +122,7 @@ func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 		data, err := json.Marshal(obj)
 		changed = err != nil || !bytes.Equal(recordedJSON(rec), data)
 	}
-	rec.Source, rec.Object = source, definition{obj}
+	rec.Source, rec.Object, rec.obj = source, nil, obj
 	b.dirty = b.dirty || changed
 }
 
@@ -192,14 +158,13 @@ func (b *metaBook) lastGood(path string, keys []string) decode.FileResult {
 // holds it indented (compacted here, so that a definition read back
 // compares equal to the same object encoded again).
 func recordedJSON(rec *metaRecord) []byte {
-	if obj := rec.Object.object(); obj != nil {
-		data, _ := json.Marshal(obj)
+	if rec.obj != nil {
+		data, _ := json.Marshal(rec.obj)
 		return data
 	}
-	raw := rec.Object.raw()
 	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return raw
+	if json.Compact(&buf, rec.Object) != nil {
+		return rec.Object
 	}
 	return buf.Bytes()
 }
@@ -221,14 +186,13 @@ func (b *metaBook) baseline() *store.Snapshot {
 // ("Kind/name"); nil when there is none (or it does not decode).
 func (r *metaRecord) object(key string) v1alpha1.Object {
 	kind, _, _ := strings.Cut(key, "/")
-	if obj := r.Object.object(); obj != nil && r.Source != "" {
-		return obj
+	if r.obj != nil && r.Source != "" {
+		return r.obj
 	}
-	raw := r.Object.raw()
-	if len(raw) == 0 || r.Source == "" {
+	if len(r.Object) == 0 || r.Source == "" {
 		return nil
 	}
-	obj, err := store.UnmarshalObject(kind, raw)
+	obj, err := store.UnmarshalObject(kind, r.Object)
 	if err != nil {
 		return nil
 	}
@@ -290,12 +254,12 @@ func (b *metaBook) encode() ([]byte, error) {
 	buf.WriteByte('{')
 	for i, k := range slices.Sorted(maps.Keys(b.recs)) {
 		rec := *b.recs[k] // its definition encoded here, not kept
-		if obj := rec.Object.object(); obj != nil {
-			data, err := json.Marshal(obj)
+		if rec.obj != nil {
+			data, err := json.Marshal(rec.obj)
 			if err != nil {
 				return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
 			}
-			rec.Object = definition{json.RawMessage(data)}
+			rec.Object = data
 		}
 		if i > 0 {
 			buf.WriteByte(',')
