@@ -150,7 +150,9 @@ func (c *Cache) follow(ctx context.Context) error {
 		case <-c.kick:
 			return errReconnect
 		case <-resync.C():
-			f.dropListing() // the read passes every watched status on
+			if err := f.finishListing(ctx); err != nil {
+				return err
+			}
 			if err := c.resync(ctx); err != nil {
 				return err
 			}
@@ -377,6 +379,16 @@ func (f *follower) dropListing() {
 		f.listing.abandon()
 		f.listing, f.seen = nil, nil
 	}
+}
+
+// finishListing waits for the catch-up listing in flight, if any, and
+// applies it: a listing once begun is always taken, so that what a renewal
+// costs herdr does not depend on when the next resync falls.
+func (f *follower) finishListing(ctx context.Context) error {
+	if f.listing == nil {
+		return nil
+	}
+	return f.caughtUp(ctx, <-f.listing.results())
 }
 
 // caughtUp applies a catch-up listing (catchUp).
