@@ -67,8 +67,8 @@ func TestManager_TypoWrittenWhileStoppedKeepsTheFileRunning(t *testing.T) {
 		e.write("fleet.yaml", fleet+"  cwd: [unclosed\n")
 		calls := e.fake.Calls()
 		e.start()
-		ms := e.waitFor("the error shown on all five", manifestValid(v1alpha1.ReasonManifestError, names...))
-		e.waitIdle()
+		e.waitFor("the error shown on all five", manifestValid(v1alpha1.ReasonManifestError, names...))
+		ms := e.idleMembers()
 		if n := e.closedOf(before, names...); n != 0 {
 			t.Errorf("%d of 5 panes closed at the start after a typo", n)
 		}
@@ -132,8 +132,8 @@ func TestManager_MassRemovalIsHeld(t *testing.T) {
 					e.waitForHerdr("the removed members closed", func() bool { return e.closedOf(before, "m1", "m2") == 2 })
 					return
 				}
-				ms := e.waitFor("three held", manifestValid(v1alpha1.ReasonPruneHeld, names[:3]...))
-				e.waitIdle()
+				e.waitFor("three held", manifestValid(v1alpha1.ReasonPruneHeld, names[:3]...))
+				ms := e.idleMembers()
 				for _, n := range names[:3] {
 					c := condition(ms[n], v1alpha1.ConditionManifestValid)
 					if c.Status != v1alpha1.ConditionFalse || !strings.Contains(c.Message, "fleetd prune --confirm") || !strings.Contains(c.Message, n+".yaml") {
@@ -188,8 +188,8 @@ func TestManager_DirectoryEmptiedWhileStoppedIsHeld(t *testing.T) {
 		}
 		calls := e.fake.Calls()
 		e.start()
-		ms := e.waitFor("all held", manifestValid(v1alpha1.ReasonPruneHeld, names...))
-		e.waitIdle()
+		e.waitFor("all held", manifestValid(v1alpha1.ReasonPruneHeld, names...))
+		ms := e.idleMembers()
 		if n := e.closedOf(before, names[:4]...); n != 0 {
 			t.Errorf("%d panes closed at the start after the directory was emptied", n)
 		}

@@ -413,8 +413,8 @@ func TestRollout_HeldMembersKeepTheirAgents(t *testing.T) {
 		e.waitFor("three held", manifestValid(v1alpha1.ReasonPruneHeld, names[:3]...))
 
 		e.write("profile.yaml", rolloutProfile("lax"))
-		ms = e.waitFor("m4 replaced", readyOnNewPanes(map[string]string{"m4": old["m4"]}))
-		e.waitIdle()
+		e.waitFor("m4 replaced", readyOnNewPanes(map[string]string{"m4": old["m4"]}))
+		ms = e.idleMembers()
 		for _, n := range names[:3] {
 			if !e.paneAlive(old[n]) || ms[n].Status.PaneID != old[n] {
 				t.Errorf("%s (held) on pane %q, its old pane %s alive %v; want its agent kept", n, ms[n].Status.PaneID, old[n], e.paneAlive(old[n]))
