@@ -20,7 +20,12 @@ import (
 // Paused or running its new definition, and nothing is left Terminating.
 func TestManager_ClosingTabShowsTerminatingUntilHerdrClosedIt(t *testing.T) {
 	slow := herdrsim.Fault{Latency: time.Second}
-	refused := herdrsim.Fault{Times: 1, Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}
+	// The refusal comes after a second: until then the member shows
+	// Terminating with its pane open whatever else runs. A refusal at once
+	// could be retried before the test looks — by a reconcile that
+	// something else queued (the listing after a resubscription), not only
+	// after the queue's backoff — and the pane be gone already.
+	refused := herdrsim.Fault{Times: 1, Latency: time.Second, Garbage: []byte(`{"id":"x","error":{"code":"internal_error","message":"boom"}}`)}
 	unanswered := herdrsim.Fault{Times: 1, Hang: true}
 	deleteIt := func(e *env) { e.remove("alpha.yaml") }
 	pauseIt := func(e *env) { e.write("alpha.yaml", memberYAML("alpha", "paused: true")) }
