@@ -109,10 +109,18 @@ func startIdleFleet(tb testing.TB, n int, lat time.Duration) *idleFleet {
 	// manager's clock. Step it until the newest subscription covers all.
 	for subscribedPanes(tb, fake) != n {
 		waitTimer(ctx, tb, clk)
-		before := fake.Calls()["events.subscribe"]
+		before := fake.Calls()
 		clk.Step(controllers.DefaultResubscribeDelay)
-		if err := fake.WaitCalls(ctx, "events.subscribe", before+1); err != nil {
+		if err := fake.WaitCalls(ctx, "events.subscribe", before["events.subscribe"]+1); err != nil {
 			tb.Fatalf("no resubscription covering the fleet: %v", err)
+		}
+		// Every renewal is followed by one agent listing (statuses from
+		// before the new stream are on no stream), made once the cache
+		// takes the renewal's answer. Wait for it here: the cache may
+		// take the next resync timer first, and the listing would then
+		// fall into the measured interval instead of convergence.
+		if err := fake.WaitCalls(ctx, "agent.list", before["agent.list"]+1); err != nil {
+			tb.Fatalf("no agent listing after the resubscription: %v", err)
 		}
 	}
 	// The observer may still be busy after resubscribing; it handles the
