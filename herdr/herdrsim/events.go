@@ -198,6 +198,158 @@ func (sub *subscription) poll(s *Server) (lines [][]byte, lost bool) {
 	return lines, false
 }
 
+// newSubscriptionLocked sets up one entry of a subscription; a failure is
+// answered under the request id, or under the entry's probe id (probe).
+func (s *Server) newSubscriptionLocked(spec subscribeSpec) (sub *subscription, aerr *apiError, probe bool) {
+	sub = &subscription{}
+	switch spec.Type {
+	case "pane.agent_status_changed", "pane.output_matched", "pane.scroll_changed":
+		sub.perPane, sub.paneID = spec.Type, spec.PaneID
+		if spec.Match != nil {
+			sub.matcher = *spec.Match
+			re, aerr := sub.matcher.compile()
+			if aerr != nil {
+				return nil, aerr, false
+			}
+			sub.re = re
+		}
+		pn := s.findPaneLocked(spec.PaneID)
+		if pn == nil {
+			return nil, paneNotFound(spec.PaneID), true
+		}
+		sub.cursor = s.lastSeq
+		sub.source, sub.lines = spec.Source, spec.Lines
+		if spec.AgentStatus != nil {
+			sub.filter = *spec.AgentStatus
+			if pn.status() == sub.filter {
+				sub.initial = mustMarshal(envelope{Event: "pane.agent_status_changed", Data: statusData(pn)})
+			}
+		}
+	default:
+		sub.kind = strings.ReplaceAll(spec.Type, ".", "_")
+		if s.opts.NoReplay || s.p22() {
+			sub.cursor = s.lastSeq // herdr 0.9: live only, no replay
+		}
+	}
+	return sub, nil, false
+}
+
+// subSet is the entries of one events.subscribe request, polled together
+// every round: each entry's lines, entry after entry in the request's
+// order, as if each were polled on its own (subscription.poll).
+//
+// In protocol 22 the lifecycle and per-pane status entries all start at the
+// newest event and take every pending event each round, so they share one
+// cursor, and a round walks the events since it once, handing each to the
+// entries of its kind or pane: a round costs what happened, not how many
+// entries the request has (fleetd's has one per pane it runs). Other
+// entries, and every entry in protocol 20 (one line per entry per round),
+// are polled one by one.
+type subSet struct {
+	subs []*subscription
+	// indexed is whether the protocol-22 walk serves the lifecycle and
+	// per-pane status entries; cursor is where it is in the ring.
+	indexed bool
+	cursor  uint64
+	byKind  map[string][]int // lifecycle kind → its entries
+	byPane  map[string][]int // pane id → its per-pane status entries
+	polled  []int            // entries polled one by one
+	// initial lists the per-pane status entries whose status matched
+	// their filter at setup: in the first round each sends that status
+	// unless a status of its pane came first.
+	initial []int
+}
+
+// newSubSet indexes subs for polling (see subSet).
+func (s *Server) newSubSet(subs []*subscription) *subSet {
+	set := &subSet{subs: subs, indexed: s.p22(), cursor: s.lastSeq}
+	for i, sub := range subs {
+		switch {
+		case !set.indexed, sub.perPane != "" && sub.perPane != "pane.agent_status_changed":
+			set.polled = append(set.polled, i)
+		case sub.perPane == "":
+			set.byKind = addIndex(set.byKind, sub.kind, i)
+		default:
+			set.byPane = addIndex(set.byPane, sub.paneID, i)
+			if sub.initial != nil {
+				set.initial = append(set.initial, i)
+			}
+		}
+	}
+	return set
+}
+
+func addIndex(m map[string][]int, key string, i int) map[string][]int {
+	if m == nil {
+		m = map[string][]int{}
+	}
+	m[key] = append(m[key], i)
+	return m
+}
+
+// entryLine is a line due to the entry at index sub.
+type entryLine struct {
+	sub  int
+	line []byte
+}
+
+// poll is one round: the lines due, in the request's entry order, or lost
+// (protocol 22) when one of its entries fell behind the retained history.
+func (set *subSet) poll(s *Server) (out [][]byte, lost bool) {
+	var due []entryLine
+	if set.indexed && (len(set.byKind) > 0 || len(set.byPane) > 0) {
+		if len(s.events) > 0 && s.events[0].seq > set.cursor+1 {
+			return nil, true
+		}
+		var saw map[int]bool // initial entries whose pane reported a status this round
+		for _, ev := range s.eventsAfterLocked(set.cursor) {
+			set.cursor = ev.seq
+			for _, i := range set.byKind[ev.kind] {
+				due = append(due, entryLine{i, ev.line})
+			}
+			if ev.sub == nil {
+				continue
+			}
+			for _, i := range set.byPane[ev.paneID] {
+				sub := set.subs[i]
+				if sub.initial != nil {
+					if saw == nil {
+						saw = map[int]bool{}
+					}
+					saw[i] = true
+				}
+				if sub.filter != "" && sub.filter != ev.status {
+					continue
+				}
+				sub.initial = nil
+				due = append(due, entryLine{i, ev.sub})
+			}
+		}
+		for _, i := range set.initial {
+			if sub := set.subs[i]; sub.initial != nil && !saw[i] {
+				due = append(due, entryLine{i, sub.initial})
+			}
+			set.subs[i].initial = nil
+		}
+		set.initial = nil
+	}
+	for _, i := range set.polled {
+		lines, l := set.subs[i].poll(s)
+		if l {
+			return nil, true
+		}
+		for _, line := range lines {
+			due = append(due, entryLine{i, line})
+		}
+	}
+	slices.SortStableFunc(due, func(a, b entryLine) int { return a.sub - b.sub })
+	out = make([][]byte, len(due))
+	for i, d := range due {
+		out[i] = d.line
+	}
+	return out, false
+}
+
 // pollStatusLocked is poll's walk of the ring for a per-pane status
 // subscription: it appends the pane's status lines after the cursor (at
 // most one in protocol 20) and reports whether it saw a status of the pane.
@@ -230,14 +382,17 @@ func waitSource(source string) string {
 }
 
 type subscribeParams struct {
-	Subscriptions []struct {
-		Type        string       `json:"type"`
-		PaneID      string       `json:"pane_id"`
-		AgentStatus *string      `json:"agent_status"`
-		Source      string       `json:"source"`
-		Lines       *int         `json:"lines"`
-		Match       *outputMatch `json:"match"`
-	} `json:"subscriptions"`
+	Subscriptions []subscribeSpec `json:"subscriptions"`
+}
+
+// subscribeSpec is one entry of an events.subscribe request.
+type subscribeSpec struct {
+	Type        string       `json:"type"`
+	PaneID      string       `json:"pane_id"`
+	AgentStatus *string      `json:"agent_status"`
+	Source      string       `json:"source"`
+	Lines       *int         `json:"lines"`
+	Match       *outputMatch `json:"match"`
 }
 
 // subscribe runs events.subscribe: setup (all or nothing: the first failure
@@ -253,42 +408,19 @@ func (s *Server) subscribe(c *conn, req Request) {
 	s.mu.Lock()
 	subs := make([]*subscription, 0, len(p.Subscriptions))
 	for i, spec := range p.Subscriptions {
-		sub := &subscription{}
-		switch spec.Type {
-		case "pane.agent_status_changed", "pane.output_matched", "pane.scroll_changed":
-			sub.perPane, sub.paneID = spec.Type, spec.PaneID
-			if spec.Match != nil {
-				sub.matcher = *spec.Match
-				re, aerr := sub.matcher.compile()
-				if aerr != nil {
-					s.mu.Unlock()
-					c.writeLine(s.errLine(aerr, req, req.ID))
-					return
-				}
-				sub.re = re
+		sub, aerr, probe := s.newSubscriptionLocked(spec)
+		if aerr != nil {
+			s.mu.Unlock()
+			id := req.ID
+			if probe {
+				id = s.probeID(req, i)
 			}
-			pn := s.findPaneLocked(spec.PaneID)
-			if pn == nil {
-				s.mu.Unlock()
-				c.writeLine(s.errLine(paneNotFound(spec.PaneID), req, s.probeID(req, i)))
-				return
-			}
-			sub.cursor = s.lastSeq
-			sub.source, sub.lines = spec.Source, spec.Lines
-			if spec.AgentStatus != nil {
-				sub.filter = *spec.AgentStatus
-				if pn.status() == sub.filter {
-					sub.initial = mustMarshal(envelope{Event: "pane.agent_status_changed", Data: statusData(pn)})
-				}
-			}
-		default:
-			sub.kind = strings.ReplaceAll(spec.Type, ".", "_")
-			if s.opts.NoReplay || s.p22() {
-				sub.cursor = s.lastSeq // herdr 0.9: live only, no replay
-			}
+			c.writeLine(s.errLine(aerr, req, id))
+			return
 		}
 		subs = append(subs, sub)
 	}
+	set := s.newSubSet(subs)
 	s.mu.Unlock()
 	if c.writeLine(successLine{ID: req.ID, Result: result("subscription_started")}) != nil {
 		return
@@ -296,13 +428,7 @@ func (s *Server) subscribe(c *conn, req Request) {
 	gone := c.watchPeer()
 	for {
 		s.mu.Lock()
-		var out [][]byte
-		lost := false
-		for _, sub := range subs {
-			lines, l := sub.poll(s)
-			out = append(out, lines...)
-			lost = lost || l
-		}
+		out, lost := set.poll(s)
 		ch := s.changed.Changed()
 		s.mu.Unlock()
 		if lost {
