@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -187,9 +188,14 @@ func TestManager_PaneBusyFailsFastOnKindMismatchOrReplacedPane(t *testing.T) {
 				e.fake.InjectFault("agent.get", herdrsim.Fault{Times: 1, Garbage: []byte(`{"id":"x","result":{"type":"agent_info","agent":{` +
 					`"agent_status":"idle","workspace_id":"w1","tab_id":"w1:t2","pane_id":"w1:p2","focused":false,"revision":1,"state_change_seq":1,` + tc.agent + `}}}`)})
 				e.start()
-				ms := e.waitFor("alpha's start failed", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.Restarts == 1 })
-				if got := ms["alpha"].Status.LastError; !strings.Contains(got, tc.want) {
-					t.Errorf("lastError %q; want %q", got, tc.want)
+				e.waitFor("alpha's start failed", func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.Restarts == 1 })
+				// Why is in the BackOff event. lastError said it too, but
+				// only until the new tab's agent was Ready, which can come
+				// before the test looks: nothing waits in between.
+				if evs := e.mgr.MemberEvents("alpha"); !slices.ContainsFunc(evs, func(ev v1alpha1.Event) bool {
+					return ev.Reason == v1alpha1.ReasonBackOff && strings.Contains(ev.Message, tc.want)
+				}) {
+					t.Errorf("events %+v; want a BackOff saying %q", evs, tc.want)
 				}
 				// The failed start is recreated in a new tab at once, by the
 				// reconcile that wrote Restarts 1: the pane that failed has
