@@ -196,8 +196,11 @@ func TestSession_RecordsWhenItsRenewalsWereSentAndWhenTheyFail(t *testing.T) {
 	if failing.Sent.After(cut) || failing.Lease != first.Lease {
 		t.Errorf("failing renewal = %+v; want the last renewal before the black hole (%s) of the same lease", failing, cut)
 	}
-	if took := time.Since(cut); took > 2*time.Second {
-		t.Errorf("the failing renewal showed %s after the black hole; want within a renewal period and its timeout", took)
+	// A renewal period (TTL/3) and the request's timeout, plus slack for
+	// until's 50 ms poll and a loaded machine (a clean-clone CI run next
+	// to another run of the suite saw 2.004 s).
+	if took, bound := time.Since(cut), s.TTL()/3+time.Second+500*time.Millisecond; took > bound {
+		t.Errorf("the failing renewal showed %s after the black hole; want within a renewal period and its timeout (%s)", took, bound)
 	}
 	until("lease given up", func(r Renewal) bool { return r.Lease == 0 })
 	if since := time.Since(failing.Sent); since < s.TTL() {
