@@ -62,141 +62,54 @@ type tabEntry struct {
 }
 
 // paneEntry is a pane id of the view: the pane (hasPane), its agent
-// (hasAgent) or both. Of the agent it keeps what only an agent has, and
-// in own only those of the fields it has in common with a pane (ids,
-// status, revision, titles, directories, maps, session) where it does not
-// hold what the pane holds (all of them where there is no pane): a pane
-// and its agent, which herdr reports alike, are kept once (putAgent,
-// agent).
+// (hasAgent) or both — a listing may show an agent in a pane it does not
+// show. The agent's fields that hold what its pane's hold point at the
+// pane's (putAgent): a pane and its agent, which herdr reports alike, keep
+// their strings, maps and session record once.
 type paneEntry struct {
-	pane herdr.PaneInfo
-
-	name           string
-	stateChangeSeq uint64
-	completionSeq  *uint64
-	own            *agentOwn // nil: the agent agrees with its pane
-
-	hasPane, hasAgent                                       bool
-	launchPending, interactiveReady, screenDetectionSkipped bool
+	pane              herdr.PaneInfo
+	agent             herdr.AgentInfo
+	hasPane, hasAgent bool
 }
 
-// agentOwn is what an agent holds apart from its pane: the fields of
-// commonStrings set in strings (in their order) and the others set in
-// their own, each flagged in set.
-type agentOwn struct {
-	set          uint32
-	strings      []string
-	focused      bool
-	revision     uint64
-	stateLabels  map[string]string
-	tokens       map[string]string
-	agentSession *herdr.AgentSessionInfo
-}
-
-// The fields of agentOwn.set past those of commonStrings.
-const (
-	ownFocused = 1 << (numCommonStrings + iota)
-	ownRevision
-	ownStateLabels
-	ownTokens
-	ownAgentSession
-)
-
-const numCommonStrings = 12
-
-// commonStrings returns the string fields an agent has in common with a
-// pane: each the agent's and the pane's.
-func commonStrings(a *herdr.AgentInfo, p *herdr.PaneInfo) [numCommonStrings][2]*string {
-	return [...][2]*string{
-		{&a.TerminalID, &p.TerminalID}, {(*string)(&a.AgentStatus), (*string)(&p.AgentStatus)},
-		{&a.WorkspaceID, &p.WorkspaceID}, {&a.TabID, &p.TabID}, {&a.PaneID, &p.PaneID},
-		{&a.Agent, &p.Agent}, {&a.Title, &p.Title}, {&a.TerminalTitle, &p.TerminalTitle},
-		{&a.TerminalTitleStripped, &p.TerminalTitleStripped}, {&a.DisplayAgent, &p.DisplayAgent},
-		{&a.CWD, &p.CWD}, {&a.ForegroundCWD, &p.ForegroundCWD},
-	}
-}
-
-// agent returns the entry's agent. e.hasAgent must be true.
-func (e *paneEntry) agent() herdr.AgentInfo {
-	p := &e.pane
-	a := herdr.AgentInfo{Focused: p.Focused, Revision: p.Revision, StateLabels: p.StateLabels, Tokens: p.Tokens, AgentSession: p.AgentSession}
-	var o agentOwn // none: everything in common is the pane's
-	if e.own != nil {
-		o = *e.own
-	}
-	j := 0
-	for i, f := range commonStrings(&a, p) {
-		if o.set&(1<<i) != 0 {
-			*f[0], j = o.strings[j], j+1
-		} else {
-			*f[0] = *f[1]
-		}
-	}
-	if o.set&ownFocused != 0 {
-		a.Focused = o.focused
-	}
-	if o.set&ownRevision != 0 {
-		a.Revision = o.revision
-	}
-	if o.set&ownStateLabels != 0 {
-		a.StateLabels = o.stateLabels
-	}
-	if o.set&ownTokens != 0 {
-		a.Tokens = o.tokens
-	}
-	if o.set&ownAgentSession != 0 {
-		a.AgentSession = o.agentSession
-	}
-	a.Name, a.StateChangeSeq, a.CompletionSeq = e.name, e.stateChangeSeq, e.completionSeq
-	a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped = e.launchPending, e.interactiveReady, e.screenDetectionSkipped
-	return a
-}
-
-// putAgent makes a the entry's agent, kept against the entry's pane as it
-// is now (the zero pane where there is none): a caller that changes the
-// pane takes the agent first and puts it back after.
+// putAgent makes a the entry's agent, sharing with the entry's pane what
+// it holds alike.
 func (e *paneEntry) putAgent(a herdr.AgentInfo) {
-	e.hasAgent = true
-	e.name, e.stateChangeSeq, e.completionSeq = a.Name, a.StateChangeSeq, a.CompletionSeq
-	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped
-	p := &e.pane
-	var o agentOwn
-	var own [numCommonStrings]string
-	n := 0
-	for i, f := range commonStrings(&a, p) {
-		if *f[0] != *f[1] {
-			o.set |= 1 << i
-			own[n], n = *f[0], n+1
-		}
+	if e.hasPane {
+		shareWithPane(&a, &e.pane)
 	}
-	if n > 0 {
-		o.strings = slices.Clone(own[:n]) // no room to spare
-	}
-	if a.Focused != p.Focused {
-		o.set, o.focused = o.set|ownFocused, a.Focused
-	}
-	if a.Revision != p.Revision {
-		o.set, o.revision = o.set|ownRevision, a.Revision
-	}
-	if !sameMap(a.StateLabels, p.StateLabels) {
-		o.set, o.stateLabels = o.set|ownStateLabels, a.StateLabels
-	}
-	if !sameMap(a.Tokens, p.Tokens) {
-		o.set, o.tokens = o.set|ownTokens, a.Tokens
-	}
-	if !sameSession(a.AgentSession, p.AgentSession) {
-		o.set, o.agentSession = o.set|ownAgentSession, a.AgentSession
-	}
-	e.own = nil
-	if o.set != 0 {
-		e.own = &o
-	}
+	e.agent, e.hasAgent = a, true
 }
 
 // dropAgent forgets the entry's agent.
-func (e *paneEntry) dropAgent() {
-	e.hasAgent, e.name, e.stateChangeSeq, e.completionSeq, e.own = false, "", 0, nil, nil
-	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = false, false, false
+func (e *paneEntry) dropAgent() { e.agent, e.hasAgent = herdr.AgentInfo{}, false }
+
+// shareWithPane points each field of a that holds what the same field of
+// p holds at p's — the same strings, maps and session record. The values
+// do not change. Nothing changes a cached map or record in place: the view
+// replaces them, and its readers only read.
+func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
+	share(&a.TerminalID, p.TerminalID)
+	share(&a.AgentStatus, p.AgentStatus)
+	share(&a.WorkspaceID, p.WorkspaceID)
+	share(&a.TabID, p.TabID)
+	share(&a.PaneID, p.PaneID)
+	share(&a.Agent, p.Agent)
+	share(&a.Title, p.Title)
+	share(&a.TerminalTitle, p.TerminalTitle)
+	share(&a.TerminalTitleStripped, p.TerminalTitleStripped)
+	share(&a.DisplayAgent, p.DisplayAgent)
+	share(&a.CWD, p.CWD)
+	share(&a.ForegroundCWD, p.ForegroundCWD)
+	if sameMap(a.StateLabels, p.StateLabels) {
+		a.StateLabels = p.StateLabels
+	}
+	if sameMap(a.Tokens, p.Tokens) {
+		a.Tokens = p.Tokens
+	}
+	if sameSession(a.AgentSession, p.AgentSession) {
+		a.AgentSession = p.AgentSession
+	}
 }
 
 // sameMap and sameSession report whether a pane's map or session record
@@ -291,11 +204,7 @@ func (v *view) install(start uint64, l listing) []string {
 		if !e.hasPane || old == nil || !old.hasPane || !old.hasAgent || old.pane.TerminalID == e.pane.TerminalID {
 			continue
 		}
-		var a herdr.AgentInfo
-		if e.hasAgent {
-			a = e.agent()
-		}
-		if restarted || relaunched(old.agent(), a, e.hasAgent) {
+		if restarted || relaunched(old.agent, e.agent, e.hasAgent) {
 			again = append(again, id)
 		}
 	}
@@ -427,17 +336,13 @@ func (v *view) setPane(p herdr.PaneInfo) {
 // putPaneLocked makes p the entry's pane, with its index entries; its
 // agent stays as it was. v.mu must be held.
 func (v *view) putPaneLocked(e *paneEntry, p herdr.PaneInfo) {
-	var a herdr.AgentInfo
-	if e.hasAgent {
-		a = e.agent()
-	}
 	if e.hasPane {
 		v.unindexLocked(e)
 	}
 	e.pane, e.hasPane = p, true
 	v.indexLocked(e)
 	if e.hasAgent {
-		e.putAgent(a)
+		e.putAgent(e.agent) // shared with the new pane
 	}
 }
 
@@ -569,16 +474,13 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	if e == nil {
 		return
 	}
-	var a herdr.AgentInfo
-	if e.hasAgent {
-		a = e.agent()
-	}
 	if e.hasPane {
 		e.pane.AgentStatus = s // no indexed field changed
 	}
 	if !e.hasAgent {
 		return
 	}
+	a := e.agent
 	if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
 		// A ready agent's status changed, so herdr's state_change_seq
 		// moved at least once: the view keeps a lower bound of it
@@ -686,7 +588,7 @@ func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo,
 	if !e.hasAgent {
 		return e.pane, herdr.AgentInfo{}, true, false
 	}
-	return e.pane, e.agent(), true, true
+	return e.pane, e.agent, true, true
 }
 
 func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
