@@ -248,7 +248,7 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 	r.mu.Unlock()
 	if err := commit.Wait(); err != nil {
 		r.mu.Lock()
-		if cur, ok := r.entries[sum]; ok && *cur == *bound {
+		if r.entries[sum] == bound { // nobody replaced it since: entries are never changed in place
 			r.entries[sum] = prev
 		}
 		r.mu.Unlock()
