@@ -178,6 +178,12 @@ func (sub *subscription) poll(s *Server) (lines [][]byte, lost bool) {
 			sub.initial = nil
 			return [][]byte{line}, false
 		}
+	case "pane.scroll_changed":
+		// No scroll is modelled: the entry has nothing to send, but its
+		// stream has seen every event so far, as herdr's reader has.
+		if n := len(s.events); n > 0 {
+			sub.cursor = max(sub.cursor, s.events[n-1].seq)
+		}
 	case "pane.output_matched":
 		p := s.findPaneLocked(sub.paneID)
 		if p == nil {

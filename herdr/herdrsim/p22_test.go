@@ -423,3 +423,22 @@ func TestReportSessionSurvivesRestoreAndResumesCodex(t *testing.T) {
 		t.Errorf("pane after restore: screen %q, session %+v; want codex resumed with %s", st.Screen, st.AgentSession, session)
 	}
 }
+
+// A scroll entry's pane never scrolls here (the fake models no scroll
+// events), but the stream still goes past every event: one that only
+// waits on scrolls does not fall behind the retained history, and the
+// request's other entries keep getting theirs. Every call below emits
+// fewer events than the ring keeps.
+func TestP22_ScrollEntryDoesNotFallBehind(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &herdrsim.Options{EventRing: 8})
+	_, root := h.workspace(nil)
+	s := h.subscribe(sub("pane.scroll_changed", "pane_id", root), sub("pane.created"))
+	for i := range 12 { // 24 events: three times the ring
+		res := h.ok("pane.split", map[string]any{"target_pane_id": root, "direction": "down"})
+		want := str(res, "pane", "pane_id")
+		if ev := s.event(); ev.Event != "pane_created" || str(ev.Data, "pane", "pane_id") != want {
+			t.Fatalf("split %d: got %s, want pane_created for %s", i, ev.raw, want)
+		}
+	}
+}
