@@ -15,9 +15,11 @@ import (
 // never from a stale snapshot (stale) — checked first, so that the hold is
 // what the status says whatever the member's failures and backoff; not
 // before the member or its profile changes when it failed for good
-// (restartPolicy Never, a spec herdr cannot launch); not before its
-// restart backoff ran out (failed set it); not for a member whose
-// prune is held (createGate); else now (createPane).
+// (restartPolicy Never, a spec herdr cannot launch); not for a member
+// whose prune is held (createGate) — before the backoff, for the same
+// reason as the stale hold; not before its restart backoff ran out
+// (failed set it); else now (createPane). failed, which hands a member
+// on to create, leaves the status of a held member to it (createHold).
 func (r *memberReconcile) create() (Result, error) {
 	if r.snap.Stale != nil {
 		return r.stale()
@@ -26,14 +28,26 @@ func (r *memberReconcile) create() (Result, error) {
 		r.write()
 		return Result{}, nil // wait for a change
 	}
+	if r.createGate() { // prune.go
+		return Result{}, nil
+	}
 	if now := r.m.o.Clock.Now(); now.Before(r.rt.nextAttempt) {
 		r.write()
 		return Result{RequeueAfter: r.rt.nextAttempt.Sub(now)}, nil
 	}
-	if r.createGate() { // prune.go
-		return Result{}, nil
-	}
 	return r.createPane()
+}
+
+// createHold says why create holds the member without a pane whatever
+// its backoff — "" when it does not: a stale snapshot or a held prune.
+func (r *memberReconcile) createHold() string {
+	if r.snap.Stale != nil {
+		return "until the desired state is confirmed"
+	}
+	if _, held := r.snap.PruneHeld[r.name]; held {
+		return "while its prune is held"
+	}
+	return ""
 }
 
 // createPane makes the member's dedicated tab (recording ownership before

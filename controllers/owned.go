@@ -194,13 +194,21 @@ func (r *memberReconcile) failed(why string) {
 	if delay > 0 {
 		msg = fmt.Sprintf("%s; recreating in %s (restart %d)", why, delay, b.st.Restarts)
 	}
+	hold := r.createHold()
+	if hold != "" {
+		msg = fmt.Sprintf("%s; not recreated %s", why, hold)
+	}
 	r.event(v1alpha1.EventWarning, v1alpha1.ReasonBackOff, msg)
 	phase := v1alpha1.PhaseStarting
 	if rt.failures >= r.m.o.DegradedAfter {
 		phase = v1alpha1.PhaseDegraded
 	}
 	b.set(phase, cFalse(v1alpha1.ReasonBackOff, msg), cTrue(v1alpha1.ReasonBackOff, msg), degradedCond(rt, r.m.o.DegradedAfter))
-	r.write()
+	if hold == "" {
+		// Held, the member is not shown recreating even for a moment:
+		// create, next, writes the status its gate holds it in.
+		r.write()
+	}
 }
 
 // findPane finds the pane of an ownership record: by terminal id (stable

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -187,9 +188,22 @@ func TestManager_DirectoryEmptiedWhileStoppedIsHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 		calls := e.fake.Calls()
+		logs := &logBuffer{}
+		e.logTo(logs)
 		e.start()
 		e.waitFor("all held", manifestValid(v1alpha1.ReasonPruneHeld, names...))
 		ms := e.idleMembers()
+		// m5's lost pane is counted, but no status or event of it says
+		// it is being recreated: it is held from the start.
+		if n := logs.count(`msg="member phase changed" member=m5 from="" to=Starting`); n != 0 {
+			t.Errorf("m5 was shown Starting %d times before it was shown held", n)
+		}
+		if evs := e.mgr.MemberEvents("m5"); slices.ContainsFunc(evs, func(ev v1alpha1.Event) bool { return strings.Contains(ev.Message, "recreating") }) {
+			t.Errorf("m5's events say it is recreated: %+v", evs)
+		}
+		if !hasEvent(e.mgr.MemberEvents("m5"), v1alpha1.ReasonBackOff, "pane "+before["m5"].Status.PaneID+" closed; not recreated while its prune is held") {
+			t.Errorf("m5's events do not count its lost pane: %+v", e.mgr.MemberEvents("m5"))
+		}
 		if n := e.closedOf(before, names[:4]...); n != 0 {
 			t.Errorf("%d panes closed at the start after the directory was emptied", n)
 		}
