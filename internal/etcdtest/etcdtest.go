@@ -3,8 +3,6 @@ package etcdtest
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -47,6 +45,7 @@ type Cluster struct {
 	members []*member
 	initial string // the initial-cluster flag every member starts with
 	tls     *TLSFiles
+	claims  *portClaims // the members' ports, held until Close
 }
 
 type member struct {
@@ -95,11 +94,12 @@ func Start(n int, opts *Options) (*Cluster, error) {
 	if o.TLS {
 		scheme = "https"
 	}
-	ports, err := freePorts(2 * n)
+	ports, claims, err := freePorts(2 * n)
 	if err != nil {
 		c.removeDir()
 		return nil, err
 	}
+	c.claims = claims
 	var initial []string
 	for i := range n {
 		m := &member{
@@ -126,55 +126,6 @@ func Start(n int, opts *Options) (*Cluster, error) {
 		}
 	}
 	return c, nil
-}
-
-// freePorts returns n loopback ports that were free a moment ago, below
-// the kernel's ephemeral range. A member keeps its ports across Stop and
-// Restart (its peers know them); a port from the ephemeral range could be
-// taken meanwhile by any listener on port 0 or any outgoing connection of
-// the machine's other tests, and the restart then failed with "address
-// already in use", leaving a shared cluster without its quorum.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	low := ephemeralLow()
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		if tries == 1000 {
-			return nil, fmt.Errorf("etcdtest: no free loopback port below %d after %d tries", low, tries)
-		}
-		port := portFloor + rand.IntN(low-portFloor)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue // taken: another one
-		}
-		lns = append(lns, ln)
-		out = append(out, port)
-	}
-	return out, nil
-}
-
-// portFloor is the lowest port freePorts picks: above the ports services
-// commonly listen on.
-const portFloor = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
-// ip_local_port_range), 32768 where it cannot be read or leaves too little
-// room above portFloor.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	var low, high int
-	if _, err := fmt.Sscan(string(b), &low, &high); err != nil || low < portFloor+1000 {
-		return 32768
-	}
-	return low
 }
 
 func (c *Cluster) start(m *member, state string) error {
@@ -343,6 +294,8 @@ func (c *Cluster) Close() {
 }
 
 func (c *Cluster) removeDir() {
+	c.claims.release()
+	c.claims = nil
 	if c.tempDir {
 		os.RemoveAll(c.dir)
 	}

@@ -3,6 +3,9 @@ package etcdtest
 import (
 	"fmt"
 	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -11,10 +14,11 @@ import (
 // can take them while a member is stopped; each is free and distinct.
 func TestFreePorts_BelowTheEphemeralRange(t *testing.T) {
 	low := ephemeralLow()
-	ports, err := freePorts(12)
+	ports, claims, err := freePorts(12)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer claims.release()
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if p < portFloor || p >= low {
@@ -30,5 +34,34 @@ func TestFreePorts_BelowTheEphemeralRange(t *testing.T) {
 			continue
 		}
 		ln.Close()
+	}
+}
+
+// A port one cluster claimed is not another's while the first holds it —
+// its member stopped and the port free — whether the other is in this
+// process or another; once released it can be claimed again.
+func TestPortClaims_HeldUntilReleased(t *testing.T) {
+	ports, first, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.release()
+	second := &portClaims{}
+	defer second.release()
+	for _, p := range ports {
+		if ok, err := second.claim(p); err != nil || ok {
+			t.Errorf("port %d claimed again while held: %v, %v", p, ok, err)
+		}
+	}
+	// Another process: a claim is the kernel's, not this process's.
+	cmd := exec.Command("flock", "--nonblock", filepath.Join(claimDir(), strconv.Itoa(ports[0])), "true")
+	if err := cmd.Run(); err == nil {
+		t.Errorf("another process claimed port %d while held", ports[0])
+	} else if _, ok := err.(*exec.ExitError); !ok {
+		t.Fatalf("flock(1): %v", err)
+	}
+	first.release()
+	if ok, err := second.claim(ports[0]); err != nil || !ok {
+		t.Errorf("port %d not claimable once released: %v, %v", ports[0], ok, err)
 	}
 }
