@@ -83,6 +83,7 @@ func (r *memberReconcile) adopt(p herdrcache.Pane) (Result, error) {
 		return r.checkStart() // adopted in the middle of a start
 	}
 	r.rt.start = nil
+	r.rt.resumeProof.observe(agent)
 	if err := r.m.noteSession(&r.rec, agent, pane); err != nil {
 		return Result{}, err
 	}

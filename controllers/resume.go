@@ -33,9 +33,12 @@ const (
 // resume: Never, which may be lifted. A launcher that is no Resumer always
 // starts afresh. A resumed agent that fails before it ran for StableAfter
 // (it failed to start, or exited at once — a session the harness no longer
-// has) makes the next launch a fresh start, with a ResumeFailed event. A
-// resumed agent that ran stably and crashes later is resumed again, with
-// whatever session herdr then reports. A member deleted and declared again
+// has) makes the next launch a fresh start, with a ResumeFailed event —
+// unless it finished a turn first: the session then proved good, and, as
+// for a resumed agent that ran stably and crashes later, the next launch
+// resumes again, with whatever session herdr then reports. A pane closed
+// by hand or an agent killed minutes after its resume must not cost it
+// its conversation. A member deleted and declared again
 // under its name is another member (another uid) and resumes nothing of
 // the first. In a fleet of nodes (Options.Sessions) every session
 // remembered is also kept where every node reads it, and a member that
@@ -149,14 +152,43 @@ func (r *memberReconcile) prepare() (launch.Spec, error) {
 func (r *memberReconcile) launching(spec launch.Spec) {
 	r.b.st.ResumedSession = spec.Resumed.DeepCopy()
 	r.rt.resumed, r.rt.resumedAt = spec.Resumed.DeepCopy(), r.m.o.Clock.Now()
+	r.rt.resumeProof = nil
 }
 
 // started is told that the launched agent is ready.
 func (r *memberReconcile) started(agent herdr.AgentInfo) error {
 	if s := r.rt.resumed; s != nil {
 		r.event(v1alpha1.EventNormal, reasonResumed, fmt.Sprintf("agent resumed its %s session %q in pane %s", s.Agent, s.Value, agent.PaneID))
+		r.rt.resumeProof = &resumeProof{}
+		if agent.CompletionSeq != nil {
+			r.rt.resumeProof.seq, r.rt.resumeProof.hasSeq = *agent.CompletionSeq, true
+		}
 	}
 	return r.rememberSession(agentSession(agent.AgentSession))
+}
+
+// resumeProof follows a resumed agent from ready until it finished a turn
+// with its session: herdr's completion_seq past the one it had when
+// ready (protocol 22), its status done (an idle agent whose completion
+// nobody has looked at), or idle again after it was seen working or
+// blocked.
+type resumeProof struct {
+	seq            uint64 // completion_seq when ready, if hasSeq
+	hasSeq         bool
+	busy, finished bool
+}
+
+// observe takes the resumed agent's state as a reconcile sees it.
+func (p *resumeProof) observe(a herdr.AgentInfo) {
+	switch {
+	case p == nil || p.finished:
+	case p.hasSeq && a.CompletionSeq != nil && *a.CompletionSeq > p.seq,
+		a.AgentStatus == herdr.StatusDone,
+		p.busy && a.AgentStatus == herdr.StatusIdle:
+		p.finished = true
+	case a.AgentStatus == herdr.StatusWorking, a.AgentStatus == herdr.StatusBlocked:
+		p.busy = true
+	}
 }
 
 // resumeFailed is told that the member's pane or agent failed, for why. A
@@ -169,8 +201,10 @@ func (r *memberReconcile) resumeFailed(why string) error {
 	if s == nil {
 		return nil
 	}
+	proof := rt.resumeProof
+	rt.resumeProof = nil
 	ran := r.m.o.Clock.Now().Sub(rt.resumedAt)
-	if ran >= r.m.o.StableAfter {
+	if ran >= r.m.o.StableAfter || (proof != nil && proof.finished) {
 		return nil
 	}
 	r.event(v1alpha1.EventWarning, reasonResumeFailed,

@@ -281,3 +281,65 @@ func TestManager_MovedMemberResumesTheFleetsSession(t *testing.T) {
 		e.waitForHerdr("the fleet keeps the new session", func() bool { s, _ := fleet.Session("alpha", ""); return s.Value == next })
 	})
 }
+
+// A resumed agent that finished a turn proved its session: killed before
+// it ran StableAfter — its pane closed by hand, its process killed — it is
+// resumed again, not started afresh, and no ResumeFailed event says its
+// session failed. One that never finished a turn still falls back to a
+// fresh start, its session perhaps what ended it.
+func TestManager_ResumedAgentThatFinishedATurnIsResumedAgain(t *testing.T) {
+	const id = "0b6b4c8e-6f1e-4c43-9d8e-3f3c1a2b9e10"
+	for _, turn := range []bool{true, false} {
+		name := "no turn"
+		if turn {
+			name = "a turn finished"
+		}
+		t.Run(name, func(t *testing.T) {
+			eachProtocol(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")}, func(t *testing.T, e *env) {
+				_, l := e.harnessLauncher()
+				e.tweak = func(o *Options) { o.Launcher, o.ResyncPeriod, o.RestartBackoff = l, time.Second, 5*time.Millisecond }
+				e.start()
+				first := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+				fresh := e.startArgs()[0]
+				if err := e.fake.SetAgentSession(first.PaneID, herdrsim.AgentSession{Source: "herdr:codex", Agent: "codex", Kind: "id", Value: id}); err != nil {
+					t.Fatal(err)
+				}
+				e.waitForHerdr("the session remembered", func() bool { return e.mgr.memory.get("alpha").Session != nil })
+				replaced := func(what, gone string) v1alpha1.MemberStatus {
+					if err := e.fake.KillPane(gone); err != nil {
+						t.Fatal(err)
+					}
+					return e.waitFor(what, func(ms map[string]v1alpha1.Member) bool {
+						a := ms["alpha"].Status
+						return a.Phase == v1alpha1.PhaseReady && a.PaneID != "" && a.PaneID != gone
+					})["alpha"].Status
+				}
+				resumed := replaced("alpha resumed", first.PaneID)
+				if resumed.ResumedSession == nil {
+					t.Fatalf("the first replacement did not resume: %+v", resumed)
+				}
+				if turn {
+					for _, s := range []string{"working", "idle"} {
+						if err := e.fake.SetAgentState(resumed.PaneID, s); err != nil {
+							t.Fatal(err)
+						}
+						want := map[string]string{"working": "working", "idle": "done"}[s]
+						e.waitFor("alpha "+want, func(ms map[string]v1alpha1.Member) bool { return ms["alpha"].Status.AgentStatus == want })
+					}
+				}
+				again := replaced("alpha replaced again", resumed.PaneID)
+				last := e.startArgs()[len(e.startArgs())-1]
+				failed := hasEvent(e.mgr.MemberEvents("alpha"), reasonResumeFailed, "")
+				if turn {
+					if diff := cmp.Diff(append(slices.Clone(fresh), "resume", id), last); diff != "" || again.ResumedSession == nil || failed {
+						t.Errorf("after a finished turn: resumedSession %+v, ResumeFailed event %v, agent.start args (-want +got):\n%s", again.ResumedSession, failed, diff)
+					}
+					return
+				}
+				if diff := cmp.Diff(fresh, last); diff != "" || again.ResumedSession != nil || !failed {
+					t.Errorf("with no turn: resumedSession %+v, ResumeFailed event %v, agent.start args (-want a fresh start +got):\n%s", again.ResumedSession, failed, diff)
+				}
+			})
+		})
+	}
+}

@@ -54,6 +54,9 @@ type runtime struct {
 	// the member's memory (memory.go).
 	resumed   *v1alpha1.AgentSession
 	resumedAt time.Time
+	// resumeProof is how far the resumed agent got with its session
+	// (resume.go): nil until it was ready; proven once it finished a turn.
+	resumeProof *resumeProof
 	// start is the agent start under way in the recorded pane, from
 	// tab.create until herdr reports the agent ready; nil otherwise.
 	start *starting
