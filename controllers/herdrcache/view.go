@@ -480,7 +480,7 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	if !e.hasAgent {
 		return
 	}
-	a := e.agent
+	a := &e.agent // only its status changes: what it shares with its pane stays shared
 	if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
 		// A ready agent's status changed, so herdr's state_change_seq
 		// moved at least once: the view keeps a lower bound of it
@@ -489,7 +489,6 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 		a.StateChangeSeq++
 	}
 	a.AgentStatus = s
-	e.putAgent(a)
 }
 
 func (v *view) removeAgent(paneID string) {
