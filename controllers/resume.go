@@ -159,10 +159,7 @@ func (r *memberReconcile) launching(spec launch.Spec) {
 func (r *memberReconcile) started(agent herdr.AgentInfo) error {
 	if s := r.rt.resumed; s != nil {
 		r.event(v1alpha1.EventNormal, reasonResumed, fmt.Sprintf("agent resumed its %s session %q in pane %s", s.Agent, s.Value, agent.PaneID))
-		r.rt.resumeProof = &resumeProof{}
-		if agent.CompletionSeq != nil {
-			r.rt.resumeProof.seq, r.rt.resumeProof.hasSeq = *agent.CompletionSeq, true
-		}
+		r.rt.resumeProof = &resumeProof{ready: agent.CompletionSeq}
 	}
 	return r.rememberSession(agentSession(agent.AgentSession))
 }
@@ -173,8 +170,7 @@ func (r *memberReconcile) started(agent herdr.AgentInfo) error {
 // nobody has looked at), or idle again after it was seen working or
 // blocked.
 type resumeProof struct {
-	seq            uint64 // completion_seq when ready, if hasSeq
-	hasSeq         bool
+	ready          *uint64 // completion_seq when ready (never changed in place); nil from protocol 20
 	busy, finished bool
 }
 
@@ -182,7 +178,7 @@ type resumeProof struct {
 func (p *resumeProof) observe(a herdr.AgentInfo) {
 	switch {
 	case p == nil || p.finished:
-	case p.hasSeq && a.CompletionSeq != nil && *a.CompletionSeq > p.seq,
+	case p.ready != nil && a.CompletionSeq != nil && *a.CompletionSeq > *p.ready,
 		a.AgentStatus == herdr.StatusDone,
 		p.busy && a.AgentStatus == herdr.StatusIdle:
 		p.finished = true
