@@ -157,7 +157,8 @@ func TestSession_RecordsWhenItsRenewalsWereSentAndWhenTheyFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	s := New(cli, quiet(Options{TTL: 3 * time.Second, RequestTimeout: time.Second, RetryInterval: 100 * time.Millisecond}))
+	const requestTimeout = time.Second
+	s := New(cli, quiet(Options{TTL: 3 * time.Second, RequestTimeout: requestTimeout, RetryInterval: 100 * time.Millisecond}))
 	before := time.Now()
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func TestSession_RecordsWhenItsRenewalsWereSentAndWhenTheyFail(t *testing.T) {
 	// A renewal period (TTL/3) and the request's timeout, plus slack for
 	// until's 50 ms poll and a loaded machine (a clean-clone CI run next
 	// to another run of the suite saw 2.004 s).
-	if took, bound := time.Since(cut), s.TTL()/3+time.Second+500*time.Millisecond; took > bound {
+	if took, bound := time.Since(cut), s.TTL()/3+requestTimeout+500*time.Millisecond; took > bound {
 		t.Errorf("the failing renewal showed %s after the black hole; want within a renewal period and its timeout (%s)", took, bound)
 	}
 	until("lease given up", func(r Renewal) bool { return r.Lease == 0 })
