@@ -215,10 +215,11 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 		}
 		if uncertain != nil {
 			bctx, cancel := r.bounded(ctx, deadline)
-			ours, known := r.tookAlready(bctx, uncertain, taker)
+			ours, known, rev := r.tookAlready(bctx, uncertain, taker)
 			cancel()
 			switch {
 			case known && ours:
+				r.waitMirrored(ctx, rev) // as below
 				m := uncertain
 				res, err := outcomeOf(m, turn, worker)
 				return res, true, err
@@ -232,9 +233,12 @@ func (r *Relay) await(ctx context.Context, turn, worker string, deadline time.Ti
 		r.mu.Unlock()
 		if uncertain == nil && m != nil {
 			bctx, cancel := r.bounded(ctx, deadline)
-			took, _, err := r.take(bctx, m.msg.ID, int64(m.msg.Seq), taker, clientv3.OpDelete(wk))
+			took, rev, err := r.take(bctx, m.msg.ID, int64(m.msg.Seq), taker, clientv3.OpDelete(wk))
 			cancel()
 			if err == nil && took {
+				// Once the call returns it no longer holds the turn: a poll
+				// then must not show the mail it took, as after an Ack.
+				r.waitMirrored(ctx, rev)
 				res, err := outcomeOf(m, turn, worker)
 				return res, true, err
 			}
@@ -280,16 +284,20 @@ func (r *Relay) bounded(ctx context.Context, deadline time.Time) (context.Contex
 // not say: the message's tombstone, keyed by its id, names the taker that
 // took it. A message still in the mailbox was not taken; one taken by
 // anyone else (an acknowledgement, another call) is not this call's to
-// return. known is false when etcd did not answer.
-func (r *Relay) tookAlready(ctx context.Context, m *fleetMail, taker string) (ours, known bool) {
+// return. known is false when etcd did not answer; rev is the revision
+// of this call's take.
+func (r *Relay) tookAlready(ctx context.Context, m *fleetMail, taker string) (ours, known bool, rev int64) {
 	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 	defer cancel()
 	resp, err := r.cli.Txn(rctx).Then(clientv3.OpGet(r.keys.acked(m.msg.ID)), clientv3.OpGet(r.keys.mail(m.msg.ID), clientv3.WithCountOnly())).Commit()
 	if err != nil {
-		return false, false
+		return false, false, 0
 	}
 	tomb := resp.Responses[0].GetResponseRange().GetKvs()
-	return len(tomb) == 1 && string(tomb[0].Value) == taker, true
+	if len(tomb) == 1 && string(tomb[0].Value) == taker {
+		return true, true, tomb[0].ModRevision
+	}
+	return false, true, 0
 }
 
 // unsettled is a take whose outcome etcd did not tell, left by a held call
@@ -348,7 +356,7 @@ func (r *Relay) settle(ctx context.Context) {
 // settleOne puts u's mail back if u's take committed; an error means etcd
 // did not answer.
 func (r *Relay) settleOne(ctx context.Context, u unsettled) error {
-	ours, known := r.tookAlready(ctx, u.m, u.taker)
+	ours, known, _ := r.tookAlready(ctx, u.m, u.taker)
 	if !known {
 		return errors.New("etcd did not answer")
 	}
