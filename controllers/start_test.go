@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +14,9 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
+	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest"
+	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // A start holds no worker while the agent comes up: with one worker and
@@ -434,4 +438,62 @@ func TestDialogText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// No agent starts in a pane whose ownership record the disk refused: the
+// pane is closed, and the member is created again after its backoff.
+// Once the disk takes records the member runs in one pane, which a
+// restart would adopt.
+func TestManager_NoAgentStartsInAPaneWhoseRecordFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		state := statedir.At(e.state)
+		if err := state.Create(); err != nil {
+			t.Fatal(err)
+		}
+		var fail atomic.Bool
+		db, err := statedb.Open(state.StateDB(), &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		e.db = db
+		e.tweak = func(o *Options) { o.RestartBackoff = 5 * time.Millisecond }
+		fail.Store(true)
+		e.start()
+		e.waitForHerdr("alpha's tab created again after its record failed", func() bool { return e.fake.Calls()["tab.create"] >= 3 })
+		if n := e.fake.Calls()["agent.start"]; n != 0 {
+			t.Fatalf("agent.start called %d times while the disk refused every ownership record", n)
+		}
+		alphaTabs := func() int {
+			n := 0
+			for _, label := range e.tabLabels() {
+				if label == TabLabelPrefix+"alpha" {
+					n++
+				}
+			}
+			return n
+		}
+		if n := alphaTabs(); n > 1 {
+			t.Errorf("%d of alpha's tabs open, want at most the last one created: the others' records failed", n)
+		}
+
+		fail.Store(false)
+		ms := e.waitFor("alpha Ready once the disk takes records", allPhase(v1alpha1.PhaseReady, "alpha"))
+		e.waitIdle()
+		if n := alphaTabs(); n != 1 {
+			t.Errorf("%d of alpha's tabs open, want 1", n)
+		}
+		if n := e.fake.Calls()["agent.start"]; n != 1 {
+			t.Errorf("agent.start called %d times, want once, in the pane whose record is durable", n)
+		}
+		e.stop()
+		book, err := loadOwnership(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, ok := book.get("alpha"); !ok || rec.PaneID != ms["alpha"].Status.PaneID {
+			t.Errorf("durable record %+v (found %v), want alpha's pane %s", rec, ok, ms["alpha"].Status.PaneID)
+		}
+	})
 }
