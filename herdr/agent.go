@@ -19,6 +19,7 @@ type agentTarget struct {
 }
 
 type agentResult struct {
+	resultTag
 	Agent AgentInfo `json:"agent"`
 }
 
@@ -26,11 +27,14 @@ type agentResult struct {
 // and returns at once with the agent launch-pending. Most callers want
 // [Client.StartAgent], which also waits for readiness.
 func (c *Client) LaunchAgent(ctx context.Context, p AgentStartParams) (*AgentStarted, error) {
-	var r AgentStarted
+	var r struct {
+		resultTag
+		AgentStarted
+	}
 	if err := c.call(ctx, "agent.start", p, "agent_started", &r); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &r.AgentStarted, nil
 }
 
 // DefaultBusyRetry bounds how long [Client.StartAgent] retries
@@ -170,6 +174,7 @@ func (c *Client) GetAgent(ctx context.Context, target string) (*AgentInfo, error
 // ListAgents lists all agents (agent.list).
 func (c *Client) ListAgents(ctx context.Context) ([]AgentInfo, error) {
 	var r struct {
+		resultTag
 		Agents []AgentInfo `json:"agents"`
 	}
 	if err := c.call(ctx, "agent.list", nil, "agent_list", &r); err != nil {
@@ -208,6 +213,7 @@ func (c *Client) WaitAgent(ctx context.Context, p AgentWaitParams) (*AgentInfo, 
 // no effect.
 func (c *Client) ReadAgent(ctx context.Context, p AgentReadParams) (*PaneReadResult, error) {
 	var r struct {
+		resultTag
 		Read PaneReadResult `json:"read"`
 	}
 	if err := c.call(ctx, "agent.read", p, "pane_read", &r); err != nil {

@@ -138,9 +138,9 @@ func (x *exchange) close() {
 }
 
 // call performs one request/response exchange and reports it to the observer.
-// result, if not nil, receives the decoded result object, whose type tag must
-// be wantType.
-func (c *Client) call(ctx context.Context, method string, params any, wantType string, result any) error {
+// result, if not nil, receives the decoded result object; its embedded
+// resultTag receives the object's type tag, which must be wantType.
+func (c *Client) call(ctx context.Context, method string, params any, wantType string, result typedResult) error {
 	start := c.now()
 	x, code, err := c.send(ctx, method, params, 0)
 	if err == nil {
@@ -251,7 +251,7 @@ func (c *Client) answerReader(conn net.Conn) *bufio.Reader {
 // receive reads and decodes the one response line. The line is read in
 // place when it fits the buffer (decoding copies what it keeps), and into
 // a slice of its own when it does not.
-func (x *exchange) receive(ctx context.Context, wantType string, result any) (string, error) {
+func (x *exchange) receive(ctx context.Context, wantType string, result typedResult) (string, error) {
 	line, err := x.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		head := append([]byte(nil), line...) // the next read overwrites the buffer
@@ -271,39 +271,72 @@ func (x *exchange) receive(ctx context.Context, wantType string, result any) (st
 	return decodeResponse(x.method, line, wantType, result)
 }
 
+// resultTag is herdr's tag on a result ("type"), embedded in every value a
+// call decodes its result into, so that one pass over the answer decodes
+// the tag and the result together.
+type resultTag struct {
+	Type string `json:"type"`
+}
+
+func (t *resultTag) resultType() string { return t.Type }
+
+// typedResult is a value a call decodes its result into: its fields, and
+// herdr's tag on the result (an embedded resultTag).
+type typedResult interface{ resultType() string }
+
+// answer is a response line decoded in one pass: the result straight into
+// the caller's value.
+type answer struct {
+	Result any `json:"result"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 // decodeResponse classifies one response line: herdr's error envelope becomes
 // an *Error, anything that is not a well-formed result of type wantType a
-// *TransportError. The response's id is not checked: a connection carries one
-// request, and herdr's errors come under the request id, "" (an unreadable
-// request; always so for invalid_request in protocol 20) or protocol 20's
-// "<id>:sub:<n>:probe" for a subscription's setup.
-func decodeResponse(method string, line []byte, wantType string, result any) (string, error) {
+// *TransportError. The result is decoded into result (nil: only its type is
+// checked) in the same pass as the envelope; result holds what the line
+// said only when decodeResponse returns no error. The response's id is not
+// checked: a connection carries one request, and herdr's errors come under
+// the request id, "" (an unreadable request; always so for invalid_request
+// in protocol 20) or protocol 20's "<id>:sub:<n>:probe" for a
+// subscription's setup.
+func decodeResponse(method string, line []byte, wantType string, result typedResult) (string, error) {
 	bad := func(err error) (string, error) {
 		return ReasonBadResponse, &TransportError{Method: method, Reason: ReasonBadResponse, Err: err}
 	}
-	var resp response
-	if err := json.Unmarshal(line, &resp); err != nil {
-		return bad(fmt.Errorf("decode response %.200q: %w", line, err))
+	herdrErr := func(code, msg string) (string, error) {
+		return code, &Error{Method: method, Code: code, Message: msg}
 	}
-	if resp.Error != nil {
-		return resp.Error.Code, &Error{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
+	if result == nil {
+		result = new(resultTag)
 	}
-	if len(resp.Result) == 0 || string(resp.Result) == "null" {
-		return bad(fmt.Errorf("response has neither result nor error: %.200q", line))
-	}
-	var tag struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(resp.Result, &tag); err != nil {
-		return bad(fmt.Errorf("decode result: %w", err))
-	}
-	if tag.Type != wantType {
-		return bad(fmt.Errorf("result type %q, want %q", tag.Type, wantType))
-	}
-	if result != nil {
-		if err := json.Unmarshal(resp.Result, result); err != nil {
-			return bad(fmt.Errorf("decode %s result: %w", wantType, err))
+	a := answer{Result: result}
+	if err := json.Unmarshal(line, &a); err != nil {
+		// Whatever the result holds, herdr's error envelope is herdr's
+		// error: only a line whose envelope does not decode, or whose
+		// result does not fit, is a bad response.
+		var env response
+		if json.Unmarshal(line, &env) != nil {
+			return bad(fmt.Errorf("decode response %.200q: %w", line, err))
 		}
+		if env.Error != nil {
+			return herdrErr(env.Error.Code, env.Error.Message)
+		}
+		return bad(fmt.Errorf("decode %s result: %w", wantType, err))
+	}
+	if a.Error != nil {
+		return herdrErr(a.Error.Code, a.Error.Message)
+	}
+	switch t := result.resultType(); {
+	case a.Result == nil: // "result": null
+		return bad(fmt.Errorf("response has neither result nor error: %.200q", line))
+	case t == "":
+		return bad(fmt.Errorf("response has neither a typed result nor an error: %.200q", line))
+	case t != wantType:
+		return bad(fmt.Errorf("result type %q, want %q", t, wantType))
 	}
 	return "ok", nil
 }
@@ -317,10 +350,14 @@ func decodeResponse(method string, line []byte, wantType string, result any) (st
 // Optional behaviour must be decided from the Pong's Capabilities or from a
 // method's error, never from the protocol number.
 func (c *Client) Ping(ctx context.Context) (*Pong, error) {
-	var p Pong
-	if err := c.call(ctx, "ping", nil, "pong", &p); err != nil {
+	var r struct {
+		resultTag
+		Pong
+	}
+	if err := c.call(ctx, "ping", nil, "pong", &r); err != nil {
 		return nil, err
 	}
+	p := r.Pong
 	if p.Protocol < MinProtocol {
 		return &p, fmt.Errorf("%w: herdr %s at %s speaks protocol %d, fleetd needs protocol %d or newer: install herdr 0.8.2 or newer (0.9.x recommended)",
 			ErrProtocolMismatch, p.Version, c.socketPath, p.Protocol, MinProtocol)

@@ -2,12 +2,15 @@ package herdr
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Seeds shared by the fuzz targets: lines shaped like herdr's, and the
@@ -78,16 +81,100 @@ func FuzzDecodeResponse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var agent agentResult
-		var pong Pong
-		var tab TabCreated
+		var pong struct {
+			resultTag
+			Pong
+		}
+		var tab struct {
+			resultTag
+			TabCreated
+		}
 		for _, tc := range []struct {
 			want   string
-			result any
+			result typedResult
 		}{{"agent_info", &agent}, {"pong", &pong}, {"tab_created", &tab}, {"tab_closed", nil}} {
 			code, err := decodeResponse("fuzz", line, tc.want, tc.result)
 			checkCallError(t, code, err)
 		}
 	})
+}
+
+// FuzzDecodeResponse_AsEnvelopeTagAndResultApart checks the one-pass
+// decoder against the three passes it replaced (the envelope with the
+// result raw, the result's type, then the result): the same outcome, code
+// and class of error for every line, and the same result when both
+// succeed — except for a line naming "result" more than once, which the
+// one pass decodes into the caller's value twice and the three passes took
+// the last of.
+func FuzzDecodeResponse_AsEnvelopeTagAndResultApart(f *testing.F) {
+	for _, s := range responseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		check := func(want string, onePass typedResult, apart any, got, wantValue func() any) {
+			t.Helper()
+			code, err := decodeResponse("fuzz", line, want, onePass)
+			wantCode, wantErr := decodeApart("fuzz", line, want, apart)
+			var he, wantHe *Error
+			if code != wantCode || (err == nil) != (wantErr == nil) || errors.As(err, &he) != errors.As(wantErr, &wantHe) {
+				t.Fatalf("%s: one pass (%q, %v), three passes (%q, %v)", want, code, err, wantCode, wantErr)
+			}
+			if err == nil && onePass != nil && bytes.Count(bytes.ToLower(line), []byte(`"result"`)) == 1 {
+				if diff := cmp.Diff(wantValue(), got()); diff != "" {
+					t.Fatalf("%s: one pass decoded (-three passes +one pass):\n%s", want, diff)
+				}
+			}
+		}
+		var agent, agentApart agentResult
+		check("agent_info", &agent, &agentApart, func() any { return agent.Agent }, func() any { return agentApart.Agent })
+		var pong struct {
+			resultTag
+			Pong
+		}
+		var pongApart Pong
+		check("pong", &pong, &pongApart, func() any { return pong.Pong }, func() any { return pongApart })
+		var tab struct {
+			resultTag
+			TabCreated
+		}
+		var tabApart TabCreated
+		check("tab_created", &tab, &tabApart, func() any { return tab.TabCreated }, func() any { return tabApart })
+		check("tab_closed", nil, nil, nil, nil)
+	})
+}
+
+// decodeApart is the decoder decodeResponse replaced: the envelope with the
+// result raw, then the result's type, then (into result, if any) the
+// result.
+func decodeApart(method string, line []byte, wantType string, result any) (string, error) {
+	bad := func(err error) (string, error) {
+		return ReasonBadResponse, &TransportError{Method: method, Reason: ReasonBadResponse, Err: err}
+	}
+	var resp response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return bad(err)
+	}
+	if resp.Error != nil {
+		return resp.Error.Code, &Error{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	if len(resp.Result) == 0 || string(resp.Result) == "null" {
+		return bad(errors.New("neither result nor error"))
+	}
+	var tag struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(resp.Result, &tag); err != nil {
+		return bad(err)
+	}
+	if tag.Type != wantType {
+		return bad(errors.New("result type"))
+	}
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return bad(err)
+		}
+	}
+	return "ok", nil
 }
 
 // FuzzDecodeEvent feeds arbitrary lines to the subscription stream's

@@ -10,6 +10,7 @@ type paneParam struct {
 // workspaceID is empty (pane.list).
 func (c *Client) ListPanes(ctx context.Context, workspaceID string) ([]PaneInfo, error) {
 	var r struct {
+		resultTag
 		Panes []PaneInfo `json:"panes"`
 	}
 	if err := c.call(ctx, "pane.list", workspaceParam{workspaceID}, "pane_list", &r); err != nil {
@@ -21,6 +22,7 @@ func (c *Client) ListPanes(ctx context.Context, workspaceID string) ([]PaneInfo,
 // GetPane returns one pane (pane.get); a closed pane gives pane_not_found.
 func (c *Client) GetPane(ctx context.Context, paneID string) (*PaneInfo, error) {
 	var r struct {
+		resultTag
 		Pane PaneInfo `json:"pane"`
 	}
 	if err := c.call(ctx, "pane.get", paneParam{paneID}, "pane_info", &r); err != nil {
@@ -38,6 +40,7 @@ func (c *Client) ClosePane(ctx context.Context, paneID string) error {
 // SplitPane splits a pane and returns the new pane (pane.split).
 func (c *Client) SplitPane(ctx context.Context, p PaneSplitParams) (*PaneInfo, error) {
 	var r struct {
+		resultTag
 		Pane PaneInfo `json:"pane"`
 	}
 	if err := c.call(ctx, "pane.split", p, "pane_info", &r); err != nil {
@@ -49,6 +52,7 @@ func (c *Client) SplitPane(ctx context.Context, p PaneSplitParams) (*PaneInfo, e
 // ReadPane reads a pane's terminal text (pane.read).
 func (c *Client) ReadPane(ctx context.Context, p PaneReadParams) (*PaneReadResult, error) {
 	var r struct {
+		resultTag
 		Read PaneReadResult `json:"read"`
 	}
 	if err := c.call(ctx, "pane.read", p, "pane_read", &r); err != nil {

@@ -183,6 +183,7 @@ func decodeStreamLine(line []byte) (Event, error) {
 // closes the connection.
 func (c *Client) WaitEvent(ctx context.Context, p EventsWaitParams) (*Event, error) {
 	var r struct {
+		resultTag
 		Event Event `json:"event"`
 	}
 	if err := c.call(ctx, "events.wait", p, "wait_matched", &r); err != nil {

@@ -4,16 +4,20 @@ import "context"
 
 // CreateWorkspace creates a workspace with one tab and one pane (workspace.create).
 func (c *Client) CreateWorkspace(ctx context.Context, p WorkspaceCreateParams) (*WorkspaceCreated, error) {
-	var r WorkspaceCreated
+	var r struct {
+		resultTag
+		WorkspaceCreated
+	}
 	if err := c.call(ctx, "workspace.create", p, "workspace_created", &r); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &r.WorkspaceCreated, nil
 }
 
 // ListWorkspaces lists all workspaces (workspace.list).
 func (c *Client) ListWorkspaces(ctx context.Context) ([]WorkspaceInfo, error) {
 	var r struct {
+		resultTag
 		Workspaces []WorkspaceInfo `json:"workspaces"`
 	}
 	if err := c.call(ctx, "workspace.list", nil, "workspace_list", &r); err != nil {
@@ -33,6 +37,7 @@ func (c *Client) CloseWorkspace(ctx context.Context, workspaceID string) error {
 // after subscribing, the resync herdr advises.
 func (c *Client) Snapshot(ctx context.Context) (*SessionSnapshot, error) {
 	var r struct {
+		resultTag
 		Snapshot SessionSnapshot `json:"snapshot"`
 	}
 	if err := c.call(ctx, "session.snapshot", nil, "session_snapshot", &r); err != nil {
@@ -43,17 +48,21 @@ func (c *Client) Snapshot(ctx context.Context) (*SessionSnapshot, error) {
 
 // CreateTab creates a tab with one pane (tab.create).
 func (c *Client) CreateTab(ctx context.Context, p TabCreateParams) (*TabCreated, error) {
-	var r TabCreated
+	var r struct {
+		resultTag
+		TabCreated
+	}
 	if err := c.call(ctx, "tab.create", p, "tab_created", &r); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &r.TabCreated, nil
 }
 
 // ListTabs lists the tabs of a workspace, or of herdr's default choice when
 // workspaceID is empty (tab.list).
 func (c *Client) ListTabs(ctx context.Context, workspaceID string) ([]TabInfo, error) {
 	var r struct {
+		resultTag
 		Tabs []TabInfo `json:"tabs"`
 	}
 	if err := c.call(ctx, "tab.list", workspaceParam{workspaceID}, "tab_list", &r); err != nil {

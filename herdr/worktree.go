@@ -126,32 +126,59 @@ type WorktreeRemoveParams struct {
 // CreateWorktree makes a linked worktree and opens it as a new workspace
 // (worktree.create, protocol 22).
 func (c *Client) CreateWorktree(ctx context.Context, p WorktreeCreateParams) (*WorktreeWorkspace, error) {
-	return worktreeCall[WorktreeWorkspace](ctx, c, "worktree.create", p, "worktree_created")
+	var r struct {
+		resultTag
+		WorktreeWorkspace
+	}
+	if err := c.worktreeCall(ctx, "worktree.create", p, "worktree_created", &r); err != nil {
+		return nil, err
+	}
+	return &r.WorktreeWorkspace, nil
 }
 
 // OpenWorktree opens an existing worktree in a workspace, or answers with
 // the workspace that shows it already (worktree.open, protocol 22).
 func (c *Client) OpenWorktree(ctx context.Context, p WorktreeOpenParams) (*WorktreeWorkspace, error) {
-	return worktreeCall[WorktreeWorkspace](ctx, c, "worktree.open", p, "worktree_opened")
+	var r struct {
+		resultTag
+		WorktreeWorkspace
+	}
+	if err := c.worktreeCall(ctx, "worktree.open", p, "worktree_opened", &r); err != nil {
+		return nil, err
+	}
+	return &r.WorktreeWorkspace, nil
 }
 
 // ListWorktrees lists a repository's worktrees (worktree.list, protocol
 // 22).
 func (c *Client) ListWorktrees(ctx context.Context, p WorktreeListParams) (*WorktreeList, error) {
-	return worktreeCall[WorktreeList](ctx, c, "worktree.list", p, "worktree_list")
+	var r struct {
+		resultTag
+		WorktreeList
+	}
+	if err := c.worktreeCall(ctx, "worktree.list", p, "worktree_list", &r); err != nil {
+		return nil, err
+	}
+	return &r.WorktreeList, nil
 }
 
 // RemoveWorktree removes the worktree a workspace shows (worktree.remove,
 // protocol 22); without Force, git refuses a checkout with changes.
 func (c *Client) RemoveWorktree(ctx context.Context, p WorktreeRemoveParams) (*WorktreeRemoved, error) {
-	return worktreeCall[WorktreeRemoved](ctx, c, "worktree.remove", p, "worktree_removed")
+	var r struct {
+		resultTag
+		WorktreeRemoved
+	}
+	if err := c.worktreeCall(ctx, "worktree.remove", p, "worktree_removed", &r); err != nil {
+		return nil, err
+	}
+	return &r.WorktreeRemoved, nil
 }
 
-// worktreeCall is one call of a worktree method, its result of type T.
-func worktreeCall[T any](ctx context.Context, c *Client, method string, p any, wantType string) (*T, error) {
-	var r T
-	if err := c.call(ctx, method, p, wantType, &r); err != nil {
-		return nil, unsupported(err)
+// worktreeCall is one call of a worktree method, its result decoded into r.
+func (c *Client) worktreeCall(ctx context.Context, method string, p any, wantType string, r typedResult) error {
+	if err := c.call(ctx, method, p, wantType, r); err != nil {
+		return unsupported(err)
 	}
-	return &r, nil
+	return nil
 }
