@@ -253,13 +253,19 @@ func (b *metaBook) encode() ([]byte, error) {
 	}
 	buf.WriteByte('{')
 	for i, k := range slices.Sorted(maps.Keys(b.recs)) {
-		rec := *b.recs[k] // its definition encoded here, not kept
-		if rec.obj != nil {
-			data, err := json.Marshal(rec.obj)
-			if err != nil {
-				return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
-			}
-			rec.Object = data
+		// The definition in effect is encoded in the record's own pass
+		// (out.Object hides rec.Object, and is the last field as it is),
+		// not marshalled apart and then compacted again as raw JSON.
+		rec := b.recs[k]
+		out := struct {
+			metaRecord
+			Object any `json:"object,omitempty"`
+		}{metaRecord: *rec}
+		switch {
+		case rec.obj != nil:
+			out.Object = rec.obj
+		case len(rec.Object) > 0:
+			out.Object = rec.Object
 		}
 		if i > 0 {
 			buf.WriteByte(',')
@@ -269,7 +275,7 @@ func (b *metaBook) encode() ([]byte, error) {
 			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
 		}
 		buf.WriteString(": ")
-		if err := put(enc, rec); err != nil {
+		if err := put(enc, out); err != nil {
 			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
 		}
 	}
