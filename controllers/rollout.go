@@ -318,8 +318,7 @@ func replacing(mm memory) string {
 // is held (their agent is not replaced, prune.go), are left out.
 func (m *Manager) profileStates(p *v1alpha1.Profile, snap *store.Snapshot) []rollout.MemberState {
 	var out []rollout.MemberState
-	for _, name := range sortedNames(snap.Members) {
-		mem := snap.Members[name]
+	for name, mem := range snap.Members { // in no order: what reads the states orders what it shows
 		if _, held := snap.PruneHeld[name]; mem.Spec.Profile != p.Name || mem.Spec.Paused || held {
 			continue
 		}

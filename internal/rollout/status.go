@@ -3,6 +3,7 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -68,7 +69,7 @@ func StateOf(m v1alpha1.Member, p *v1alpha1.Profile) MemberState {
 // Counts are a rollout's member counts.
 type Counts struct {
 	Members, Updated, Ready int
-	// Replacing names the members being replaced, in the order given.
+	// Replacing names the members being replaced, sorted.
 	Replacing []string
 }
 
@@ -86,6 +87,7 @@ func Count(members []MemberState) Counts {
 			c.Replacing = append(c.Replacing, m.Name)
 		}
 	}
+	slices.Sort(c.Replacing) // the same on every node, whatever order members came in
 	return c
 }
 

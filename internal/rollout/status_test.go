@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,22 @@ func TestStatus_Progressing(t *testing.T) {
 				t.Errorf("revision %d, want 2", st.Revision)
 			}
 		})
+	}
+}
+
+// The members being replaced are named in order, whatever order the
+// states came in (this node's members, then the others'): every node shows
+// the same status and says the same in its messages.
+func TestCount_ReplacingSortedWhateverTheOrderGiven(t *testing.T) {
+	got := Count([]MemberState{
+		{Name: "delta", Replacing: true}, {Name: "alpha", Updated: true, Ready: true},
+		{Name: "charlie", Replacing: true}, {Name: "bravo", Replacing: true},
+	})
+	if want := []string{"bravo", "charlie", "delta"}; !slices.Equal(got.Replacing, want) {
+		t.Errorf("Replacing = %v, want %v", got.Replacing, want)
+	}
+	if got.Members != 4 || got.Updated != 1 || got.Ready != 1 {
+		t.Errorf("counts %+v, want 4 members, 1 updated, 1 Ready", got)
 	}
 }
 
