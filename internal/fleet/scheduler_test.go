@@ -187,13 +187,18 @@ func TestScheduler_EachLostNodesMembersWaitItsOwnGrace(t *testing.T) {
 	sess := session.New(f.cli, &session.Options{Logger: quiet})
 	f.run(sess.Run)
 	f.schedule(sess, state, "b", scheduler.Options{RescheduleAfter: time.Minute, Clock: clk})
-	// One member on each node, placed there while it was the emptiest.
+	// One member on each node, placed there while it was the emptiest —
+	// once the scheduler's view has the node: a member it places before
+	// goes to an older node.
 	stops := map[string]func() error{}
 	for _, n := range []struct {
 		node  string
 		grace time.Duration
 	}{{"long", 3 * time.Minute}, {"short", 30 * time.Second}, {"old", 0}} {
 		stops[n.node] = register(n.node, n.grace)
+		until(t, n.node+" registered", state.Changed, func() bool {
+			return slices.ContainsFunc(state.Fleet().Nodes, func(nd scheduler.Node) bool { return nd.Name == n.node })
+		})
 		apply(t, a, "on-"+n.node)
 		until(t, "on-"+n.node+" bound to "+n.node, state.Changed, func() bool { return boundTo(state.Fleet(), "on-"+n.node, n.node) })
 	}
