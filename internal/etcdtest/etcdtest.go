@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
@@ -183,6 +187,32 @@ func (c *Cluster) Endpoints() []string {
 		out[i] = m.client.String()
 	}
 	return out
+}
+
+// WaitCompacted returns once every running member has applied the
+// compaction at rev, so that a watch from below rev fails with
+// ErrCompacted whichever member serves it. Compact returns once the member
+// that took it has compacted; another one serves the revisions it still
+// has until it applies the compaction, and a watch that caught up
+// meanwhile is never cancelled by it. A linearizable read on a member
+// waits for it to apply what was committed, the compaction too: a read
+// below rev then fails with ErrCompacted.
+func (c *Cluster) WaitCompacted(ctx context.Context, rev int64) error {
+	for i, m := range c.members {
+		m.mu.Lock()
+		e := m.etcd
+		m.mu.Unlock()
+		if e == nil {
+			continue // stopped: it applies the compaction when it restarts
+		}
+		cli := v3client.New(e.Server)
+		_, err := cli.Get(ctx, "etcdtest-compacted", clientv3.WithRev(rev-1))
+		cli.Close()
+		if !errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("etcdtest: member %d, a read below the compaction at %d: %v; want ErrCompacted", i, rev, err)
+		}
+	}
+	return nil
 }
 
 // TLS returns the certificate files of a cluster started with

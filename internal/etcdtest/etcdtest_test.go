@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // The ports a cluster's members keep across a restart are below the
@@ -63,5 +67,39 @@ func TestPortClaims_HeldUntilReleased(t *testing.T) {
 	first.release()
 	if ok, err := second.claim(ports[0]); err != nil || !ok {
 		t.Errorf("port %d not claimable once released: %v, %v", ports[0], ok, err)
+	}
+}
+
+// WaitCompacted returns once every member has applied a compaction, and
+// says so when one has not: a read below a revision that was never
+// compacted is not ErrCompacted.
+func TestWaitCompacted_EveryMemberOrAnError(t *testing.T) {
+	c, err := Start(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := t.Context()
+	var rev int64
+	for i := range 3 {
+		resp, err := cli.Put(ctx, "k", strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = resp.Header.Revision
+	}
+	if _, err := cli.Compact(ctx, rev-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitCompacted(ctx, rev-1); err != nil {
+		t.Errorf("after a compaction at %d: %v", rev-1, err)
+	}
+	if err := c.WaitCompacted(ctx, rev); err == nil {
+		t.Errorf("WaitCompacted(%d) with etcd compacted at %d only: nil, want an error", rev, rev-1)
 	}
 }
