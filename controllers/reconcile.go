@@ -20,7 +20,6 @@ const (
 	reasonDeleted          = "Deleted"
 	reasonRelaunched       = "Relaunched"
 	reasonReplacing        = "Replacing"
-	reasonStarted          = "Started"
 	reasonWorkspaceCreated = "WorkspaceCreated"
 )
 

@@ -197,7 +197,7 @@ func (r *memberReconcile) checkStart() (Result, error) {
 		}
 		r.rt.start = nil
 		r.m.cache.AgentStarted(*a) // numbers its status and passes it to OnAgentStatus
-		r.event(v1alpha1.EventNormal, reasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
+		r.event(v1alpha1.EventNormal, v1alpha1.ReasonStarted, fmt.Sprintf("agent %s started in pane %s (tab %s)", p.Spec.Harness, rec.PaneID, rec.TabID))
 		if err := r.m.noteSession(&r.rec, *a, herdr.PaneInfo{}); err != nil {
 			return Result{}, err
 		}

@@ -39,6 +39,9 @@ const (
 const (
 	ReasonAgentReady = "AgentReady"
 	ReasonStarting   = "Starting"
+	// ReasonStarted is the event of a member whose new agent herdr
+	// reports ready, recorded as the member is marked Ready.
+	ReasonStarted = "Started"
 	// ReasonAwaitingInput: the agent came up at a dialog (a first-run
 	// trust prompt, a login) and waits for a person to answer it in herdr;
 	// the start has not failed and no startup deadline runs meanwhile.

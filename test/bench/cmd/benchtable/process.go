@@ -459,7 +459,7 @@ func (a *apiClient) lastStarted(ctx context.Context, n int) (time.Time, error) {
 		}
 		started := false
 		for _, e := range events {
-			if e.Reason == reasonStarted {
+			if e.Reason == v1alpha1.ReasonStarted {
 				started = true
 				if e.Time.After(last) {
 					last = e.Time
@@ -467,15 +467,11 @@ func (a *apiClient) lastStarted(ctx context.Context, n int) (time.Time, error) {
 			}
 		}
 		if !started {
-			return time.Time{}, fmt.Errorf("member %s is Ready without a %s event", name, reasonStarted)
+			return time.Time{}, fmt.Errorf("member %s is Ready without a %s event", name, v1alpha1.ReasonStarted)
 		}
 	}
 	return last, nil
 }
-
-// reasonStarted is the reason of the event fleetd records when it sees a
-// member's new agent ready.
-const reasonStarted = "Started"
 
 // The intervals of waitReady.
 const (

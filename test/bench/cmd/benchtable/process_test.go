@@ -37,11 +37,11 @@ func TestLastStarted_LatestStartedEventOfAnyMember(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	api := eventsServer(t, map[string][]v1alpha1.Event{
-		memberName(0): {{Time: at(10), Reason: "Created"}, {Time: at(120), Reason: reasonStarted}},
+		memberName(0): {{Time: at(10), Reason: "Created"}, {Time: at(120), Reason: v1alpha1.ReasonStarted}},
 		// A later event of another reason does not count; a second start
 		// (the agent was replaced) does.
-		memberName(1): {{Time: at(90), Reason: reasonStarted}, {Time: at(400), Reason: "Replacing"}},
-		memberName(2): {{Time: at(95), Reason: reasonStarted}, {Time: at(130), Reason: reasonStarted}},
+		memberName(1): {{Time: at(90), Reason: v1alpha1.ReasonStarted}, {Time: at(400), Reason: "Replacing"}},
+		memberName(2): {{Time: at(95), Reason: v1alpha1.ReasonStarted}, {Time: at(130), Reason: v1alpha1.ReasonStarted}},
 	})
 	got, err := api.lastStarted(context.Background(), 3)
 	if err != nil {
@@ -55,7 +55,7 @@ func TestLastStarted_LatestStartedEventOfAnyMember(t *testing.T) {
 func TestLastStarted_MemberWithoutStartedEventIsAnError(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	api := eventsServer(t, map[string][]v1alpha1.Event{
-		memberName(0): {{Time: t0, Reason: reasonStarted}},
+		memberName(0): {{Time: t0, Reason: v1alpha1.ReasonStarted}},
 		memberName(1): {{Time: t0, Reason: "Created"}},
 	})
 	_, err := api.lastStarted(context.Background(), 2)
