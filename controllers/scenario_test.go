@@ -63,8 +63,9 @@ type env struct {
 	client   *herdr.Client
 	dir      string
 	state    string
-	db       *statedb.DB   // the state database of state, opened by stateDB
-	nudge    chan struct{} // the store's Rescan: every change of e.dir is followed by one
+	db       *statedb.DB      // the state database of state, opened by stateDB
+	dbOpts   *statedb.Options // how stateDB opens it; nil for the defaults
+	nudge    chan struct{}    // the store's Rescan: every change of e.dir is followed by one
 	reg      *prometheus.Registry
 	metrics  *Metrics
 	mgr      *Manager
@@ -180,7 +181,7 @@ func (e *env) stateDB() *statedb.DB {
 		if err := state.Create(); err != nil {
 			e.t.Fatal(err)
 		}
-		db, err := statedb.Open(state.StateDB(), nil)
+		db, err := statedb.Open(state.StateDB(), e.dbOpts)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/fleetd-dev/fleetd/herdr/herdrsim"
 	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedb/statedbtest"
-	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
 // A start holds no worker while the agent comes up: with one worker and
@@ -447,17 +446,9 @@ func TestDialogText(t *testing.T) {
 func TestManager_NoAgentStartsInAPaneWhoseRecordFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
-		state := statedir.At(e.state)
-		if err := state.Create(); err != nil {
-			t.Fatal(err)
-		}
 		var fail atomic.Bool
-		db, err := statedb.Open(state.StateDB(), &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		e.db = db
+		e.dbOpts = &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)}
+		e.stateDB() // opened (its journal started) while writes go through
 		e.tweak = func(o *Options) { o.RestartBackoff = 5 * time.Millisecond }
 		fail.Store(true)
 		e.start()
@@ -488,7 +479,7 @@ func TestManager_NoAgentStartsInAPaneWhoseRecordFailed(t *testing.T) {
 			t.Errorf("agent.start called %d times, want once, in the pane whose record is durable", n)
 		}
 		e.stop()
-		book, err := loadOwnership(db)
+		book, err := loadOwnership(e.stateDB())
 		if err != nil {
 			t.Fatal(err)
 		}
