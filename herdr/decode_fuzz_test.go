@@ -74,39 +74,15 @@ func checkCallError(t *testing.T, code string, err error) {
 }
 
 // FuzzDecodeResponse feeds arbitrary response lines to the decoder of every
-// call's result: it must classify each without panicking.
+// call's result: it must classify each without panicking, as the one pass
+// it makes over the line (the envelope and the result together) would have
+// as the three passes it replaced (decodeApart: the envelope with the
+// result raw, the result's type, then the result) — the same code and
+// class of error for every line, and the same result when both succeed,
+// except for a line naming "result" more than once, which the one pass
+// decodes into the caller's value twice and the three passes took the last
+// of.
 func FuzzDecodeResponse(f *testing.F) {
-	for _, s := range responseSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		var agent agentResult
-		var pong struct {
-			resultTag
-			Pong
-		}
-		var tab struct {
-			resultTag
-			TabCreated
-		}
-		for _, tc := range []struct {
-			want   string
-			result typedResult
-		}{{"agent_info", &agent}, {"pong", &pong}, {"tab_created", &tab}, {"tab_closed", nil}} {
-			code, err := decodeResponse("fuzz", line, tc.want, tc.result)
-			checkCallError(t, code, err)
-		}
-	})
-}
-
-// FuzzDecodeResponse_AsEnvelopeTagAndResultApart checks the one-pass
-// decoder against the three passes it replaced (the envelope with the
-// result raw, the result's type, then the result): the same outcome, code
-// and class of error for every line, and the same result when both
-// succeed — except for a line naming "result" more than once, which the
-// one pass decodes into the caller's value twice and the three passes took
-// the last of.
-func FuzzDecodeResponse_AsEnvelopeTagAndResultApart(f *testing.F) {
 	for _, s := range responseSeeds {
 		f.Add([]byte(s))
 	}
@@ -114,6 +90,7 @@ func FuzzDecodeResponse_AsEnvelopeTagAndResultApart(f *testing.F) {
 		check := func(want string, onePass typedResult, apart any, got, wantValue func() any) {
 			t.Helper()
 			code, err := decodeResponse("fuzz", line, want, onePass)
+			checkCallError(t, code, err)
 			wantCode, wantErr := decodeApart("fuzz", line, want, apart)
 			var he, wantHe *Error
 			if code != wantCode || (err == nil) != (wantErr == nil) || errors.As(err, &he) != errors.As(wantErr, &wantHe) {
