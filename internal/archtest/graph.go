@@ -153,9 +153,10 @@ var allowed = Graph{
 
 	// The etcd store implements internal/store's interface on etcd's
 	// client, each key space through the informer; etcdtest embeds etcd's
-	// server for tests (see notInFleetd).
+	// server for tests (see notInFleetd), and asks its members through
+	// etcd's client whether they applied a compaction.
 	"internal/store/etcdstore": {"api/v1alpha1", "api/decode", "internal/store", "internal/atomicfile", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/statedir", etcdClient, etcdAPI},
-	"internal/etcdtest":        {"internal/notify", etcdServer, zap, goleak},
+	"internal/etcdtest":        {"internal/notify", etcdServer, etcdClient, etcdAPI, zap, goleak},
 	// The fleet on etcd: the scheduler around Place, which reads the fleet
 	// through an interface it declares (package fleet implements it); the
 	// fleet's nodes, statuses, token and view, which the daemon wires.
