@@ -57,19 +57,24 @@ func (m *Manager) onEvent(ev herdr.Event) {
 // delivered — comes with no event, and the member would show the old status
 // until the next resync (herdr 0.9 replays nothing to a new subscription).
 // An idle agent's worktree is read again (a turn ended).
+//
+// Options.OnAgentStatus hears of the status before the member is queued:
+// once the member's status shows it, whoever delivers messages knows it
+// too (a message sent to a member shown working is queued, not typed
+// because the messaging core still thought the agent idle).
 func (m *Manager) onAgentStatus(paneID, status string, seq uint64) {
 	name, ok := m.own.ownerOf(paneID, "")
 	if !ok {
 		return
+	}
+	if m.o.OnAgentStatus != nil {
+		m.o.OnAgentStatus(name, status, seq)
 	}
 	m.noteAgentStatus(name, status)
 	if m.showsOtherAgentStatus(name, status) || m.isWaiting(name) {
 		m.queue.Add(name)
 	}
 	m.worktreeIdle(name, status)
-	if m.o.OnAgentStatus != nil {
-		m.o.OnAgentStatus(name, status, seq)
-	}
 }
 
 // onAgentRelaunched: herdr relaunched the agent of a pane (a restart with
