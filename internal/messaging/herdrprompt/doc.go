@@ -30,5 +30,6 @@
 // one at delivery is the turn having run, and the feed passes the missed
 // change on. On protocol 20 (no completion_seq) observations pass through
 // unchanged. The feed's only state is, per worker, that delivery baseline
-// and the offset its added changes put on the numbering.
+// and the offset its added changes put on the numbering, and only while
+// there is one: a worker with neither has no entry.
 package herdrprompt

@@ -34,11 +34,16 @@ type Prompter struct {
 	// observations and the changes a completion check adds.
 	mu      sync.Mutex
 	observe func(name, status string, seq uint64)
+	// workers are the agent targets the feed has something to keep for
+	// (see worker); a target without an entry passes through unchanged.
 	workers map[string]*worker
 	held    func() bool // see HoldWhile; nil: never
 }
 
-// worker is what the feed knows of one agent target.
+// worker is what the feed knows of one agent target, kept only while it
+// keeps something: a prompt whose turn shows no start yet (pending), or
+// the changes the feed added (off). A target with neither has no entry
+// (release): a thousand quiet members cost the feed nothing.
 type worker struct {
 	in      uint64 // the last seq observed, as numbered by the caller
 	off     uint64 // added to the caller's numbers: the changes the feed added moved them ahead
@@ -74,6 +79,13 @@ func (p *Prompter) worker(target string) *worker {
 		p.workers[target] = w
 	}
 	return w
+}
+
+// release forgets target's entry w once it keeps nothing (see worker).
+func (p *Prompter) release(target string, w *worker) {
+	if w.pending == nil && w.off == 0 {
+		delete(p.workers, target)
+	}
 }
 
 // errHeld is why a prompt was held (see [Prompter.HoldWhile]).
@@ -112,9 +124,10 @@ func (p *Prompter) Prompt(ctx context.Context, target, text string) error {
 	p.mu.Unlock()
 	info, err := p.c.PromptAgent(ctx, herdr.AgentPromptParams{Target: target, Text: text})
 	p.mu.Lock()
-	if w := p.workers[target]; w.pending == d {
+	if w := p.workers[target]; w != nil && w.pending == d {
 		if err != nil || info == nil || info.CompletionSeq == nil {
 			w.pending = nil // no baseline: the core's working → idle rule alone ends the turn
+			p.release(target, w)
 		} else {
 			since := *info.CompletionSeq
 			d.since = &since
@@ -160,12 +173,17 @@ func (p *Prompter) Feed(observe func(name, status string, seq uint64)) func(name
 func (p *Prompter) observed(name, status string, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.worker(name)
+	w := p.workers[name]
+	if w == nil {
+		p.observe(name, status, seq)
+		return
+	}
 	w.in, w.status = seq, status
 	d := w.pending
 	if d != nil && (status == messaging.StatusWorking || status == messaging.StatusBlocked) {
 		d.started = true
 		w.pending = nil // the turn shows its start; the core ends it on its own
+		p.release(name, w)
 		d = nil
 	}
 	p.observe(name, status, seq+w.off)
@@ -195,12 +213,12 @@ func (p *Prompter) check(name string, d *delivery) {
 	if err != nil || a == nil || a.CompletionSeq == nil || p.ctx.Err() != nil {
 		return // the next idle observation checks again
 	}
-	if w.pending != d || d.started || !idle(w.status) || !idle(string(a.AgentStatus)) || *a.CompletionSeq <= *d.since {
+	if w == nil || w.pending != d || d.started || !idle(w.status) || !idle(string(a.AgentStatus)) || *a.CompletionSeq <= *d.since {
 		return
 	}
 	w.pending = nil
 	base := w.in + w.off
-	w.off += 2
+	w.off += 2 // the entry stays: it numbers the worker's observations from now on
 	p.observe(name, messaging.StatusWorking, base+1)
 	p.observe(name, w.status, base+2)
 }
