@@ -22,26 +22,35 @@ const (
 )
 
 // worker is one recipient's injector state: its FIFO, what herdr last said
-// about it, and the delivery in flight.
+// about it, and the delivery in flight. Every member observed has one, so
+// what few workers need at a time is in extra (112 bytes, not 192, for a
+// quiet one).
 type worker struct {
-	name       string
-	status     string
-	seq        uint64
-	gone       bool
-	goneReason string
-	// held: why nothing new may reach the worker's agent now (its pane is
-	// being closed: Core.Hold); "" while it may.
-	held string
-
+	name   string
+	status string
+	seq    uint64
+	gone   bool
 	// restored: the worker comes from the journal and has not been
 	// observed since; its next observation rebases its turn (sequence
 	// numbers from before a restart are not comparable).
 	restored bool
 
-	queue     []*Message // FIFO; queue[0] is the head
-	inflight  *delivery  // at most one: being typed, or typed and awaiting pickup
-	current   string     // turn of the last prompt delivered; replies and asks belong to it
-	last      *Delivery
+	queue    []*Message // FIFO; queue[0] is the head
+	inflight *delivery  // at most one: being typed, or typed and awaiting pickup
+	current  string     // turn of the last prompt delivered; replies and asks belong to it
+	last     *Delivery
+
+	extra *workerExtra // nil while it would hold nothing (tidy)
+}
+
+// workerExtra is the part of a worker's state most workers do not need at
+// a given time, made on first use (more) and dropped once empty again
+// (tidy).
+type workerExtra struct {
+	goneReason string
+	// held: why nothing new may reach the worker's agent now (its pane is
+	// being closed: Core.Hold); "" while it may.
+	held      string
 	uncertain []Delivery
 
 	// A prompt herdr refused without saying why the agent cannot take it
@@ -52,6 +61,56 @@ type worker struct {
 	notSent int
 }
 
+// more returns w's extra state, made if w has none.
+func (w *worker) more() *workerExtra {
+	if w.extra == nil {
+		w.extra = &workerExtra{}
+	}
+	return w.extra
+}
+
+// tidy drops w's extra state if it holds nothing; call it after clearing
+// any of its fields.
+func (w *worker) tidy() {
+	if x := w.extra; x != nil && x.goneReason == "" && x.held == "" && len(x.uncertain) == 0 && x.retry == nil && x.notSent == 0 {
+		w.extra = nil
+	}
+}
+
+// goneReason is why w is gone, as WorkerGone was told.
+func (w *worker) goneReason() string {
+	if w.extra == nil {
+		return ""
+	}
+	return w.extra.goneReason
+}
+
+// held is why nothing new may reach w's agent now; "" while it may.
+func (w *worker) held() string {
+	if w.extra == nil {
+		return ""
+	}
+	return w.extra.held
+}
+
+// uncertain are w's deliveries of unknown outcome, oldest first.
+func (w *worker) uncertain() []Delivery {
+	if w.extra == nil {
+		return nil
+	}
+	return w.extra.uncertain
+}
+
+// setUncertain replaces w's deliveries of unknown outcome.
+func (w *worker) setUncertain(ds []Delivery) {
+	if len(ds) > 0 {
+		w.more().uncertain = ds
+	} else if w.extra != nil {
+		w.extra.uncertain = nil
+		w.tidy()
+	}
+}
+
 // Retries of a prompt herdr refused without a status: the first after
 // notSentRetry, doubling up to notSentRetryMax.
 const (
@@ -60,9 +119,10 @@ const (
 )
 
 func (w *worker) stopRetry() {
-	if w.retry != nil {
-		w.retry.Stop()
-		w.retry = nil
+	if x := w.extra; x != nil && x.retry != nil {
+		x.retry.Stop()
+		x.retry = nil
+		w.tidy()
 	}
 }
 
@@ -169,7 +229,11 @@ func (c *Core) ObserveStatus(name, status string, seq uint64) {
 		return
 	}
 	w := c.worker(name)
-	w.gone, w.goneReason = false, ""
+	w.gone = false
+	if w.extra != nil {
+		w.extra.goneReason = ""
+		w.tidy()
+	}
 	w.status, w.seq = status, seq
 	if w.restored {
 		w.restored = false
@@ -221,7 +285,7 @@ func (c *Core) pickedUp(w *worker) {
 // waits, so that the tail shows that turn and not the next prompt; the tail
 // reader pumps when it is done. Callers hold c.wmu and c.mu.
 func (c *Core) pump(w *worker) {
-	if c.closed || w.gone || w.held != "" || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
+	if c.closed || w.gone || w.held() != "" || w.inflight != nil || len(w.queue) == 0 || !deliverable(w.status) {
 		return
 	}
 	if t := c.turns[w.current]; t != nil && t.closing {
@@ -259,8 +323,9 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 	if err != nil {
 		rec.Reason = err.Error()
 	}
-	if verdict != NotSent {
-		w.notSent = 0
+	if x := w.extra; x != nil && verdict != NotSent {
+		x.notSent = 0
+		w.tidy()
 	}
 	switch verdict {
 	case Delivered:
@@ -293,13 +358,17 @@ func (c *Core) delivered(w *worker, d *delivery, err error) {
 			c.pump(w)
 			return
 		}
-		delay := min(notSentRetry<<min(w.notSent, 8), notSentRetryMax)
-		w.notSent++
 		w.stopRetry()
-		w.retry = c.opts.Clock.AfterFunc(delay, func() {
+		x := w.more()
+		delay := min(notSentRetry<<min(x.notSent, 8), notSentRetryMax)
+		x.notSent++
+		x.retry = c.opts.Clock.AfterFunc(delay, func() {
 			c.lockW()
 			defer c.unlockW()
-			w.retry = nil
+			if x := w.extra; x != nil {
+				x.retry = nil
+				w.tidy()
+			}
 			if !c.closed {
 				c.pump(w)
 			}
@@ -376,7 +445,13 @@ func (c *Core) WorkerGone(name, reason string) {
 	}
 	w := c.worker(name)
 	w.stopGrace()
-	w.gone, w.goneReason = true, reason
+	w.gone = true
+	if reason != "" {
+		w.more().goneReason = reason
+	} else if w.extra != nil {
+		w.extra.goneReason = ""
+		w.tidy()
+	}
 	w.status, w.seq = StatusUnknown, 0
 
 	closed := 0

@@ -318,3 +318,66 @@ func TestAgentRelaunchedKeepsARefusedPromptQueued(t *testing.T) {
 		}
 	})
 }
+
+// A worker keeps its extra state (gone reason, hold, uncertain notes, a
+// pending retry) only while one of them is set: a thousand quiet members
+// keep 112 bytes each, not 192. Each of them, once over, leaves it empty
+// again, and what the worker reports is as before.
+func TestInjector_WorkerKeepsExtraStateOnlyWhileNeeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fakeHerdr{}
+		c := newCore(t, t.TempDir(), h, nil)
+		extra := func(step string, want bool) {
+			t.Helper()
+			synctest.Wait()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got := c.workers["w"].extra != nil; got != want {
+				t.Fatalf("%s: extra state kept = %v, want %v", step, got, want)
+			}
+		}
+		c.ObserveStatus("w", StatusIdle, 1)
+		extra("observed idle", false)
+
+		c.WorkerGone("w", "pane closed")
+		if s := c.Status("w"); !s.Gone || s.GoneReason != "pane closed" {
+			t.Fatalf("gone worker's status %+v, want gone with the reason", s)
+		}
+		c.ObserveStatus("w", StatusIdle, 1)
+		if s := c.Status("w"); s.Gone || s.GoneReason != "" {
+			t.Fatalf("status %+v after the worker came back, want no gone reason", s)
+		}
+		extra("back after gone", false)
+
+		release, _, busy := c.Hold("w", "replacing")
+		if busy {
+			t.Fatal("Hold on an idle worker found it busy")
+		}
+		extra("held", true)
+		release()
+		extra("released", false)
+
+		down := &PromptError{Verdict: NotSent, Err: errors.New("herdr unavailable")}
+		h.failNext(down)
+		if _, err := c.Send(bg, SendRequest{From: "primary", To: "w", Content: "retried"}); err != nil {
+			t.Fatal(err)
+		}
+		extra("a retry pending", true)
+		time.Sleep(time.Second)
+		extra("delivered on the retry", false)
+		c.ObserveStatus("w", StatusWorking, 2)
+		if _, err := c.Reply(bg, "w", "done", true); err != nil {
+			t.Fatal(err)
+		}
+		c.ObserveStatus("w", StatusIdle, 3)
+
+		h.failNext(context.DeadlineExceeded)
+		c.Send(bg, SendRequest{From: "primary", To: "w", Content: "uncertain"})
+		extra("an uncertain delivery", true)
+		c.ObserveStatus("w", StatusWorking, 4)
+		if _, err := c.Reply(bg, "w", "done", true); err != nil {
+			t.Fatal(err)
+		}
+		extra("its turn replied", false)
+	})
+}

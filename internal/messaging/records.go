@@ -105,7 +105,8 @@ func (c *Core) apply(r record) {
 		c.applyDrop(r.Who)
 	case opNotes:
 		w := c.worker(r.Who)
-		w.current, w.last, w.uncertain = r.ID, r.Last, r.Uncertain
+		w.current, w.last = r.ID, r.Last
+		w.setUncertain(r.Uncertain)
 	case opRequest:
 		c.applyRequests(r.IDs)
 	}
@@ -132,7 +133,7 @@ func (c *Core) applyTurnClose(id string) {
 		w.current = ""
 	}
 	// A reply or turn end proves the worker got the prompt.
-	w.uncertain = slices.DeleteFunc(w.uncertain, func(d Delivery) bool { return d.TurnID == id })
+	w.setUncertain(slices.DeleteFunc(w.uncertain(), func(d Delivery) bool { return d.TurnID == id }))
 }
 
 // applyDelivering starts typing the head of a worker's queue
@@ -164,9 +165,10 @@ func (c *Core) applyOutcome(r record) {
 	w.last = &note
 	switch r.Op {
 	case opUncertain:
-		w.uncertain = append(w.uncertain, note)
-		if len(w.uncertain) > maxNotes {
-			w.uncertain = w.uncertain[len(w.uncertain)-maxNotes:]
+		x := w.more()
+		x.uncertain = append(x.uncertain, note)
+		if len(x.uncertain) > maxNotes {
+			x.uncertain = x.uncertain[len(x.uncertain)-maxNotes:]
 		}
 	case opFailed:
 		w.inflight = nil
@@ -219,7 +221,8 @@ func (c *Core) applyMail(m Message) {
 func (c *Core) applyDrop(who string) {
 	w := c.worker(who)
 	c.depth -= len(w.queue)
-	w.queue, w.inflight, w.uncertain, w.current = nil, nil, nil, ""
+	w.queue, w.inflight, w.current = nil, nil, ""
+	w.setUncertain(nil)
 	if mb := c.mail[who]; mb != nil {
 		// Its pollers go on waiting on the mailbox that replaces it.
 		// Not before now: one woken while the drop was being written
@@ -282,10 +285,10 @@ func (c *Core) snapshot() []record {
 				record{Op: opNotes, Who: w.name, ID: d.prevCurrent},
 				record{Op: opDelivering, ID: d.msg.ID, Who: w.name, Seq: d.baseline})
 		}
-		if sending || w.current != "" || w.last != nil || len(w.uncertain) > 0 {
+		if sending || w.current != "" || w.last != nil || len(w.uncertain()) > 0 {
 			// A copy: the snapshot is encoded without the lock, and a turn's
 			// close edits the live slice in place.
-			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: slices.Clone(w.uncertain)})
+			recs = append(recs, record{Op: opNotes, Who: w.name, ID: w.current, Last: w.last, Uncertain: slices.Clone(w.uncertain())})
 		}
 	}
 	if len(c.requestIDs) > 0 {

@@ -278,7 +278,7 @@ func (c *Core) openTurn(req SendRequest) (*turn, SendResult, error) {
 		return nil, SendResult{}, errorf(CodeInvalid, "no worker named")
 	}
 	if w := c.workers[req.To]; w != nil && w.gone {
-		return nil, SendResult{}, errorf(CodeWorkerGone, "%s is gone: %s", req.To, w.goneReason)
+		return nil, SendResult{}, errorf(CodeWorkerGone, "%s is gone: %s", req.To, w.goneReason())
 	}
 	if err := c.heldError(req.To); err != nil {
 		return nil, SendResult{}, err
@@ -480,7 +480,7 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 	c.lockW()
 	if w := c.workers[worker]; w != nil && w.gone {
 		c.unlockW()
-		return AskResult{}, errorf(CodeWorkerGone, "%s is gone: %s", worker, w.goneReason)
+		return AskResult{}, errorf(CodeWorkerGone, "%s is gone: %s", worker, w.goneReason())
 	}
 	if err := c.acquire(worker); err != nil {
 		c.unlockW()
@@ -704,7 +704,7 @@ func (c *Core) Status(name string) WorkerStatus {
 	defer c.mu.Unlock()
 	s := WorkerStatus{Worker: name, AgentStatus: StatusUnknown}
 	if w := c.workers[name]; w != nil {
-		s.AgentStatus, s.StateChangeSeq, s.Gone, s.GoneReason = w.status, w.seq, w.gone, w.goneReason
+		s.AgentStatus, s.StateChangeSeq, s.Gone, s.GoneReason = w.status, w.seq, w.gone, w.goneReason()
 		s.QueueDepth, s.CurrentTurn = len(w.queue), w.current
 		if w.inflight != nil {
 			s.Delivering = w.inflight.msg.ID
@@ -713,7 +713,7 @@ func (c *Core) Status(name string) WorkerStatus {
 			last := *w.last
 			s.LastDelivery = &last
 		}
-		s.Uncertain = slices.Clone(w.uncertain)
+		s.Uncertain = slices.Clone(w.uncertain())
 	}
 	for _, t := range c.sortedTurns() {
 		if t.worker == name {
@@ -787,14 +787,15 @@ func (c *Core) Hold(name, reason string) (release func(), why string, busy bool)
 		return func() {}, why, busy
 	}
 	w := c.worker(name)
-	w.held = reason
+	w.more().held = reason
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			c.lockW()
 			defer c.unlockW()
-			if w.held == reason {
-				w.held = ""
+			if x := w.extra; x != nil && x.held == reason {
+				x.held = ""
+				w.tidy()
 			}
 			if !c.closed {
 				c.pump(w)
@@ -806,8 +807,8 @@ func (c *Core) Hold(name, reason string) (release func(), why string, busy bool)
 // heldError is the refusal of a new message to a held worker, or nil.
 // Callers hold c.mu.
 func (c *Core) heldError(name string) error {
-	if w := c.workers[name]; w != nil && w.held != "" {
-		return errorf(CodeWorkerGone, "%s takes no new message now: %s", name, w.held)
+	if w := c.workers[name]; w != nil && w.held() != "" {
+		return errorf(CodeWorkerGone, "%s takes no new message now: %s", name, w.held())
 	}
 	return nil
 }
