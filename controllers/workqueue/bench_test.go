@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/fleetd-dev/fleetd/internal/heaptest"
 )
 
 // BenchmarkQueue_AddToIdleWorkers is the cost of handing one key at a time
@@ -44,4 +46,28 @@ func BenchmarkQueue_AddToIdleWorkers(b *testing.B) {
 	b.StopTimer()
 	cancel()
 	wg.Wait()
+}
+
+// BenchmarkQueue_DrainedBurstRetains reports what a queue keeps once a
+// burst of 1000 keys (every member queued at start-up) was taken and done.
+func BenchmarkQueue_DrainedBurstRetains(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "m" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		q := New(nil)
+		before := heaptest.Live()
+		for _, k := range keys {
+			q.Add(k)
+		}
+		for range keys {
+			k, _ := q.Get(ctx)
+			q.Done(k)
+		}
+		after := heaptest.Live()
+		b.ReportMetric(float64(int64(after)-int64(before)), "retained-B")
+		q.ShutDown()
+	}
 }

@@ -42,9 +42,13 @@ type Queue struct {
 	limiter *rateLimiter
 	metrics queueMetrics
 
-	mu           sync.Mutex
-	queue        []string
-	dirty        map[string]time.Time // waiting keys → when they were added
+	mu    sync.Mutex
+	queue []string
+	dirty map[string]time.Time // waiting keys → when they were added
+	// dirtyPeak is the most keys dirty has held since it was last made:
+	// a map never gives back the room a burst (every member queued at
+	// once) grew it to, so Get makes it anew once a burst has drained.
+	dirtyPeak    int
 	processing   map[string]time.Time // keys held by a worker → when taken
 	shuttingDown bool
 	// changed is notified, under mu, of every change WaitInactive may
@@ -63,6 +67,9 @@ type Queue struct {
 	stop      chan struct{}
 	stopped   chan struct{}
 }
+
+// keepDirtyRoom is how many keys' room an empty dirty map may keep.
+const keepDirtyRoom = 64
 
 // New returns a running Queue.
 func New(opts *Options) *Queue {
@@ -120,6 +127,7 @@ func (q *Queue) Add(key string) {
 		return
 	}
 	q.dirty[key] = q.clock.Now()
+	q.dirtyPeak = max(q.dirtyPeak, len(q.dirty))
 	if _, ok := q.processing[key]; ok {
 		return
 	}
@@ -195,6 +203,11 @@ func (q *Queue) Get(ctx context.Context) (key string, ok bool) {
 			q.processing[key] = now
 			if len(q.queue) > 0 {
 				q.handOff()
+			} else {
+				q.queue = nil // nor keeps the burst's array
+			}
+			if len(q.dirty) == 0 && q.dirtyPeak > keepDirtyRoom {
+				q.dirty, q.dirtyPeak = map[string]time.Time{}, 0
 			}
 			q.mu.Unlock()
 			return key, true

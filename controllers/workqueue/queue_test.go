@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -64,6 +65,48 @@ func TestQueue_DeduplicatesWaitingKeys(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
 			t.Errorf("keys (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A burst larger than the room an empty queue keeps, drained, leaves a
+// queue that deduplicates and requeues as before: the maps made anew hold
+// what the old ones did (nothing).
+func TestQueue_AfterADrainedBurstKeysAreStillDeduplicatedAndRequeued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(nil)
+		defer q.ShutDown()
+		for round := range 2 {
+			for i := range 3 * keepDirtyRoom {
+				q.Add(strconv.Itoa(i))
+			}
+			var held string
+			for n := 0; q.Len() > 0; n++ {
+				k := get(t, q)
+				if n == 0 {
+					held = k // still processing when the burst has drained
+					continue
+				}
+				q.Done(k)
+			}
+			q.Add("x")
+			q.Add("x")
+			q.Add(held) // added while processing: back after Done
+			if q.Len() != 1 {
+				t.Fatalf("round %d: Len = %d after adding x twice and the held key, want 1", round, q.Len())
+			}
+			if got := get(t, q); got != "x" {
+				t.Fatalf("round %d: got %q, want x", round, got)
+			}
+			q.Done("x")
+			q.Done(held)
+			if got := get(t, q); got != held {
+				t.Fatalf("round %d: got %q, want the held key %q back", round, got, held)
+			}
+			q.Done(held)
+			if q.Len() != 0 || !q.Idle() {
+				t.Fatalf("round %d: Len = %d, idle %v after everything was done", round, q.Len(), q.Idle())
+			}
 		}
 	})
 }
