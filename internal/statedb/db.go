@@ -54,11 +54,15 @@ type DB struct {
 	// file only (handed).
 	tables map[string]map[string][]byte
 	handed map[string]bool
-	// sizes are the lengths of the live records, by a hash of their table
-	// and key (seed): what the compaction counts, without the keys. Two
-	// keys with the same hash (about one chance in 10^7 for a million
-	// keys) would only misjudge when a compaction is due.
-	sizes  map[uint64]int64
+	// sizes are the lengths of the live records, by a 32-bit hash of
+	// their table and key (seed): what the compaction counts, without the
+	// keys, in 8 bytes a record (a longer one than 4 GiB could not be
+	// read back: statedir.MaxStateDBBytes).
+	// Two live keys with the same hash (about one chance in 400 for five
+	// thousand keys) share an entry, the last written one's length: live
+	// is then smaller than the truth by a record's length or two, and a
+	// compaction comes that much earlier — it never comes later.
+	sizes  map[uint32]uint32
 	seed   maphash.Seed
 	live   int64   // bytes of the live records: the sum of sizes
 	next   *Commit // changes staged since the committer took the last
@@ -145,7 +149,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	db := &DB{
 		path: path, j: j, log: o.Logger,
 		tables: map[string]map[string][]byte{}, handed: map[string]bool{},
-		sizes: map[uint64]int64{}, seed: maphash.MakeSeed(),
+		sizes: map[uint32]uint32{}, seed: maphash.MakeSeed(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for i, raw := range recs {
@@ -374,10 +378,10 @@ func (db *DB) commit() {
 // caller holds mu (or is Open, before anything else runs).
 func (db *DB) apply(c Change, rec []byte) {
 	h := db.keyHash(c)
-	db.live -= db.sizes[h]
+	db.live -= int64(db.sizes[h])
 	delete(db.sizes, h)
 	if c.Value != nil {
-		db.sizes[h] = int64(len(rec))
+		db.sizes[h] = uint32(len(rec))
 		db.live += int64(len(rec))
 	}
 	if !db.handed[c.Table] {
@@ -386,13 +390,13 @@ func (db *DB) apply(c Change, rec []byte) {
 }
 
 // keyHash is the hash of c's table and key that sizes are kept by.
-func (db *DB) keyHash(c Change) uint64 {
+func (db *DB) keyHash(c Change) uint32 {
 	var h maphash.Hash
 	h.SetSeed(db.seed)
 	h.WriteString(c.Table)
 	h.WriteByte(0) // no table name holds one
 	h.WriteString(c.Key)
-	return h.Sum64()
+	return uint32(h.Sum64())
 }
 
 // put makes a change, rec its record, part of tables.
