@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -63,7 +64,20 @@ type Dir struct {
 	busy    map[key]bool
 	idle    *sync.Cond
 	changed notify.Signal
+	// defs are the definitions (specs) of the current revisions kept
+	// last, by digest, at most maxDefs (keep).
+	defs map[string]definition
 }
+
+// definition is a revision's spec and its digest.
+type definition struct {
+	hash string
+	spec json.RawMessage
+}
+
+// maxDefs bounds the definitions a Dir remembers to share (keep): a few
+// more than the distinct specs a fleet's members usually have.
+const maxDefs = 16
 
 type key struct{ kind, name string }
 
@@ -80,7 +94,7 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Dir{db: db, hist: map[string]map[string]*History{}, busy: map[key]bool{}}
+	d := &Dir{db: db, hist: map[string]map[string]*History{}, busy: map[key]bool{}, defs: map[string]definition{}}
 	d.idle = sync.NewCond(&d.mu)
 	err := db.Each(statedb.Revisions, func(k string, value []byte) error {
 		hk, ok := parseKey(k)
@@ -92,6 +106,7 @@ func OpenDir(db *statedb.DB, log *slog.Logger) (*Dir, error) {
 			log.Warn("a revision history in the state database does not decode; the object's earlier revisions are forgotten", "history", k, "err", err)
 			return nil
 		}
+		d.keep(&h)
 		d.histOf(hk.kind)[hk.name] = &h
 		return nil
 	})
@@ -181,11 +196,38 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 	if h.IsZero() {
 		delete(d.hist[kind], name)
 	} else {
+		d.keep(&h)
 		d.histOf(kind)[name] = &h
 	}
 	d.mu.Unlock()
 	d.changed.Notify()
 	return nil
+}
+
+// keep readies h to be kept: its revisions in an array of their own
+// length (decoding and appending grow one by doubling: three revisions
+// get room for four), and its current revision's definition (spec and
+// digest) one kept recently, not a copy, when they are equal: a fleet
+// whose members share a spec (created from one profile, say) keeps it
+// once, not once per member. A revision's spec is never changed in place;
+// Clone shares it too. d.mu must be held (or d not yet shared).
+func (d *Dir) keep(h *History) {
+	if cap(h.Revisions) > len(h.Revisions) {
+		h.Revisions = slices.Clone(h.Revisions)
+	}
+	n := len(h.Revisions)
+	if n == 0 {
+		return
+	}
+	cur := &h.Revisions[n-1]
+	if def, ok := d.defs[cur.Hash]; ok && bytes.Equal(def.spec, cur.Spec) {
+		cur.Hash, cur.Spec = def.hash, def.spec
+		return
+	}
+	if len(d.defs) >= maxDefs {
+		clear(d.defs)
+	}
+	d.defs[cur.Hash] = definition{hash: cur.Hash, spec: cur.Spec}
 }
 
 // Names implements [Store].

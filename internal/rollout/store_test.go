@@ -210,3 +210,59 @@ func TestDir_IgnoresKeysNotItsOwn(t *testing.T) {
 		t.Errorf("histories %v, want none", got)
 	}
 }
+
+// Histories whose current revisions have the same definition keep it once,
+// before and after a restart, and each keeps its revisions in an array of
+// their own length; a different definition is kept as it is, and what
+// every history reads is what was recorded.
+func TestDir_KeepsASharedDefinitionOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := openDB(t, path)
+	d, err := OpenDir(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]History{
+		"alpha": record(t, profile("-m", "a")),
+		"beta":  record(t, profile("-m", "a")),
+		"gamma": record(t, profile("-m", "a"), profile("-m", "b"), profile("-m", "c")),
+		"delta": record(t, profile("-m", "a")),
+	}
+	for _, name := range []string{"alpha", "beta", "gamma", "delta"} {
+		if err := d.Update(v1alpha1.KindProfile, name, func(x *History) bool { *x = want[name].Clone(); return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string, d *Dir) {
+		t.Helper()
+		for name, h := range want {
+			if diff := cmp.Diff(h, d.Get(v1alpha1.KindProfile, name)); diff != "" {
+				t.Errorf("%s: %s (-recorded +read):\n%s", when, name, diff)
+			}
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		kept := d.hist[v1alpha1.KindProfile]
+		spec := func(name string) *byte {
+			h := kept[name]
+			if len(h.Revisions) != cap(h.Revisions) {
+				t.Errorf("%s: %s keeps %d revisions in room for %d", when, name, len(h.Revisions), cap(h.Revisions))
+			}
+			cur, _ := h.Latest()
+			return &cur.Spec[0]
+		}
+		if spec("alpha") != spec("beta") || spec("beta") != spec("delta") {
+			t.Errorf("%s: alpha, beta and delta keep copies of one definition", when)
+		}
+		if spec("gamma") == spec("alpha") {
+			t.Errorf("%s: gamma's definition is alpha's", when)
+		}
+	}
+	check("recorded", d)
+	db.Close()
+	d, err = OpenDir(openDB(t, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a restart", d)
+}
