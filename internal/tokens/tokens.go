@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -80,7 +81,7 @@ type Registry struct {
 	hasPrimary bool // false until the fleet's primary is known (Options.FleetPrimary)
 	// entries are the tokens handed out (and, after a restart, every
 	// token the database holds), by hash; each is replaced, never changed.
-	entries map[[sha256.Size]byte]*Identity
+	entries map[[sha256.Size]byte]*holder
 	// spares are the tokens minted ahead for each member's next pane, by
 	// member name (see Mint); one joins entries when Mint hands it out.
 	// Nobody holds one before, so none resolves.
@@ -91,18 +92,48 @@ type Registry struct {
 	spares map[string]*spare
 }
 
+// holder is whom a worker token was handed to: its [Identity] without
+// the role, which is RoleWorker (64 bytes a token, where an Identity is
+// 80).
+type holder struct {
+	member, memberUID, paneID, terminalID string
+}
+
+// identity is h as an [Identity].
+func (h *holder) identity() Identity {
+	return Identity{Role: RoleWorker, Member: h.member, MemberUID: h.memberUID, PaneID: h.paneID, TerminalID: h.terminalID}
+}
+
 // spare is a token minted ahead of a member's next pane: its value only
 // in memory — as its random bytes, inside the spare, not a string of 43
-// characters of its own — its hash on its way to the disk (commit).
+// characters of its own — its hash on its way to the disk (commit). The
+// hash is not kept: it is the hash of the value (sum), needed when the
+// spare is handed out or forgotten; its first bytes (tag) tell whether a
+// hash a revocation names may be the spare's without hashing every spare.
+// 64 bytes, where the hash kept made 96.
 type spare struct {
 	raw    [tokenBytes]byte
-	sum    [sha256.Size]byte
+	tag    uint64
 	uid    string
 	commit *statedb.Commit
 }
 
+// newSpare is a spare of randomness raw for member uid, its hash sum.
+func newSpare(raw [tokenBytes]byte, sum [sha256.Size]byte, uid string) *spare {
+	return &spare{raw: raw, tag: tagOf(sum), uid: uid}
+}
+
+// tagOf is the first bytes of a token's hash, as a spare keeps them.
+func tagOf(sum [sha256.Size]byte) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
+
 // token is the spare's token.
 func (s *spare) token() string { return encodeToken(s.raw) }
+
+// sum is the hash of the spare's token.
+func (s *spare) sum() [sha256.Size]byte { return sha256.Sum256([]byte(s.token())) }
+
+// is reports whether sum is the hash of the spare's token.
+func (s *spare) is(sum [sha256.Size]byte) bool { return s.tag == tagOf(sum) && s.sum() == sum }
 
 // Open loads the worker tokens kept in db (nil keeps them in memory only)
 // and the primary token of stateDir, creating the directory (mode 0700)
@@ -114,7 +145,7 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 	r := &Registry{
 		db:      db,
 		rand:    opts.Rand,
-		entries: make(map[[sha256.Size]byte]*Identity),
+		entries: make(map[[sha256.Size]byte]*holder),
 		spares:  make(map[string]*spare),
 	}
 	if r.rand == nil {
@@ -155,17 +186,20 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	s, ok := r.spares[member]
 	delete(r.spares, member)
 	use := ok && s.uid == memberUID && s.commit.Durable()
+	var sum [sha256.Size]byte
+	if ok {
+		sum = s.sum()
+	}
 	switch {
 	case use:
-		ident := s.identity(member)
-		r.entries[s.sum] = &ident
+		r.entries[sum] = &holder{member: member, memberUID: s.uid}
 	case ok:
-		r.db.Stage(forget(s.sum)) // never handed out
+		r.db.Stage(forget(sum)) // never handed out
 	}
 	r.mu.Unlock()
 	if use {
 		r.mintAhead(member, memberUID)
-		return s.token(), idOf(s.sum), nil
+		return s.token(), idOf(sum), nil
 	}
 	tok, id, err := r.mint(member, memberUID)
 	if err != nil {
@@ -177,11 +211,11 @@ func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 
 // mint creates a token for member, its hash durable when it returns.
 func (r *Registry) mint(member, memberUID string) (string, ID, error) {
-	s, err := r.stage(member, memberUID, false)
+	s, sum, err := r.stage(member, memberUID, false)
 	if err != nil {
 		return "", "", err
 	}
-	tok, sum, commit := s.token(), s.sum, s.commit
+	tok, commit := s.token(), s.commit
 	if err := commit.Wait(); err != nil {
 		// Nobody holds the token yet, so forgetting it loses nothing.
 		r.mu.Lock()
@@ -198,29 +232,29 @@ func (r *Registry) mint(member, memberUID string) (string, ID, error) {
 // own: a repair's replacement tab would be asked of herdr while that write
 // and its fsync ran (DriftRepair p99).
 func (r *Registry) mintAhead(member, memberUID string) {
-	_, _ = r.stage(member, memberUID, true)
+	_, _, _ = r.stage(member, memberUID, true)
 }
 
 // stage creates a token for member, records its hash and stages its
 // record, under one lock (the file has the changes in the registry's
 // order); ahead keeps it as the member's token minted ahead, else it is
-// handed out.
-func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, error) {
-	s := &spare{uid: memberUID}
-	if err := readToken(r.rand, &s.raw); err != nil {
-		return nil, err
+// handed out. It returns the token as a spare, and its hash.
+func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, [sha256.Size]byte, error) {
+	var raw [tokenBytes]byte
+	if err := readToken(r.rand, &raw); err != nil {
+		return nil, [sha256.Size]byte{}, err
 	}
-	s.sum = sha256.Sum256([]byte(s.token()))
-	ident := Identity{Role: RoleWorker, Member: member, MemberUID: memberUID}
+	sum := sha256.Sum256([]byte(encodeToken(raw)))
+	s, h := newSpare(raw, sum, memberUID), &holder{member: member, memberUID: memberUID}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s.commit = r.db.Stage(put(s.sum, ident))
+	s.commit = r.db.Stage(put(sum, h))
 	if ahead {
 		r.spares[member] = s
 	} else {
-		r.entries[s.sum] = &ident
+		r.entries[sum] = h
 	}
-	return s, nil
+	return s, sum, nil
 }
 
 // identity is who a spare of member is minted for.
@@ -240,11 +274,9 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 		r.mu.Unlock()
 		return fmt.Errorf("bind token %s to pane %s: %w", id.short(), paneID, ErrUnknownToken)
 	}
-	ident := *prev
-	ident.PaneID, ident.TerminalID = paneID, terminalID
-	bound := &ident
+	bound := &holder{member: prev.member, memberUID: prev.memberUID, paneID: paneID, terminalID: terminalID}
 	r.entries[sum] = bound
-	commit := r.db.Stage(put(sum, ident))
+	commit := r.db.Stage(put(sum, bound))
 	r.mu.Unlock()
 	if err := commit.Wait(); err != nil {
 		r.mu.Lock()
@@ -264,14 +296,16 @@ func (r *Registry) Revoke(id ID) error {
 	if err != nil {
 		return err
 	}
-	r.removeWhere(func(s [sha256.Size]byte, _ Identity) bool { return s == sum })
+	r.removeWhere(func(s [sha256.Size]byte, _ Identity) bool { return s == sum },
+		func(_ string, s *spare) bool { return s.is(sum) })
 	return nil
 }
 
 // RevokeMember forgets every token minted for the named member and returns
 // how many there were.
 func (r *Registry) RevokeMember(name string) int {
-	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == name })
+	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == name },
+		func(member string, _ *spare) bool { return member == name })
 }
 
 // RevokeMemberPane forgets the named member's tokens bound to paneID and
@@ -282,7 +316,8 @@ func (r *Registry) RevokeMemberPane(member, paneID string) int {
 	if member == "" || paneID == "" {
 		return 0
 	}
-	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == member && i.PaneID == paneID })
+	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == member && i.PaneID == paneID },
+		nil) // a token minted ahead has no pane
 }
 
 // Retain keeps the worker tokens for which keep returns true and forgets the
@@ -294,7 +329,8 @@ func (r *Registry) RevokeMemberPane(member, paneID string) int {
 // fleetd was down keeps its token until the reconciler, once herdr has been
 // listed, releases it.
 func (r *Registry) Retain(keep func(ID, Identity) bool) int {
-	return r.removeWhere(func(s [sha256.Size]byte, i Identity) bool { return !keep(idOf(s), i) })
+	return r.removeWhere(func(s [sha256.Size]byte, i Identity) bool { return !keep(idOf(s), i) },
+		func(member string, s *spare) bool { return !keep(idOf(s.sum()), s.identity(member)) })
 }
 
 // Resolve returns the identity of the caller presenting token: the primary,
@@ -318,7 +354,7 @@ func (r *Registry) Resolve(token string) (Identity, bool) {
 	if !ok {
 		return Identity{}, false
 	}
-	return *w, true
+	return w.identity(), true
 }
 
 // AcceptPrimary makes the token whose ID is id the only primary token the
@@ -353,24 +389,26 @@ func IDOf(token string) ID { return idOf(sha256.Sum256([]byte(token))) }
 // on where they differ.
 func SameID(a, b ID) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// removeWhere forgets every token match holds for: at once in memory, in
-// the database with its next batch (not waited for).
-func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool) int {
+// removeWhere forgets every token handed out that match holds for, and
+// every token minted ahead (by member) that spare holds for (nil: none):
+// at once in memory, in the database with its next batch (not waited
+// for).
+func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool, spare func(string, *spare) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var gone []statedb.Change
 	handedOut := 0 // not counting the tokens minted ahead (Mint)
 	for sum, w := range r.entries {
-		if match(sum, *w) {
+		if match(sum, w.identity()) {
 			delete(r.entries, sum)
 			gone = append(gone, forget(sum))
 			handedOut++
 		}
 	}
 	for member, s := range r.spares {
-		if match(s.sum, s.identity(member)) {
+		if spare != nil && spare(member, s) {
 			delete(r.spares, member)
-			gone = append(gone, forget(s.sum))
+			gone = append(gone, forget(s.sum()))
 		}
 	}
 	r.db.Stage(gone...)
@@ -392,10 +430,10 @@ func forget(sum [sha256.Size]byte) statedb.Change {
 	return statedb.Delete(statedb.Tokens, string(idOf(sum)))
 }
 
-// put is the change that records token sum as ident.
-func put(sum [sha256.Size]byte, ident Identity) statedb.Change {
+// put is the change that records token sum as handed to h.
+func put(sum [sha256.Size]byte, h *holder) statedb.Change {
 	id := string(idOf(sum))
-	data, _ := json.Marshal(fileEntry{SHA256: id, Member: ident.Member, MemberUID: ident.MemberUID, PaneID: ident.PaneID, TerminalID: ident.TerminalID}) // strings only: cannot fail
+	data, _ := json.Marshal(fileEntry{SHA256: id, Member: h.member, MemberUID: h.memberUID, PaneID: h.paneID, TerminalID: h.terminalID}) // strings only: cannot fail
 	return statedb.Put(statedb.Tokens, id, data)
 }
 
@@ -411,7 +449,7 @@ func (r *Registry) load() error {
 		if err != nil || e.SHA256 != key {
 			return fmt.Errorf("load token %s: recorded under another hash (%s)", ID(key).short(), ID(e.SHA256).short())
 		}
-		r.entries[sum] = &Identity{Role: RoleWorker, Member: e.Member, MemberUID: e.MemberUID, PaneID: e.PaneID, TerminalID: e.TerminalID}
+		r.entries[sum] = &holder{member: e.Member, memberUID: e.MemberUID, paneID: e.PaneID, terminalID: e.TerminalID}
 		return nil
 	})
 }

@@ -542,7 +542,7 @@ func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 	}
 	fail.Store(true)
 	tok, id, err := r.Mint("reviewer", "uid")
-	if err != nil || tok != ahead.token() || id != idOf(ahead.sum) {
+	if err != nil || tok != ahead.token() || id != idOf(ahead.sum()) {
 		t.Fatalf("the second Mint with the disk failing = %v; want the token minted ahead, at once", err)
 	}
 	if ident, ok := r.Resolve(tok); !ok || ident.Member != "reviewer" || ident.MemberUID != "uid" {
@@ -572,5 +572,53 @@ func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 	}
 	if tok, _ := mint(t, r, "reviewer", "uid-2"); tok == ahead.token() {
 		t.Error("Mint after RevokeMember handed out the revoked token minted ahead")
+	}
+}
+
+// A token minted ahead is forgotten by a revocation that names it: by its
+// hash (Revoke, though nobody was given it), by its member (RevokeMember)
+// or by Retain's keep; never by a pane (it has none) nor by another
+// token's hash. Forgotten, it is never handed out, and its record goes too.
+func TestRegistry_RevocationsOfTheTokenMintedAhead(t *testing.T) {
+	tests := []struct {
+		name   string
+		revoke func(r *Registry, ahead ID)
+		gone   bool
+	}{
+		{"by its hash", func(r *Registry, ahead ID) { r.Revoke(ahead) }, true},
+		{"by another hash", func(r *Registry, _ ID) { r.Revoke(IDOf("not a token of this registry")) }, false},
+		{"by its member", func(r *Registry, _ ID) { r.RevokeMember("a") }, true},
+		{"by another member", func(r *Registry, _ ID) { r.RevokeMember("b") }, false},
+		{"by its member's pane", func(r *Registry, _ ID) { r.RevokeMemberPane("a", "w1:p2") }, false},
+		{"not kept by Retain", func(r *Registry, ahead ID) {
+			r.Retain(func(id ID, i Identity) bool { return id != ahead || i.Member != "a" || i.MemberUID != "uid-a" })
+		}, true},
+		{"kept by Retain", func(r *Registry, _ ID) { r.Retain(func(ID, Identity) bool { return true }) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := open(t, dir)
+			_, id := mint(t, r, "a", "uid-a")
+			if err := r.Bind(id, "w1:p2", "term-2"); err != nil {
+				t.Fatal(err)
+			}
+			ahead := spareOf(t, r, "a")
+			aheadID := idOf(ahead.sum())
+			tt.revoke(r, aheadID)
+			r.mu.Lock()
+			_, kept := r.spares["a"]
+			r.mu.Unlock()
+			if kept == tt.gone {
+				t.Fatalf("the token minted ahead kept = %v, want %v", kept, !tt.gone)
+			}
+			if err := r.db.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			_, onDisk := reopen(t, r, dir).Resolve(ahead.token())
+			if onDisk == tt.gone {
+				t.Errorf("its record kept = %v, want %v", onDisk, !tt.gone)
+			}
+		})
 	}
 }
