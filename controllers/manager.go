@@ -49,10 +49,11 @@ type Manager struct {
 	wsMu    sync.Mutex                  // serialises workspace lookup-or-create, and closing
 	created map[string]CreatedWorkspace // by workspace id: the workspaces fleetd created; wsMu
 
-	mu        sync.Mutex
-	states    map[string]*memberState
-	runtimes  map[string]*runtime
-	transient map[string]int // reconciles in a row herdr did not answer
+	mu         sync.Mutex
+	states     map[string]*memberState
+	conditions conditionLists // the lists of conditions states share
+	runtimes   map[string]*runtime
+	transient  map[string]int // reconciles in a row herdr did not answer
 	// launches: the launchHash of each member's current definition
 	// (launchHashOf), with or without a status.
 	launches map[string]launchMemo

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
@@ -212,7 +213,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		return
 	}
 	old := s.status.Phase
-	copyStatus(&s.status, &b.st) // the builder may keep editing its copy
+	setStatus(&s.status, &b.st, &m.conditions) // the builder may keep editing its copy
 	if old != b.st.Phase {
 		if old != "" {
 			m.metrics.members.WithLabelValues(old).Dec()
@@ -237,24 +238,43 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 	m.changed.Notify()
 }
 
-// copyStatus makes *dst a deep copy of src, as src.DeepCopyInto would, in
-// the array of dst's conditions when it has room: a member's status in
-// m.states is read and copied under mu only, so nothing else holds that
-// array, and most writes change a condition or two of the same five.
-func copyStatus(dst, src *v1alpha1.MemberStatus) {
-	conds := dst.Conditions[:0]
+// setStatus makes *dst a deep copy of src whose conditions are shared:
+// the list of a status in m.states is read and copied (DeepCopyInto), never
+// changed, so members whose conditions are alike keep one list (lists). A
+// settled fleet's Ready members' mostly are — the same types, reasons and
+// messages, their transition times kept to the second.
+func setStatus(dst, src *v1alpha1.MemberStatus, lists *conditionLists) {
 	rest := *src
 	rest.Conditions = nil
 	*dst = v1alpha1.MemberStatus{}
 	rest.DeepCopyInto(dst)
-	switch {
-	case src.Conditions == nil:
-	case conds != nil && cap(conds) >= len(src.Conditions):
-		dst.Conditions = append(conds, src.Conditions...)
-	default:
-		dst.Conditions = make([]v1alpha1.Condition, len(src.Conditions))
-		copy(dst.Conditions, src.Conditions)
+	dst.Conditions = lists.share(src.Conditions)
+}
+
+// conditionLists are the last condition lists m.states kept, each shared
+// by every member whose conditions are the same (setStatus). A handful is
+// enough: a fleet's members go through the same few states, in waves.
+type conditionLists struct {
+	recent [8][]v1alpha1.Condition
+	next   int
+}
+
+// share returns a list equal to conds that nothing changes: a recent one,
+// or a copy of conds that becomes one. nil if conds is empty.
+func (l *conditionLists) share(conds []v1alpha1.Condition) []v1alpha1.Condition {
+	if len(conds) == 0 {
+		return nil
 	}
+	for i := range l.recent { // the latest first
+		r := l.recent[(l.next-1-i+2*len(l.recent))%len(l.recent)]
+		if slices.Equal(r, conds) {
+			return r
+		}
+	}
+	kept := slices.Clip(slices.Clone(conds))
+	l.recent[l.next] = kept
+	l.next = (l.next + 1) % len(l.recent)
+	return kept
 }
 
 // forgetMember drops all in-memory state of a deleted member, its memory

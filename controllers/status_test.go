@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -77,7 +78,7 @@ func TestSessionID_SameAsEveryEarlierFleetd(t *testing.T) {
 
 // copyStatus copies a status as DeepCopyInto does, whatever the status it
 // overwrites held, and shares nothing with the copied one.
-func TestCopyStatus_SameAsDeepCopy(t *testing.T) {
+func TestSetStatus_SameAsDeepCopyWithSharedConditions(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	conds := func(n int) []v1alpha1.Condition {
 		out := make([]v1alpha1.Condition, n)
@@ -97,26 +98,57 @@ func TestCopyStatus_SameAsDeepCopy(t *testing.T) {
 		"three in room for 5": {Conditions: conds(5)[:3]},
 		"full":                full,
 	}
+	var lists conditionLists
 	for dname, dst := range statuses {
 		for sname, src := range statuses {
 			var want v1alpha1.MemberStatus
 			src.DeepCopyInto(&want)
-			got := v1alpha1.MemberStatus{}
-			dst.DeepCopyInto(&got)
-			if dst.Conditions != nil { // an array of its own, with dst's room
-				got.Conditions = append(make([]v1alpha1.Condition, 0, cap(dst.Conditions)), dst.Conditions...)
+			if len(want.Conditions) == 0 {
+				want.Conditions = nil // none kept is none
 			}
-			copyStatus(&got, &src)
+			got := v1alpha1.MemberStatus{}
+			setStatus(&got, &dst, &lists)
+			setStatus(&got, &src, &lists)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("%s over %s: got %+v, want %+v", sname, dname, got, want)
 			}
 			if len(got.Conditions) > 0 && &got.Conditions[0] == &src.Conditions[0] {
-				t.Errorf("%s over %s: the copy shares the conditions' array", sname, dname)
+				t.Errorf("%s over %s: the copy shares the conditions' array of the status written", sname, dname)
+			}
+			if cap(got.Conditions) != len(got.Conditions) {
+				t.Errorf("%s over %s: the shared conditions have room to append into (cap %d, len %d)", sname, dname, cap(got.Conditions), len(got.Conditions))
 			}
 			if got.Worktree != nil && got.Worktree == src.Worktree {
 				t.Errorf("%s over %s: the copy shares the worktree status", sname, dname)
 			}
 		}
+	}
+}
+
+func TestConditionLists_AlikeListsAreKeptOnce(t *testing.T) {
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	ready := func(msg string) []v1alpha1.Condition {
+		return []v1alpha1.Condition{
+			{Type: v1alpha1.ConditionReady, Status: v1alpha1.ConditionTrue, Reason: "AgentReady", Message: msg, LastTransitionTime: at},
+			{Type: v1alpha1.ConditionProgressing, Status: v1alpha1.ConditionFalse, Reason: "AgentReady", LastTransitionTime: at},
+		}
+	}
+	var lists conditionLists
+	a, b, c := lists.share(ready("idle")), lists.share(ready("idle")), lists.share(ready("working"))
+	if &a[0] != &b[0] {
+		t.Error("two members with the same conditions keep a list each")
+	}
+	if &a[0] == &c[0] {
+		t.Error("two members with different conditions share a list")
+	}
+	for i := range len(lists.recent) { // a's falls out of the recent lists
+		lists.share(ready(fmt.Sprint("other ", i)))
+	}
+	if d := lists.share(ready("idle")); &d[0] == &a[0] || !slices.Equal(d, a) || !slices.Equal(a, ready("idle")) {
+		t.Errorf("a list no longer recent: shared again %v, or changed: %+v", &d[0] == &a[0], a)
+	}
+	if got := lists.share(nil); got != nil {
+		t.Errorf("no conditions kept as %v", got)
 	}
 }
 
