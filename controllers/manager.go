@@ -54,9 +54,6 @@ type Manager struct {
 	conditions conditionLists // the lists of conditions states share
 	runtimes   map[string]*runtime
 	transient  map[string]int // reconciles in a row herdr did not answer
-	// launches: the launchHash of each member's current definition
-	// (launchHashOf), with or without a status.
-	launches map[string]launchMemo
 	// waiting: members waiting for their agent to be idle, and for what
 	// (graceful.go); working: since when each member's agent works;
 	// forced and restarts: what Expedite and Restart asked, until the
@@ -108,7 +105,6 @@ func New(opts *Options) (*Manager, error) {
 		states:     map[string]*memberState{},
 		promptObjs: map[string]bool{},
 		runtimes:   map[string]*runtime{},
-		launches:   map[string]launchMemo{},
 		relaunches: map[string]string{},
 		transient:  map[string]int{},
 		waiting:    map[string]string{},

@@ -382,14 +382,14 @@ func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, refs str
 // members have their pane and not yet a status.
 func (m *Manager) launchHashOf(mem *v1alpha1.Member) string {
 	m.mu.Lock()
-	if l, ok := m.launches[mem.Name]; ok && l.of == mem {
+	if l := m.runtimeLocked(mem.Name).launch; l.of == mem {
 		m.mu.Unlock()
 		return l.hash
 	}
 	m.mu.Unlock()
 	h := launchHash(mem)
 	m.mu.Lock()
-	m.launches[mem.Name] = launchMemo{of: mem, hash: h}
+	m.runtimeLocked(mem.Name).launch = launchMemo{of: mem, hash: h}
 	m.mu.Unlock()
 	return h
 }

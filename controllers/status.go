@@ -67,6 +67,10 @@ type runtime struct {
 	// fencePaused is the pane whose agent the fence interrupted
 	// (FencePause), until the node is confirmed again.
 	fencePaused string
+	// launch is the launchHash of the member's current definition
+	// (launchHashOf, under mu: a member is counted in /metrics before it
+	// is reconciled, and on any node).
+	launch launchMemo
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
@@ -295,7 +299,6 @@ func (m *Manager) forgetMember(name string) {
 		delete(m.states, name)
 	}
 	delete(m.promptObjs, name)
-	delete(m.launches, name)
 	delete(m.runtimes, name)
 	delete(m.working, name)
 	delete(m.asked, name)
@@ -309,6 +312,11 @@ func (m *Manager) forgetMember(name string) {
 func (m *Manager) runtimeOf(name string) *runtime {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.runtimeLocked(name)
+}
+
+// runtimeLocked is runtimeOf with mu held.
+func (m *Manager) runtimeLocked(name string) *runtime {
 	r, ok := m.runtimes[name]
 	if !ok {
 		r = &runtime{}
