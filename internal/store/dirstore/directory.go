@@ -87,9 +87,12 @@ type Directory struct {
 	maxBytes int64
 	read     func(path string, limit int64) ([]byte, error) // decode.ReadManifest; tests wrap it
 
-	sem   chan struct{}         // capacity 1: held by a scan, Apply or Delete
-	files map[string]*fileState // by path; sem
-	meta  *metaBook             // sem
+	sem chan struct{} // capacity 1: held by a scan, Apply or Delete
+	// files are the manifest files, in path order (the order
+	// decode.ManifestPaths lists them in). A thousand members' files are
+	// kept in one slice, not one allocation each behind a map. sem.
+	files []fileState
+	meta  *metaBook // sem
 	// deleted are the members Delete removed since the last scan: removed
 	// on purpose, never held. sem.
 	deleted map[string]bool
@@ -109,11 +112,22 @@ type location struct {
 // fileState is what the store knows about one manifest file.
 type fileState struct {
 	hash [32]byte
-	// good are the last good objects, with their positions; an object in
-	// effect is the snapshot's (stamped, never changed), not its decoded
-	// copy (build).
-	good decode.FileResult
-	errs decode.ErrorList // problems of the current content
+	// res is the file as the store holds it: its Path; the Objects of its
+	// last good content, with their positions — an object in effect is
+	// the snapshot's (stamped, never changed), not its decoded copy
+	// (build); and the Errors of its current content, none when that is
+	// the good one. Errors never take the objects away.
+	res decode.FileResult
+}
+
+// file returns the state of the file at path; nil when the store has
+// none. It only reads d.files; d.sem must be held.
+func (d *Directory) file(path string) *fileState {
+	i := sort.Search(len(d.files), func(i int) bool { return d.files[i].res.Path >= path })
+	if i < len(d.files) && d.files[i].res.Path == path {
+		return &d.files[i]
+	}
+	return nil
 }
 
 var _ store.Store = (*Directory)(nil)
@@ -155,7 +169,6 @@ func New(dir string, opts *Options) (*Directory, error) {
 		maxBytes: o.MaxFileBytes,
 		read:     decode.ReadManifest,
 		sem:      make(chan struct{}, 1),
-		files:    map[string]*fileState{},
 		meta:     meta,
 		deleted:  map[string]bool{},
 	}
@@ -334,46 +347,46 @@ func (d *Directory) scan() {
 	// New's).
 	prev := d.hold.Input()
 	changed := !prev.Synced || prev.Unreadable != nil
-	seen := map[string]bool{}
+	// files are the states of the files listed, in their order; known
+	// counts those read before, so that one removed since is noticed.
+	files := make([]fileState, 0, len(paths))
+	known := 0
 	var recorded map[string][]string // the records' keys by file, once a new file needs them
 	for i, r := range d.readAll(paths) {
 		path := paths[i]
 		if r.missing {
 			continue // removed since it was listed
 		}
-		seen[path] = true
-		st := d.files[path]
-		if st == nil {
+		var st fileState
+		if old := d.file(path); old != nil {
+			st = *old
+			known++
+		} else {
 			if recorded == nil {
 				recorded = d.meta.keysBySource()
 			}
-			st = &fileState{good: d.meta.lastGood(path, recorded[path])}
-			d.files[path] = st
+			st = fileState{res: d.meta.lastGood(path, recorded[path])}
 			changed = true
 		}
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			st.hash = [32]byte{}
-			st.errs = decode.ErrorList{decode.AsError(path, r.err)}
+			st.res.Errors = decode.ErrorList{decode.AsError(path, r.err)}
 			changed = true
-			continue
-		}
-		if r.res == nil {
-			continue // as it was last read
-		}
-		st.hash = r.hash
-		changed = true
-		if len(r.res.Errors) > 0 {
-			st.errs = r.res.Errors // keep st.good: the last good objects
-			continue
-		}
-		st.good, st.errs = *r.res, nil
-	}
-	for path := range d.files {
-		if !seen[path] {
-			delete(d.files, path)
+		case r.res == nil: // as it was last read
+		case len(r.res.Errors) > 0:
+			st.hash = r.hash
+			st.res.Errors = r.res.Errors // keep the last good objects
+			changed = true
+		default:
+			st.hash = r.hash
+			st.res = *r.res
 			changed = true
 		}
+		files = append(files, st)
 	}
+	changed = changed || known < len(d.files)
+	d.files = files
 	if changed {
 		d.publish(d.build())
 	}
@@ -409,7 +422,7 @@ func (d *Directory) readAll(paths []string) []fileRead {
 		}
 		h := sha256.Sum256(data)
 		out[i].hash = h
-		if st := d.files[paths[i]]; st != nil && st.hash == h {
+		if st := d.file(paths[i]); st != nil && st.hash == h {
 			return
 		}
 		res := decode.Manifest(paths[i], data)
@@ -454,19 +467,13 @@ func (d *Directory) build() *store.Snapshot {
 	prev := d.Snapshot()
 	next := store.NewSnapshot()
 	next.Synced = true
-	paths := make([]string, 0, len(d.files))
-	for p := range d.files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	files := make([]decode.FileResult, 0, len(paths))
+	files := make([]decode.FileResult, 0, len(d.files))
 	defs := make(map[store.Key]int, len(prev.Sources))
 	dup := false
-	for _, p := range paths {
-		st := d.files[p]
-		next.Errors = append(next.Errors, st.errs...)
-		f := st.good
-		f.Path = p
+	for _, st := range d.files {
+		next.Errors = append(next.Errors, st.res.Errors...)
+		f := st.res
+		f.Errors = nil // the checks below judge the objects in effect
 		files = append(files, f)
 		for _, obj := range f.Objects {
 			key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}

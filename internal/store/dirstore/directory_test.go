@@ -364,6 +364,78 @@ func TestDirectory_BrokenFileKeepsLastGoodObjects(t *testing.T) {
 	})
 }
 
+// A broken file keeps its last good objects, where they are written, and
+// its error while files are added and removed around it in the same change
+// — before it, after it, between — and every file keeps its own: each
+// member comes from its file, and the reference it makes to a Profile that
+// does not exist is placed on its own file's line (spec.profile, line 5).
+func TestDirectory_BrokenFileKeepsItsObjectsAsFilesComeAndGo(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remove := func(name string) {
+		t.Helper()
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"b", "d", "f"} {
+		write(name+".yaml", memberDoc(name, "missing"))
+	}
+	d, err := New(dir, &Options{StateDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := d.Snapshot().Members["d"]
+	write("d.yaml", memberDoc("d", "missing")+"  paused: [oops\n")
+	d.rescan(t.Context())
+	check := func(when string, want []string) {
+		t.Helper()
+		s := d.Snapshot()
+		if diff := cmp.Diff(want, memberNames(s)); diff != "" {
+			t.Errorf("%s: members (-want +got):\n%s", when, diff)
+		}
+		if s.Members["d"] != good {
+			t.Errorf("%s: the broken file lost or changed its last good member", when)
+		}
+		if len(s.Errors) != 1 || s.Errors[0].File != filepath.Join(dir, "d.yaml") {
+			t.Errorf("%s: errors = %v, want d.yaml's one", when, s.Errors)
+		}
+		var places []string
+		for name := range s.Members {
+			if src := s.Sources[store.Key{Kind: v1alpha1.KindMember, Name: name}]; src != filepath.Join(dir, name+".yaml") {
+				t.Errorf("%s: member %s comes from %s, want its own file", when, name, src)
+			}
+		}
+		for _, e := range s.Unresolved {
+			places = append(places, fmt.Sprintf("%s:%d", filepath.Base(e.File), e.Line))
+		}
+		var wantPlaces []string
+		for _, name := range want {
+			wantPlaces = append(wantPlaces, name+".yaml:5")
+		}
+		if diff := cmp.Diff(wantPlaces, places); diff != "" {
+			t.Errorf("%s: unresolved references (-want +got):\n%s", when, diff)
+		}
+	}
+	check("broken", []string{"b", "d", "f"})
+	for _, name := range []string{"a", "c", "e", "g"} {
+		write(name+".yaml", memberDoc(name, "missing"))
+	}
+	remove("b.yaml")
+	remove("f.yaml")
+	d.rescan(t.Context())
+	check("files added and removed around it", []string{"a", "c", "d", "e", "g"})
+	remove("a.yaml")
+	remove("c.yaml")
+	d.rescan(t.Context())
+	check("every file before it removed", []string{"d", "e", "g"})
+}
+
 // TestDirectory_DuplicatesAreRejectedLikeTheDecoder: an object defined
 // twice — in two files or twice in one — takes effect from neither
 // definition when it was never good, and is reported as decode.Dir (and so
