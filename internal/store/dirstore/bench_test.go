@@ -69,7 +69,7 @@ func BenchmarkMetaBook_Encode(b *testing.B) {
 	d := newFiles(b, fleetFiles(1000)).restarted()
 	b.ReportAllocs()
 	for b.Loop() {
-		book := &metaBook{recs: d.meta.recs}
+		book := &metaBook{recs: d.meta.recs, live: d.meta.live}
 		if _, err := book.encode(); err != nil {
 			b.Fatal(err)
 		}

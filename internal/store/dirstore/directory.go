@@ -441,11 +441,7 @@ func (d *Directory) readAll(paths []string) []fileRead {
 // and what they reference too — and forgets the others. d.sem must be
 // held.
 func (d *Directory) saveMeta() {
-	present := map[string]bool{}
-	for k := range d.Snapshot().Sources {
-		present[k.String()] = true
-	}
-	d.meta.prune(present)
+	d.meta.retain(d.Snapshot())
 	if err := d.meta.save(); err != nil {
 		d.log.Error("cannot persist object metadata; generations may be renumbered after a restart", "err", err)
 	}
@@ -581,7 +577,7 @@ func inEffect(at location, obj v1alpha1.Object) decode.FileResult {
 // of key whose spec is the one the state directory recorded as key's last
 // good spec — the copy that was in effect before fleetd restarted.
 func (d *Directory) recordedCopy(files []decode.FileResult, key store.Key) (location, bool) {
-	rec, ok := d.meta.recs[key.String()]
+	rec, ok := d.meta.lookup(key)
 	if !ok {
 		return location{}, false
 	}

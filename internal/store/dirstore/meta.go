@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -27,14 +28,13 @@ import (
 // is held (store.Hold's baseline). Records written before the definitions
 // were kept have no Source or Object.
 //
-// In memory a definition is obj, the object in effect (the snapshot's own,
-// never changed), once [metaBook.keep] has seen it; Object is then nil and
-// is encoded from obj only to save the records. Object is the definition
-// as the file had it until then.
-//
-// The book keeps each record by pointer, changed in place: a map holds up
-// to twice as many slots as entries (a thousand records take 2048), and a
-// pointer's slot is a fifth the size of a record's.
+// The book keeps a record in memory only until an object takes its name:
+// from then on the record is what the object in effect carries — uid,
+// generation and creationTimestamp in its metadata, its spec's digest, and
+// the file the snapshot names — and is made from the snapshot when the
+// records are saved ([metaBook.lookup]); obj is that object, and Object is
+// encoded from it. A record read from the objects file holds the definition
+// as the file had it, in Object.
 type metaRecord struct {
 	UID        string          `json:"uid"`
 	Generation int64           `json:"generation"`
@@ -48,12 +48,22 @@ type metaRecord struct {
 // metaBook assigns uid, generation and creationTimestamp, keyed by
 // "Kind/name", and persists them when path is set (the state directory's
 // objects file).
+//
+// Its records are those of live, the objects in effect when the book was
+// last given them ([metaBook.retain]), made from the objects themselves,
+// and recs: the records read from the objects file that no object has
+// taken yet (a recs record wins over live's). A thousand members' records
+// are not kept a second time beside the snapshot that holds their objects.
 type metaBook struct {
 	state statedir.Layout
 	path  string
 	recs  map[string]*metaRecord
+	live  *store.Snapshot // nil until the first retain
 	dirty bool
 	size  int // of the objects file encode made last
+	// created is the creationTimestamp stamp gave a new object last, for
+	// the objects it creates in the same second: they share it.
+	created *time.Time
 }
 
 func loadMeta(stateDir string) (*metaBook, error) {
@@ -84,46 +94,117 @@ func loadMeta(stateDir string) (*metaBook, error) {
 	return b, nil
 }
 
-// stamp sets obj's uid, generation and creationTimestamp: a new name gets a
-// new uid and generation 1; a changed spec bumps the generation. The
-// object's creationTimestamp points at the record's, which never changes
-// (an object in effect is never changed either): every object stamped
-// under a name shares one.
+// stamp sets obj's uid, generation and creationTimestamp from its name's
+// record: a new name gets a new uid, generation 1 and the current second;
+// a changed spec bumps the generation. The object's creationTimestamp
+// points at the one of the object in effect under its name, which never
+// changes (an object in effect is never changed either): every object
+// stamped under a name shares one, and the names created in one second
+// share theirs.
 func (b *metaBook) stamp(obj v1alpha1.Object, now time.Time) {
-	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
-	h := specHash(obj)
-	rec, ok := b.recs[key]
-	switch {
-	case !ok:
-		rec = &metaRecord{UID: store.NewUID(), Generation: 1, SpecHash: h, Created: now.UTC().Truncate(time.Second)}
-		b.recs[key], b.dirty = rec, true
-	case rec.SpecHash != h:
-		rec.Generation++
-		rec.SpecHash = h
-		b.dirty = true
-	}
+	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}
 	m := obj.GetMeta()
-	m.UID, m.Generation = rec.UID, rec.Generation
 	m.ResourceVersion = "" // files have no versions: a written one means nothing here
-	m.CreationTimestamp = &rec.Created
+	if rec, ok := b.recs[key.String()]; ok {
+		created := rec.Created
+		m.UID, m.Generation, m.CreationTimestamp = rec.UID, rec.Generation, &created
+		if rec.SpecHash != specHash(obj) {
+			m.Generation++
+			b.dirty = true
+		}
+		return
+	}
+	if last := b.inEffect(key); last != nil {
+		lm := last.GetMeta()
+		m.UID, m.Generation, m.CreationTimestamp = lm.UID, lm.Generation, lm.CreationTimestamp
+		if !sameSpec(last, obj) {
+			m.Generation++
+			b.dirty = true
+		}
+		return
+	}
+	if created := now.UTC().Truncate(time.Second); b.created == nil || !b.created.Equal(created) {
+		b.created = &created
+	}
+	m.UID, m.Generation, m.CreationTimestamp = store.NewUID(), 1, b.created
+	b.dirty = true
 }
 
-// keep records obj, in effect, as its last good definition, defined in
-// source. The record keeps obj itself, which the snapshot holds anyway
-// (and never changes), not a copy.
+// inEffect returns live's object under key; nil when there is none.
+func (b *metaBook) inEffect(key store.Key) v1alpha1.Object {
+	if b.live == nil {
+		return nil
+	}
+	if obj, ok := b.live.Object(key); ok {
+		return obj
+	}
+	return nil
+}
+
+// keep records obj, stamped and in effect, as its last good definition,
+// defined in source: obj, which the snapshot holds anyway (and never
+// changes), is its record from now on — the one read from the objects
+// file, if any, is dropped — and the records are to be saved again unless
+// they said so already.
 func (b *metaBook) keep(obj v1alpha1.Object, source string) {
-	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}.String()
-	rec, ok := b.recs[key]
-	if !ok || (rec.obj == obj && rec.Source == source) {
-		return // stamped first, always; or kept already
+	key := store.Key{Kind: obj.GetObjectKind(), Name: obj.GetName()}
+	var was []byte // the definition recorded
+	if rec, ok := b.recs[key.String()]; ok {
+		delete(b.recs, key.String())
+		if rec.Source != source {
+			b.dirty = true
+			return
+		}
+		was = recordedJSON(rec)
+	} else if last := b.inEffect(key); last == nil || b.live.Sources[key] != source {
+		b.dirty = true // new (stamp said so), or moved to another file
+		return
+	} else if last == obj {
+		return
+	} else {
+		was, _ = json.Marshal(last)
 	}
-	changed := rec.Source != source
-	if !changed {
-		data, err := json.Marshal(obj)
-		changed = err != nil || !bytes.Equal(recordedJSON(rec), data)
+	data, err := json.Marshal(obj)
+	b.dirty = b.dirty || err != nil || !bytes.Equal(was, data)
+}
+
+// keys returns the keys of every record, in order.
+func (b *metaBook) keys() []string {
+	keys := slices.Collect(maps.Keys(b.recs))
+	if b.live != nil {
+		for k := range b.live.Sources {
+			if _, ok := b.recs[k.String()]; !ok {
+				keys = append(keys, k.String())
+			}
+		}
 	}
-	rec.Source, rec.Object, rec.obj = source, nil, obj
-	b.dirty = b.dirty || changed
+	slices.Sort(keys)
+	return keys
+}
+
+// lookup returns key's record: the one read from the objects file, or the
+// one live's object carries, made anew (its spec digest computed) at each
+// call; false when the book has none.
+func (b *metaBook) lookup(key store.Key) (*metaRecord, bool) {
+	if rec, ok := b.recs[key.String()]; ok {
+		return rec, true
+	}
+	obj := b.inEffect(key)
+	if obj == nil {
+		return nil, false
+	}
+	m := obj.GetMeta()
+	rec := &metaRecord{UID: m.UID, Generation: m.Generation, SpecHash: specHash(obj), Source: b.live.Sources[key], obj: obj}
+	if m.CreationTimestamp != nil {
+		rec.Created = *m.CreationTimestamp
+	}
+	return rec, true
+}
+
+// parseKey is the key a record is filed under ("Kind/name").
+func parseKey(key string) store.Key {
+	kind, name, _ := strings.Cut(key, "/")
+	return store.Key{Kind: kind, Name: name}
 }
 
 // keysBySource indexes the records' keys by the file that defined them,
@@ -132,8 +213,14 @@ func (b *metaBook) keep(obj v1alpha1.Object, source string) {
 // here instead of sorting and walking every record per file.
 func (b *metaBook) keysBySource() map[string][]string {
 	out := map[string][]string{}
-	for _, key := range slices.Sorted(maps.Keys(b.recs)) {
-		if src := b.recs[key].Source; src != "" {
+	for _, key := range b.keys() {
+		var src string
+		if rec, ok := b.recs[key]; ok {
+			src = rec.Source
+		} else {
+			src = b.live.Sources[parseKey(key)]
+		}
+		if src != "" {
 			out[src] = append(out[src], key)
 		}
 	}
@@ -146,7 +233,13 @@ func (b *metaBook) keysBySource() map[string][]string {
 func (b *metaBook) lastGood(path string, keys []string) decode.FileResult {
 	f := decode.FileResult{Path: path}
 	for _, key := range keys {
-		if obj := b.recs[key].object(key); obj != nil {
+		var obj v1alpha1.Object
+		if rec, ok := b.recs[key]; ok {
+			obj = rec.object(key)
+		} else {
+			obj = b.inEffect(parseKey(key))
+		}
+		if obj != nil {
 			f.Objects = append(f.Objects, obj)
 		}
 	}
@@ -185,7 +278,7 @@ func (b *metaBook) baseline() *store.Snapshot {
 // object decodes the recorded definition of the object key names
 // ("Kind/name"); nil when there is none (or it does not decode).
 func (r *metaRecord) object(key string) v1alpha1.Object {
-	kind, _, _ := strings.Cut(key, "/")
+	kind := parseKey(key).Kind
 	if r.obj != nil && r.Source != "" {
 		return r.obj
 	}
@@ -199,14 +292,24 @@ func (r *metaRecord) object(key string) v1alpha1.Object {
 	return obj
 }
 
-// prune forgets every object not in present.
-func (b *metaBook) prune(present map[string]bool) {
+// retain makes snap's objects the ones in effect, whose records they
+// carry, and forgets every record of an object snap does not hold.
+func (b *metaBook) retain(snap *store.Snapshot) {
 	for k := range b.recs {
-		if !present[k] {
+		if _, ok := snap.Sources[parseKey(k)]; !ok {
 			delete(b.recs, k)
 			b.dirty = true
 		}
 	}
+	if b.live != nil {
+		for k := range b.live.Sources {
+			if _, ok := snap.Sources[k]; !ok {
+				b.dirty = true
+				break
+			}
+		}
+	}
+	b.live = snap
 }
 
 func (b *metaBook) save() error {
@@ -252,11 +355,12 @@ func (b *metaBook) encode() ([]byte, error) {
 		return nil
 	}
 	buf.WriteByte('{')
-	for i, k := range slices.Sorted(maps.Keys(b.recs)) {
+	names := b.keys()
+	for i, k := range names {
 		// The definition in effect is encoded in the record's own pass
 		// (out.Object hides rec.Object, and is the last field as it is),
 		// not marshalled apart and then compacted again as raw JSON.
-		rec := b.recs[k]
+		rec, _ := b.lookup(parseKey(k))
 		out := struct {
 			metaRecord
 			Object any `json:"object,omitempty"`
@@ -279,7 +383,7 @@ func (b *metaBook) encode() ([]byte, error) {
 			return nil, fmt.Errorf("encode object metadata: %s: %w", k, err)
 		}
 	}
-	if len(b.recs) > 0 {
+	if len(names) > 0 {
 		buf.WriteByte('\n')
 	}
 	buf.WriteByte('}')
@@ -312,19 +416,28 @@ func (d *specDigest) UnmarshalText(text []byte) error {
 // specHash fingerprints an object's spec; only a spec change bumps the
 // generation, as in Kubernetes.
 func specHash(obj v1alpha1.Object) specDigest {
-	var spec any
+	data, _ := json.Marshal(specOf(obj)) // plain data types: cannot fail
+	return sha256.Sum256(data)
+}
+
+// specOf is obj's spec (obj itself for a kind without one).
+func specOf(obj v1alpha1.Object) any {
 	switch o := obj.(type) {
 	case *v1alpha1.Member:
-		spec = o.Spec
+		return o.Spec
 	case *v1alpha1.Profile:
-		spec = o.Spec
+		return o.Spec
 	case *v1alpha1.Tenant:
-		spec = o.Spec
-	default:
-		spec = obj
+		return o.Spec
 	}
-	data, _ := json.Marshal(spec) // plain data types: cannot fail
-	return sha256.Sum256(data)
+	return obj
+}
+
+// sameSpec reports whether a and b have the same spec as their digests
+// tell: equal specs encode alike, so only specs that differ as values
+// (nil and empty, say) are encoded to be compared.
+func sameSpec(a, b v1alpha1.Object) bool {
+	return reflect.DeepEqual(specOf(a), specOf(b)) || specHash(a) == specHash(b)
 }
 
 // sameObject reports whether a and b have equal content, status aside.

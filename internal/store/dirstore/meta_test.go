@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
@@ -134,6 +136,105 @@ func TestMetaBook_ObjectsFileBytesAsBefore(t *testing.T) {
 		var d specDigest
 		if err := json.Unmarshal([]byte(`"`+text+`"`), &d); err != nil || d != (specDigest{}) {
 			t.Errorf("digest %q read as %x, %v; want none, no error", text, d, err)
+		}
+	}
+}
+
+// The objects file holds, after every read, exactly the objects in
+// effect, each with the metadata it carries: uid, generation,
+// creationTimestamp, its spec's digest, its file and its definition —
+// through a first start, an edit of the spec, a metadata-only edit, a
+// removal and a restart. The book keeps no record of its own for an object
+// in effect: the file is written from the objects.
+func TestMetaBook_ObjectsFileFollowsTheObjectsInEffect(t *testing.T) {
+	h := newFiles(t, map[string]string{
+		"profile.yaml": profileDoc,
+		"alpha.yaml":   memberDoc("alpha", "codex-fast"),
+		"team.yaml":    memberDoc("beta", "codex-fast") + "---\n" + memberDoc("gamma", "codex-fast"),
+	})
+	d := h.restarted()
+	check := func(when string, d *Directory) {
+		t.Helper()
+		b, err := loadMeta(h.state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := d.Snapshot()
+		var keys []string
+		for k := range snap.Sources {
+			keys = append(keys, k.String())
+		}
+		if diff := cmp.Diff(keys, b.keys(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			t.Errorf("%s: records (-in effect +recorded):\n%s", when, diff)
+		}
+		for k, source := range snap.Sources {
+			obj, _ := snap.Object(k)
+			rec := b.recs[k.String()]
+			if rec == nil {
+				continue
+			}
+			m := obj.GetMeta()
+			data, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{rec.UID, rec.Generation, rec.Created.Equal(*m.CreationTimestamp), rec.SpecHash, rec.Source, string(recordedJSON(rec))}
+			want := []any{m.UID, m.Generation, true, specHash(obj), source, string(data)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s: record of %s (-object +record):\n%s", when, k, diff)
+			}
+		}
+	}
+	check("first start", d)
+	h.write("alpha.yaml", memberDoc("alpha", "codex-fast")+"  prompt: edited\n")
+	d.rescan(t.Context())
+	if g := d.Snapshot().Members["alpha"].Generation; g != 2 {
+		t.Fatalf("alpha's generation after a spec edit = %d, want 2", g)
+	}
+	check("spec edited", d)
+	h.write("team.yaml", strings.Replace(memberDoc("beta", "codex-fast"), "{name: beta}", "{name: beta, labels: {a: b}}", 1)+"---\n"+memberDoc("gamma", "codex-fast"))
+	d.rescan(t.Context())
+	check("metadata edited", d)
+	if err := os.Remove(filepath.Join(h.dir, "alpha.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	d.rescan(t.Context())
+	check("alpha removed", d)
+	before := d.Snapshot()
+	again := h.restarted()
+	check("restarted", again)
+	for name, m := range again.Snapshot().Members {
+		was := before.Members[name]
+		if m.UID != was.UID || m.Generation != was.Generation || !m.CreationTimestamp.Equal(*was.CreationTimestamp) {
+			t.Errorf("%s after the restart: uid %s generation %d created %v, want %s %d %v", name, m.UID, m.Generation, m.CreationTimestamp, was.UID, was.Generation, was.CreationTimestamp)
+		}
+	}
+	h.write("alpha.yaml", memberDoc("alpha", "codex-fast"))
+	again.rescan(t.Context())
+	check("alpha back", again)
+	if a := again.Snapshot().Members["alpha"]; a.Generation != 1 || a.UID == before.Members["beta"].UID {
+		t.Errorf("alpha defined again: generation %d uid %s, want a new object", a.Generation, a.UID)
+	}
+}
+
+// Two specs are the same exactly when their digests are: equal values, or
+// values that differ only where encoding does not (a nil list and an empty
+// one, both left out).
+func TestSameSpec_AsTheDigestsTell(t *testing.T) {
+	profile := func(args []string, harness string) *v1alpha1.Profile {
+		return &v1alpha1.Profile{Spec: v1alpha1.ProfileSpec{Harness: harness, Args: args}}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *v1alpha1.Profile
+	}{
+		{"equal", profile([]string{"-m"}, "codex"), profile([]string{"-m"}, "codex")},
+		{"nil and empty list", profile(nil, "codex"), profile([]string{}, "codex")},
+		{"another harness", profile(nil, "codex"), profile(nil, "claude")},
+		{"another argument", profile([]string{"-m"}, "codex"), profile([]string{"-n"}, "codex")},
+	} {
+		if got, want := sameSpec(tc.a, tc.b), specHash(tc.a) == specHash(tc.b); got != want {
+			t.Errorf("%s: sameSpec = %v, want %v (the digests)", tc.name, got, want)
 		}
 	}
 }
