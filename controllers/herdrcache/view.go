@@ -63,53 +63,127 @@ type tabEntry struct {
 
 // paneEntry is a pane id of the view: the pane (hasPane), its agent
 // (hasAgent) or both — a listing may show an agent in a pane it does not
-// show. The agent's fields that hold what its pane's hold point at the
-// pane's (putAgent): a pane and its agent, which herdr reports alike, keep
-// their strings, maps and session record once.
+// show. A pane and its agent, which herdr reports alike, mostly agree in
+// every field they both have, so the entry keeps of the agent its own
+// fields and, in unlike, what it holds unlike its pane (nil where it holds
+// all the pane does); agent puts the agent back together. An entry with no
+// pane holds the zero pane, which its agent is unlike in every field it
+// has set.
 type paneEntry struct {
-	pane              herdr.PaneInfo
-	agent             herdr.AgentInfo
-	hasPane, hasAgent bool
+	pane   herdr.PaneInfo
+	unlike *agentUnlike
+	// The agent's own fields: its pane has none of them. (The flags come
+	// last, with hasPane and hasAgent, to keep the entry in a smaller size
+	// class.)
+	name                                                    string
+	stateChangeSeq                                          uint64
+	completionSeq                                           *uint64
+	launchPending, interactiveReady, screenDetectionSkipped bool
+	hasPane, hasAgent                                       bool
 }
 
-// putAgent makes a the entry's agent, sharing with the entry's pane what
-// it holds alike.
+// agentUnlike is what an agent holds unlike its pane, among the fields
+// they both have: its strings that differ from the pane's (in strings, in
+// the order of sharedStrings, those whose bit is set in differ), and its
+// other shared fields, which share the pane's maps and session record
+// where they hold the same. Nothing changes one in place: the entry
+// replaces it.
+type agentUnlike struct {
+	revision            uint64
+	stateLabels, tokens map[string]string
+	session             *herdr.AgentSessionInfo
+	strings             []string
+	differ              uint16
+	focused             bool
+}
+
+// sharedStrings points at the string fields an agent and a pane both have,
+// in the same order for either (agentStrings, paneStrings).
+type sharedStrings [12]*string
+
+func agentStrings(a *herdr.AgentInfo) sharedStrings {
+	return [...]*string{&a.TerminalID, (*string)(&a.AgentStatus), &a.WorkspaceID, &a.TabID, &a.PaneID,
+		&a.Agent, &a.Title, &a.TerminalTitle, &a.TerminalTitleStripped, &a.DisplayAgent, &a.CWD, &a.ForegroundCWD}
+}
+
+func paneStrings(p *herdr.PaneInfo) sharedStrings {
+	return [...]*string{&p.TerminalID, (*string)(&p.AgentStatus), &p.WorkspaceID, &p.TabID, &p.PaneID,
+		&p.Agent, &p.Title, &p.TerminalTitle, &p.TerminalTitleStripped, &p.DisplayAgent, &p.CWD, &p.ForegroundCWD}
+}
+
+// putAgent makes a the entry's agent, keeping of what it shares with the
+// entry's pane only what differs.
 func (e *paneEntry) putAgent(a herdr.AgentInfo) {
-	if e.hasPane {
-		shareWithPane(&a, &e.pane)
-	}
-	e.agent, e.hasAgent = a, true
+	e.name, e.stateChangeSeq, e.completionSeq = a.Name, a.StateChangeSeq, a.CompletionSeq
+	e.launchPending, e.interactiveReady, e.screenDetectionSkipped = a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped
+	e.unlike = unlikePane(&a, &e.pane)
+	e.hasAgent = true
 }
 
 // dropAgent forgets the entry's agent.
-func (e *paneEntry) dropAgent() { e.agent, e.hasAgent = herdr.AgentInfo{}, false }
+func (e *paneEntry) dropAgent() { *e = paneEntry{pane: e.pane, hasPane: e.hasPane} }
 
-// shareWithPane points each field of a that holds what the same field of
-// p holds at p's — the same strings, maps and session record. The values
-// do not change. Nothing changes a cached map or record in place: the view
-// replaces them, and its readers only read.
-func shareWithPane(a *herdr.AgentInfo, p *herdr.PaneInfo) {
-	share(&a.TerminalID, p.TerminalID)
-	share(&a.AgentStatus, p.AgentStatus)
-	share(&a.WorkspaceID, p.WorkspaceID)
-	share(&a.TabID, p.TabID)
-	share(&a.PaneID, p.PaneID)
-	share(&a.Agent, p.Agent)
-	share(&a.Title, p.Title)
-	share(&a.TerminalTitle, p.TerminalTitle)
-	share(&a.TerminalTitleStripped, p.TerminalTitleStripped)
-	share(&a.DisplayAgent, p.DisplayAgent)
-	share(&a.CWD, p.CWD)
-	share(&a.ForegroundCWD, p.ForegroundCWD)
-	if sameMap(a.StateLabels, p.StateLabels) {
-		a.StateLabels = p.StateLabels
+// agent returns the entry's agent as it was put (the zero agent if it has
+// none).
+func (e *paneEntry) agent() herdr.AgentInfo {
+	if !e.hasAgent {
+		return herdr.AgentInfo{}
 	}
-	if sameMap(a.Tokens, p.Tokens) {
-		a.Tokens = p.Tokens
+	a := herdr.AgentInfo{Name: e.name, StateChangeSeq: e.stateChangeSeq, CompletionSeq: e.completionSeq,
+		LaunchPending: e.launchPending, InteractiveReady: e.interactiveReady, ScreenDetectionSkipped: e.screenDetectionSkipped}
+	p, u := &e.pane, e.unlike
+	as, ps := agentStrings(&a), paneStrings(p)
+	if u == nil {
+		for i := range as {
+			*as[i] = *ps[i]
+		}
+		a.Revision, a.Focused, a.StateLabels, a.Tokens, a.AgentSession = p.Revision, p.Focused, p.StateLabels, p.Tokens, p.AgentSession
+		return a
 	}
-	if sameSession(a.AgentSession, p.AgentSession) {
-		a.AgentSession = p.AgentSession
+	rest := u.strings
+	for i := range as {
+		if u.differ&(1<<i) == 0 {
+			*as[i] = *ps[i]
+		} else {
+			*as[i], rest = rest[0], rest[1:]
+		}
 	}
+	a.Revision, a.Focused, a.StateLabels, a.Tokens, a.AgentSession = u.revision, u.focused, u.stateLabels, u.tokens, u.session
+	return a
+}
+
+// unlikePane returns what a holds unlike p, nil if nothing. The maps and
+// session record a holds alike are p's: the values do not change, and
+// nothing changes a cached map or record in place (the view replaces
+// them, and its readers only read).
+func unlikePane(a *herdr.AgentInfo, p *herdr.PaneInfo) *agentUnlike {
+	var differ uint16
+	var strs [len(sharedStrings{})]string
+	n := 0
+	as, ps := agentStrings(a), paneStrings(p)
+	for i := range as {
+		if *as[i] != *ps[i] {
+			differ |= 1 << i
+			strs[n] = *as[i]
+			n++
+		}
+	}
+	sameLabels, sameTokens, sameRecord := sameMap(a.StateLabels, p.StateLabels), sameMap(a.Tokens, p.Tokens), sameSession(a.AgentSession, p.AgentSession)
+	if differ == 0 && a.Revision == p.Revision && a.Focused == p.Focused && sameLabels && sameTokens && sameRecord {
+		return nil
+	}
+	u := &agentUnlike{revision: a.Revision, focused: a.Focused, stateLabels: a.StateLabels, tokens: a.Tokens, session: a.AgentSession,
+		strings: slices.Clone(strs[:n]), differ: differ}
+	if sameLabels {
+		u.stateLabels = p.StateLabels
+	}
+	if sameTokens {
+		u.tokens = p.Tokens
+	}
+	if sameRecord {
+		u.session = p.AgentSession
+	}
+	return u
 }
 
 // sameMap and sameSession report whether a pane's map or session record
@@ -204,7 +278,7 @@ func (v *view) install(start uint64, l listing) []string {
 		if !e.hasPane || old == nil || !old.hasPane || !old.hasAgent || old.pane.TerminalID == e.pane.TerminalID {
 			continue
 		}
-		if restarted || relaunched(old.agent, e.agent, e.hasAgent) {
+		if restarted || relaunched(old.agent(), e.agent(), e.hasAgent) {
 			again = append(again, id)
 		}
 	}
@@ -336,13 +410,14 @@ func (v *view) setPane(p herdr.PaneInfo) {
 // putPaneLocked makes p the entry's pane, with its index entries; its
 // agent stays as it was. v.mu must be held.
 func (v *view) putPaneLocked(e *paneEntry, p herdr.PaneInfo) {
+	a := e.agent() // as it was, against the pane it was kept with
 	if e.hasPane {
 		v.unindexLocked(e)
 	}
 	e.pane, e.hasPane = p, true
 	v.indexLocked(e)
 	if e.hasAgent {
-		e.putAgent(e.agent) // shared with the new pane
+		e.putAgent(a) // kept against the new pane
 	}
 }
 
@@ -474,13 +549,13 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	if e == nil {
 		return
 	}
+	a := e.agent() // as it was, against the pane's status it was kept with
 	if e.hasPane {
 		e.pane.AgentStatus = s // no indexed field changed
 	}
 	if !e.hasAgent {
 		return
 	}
-	a := &e.agent // only its status changes: what it shares with its pane stays shared
 	if a.InteractiveReady && !a.LaunchPending && agentState(string(a.AgentStatus)) != agentState(string(s)) {
 		// A ready agent's status changed, so herdr's state_change_seq
 		// moved at least once: the view keeps a lower bound of it
@@ -489,6 +564,7 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 		a.StateChangeSeq++
 	}
 	a.AgentStatus = s
+	e.putAgent(a)
 }
 
 func (v *view) removeAgent(paneID string) {
@@ -584,10 +660,7 @@ func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo,
 	if e == nil {
 		return herdr.PaneInfo{}, herdr.AgentInfo{}, false, false
 	}
-	if !e.hasAgent {
-		return e.pane, herdr.AgentInfo{}, true, false
-	}
-	return e.pane, e.agent, true, true
+	return e.pane, e.agent(), true, e.hasAgent
 }
 
 func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {

@@ -163,48 +163,128 @@ func BenchmarkView_PaneGone(b *testing.B) {
 	}
 }
 
-// A pane and its agent read back as they were given, whichever came
-// first and however they came (a writer's report, a listing), though the
-// view keeps what they have in common once: equal maps stay as distinct
-// as nil and empty are.
+// What a reader gets back is, field for field, the pane and agent it was
+// given, whichever came first and however they came (a writer's report, a
+// listing): a pane with an agent alike, as herdr reports them, or unlike
+// it in a few or every field they both have; an agent the view holds
+// before its pane; a pane with no agent. The view keeps of an agent only
+// what differs from its pane, and equal maps stay as distinct as nil and
+// empty are.
 func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
-	session := func() *herdr.AgentSessionInfo {
-		return &herdr.AgentSessionInfo{Source: "herdr:claude", Agent: "claude", Kind: "id", Value: "3f1c"}
+	session := func(value string) *herdr.AgentSessionInfo {
+		return &herdr.AgentSessionInfo{Source: "herdr:claude", Agent: "claude", Kind: "id", Value: value}
 	}
-	pane := herdr.PaneInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2",
-		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/src", Agent: "claude", Title: "✳ Claude Code", TerminalTitle: "✳ Claude Code",
-		StateLabels: map[string]string{"status": "ready"}, Tokens: nil, AgentSession: session()}
-	agent := herdr.AgentInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2",
-		AgentStatus: herdr.StatusIdle, CWD: "/src", ForegroundCWD: "/elsewhere", Agent: "claude", Title: "✳ Claude Code",
-		Name: "reviewer", StateLabels: map[string]string{"status": "ready"}, Tokens: map[string]string{},
-		AgentSession: session(), InteractiveReady: true}
-	for _, tc := range []struct {
-		name string
-		fill func(v *view)
+	pane := herdr.PaneInfo{PaneID: "w1:p2", TerminalID: "term_1", WorkspaceID: "w1", TabID: "w1:t2", Focused: true,
+		AgentStatus: herdr.StatusIdle, Revision: 42, CWD: "/src", ForegroundCWD: "/src", Label: "main", Agent: "claude",
+		Title: "✳ Claude Code", TerminalTitle: "✳ Claude Code", TerminalTitleStripped: "Claude Code", DisplayAgent: "Claude Code",
+		StateLabels: map[string]string{"status": "ready"}, Tokens: nil, AgentSession: session("3f1c"),
+		Scroll: &herdr.PaneScrollInfo{MaxOffsetFromBottom: 120, ViewportRows: 40}, RestoreError: "none"}
+	own := func(a herdr.AgentInfo) herdr.AgentInfo {
+		a.Name, a.StateChangeSeq, a.CompletionSeq = "reviewer", 6, new(uint64(3))
+		a.LaunchPending, a.InteractiveReady, a.ScreenDetectionSkipped = true, true, true
+		return a
+	}
+	alike := own(herdr.AgentInfo{PaneID: pane.PaneID, TerminalID: pane.TerminalID, WorkspaceID: pane.WorkspaceID, TabID: pane.TabID,
+		Focused: pane.Focused, AgentStatus: pane.AgentStatus, Revision: pane.Revision, CWD: pane.CWD, ForegroundCWD: pane.ForegroundCWD,
+		Agent: pane.Agent, Title: pane.Title, TerminalTitle: pane.TerminalTitle, TerminalTitleStripped: pane.TerminalTitleStripped,
+		DisplayAgent: pane.DisplayAgent, StateLabels: map[string]string{"status": "ready"}, AgentSession: session("3f1c")})
+	aFew := alike
+	aFew.ForegroundCWD, aFew.Tokens = "/elsewhere", map[string]string{}
+	// Unlike in every field it shares with the pane but the pane id, which
+	// the view holds them by.
+	unlike := own(herdr.AgentInfo{PaneID: pane.PaneID, TerminalID: "term_9", WorkspaceID: "w2", TabID: "w2:t5",
+		Focused: false, AgentStatus: herdr.StatusWorking, Revision: 7, CWD: "/other", ForegroundCWD: "/other/sub",
+		Agent: "codex", Title: "zsh", TerminalTitle: "zsh ~", TerminalTitleStripped: "zsh", DisplayAgent: "Codex",
+		StateLabels: map[string]string{}, Tokens: map[string]string{"in": "12"}, AgentSession: session("9e2d")})
+	for _, pair := range []struct {
+		name  string
+		pane  *herdr.PaneInfo
+		agent *herdr.AgentInfo
 	}{
-		{"pane then agent", func(v *view) { v.setPane(pane); v.setAgent(agent) }},
-		{"agent then pane", func(v *view) { v.setAgent(agent); v.setPane(pane) }},
-		{"listing", func(v *view) {
-			v.install(v.begin(), listing{panes: []herdr.PaneInfo{pane}, agents: []herdr.AgentInfo{agent}})
-		}},
+		{"agent alike", &pane, &alike},
+		{"agent unlike in a few fields", &pane, &aFew},
+		{"agent unlike in every field", &pane, &unlike},
+		{"no agent", &pane, nil},
+		{"no pane", nil, &unlike},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := newView()
-			tc.fill(v)
-			p, a, ok, hasAgent := v.pane("", pane.PaneID)
-			if !ok || !hasAgent {
-				t.Fatalf("pane found %v, agent %v", ok, hasAgent)
+		for _, fill := range []struct {
+			name       string
+			paneFirst  bool
+			fromReport bool
+		}{
+			{"pane then agent", true, true},
+			{"agent then pane", false, true},
+			{"listing", false, false},
+		} {
+			if (pair.pane == nil || pair.agent == nil) && fill.fromReport && !fill.paneFirst {
+				continue // one alone comes in no order
 			}
-			if diff := cmp.Diff(pane, p); diff != "" {
-				t.Errorf("pane (-given +read):\n%s", diff)
-			}
-			if diff := cmp.Diff(agent, a); diff != "" {
-				t.Errorf("agent (-given +read):\n%s", diff)
-			}
-			if a.Tokens == nil {
-				t.Errorf("the agent's empty tokens read back as none")
-			}
-		})
+			t.Run(pair.name+"/"+fill.name, func(t *testing.T) {
+				v := newView()
+				var l listing
+				wantPane := pair.pane
+				putPane := func() {
+					if pair.pane == nil {
+						return
+					}
+					if !fill.fromReport {
+						l.panes = append(l.panes, *pair.pane)
+						return
+					}
+					v.setPane(*pair.pane)
+				}
+				putAgent := func() {
+					if pair.agent == nil {
+						return
+					}
+					if !fill.fromReport {
+						l.agents = append(l.agents, *pair.agent)
+						return
+					}
+					v.setAgent(*pair.agent)
+					if pair.pane != nil && fill.paneFirst {
+						// A writer's agent brings its pane's status along.
+						p := *pair.pane
+						p.AgentStatus = pair.agent.AgentStatus
+						wantPane = &p
+					}
+				}
+				if fill.paneFirst {
+					putPane()
+					putAgent()
+				} else {
+					putAgent()
+					putPane()
+				}
+				if !fill.fromReport {
+					v.install(v.begin(), l)
+				}
+				p, a, ok, hasAgent := v.pane("", "w1:p2")
+				if ok != (pair.pane != nil) || hasAgent != (ok && pair.agent != nil) {
+					t.Fatalf("pane found %v with agent %v", ok, hasAgent)
+				}
+				if pair.pane == nil {
+					// A reader sees no pane yet; the view keeps the agent
+					// whole until one comes.
+					if e := v.panes["w1:p2"]; e == nil || !e.hasAgent {
+						t.Fatal("the agent is not kept")
+					} else if diff := cmp.Diff(*pair.agent, e.agent()); diff != "" {
+						t.Errorf("agent with no pane (-given +kept):\n%s", diff)
+					}
+					return
+				}
+				if diff := cmp.Diff(*wantPane, p); diff != "" {
+					t.Errorf("pane (-given +read):\n%s", diff)
+				}
+				want := herdr.AgentInfo{}
+				if pair.agent != nil {
+					want = *pair.agent
+				}
+				if diff := cmp.Diff(want, a); diff != "" {
+					t.Errorf("agent (-given +read):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
