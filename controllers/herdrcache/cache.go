@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unique"
 
 	"github.com/fleetd-dev/fleetd/herdr"
 	"github.com/fleetd-dev/fleetd/internal/clock"
@@ -171,11 +172,11 @@ type Cache struct {
 	runOnce sync.Once
 }
 
-// agentSeq is a pane's numbering: its last status (interned: a fleet's
-// panes share a handful) and its sequence.
+// agentSeq is a pane's numbering: the agent state of its last status (a
+// handle, half a string's size: it is only compared) and its sequence.
 type agentSeq struct {
-	status string
-	seq    uint64
+	state unique.Handle[string]
+	seq   uint64
 }
 
 // New returns a Cache reading src. Nothing talks to herdr until Run.
@@ -402,10 +403,11 @@ func (c *Cache) observe(paneID, status string) {
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
 	s := c.statuses[paneID]
-	if s.seq == 0 || agentState(s.status) != agentState(status) {
+	state := unique.Make(agentState(status))
+	if s.seq == 0 || s.state != state {
 		s.seq++
 	}
-	s.status = intern(status)
+	s.state = state
 	c.statuses[paneID] = s
 	for _, h := range c.handlersNow() {
 		if h.OnAgentStatus != nil {
