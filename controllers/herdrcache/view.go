@@ -41,7 +41,7 @@ type view struct {
 	// tab with its last pane, and neither walks every pane.
 	tabs       map[string]*tabEntry
 	panes      map[string]*paneEntry
-	byTerminal map[string]*paneEntry
+	byTerminal terminalIndex
 	// refused: herdr's socket refused a connection since the last listing
 	// was installed — its process went away, and every agent in a pane
 	// that comes back under a new terminal id is a new one.
@@ -197,12 +197,61 @@ func sameSession(a, b *herdr.AgentSessionInfo) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
+// terminalIndex is the panes of the view that have a terminal id, sorted
+// by it, one a terminal id. A sorted slice rather than a map, for the
+// lookup that a pane's moves and herdr's restarts need (by terminal id,
+// where the pane id does not say): it takes 8 B a pane, where a map of a
+// fleet's panes takes about 53 (Go's maps grow to twice the room past
+// 7/8 full, and never shrink), and a binary search over a thousand panes
+// is as quick as hashing.
+type terminalIndex []*paneEntry
+
+func (x terminalIndex) find(terminalID string) (int, bool) {
+	return slices.BinarySearchFunc(x, terminalID, func(e *paneEntry, id string) int {
+		return strings.Compare(e.pane.TerminalID, id)
+	})
+}
+
+// get returns the pane with terminal id terminalID, or nil.
+func (x terminalIndex) get(terminalID string) *paneEntry {
+	if i, ok := x.find(terminalID); ok {
+		return x[i]
+	}
+	return nil
+}
+
+// put indexes e's pane, if it has a terminal id, in place of any other
+// pane with the same.
+func (x *terminalIndex) put(e *paneEntry) {
+	if e.pane.TerminalID == "" {
+		return
+	}
+	if i, ok := x.find(e.pane.TerminalID); ok {
+		(*x)[i] = e
+	} else {
+		*x = slices.Insert(*x, i, e)
+	}
+}
+
+// remove drops e's pane from the index, if it is the one indexed under
+// its terminal id.
+func (x *terminalIndex) remove(e *paneEntry) {
+	if i, ok := x.find(e.pane.TerminalID); ok && (*x)[i] == e {
+		*x = slices.Delete(*x, i, i+1)
+	}
+}
+
+// sort sorts panes appended in any order, keeping one a terminal id.
+func (x *terminalIndex) sort() {
+	slices.SortFunc(*x, func(a, b *paneEntry) int { return strings.Compare(a.pane.TerminalID, b.pane.TerminalID) })
+	*x = slices.CompactFunc(*x, func(a, b *paneEntry) bool { return a.pane.TerminalID == b.pane.TerminalID })
+}
+
 func newView() *view {
 	return &view{
 		workspaces: map[string]herdr.WorkspaceInfo{},
 		tabs:       map[string]*tabEntry{},
 		panes:      map[string]*paneEntry{},
-		byTerminal: map[string]*paneEntry{},
 	}
 }
 
@@ -284,12 +333,16 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	slices.Sort(again)
 	v.workspaces, v.tabs, v.panes = ws, tabs, panes
-	v.byTerminal = make(map[string]*paneEntry, len(panes))
+	v.byTerminal = make(terminalIndex, 0, len(panes))
 	for _, e := range panes {
 		if e.hasPane {
-			v.indexLocked(e)
+			v.indexTabLocked(e)
+			if e.pane.TerminalID != "" {
+				v.byTerminal = append(v.byTerminal, e)
+			}
 		}
 	}
+	v.byTerminal.sort()
 	v.synced = true
 	return again
 }
@@ -424,9 +477,12 @@ func (v *view) putPaneLocked(e *paneEntry, p herdr.PaneInfo) {
 // indexLocked adds e's pane's index entries; unindexLocked removes them.
 // v.mu must be held.
 func (v *view) indexLocked(e *paneEntry) {
-	if e.pane.TerminalID != "" {
-		v.byTerminal[e.pane.TerminalID] = e
-	}
+	v.byTerminal.put(e)
+	v.indexTabLocked(e)
+}
+
+// indexTabLocked adds e's pane to its tab's panes. v.mu must be held.
+func (v *view) indexTabLocked(e *paneEntry) {
 	t := v.tabs[e.pane.TabID]
 	if t == nil {
 		t = &tabEntry{}
@@ -438,9 +494,7 @@ func (v *view) indexLocked(e *paneEntry) {
 }
 
 func (v *view) unindexLocked(e *paneEntry) {
-	if e.pane.TerminalID != "" && v.byTerminal[e.pane.TerminalID] == e {
-		delete(v.byTerminal, e.pane.TerminalID)
-	}
+	v.byTerminal.remove(e)
 	t := v.tabs[e.pane.TabID]
 	if t == nil {
 		return
@@ -655,7 +709,7 @@ func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo,
 	defer v.mu.Unlock()
 	e := v.panes[paneID]
 	if e == nil || !e.hasPane || (terminalID != "" && e.pane.TerminalID != terminalID) {
-		e = v.byTerminal[terminalID] // "" is never indexed
+		e = v.byTerminal.get(terminalID) // "" is never indexed
 	}
 	if e == nil {
 		return herdr.PaneInfo{}, herdr.AgentInfo{}, false, false

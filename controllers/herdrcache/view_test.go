@@ -28,9 +28,13 @@ func checkIndex(t *testing.T, v *view, step string) {
 		tabs[e.pane.TabID] = append(tabs[e.pane.TabID], id)
 	}
 	gotTerminals := map[string]string{}
-	for term, e := range v.byTerminal {
+	for i, e := range v.byTerminal {
+		term := e.pane.TerminalID
 		if v.panes[e.pane.PaneID] != e {
 			t.Fatalf("after %s: terminal %s indexes a pane %s the view does not hold", step, term, e.pane.PaneID)
+		}
+		if i > 0 && v.byTerminal[i-1].pane.TerminalID >= term {
+			t.Fatalf("after %s: terminal %s follows %s in the index", step, term, v.byTerminal[i-1].pane.TerminalID)
 		}
 		gotTerminals[term] = e.pane.PaneID
 	}
