@@ -56,10 +56,14 @@ type view struct {
 // tabEntry is a tab id of the view: the tab, if the view has it (known),
 // and the panes that name it.
 type tabEntry struct {
-	info  herdr.TabInfo
-	known bool
+	info  herdr.TabInfo // the zero tab if the view does not have it
 	panes []*paneEntry
 }
+
+// known reports whether the view has the tab: a tab has an id, as every
+// tab herdr reports does (the view keeps none without one). Derived rather
+// than a flag of its own, which would take the entry from 112 B to 128.
+func (t *tabEntry) known() bool { return t.info.TabID != "" }
 
 // paneEntry is a pane id of the view: the pane (hasPane), its agent
 // (hasAgent) or both — a listing may show an agent in a pane it does not
@@ -287,8 +291,11 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	tabs := make(map[string]*tabEntry, len(l.tabs))
 	for _, t := range l.tabs {
+		if t.TabID == "" {
+			continue // see tabEntry.known
+		}
 		internTab(&t)
-		tabs[t.TabID] = &tabEntry{info: t, known: true}
+		tabs[t.TabID] = &tabEntry{info: t}
 	}
 	panes := make(map[string]*paneEntry, len(l.panes))
 	for _, p := range l.panes {
@@ -309,8 +316,8 @@ func (v *view) install(start uint64, l listing) []string {
 			continue
 		}
 		keepLocal(ws, v.workspaces, id)
-		if t := v.tabs[id]; t != nil && t.known {
-			tabs[id] = &tabEntry{info: t.info, known: true} // its panes are indexed below
+		if t := v.tabs[id]; t != nil && t.known() {
+			tabs[id] = &tabEntry{info: t.info} // its panes are indexed below
 		} else {
 			delete(tabs, id)
 		}
@@ -438,13 +445,16 @@ func (v *view) setTab(t herdr.TabInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(t.TabID)
+	if t.TabID == "" {
+		return // see tabEntry.known
+	}
 	internTab(&t)
 	e := v.tabs[t.TabID]
 	if e == nil {
 		e = &tabEntry{}
 		v.tabs[t.TabID] = e
 	}
-	e.info, e.known = t, true
+	e.info = t
 }
 
 func (v *view) setPane(p herdr.PaneInfo) {
@@ -487,7 +497,7 @@ func (v *view) indexTabLocked(e *paneEntry) {
 	if t == nil {
 		t = &tabEntry{}
 		v.tabs[e.pane.TabID] = t
-	} else if t.known {
+	} else if t.known() {
 		share(&e.pane.TabID, t.info.TabID) // kept once
 	}
 	t.panes = append(t.panes, e)
@@ -500,7 +510,7 @@ func (v *view) unindexLocked(e *paneEntry) {
 		return
 	}
 	t.panes = slices.DeleteFunc(t.panes, func(x *paneEntry) bool { return x == e })
-	if len(t.panes) == 0 && !t.known {
+	if len(t.panes) == 0 && !t.known() {
 		delete(v.tabs, e.pane.TabID)
 	}
 }
@@ -650,7 +660,7 @@ func (v *view) closePane(paneID string) {
 	if e == nil || !e.hasPane {
 		return
 	}
-	if t := v.tabs[e.pane.TabID]; t != nil && t.known && len(t.panes) == 0 {
+	if t := v.tabs[e.pane.TabID]; t != nil && t.known() && len(t.panes) == 0 {
 		v.touchLocked(e.pane.TabID)
 		delete(v.tabs, e.pane.TabID)
 	}
@@ -692,7 +702,7 @@ func (v *view) removeWorkspace(wsID string) {
 	v.touchLocked(wsID)
 	delete(v.workspaces, wsID)
 	for id, t := range v.tabs {
-		if t.known && t.info.WorkspaceID == wsID {
+		if t.known() && t.info.WorkspaceID == wsID {
 			v.removeTabLocked(id)
 		}
 	}
@@ -736,7 +746,7 @@ func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 func (v *view) tab(tabID string) (herdr.TabInfo, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if t := v.tabs[tabID]; t != nil && t.known {
+	if t := v.tabs[tabID]; t != nil && t.known() {
 		return t.info, true
 	}
 	return herdr.TabInfo{}, false
@@ -748,7 +758,7 @@ func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	defer v.mu.Unlock()
 	var out []herdr.TabInfo
 	for _, t := range v.tabs {
-		if t.known && strings.HasPrefix(t.info.Label, prefix) {
+		if t.known() && strings.HasPrefix(t.info.Label, prefix) {
 			out = append(out, t.info)
 		}
 	}

@@ -40,7 +40,7 @@ func checkIndex(t *testing.T, v *view, step string) {
 	}
 	got := map[string][]string{}
 	for tab, te := range v.tabs {
-		if !te.known && len(te.panes) == 0 {
+		if !te.known() && len(te.panes) == 0 {
 			t.Fatalf("after %s: tab %s, which the view does not have, is kept with no pane", step, tab)
 		}
 		for _, e := range te.panes {
