@@ -154,7 +154,8 @@ type Cache struct {
 	// by a full read, a catch-up listing, or from the view when a pane the
 	// stream already covered joined the watched set (passWatched). A
 	// slice, not a set: it is kept between reads, and a fleet watches
-	// every member's pane. Only Run's goroutine uses it.
+	// every member's pane; it shares subscribed's where they hold the same
+	// panes (setPassed). Only Run's goroutine uses it.
 	passed []string
 	// noSnapshot: herdr answered session.snapshot as a method it does not
 	// know; list instead until herdr is lost. Only Run's goroutine uses it.
@@ -299,6 +300,18 @@ func (c *Cache) setSubscribed(panes []string) {
 	c.hmu.Lock()
 	c.subscribed = panes
 	c.hmu.Unlock()
+}
+
+// setPassed makes panes the passed panes, or the subscribed panes where
+// they are the same, as they are once a fleet settles: one slice kept
+// rather than two alike. Neither is changed in place; both are replaced.
+func (c *Cache) setPassed(panes []string) {
+	c.hmu.Lock()
+	if slices.Equal(panes, c.subscribed) {
+		panes = c.subscribed
+	}
+	c.hmu.Unlock()
+	c.passed = panes
 }
 
 // Pane finds a pane by terminal id (stable across moves), else by pane id.

@@ -610,7 +610,7 @@ func (c *Cache) resync(ctx context.Context) error {
 	}
 	watched := c.watched()
 	c.pruneStatuses(watched)
-	c.passed = sortedKeys(watched)
+	c.setPassed(sortedKeys(watched))
 	for _, p := range c.passed {
 		// The agents are read with or after the panes: their status is
 		// the fresher one.
@@ -702,7 +702,7 @@ func (c *Cache) catchUp(ctx context.Context, agents []herdr.AgentInfo, seen map[
 		c.view.setAgentStatus(a.PaneID, a.AgentStatus)
 		c.observe(a.PaneID, string(a.AgentStatus))
 	}
-	c.passed = sortedKeys(watched)
+	c.setPassed(sortedKeys(watched))
 	return nil
 }
 
@@ -731,7 +731,7 @@ func (c *Cache) passWatched(covered []string) {
 			c.observe(p, string(pn.Agent.AgentStatus))
 		}
 	}
-	c.passed = next // in covered's order: sorted
+	c.setPassed(next) // in covered's order: sorted
 }
 
 // apply applies one herdr event to the cache and passes it on.
