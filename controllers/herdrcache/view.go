@@ -31,17 +31,17 @@ type view struct {
 	touched    map[string]uint64
 	listing    bool
 	workspaces map[string]herdr.WorkspaceInfo
-	// tabs holds the tabs the view has and, as their index, the panes of
-	// every tab id a pane names (one the view does not have is there for
-	// its panes only). panes holds, by pane id, a pane, its agent or both
-	// (a listing may show an agent in a pane it does not show); byTerminal
-	// indexes the panes by terminal id. Every change of a pane goes
-	// through putPaneLocked, removePaneLocked or install, which keep the
-	// indexes; a repair looks a gone pane up by terminal id and closes its
-	// tab with its last pane, and neither walks every pane.
-	tabs       map[string]*tabEntry
+	// tabs holds, by id, the tabs the view has and, as their index, the
+	// panes of every tab id a pane names (one the view does not have is
+	// there for its panes only). panes holds, by pane id, a pane, its
+	// agent or both (a listing may show an agent in a pane it does not
+	// show); byTerminal indexes the panes by terminal id. Every change of
+	// a pane goes through putPaneLocked, removePaneLocked or install,
+	// which keep the indexes; a repair looks a gone pane up by terminal id
+	// and closes its tab with its last pane, and neither walks every pane.
+	tabs       sortedIndex[tabEntry]
 	panes      map[string]*paneEntry
-	byTerminal terminalIndex
+	byTerminal sortedIndex[paneEntry]
 	// refused: herdr's socket refused a connection since the last listing
 	// was installed — its process went away, and every agent in a pane
 	// that comes back under a new terminal id is a new one.
@@ -54,16 +54,40 @@ type view struct {
 }
 
 // tabEntry is a tab id of the view: the tab, if the view has it (known),
-// and the panes that name it.
+// and the panes that name it. It keeps the fields of the tab in its own,
+// the id once (112 B, where a herdr.TabInfo beside the id would take 128);
+// info gives the tab back.
 type tabEntry struct {
-	info  herdr.TabInfo // the zero tab if the view does not have it
-	panes []*paneEntry
+	id                 string
+	workspaceID, label string
+	agentStatus        herdr.AgentStatus
+	number, paneCount  int
+	panes              []*paneEntry
+	focused, known     bool
 }
 
-// known reports whether the view has the tab: a tab has an id, as every
-// tab herdr reports does (the view keeps none without one). Derived rather
-// than a flag of its own, which would take the entry from 112 B to 128.
-func (t *tabEntry) known() bool { return t.info.TabID != "" }
+// tabID and terminalID are the keys of the view's tabs and byTerminal.
+func tabID(t *tabEntry) string       { return t.id }
+func terminalID(e *paneEntry) string { return e.pane.TerminalID }
+
+// newTab returns an entry with the tab t and no panes.
+func newTab(t herdr.TabInfo) *tabEntry {
+	e := &tabEntry{id: t.TabID}
+	e.setInfo(t)
+	return e
+}
+
+// setInfo makes t the entry's tab; t.TabID is the entry's id.
+func (e *tabEntry) setInfo(t herdr.TabInfo) {
+	e.workspaceID, e.label, e.agentStatus = t.WorkspaceID, t.Label, t.AgentStatus
+	e.number, e.paneCount, e.focused, e.known = t.Number, t.PaneCount, t.Focused, true
+}
+
+// info returns the entry's tab as it was set.
+func (e *tabEntry) info() herdr.TabInfo {
+	return herdr.TabInfo{TabID: e.id, WorkspaceID: e.workspaceID, Number: e.number, Label: e.label,
+		Focused: e.focused, PaneCount: e.paneCount, AgentStatus: e.agentStatus}
+}
 
 // paneEntry is a pane id of the view: the pane (hasPane), its agent
 // (hasAgent) or both — a listing may show an agent in a pane it does not
@@ -201,61 +225,12 @@ func sameSession(a, b *herdr.AgentSessionInfo) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
-// terminalIndex is the panes of the view that have a terminal id, sorted
-// by it, one a terminal id. A sorted slice rather than a map, for the
-// lookup that a pane's moves and herdr's restarts need (by terminal id,
-// where the pane id does not say): it takes 8 B a pane, where a map of a
-// fleet's panes takes about 53 (Go's maps grow to twice the room past
-// 7/8 full, and never shrink), and a binary search over a thousand panes
-// is as quick as hashing.
-type terminalIndex []*paneEntry
-
-func (x terminalIndex) find(terminalID string) (int, bool) {
-	return slices.BinarySearchFunc(x, terminalID, func(e *paneEntry, id string) int {
-		return strings.Compare(e.pane.TerminalID, id)
-	})
-}
-
-// get returns the pane with terminal id terminalID, or nil.
-func (x terminalIndex) get(terminalID string) *paneEntry {
-	if i, ok := x.find(terminalID); ok {
-		return x[i]
-	}
-	return nil
-}
-
-// put indexes e's pane, if it has a terminal id, in place of any other
-// pane with the same.
-func (x *terminalIndex) put(e *paneEntry) {
-	if e.pane.TerminalID == "" {
-		return
-	}
-	if i, ok := x.find(e.pane.TerminalID); ok {
-		(*x)[i] = e
-	} else {
-		*x = slices.Insert(*x, i, e)
-	}
-}
-
-// remove drops e's pane from the index, if it is the one indexed under
-// its terminal id.
-func (x *terminalIndex) remove(e *paneEntry) {
-	if i, ok := x.find(e.pane.TerminalID); ok && (*x)[i] == e {
-		*x = slices.Delete(*x, i, i+1)
-	}
-}
-
-// sort sorts panes appended in any order, keeping one a terminal id.
-func (x *terminalIndex) sort() {
-	slices.SortFunc(*x, func(a, b *paneEntry) int { return strings.Compare(a.pane.TerminalID, b.pane.TerminalID) })
-	*x = slices.CompactFunc(*x, func(a, b *paneEntry) bool { return a.pane.TerminalID == b.pane.TerminalID })
-}
-
 func newView() *view {
 	return &view{
 		workspaces: map[string]herdr.WorkspaceInfo{},
-		tabs:       map[string]*tabEntry{},
+		tabs:       sortedIndex[tabEntry]{key: tabID},
 		panes:      map[string]*paneEntry{},
+		byTerminal: sortedIndex[paneEntry]{key: terminalID},
 	}
 }
 
@@ -291,11 +266,8 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	tabs := make(map[string]*tabEntry, len(l.tabs))
 	for _, t := range l.tabs {
-		if t.TabID == "" {
-			continue // see tabEntry.known
-		}
 		internTab(&t)
-		tabs[t.TabID] = &tabEntry{info: t}
+		tabs[t.TabID] = newTab(t)
 	}
 	panes := make(map[string]*paneEntry, len(l.panes))
 	for _, p := range l.panes {
@@ -316,8 +288,8 @@ func (v *view) install(start uint64, l listing) []string {
 			continue
 		}
 		keepLocal(ws, v.workspaces, id)
-		if t := v.tabs[id]; t != nil && t.known() {
-			tabs[id] = &tabEntry{info: t.info} // its panes are indexed below
+		if t := v.tabs.get(id); t != nil && t.known {
+			tabs[id] = newTab(t.info()) // its panes are indexed below
 		} else {
 			delete(tabs, id)
 		}
@@ -339,17 +311,18 @@ func (v *view) install(start uint64, l listing) []string {
 		}
 	}
 	slices.Sort(again)
-	v.workspaces, v.tabs, v.panes = ws, tabs, panes
-	v.byTerminal = make(terminalIndex, 0, len(panes))
+	v.workspaces, v.panes = ws, panes
+	v.tabs = newSortedIndex(tabID, slices.Collect(maps.Values(tabs)))
+	terminals := make([]*paneEntry, 0, len(panes))
 	for _, e := range panes {
 		if e.hasPane {
 			v.indexTabLocked(e)
 			if e.pane.TerminalID != "" {
-				v.byTerminal = append(v.byTerminal, e)
+				terminals = append(terminals, e)
 			}
 		}
 	}
-	v.byTerminal.sort()
+	v.byTerminal = newSortedIndex(terminalID, terminals)
 	v.synced = true
 	return again
 }
@@ -445,16 +418,13 @@ func (v *view) setTab(t herdr.TabInfo) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(t.TabID)
-	if t.TabID == "" {
-		return // see tabEntry.known
-	}
 	internTab(&t)
-	e := v.tabs[t.TabID]
+	e := v.tabs.get(t.TabID)
 	if e == nil {
-		e = &tabEntry{}
-		v.tabs[t.TabID] = e
+		e = &tabEntry{id: t.TabID}
+		v.tabs.put(e)
 	}
-	e.info = t
+	e.setInfo(t)
 }
 
 func (v *view) setPane(p herdr.PaneInfo) {
@@ -487,31 +457,33 @@ func (v *view) putPaneLocked(e *paneEntry, p herdr.PaneInfo) {
 // indexLocked adds e's pane's index entries; unindexLocked removes them.
 // v.mu must be held.
 func (v *view) indexLocked(e *paneEntry) {
-	v.byTerminal.put(e)
+	if e.pane.TerminalID != "" {
+		v.byTerminal.put(e)
+	}
 	v.indexTabLocked(e)
 }
 
 // indexTabLocked adds e's pane to its tab's panes. v.mu must be held.
 func (v *view) indexTabLocked(e *paneEntry) {
-	t := v.tabs[e.pane.TabID]
+	t := v.tabs.get(e.pane.TabID)
 	if t == nil {
-		t = &tabEntry{}
-		v.tabs[e.pane.TabID] = t
-	} else if t.known() {
-		share(&e.pane.TabID, t.info.TabID) // kept once
+		t = &tabEntry{id: e.pane.TabID}
+		v.tabs.put(t)
+	} else {
+		share(&e.pane.TabID, t.id) // kept once
 	}
 	t.panes = append(t.panes, e)
 }
 
 func (v *view) unindexLocked(e *paneEntry) {
-	v.byTerminal.remove(e)
-	t := v.tabs[e.pane.TabID]
+	v.byTerminal.remove(e) // if it is the one indexed: "" never is
+	t := v.tabs.get(e.pane.TabID)
 	if t == nil {
 		return
 	}
 	t.panes = slices.DeleteFunc(t.panes, func(x *paneEntry) bool { return x == e })
-	if len(t.panes) == 0 && !t.known() {
-		delete(v.tabs, e.pane.TabID)
+	if len(t.panes) == 0 && !t.known {
+		v.tabs.remove(t)
 	}
 }
 
@@ -660,9 +632,9 @@ func (v *view) closePane(paneID string) {
 	if e == nil || !e.hasPane {
 		return
 	}
-	if t := v.tabs[e.pane.TabID]; t != nil && t.known() && len(t.panes) == 0 {
+	if t := v.tabs.get(e.pane.TabID); t != nil && t.known && len(t.panes) == 0 {
 		v.touchLocked(e.pane.TabID)
-		delete(v.tabs, e.pane.TabID)
+		v.tabs.remove(t)
 	}
 }
 
@@ -686,11 +658,11 @@ func (v *view) removeTab(tabID string) {
 
 func (v *view) removeTabLocked(tabID string) {
 	v.touchLocked(tabID)
-	t := v.tabs[tabID]
+	t := v.tabs.get(tabID)
 	if t == nil {
 		return
 	}
-	delete(v.tabs, tabID) // so that removing its panes leaves t.panes be
+	v.tabs.remove(t) // so that removing its panes leaves t.panes be
 	for _, e := range t.panes {
 		v.removePaneLocked(e.pane.PaneID)
 	}
@@ -701,9 +673,9 @@ func (v *view) removeWorkspace(wsID string) {
 	defer v.mu.Unlock()
 	v.touchLocked(wsID)
 	delete(v.workspaces, wsID)
-	for id, t := range v.tabs {
-		if t.known() && t.info.WorkspaceID == wsID {
-			v.removeTabLocked(id)
+	for _, t := range slices.Clone(v.tabs.entries) { // removing changes the index
+		if t.known && t.workspaceID == wsID {
+			v.removeTabLocked(t.id)
 		}
 	}
 	for id, e := range v.panes {
@@ -746,8 +718,8 @@ func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 func (v *view) tab(tabID string) (herdr.TabInfo, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if t := v.tabs[tabID]; t != nil && t.known() {
-		return t.info, true
+	if t := v.tabs.get(tabID); t != nil && t.known {
+		return t.info(), true
 	}
 	return herdr.TabInfo{}, false
 }
@@ -757,9 +729,9 @@ func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []herdr.TabInfo
-	for _, t := range v.tabs {
-		if t.known() && strings.HasPrefix(t.info.Label, prefix) {
-			out = append(out, t.info)
+	for _, t := range v.tabs.entries {
+		if t.known && strings.HasPrefix(t.label, prefix) {
+			out = append(out, t.info())
 		}
 	}
 	return out
@@ -775,7 +747,7 @@ func (v *view) tabPanes(tabID string) []herdr.PaneInfo {
 // tabPanesLocked is tabPanes with v.mu held.
 func (v *view) tabPanesLocked(tabID string) []herdr.PaneInfo {
 	var out []herdr.PaneInfo
-	if t := v.tabs[tabID]; t != nil {
+	if t := v.tabs.get(tabID); t != nil {
 		for _, e := range t.panes {
 			out = append(out, e.pane)
 		}

@@ -28,19 +28,19 @@ func checkIndex(t *testing.T, v *view, step string) {
 		tabs[e.pane.TabID] = append(tabs[e.pane.TabID], id)
 	}
 	gotTerminals := map[string]string{}
-	for i, e := range v.byTerminal {
+	checkSorted(t, v.byTerminal, "byTerminal", step)
+	checkSorted(t, v.tabs, "tabs", step)
+	for _, e := range v.byTerminal.entries {
 		term := e.pane.TerminalID
 		if v.panes[e.pane.PaneID] != e {
 			t.Fatalf("after %s: terminal %s indexes a pane %s the view does not hold", step, term, e.pane.PaneID)
 		}
-		if i > 0 && v.byTerminal[i-1].pane.TerminalID >= term {
-			t.Fatalf("after %s: terminal %s follows %s in the index", step, term, v.byTerminal[i-1].pane.TerminalID)
-		}
 		gotTerminals[term] = e.pane.PaneID
 	}
 	got := map[string][]string{}
-	for tab, te := range v.tabs {
-		if !te.known() && len(te.panes) == 0 {
+	for _, te := range v.tabs.entries {
+		tab := te.id
+		if !te.known && len(te.panes) == 0 {
 			t.Fatalf("after %s: tab %s, which the view does not have, is kept with no pane", step, tab)
 		}
 		for _, e := range te.panes {
@@ -61,6 +61,16 @@ func checkIndex(t *testing.T, v *view, step string) {
 	}
 	if diff := cmp.Diff(tabs, got); diff != "" {
 		t.Fatalf("after %s: tabs' panes (-want +got):\n%s", step, diff)
+	}
+}
+
+// checkSorted fails unless x's entries are sorted by key, one a key.
+func checkSorted[E any](t *testing.T, x sortedIndex[E], name, step string) {
+	t.Helper()
+	for i := 1; i < len(x.entries); i++ {
+		if prev, k := x.key(x.entries[i-1]), x.key(x.entries[i]); prev >= k {
+			t.Fatalf("after %s: %s: %q follows %q", step, name, k, prev)
+		}
 	}
 }
 
@@ -289,6 +299,49 @@ func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A tab reads back, field for field, as it was given, however it came (a
+// writer's report, a listing, a local change kept over a listing), and a
+// tab the view knows only from the panes that name it is not a tab.
+func TestView_TabReadsBackAsGiven(t *testing.T) {
+	tab := herdr.TabInfo{TabID: "w1:t2", WorkspaceID: "w1", Number: 2, Label: "fleetd/alpha", Focused: true,
+		PaneCount: 3, AgentStatus: herdr.StatusBlocked}
+	pane := herdr.PaneInfo{PaneID: "w1:p9", TerminalID: "term_9", WorkspaceID: "w1", TabID: "w1:t7"}
+	for _, tc := range []struct {
+		name string
+		fill func(v *view)
+	}{
+		{"report", func(v *view) { v.setTab(tab) }},
+		{"listing", func(v *view) { v.install(v.begin(), listing{tabs: []herdr.TabInfo{tab}}) }},
+		{"kept over a listing", func(v *view) {
+			start := v.begin()
+			v.setTab(tab)
+			v.install(start, listing{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newView()
+			tc.fill(v)
+			v.setPane(pane)
+			got, ok := v.tab(tab.TabID)
+			if !ok {
+				t.Fatal("tab not found")
+			}
+			if diff := cmp.Diff(tab, got); diff != "" {
+				t.Errorf("tab (-given +read):\n%s", diff)
+			}
+			if diff := cmp.Diff([]herdr.TabInfo{tab}, v.tabsWithLabelPrefix("fleetd/")); diff != "" {
+				t.Errorf("tabs with the prefix (-given +read):\n%s", diff)
+			}
+			if _, ok := v.tab(pane.TabID); ok {
+				t.Errorf("tab %s, which only a pane names, found", pane.TabID)
+			}
+			if got := v.tabPanes(pane.TabID); len(got) != 1 || got[0].PaneID != pane.PaneID {
+				t.Errorf("panes of tab %s = %v, want %s", pane.TabID, got, pane.PaneID)
+			}
+		})
 	}
 }
 
