@@ -40,7 +40,7 @@ type view struct {
 	// which keep the indexes; a repair looks a gone pane up by terminal id
 	// and closes its tab with its last pane, and neither walks every pane.
 	tabs       sortedIndex[tabEntry]
-	panes      map[string]*paneEntry
+	panes      sortedIndex[paneEntry]
 	byTerminal sortedIndex[paneEntry]
 	// refused: herdr's socket refused a connection since the last listing
 	// was installed — its process went away, and every agent in a pane
@@ -66,9 +66,11 @@ type tabEntry struct {
 	focused, known     bool
 }
 
-// tabID and terminalID are the keys of the view's tabs and byTerminal.
-func tabID(t *tabEntry) string       { return t.id }
-func terminalID(e *paneEntry) string { return e.pane.TerminalID }
+// tabIDOf, paneIDOf and terminalIDOf are the keys of the view's tabs, panes
+// and byTerminal.
+func tabIDOf(t *tabEntry) string       { return t.id }
+func paneIDOf(e *paneEntry) string     { return e.pane.PaneID }
+func terminalIDOf(e *paneEntry) string { return e.pane.TerminalID }
 
 // newTab returns an entry with the tab t and no panes.
 func newTab(t herdr.TabInfo) *tabEntry {
@@ -95,8 +97,8 @@ func (e *tabEntry) info() herdr.TabInfo {
 // every field they both have, so the entry keeps of the agent its own
 // fields and, in unlike, what it holds unlike its pane (nil where it holds
 // all the pane does); agent puts the agent back together. An entry with no
-// pane holds the zero pane, which its agent is unlike in every field it
-// has set.
+// pane holds the zero pane but for the entry's id (newPaneEntry), which its
+// agent is unlike in every other field it has set.
 type paneEntry struct {
 	pane   herdr.PaneInfo
 	unlike *agentUnlike
@@ -109,6 +111,10 @@ type paneEntry struct {
 	launchPending, interactiveReady, screenDetectionSkipped bool
 	hasPane, hasAgent                                       bool
 }
+
+// newPaneEntry returns an entry for the pane id id, which has neither a
+// pane nor an agent yet.
+func newPaneEntry(id string) *paneEntry { return &paneEntry{pane: herdr.PaneInfo{PaneID: id}} }
 
 // agentUnlike is what an agent holds unlike its pane, among the fields
 // they both have: its strings that differ from the pane's (in strings, in
@@ -228,9 +234,9 @@ func sameSession(a, b *herdr.AgentSessionInfo) bool {
 func newView() *view {
 	return &view{
 		workspaces: map[string]herdr.WorkspaceInfo{},
-		tabs:       sortedIndex[tabEntry]{key: tabID},
-		panes:      map[string]*paneEntry{},
-		byTerminal: sortedIndex[paneEntry]{key: terminalID},
+		tabs:       sortedIndex[tabEntry]{key: tabIDOf},
+		panes:      sortedIndex[paneEntry]{key: paneIDOf},
+		byTerminal: sortedIndex[paneEntry]{key: terminalIDOf},
 	}
 }
 
@@ -278,7 +284,7 @@ func (v *view) install(start uint64, l listing) []string {
 		v.internAgentLocked(&a)
 		e := panes[a.PaneID]
 		if e == nil {
-			e = &paneEntry{}
+			e = newPaneEntry(a.PaneID)
 			panes[a.PaneID] = e
 		}
 		e.putAgent(a)
@@ -293,7 +299,11 @@ func (v *view) install(start uint64, l listing) []string {
 		} else {
 			delete(tabs, id)
 		}
-		keepLocal(panes, v.panes, id) // the pane and its agent
+		if e := v.panes.get(id); e != nil { // the pane and its agent
+			panes[id] = e
+		} else {
+			delete(panes, id)
+		}
 	}
 	// No listing is under way now: the stamps go, with the room their map
 	// grew to.
@@ -302,7 +312,7 @@ func (v *view) install(start uint64, l listing) []string {
 	v.refused = false
 	var again []string
 	for id, e := range panes {
-		old := v.panes[id]
+		old := v.panes.get(id)
 		if !e.hasPane || old == nil || !old.hasPane || !old.hasAgent || old.pane.TerminalID == e.pane.TerminalID {
 			continue
 		}
@@ -311,8 +321,9 @@ func (v *view) install(start uint64, l listing) []string {
 		}
 	}
 	slices.Sort(again)
-	v.workspaces, v.panes = ws, panes
-	v.tabs = newSortedIndex(tabID, slices.Collect(maps.Values(tabs)))
+	v.workspaces = ws
+	v.panes = newSortedIndex(paneIDOf, slices.Collect(maps.Values(panes)))
+	v.tabs = newSortedIndex(tabIDOf, slices.Collect(maps.Values(tabs)))
 	terminals := make([]*paneEntry, 0, len(panes))
 	for _, e := range panes {
 		if e.hasPane {
@@ -322,7 +333,7 @@ func (v *view) install(start uint64, l listing) []string {
 			}
 		}
 	}
-	v.byTerminal = newSortedIndex(terminalID, terminals)
+	v.byTerminal = newSortedIndex(terminalIDOf, terminals)
 	v.synced = true
 	return again
 }
@@ -386,7 +397,7 @@ func (v *view) unsync() bool {
 func (v *view) hasPane(paneID string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.panes[paneID]
+	e := v.panes.get(paneID)
 	return e != nil && e.hasPane
 }
 
@@ -432,10 +443,10 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
 	v.internPaneLocked(&p)
-	e := v.panes[p.PaneID]
+	e := v.panes.get(p.PaneID)
 	if e == nil {
-		e = &paneEntry{}
-		v.panes[p.PaneID] = e
+		e = newPaneEntry(p.PaneID)
+		v.panes.put(e)
 	}
 	v.putPaneLocked(e, p)
 }
@@ -492,10 +503,10 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(a.PaneID)
 	v.internAgentLocked(&a)
-	e := v.panes[a.PaneID]
+	e := v.panes.get(a.PaneID)
 	if e == nil {
-		e = &paneEntry{}
-		v.panes[a.PaneID] = e
+		e = newPaneEntry(a.PaneID)
+		v.panes.put(e)
 	}
 	if e.hasPane {
 		e.pane.AgentStatus = a.AgentStatus // no indexed field changed
@@ -581,7 +592,7 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
 	s = intern(s)
-	e := v.panes[paneID]
+	e := v.panes.get(paneID)
 	if e == nil {
 		return
 	}
@@ -607,10 +618,10 @@ func (v *view) removeAgent(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
-	if e := v.panes[paneID]; e != nil {
+	if e := v.panes.get(paneID); e != nil {
 		e.dropAgent()
 		if !e.hasPane {
-			delete(v.panes, paneID)
+			v.panes.remove(e)
 		}
 	}
 }
@@ -627,7 +638,7 @@ func (v *view) removePane(paneID string) {
 func (v *view) closePane(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.panes[paneID]
+	e := v.panes.get(paneID)
 	v.removePaneLocked(paneID)
 	if e == nil || !e.hasPane {
 		return
@@ -641,11 +652,11 @@ func (v *view) closePane(paneID string) {
 // removePaneLocked drops a pane and its agent. v.mu must be held.
 func (v *view) removePaneLocked(paneID string) {
 	v.touchLocked(paneID)
-	if e := v.panes[paneID]; e != nil {
+	if e := v.panes.get(paneID); e != nil {
 		if e.hasPane {
 			v.unindexLocked(e)
 		}
-		delete(v.panes, paneID)
+		v.panes.remove(e)
 	}
 }
 
@@ -678,9 +689,9 @@ func (v *view) removeWorkspace(wsID string) {
 			v.removeTabLocked(t.id)
 		}
 	}
-	for id, e := range v.panes {
+	for _, e := range slices.Clone(v.panes.entries) { // removing changes the index
 		if e.hasPane && e.pane.WorkspaceID == wsID {
-			v.removePaneLocked(id)
+			v.removePaneLocked(e.pane.PaneID)
 		}
 	}
 }
@@ -689,7 +700,7 @@ func (v *view) removeWorkspace(wsID string) {
 func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo, bool, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.panes[paneID]
+	e := v.panes.get(paneID)
 	if e == nil || !e.hasPane || (terminalID != "" && e.pane.TerminalID != terminalID) {
 		e = v.byTerminal.get(terminalID) // "" is never indexed
 	}

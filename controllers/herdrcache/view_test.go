@@ -2,7 +2,6 @@ package herdrcache
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -17,8 +16,15 @@ import (
 // there only while panes name it.
 func checkIndex(t *testing.T, v *view, step string) {
 	t.Helper()
+	checkSorted(t, v.panes, "panes", step)
+	checkSorted(t, v.byTerminal, "byTerminal", step)
+	checkSorted(t, v.tabs, "tabs", step)
 	terminals, tabs := map[string]string{}, map[string][]string{}
-	for id, e := range v.panes {
+	for _, e := range v.panes.entries {
+		id := e.pane.PaneID
+		if !e.hasPane && !e.hasAgent {
+			t.Fatalf("after %s: pane %s is kept with neither a pane nor an agent", step, id)
+		}
 		if !e.hasPane {
 			continue
 		}
@@ -28,11 +34,9 @@ func checkIndex(t *testing.T, v *view, step string) {
 		tabs[e.pane.TabID] = append(tabs[e.pane.TabID], id)
 	}
 	gotTerminals := map[string]string{}
-	checkSorted(t, v.byTerminal, "byTerminal", step)
-	checkSorted(t, v.tabs, "tabs", step)
 	for _, e := range v.byTerminal.entries {
 		term := e.pane.TerminalID
-		if v.panes[e.pane.PaneID] != e {
+		if v.panes.get(e.pane.PaneID) != e {
 			t.Fatalf("after %s: terminal %s indexes a pane %s the view does not hold", step, term, e.pane.PaneID)
 		}
 		gotTerminals[term] = e.pane.PaneID
@@ -44,7 +48,7 @@ func checkIndex(t *testing.T, v *view, step string) {
 			t.Fatalf("after %s: tab %s, which the view does not have, is kept with no pane", step, tab)
 		}
 		for _, e := range te.panes {
-			if v.panes[e.pane.PaneID] != e {
+			if v.panes.get(e.pane.PaneID) != e {
 				t.Fatalf("after %s: tab %s indexes a pane %s the view does not hold", step, tab, e.pane.PaneID)
 			}
 			got[tab] = append(got[tab], e.pane.PaneID)
@@ -134,13 +138,13 @@ func TestView_PaneIndexesFollowEveryChange(t *testing.T) {
 		case 6:
 			term := fmt.Sprintf("t%d.%d", r.IntN(12), r.IntN(2))
 			want, found := "", false
-			for _, id := range slices.Sorted(maps.Keys(v.panes)) {
-				if v.panes[id].hasPane && v.panes[id].pane.TerminalID == term {
-					want, found = id, true
+			for _, e := range v.panes.entries {
+				if e.hasPane && e.pane.TerminalID == term {
+					want, found = e.pane.PaneID, true
 				}
 			}
 			p, _, ok, _ := v.pane(term, "gone")
-			if ok != found || (ok && v.panes[p.PaneID].pane.TerminalID != term) {
+			if ok != found || (ok && v.panes.get(p.PaneID).pane.TerminalID != term) {
 				t.Fatalf("step %d: pane of terminal %s = %s %v; want %s %v", i, term, p.PaneID, ok, want, found)
 			}
 			step = "pane " + term
@@ -280,7 +284,7 @@ func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
 				if pair.pane == nil {
 					// A reader sees no pane yet; the view keeps the agent
 					// whole until one comes.
-					if e := v.panes["w1:p2"]; e == nil || !e.hasAgent {
+					if e := v.panes.get("w1:p2"); e == nil || !e.hasAgent {
 						t.Fatal("the agent is not kept")
 					} else if diff := cmp.Diff(*pair.agent, e.agent()); diff != "" {
 						t.Errorf("agent with no pane (-given +kept):\n%s", diff)
