@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -144,8 +145,11 @@ type Cache struct {
 
 	// statusMu serialises the numbering of agent statuses and their
 	// delivery, so that handlers see every pane's seq grow in order.
+	// statuses are the panes' numberings, sorted by pane id: a slice
+	// rather than a map, as the view's indexes are (sortedIndex), at 32 B
+	// a pane where a map of a fleet's panes took 80.
 	statusMu sync.Mutex
-	statuses map[string]agentSeq
+	statuses []agentSeq
 
 	// confirmed are watched panes herdr accepted in a subscription though
 	// no listing has shown them yet. Only Run's goroutine uses it.
@@ -173,11 +177,13 @@ type Cache struct {
 	runOnce sync.Once
 }
 
-// agentSeq is a pane's numbering: the agent state of its last status (a
-// handle, half a string's size: it is only compared) and its sequence.
+// agentSeq is a pane's numbering: the pane, the agent state of its last
+// status (a handle, half a string's size: it is only compared) and its
+// sequence.
 type agentSeq struct {
-	state unique.Handle[string]
-	seq   uint64
+	paneID string
+	state  unique.Handle[string]
+	seq    uint64
 }
 
 // New returns a Cache reading src. Nothing talks to herdr until Run.
@@ -189,7 +195,6 @@ func New(src Source, opts *Options) *Cache {
 		log:       o.Logger,
 		view:      newView(),
 		watchers:  map[uint64]func() []string{},
-		statuses:  map[string]agentSeq{},
 		confirmed: map[string]bool{},
 		rewatch:   make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
@@ -415,16 +420,20 @@ func (c *Cache) observe(paneID, status string) {
 	}
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
-	s := c.statuses[paneID]
+	i, ok := slices.BinarySearchFunc(c.statuses, paneID, func(s agentSeq, id string) int { return strings.Compare(s.paneID, id) })
+	if !ok {
+		c.statuses = slices.Insert(c.statuses, i, agentSeq{paneID: paneID})
+	}
+	s := &c.statuses[i]
 	state := unique.Make(agentState(status))
 	if s.seq == 0 || s.state != state {
 		s.seq++
 	}
 	s.state = state
-	c.statuses[paneID] = s
+	seq := s.seq
 	for _, h := range c.handlersNow() {
 		if h.OnAgentStatus != nil {
-			h.OnAgentStatus(paneID, status, s.seq)
+			h.OnAgentStatus(paneID, status, seq)
 		}
 	}
 }
@@ -442,9 +451,7 @@ func agentState(status string) string {
 func (c *Cache) pruneStatuses(watched map[string]bool) {
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
-	for p := range c.statuses {
-		if !watched[p] && !c.view.hasPane(p) {
-			delete(c.statuses, p)
-		}
-	}
+	c.statuses = slices.DeleteFunc(c.statuses, func(s agentSeq) bool {
+		return !watched[s.paneID] && !c.view.hasPane(s.paneID)
+	})
 }

@@ -474,6 +474,31 @@ func TestCache_AgentStatusNumbering(t *testing.T) {
 	})
 }
 
+// A pane's status numbering is kept while the view holds the pane or it is
+// watched, and forgotten otherwise when the cache next prunes (at a
+// subscription or a read): a pane id seen again then counts from 1.
+func TestCache_StatusNumberingIsForgottenWithThePane(t *testing.T) {
+	c, r := New(newFake(), nil), &recorder{}
+	c.AddHandler(r.handler())
+	c.view.setPane(herdr.PaneInfo{PaneID: "p1", TerminalID: "term_1", TabID: "t1"})
+	panes := []string{"p3", "p1", "p2"} // p1 in the view, p2 watched, p3 neither
+	for _, p := range panes {
+		c.observe(p, "working")
+		c.observe(p, "idle")
+	}
+	c.pruneStatuses(map[string]bool{"p2": true})
+	for _, p := range panes {
+		c.observe(p, "working")
+	}
+	want := []observation{
+		{"p3", "working", 1}, // forgotten
+		{"p1", "working", 3}, {"p2", "working", 3},
+	}
+	if diff := cmp.Diff(want, r.observed()[6:]); diff != "" {
+		t.Errorf("statuses after the prune (-want +got):\n%s", diff)
+	}
+}
+
 // A watched pane herdr does not have yet is left out of the subscription
 // (which would be refused whole) and tried with a capped backoff until it
 // exists; its status is passed on once known.
