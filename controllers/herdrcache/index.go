@@ -5,13 +5,14 @@ import (
 	"strings"
 )
 
-// sortedIndex holds entries sorted by a string key, one an entry a key,
-// found by binary search: the view's tabs by id and panes by terminal id.
-// A sorted slice rather than a map because the view keeps one entry a
-// member: the slice takes 8 B an entry, where a map of a fleet's entries
-// takes about 53 (Go's maps grow to twice the room past 7/8 full, and
-// never shrink). A binary search over a thousand entries is as quick as
-// hashing one key; a change moves at most the slice's few kB.
+// sortedIndex holds entries sorted by a string key, one entry a key, found
+// by binary search: the view's tabs by id and its panes by id and by
+// terminal id. A sorted slice rather than a map because the view keeps
+// such entries for every member: the slice takes 8 B an entry, where a
+// map of a fleet's entries takes about 53 (Go's maps grow to twice the
+// room past 7/8 full, and never shrink). A binary search over a thousand
+// entries is about as quick as hashing one key; a change moves at most
+// the slice's few kB.
 type sortedIndex[E any] struct {
 	key     func(*E) string
 	entries []*E
