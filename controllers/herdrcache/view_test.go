@@ -3,6 +3,7 @@ package herdrcache
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -579,5 +580,81 @@ func TestView_PanesAndAgentsReadBackAsLastGiven(t *testing.T) {
 			}
 		}
 		checkIndex(t, v, fmt.Sprintf("step %d (%s)", i, step))
+	}
+}
+
+// fillEvery sets every field of the struct v points at to a value of its
+// own, made from tag: a field herdr's types gain later is set too.
+func fillEvery(t *testing.T, v any, tag string) {
+	t.Helper()
+	s := reflect.ValueOf(v).Elem()
+	for i := range s.NumField() {
+		f, name := s.Field(i), tag+s.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(name)
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(len(name)))
+		case reflect.Uint64:
+			f.SetUint(uint64(len(name)))
+		case reflect.Map:
+			f.Set(reflect.MakeMapWithSize(f.Type(), 1))
+			f.SetMapIndex(reflect.ValueOf(name), reflect.ValueOf(tag))
+		case reflect.Pointer:
+			p := reflect.New(f.Type().Elem())
+			if p.Elem().Kind() == reflect.Struct {
+				fillEvery(t, p.Interface(), tag)
+			} else {
+				p.Elem().SetUint(uint64(len(name)))
+			}
+			f.Set(p)
+		default:
+			t.Fatalf("%s.%s: fillEvery cannot set a %s", s.Type(), s.Type().Field(i).Name, f.Kind())
+		}
+	}
+}
+
+// Every field of a pane, of its agent and of a tab reads back as given,
+// the agent unlike its pane in each: the view's entries keep the fields
+// they know one by one, and a field herdr's types gain is filled here and
+// must be kept too.
+func TestView_EveryFieldReadsBack(t *testing.T) {
+	var pane herdr.PaneInfo
+	var agent herdr.AgentInfo
+	var tab herdr.TabInfo
+	fillEvery(t, &pane, "pane.")
+	fillEvery(t, &agent, "agent.")
+	fillEvery(t, &tab, "tab.")
+	agent.PaneID, agent.TabID, agent.WorkspaceID = pane.PaneID, pane.TabID, pane.WorkspaceID
+	tab.TabID, tab.WorkspaceID = pane.TabID, pane.WorkspaceID
+	for _, listed := range []bool{false, true} {
+		v := newView()
+		if listed {
+			v.install(v.begin(), listing{tabs: []herdr.TabInfo{tab}, panes: []herdr.PaneInfo{pane}, agents: []herdr.AgentInfo{agent}})
+		} else {
+			v.setTab(tab)
+			v.setPane(pane)
+			v.setAgent(agent)
+		}
+		p, a, ok, hasAgent := v.pane("", pane.PaneID)
+		if !ok || !hasAgent {
+			t.Fatalf("listed %v: pane found %v, agent %v", listed, ok, hasAgent)
+		}
+		if !listed {
+			pane.AgentStatus = agent.AgentStatus // a writer's agent brings its status to its pane
+		}
+		if diff := cmp.Diff(pane, p); diff != "" {
+			t.Errorf("listed %v: pane (-given +read):\n%s", listed, diff)
+		}
+		if diff := cmp.Diff(agent, a); diff != "" {
+			t.Errorf("listed %v: agent (-given +read):\n%s", listed, diff)
+		}
+		if got, ok := v.tab(tab.TabID); !ok {
+			t.Errorf("listed %v: tab not found", listed)
+		} else if diff := cmp.Diff(tab, got); diff != "" {
+			t.Errorf("listed %v: tab (-given +read):\n%s", listed, diff)
+		}
 	}
 }
