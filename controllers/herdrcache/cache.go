@@ -146,7 +146,7 @@ type Cache struct {
 	// statusMu serialises the numbering of agent statuses and their
 	// delivery, so that handlers see every pane's seq grow in order.
 	// statuses are the panes' numberings, sorted by pane id: a slice
-	// rather than a map, as the view's indexes are (sortedIndex), at 32 B
+	// rather than a map, as the view's indexes are (sortedindex.Index), at 32 B
 	// a pane where a map of a fleet's panes took 80.
 	statusMu sync.Mutex
 	statuses []agentSeq

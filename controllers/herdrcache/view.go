@@ -8,6 +8,7 @@ import (
 	"unique"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/sortedindex"
 )
 
 // view is the cache's picture of herdr: workspaces, tabs, panes and agents,
@@ -39,9 +40,9 @@ type view struct {
 	// a pane goes through putPaneLocked, removePaneLocked or install,
 	// which keep the indexes; a repair looks a gone pane up by terminal id
 	// and closes its tab with its last pane, and neither walks every pane.
-	tabs       sortedIndex[tabEntry]
-	panes      sortedIndex[paneEntry]
-	byTerminal sortedIndex[paneEntry]
+	tabs       sortedindex.Index[tabEntry]
+	panes      sortedindex.Index[paneEntry]
+	byTerminal sortedindex.Index[paneEntry]
 	// refused: herdr's socket refused a connection since the last listing
 	// was installed — its process went away, and every agent in a pane
 	// that comes back under a new terminal id is a new one.
@@ -234,9 +235,9 @@ func sameSession(a, b *herdr.AgentSessionInfo) bool {
 func newView() *view {
 	return &view{
 		workspaces: map[string]herdr.WorkspaceInfo{},
-		tabs:       sortedIndex[tabEntry]{key: tabIDOf},
-		panes:      sortedIndex[paneEntry]{key: paneIDOf},
-		byTerminal: sortedIndex[paneEntry]{key: terminalIDOf},
+		tabs:       sortedindex.New[tabEntry](tabIDOf, nil),
+		panes:      sortedindex.New[paneEntry](paneIDOf, nil),
+		byTerminal: sortedindex.New[paneEntry](terminalIDOf, nil),
 	}
 }
 
@@ -294,12 +295,12 @@ func (v *view) install(start uint64, l listing) []string {
 			continue
 		}
 		keepLocal(ws, v.workspaces, id)
-		if t := v.tabs.get(id); t != nil && t.known {
+		if t := v.tabs.Get(id); t != nil && t.known {
 			tabs[id] = newTab(t.info()) // its panes are indexed below
 		} else {
 			delete(tabs, id)
 		}
-		if e := v.panes.get(id); e != nil { // the pane and its agent
+		if e := v.panes.Get(id); e != nil { // the pane and its agent
 			panes[id] = e
 		} else {
 			delete(panes, id)
@@ -312,7 +313,7 @@ func (v *view) install(start uint64, l listing) []string {
 	v.refused = false
 	var again []string
 	for id, e := range panes {
-		old := v.panes.get(id)
+		old := v.panes.Get(id)
 		if !e.hasPane || old == nil || !old.hasPane || !old.hasAgent || old.pane.TerminalID == e.pane.TerminalID {
 			continue
 		}
@@ -322,8 +323,8 @@ func (v *view) install(start uint64, l listing) []string {
 	}
 	slices.Sort(again)
 	v.workspaces = ws
-	v.panes = newSortedIndex(paneIDOf, slices.Collect(maps.Values(panes)))
-	v.tabs = newSortedIndex(tabIDOf, slices.Collect(maps.Values(tabs)))
+	v.panes = sortedindex.New(paneIDOf, slices.Collect(maps.Values(panes)))
+	v.tabs = sortedindex.New(tabIDOf, slices.Collect(maps.Values(tabs)))
 	terminals := make([]*paneEntry, 0, len(panes))
 	for _, e := range panes {
 		if e.hasPane {
@@ -333,7 +334,7 @@ func (v *view) install(start uint64, l listing) []string {
 			}
 		}
 	}
-	v.byTerminal = newSortedIndex(terminalIDOf, terminals)
+	v.byTerminal = sortedindex.New(terminalIDOf, terminals)
 	v.synced = true
 	return again
 }
@@ -397,7 +398,7 @@ func (v *view) unsync() bool {
 func (v *view) hasPane(paneID string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.panes.get(paneID)
+	e := v.panes.Get(paneID)
 	return e != nil && e.hasPane
 }
 
@@ -430,10 +431,10 @@ func (v *view) setTab(t herdr.TabInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(t.TabID)
 	internTab(&t)
-	e := v.tabs.get(t.TabID)
+	e := v.tabs.Get(t.TabID)
 	if e == nil {
 		e = &tabEntry{id: t.TabID}
-		v.tabs.put(e)
+		v.tabs.Put(e)
 	}
 	e.setInfo(t)
 }
@@ -443,10 +444,10 @@ func (v *view) setPane(p herdr.PaneInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(p.PaneID)
 	v.internPaneLocked(&p)
-	e := v.panes.get(p.PaneID)
+	e := v.panes.Get(p.PaneID)
 	if e == nil {
 		e = newPaneEntry(p.PaneID)
-		v.panes.put(e)
+		v.panes.Put(e)
 	}
 	v.putPaneLocked(e, p)
 }
@@ -469,17 +470,17 @@ func (v *view) putPaneLocked(e *paneEntry, p herdr.PaneInfo) {
 // v.mu must be held.
 func (v *view) indexLocked(e *paneEntry) {
 	if e.pane.TerminalID != "" {
-		v.byTerminal.put(e)
+		v.byTerminal.Put(e)
 	}
 	v.indexTabLocked(e)
 }
 
 // indexTabLocked adds e's pane to its tab's panes. v.mu must be held.
 func (v *view) indexTabLocked(e *paneEntry) {
-	t := v.tabs.get(e.pane.TabID)
+	t := v.tabs.Get(e.pane.TabID)
 	if t == nil {
 		t = &tabEntry{id: e.pane.TabID}
-		v.tabs.put(t)
+		v.tabs.Put(t)
 	} else {
 		share(&e.pane.TabID, t.id) // kept once
 	}
@@ -487,14 +488,14 @@ func (v *view) indexTabLocked(e *paneEntry) {
 }
 
 func (v *view) unindexLocked(e *paneEntry) {
-	v.byTerminal.remove(e) // if it is the one indexed: "" never is
-	t := v.tabs.get(e.pane.TabID)
+	v.byTerminal.Remove(e) // if it is the one indexed: "" never is
+	t := v.tabs.Get(e.pane.TabID)
 	if t == nil {
 		return
 	}
 	t.panes = slices.DeleteFunc(t.panes, func(x *paneEntry) bool { return x == e })
 	if len(t.panes) == 0 && !t.known {
-		v.tabs.remove(t)
+		v.tabs.Remove(t)
 	}
 }
 
@@ -503,10 +504,10 @@ func (v *view) setAgent(a herdr.AgentInfo) {
 	defer v.mu.Unlock()
 	v.touchLocked(a.PaneID)
 	v.internAgentLocked(&a)
-	e := v.panes.get(a.PaneID)
+	e := v.panes.Get(a.PaneID)
 	if e == nil {
 		e = newPaneEntry(a.PaneID)
-		v.panes.put(e)
+		v.panes.Put(e)
 	}
 	if e.hasPane {
 		e.pane.AgentStatus = a.AgentStatus // no indexed field changed
@@ -592,7 +593,7 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
 	s = intern(s)
-	e := v.panes.get(paneID)
+	e := v.panes.Get(paneID)
 	if e == nil {
 		return
 	}
@@ -618,10 +619,10 @@ func (v *view) removeAgent(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.touchLocked(paneID)
-	if e := v.panes.get(paneID); e != nil {
+	if e := v.panes.Get(paneID); e != nil {
 		e.dropAgent()
 		if !e.hasPane {
-			v.panes.remove(e)
+			v.panes.Remove(e)
 		}
 	}
 }
@@ -638,25 +639,25 @@ func (v *view) removePane(paneID string) {
 func (v *view) closePane(paneID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.panes.get(paneID)
+	e := v.panes.Get(paneID)
 	v.removePaneLocked(paneID)
 	if e == nil || !e.hasPane {
 		return
 	}
-	if t := v.tabs.get(e.pane.TabID); t != nil && t.known && len(t.panes) == 0 {
+	if t := v.tabs.Get(e.pane.TabID); t != nil && t.known && len(t.panes) == 0 {
 		v.touchLocked(e.pane.TabID)
-		v.tabs.remove(t)
+		v.tabs.Remove(t)
 	}
 }
 
 // removePaneLocked drops a pane and its agent. v.mu must be held.
 func (v *view) removePaneLocked(paneID string) {
 	v.touchLocked(paneID)
-	if e := v.panes.get(paneID); e != nil {
+	if e := v.panes.Get(paneID); e != nil {
 		if e.hasPane {
 			v.unindexLocked(e)
 		}
-		v.panes.remove(e)
+		v.panes.Remove(e)
 	}
 }
 
@@ -669,11 +670,11 @@ func (v *view) removeTab(tabID string) {
 
 func (v *view) removeTabLocked(tabID string) {
 	v.touchLocked(tabID)
-	t := v.tabs.get(tabID)
+	t := v.tabs.Get(tabID)
 	if t == nil {
 		return
 	}
-	v.tabs.remove(t) // so that removing its panes leaves t.panes be
+	v.tabs.Remove(t) // so that removing its panes leaves t.panes be
 	for _, e := range t.panes {
 		v.removePaneLocked(e.pane.PaneID)
 	}
@@ -684,12 +685,12 @@ func (v *view) removeWorkspace(wsID string) {
 	defer v.mu.Unlock()
 	v.touchLocked(wsID)
 	delete(v.workspaces, wsID)
-	for _, t := range slices.Clone(v.tabs.entries) { // removing changes the index
+	for _, t := range slices.Clone(v.tabs.Entries()) { // removing changes the index
 		if t.known && t.workspaceID == wsID {
 			v.removeTabLocked(t.id)
 		}
 	}
-	for _, e := range slices.Clone(v.panes.entries) { // removing changes the index
+	for _, e := range slices.Clone(v.panes.Entries()) { // removing changes the index
 		if e.hasPane && e.pane.WorkspaceID == wsID {
 			v.removePaneLocked(e.pane.PaneID)
 		}
@@ -700,9 +701,9 @@ func (v *view) removeWorkspace(wsID string) {
 func (v *view) pane(terminalID, paneID string) (herdr.PaneInfo, herdr.AgentInfo, bool, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.panes.get(paneID)
+	e := v.panes.Get(paneID)
 	if e == nil || !e.hasPane || (terminalID != "" && e.pane.TerminalID != terminalID) {
-		e = v.byTerminal.get(terminalID) // "" is never indexed
+		e = v.byTerminal.Get(terminalID) // "" is never indexed
 	}
 	if e == nil {
 		return herdr.PaneInfo{}, herdr.AgentInfo{}, false, false
@@ -729,7 +730,7 @@ func (v *view) workspaceByLabel(label string) (herdr.WorkspaceInfo, bool) {
 func (v *view) tab(tabID string) (herdr.TabInfo, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if t := v.tabs.get(tabID); t != nil && t.known {
+	if t := v.tabs.Get(tabID); t != nil && t.known {
 		return t.info(), true
 	}
 	return herdr.TabInfo{}, false
@@ -740,7 +741,7 @@ func (v *view) tabsWithLabelPrefix(prefix string) []herdr.TabInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []herdr.TabInfo
-	for _, t := range v.tabs.entries {
+	for _, t := range v.tabs.Entries() {
 		if t.known && strings.HasPrefix(t.label, prefix) {
 			out = append(out, t.info())
 		}
@@ -758,7 +759,7 @@ func (v *view) tabPanes(tabID string) []herdr.PaneInfo {
 // tabPanesLocked is tabPanes with v.mu held.
 func (v *view) tabPanesLocked(tabID string) []herdr.PaneInfo {
 	var out []herdr.PaneInfo
-	if t := v.tabs.get(tabID); t != nil {
+	if t := v.tabs.Get(tabID); t != nil {
 		for _, e := range t.panes {
 			out = append(out, e.pane)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/sortedindex"
 )
 
 // checkIndex fails unless the view's pane indexes are what its panes give,
@@ -21,7 +22,7 @@ func checkIndex(t *testing.T, v *view, step string) {
 	checkSorted(t, v.byTerminal, "byTerminal", step)
 	checkSorted(t, v.tabs, "tabs", step)
 	terminals, tabs := map[string]string{}, map[string][]string{}
-	for _, e := range v.panes.entries {
+	for _, e := range v.panes.Entries() {
 		id := e.pane.PaneID
 		if !e.hasPane && !e.hasAgent {
 			t.Fatalf("after %s: pane %s is kept with neither a pane nor an agent", step, id)
@@ -35,21 +36,21 @@ func checkIndex(t *testing.T, v *view, step string) {
 		tabs[e.pane.TabID] = append(tabs[e.pane.TabID], id)
 	}
 	gotTerminals := map[string]string{}
-	for _, e := range v.byTerminal.entries {
+	for _, e := range v.byTerminal.Entries() {
 		term := e.pane.TerminalID
-		if v.panes.get(e.pane.PaneID) != e {
+		if v.panes.Get(e.pane.PaneID) != e {
 			t.Fatalf("after %s: terminal %s indexes a pane %s the view does not hold", step, term, e.pane.PaneID)
 		}
 		gotTerminals[term] = e.pane.PaneID
 	}
 	got := map[string][]string{}
-	for _, te := range v.tabs.entries {
+	for _, te := range v.tabs.Entries() {
 		tab := te.id
 		if !te.known && len(te.panes) == 0 {
 			t.Fatalf("after %s: tab %s, which the view does not have, is kept with no pane", step, tab)
 		}
 		for _, e := range te.panes {
-			if v.panes.get(e.pane.PaneID) != e {
+			if v.panes.Get(e.pane.PaneID) != e {
 				t.Fatalf("after %s: tab %s indexes a pane %s the view does not hold", step, tab, e.pane.PaneID)
 			}
 			got[tab] = append(got[tab], e.pane.PaneID)
@@ -70,10 +71,10 @@ func checkIndex(t *testing.T, v *view, step string) {
 }
 
 // checkSorted fails unless x's entries are sorted by key, one a key.
-func checkSorted[E any](t *testing.T, x sortedIndex[E], name, step string) {
+func checkSorted[E any](t *testing.T, x sortedindex.Index[E], name, step string) {
 	t.Helper()
-	for i := 1; i < len(x.entries); i++ {
-		if prev, k := x.key(x.entries[i-1]), x.key(x.entries[i]); prev >= k {
+	for i := 1; i < x.Len(); i++ {
+		if prev, k := x.Key(x.Entries()[i-1]), x.Key(x.Entries()[i]); prev >= k {
 			t.Fatalf("after %s: %s: %q follows %q", step, name, k, prev)
 		}
 	}
@@ -139,13 +140,13 @@ func TestView_PaneIndexesFollowEveryChange(t *testing.T) {
 		case 6:
 			term := fmt.Sprintf("t%d.%d", r.IntN(12), r.IntN(2))
 			want, found := "", false
-			for _, e := range v.panes.entries {
+			for _, e := range v.panes.Entries() {
 				if e.hasPane && e.pane.TerminalID == term {
 					want, found = e.pane.PaneID, true
 				}
 			}
 			p, _, ok, _ := v.pane(term, "gone")
-			if ok != found || (ok && v.panes.get(p.PaneID).pane.TerminalID != term) {
+			if ok != found || (ok && v.panes.Get(p.PaneID).pane.TerminalID != term) {
 				t.Fatalf("step %d: pane of terminal %s = %s %v; want %s %v", i, term, p.PaneID, ok, want, found)
 			}
 			step = "pane " + term
@@ -285,7 +286,7 @@ func TestView_PaneAndAgentReadBackAsGiven(t *testing.T) {
 				if pair.pane == nil {
 					// A reader sees no pane yet; the view keeps the agent
 					// whole until one comes.
-					if e := v.panes.get("w1:p2"); e == nil || !e.hasAgent {
+					if e := v.panes.Get("w1:p2"); e == nil || !e.hasAgent {
 						t.Fatal("the agent is not kept")
 					} else if diff := cmp.Diff(*pair.agent, e.agent()); diff != "" {
 						t.Errorf("agent with no pane (-given +kept):\n%s", diff)
