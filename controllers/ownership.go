@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/sortedindex"
 	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
@@ -72,24 +73,32 @@ type ownBook struct {
 	db *statedb.DB
 
 	mu sync.Mutex
-	// recs holds each record by pointer, replaced and never changed: a
-	// map keeps up to twice as many slots as entries, and a pointer's slot
-	// is a tenth the size of a record's.
-	recs map[string]*Ownership
-	// byPane and byTab name the member whose record has a pane or tab id,
-	// for ownerOf, which every herdr event about a pane asks: a walk of
+	// recs holds each record by pointer, replaced and never changed, by
+	// member; byPane and byTab hold the same pointers by pane and tab id,
+	// for ownerOf, which every herdr event about a pane asks (a walk of
 	// every record was a tenth of fleetd's CPU while 1000 members
-	// converged.
-	byPane, byTab map[string]string
+	// converged). Sorted indexes rather than maps: 8 B a record each,
+	// where a map of a fleet's records takes ~53 ("" is never indexed).
+	recs, byPane, byTab sortedindex.Index[Ownership]
 	// shared counts the times a record was indexed under an id the index
-	// gave another record (two records of one pane, which nothing fleetd
-	// does makes); while it is 0 no id has a second record, and a drop
-	// does not walk the records for one.
+	// gave another member's record (two records of one pane, which nothing
+	// fleetd does makes); while it is 0 no id has a second record, and a
+	// drop does not walk the records for one.
 	shared int
 }
 
+func memberOf(r *Ownership) string { return r.Member }
+func paneOf(r *Ownership) string   { return r.PaneID }
+func tabOf(r *Ownership) string    { return r.TabID }
+
+// newOwnBook returns an empty book mirrored in db.
+func newOwnBook(db *statedb.DB) *ownBook {
+	return &ownBook{db: db, recs: sortedindex.New(memberOf, nil),
+		byPane: sortedindex.New(paneOf, nil), byTab: sortedindex.New(tabOf, nil)}
+}
+
 func loadOwnership(db *statedb.DB) (*ownBook, error) {
-	b := &ownBook{db: db, recs: map[string]*Ownership{}, byPane: map[string]string{}, byTab: map[string]string{}}
+	b := newOwnBook(db)
 	err := db.Each(statedb.Owned, func(key string, value []byte) error {
 		var r Ownership
 		if err := json.Unmarshal(value, &r); err != nil || r.Member != key {
@@ -107,8 +116,8 @@ func loadOwnership(db *statedb.DB) (*ownBook, error) {
 func (b *ownBook) get(name string) (Ownership, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, ok := b.recs[name]
-	if !ok {
+	r := b.recs.Get(name)
+	if r == nil {
 		return Ownership{}, false
 	}
 	return *r, true
@@ -117,8 +126,8 @@ func (b *ownBook) get(name string) (Ownership, bool) {
 func (b *ownBook) all() []Ownership {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]Ownership, 0, len(b.recs))
-	for _, r := range b.recs {
+	out := make([]Ownership, 0, b.recs.Len())
+	for _, r := range b.recs.Entries() {
 		out = append(out, *r)
 	}
 	return out
@@ -132,8 +141,8 @@ type paneRef struct{ terminalID, paneID string }
 func (b *ownBook) panes() []paneRef {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]paneRef, 0, len(b.recs))
-	for _, r := range b.recs {
+	out := make([]paneRef, 0, b.recs.Len())
+	for _, r := range b.recs.Entries() {
 		out = append(out, paneRef{r.TerminalID, r.PaneID})
 	}
 	return out
@@ -143,59 +152,65 @@ func (b *ownBook) panes() []paneRef {
 func (b *ownBook) ownerOf(paneID, tabID string) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if name, ok := b.byPane[paneID]; ok { // "" is never indexed
-		return name, true
+	r := b.byPane.Get(paneID) // "" is never indexed
+	if r == nil {
+		r = b.byTab.Get(tabID)
 	}
-	name, ok := b.byTab[tabID]
-	return name, ok
+	if r == nil {
+		return "", false
+	}
+	return r.Member, true
 }
 
 // setLocked puts r in memory, with its ids in the indexes. b.mu held.
 func (b *ownBook) setLocked(r Ownership) {
-	old, had := b.recs[r.Member]
-	b.recs[r.Member] = &r
-	if had && (old.PaneID != r.PaneID || old.TabID != r.TabID) {
-		b.unindexLocked(*old)
+	rec := &r
+	old := b.recs.Get(r.Member)
+	b.recs.Put(rec)
+	if old != nil && (old.PaneID != r.PaneID || old.TabID != r.TabID) {
+		b.unindexLocked(old)
 	}
-	b.indexLocked(b.byPane, r.PaneID, r.Member)
-	b.indexLocked(b.byTab, r.TabID, r.Member)
+	b.indexLocked(&b.byPane, rec)
+	b.indexLocked(&b.byTab, rec)
 }
 
-// indexLocked names member for id in ix ("" is never indexed). b.mu held.
-func (b *ownBook) indexLocked(ix map[string]string, id, member string) {
+// indexLocked indexes r in ix, in place of the record of the same id if
+// any ("" is never indexed). b.mu held.
+func (b *ownBook) indexLocked(ix *sortedindex.Index[Ownership], r *Ownership) {
+	id := ix.Key(r)
 	if id == "" {
 		return
 	}
-	if cur, ok := ix[id]; ok && cur != member {
+	if cur := ix.Get(id); cur != nil && cur.Member != r.Member {
 		b.shared++
 	}
-	ix[id] = member
+	ix.Put(r)
 }
 
-// unindexLocked takes the ids of r, a record no longer in effect, out of
-// the indexes — where another record names one of them too (two records
-// of one pane, which nothing fleetd does makes), the index names that one.
-// It walks the records only when r's ids change or r is dropped, and only
-// while b.shared says another record may share one of them. b.mu held.
-func (b *ownBook) unindexLocked(r Ownership) {
-	unindex := func(ix map[string]string, id string, idOf func(Ownership) string) {
-		if id == "" || ix[id] != r.Member {
-			return
+// unindexLocked takes r, a record no longer in effect, out of the indexes
+// — where another member's record names one of its ids too (two records
+// of one pane, which nothing fleetd does makes), the index takes that
+// one. It walks the records only when r's ids change or r is dropped, and
+// only while b.shared says another record may share one of them. b.mu
+// held.
+func (b *ownBook) unindexLocked(r *Ownership) {
+	for _, ix := range [...]*sortedindex.Index[Ownership]{&b.byPane, &b.byTab} {
+		id := ix.Key(r)
+		if id == "" || ix.Get(id) != r {
+			continue
 		}
-		delete(ix, id)
+		ix.Remove(r)
 		if b.shared == 0 {
-			return
+			continue
 		}
-		for _, o := range b.recs {
-			if idOf(*o) == id {
-				ix[id] = o.Member
+		for _, o := range b.recs.Entries() {
+			if ix.Key(o) == id && o.Member != r.Member {
+				ix.Put(o)
 				b.shared--
-				return
+				break
 			}
 		}
 	}
-	unindex(b.byPane, r.PaneID, func(o Ownership) string { return o.PaneID })
-	unindex(b.byTab, r.TabID, func(o Ownership) string { return o.TabID })
 }
 
 // put records r durably, then in memory.
@@ -217,9 +232,9 @@ func (b *ownBook) put(r Ownership) error {
 // with its next batch (not waited for).
 func (b *ownBook) drop(name string) {
 	b.mu.Lock()
-	if old, ok := b.recs[name]; ok {
-		delete(b.recs, name)
-		b.unindexLocked(*old)
+	if old := b.recs.Get(name); old != nil {
+		b.recs.Remove(old)
+		b.unindexLocked(old)
 	}
 	b.mu.Unlock()
 	b.db.Stage(statedb.Delete(statedb.Owned, name))

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -171,10 +173,70 @@ func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 	check("reloaded", map[[2]string]string{{"w1:p3", ""}: "alpha", {"w1:p2", ""}: "gamma", {"", "w1:t4"}: "gamma", {"w1:p1", ""}: "-"})
 }
 
+// Through any order of puts (new members, new panes or tabs of a member,
+// records of one pane or tab for two members) and drops, the book answers
+// as its records walked would: get and all give each member's last
+// record, and ownerOf finds a member whose record has the pane id, else
+// the tab id, whenever one has.
+func TestOwnBook_IndexesAnswerAsAWalk(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 26))
+	b := newOwnBook(nil)
+	want := map[string]Ownership{}
+	members := []string{"alpha", "beta", "gamma", "delta"}
+	for step := range 3000 {
+		name := members[r.IntN(len(members))]
+		if r.IntN(4) == 0 {
+			b.drop(name)
+			delete(want, name)
+		} else {
+			id := func(kind string) string {
+				if n := r.IntN(5); n > 0 {
+					return fmt.Sprintf("w1:%s%d", kind, n)
+				}
+				return "" // never indexed
+			}
+			rec := Ownership{Member: name, PaneID: id("p"), TabID: id("t"), Restarts: int32(step)}
+			if err := b.put(rec); err != nil {
+				t.Fatal(err)
+			}
+			want[name] = rec
+		}
+		if diff := cmp.Diff(want, maps.Collect(func(yield func(string, Ownership) bool) {
+			for _, o := range b.all() {
+				yield(o.Member, o)
+			}
+		}), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("step %d: records (-walk +book):\n%s", step, diff)
+		}
+		for _, pane := range []string{"", "w1:p1", "w1:p2", "w1:p3", "w1:p4"} {
+			for _, tab := range []string{"", "w1:t1", "w1:t2", "w1:t3", "w1:t4"} {
+				owners := map[string]bool{}
+				for _, o := range want {
+					if pane != "" && o.PaneID == pane {
+						owners[o.Member] = true
+					}
+				}
+				if len(owners) == 0 {
+					for _, o := range want {
+						if tab != "" && o.TabID == tab {
+							owners[o.Member] = true
+						}
+					}
+				}
+				got, ok := b.ownerOf(pane, tab)
+				if ok != (len(owners) > 0) || (ok && !owners[got]) {
+					t.Fatalf("step %d: ownerOf(%q, %q) = %q, %v; want one of %v", step, pane, tab, got, ok, owners)
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkOwnBook_Panes: the ownership records' panes of a fleet of 1000,
 // as the cache asks for them (ownedPanes) each time it resubscribes.
 func BenchmarkOwnBook_Panes(b *testing.B) {
-	book := &ownBook{recs: map[string]*Ownership{}, byPane: map[string]string{}, byTab: map[string]string{}}
+	book := newOwnBook(nil)
 	for i := range 1000 {
 		book.setLocked(Ownership{Member: fmt.Sprintf("m%04d", i), UID: fmt.Sprintf("uid-%d", i),
 			PaneID: fmt.Sprintf("w1:p%d", i), TerminalID: fmt.Sprintf("term_%d", i), TabID: fmt.Sprintf("w1:t%d", i),

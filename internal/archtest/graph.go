@@ -123,7 +123,7 @@ var allowed = Graph{
 	"controllers/workqueue":   {"internal/clock", "internal/notify", prometheus, rate},
 	"controllers/herdrcache":  {"herdr", "internal/clock", "internal/sortedindex", prometheus},
 	"controllers": {"api/v1alpha1", "api/decode", "controllers/launch", "internal/store", "controllers/workqueue",
-		"controllers/herdrcache", "herdr", "internal/clock", "internal/gitrepo", "internal/notify", "internal/rollout", "internal/statedb", prometheus},
+		"controllers/herdrcache", "herdr", "internal/clock", "internal/gitrepo", "internal/notify", "internal/rollout", "internal/sortedindex", "internal/statedb", prometheus},
 	// A Profile's rollout apart from the controller that drives it: the
 	// revisions, where they are kept (the state database; etcd in
 	// etcdrollout), the recorder that follows the desired state, and the
