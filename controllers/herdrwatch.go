@@ -88,7 +88,7 @@ func (m *Manager) logDecision(ctx context.Context, name string, res Result, err 
 	}
 	var phase, ready, reason, msg string
 	m.mu.Lock()
-	if s := m.states[name]; s != nil {
+	if s := m.stateLocked(name); s != nil {
 		phase = s.status.Phase
 		for _, c := range s.status.Conditions {
 			if c.Type == v1alpha1.ConditionReady {

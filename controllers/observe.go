@@ -119,8 +119,8 @@ func (m *Manager) relaunched(name, paneID, terminal string) {
 func (m *Manager) showsOtherAgentStatus(name, status string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, ok := m.states[name]
-	return ok && (s.status.Phase == v1alpha1.PhaseReady || s.awaiting) && s.status.AgentStatus != status
+	s := m.stateLocked(name)
+	return s != nil && (s.status.Phase == v1alpha1.PhaseReady || s.awaiting) && s.status.AgentStatus != status
 }
 
 // onSynced follows every full listing of herdr: the orphan sweep, and every

@@ -364,7 +364,7 @@ func (m *Manager) localState(mem *v1alpha1.Member, p *v1alpha1.Profile, refs str
 			(rec.Refs == "" || rec.Refs == refs)
 	}
 	m.mu.Lock()
-	if st, ok := m.states[mem.Name]; ok {
+	if st := m.stateLocked(mem.Name); st != nil {
 		for _, c := range st.status.Conditions {
 			if c.Type == v1alpha1.ConditionReady {
 				s.Ready = c.Status == v1alpha1.ConditionTrue

@@ -467,14 +467,14 @@ func TestRollout_AMemberUpdatedByItsOwnChangeFreesTheQueue(t *testing.T) {
 // computed afresh for a new one, so a changed spec is never counted as
 // updated from a stale digest.
 func TestLaunchHashOf_FollowsTheDefinition(t *testing.T) {
-	m := &Manager{runtimes: map[string]*runtime{}}
+	m := &Manager{states: newMemberStates()}
 	first := &v1alpha1.Member{}
 	first.Name = "alpha"
 	first.Spec.Profile = "one"
 	if got, want := m.launchHashOf(first), launchHash(first); got != want {
 		t.Fatalf("launchHashOf = %q, want launchHash's %q", got, want)
 	}
-	if m.runtimes["alpha"].launch.of != first {
+	if m.states.Get("alpha").rt.launch.of != first {
 		t.Fatalf("the digest of the member's definition was not remembered")
 	}
 	changed := first.DeepCopy()

@@ -8,17 +8,51 @@ import (
 	"time"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/internal/sortedindex"
 )
 
-// memberState is what the controller keeps about a member besides its spec.
+// memberState is what the controller keeps about a member besides its
+// spec: the state readers see — its status and events — and its restart
+// bookkeeping (rt), one entry of Manager.states either way.
 type memberState struct {
+	name     string
 	status   v1alpha1.MemberStatus
 	events   []v1alpha1.Event
 	awaiting bool // counted in fleetd_members_awaiting_input
+	// shown: a status was written or an event recorded for the member,
+	// which readers see from then on. An entry made for its runtime only
+	// shows nothing (stateLocked): its status reads as Pending, as that
+	// of a member with no entry.
+	shown bool
 	// object is the member as its status was last written for it. Once
 	// the member is deleted from the desired state it is listed from here
 	// (Terminating while its tab closes) until the controller forgets it.
 	object *v1alpha1.Member
+	rt     runtime
+}
+
+// newMemberStates returns an empty index of members' states by name.
+func newMemberStates() sortedindex.Index[memberState] {
+	return sortedindex.New(func(s *memberState) string { return s.name }, nil)
+}
+
+// stateLocked returns the state readers see of member name, nil if it
+// has none (see memberState.shown). mu held.
+func (m *Manager) stateLocked(name string) *memberState {
+	if s := m.states.Get(name); s != nil && s.shown {
+		return s
+	}
+	return nil
+}
+
+// entryLocked returns member name's entry, made if it has none. mu held.
+func (m *Manager) entryLocked(name string) *memberState {
+	s := m.states.Get(name)
+	if s == nil {
+		s = &memberState{name: name}
+		m.states.Put(s)
+	}
+	return s
 }
 
 // launchMemo is launchHash(of). A snapshot never changes an object it
@@ -172,7 +206,7 @@ func (m *Manager) statusOf(mem *v1alpha1.Member) *statusBuilder {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := &statusBuilder{obj: mem, gen: mem.Generation, now: m.o.Clock.Now().UTC().Truncate(time.Second)}
-	if s, ok := m.states[mem.Name]; ok {
+	if s := m.stateLocked(mem.Name); s != nil {
 		s.status.DeepCopyInto(&b.st)
 	}
 	b.st.SessionID = sessionID(mem.UID)
@@ -185,7 +219,7 @@ func (m *Manager) statusOf(mem *v1alpha1.Member) *statusBuilder {
 func (m *Manager) lastObject(name string) *v1alpha1.Member {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s, ok := m.states[name]; ok {
+	if s := m.stateLocked(name); s != nil {
 		return s.object
 	}
 	return nil
@@ -201,11 +235,9 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 	if b.reconciled && !m.restarts[name] {
 		delete(m.asked, name)
 	}
-	s, ok := m.states[name]
-	if !ok {
-		s = &memberState{}
-		m.states[name] = s
-	}
+	s := m.entryLocked(name)
+	ok := s.shown
+	s.shown = true
 	s.object = b.obj
 	if b.obj != nil && b.obj.Spec.Prompt != "" {
 		m.promptObjs[name] = true
@@ -288,7 +320,8 @@ func (m *Manager) forgetMember(name string) {
 		m.log.Warn("could not forget a deleted member's memory", "member", name, "err", err)
 	}
 	m.mu.Lock()
-	s, ok := m.states[name]
+	s := m.states.Get(name)
+	ok := s != nil && s.shown
 	if ok {
 		if s.status.Phase != "" {
 			m.metrics.members.WithLabelValues(s.status.Phase).Dec()
@@ -296,10 +329,11 @@ func (m *Manager) forgetMember(name string) {
 		if s.awaiting {
 			m.metrics.awaitingInput.Dec()
 		}
-		delete(m.states, name)
+	}
+	if s != nil {
+		m.states.Remove(s)
 	}
 	delete(m.promptObjs, name)
-	delete(m.runtimes, name)
 	delete(m.working, name)
 	delete(m.asked, name)
 	m.mu.Unlock()
@@ -317,12 +351,7 @@ func (m *Manager) runtimeOf(name string) *runtime {
 
 // runtimeLocked is runtimeOf with mu held.
 func (m *Manager) runtimeLocked(name string) *runtime {
-	r, ok := m.runtimes[name]
-	if !ok {
-		r = &runtime{}
-		m.runtimes[name] = r
-	}
-	return r
+	return &m.entryLocked(name).rt
 }
 
 // event records something that happened to a member, for describe and
@@ -331,11 +360,8 @@ func (m *Manager) runtimeLocked(name string) *runtime {
 func (m *Manager) event(name, typ, reason, msg string) {
 	now := m.o.Clock.Now().UTC()
 	m.mu.Lock()
-	s, ok := m.states[name]
-	if !ok {
-		s = &memberState{}
-		m.states[name] = s
-	}
+	s := m.entryLocked(name)
+	s.shown = true
 	if n := len(s.events); n > 0 && s.events[n-1].Reason == reason && s.events[n-1].Message == msg {
 		s.events[n-1].Count++
 		s.events[n-1].Time = now

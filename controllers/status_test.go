@@ -161,7 +161,7 @@ func BenchmarkSessionID(b *testing.B) {
 
 func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // condition times from the bubble's clock
-		m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{},
+		m := &Manager{states: newMemberStates(),
 			metrics: NewMetrics(nil), log: discard()}
 		m.o.Clock = clock.Real{}
 		a := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "a", UID: "uid", Generation: 1}}
@@ -190,7 +190,7 @@ func TestWriteStatus_SkipsUnchangedStatus(t *testing.T) {
 // statusOf to a writeStatus that changes it (its Ready condition's reason
 // alternates), for a member with its five conditions.
 func BenchmarkStatus_ReadAndWrite(b *testing.B) {
-	m := &Manager{states: map[string]*memberState{}, runtimes: map[string]*runtime{}, promptObjs: map[string]bool{},
+	m := &Manager{states: newMemberStates(), promptObjs: map[string]bool{},
 		metrics: NewMetrics(nil), log: discard()}
 	m.o.Clock = clock.Real{}
 	a := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "a", UID: "uid", Generation: 1}}
@@ -204,5 +204,74 @@ func BenchmarkStatus_ReadAndWrite(b *testing.B) {
 		sb.cond(v1alpha1.ConditionUpToDate, v1alpha1.ConditionTrue, "R", "")
 		m.writeStatus("a", sb)
 		i++
+	}
+}
+
+// A member's runtime shares its entry with its state, but an entry made
+// for the runtime alone (a reconcile's, or /metrics' launch digest) shows
+// nothing: its status reads as Pending and it has no events, as a member
+// without one; a recorded event shows the state, and the runtime it had
+// stays; a forgotten member has neither, and its forgetting wakes waiters
+// only when it had a state to show.
+func TestStates_ARuntimeAloneShowsNoState(t *testing.T) {
+	memory, err := loadMemory(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manager{states: newMemberStates(), promptObjs: map[string]bool{}, waiting: map[string]string{},
+		working: map[string]time.Time{}, asked: map[string]bool{}, memory: memory, metrics: NewMetrics(nil), log: discard()}
+	m.o.Clock = clock.Real{}
+	alpha := &v1alpha1.Member{ObjectMeta: v1alpha1.ObjectMeta{Name: "alpha", UID: "uid", Generation: 1}}
+	status := func() v1alpha1.MemberStatus {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.statusLocked(alpha)
+	}
+	pending := v1alpha1.MemberStatus{Phase: v1alpha1.PhasePending, SessionID: sessionID("uid")}
+
+	rt := m.runtimeOf("alpha")
+	rt.failures = 2
+	m.launchHashOf(alpha)
+	if diff := cmp.Diff(pending, status()); diff != "" {
+		t.Errorf("status with a runtime only (-want +got):\n%s", diff)
+	}
+	if got := m.MemberEvents("alpha"); got != nil {
+		t.Errorf("events with a runtime only: %v", got)
+	}
+	if m.lastObject("alpha") != nil || m.showsOtherAgentStatus("alpha", "working") {
+		t.Error("a runtime alone shows a state")
+	}
+	ch := m.Changed()
+	m.forgetMember("alpha")
+	select {
+	case <-ch:
+		t.Error("forgetting a member with nothing shown woke waiters")
+	default:
+	}
+	if got := m.runtimeOf("alpha"); got == rt || got.failures != 0 {
+		t.Errorf("a forgotten member's runtime is kept: %+v", got)
+	}
+
+	rt = m.runtimeOf("alpha")
+	rt.failures = 2
+	m.event("alpha", v1alpha1.EventNormal, "Seen", "seen")
+	if got := status(); got.Phase != "" {
+		t.Errorf("status after an event = %+v, want the empty status an event's state has", got)
+	}
+	if got := m.MemberEvents("alpha"); len(got) != 1 || got[0].Reason != "Seen" {
+		t.Errorf("events = %+v, want the one recorded", got)
+	}
+	if got := m.runtimeOf("alpha"); got != rt || got.failures != 2 {
+		t.Error("recording an event replaced the member's runtime")
+	}
+	ch = m.Changed()
+	m.forgetMember("alpha")
+	select {
+	case <-ch:
+	default:
+		t.Error("forgetting a member with events did not wake waiters")
+	}
+	if diff := cmp.Diff(pending, status()); diff != "" {
+		t.Errorf("status of a forgotten member (-want +got):\n%s", diff)
 	}
 }
