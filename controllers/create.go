@@ -24,7 +24,7 @@ func (r *memberReconcile) create() (Result, error) {
 	if r.snap.Stale != nil {
 		return r.stale()
 	}
-	if r.rt.failedGen == r.mem.Generation && r.rt.failedProfile == r.profile {
+	if rare := r.rt.peek(); rare.failedGen == r.mem.Generation && rare.failedProfile == r.profile {
 		r.write()
 		return Result{}, nil // wait for a change
 	}
@@ -145,7 +145,8 @@ func invalidSpec(err error) bool {
 // retried until the member or its profile changes.
 func (r *memberReconcile) unlaunchable(err error) Result {
 	r.replacementFailed(err.Error()) // rollout.go
-	r.rt.failedGen, r.rt.failedProfile = r.mem.Generation, r.profile
+	rare := r.rt.edit()
+	rare.failedGen, rare.failedProfile = r.mem.Generation, r.profile
 	r.rt.start = nil
 	r.event(v1alpha1.EventWarning, v1alpha1.ReasonInvalidSpec, err.Error())
 	r.b.clearPane()

@@ -95,14 +95,14 @@ func (r *memberReconcile) heldByFence(msg string) (Result, error) {
 // (again after the node was confirmed in between) and keeps the pane: the
 // member is held, its agent idle, until the node confirms it again.
 func (r *memberReconcile) fencePause(msg string, p herdrcache.Pane) (Result, error) {
-	if r.rt.fencePaused != r.rec.PaneID {
+	if r.rt.peek().fencePaused != r.rec.PaneID {
 		ctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
 		err := r.m.herdr.SendKeys(ctx, r.rec.PaneID, FenceInterruptKeys)
 		cancel()
 		if err != nil {
 			return Result{}, fmt.Errorf("interrupt the agent of pane %s (--fence-policy pause): %w", r.rec.PaneID, err)
 		}
-		r.rt.fencePaused = r.rec.PaneID
+		r.rt.edit().fencePaused = r.rec.PaneID
 		r.event(v1alpha1.EventWarning, v1alpha1.ReasonNodeFenced, fmt.Sprintf("interrupted the agent of pane %s (Esc) and kept its tab %s: %s", r.rec.PaneID, r.rec.TabID, msg))
 	}
 	r.b.setPane(r.rec)

@@ -29,10 +29,12 @@ func (r *memberReconcile) ownedPane() (Result, error) {
 			return Result{}, err
 		}
 	}
-	if alive && !p.HasAgent && r.rt.start == nil && (rekeyed || !r.rt.restoring.IsZero()) {
+	if alive && !p.HasAgent && r.rt.start == nil && (rekeyed || !r.rt.peek().restoring.IsZero()) {
 		return r.awaitRestore(p.PaneInfo)
 	}
-	r.rt.restoring = time.Time{}
+	if rare := r.rt.rare; rare != nil {
+		rare.restoring = time.Time{}
+	}
 	if st := r.rt.start; alive && st != nil && st.terminal == r.rec.TerminalID {
 		if !st.launched {
 			if r.snap.Stale != nil {
@@ -83,7 +85,7 @@ func (r *memberReconcile) adopt(p herdrcache.Pane) (Result, error) {
 		return r.checkStart() // adopted in the middle of a start
 	}
 	r.rt.start = nil
-	r.rt.resumeProof.observe(agent)
+	r.rt.peek().resumeProof.observe(agent)
 	if err := r.m.noteSession(&r.rec, agent, pane); err != nil {
 		return Result{}, err
 	}
@@ -136,13 +138,16 @@ func (r *memberReconcile) running(agentStatus herdr.AgentStatus) Result {
 		if stable := r.rec.StartedAt.Add(r.m.o.StableAfter); now.Before(stable) {
 			res.RequeueAfter = stable.Sub(now)
 		} else {
-			rt.failures, rt.lastError = 0, ""
+			rt.failures = 0
+			if rt.rare != nil {
+				rt.rare.lastError = ""
+			}
 		}
 	}
 	b.setPane(r.rec)
 	b.st.AgentStatus = string(agentStatus)
 	if rt.failures >= r.m.o.DegradedAfter {
-		msg := fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError)
+		msg := fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.peek().lastError)
 		b.set(v1alpha1.PhaseDegraded, cTrue(v1alpha1.ReasonAgentReady, "agent is running"),
 			cFalse(v1alpha1.ReasonCrashLoop, msg), cTrue(v1alpha1.ReasonCrashLoop, msg))
 	} else {
@@ -156,7 +161,7 @@ func (r *memberReconcile) running(agentStatus herdr.AgentStatus) Result {
 
 func degradedCond(rt *runtime, after int) [3]string {
 	if rt.failures >= after {
-		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.lastError))
+		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.peek().lastError))
 	}
 	return cFalse(v1alpha1.ReasonAsExpected, "")
 }
@@ -173,12 +178,13 @@ func (r *memberReconcile) failed(why string) {
 		r.m.log.Warn("could not forget the session of a resumed agent that failed", "member", r.name, "err", err)
 	}
 	rt.failures++
-	rt.lastError = why
+	rt.edit().lastError = why
 	rt.start = nil
 	b.clearPane()
 	b.st.LastError = why
 	if r.profile.Spec.RestartPolicy == v1alpha1.RestartNever {
-		rt.failedGen, rt.failedProfile = r.mem.Generation, r.profile
+		rare := rt.edit()
+		rare.failedGen, rare.failedProfile = r.mem.Generation, r.profile
 		r.event(v1alpha1.EventWarning, v1alpha1.ReasonFailed, why+"; restartPolicy is Never, not recreating")
 		b.set(v1alpha1.PhaseFailed, cFalse(v1alpha1.ReasonFailed, why), cFalse(v1alpha1.ReasonFailed, "restartPolicy is Never"), cTrue(v1alpha1.ReasonFailed, why))
 		r.write()
@@ -302,10 +308,10 @@ func (m *Manager) tabLabelled(tabID, label string) bool {
 // a listing can see the pane before its agent). herdr's restore_error, or
 // the timeout, ends the wait as an exited agent.
 func (r *memberReconcile) awaitRestore(pane herdr.PaneInfo) (Result, error) {
-	rt, rec := r.rt, r.rec
+	rare, rec := r.rt.edit(), r.rec
 	now := r.m.o.Clock.Now()
-	if rt.restoring.IsZero() {
-		rt.restoring = now
+	if rare.restoring.IsZero() {
+		rare.restoring = now
 	}
 	// The cache learns of a relaunched agent only at the next listing (an
 	// agent's detection event carries no agent): ask herdr.
@@ -314,7 +320,7 @@ func (r *memberReconcile) awaitRestore(pane herdr.PaneInfo) (Result, error) {
 	cancel()
 	switch {
 	case err == nil && a.Name == r.name && (a.TerminalID == "" || a.TerminalID == rec.TerminalID):
-		rt.restoring = time.Time{}
+		rare.restoring = time.Time{}
 		if !a.InteractiveReady {
 			return r.checkStart()
 		}
@@ -329,17 +335,17 @@ func (r *memberReconcile) awaitRestore(pane herdr.PaneInfo) (Result, error) {
 	switch {
 	case pane.RestoreError != "":
 		why = fmt.Sprintf("herdr could not restore the agent in pane %s: %s", rec.PaneID, pane.RestoreError)
-	case !now.Before(rt.restoring.Add(timeout)):
+	case !now.Before(rare.restoring.Add(timeout)):
 		why = fmt.Sprintf("herdr restarted and did not relaunch the agent in pane %s within %s", rec.PaneID, timeout)
 	}
 	if why != "" {
-		rt.restoring = time.Time{}
+		rare.restoring = time.Time{}
 		return r.startFailed(why, nil)
 	}
 	r.b.setPane(rec)
 	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
 		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("herdr restarted; waiting up to %s for it to relaunch the agent in pane %s", timeout, rec.PaneID)),
-		degradedCond(rt, r.m.o.DegradedAfter))
+		degradedCond(r.rt, r.m.o.DegradedAfter))
 	r.write()
-	return Result{RequeueAfter: min(MaxStartCheck, rt.restoring.Add(timeout).Sub(now))}, nil
+	return Result{RequeueAfter: min(MaxStartCheck, rare.restoring.Add(timeout).Sub(now))}, nil
 }

@@ -48,6 +48,9 @@ func (m *Manager) reconcile(ctx context.Context, name string) (Result, error) {
 	r := m.newReconcile(ctx, name)
 	place := m.queuePlace(name)
 	res, err := r.run()
+	if r.rt != nil {
+		r.rt.settle()
+	}
 	m.setWaiting(name, r.waiting)
 	if m.queuePlace(name) != place {
 		m.turnFreed("") // the members waiting behind it look again (rollout.go)
@@ -161,7 +164,9 @@ func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcil
 	r.b = m.statusOf(r.mem)
 	r.rt = m.runtimeOf(name)
 	if r.lose == nil {
-		r.rt.fencePaused = "" // confirmed: a later fencing interrupts again
+		if rare := r.rt.rare; rare != nil {
+			rare.fencePaused = "" // confirmed: a later fencing interrupts again
+		}
 	}
 	r.b.st.Worktree = m.wt.status(name) // the last read of its worktree (worktree.go)
 	r.manifestConditions()              // prune.go

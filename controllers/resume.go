@@ -151,15 +151,22 @@ func (r *memberReconcile) prepare() (launch.Spec, error) {
 // and shows it in the status.
 func (r *memberReconcile) launching(spec launch.Spec) {
 	r.b.st.ResumedSession = spec.Resumed.DeepCopy()
-	r.rt.resumed, r.rt.resumedAt = spec.Resumed.DeepCopy(), r.m.o.Clock.Now()
-	r.rt.resumeProof = nil
+	if spec.Resumed == nil {
+		if rare := r.rt.rare; rare != nil {
+			rare.resumed, rare.resumedAt, rare.resumeProof = nil, time.Time{}, nil
+		}
+		return
+	}
+	rare := r.rt.edit()
+	rare.resumed, rare.resumedAt = spec.Resumed.DeepCopy(), r.m.o.Clock.Now()
+	rare.resumeProof = nil
 }
 
 // started is told that the launched agent is ready.
 func (r *memberReconcile) started(agent herdr.AgentInfo) error {
-	if s := r.rt.resumed; s != nil {
+	if s := r.rt.peek().resumed; s != nil {
 		r.event(v1alpha1.EventNormal, reasonResumed, fmt.Sprintf("agent resumed its %s session %q in pane %s", s.Agent, s.Value, agent.PaneID))
-		r.rt.resumeProof = &resumeProof{ready: agent.CompletionSeq}
+		r.rt.edit().resumeProof = &resumeProof{ready: agent.CompletionSeq}
 	}
 	return r.rememberSession(agentSession(agent.AgentSession))
 }
@@ -191,15 +198,13 @@ func (p *resumeProof) observe(a herdr.AgentInfo) {
 // resumed agent that failed before it ran stably makes the next launch a
 // fresh start.
 func (r *memberReconcile) resumeFailed(why string) error {
-	rt := r.rt
-	s := rt.resumed
-	rt.resumed = nil
-	if s == nil {
+	rare := r.rt.rare
+	if rare == nil || rare.resumed == nil {
 		return nil
 	}
-	proof := rt.resumeProof
-	rt.resumeProof = nil
-	ran := r.m.o.Clock.Now().Sub(rt.resumedAt)
+	s, proof, at := rare.resumed, rare.resumeProof, rare.resumedAt
+	rare.resumed, rare.resumedAt, rare.resumeProof = nil, time.Time{}, nil
+	ran := r.m.o.Clock.Now().Sub(at)
 	if ran >= r.m.o.StableAfter || (proof != nil && proof.finished) {
 		return nil
 	}

@@ -61,7 +61,7 @@ func (r *memberReconcile) launch() (Result, error) {
 	rec, st := r.rec, r.rt.start
 	r.b.setPane(rec)
 	r.b.st.Plan = st.plan
-	r.b.st.ResumedSession = r.rt.resumed.DeepCopy()
+	r.b.st.ResumedSession = r.rt.peek().resumed.DeepCopy()
 	cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
 	_, err := r.m.herdr.LaunchAgent(cctx, herdr.AgentStartParams{
 		Name: r.name, Kind: r.profile.Spec.Harness, PaneID: rec.PaneID, Args: st.args, TimeoutMS: startupTimeout(r.profile).Milliseconds(),
@@ -327,7 +327,7 @@ func (r *memberReconcile) startFailed(why string, cause error) (Result, error) {
 		return Result{}, err
 	}
 	r.owned = false
-	if cause != nil && invalidSpec(cause) && r.rt.resumed == nil { // a refused resume falls back to a fresh start
+	if cause != nil && invalidSpec(cause) && r.rt.peek().resumed == nil { // a refused resume falls back to a fresh start
 		return r.unlaunchable(cause), nil
 	}
 	r.failed(why)

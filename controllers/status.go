@@ -78,33 +78,69 @@ func awaitingInput(st v1alpha1.MemberStatus) bool {
 type runtime struct {
 	failures    int       // consecutive failures since the agent last ran stably
 	nextAttempt time.Time // no new pane before this
+	// start is the agent start under way in the recorded pane, from
+	// tab.create until herdr reports the agent ready; nil otherwise.
+	start *starting
+	// launch is the launchHash of the member's current definition
+	// (launchHashOf, under mu: a member is counted in /metrics before it
+	// is reconciled, and on any node).
+	launch launchMemo
+	// rare is the rest, which a member has only while something out of
+	// the ordinary lasts — failures, a resumed session, a restore, a
+	// fence pause: nil while nothing does (settle), so that a fleet of
+	// members whose agents run keeps none of it. Read it with peek,
+	// change it with edit.
+	rare *rareRuntime
+}
+
+// rareRuntime is the part of a member's runtime that is zero while its
+// agent runs as it should.
+type rareRuntime struct {
 	// failedGen and failedProfile: this member generation with this profile
 	// object failed for good (restartPolicy Never, or a spec herdr cannot
 	// launch); it stays Failed until either changes.
 	failedGen     int64
 	failedProfile *v1alpha1.Profile
-	lastError     string
+	lastError     string // the last of the failures in a row
 	// resumed is the session the current pane's launch resumed (nil: a
-	// fresh start), at resumedAt (resume.go); the session itself is in
-	// the member's memory (memory.go).
+	// fresh start), at resumedAt (zero with it; resume.go); the session
+	// itself is in the member's memory (memory.go).
 	resumed   *v1alpha1.AgentSession
 	resumedAt time.Time
 	// resumeProof is how far the resumed agent got with its session
 	// (resume.go): nil until it was ready; proven once it finished a turn.
 	resumeProof *resumeProof
-	// start is the agent start under way in the recorded pane, from
-	// tab.create until herdr reports the agent ready; nil otherwise.
-	start *starting
 	// restoring: since when the recorded pane, restored by herdr after a
 	// restart, waits for herdr to relaunch its agent.
 	restoring time.Time
 	// fencePaused is the pane whose agent the fence interrupted
 	// (FencePause), until the node is confirmed again.
 	fencePaused string
-	// launch is the launchHash of the member's current definition
-	// (launchHashOf, under mu: a member is counted in /metrics before it
-	// is reconciled, and on any node).
-	launch launchMemo
+}
+
+// peek returns rt's rare part to read: a copy, the zero one while rt has
+// none.
+func (rt *runtime) peek() rareRuntime {
+	if rt.rare == nil {
+		return rareRuntime{}
+	}
+	return *rt.rare
+}
+
+// edit returns rt's rare part to change, made if rt has none.
+func (rt *runtime) edit() *rareRuntime {
+	if rt.rare == nil {
+		rt.rare = &rareRuntime{}
+	}
+	return rt.rare
+}
+
+// settle drops rt's rare part once nothing in it is set: the last step
+// of a member's reconcile.
+func (rt *runtime) settle() {
+	if rt.rare != nil && *rt.rare == (rareRuntime{}) {
+		rt.rare = nil
+	}
 }
 
 // sessionID derives the member's stable session UUID from its uid: the same
