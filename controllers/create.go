@@ -31,9 +31,9 @@ func (r *memberReconcile) create() (Result, error) {
 	if r.createGate() { // prune.go
 		return Result{}, nil
 	}
-	if now := r.m.o.Clock.Now(); now.Before(r.rt.nextAttempt) {
+	if now, next := r.m.o.Clock.Now(), r.rt.peek().nextAttempt; now.Before(next) {
 		r.write()
-		return Result{RequeueAfter: r.rt.nextAttempt.Sub(now)}, nil
+		return Result{RequeueAfter: next.Sub(now)}, nil
 	}
 	return r.createPane()
 }
@@ -191,19 +191,18 @@ func (m *Manager) ensureWorkspace(ctx context.Context, member, label, cwd string
 		return herdr.WorkspaceInfo{}, fmt.Errorf("create workspace %q: %w", label, err)
 	}
 	m.cache.WorkspaceCreated(*created)
-	m.created[created.Workspace.WorkspaceID] = CreatedWorkspace{Label: label, RootTabID: created.Tab.TabID}
+	m.created[created.Workspace.WorkspaceID] = &CreatedWorkspace{Label: label, RootTabID: created.Tab.TabID}
 	m.event(member, v1alpha1.EventNormal, reasonWorkspaceCreated, fmt.Sprintf("created herdr workspace %q (%s)", label, created.Workspace.WorkspaceID))
 	return created.Workspace, nil
 }
 
-// createdWorkspace returns what fleetd knows of a workspace it created.
+// createdWorkspace returns what fleetd knows of a workspace it created:
+// one value every record of a member in the workspace shares, which
+// nothing changes.
 func (m *Manager) createdWorkspace(id string) *CreatedWorkspace {
 	m.wsMu.Lock()
 	defer m.wsMu.Unlock()
-	if w, ok := m.created[id]; ok {
-		return &w
-	}
-	return nil
+	return m.created[id] // nil if fleetd did not create it
 }
 
 // closeEmptyWorkspace closes the workspace of a deleted member's closed tab

@@ -47,8 +47,8 @@ type Manager struct {
 	// tab.create and the write of its ownership record (read lock, so that
 	// members are created concurrently).
 	ownMu   sync.RWMutex
-	wsMu    sync.Mutex                  // serialises workspace lookup-or-create, and closing
-	created map[string]CreatedWorkspace // by workspace id: the workspaces fleetd created; wsMu
+	wsMu    sync.Mutex                   // serialises workspace lookup-or-create, and closing
+	created map[string]*CreatedWorkspace // by workspace id: the workspaces fleetd created, never changed; wsMu
 
 	mu sync.Mutex
 	// states: each member's state and runtime, by name, in a sorted
@@ -137,10 +137,10 @@ func New(opts *Options) (*Manager, error) {
 		}
 	}
 	m.metrics.rollouts.follow(m)
-	m.created = map[string]CreatedWorkspace{}
+	m.created = map[string]*CreatedWorkspace{}
 	for _, r := range own.all() {
 		if r.CreatedWorkspace != nil {
-			m.created[r.WorkspaceID] = *r.CreatedWorkspace
+			m.created[r.WorkspaceID] = r.CreatedWorkspace
 		}
 	}
 	m.store = o.Store
