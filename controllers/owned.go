@@ -134,20 +134,19 @@ func (r *memberReconcile) running(agentStatus herdr.AgentStatus) Result {
 	var res Result
 	rt, b := r.rt, r.b
 	now := r.m.o.Clock.Now()
-	if rt.failures > 0 {
+	if rare := rt.rare; rare != nil && rare.failures > 0 {
 		if stable := r.rec.StartedAt.Add(r.m.o.StableAfter); now.Before(stable) {
 			res.RequeueAfter = stable.Sub(now)
 		} else {
-			rt.failures = 0
-			if rt.rare != nil {
-				rt.rare.lastError = ""
-			}
+			// The next attempt it waited for is past: the new pane
+			// started after it.
+			rare.failures, rare.nextAttempt, rare.lastError = 0, time.Time{}, ""
 		}
 	}
 	b.setPane(r.rec)
 	b.st.AgentStatus = string(agentStatus)
-	if rt.failures >= r.m.o.DegradedAfter {
-		msg := fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.peek().lastError)
+	if rare := rt.peek(); rare.failures >= r.m.o.DegradedAfter {
+		msg := fmt.Sprintf("%d failures in a row; last: %s", rare.failures, rare.lastError)
 		b.set(v1alpha1.PhaseDegraded, cTrue(v1alpha1.ReasonAgentReady, "agent is running"),
 			cFalse(v1alpha1.ReasonCrashLoop, msg), cTrue(v1alpha1.ReasonCrashLoop, msg))
 	} else {
@@ -160,8 +159,8 @@ func (r *memberReconcile) running(agentStatus herdr.AgentStatus) Result {
 }
 
 func degradedCond(rt *runtime, after int) [3]string {
-	if rt.failures >= after {
-		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rt.failures, rt.peek().lastError))
+	if rare := rt.peek(); rare.failures >= after {
+		return cTrue(v1alpha1.ReasonCrashLoop, fmt.Sprintf("%d failures in a row; last: %s", rare.failures, rare.lastError))
 	}
 	return cFalse(v1alpha1.ReasonAsExpected, "")
 }
@@ -177,13 +176,13 @@ func (r *memberReconcile) failed(why string) {
 	if err := r.resumeFailed(why); err != nil {
 		r.m.log.Warn("could not forget the session of a resumed agent that failed", "member", r.name, "err", err)
 	}
-	rt.failures++
-	rt.edit().lastError = why
+	rare := rt.edit()
+	rare.failures++
+	rare.lastError = why
 	rt.start = nil
 	b.clearPane()
 	b.st.LastError = why
 	if r.profile.Spec.RestartPolicy == v1alpha1.RestartNever {
-		rare := rt.edit()
 		rare.failedGen, rare.failedProfile = r.mem.Generation, r.profile
 		r.event(v1alpha1.EventWarning, v1alpha1.ReasonFailed, why+"; restartPolicy is Never, not recreating")
 		b.set(v1alpha1.PhaseFailed, cFalse(v1alpha1.ReasonFailed, why), cFalse(v1alpha1.ReasonFailed, "restartPolicy is Never"), cTrue(v1alpha1.ReasonFailed, why))
@@ -191,10 +190,10 @@ func (r *memberReconcile) failed(why string) {
 		return
 	}
 	var delay time.Duration
-	if rt.failures > 1 {
-		delay = backoff(r.m.o.RestartBackoff, rt.failures-2, r.m.o.MaxRestartDelay)
+	if rare.failures > 1 {
+		delay = backoff(r.m.o.RestartBackoff, rare.failures-2, r.m.o.MaxRestartDelay)
 	}
-	rt.nextAttempt = r.m.o.Clock.Now().Add(delay)
+	rare.nextAttempt = r.m.o.Clock.Now().Add(delay)
 	b.st.Restarts++
 	r.m.metrics.restarts.Inc()
 	msg := fmt.Sprintf("%s; recreating (restart %d)", why, b.st.Restarts)
@@ -207,7 +206,7 @@ func (r *memberReconcile) failed(why string) {
 	}
 	r.event(v1alpha1.EventWarning, v1alpha1.ReasonBackOff, msg)
 	phase := v1alpha1.PhaseStarting
-	if rt.failures >= r.m.o.DegradedAfter {
+	if rare.failures >= r.m.o.DegradedAfter {
 		phase = v1alpha1.PhaseDegraded
 	}
 	b.set(phase, cFalse(v1alpha1.ReasonBackOff, msg), cTrue(v1alpha1.ReasonBackOff, msg), degradedCond(rt, r.m.o.DegradedAfter))

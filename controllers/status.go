@@ -76,8 +76,6 @@ func awaitingInput(st v1alpha1.MemberStatus) bool {
 
 // runtime is the in-memory restart bookkeeping of one member.
 type runtime struct {
-	failures    int       // consecutive failures since the agent last ran stably
-	nextAttempt time.Time // no new pane before this
 	// start is the agent start under way in the recorded pane, from
 	// tab.create until herdr reports the agent ready; nil otherwise.
 	start *starting
@@ -86,16 +84,18 @@ type runtime struct {
 	// is reconciled, and on any node).
 	launch launchMemo
 	// rare is the rest, which a member has only while something out of
-	// the ordinary lasts — failures, a resumed session, a restore, a
-	// fence pause: nil while nothing does (settle), so that a fleet of
-	// members whose agents run keeps none of it. Read it with peek,
-	// change it with edit.
+	// the ordinary lasts — failures in a row, a resumed session, a
+	// restore, a fence pause: nil while nothing does (settle), so that a
+	// fleet of members whose agents run keeps none of it. Read it with
+	// peek, change it with edit.
 	rare *rareRuntime
 }
 
 // rareRuntime is the part of a member's runtime that is zero while its
 // agent runs as it should.
 type rareRuntime struct {
+	failures    int       // consecutive failures since the agent last ran stably
+	nextAttempt time.Time // no new pane before this; zero once failures is
 	// failedGen and failedProfile: this member generation with this profile
 	// object failed for good (restartPolicy Never, or a spec herdr cannot
 	// launch); it stays Failed until either changes.

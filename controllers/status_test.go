@@ -230,7 +230,7 @@ func TestStates_ARuntimeAloneShowsNoState(t *testing.T) {
 	pending := v1alpha1.MemberStatus{Phase: v1alpha1.PhasePending, SessionID: sessionID("uid")}
 
 	rt := m.runtimeOf("alpha")
-	rt.failures = 2
+	rt.edit().failures = 2
 	m.launchHashOf(alpha)
 	if diff := cmp.Diff(pending, status()); diff != "" {
 		t.Errorf("status with a runtime only (-want +got):\n%s", diff)
@@ -248,12 +248,12 @@ func TestStates_ARuntimeAloneShowsNoState(t *testing.T) {
 		t.Error("forgetting a member with nothing shown woke waiters")
 	default:
 	}
-	if got := m.runtimeOf("alpha"); got == rt || got.failures != 0 {
+	if got := m.runtimeOf("alpha"); got == rt || got.peek().failures != 0 {
 		t.Errorf("a forgotten member's runtime is kept: %+v", got)
 	}
 
 	rt = m.runtimeOf("alpha")
-	rt.failures = 2
+	rt.edit().failures = 2
 	m.event("alpha", v1alpha1.EventNormal, "Seen", "seen")
 	if got := status(); got.Phase != "" {
 		t.Errorf("status after an event = %+v, want the empty status an event's state has", got)
@@ -261,7 +261,7 @@ func TestStates_ARuntimeAloneShowsNoState(t *testing.T) {
 	if got := m.MemberEvents("alpha"); len(got) != 1 || got[0].Reason != "Seen" {
 		t.Errorf("events = %+v, want the one recorded", got)
 	}
-	if got := m.runtimeOf("alpha"); got != rt || got.failures != 2 {
+	if got := m.runtimeOf("alpha"); got != rt || got.peek().failures != 2 {
 		t.Error("recording an event replaced the member's runtime")
 	}
 	ch = m.Changed()
