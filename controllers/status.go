@@ -285,7 +285,7 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 		return
 	}
 	old := s.status.Phase
-	setStatus(&s.status, &b.st, &m.conditions) // the builder may keep editing its copy
+	setStatus(&s.status, &b.st, &m.lists) // the builder may keep editing its copy
 	if old != b.st.Phase {
 		if old != "" {
 			m.metrics.members.WithLabelValues(old).Dec()
@@ -310,40 +310,52 @@ func (m *Manager) writeStatus(name string, b *statusBuilder) {
 	m.changed.Notify()
 }
 
-// setStatus makes *dst a deep copy of src whose conditions are shared:
-// the list of a status in m.states is read and copied (DeepCopyInto), never
-// changed, so members whose conditions are alike keep one list (lists). A
-// settled fleet's Ready members' mostly are — the same types, reasons and
-// messages, their transition times kept to the second.
-func setStatus(dst, src *v1alpha1.MemberStatus, lists *conditionLists) {
+// setStatus makes *dst a deep copy of src whose conditions and plan are
+// shared: the lists of a status in m.states are read and copied
+// (DeepCopyInto), never changed, so members whose conditions, or plans,
+// are alike keep one list (lists). A settled fleet's Ready members'
+// conditions mostly are — the same types, reasons and messages, their
+// transition times kept to the second — and the members of a profile have
+// one plan.
+func setStatus(dst, src *v1alpha1.MemberStatus, lists *statusLists) {
 	rest := *src
-	rest.Conditions = nil
+	rest.Conditions, rest.Plan = nil, nil
 	*dst = v1alpha1.MemberStatus{}
 	rest.DeepCopyInto(dst)
-	dst.Conditions = lists.share(src.Conditions)
+	dst.Conditions = lists.conditions.share(src.Conditions)
+	if dst.Plan = lists.plans.share(src.Plan); dst.Plan == nil && src.Plan != nil {
+		dst.Plan = []v1alpha1.PlanRow{} // an empty plan, as a copy has it
+	}
 }
 
-// conditionLists are the last condition lists m.states kept, each shared
-// by every member whose conditions are the same (setStatus). A handful is
-// enough: a fleet's members go through the same few states, in waves.
-type conditionLists struct {
-	recent [8][]v1alpha1.Condition
+// statusLists are the lists the statuses in m.states share (setStatus).
+type statusLists struct {
+	conditions sharedLists[v1alpha1.Condition]
+	plans      sharedLists[v1alpha1.PlanRow]
+}
+
+// sharedLists are the last lists of one kind m.states kept, each shared
+// by every member whose list is the same (setStatus). A handful is
+// enough: a fleet's members go through the same few states, in waves, and
+// have the plans of a few profiles.
+type sharedLists[T comparable] struct {
+	recent [8][]T
 	next   int
 }
 
-// share returns a list equal to conds that nothing changes: a recent one,
-// or a copy of conds that becomes one. nil if conds is empty.
-func (l *conditionLists) share(conds []v1alpha1.Condition) []v1alpha1.Condition {
-	if len(conds) == 0 {
+// share returns a list equal to list that nothing changes: a recent one,
+// or a copy of list that becomes one. nil if list is empty.
+func (l *sharedLists[T]) share(list []T) []T {
+	if len(list) == 0 {
 		return nil
 	}
 	for i := range l.recent { // the latest first
 		r := l.recent[(l.next-1-i+2*len(l.recent))%len(l.recent)]
-		if slices.Equal(r, conds) {
+		if slices.Equal(r, list) {
 			return r
 		}
 	}
-	kept := slices.Clip(slices.Clone(conds))
+	kept := slices.Clip(slices.Clone(list))
 	l.recent[l.next] = kept
 	l.next = (l.next + 1) % len(l.recent)
 	return kept

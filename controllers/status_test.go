@@ -78,7 +78,7 @@ func TestSessionID_SameAsEveryEarlierFleetd(t *testing.T) {
 
 // copyStatus copies a status as DeepCopyInto does, whatever the status it
 // overwrites held, and shares nothing with the copied one.
-func TestSetStatus_SameAsDeepCopyWithSharedConditions(t *testing.T) {
+func TestSetStatus_SameAsDeepCopyWithSharedLists(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	conds := func(n int) []v1alpha1.Condition {
 		out := make([]v1alpha1.Condition, n)
@@ -97,8 +97,9 @@ func TestSetStatus_SameAsDeepCopyWithSharedConditions(t *testing.T) {
 		"one condition":       {Conditions: conds(1)},
 		"three in room for 5": {Conditions: conds(5)[:3]},
 		"full":                full,
+		"empty plan":          {Plan: []v1alpha1.PlanRow{}},
 	}
-	var lists conditionLists
+	var lists statusLists
 	for dname, dst := range statuses {
 		for sname, src := range statuses {
 			var want v1alpha1.MemberStatus
@@ -118,6 +119,9 @@ func TestSetStatus_SameAsDeepCopyWithSharedConditions(t *testing.T) {
 			if cap(got.Conditions) != len(got.Conditions) {
 				t.Errorf("%s over %s: the shared conditions have room to append into (cap %d, len %d)", sname, dname, cap(got.Conditions), len(got.Conditions))
 			}
+			if len(got.Plan) > 0 && &got.Plan[0] == &src.Plan[0] {
+				t.Errorf("%s over %s: the copy shares the plan's array of the status written", sname, dname)
+			}
 			if got.Worktree != nil && got.Worktree == src.Worktree {
 				t.Errorf("%s over %s: the copy shares the worktree status", sname, dname)
 			}
@@ -125,7 +129,7 @@ func TestSetStatus_SameAsDeepCopyWithSharedConditions(t *testing.T) {
 	}
 }
 
-func TestConditionLists_AlikeListsAreKeptOnce(t *testing.T) {
+func TestSharedLists_AlikeListsAreKeptOnce(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	ready := func(msg string) []v1alpha1.Condition {
 		return []v1alpha1.Condition{
@@ -133,7 +137,7 @@ func TestConditionLists_AlikeListsAreKeptOnce(t *testing.T) {
 			{Type: v1alpha1.ConditionProgressing, Status: v1alpha1.ConditionFalse, Reason: "AgentReady", LastTransitionTime: at},
 		}
 	}
-	var lists conditionLists
+	var lists sharedLists[v1alpha1.Condition]
 	a, b, c := lists.share(ready("idle")), lists.share(ready("idle")), lists.share(ready("working"))
 	if &a[0] != &b[0] {
 		t.Error("two members with the same conditions keep a list each")
