@@ -249,3 +249,36 @@ func BenchmarkOwnBook_Panes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOwnBook_OwnerOf: what every herdr event about a pane asks, and
+// what a new member's record costs, at 1000 and 10000 records.
+func BenchmarkOwnBook_OwnerOf(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		book := newOwnBook(nil)
+		rec := func(i int) Ownership {
+			return Ownership{Member: fmt.Sprintf("m%05d", i), PaneID: fmt.Sprintf("w1:p%d", i), TabID: fmt.Sprintf("w1:t%d", i)}
+		}
+		panes := make([]string, n)
+		for i := range n {
+			r := rec(2 * i)
+			book.setLocked(r)
+			panes[i] = r.PaneID
+		}
+		b.Run(fmt.Sprintf("ownerOf/n=%d", n), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, ok := book.ownerOf(panes[i%n], ""); !ok {
+					b.Fatal("no owner")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("put+drop/n=%d", n), func(b *testing.B) {
+			r := rec(n - 1) // in the middle of every index
+			for b.Loop() {
+				book.mu.Lock()
+				book.setLocked(r)
+				book.mu.Unlock()
+				book.drop(r.Member)
+			}
+		})
+	}
+}

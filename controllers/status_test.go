@@ -279,3 +279,29 @@ func TestStates_ARuntimeAloneShowsNoState(t *testing.T) {
 		t.Errorf("status of a forgotten member (-want +got):\n%s", diff)
 	}
 }
+
+// BenchmarkStates: what finding a member's entry (every reconcile, every
+// status read) and adding a new member's cost, at 1000 and 10000 members.
+func BenchmarkStates(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		m := &Manager{states: newMemberStates()}
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("member-%05d", 2*i)
+			m.runtimeOf(names[i])
+		}
+		b.Run(fmt.Sprintf("runtimeOf/n=%d", n), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				m.runtimeOf(names[i%n])
+			}
+		})
+		b.Run(fmt.Sprintf("add+remove/n=%d", n), func(b *testing.B) {
+			name := fmt.Sprintf("member-%05d", n-1) // in the middle
+			for b.Loop() {
+				m.mu.Lock()
+				m.states.Remove(m.entryLocked(name))
+				m.mu.Unlock()
+			}
+		})
+	}
+}
