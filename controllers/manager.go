@@ -587,10 +587,14 @@ func (m *Manager) MemberEvents(name string) []v1alpha1.Event {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stateLocked(name)
-	if s == nil {
+	if s == nil || len(s.events) == 0 {
 		return nil
 	}
-	return append([]v1alpha1.Event(nil), s.events...)
+	out := make([]v1alpha1.Event, len(s.events))
+	for i := range s.events {
+		out[i] = s.events[i].event()
+	}
+	return out
 }
 
 // ManifestErrors returns the current problems in the manifests.

@@ -17,8 +17,8 @@ import (
 type memberState struct {
 	name     string
 	status   v1alpha1.MemberStatus
-	events   []v1alpha1.Event
-	awaiting bool // counted in fleetd_members_awaiting_input
+	events   []memberEvent // oldest first
+	awaiting bool          // counted in fleetd_members_awaiting_input
 	// shown: a status was written or an event recorded for the member,
 	// which readers see from then on. An entry made for its runtime only
 	// shows nothing (stateLocked): its status reads as Pending, as that
@@ -29,6 +29,26 @@ type memberState struct {
 	// (Terminating while its tab closes) until the controller forgets it.
 	object *v1alpha1.Member
 	rt     runtime
+}
+
+// memberEvent is one of a member's recent events (v1alpha1.Event) as its
+// state keeps it, in 48 B rather than 80: its time in Unix nanoseconds (an
+// event's time is in UTC), its type as whether it is a warning (fleetd's
+// events are Normal or Warning).
+type memberEvent struct {
+	at              int64
+	count           int32
+	warning         bool
+	reason, message string
+}
+
+// event returns e as the API shows it.
+func (e *memberEvent) event() v1alpha1.Event {
+	typ := v1alpha1.EventNormal
+	if e.warning {
+		typ = v1alpha1.EventWarning
+	}
+	return v1alpha1.Event{Time: time.Unix(0, e.at).UTC(), Type: typ, Reason: e.reason, Message: e.message, Count: e.count}
 }
 
 // newMemberStates returns an empty index of members' states by name.
@@ -410,11 +430,11 @@ func (m *Manager) event(name, typ, reason, msg string) {
 	m.mu.Lock()
 	s := m.entryLocked(name)
 	s.shown = true
-	if n := len(s.events); n > 0 && s.events[n-1].Reason == reason && s.events[n-1].Message == msg {
-		s.events[n-1].Count++
-		s.events[n-1].Time = now
+	if n := len(s.events); n > 0 && s.events[n-1].reason == reason && s.events[n-1].message == msg {
+		s.events[n-1].count++
+		s.events[n-1].at = now.UnixNano()
 	} else {
-		s.events = append(s.events, v1alpha1.Event{Time: now, Type: typ, Reason: reason, Message: msg, Count: 1})
+		s.events = append(s.events, memberEvent{at: now.UnixNano(), warning: typ == v1alpha1.EventWarning, reason: reason, message: msg, count: 1})
 		if len(s.events) > DefaultEventHistory {
 			s.events = s.events[len(s.events)-DefaultEventHistory:]
 		}

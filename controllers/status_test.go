@@ -305,3 +305,38 @@ func BenchmarkStates(b *testing.B) {
 		})
 	}
 }
+
+// A member's events read back as recorded — time (UTC, to the
+// nanosecond), type, reason, message — a repeat of the last one bumping
+// its count and time, and the oldest dropped past the history's length.
+func TestEvents_ReadBackAsRecorded(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 19, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	clk := clock.NewFake(t0)
+	m := &Manager{states: newMemberStates(), log: discard()}
+	m.o.Clock = clk
+	if got := m.MemberEvents("alpha"); got != nil {
+		t.Fatalf("events before any = %v, want nil", got)
+	}
+	m.event("alpha", v1alpha1.EventNormal, "Created", "created tab w1:t1")
+	clk.Step(time.Second)
+	m.event("alpha", v1alpha1.EventWarning, "BackOff", "agent exited")
+	clk.Step(time.Second)
+	m.event("alpha", v1alpha1.EventWarning, "BackOff", "agent exited")
+	want := []v1alpha1.Event{
+		{Time: t0.UTC(), Type: v1alpha1.EventNormal, Reason: "Created", Message: "created tab w1:t1", Count: 1},
+		{Time: t0.Add(2 * time.Second).UTC(), Type: v1alpha1.EventWarning, Reason: "BackOff", Message: "agent exited", Count: 2},
+	}
+	if diff := cmp.Diff(want, m.MemberEvents("alpha")); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if got := m.MemberEvents("alpha"); !reflect.DeepEqual(got[0].Time, t0.UTC()) {
+		t.Errorf("an event's time reads back as %#v, want %#v", got[0].Time, t0.UTC())
+	}
+	for i := range DefaultEventHistory {
+		m.event("alpha", v1alpha1.EventNormal, "Other", fmt.Sprint("other ", i))
+	}
+	got := m.MemberEvents("alpha")
+	if len(got) != DefaultEventHistory || got[0].Message != "other 0" {
+		t.Errorf("%d events, the oldest %+v; want the last %d", len(got), got[0], DefaultEventHistory)
+	}
+}
