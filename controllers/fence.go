@@ -77,7 +77,7 @@ func (r *memberReconcile) fence() (Result, error) {
 		}
 		r.event(v1alpha1.EventWarning, v1alpha1.ReasonNodeFenced, fmt.Sprintf("closed tab %s: %s", tab, msg))
 	}
-	*r.rt = runtime{}
+	r.rt.reset()
 	r.b.clearPane()
 	return r.heldByFence(msg)
 }

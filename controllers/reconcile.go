@@ -267,7 +267,7 @@ func (r *memberReconcile) pause() (Result, error) {
 	if err := r.closed(); err != nil {
 		return Result{}, err
 	}
-	*r.rt = runtime{}
+	r.rt.reset()
 	r.b.clearPane()
 	r.b.st.LastError = ""
 	r.b.set(v1alpha1.PhasePaused, cFalse(v1alpha1.ReasonPaused, "spec.paused is true"),
@@ -379,7 +379,7 @@ func (r *memberReconcile) replace() (bool, error) {
 		return false, err
 	}
 	r.event(v1alpha1.EventNormal, reasonReplacing, fmt.Sprintf("%s; closed tab %s to start a new one", why, old.TabID))
-	*r.rt = runtime{}
+	r.rt.reset()
 	msg := fmt.Sprintf("closed tab %s of generation %d; starting generation %d", old.TabID, old.Generation, r.mem.Generation)
 	r.b.clearPane()
 	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, msg), cTrue(v1alpha1.ReasonStarting, msg), degradedCond(r.rt, r.m.o.DegradedAfter))

@@ -513,3 +513,35 @@ func TestDigests_RefsOfIsTheDigestOfEachDefinition(t *testing.T) {
 		}
 	}
 }
+
+// A reconcile resets its member's runtime without the Manager's lock (a
+// pause, a replacement, the fence) while /metrics asks for the member's
+// launch digest under it: the reset leaves the digest alone, so the two
+// never touch the same field (run with -race), and the digest is kept.
+func TestRuntimeReset_LeavesTheLaunchDigest(t *testing.T) {
+	m := &Manager{states: newMemberStates()}
+	mem := &v1alpha1.Member{}
+	mem.Name = "alpha"
+	want := m.launchHashOf(mem)
+	m.mu.Lock()
+	rt := m.runtimeLocked(mem.Name)
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			if got := m.launchHashOf(mem); got != want {
+				t.Errorf("launchHashOf = %q, want %q", got, want)
+				return
+			}
+		}
+	}()
+	for range 200 {
+		rt.edit().failures++ // a reconcile's own bookkeeping, then its reset
+		rt.reset()
+	}
+	<-done
+	if rt.launch.of != mem || rt.start != nil || rt.rare != nil {
+		t.Errorf("after reset: launch memo of %v, start %v, rare %v; want the member's memo and nothing else", rt.launch.of, rt.start, rt.rare)
+	}
+}

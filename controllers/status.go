@@ -111,6 +111,12 @@ type runtime struct {
 	rare *rareRuntime
 }
 
+// reset forgets the member's restart bookkeeping, for a pane closed on
+// purpose (a pause, a replacement, the fence). The launch digest stays:
+// it is of the definition, not of the pane, and launchHashOf keeps it
+// under mu, which a reconcile does not hold here.
+func (rt *runtime) reset() { rt.start, rt.rare = nil, nil }
+
 // rareRuntime is the part of a member's runtime that is zero while its
 // agent runs as it should.
 type rareRuntime struct {
