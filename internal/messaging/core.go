@@ -18,6 +18,7 @@ import (
 	"github.com/fleetd-dev/fleetd/internal/clock"
 	"github.com/fleetd-dev/fleetd/internal/journal"
 	"github.com/fleetd-dev/fleetd/internal/notify"
+	"github.com/fleetd-dev/fleetd/internal/sortedindex"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
 
@@ -232,7 +233,9 @@ type Core struct {
 	// rewrite ran; the rewrite looks again when it ends.
 	recompact bool
 	turns     map[string]*turn
-	workers   map[string]*worker
+	// workers by name, sorted: a thousand members' workers take 8 KB
+	// where a map takes 53 KB. A worker, once made, is never dropped.
+	workers sortedindex.Index[worker]
 	mail      map[string]*mailbox
 	waiting   map[string]int // caller → blocking calls held
 	depth     int            // messages queued in all injectors
@@ -288,7 +291,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Core{
 		opts: o, prompt: p, metrics: newMetrics(), ctx: ctx, cancel: cancel, j: j,
-		turns: map[string]*turn{}, workers: map[string]*worker{},
+		turns: map[string]*turn{}, workers: sortedindex.New(workerName, nil),
 		mail: map[string]*mailbox{}, waiting: map[string]int{}, inflate: 1, requests: map[string]struct{}{},
 	}
 	if dropped > 0 {
@@ -326,7 +329,7 @@ func New(dir string, p Prompter, opts *Options) (*Core, error) {
 // waits for its first observation to rebase its turn.
 func (c *Core) recoverInFlight() error {
 	var recs []record
-	for _, w := range sortedWorkers(c.workers) {
+	for _, w := range c.workers.Entries() {
 		if d := w.inflight; d != nil && !d.sent {
 			recs = append(recs, record{Op: opUncertain, ID: d.msg.ID, Who: w.name, At: c.now(),
 				Reason: "fleetd stopped while the prompt was being delivered"})
@@ -335,7 +338,7 @@ func (c *Core) recoverInFlight() error {
 	if err := c.commit(recs...); err != nil {
 		return err
 	}
-	for _, w := range c.workers {
+	for _, w := range c.workers.Entries() {
 		w.inflight, w.restored = nil, true
 	}
 	return nil
@@ -351,7 +354,7 @@ func (c *Core) Close() error {
 		return nil
 	}
 	c.closed = true
-	for _, w := range c.workers {
+	for _, w := range c.workers.Entries() {
 		w.stopGrace()
 		w.stopRetry()
 	}
@@ -463,11 +466,11 @@ func (c *Core) liveBytes() int64 {
 // estimate is liveBytes before its correction.
 func (c *Core) estimate() int64 {
 	const perRecord = 256
-	n := int64(len(c.turns)+len(c.workers)) * perRecord
+	n := int64(len(c.turns)+c.workers.Len()) * perRecord
 	for _, mb := range c.mail {
 		n += mb.bytes + int64(len(mb.msgs))*perRecord
 	}
-	for _, w := range c.workers {
+	for _, w := range c.workers.Entries() {
 		for _, m := range w.queue {
 			n += int64(len(m.Content)) + perRecord
 		}

@@ -110,7 +110,7 @@ func newCore(t *testing.T, dir string, h Prompter, o *Options) *Core {
 func crash(c *Core) {
 	c.lockW()
 	c.closed = true
-	for _, w := range c.workers {
+	for _, w := range c.workers.Entries() {
 		w.stopGrace()
 	}
 	c.unlockW()

@@ -266,7 +266,7 @@ func (c *Core) advanceTurn(t *turn, status string) {
 	// While the turn's own prompt is being typed, herdr may still refuse
 	// it untyped (the status seen meanwhile was the agent's before the
 	// prompt): the end waits for the outcome (delivered re-checks).
-	if w := c.workers[t.worker]; w != nil && w.inflight != nil && !w.inflight.sent && w.inflight.msg.TurnID == t.id {
+	if w := c.workers.Get(t.worker); w != nil && w.inflight != nil && !w.inflight.sent && w.inflight.msg.TurnID == t.id {
 		return
 	}
 	if t.started && deliverable(status) && t.ask == nil && !t.closing {

@@ -332,7 +332,7 @@ func TestInjector_WorkerKeepsExtraStateOnlyWhileNeeded(t *testing.T) {
 			synctest.Wait()
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			if got := c.workers["w"].extra != nil; got != want {
+			if got := c.workers.Get("w").extra != nil; got != want {
 				t.Fatalf("%s: extra state kept = %v, want %v", step, got, want)
 			}
 		}

@@ -272,7 +272,7 @@ func (c *Core) snapshot() []record {
 		recs = append(recs, record{Op: opTurnOpen, Turn: &turnRecord{ID: t.id, Caller: t.caller, Worker: t.worker,
 			Created: t.created, Deadline: t.deadline, Delivered: t.delivered, Baseline: t.baseline, Started: t.started}})
 	}
-	for _, w := range sortedWorkers(c.workers) {
+	for _, w := range c.workers.Entries() {
 		for _, m := range w.queue {
 			recs = append(recs, record{Op: opEnqueue, Msg: m})
 		}
@@ -307,20 +307,13 @@ func (c *Core) snapshot() []record {
 	return recs
 }
 
-func sortedWorkers(ws map[string]*worker) []*worker {
-	out := make([]*worker, 0, len(ws))
-	for _, w := range ws {
-		out = append(out, w)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
+func workerName(w *worker) string { return w.name }
 
 func (c *Core) worker(name string) *worker {
-	w := c.workers[name]
+	w := c.workers.Get(name)
 	if w == nil {
 		w = &worker{name: name, status: StatusUnknown}
-		c.workers[name] = w
+		c.workers.Put(w)
 	}
 	return w
 }

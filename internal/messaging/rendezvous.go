@@ -277,7 +277,7 @@ func (c *Core) openTurn(req SendRequest) (*turn, SendResult, error) {
 	if req.To == "" {
 		return nil, SendResult{}, errorf(CodeInvalid, "no worker named")
 	}
-	if w := c.workers[req.To]; w != nil && w.gone {
+	if w := c.workers.Get(req.To); w != nil && w.gone {
 		return nil, SendResult{}, errorf(CodeWorkerGone, "%s is gone: %s", req.To, w.goneReason())
 	}
 	if err := c.heldError(req.To); err != nil {
@@ -478,7 +478,7 @@ func (c *Core) Ask(ctx context.Context, worker, content string, timeout time.Dur
 		return AskResult{}, err
 	}
 	c.lockW()
-	if w := c.workers[worker]; w != nil && w.gone {
+	if w := c.workers.Get(worker); w != nil && w.gone {
 		c.unlockW()
 		return AskResult{}, errorf(CodeWorkerGone, "%s is gone: %s", worker, w.goneReason())
 	}
@@ -703,7 +703,7 @@ func (c *Core) Status(name string) WorkerStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := WorkerStatus{Worker: name, AgentStatus: StatusUnknown}
-	if w := c.workers[name]; w != nil {
+	if w := c.workers.Get(name); w != nil {
 		s.AgentStatus, s.StateChangeSeq, s.Gone, s.GoneReason = w.status, w.seq, w.gone, w.goneReason()
 		s.QueueDepth, s.CurrentTurn = len(w.queue), w.current
 		if w.inflight != nil {
@@ -744,7 +744,7 @@ func (c *Core) Outstanding(name string) (why string, busy bool) {
 // outstanding is Outstanding with c.mu held.
 func (c *Core) outstanding(name string) (why string, busy bool) {
 	var out []string
-	if w := c.workers[name]; w != nil && !w.gone {
+	if w := c.workers.Get(name); w != nil && !w.gone {
 		switch {
 		case w.inflight != nil && !w.inflight.sent:
 			out = append(out, "a prompt is being typed into it")
@@ -807,7 +807,7 @@ func (c *Core) Hold(name, reason string) (release func(), why string, busy bool)
 // heldError is the refusal of a new message to a held worker, or nil.
 // Callers hold c.mu.
 func (c *Core) heldError(name string) error {
-	if w := c.workers[name]; w != nil && w.held() != "" {
+	if w := c.workers.Get(name); w != nil && w.held() != "" {
 		return errorf(CodeWorkerGone, "%s takes no new message now: %s", name, w.held())
 	}
 	return nil
@@ -825,9 +825,9 @@ func (c *Core) Busy() []string {
 	for _, t := range c.turns {
 		seen[t.worker] = true
 	}
-	for name, w := range c.workers {
+	for _, w := range c.workers.Entries() {
 		if len(w.queue) > 0 || w.inflight != nil {
-			seen[name] = true
+			seen[w.name] = true
 		}
 	}
 	delete(seen, c.opts.PrimaryName)
@@ -874,7 +874,7 @@ func (c *Core) release(caller string) {
 }
 
 func (c *Core) currentTurn(worker string) *turn {
-	if w := c.workers[worker]; w != nil {
+	if w := c.workers.Get(worker); w != nil {
 		return c.turns[w.current]
 	}
 	return nil
