@@ -236,10 +236,10 @@ type Core struct {
 	// workers by name, sorted: a thousand members' workers take 8 KB
 	// where a map takes 53 KB. A worker, once made, is never dropped.
 	workers sortedindex.Index[worker]
-	mail      map[string]*mailbox
-	waiting   map[string]int // caller → blocking calls held
-	depth     int            // messages queued in all injectors
-	mailSeq   uint64         // the last Message.Seq handed out
+	mail    map[string]*mailbox
+	waiting map[string]int // caller → blocking calls held
+	depth   int            // messages queued in all injectors
+	mailSeq uint64         // the last Message.Seq handed out
 	// requests holds the callers' request ids taken (SendRequest.ID);
 	// requestIDs is the same, oldest first, at most Options.MaxRequestIDs.
 	requests   map[string]struct{}

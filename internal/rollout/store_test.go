@@ -244,7 +244,7 @@ func TestDir_KeepsASharedDefinitionOnce(t *testing.T) {
 		defer d.mu.Unlock()
 		kept := d.hist[v1alpha1.KindProfile]
 		spec := func(name string) *byte {
-			h := kept[name]
+			h := kept.Get(name)
 			if len(h.Revisions) != cap(h.Revisions) {
 				t.Errorf("%s: %s keeps %d revisions in room for %d", when, name, len(h.Revisions), cap(h.Revisions))
 			}
