@@ -15,10 +15,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/fleetd-dev/fleetd/internal/atomicfile"
+	"github.com/fleetd-dev/fleetd/internal/sortedindex"
 	"github.com/fleetd-dev/fleetd/internal/statedb"
 	"github.com/fleetd-dev/fleetd/internal/statedir"
 )
@@ -86,10 +88,11 @@ type Registry struct {
 	// member name (see Mint); one joins entries when Mint hands it out.
 	// Nobody holds one before, so none resolves.
 	//
-	// Both maps hold pointers: a map keeps up to twice as many slots as
-	// entries (a thousand members' tokens take 2048), and a pointer's
-	// slot is a third, or less, of an entry's.
-	spares map[string]*spare
+	// entries is a map of pointers: a map keeps up to twice as many slots
+	// as entries (a thousand members' tokens take 2048), and a pointer's
+	// slot is a third, or less, of an entry's. spares is a sorted index:
+	// 8 bytes a member, where a map of them took 53 KB for a thousand.
+	spares sortedindex.Index[spare]
 }
 
 // holder is whom a worker token was handed to: its [Identity] without
@@ -110,18 +113,22 @@ func (h *holder) identity() Identity {
 // hash is not kept: it is the hash of the value (sum), needed when the
 // spare is handed out or forgotten; its first bytes (tag) tell whether a
 // hash a revocation names may be the spare's without hashing every spare.
-// 64 bytes, where the hash kept made 96.
+// 80 bytes, where the hash kept made 112.
 type spare struct {
-	raw    [tokenBytes]byte
-	tag    uint64
-	uid    string
-	commit *statedb.Commit
+	raw         [tokenBytes]byte
+	tag         uint64
+	member, uid string
+	commit      *statedb.Commit
 }
 
-// newSpare is a spare of randomness raw for member uid, its hash sum.
-func newSpare(raw [tokenBytes]byte, sum [sha256.Size]byte, uid string) *spare {
-	return &spare{raw: raw, tag: tagOf(sum), uid: uid}
+// newSpare is a spare of randomness raw for member (name and uid), its
+// hash sum.
+func newSpare(raw [tokenBytes]byte, sum [sha256.Size]byte, member, uid string) *spare {
+	return &spare{raw: raw, tag: tagOf(sum), member: member, uid: uid}
 }
+
+// memberOf is the member s is minted for: what spares are indexed by.
+func memberOf(s *spare) string { return s.member }
 
 // tagOf is the first bytes of a token's hash, as a spare keeps them.
 func tagOf(sum [sha256.Size]byte) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
@@ -146,7 +153,7 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 		db:      db,
 		rand:    opts.Rand,
 		entries: make(map[[sha256.Size]byte]*holder),
-		spares:  make(map[string]*spare),
+		spares:  sortedindex.New(memberOf, nil),
 	}
 	if r.rand == nil {
 		r.rand = rand.Reader
@@ -183,8 +190,11 @@ func Open(stateDir string, db *statedb.DB, opts *Options) (*Registry, error) {
 // member's tokens, or, after a restart, with every token no pane holds.
 func (r *Registry) Mint(member, memberUID string) (string, ID, error) {
 	r.mu.Lock()
-	s, ok := r.spares[member]
-	delete(r.spares, member)
+	s := r.spares.Get(member)
+	ok := s != nil
+	if ok {
+		r.spares.Remove(s)
+	}
 	use := ok && s.uid == memberUID && s.commit.Durable()
 	var sum [sha256.Size]byte
 	if ok {
@@ -245,12 +255,12 @@ func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, [sha256.
 		return nil, [sha256.Size]byte{}, err
 	}
 	sum := sha256.Sum256([]byte(encodeToken(raw)))
-	s, h := newSpare(raw, sum, memberUID), &holder{member: member, memberUID: memberUID}
+	s, h := newSpare(raw, sum, member, memberUID), &holder{member: member, memberUID: memberUID}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.commit = r.db.Stage(put(sum, h))
 	if ahead {
-		r.spares[member] = s
+		r.spares.Put(s)
 	} else {
 		r.entries[sum] = h
 	}
@@ -405,9 +415,9 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool, spa
 			handedOut++
 		}
 	}
-	for member, s := range r.spares {
-		if spare != nil && spare(member, s) {
-			delete(r.spares, member)
+	for _, s := range slices.Clone(r.spares.Entries()) { // Remove changes the index
+		if spare != nil && spare(s.member, s) {
+			r.spares.Remove(s)
 			gone = append(gone, forget(s.sum()))
 		}
 	}

@@ -510,9 +510,9 @@ func TestRegistry_FleetPrimary(t *testing.T) {
 func spareOf(t *testing.T, r *Registry, member string) *spare {
 	t.Helper()
 	r.mu.Lock()
-	s, ok := r.spares[member]
+	s := r.spares.Get(member)
 	r.mu.Unlock()
-	if !ok {
+	if s == nil {
 		t.Fatalf("no token minted ahead for %s", member)
 	}
 	if err := s.commit.Wait(); err != nil {
@@ -607,7 +607,7 @@ func TestRegistry_RevocationsOfTheTokenMintedAhead(t *testing.T) {
 			aheadID := idOf(ahead.sum())
 			tt.revoke(r, aheadID)
 			r.mu.Lock()
-			_, kept := r.spares["a"]
+			kept := r.spares.Get("a") != nil
 			r.mu.Unlock()
 			if kept == tt.gone {
 				t.Fatalf("the token minted ahead kept = %v, want %v", kept, !tt.gone)
