@@ -394,3 +394,39 @@ func TestQueue_WaitInactiveReturnsWhenWorkIsDone(t *testing.T) {
 		}
 	})
 }
+
+// The queue duration a worker's Get observes is how long its key waited
+// since it was added, however long the queue has run before.
+func TestMetrics_QueueDurationIsTheWaitSinceAdded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		time.Sleep(time.Hour) // the clock's reading is no epoch of the queue's
+		q := New(&Options{Name: "member", Metrics: NewMetrics(reg)})
+		defer q.ShutDown()
+		time.Sleep(time.Minute)
+		q.Add("a")
+		time.Sleep(2 * time.Second)
+		q.Add("b")
+		time.Sleep(3 * time.Second)
+		for _, want := range []string{"a", "b"} {
+			if k := get(t, q); k != want {
+				t.Fatalf("got %q, want %q", k, want)
+			}
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "fleetd_workqueue_queue_duration_seconds" {
+				continue
+			}
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 2 || h.GetSampleSum() != 5+3 {
+				t.Errorf("queue durations: %d summing to %vs, want 2 summing to 8s", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+		t.Error("no queue duration series")
+	})
+}
