@@ -3,8 +3,10 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -265,4 +267,51 @@ func TestDir_KeepsASharedDefinitionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a restart", d)
+}
+
+// A Dir answers Get and Names as a map of each kind's histories would,
+// whatever the order of the changes and removals of the two kinds'.
+func TestDir_AnswersAsAMapOfHistories(t *testing.T) {
+	d, err := OpenDir(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 26))
+	kinds := []string{v1alpha1.KindProfile, v1alpha1.KindMember}
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	want := map[string]map[string]string{v1alpha1.KindProfile: {}, v1alpha1.KindMember: {}} // kind → name → UID
+	for i := range 2000 {
+		kind, name := kinds[r.IntN(len(kinds))], names[r.IntN(len(names))]
+		uid := ""
+		if r.IntN(3) > 0 {
+			uid = fmt.Sprint(i)
+		}
+		if err := d.Update(kind, name, func(h *History) bool { *h = History{UID: uid}; return true }); err != nil {
+			t.Fatal(err)
+		}
+		if uid == "" {
+			delete(want[kind], name)
+		} else {
+			want[kind][name] = uid
+		}
+		for _, kind := range kinds {
+			for _, name := range names {
+				if got := d.Get(kind, name).UID; got != want[kind][name] {
+					t.Fatalf("step %d: %s %s has UID %q, want %q", i, kind, name, got, want[kind][name])
+				}
+			}
+			var wantNames []string // nil when there are none, as Names answers
+			for _, name := range names {
+				if want[kind][name] != "" {
+					wantNames = append(wantNames, name)
+				}
+			}
+			if diff := cmp.Diff(wantNames, d.Names(kind)); diff != "" {
+				t.Fatalf("step %d: names of %s (-want +got):\n%s", i, kind, diff)
+			}
+		}
+	}
+	if got := d.Names("Fleet"); got != nil {
+		t.Errorf("names of a kind with no revisions = %v", got)
+	}
 }
