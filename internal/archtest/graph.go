@@ -73,7 +73,7 @@ var allowed = Graph{
 	"internal/vocab":      {},
 	"internal/guard":      {"api/v1alpha1"},
 	"internal/plan":       {"api/v1alpha1"},
-	"internal/tokens":     {"internal/atomicfile", "internal/statedb", "internal/statedir"},
+	"internal/tokens":     {"internal/atomicfile", "internal/sortedindex", "internal/statedb", "internal/statedir"},
 	"internal/termtext":   {},
 	"internal/tail":       {"api/v1alpha1", "herdr", "internal/clock"},
 	"internal/yamledit":   {yaml},
@@ -111,7 +111,7 @@ var allowed = Graph{
 
 	// The messaging core: neither herdr nor the controllers. Its herdr
 	// adapter is where herdr's error codes are classified.
-	"internal/messaging":             {"api/v1alpha1", "internal/clock", "internal/journal", "internal/notify", "internal/statedb", "internal/statedir", "internal/termtext", prometheus},
+	"internal/messaging":             {"api/v1alpha1", "internal/clock", "internal/journal", "internal/notify", "internal/sortedindex", "internal/statedb", "internal/statedir", "internal/termtext", prometheus},
 	"internal/messaging/herdrprompt": {"herdr", "internal/messaging", "internal/tail"},
 
 	// The controllers side: never the harness adapters, the token
@@ -128,7 +128,7 @@ var allowed = Graph{
 	// revisions, where they are kept (the state database; etcd in
 	// etcdrollout), the recorder that follows the desired state, and the
 	// pure status.
-	"internal/rollout":             {"api/v1alpha1", "internal/clock", "internal/notify", "internal/statedb", "internal/store", errgroup},
+	"internal/rollout":             {"api/v1alpha1", "internal/clock", "internal/notify", "internal/sortedindex", "internal/statedb", "internal/store", errgroup},
 	"internal/rollout/etcdrollout": {"api/v1alpha1", "internal/clock", "internal/etcd/informer", "internal/notify", "internal/retry", "internal/rollout", etcdClient, etcdAPI},
 
 	// The harness adapters implement controllers/launch; nothing else of
