@@ -343,7 +343,7 @@ func (r *memberReconcile) awaitRestore(pane herdr.PaneInfo) (Result, error) {
 	}
 	r.b.setPane(rec)
 	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("herdr restarted; waiting up to %s for it to relaunch the agent in pane %s", timeout, rec.PaneID)),
+		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("herdr restarted; waiting up to %s for it to relaunch the agent in the member's pane", timeout)),
 		degradedCond(r.rt, r.m.o.DegradedAfter))
 	r.write()
 	return Result{RequeueAfter: min(MaxStartCheck, rare.restoring.Add(timeout).Sub(now))}, nil

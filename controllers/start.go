@@ -235,7 +235,9 @@ func (r *memberReconcile) stillStarting(deadline time.Time) Result {
 	r.b.setPane(r.rec)
 	r.b.st.AgentStatus = ""
 	r.b.set(v1alpha1.PhaseStarting, cFalse(v1alpha1.ReasonStarting, "agent is starting"),
-		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s in pane %s; waiting up to %s for it to be ready", p.Spec.Harness, r.rec.PaneID, timeout)),
+		// No pane id in the message (the status has it): the members
+		// starting alike share one list of conditions (setStatus).
+		cTrue(v1alpha1.ReasonStarting, fmt.Sprintf("started %s; waiting up to %s for it to be ready", p.Spec.Harness, timeout)),
 		degradedCond(r.rt, r.m.o.DegradedAfter))
 	r.write()
 	next := backoff(r.m.o.PollInterval, st.checks, MaxStartCheck)

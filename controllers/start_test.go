@@ -53,6 +53,45 @@ func TestManager_StartsDoNotHoldAWorker(t *testing.T) {
 	})
 }
 
+// Members starting alike keep one list of conditions: nothing of one
+// member (its pane id) is in a starting member's messages, which the
+// status's own fields carry, so a fleet's start keeps a handful of lists
+// where it kept one a member (setStatus).
+func TestManager_MembersStartingAlikeShareTheirConditions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{"alpha", "beta", "gamma", "delta"}
+		files := map[string]string{"profile.yaml": testProfile}
+		for _, n := range names {
+			files[n+".yaml"] = memberYAML(n)
+		}
+		e := newEnv(t, files)
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: 10 * time.Second}
+		e.start()
+		ms := e.waitFor("all Starting, each in a pane", func(ms map[string]v1alpha1.Member) bool {
+			for _, n := range names {
+				if st := ms[n].Status; st.Phase != v1alpha1.PhaseStarting || st.PaneID == "" {
+					return false
+				}
+			}
+			return true
+		})
+		synctest.Wait() // every status written
+		e.mgr.mu.Lock()
+		defer e.mgr.mu.Unlock()
+		first := e.mgr.stateLocked(names[0]).status.Conditions
+		for _, n := range names {
+			if conds := e.mgr.stateLocked(n).status.Conditions; len(conds) == 0 || &conds[0] != &first[0] {
+				t.Errorf("%s keeps a list of conditions of its own: %+v", n, conds)
+			}
+			for _, c := range ms[n].Status.Conditions {
+				if strings.Contains(c.Message, ms[n].Status.PaneID) {
+					t.Errorf("%s's %s condition names its pane: %q", n, c.Type, c.Message)
+				}
+			}
+		}
+	})
+}
+
 // A dropped connection on a start's check is retried promptly: the agent
 // is seen Ready as soon as it is, and nothing is closed or started again.
 // (Before, the failed readiness poll closed the tab; a dropped tab.close
