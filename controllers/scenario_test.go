@@ -906,40 +906,44 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // A member's runtime keeps its rare part only while something out of the
 // ordinary lasts: a member whose agent runs keeps none; one whose pane was
 // killed keeps its failure (the last error a crash loop names) until its
-// new agent ran stably, then none again.
+// new agent ran stably, then none again. A runtime is its member's
+// reconcile's, read and written without the Manager's lock, so each case
+// reads it once the Manager has stopped and no reconcile can run.
 func TestManager_RuntimeKeepsItsRarePartOnlyWhileNeeded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
-		e.tweak = func(o *Options) { o.StableAfter = time.Minute }
-		e.start()
-		ms := e.waitFor("Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
-		rare := func(name string) *rareRuntime {
-			t.Helper()
-			e.waitIdle()
-			e.mgr.mu.Lock()
-			defer e.mgr.mu.Unlock()
-			return e.mgr.states.Get(name).rt.rare
-		}
-		if r := rare("alpha"); r != nil {
-			t.Errorf("a member whose agent runs keeps %+v", r)
-		}
-		if err := e.fake.KillPane(ms["alpha"].Status.PaneID); err != nil {
-			t.Fatal(err)
-		}
-		e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
-			return ms["alpha"].Status.Phase == v1alpha1.PhaseReady && ms["alpha"].Status.Restarts == 1
+	for _, tc := range []struct {
+		name   string
+		stable bool // wait until alpha's new agent ran stably
+	}{{"right after the repair", false}, {"once the new agent ran stably", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha"), "beta.yaml": memberYAML("beta")})
+				e.tweak = func(o *Options) { o.StableAfter = time.Minute }
+				e.start()
+				ms := e.waitFor("Ready", allPhase(v1alpha1.PhaseReady, "alpha", "beta"))
+				if err := e.fake.KillPane(ms["alpha"].Status.PaneID); err != nil {
+					t.Fatal(err)
+				}
+				e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
+					return ms["alpha"].Status.Phase == v1alpha1.PhaseReady && ms["alpha"].Status.Restarts == 1
+				})
+				if tc.stable {
+					time.Sleep(time.Minute) // its new agent runs stably
+				}
+				e.waitIdle()
+				e.stop()
+				rare := func(name string) *rareRuntime { return e.mgr.states.Get(name).rt.rare }
+				switch r := rare("alpha"); {
+				case !tc.stable && (r == nil || r.lastError == ""):
+					t.Errorf("a member that failed keeps %+v, want its last error", r)
+				case tc.stable && r != nil:
+					t.Errorf("a member whose agent ran stably again keeps %+v", r)
+				}
+				if r := rare("beta"); r != nil {
+					t.Errorf("a member whose agent runs keeps %+v", r)
+				}
+			})
 		})
-		if r := rare("alpha"); r == nil || r.lastError == "" {
-			t.Errorf("a member that failed keeps %+v, want its last error", r)
-		}
-		time.Sleep(time.Minute) // its new agent runs stably
-		if r := rare("alpha"); r != nil {
-			t.Errorf("a member whose agent ran stably again keeps %+v", r)
-		}
-		if r := rare("beta"); r != nil {
-			t.Errorf("a member whose agent runs keeps %+v", r)
-		}
-	})
+	}
 }
 
 func TestManager_CrashLoopBacksOffAndGoesDegraded(t *testing.T) {
