@@ -348,10 +348,7 @@ func setStatus(dst, src *v1alpha1.MemberStatus, lists *statusLists) {
 	rest.Conditions, rest.Plan = nil, nil
 	*dst = v1alpha1.MemberStatus{}
 	rest.DeepCopyInto(dst)
-	dst.Conditions = lists.conditions.share(src.Conditions)
-	if dst.Plan = lists.plans.share(src.Plan); dst.Plan == nil && src.Plan != nil {
-		dst.Plan = []v1alpha1.PlanRow{} // an empty plan, as a copy has it
-	}
+	dst.Conditions, dst.Plan = lists.conditions.share(src.Conditions), lists.plans.share(src.Plan)
 }
 
 // statusLists are the lists the statuses in m.states share (setStatus).
@@ -370,13 +367,16 @@ type sharedLists[T comparable] struct {
 }
 
 // share returns a list equal to list that nothing changes: a recent one,
-// or a copy of list that becomes one. nil if list is empty.
+// or a copy of list that becomes one. An empty list stays empty and a nil
+// one nil, as a copy (DeepCopyInto) keeps them.
 func (l *sharedLists[T]) share(list []T) []T {
 	if len(list) == 0 {
-		return nil
+		if list == nil {
+			return nil
+		}
+		return []T{} // no allocation
 	}
-	for i := range l.recent { // the latest first
-		r := l.recent[(l.next-1-i+2*len(l.recent))%len(l.recent)]
+	for _, r := range l.recent {
 		if slices.Equal(r, list) {
 			return r
 		}

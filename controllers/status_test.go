@@ -104,9 +104,6 @@ func TestSetStatus_SameAsDeepCopyWithSharedLists(t *testing.T) {
 		for sname, src := range statuses {
 			var want v1alpha1.MemberStatus
 			src.DeepCopyInto(&want)
-			if len(want.Conditions) == 0 {
-				want.Conditions = nil // none kept is none
-			}
 			got := v1alpha1.MemberStatus{}
 			setStatus(&got, &dst, &lists)
 			setStatus(&got, &src, &lists)
@@ -153,6 +150,9 @@ func TestSharedLists_AlikeListsAreKeptOnce(t *testing.T) {
 	}
 	if got := lists.share(nil); got != nil {
 		t.Errorf("no conditions kept as %v", got)
+	}
+	if got := lists.share([]v1alpha1.Condition{}); got == nil || len(got) != 0 {
+		t.Errorf("an empty list kept as %#v, want an empty one", got)
 	}
 }
 
