@@ -226,7 +226,9 @@ func (d *Dir) Update(kind, name string, change func(*History) bool) error {
 // Clone shares it too. d.mu must be held (or d not yet shared).
 func (d *Dir) keep(h *History) {
 	if cap(h.Revisions) > len(h.Revisions) {
-		h.Revisions = slices.Clone(h.Revisions)
+		// Clipped: the copy's allocation may have a size class's room,
+		// which the next keep must not copy again.
+		h.Revisions = slices.Clip(slices.Clone(h.Revisions))
 	}
 	n := len(h.Revisions)
 	if n == 0 {
