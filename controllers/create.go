@@ -50,9 +50,10 @@ func (r *memberReconcile) createHold() string {
 	return ""
 }
 
-// createPane makes the member's dedicated tab (recording ownership before
-// the agent starts) and issues agent.start; it never waits for the agent
-// to be ready (see launch and checkStart).
+// createPane makes the member's dedicated tab and records it (the record
+// durable before the agent starts: launch waits for it); agent.start is
+// the member's next reconcile, which never waits for the agent to be ready
+// (see launch and checkStart).
 func (r *memberReconcile) createPane() (Result, error) {
 	name, mem, p := r.name, r.mem, r.profile
 	if err := r.updated(); err != nil {
@@ -108,7 +109,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		Restarts: r.b.st.Restarts, StartedAt: r.m.o.Clock.Now(),
 	}
 	r.m.cache.TabCreated(*created)
-	err = r.m.own.put(rec)
+	durable, err := r.m.own.stage(rec)
 	r.m.ownMu.RUnlock()
 	if err != nil {
 		// An untracked pane would be a duplicate after a restart: close it.
@@ -125,7 +126,7 @@ func (r *memberReconcile) createPane() (Result, error) {
 		r.m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
 	}
 
-	r.rt.start = &starting{args: spec.Args, plan: spec.Plan, terminal: rec.TerminalID}
+	r.rt.start = &starting{args: spec.Args, plan: spec.Plan, terminal: rec.TerminalID, durable: durable}
 	r.launching(spec)
 	// The agent starts in the member's next reconcile (ownedPane: a pane
 	// whose start is not launched), behind the members queued meanwhile:

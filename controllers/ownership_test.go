@@ -70,6 +70,56 @@ func TestOwnBook_RecordsOutliveTheProcess(t *testing.T) {
 	}
 }
 
+// A staged record is in memory at once and in the file once its commit is
+// durable; a commit the disk refuses fails, and the caller (launch) closes
+// the pane before any agent starts there.
+func TestOwnBook_AStagedRecordIsKnownAtOnceAndDurableWithItsCommit(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	path := filepath.Join(t.TempDir(), "state.journal")
+	db := openState(t, path, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)})
+	b, err := loadOwnership(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha := Ownership{Member: "alpha", UID: "u1", PaneID: "w1:p1", TerminalID: "t1", TabID: "w1:t1"}
+	c, err := b.stage(alpha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("alpha"); !ok || got != alpha {
+		t.Errorf("staged record in memory: %+v (found %v), want %+v", got, ok, alpha)
+	}
+	if owner, ok := b.ownerOf("w1:p1", ""); !ok || owner != "alpha" {
+		t.Errorf("owner of the staged record's pane: %q (found %v), want alpha", owner, ok)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	fail.Store(true)
+	beta := Ownership{Member: "beta", UID: "u2", PaneID: "w1:p2", TerminalID: "t2", TabID: "w1:t2"}
+	c, err = b.stage(beta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wait(); err == nil {
+		t.Error("a commit the disk refused reports no error")
+	}
+	b.drop("beta")
+	fail.Store(false)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	later, err := loadOwnership(openState(t, path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Ownership{alpha}, later.all(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("records after a restart (-want +got):\n%s", diff)
+	}
+}
+
 // A put the disk refuses returns the error and records nothing, in memory
 // either: the caller closes the tab it created rather than run an agent in
 // a pane no restart would adopt.

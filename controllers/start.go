@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
 	"github.com/fleetd-dev/fleetd/controllers/herdrcache"
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/statedb"
 )
 
 // Starting an agent never holds a worker. create makes the member's tab and
@@ -44,7 +46,9 @@ type starting struct {
 	// start on.
 	plan     []v1alpha1.PlanRow
 	launched bool // herdr accepted agent.start
-	since    time.Time
+	// durable is the ownership record's write until launch saw it done.
+	durable *statedb.Commit
+	since   time.Time
 	// agent_pane_busy retries.
 	busySince time.Time
 	busyTries int
@@ -59,6 +63,12 @@ type starting struct {
 // them).
 func (r *memberReconcile) launch() (Result, error) {
 	rec, st := r.rec, r.rt.start
+	if st.durable != nil {
+		if err := st.durable.Wait(); err != nil {
+			return r.unrecorded(err)
+		}
+		st.durable = nil
+	}
 	r.b.setPane(rec)
 	r.b.st.Plan = st.plan
 	r.b.st.ResumedSession = r.rt.peek().resumed.DeepCopy()
@@ -101,6 +111,20 @@ func (r *memberReconcile) launch() (Result, error) {
 		}
 	}
 	return r.startFailed(err.Error(), err)
+}
+
+// unrecorded closes the tab of a pane whose ownership record could not be
+// written, before any agent started there: a fleetd started again would
+// not know it. The member is created again with the queue's backoff.
+func (r *memberReconcile) unrecorded(werr error) (Result, error) {
+	err := fmt.Errorf("write ownership of %q: %w", r.name, werr)
+	if cerr := r.m.closeOwned(r.ctx, r.rec, goneStartFailed); cerr != nil {
+		return Result{}, errors.Join(err, cerr)
+	}
+	r.owned, r.rt.start = false, nil
+	r.b.clearPane()
+	r.write()
+	return Result{}, err // shown by reconcileFailed, retried with backoff
 }
 
 // launched records that herdr accepted agent.start.

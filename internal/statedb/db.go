@@ -109,6 +109,15 @@ func (c *Commit) Wait() error {
 	return c.err
 }
 
+// Start has the committer write the commit now (if nobody has yet),
+// without waiting for it: its changes are durable soon, and [Commit.Wait]
+// or [Commit.Durable] says when.
+func (c *Commit) Start() {
+	if c.db != nil {
+		c.db.wake()
+	}
+}
+
 // Durable reports, without blocking, whether the commit's changes are in
 // the file and fsynced: false while they are on their way, and for good
 // when they failed.

@@ -238,6 +238,42 @@ func TestDB_AChangeNobodyWaitsForGoesOutWithTheNextWaitedBatch(t *testing.T) {
 	})
 }
 
+// A started commit is written without anyone waiting for it: it is
+// durable once the committer is idle again, in one write and fsync, and
+// Wait then returns at once.
+func TestDB_AStartedCommitIsWrittenWithoutAWaiter(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			hold          atomic.Pointer[chan struct{}]
+			writes, syncs atomic.Int32
+		)
+		path := filepath.Join(t.TempDir(), "state.journal")
+		db := open(t, path, &Options{Wrap: func(f File) File {
+			return &heldFile{File: f, hold: &hold, writes: &writes, syncs: &syncs}
+		}})
+		writes.Store(0)
+		syncs.Store(0)
+
+		c := db.Stage(Put(Owned, "alpha", []byte(`{}`)))
+		if c.Durable() {
+			t.Fatal("a staged commit is durable before anything was written")
+		}
+		c.Start()
+		synctest.Wait() // the committer wrote it and is idle again
+		if !c.Durable() {
+			t.Fatal("a started commit is not durable once the committer is idle")
+		}
+		if w, s := writes.Load(), syncs.Load(); w != 1 || s != 1 {
+			t.Errorf("a started commit took %d writes and %d fsyncs; want 1 and 1", w, s)
+		}
+		must(t, c.Wait())
+		if diff := cmp.Diff(map[string]map[string]string{Owned: {"alpha": `{}`}}, reopened(t, db, path, Owned)); diff != "" {
+			t.Errorf("tables read again (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // Changes staged one after another reach the file in that order: the last
 // put of a key wins, also when both are in one batch.
 func TestDB_ChangesReachTheFileInTheOrderStaged(t *testing.T) {
