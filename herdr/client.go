@@ -214,6 +214,7 @@ func (c *Client) send(ctx context.Context, method string, params any, bufSize in
 		}
 		return nil, ReasonClosed, &TransportError{Method: method, Reason: ReasonClosed, Err: fmt.Errorf("write request: %w", err)}
 	}
+	wroteRequest(ctx)
 	return x, "", nil
 }
 
