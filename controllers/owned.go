@@ -115,7 +115,8 @@ func (r *memberReconcile) lost(alive bool, p herdrcache.Pane) error {
 		// it now, as the orphan sweep would.
 		err = r.m.closeOwned(r.ctx, r.rec, gonePaneClosed)
 	default:
-		r.m.dropOwned(r.rec, gonePaneClosed)
+		rec := r.rec
+		r.afterward(func() { r.m.dropOwned(rec, gonePaneClosed) })
 	}
 	if err != nil {
 		return err
@@ -204,7 +205,7 @@ func (r *memberReconcile) failed(why string) {
 	if hold != "" {
 		msg = fmt.Sprintf("%s; not recreated %s", why, hold)
 	}
-	r.event(v1alpha1.EventWarning, v1alpha1.ReasonBackOff, msg)
+	r.afterward(func() { r.m.event(r.name, v1alpha1.EventWarning, v1alpha1.ReasonBackOff, msg) })
 	phase := v1alpha1.PhaseStarting
 	if rare.failures >= r.m.o.DegradedAfter {
 		phase = v1alpha1.PhaseDegraded
@@ -213,7 +214,7 @@ func (r *memberReconcile) failed(why string) {
 	if hold == "" {
 		// Held, the member is not shown recreating even for a moment:
 		// create, next, writes the status its gate holds it in.
-		r.write()
+		r.afterward(r.write)
 	}
 }
 

@@ -1,16 +1,19 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -499,6 +502,66 @@ func TestManager_KilledPaneIsRecreatedAndCounted(t *testing.T) {
 			t.Errorf("events lack the restart: %+v", ev)
 		}
 	})
+}
+
+// A pane found gone is asked of herdr again before fleetd publishes the
+// loss: when the replacement's tab.create is written, the member's
+// BackOff event and its restart are not shown yet, and once it runs again
+// they are. The herdr client's connection looks at what the Manager shows
+// as the request goes out.
+func TestManager_ALostPaneIsAskedForAgainBeforeTheLossIsPublished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{"profile.yaml": testProfile, "alpha.yaml": memberYAML("alpha")})
+		var armed atomic.Bool
+		type seen struct {
+			backOff  bool
+			restarts int32
+		}
+		atWrite := make(chan seen, 1)
+		e.tweak = func(o *Options) {
+			o.Herdr = herdr.New(&herdr.Options{Dial: func(ctx context.Context) (net.Conn, error) {
+				c, err := e.fake.Dial(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return &writeWatch{Conn: c, wrote: func(line []byte) {
+					if !bytes.Contains(line, []byte(`"method":"tab.create"`)) || !armed.CompareAndSwap(true, false) {
+						return
+					}
+					st, _ := e.mgr.Member("alpha")
+					atWrite <- seen{strings.Contains(fmt.Sprint(e.mgr.MemberEvents("alpha")), v1alpha1.ReasonBackOff), st.Status.Restarts}
+				}}, nil
+			}})
+		}
+		e.start()
+		old := e.waitFor("alpha Ready", allPhase(v1alpha1.PhaseReady, "alpha"))["alpha"].Status
+		armed.Store(true)
+		if err := e.fake.KillPane(old.PaneID); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("alpha recreated", func(ms map[string]v1alpha1.Member) bool {
+			a := ms["alpha"].Status
+			return a.Phase == v1alpha1.PhaseReady && a.Restarts == 1 && a.PaneID != old.PaneID
+		})
+		if got := <-atWrite; got.backOff || got.restarts != 0 {
+			t.Errorf("as the replacement's tab.create was written the member showed %+v; want no BackOff event and no restart yet", got)
+		}
+		if ev := e.mgr.MemberEvents("alpha"); !strings.Contains(fmt.Sprint(ev), v1alpha1.ReasonBackOff) {
+			t.Errorf("events lack the restart once the member runs again: %+v", ev)
+		}
+	})
+}
+
+// writeWatch is a herdr connection that shows each request line to wrote
+// before writing it.
+type writeWatch struct {
+	net.Conn
+	wrote func(line []byte)
+}
+
+func (w *writeWatch) Write(b []byte) (int, error) {
+	w.wrote(b)
+	return w.Conn.Write(b)
 }
 
 func TestManager_UnresolvedReferenceWaitsThenStarts(t *testing.T) {
