@@ -126,7 +126,8 @@ func (r *memberReconcile) createPane() (Result, error) {
 		r.m.log.Warn("launcher could not bind the launch to its pane", "member", name, "pane", rec.PaneID, "err", err)
 	}
 
-	r.rt.start = &starting{args: spec.Args, plan: spec.Plan, terminal: rec.TerminalID, durable: durable}
+	args, plan := r.m.shareLaunch(spec.Args, spec.Plan)
+	r.rt.start = &starting{terminal: rec.TerminalID, launch: &pendingLaunch{args: args, plan: plan, durable: durable}}
 	r.launching(spec)
 	// The agent starts in the member's next reconcile (ownedPane: a pane
 	// whose start is not launched), behind the members queued meanwhile:

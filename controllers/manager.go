@@ -54,7 +54,7 @@ type Manager struct {
 	// states: each member's state and runtime, by name, in a sorted
 	// index (8 B a member, where a map of a fleet takes ~53).
 	states    sortedindex.Index[memberState]
-	lists     statusLists    // the lists of conditions and plans states share
+	lists     statusLists    // the lists of conditions, plans and launch args states share
 	transient map[string]int // reconciles in a row herdr did not answer
 	// waiting: members waiting for their agent to be idle, and for what
 	// (graceful.go); working: since when each member's agent works;

@@ -36,7 +36,7 @@ func (r *memberReconcile) ownedPane() (Result, error) {
 		rare.restoring = time.Time{}
 	}
 	if st := r.rt.start; alive && st != nil && st.terminal == r.rec.TerminalID {
-		if !st.launched {
+		if !st.launched() {
 			if r.snap.Stale != nil {
 				return r.stale() // the pane is here, its agent not: it starts once confirmed
 			}

@@ -38,31 +38,47 @@ import (
 // as long as the pane keeps the terminal tab.create gave it; the pane is
 // not closed for it.
 
-// starting is the in-memory state of one agent start.
+// starting is the in-memory state of one agent start. Every member of a
+// fleet that starts at once holds one until its agent is ready — the
+// convergence's last collections mark a thousand of them — so it keeps
+// only what the step it is at needs: what agent.start takes is apart
+// (pendingLaunch), dropped once herdr accepted the start.
 type starting struct {
-	terminal string   // the pane's terminal id, pinned at tab.create
-	args     []string // agent.start args, until herdr accepts the start
-	// plan is the launch's MCP plan, which the status shows from the
-	// start on.
-	plan     []v1alpha1.PlanRow
-	launched bool // herdr accepted agent.start
+	terminal string // the pane's terminal id, pinned at tab.create
+	// launch is what agent.start needs until herdr accepts it; nil once
+	// it did (launched).
+	launch *pendingLaunch
+	// since is when the wait for the agent to be ready began: herdr
+	// accepted agent.start, or the agent last left a dialog. The startup
+	// deadline counts from it.
+	since  time.Time
+	checks int // agent.get checks since the start was accepted
+	// awaiting: herdr reports the agent blocked at a dialog.
+	awaiting bool
+}
+
+// pendingLaunch is what a start keeps until herdr accepts its agent.start.
+type pendingLaunch struct {
+	// args and plan are the launch's agent.start args and MCP plan (the
+	// status shows it from the launch on), lists that members launching
+	// alike share (shareLaunch): never changed.
+	args []string
+	plan []v1alpha1.PlanRow
 	// durable is the ownership record's write until launch saw it done.
 	durable *statedb.Commit
-	since   time.Time
 	// agent_pane_busy retries.
 	busySince time.Time
 	busyTries int
-	checks    int // agent.get checks since the start was accepted
-	// awaiting: herdr reports the agent blocked at a dialog.
-	awaiting bool
-	answered time.Time // when the agent last left a dialog
 }
+
+// launched reports whether herdr accepted the start's agent.start.
+func (st *starting) launched() bool { return st.launch == nil }
 
 // launch issues agent.start in the recorded pane, which the status shows
 // from here on with the launch's plan and resumed session (createPane kept
 // them).
 func (r *memberReconcile) launch() (Result, error) {
-	rec, st := r.rec, r.rt.start
+	rec, st := r.rec, r.rt.start.launch
 	if st.durable != nil {
 		if err := st.durable.Wait(); err != nil {
 			return r.unrecorded(err)
@@ -130,8 +146,7 @@ func (r *memberReconcile) unrecorded(werr error) (Result, error) {
 // launched records that herdr accepted agent.start.
 func (r *memberReconcile) launched() Result {
 	st := r.rt.start
-	st.launched, st.args, st.since = true, nil, r.m.o.Clock.Now()
-	st.busySince, st.busyTries, st.checks = time.Time{}, 0, 0
+	st.launch, st.since, st.checks = nil, r.m.o.Clock.Now(), 0
 	return r.stillStarting(st.since.Add(startupTimeout(r.profile)))
 }
 
@@ -139,7 +154,7 @@ func (r *memberReconcile) launched() Result {
 // (retry shortly, within bounds), the pane was replaced, or another kind of
 // agent runs there (fail at once). a is the pane's agent, if herdr knows one.
 func (r *memberReconcile) paneBusy(err error, a *herdr.AgentInfo) (Result, error) {
-	rec, st, p := r.rec, r.rt.start, r.profile
+	rec, st, p := r.rec, r.rt.start.launch, r.profile
 	if a != nil && a.Agent != "" && !sameKind(a.Agent, p.Spec.Harness) {
 		return r.startFailed(fmt.Sprintf("pane %s runs a %s agent, not %s: %v", rec.PaneID, a.Agent, p.Spec.Harness, err), nil)
 	}
@@ -187,7 +202,7 @@ func (r *memberReconcile) checkStart() (Result, error) {
 		// middle of one, or herdr restored its session and relaunched the
 		// agent (launch-pending again, long after the record was
 		// written). Its deadline counts from now.
-		st = &starting{terminal: rec.TerminalID, launched: true, since: r.m.o.Clock.Now()}
+		st = &starting{terminal: rec.TerminalID, since: r.m.o.Clock.Now()}
 		r.rt.start = st
 	}
 	cctx, cancel := context.WithTimeout(r.ctx, r.m.o.CallTimeout)
@@ -237,14 +252,11 @@ func (r *memberReconcile) checkStart() (Result, error) {
 		return r.awaitingInput(), nil
 	}
 	if st.awaiting {
-		st.awaiting, st.answered = false, now
+		st.awaiting, st.since = false, now
 		r.event(v1alpha1.EventNormal, v1alpha1.ReasonStarting, "the dialog was answered; waiting for the agent to be ready")
 	}
 	timeout := startupTimeout(p)
 	deadline := st.since.Add(timeout)
-	if d := st.answered.Add(timeout); d.After(deadline) {
-		deadline = d
-	}
 	if !now.Before(deadline) {
 		return r.startFailed(fmt.Sprintf("agent not ready within %s", timeout), nil)
 	}

@@ -351,10 +351,23 @@ func setStatus(dst, src *v1alpha1.MemberStatus, lists *statusLists) {
 	dst.Conditions, dst.Plan = lists.conditions.share(src.Conditions), lists.plans.share(src.Plan)
 }
 
-// statusLists are the lists the statuses in m.states share (setStatus).
+// statusLists are the lists the statuses in m.states share (setStatus),
+// and the agent.start args their starts share (shareLaunch).
 type statusLists struct {
 	conditions sharedLists[v1alpha1.Condition]
 	plans      sharedLists[v1alpha1.PlanRow]
+	args       sharedLists[string]
+}
+
+// shareLaunch returns a launch's agent.start args and plan as lists that
+// members launching alike share, for a start to keep until herdr accepts
+// it: a mass start keeps them for every member at once, and the members
+// of a profile launch alike (whatever differs, such as the token, is in
+// the environment, which tab.create took).
+func (m *Manager) shareLaunch(args []string, plan []v1alpha1.PlanRow) ([]string, []v1alpha1.PlanRow) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lists.args.share(args), m.lists.plans.share(plan)
 }
 
 // sharedLists are the last lists of one kind m.states kept, each shared
