@@ -318,6 +318,57 @@ func TestManager_AgentAtADialogAwaitsInput(t *testing.T) {
 	})
 }
 
+// The startup timeout counts from the answer to a dialog, not from the
+// start: an agent that loads for a while after a person answered its
+// trust prompt (long after the start's own deadline) is waited for the
+// whole timeout again, and no longer.
+func TestManager_ADialogAnsweredRestartsTheStartupTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, map[string]string{
+			"profile.yaml": strings.Replace(testProfile, "spec:\n", "spec:\n  startupTimeout: 20s\n", 1),
+			"alpha.yaml":   memberYAML("alpha"),
+		})
+		e.fakeOpts = &herdrsim.Options{ReadyDelay: time.Second, Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchBlocked}}
+		e.start()
+		e.waitFor("alpha AwaitingInput", func(ms map[string]v1alpha1.Member) bool {
+			return condition(ms["alpha"], v1alpha1.ConditionReady).Reason == v1alpha1.ReasonAwaitingInput
+		})
+		time.Sleep(time.Minute) // three startup timeouts at the dialog
+		a, _ := e.mgr.Member("alpha")
+		if err := e.fake.AnswerDialogLoading(a.Status.PaneID); err != nil {
+			t.Fatal(err)
+		}
+		answered := func() bool {
+			for _, ev := range e.mgr.MemberEvents("alpha") {
+				if strings.Contains(ev.Message, "the dialog was answered") {
+					return true
+				}
+			}
+			return false
+		}
+		e.waitForHerdr("the answer seen", answered)
+		notReady := func() bool {
+			for _, ev := range e.mgr.MemberEvents("alpha") {
+				if strings.Contains(ev.Message, "not ready within 20s") {
+					return true
+				}
+			}
+			return false
+		}
+
+		time.Sleep(15 * time.Second) // 75 s after the start, 15 s after the answer
+		e.waitIdle()
+		if a, _ := e.mgr.Member("alpha"); notReady() || a.Status.Restarts != 0 {
+			t.Fatalf("15 s after the answer: restarts %d, events %+v; want the agent still waited for", a.Status.Restarts, e.mgr.MemberEvents("alpha"))
+		}
+		time.Sleep(10 * time.Second) // 25 s after the answer
+		e.waitIdle()
+		if !notReady() {
+			t.Errorf("25 s after the answer, over the 20 s startup timeout, the start has not failed: %+v", e.mgr.MemberEvents("alpha"))
+		}
+	})
+}
+
 // A dialog answered before fleetd's subscription covers the agent's pane
 // (herdr sends a pane's status events only to a subscription that names
 // it) reaches fleetd only in the agent listing taken once the new

@@ -324,6 +324,24 @@ func (s *Server) AnswerDialog(paneID string) error {
 	})
 }
 
+// AnswerDialogLoading is a person answering the dialog a launching agent
+// waits at while the agent then takes its time to load: the dialog goes,
+// and the agent stays launch-pending and not interactive-ready (status
+// unknown, no longer blocked) until detection sees it ([Server.SetAgentStatus]
+// or [Server.SetAgentState] make it ready). It fails when the pane's agent
+// is at no dialog.
+func (s *Server) AnswerDialogLoading(paneID string) error {
+	return s.withAgent(paneID, func(a *agent) error {
+		if a.dialog == "" {
+			return fmt.Errorf("herdrsim: the agent on pane %s is at no dialog", paneID)
+		}
+		a.behavior.Launch = LaunchReady
+		a.dialog = ""
+		s.publishStatusLocked(a.pane)
+		return nil
+	})
+}
+
 // SetAgentSession sets the agent_session herdr knows for a pane, as an
 // integration's pane.report_agent_session would; it survives restarts.
 func (s *Server) SetAgentSession(paneID string, ss AgentSession) error {

@@ -202,6 +202,34 @@ func TestP22_DialogAtStart(t *testing.T) {
 	}
 }
 
+// A dialog answered while the agent goes on loading: the agent is no
+// longer blocked but still launch-pending and not ready (status unknown)
+// until detection sees it idle.
+func TestDialogAnsweredWhileTheAgentLoads(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &herdrsim.Options{ReadyDelay: time.Second, Behavior: herdrsim.Behavior{Launch: herdrsim.LaunchBlocked}})
+	_, pane := h.workspace(nil)
+	h.agent("w1", pane)
+	h.clock.Step(time.Second)
+	if err := h.srv.AnswerDialogLoading(pane); err != nil {
+		t.Fatal(err)
+	}
+	a := h.ok("agent.get", map[string]any{"target": "w1"})["agent"].(map[string]any)
+	if a["launch_pending"] != true || a["interactive_ready"] != nil || a["agent_status"] != "unknown" {
+		t.Fatalf("agent loading after the answer = %v, want launch_pending, not ready, unknown", a)
+	}
+	if err := h.srv.AnswerDialogLoading(pane); err == nil {
+		t.Error("AnswerDialogLoading without a dialog succeeded")
+	}
+	if err := h.srv.SetAgentStatus(pane, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	a = h.ok("agent.get", map[string]any{"target": "w1"})["agent"].(map[string]any)
+	if a["launch_pending"] != nil || a["interactive_ready"] != true || a["agent_status"] != "idle" {
+		t.Errorf("agent once detected = %v, want ready and idle", a)
+	}
+}
+
 func TestP22_AgentPaneBusyWhileTheShellStarts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &herdrsim.Options{ShellStartDelay: 400 * time.Millisecond})
