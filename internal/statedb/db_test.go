@@ -196,22 +196,28 @@ func TestDB_CommitsStagedMeanwhileShareOneWriteAndFsync(t *testing.T) {
 	}
 }
 
+// openCounting opens a database in a new directory whose writes and
+// fsyncs from now on are counted.
+func openCounting(t *testing.T) (path string, db *DB, writes, syncs *atomic.Int32) {
+	t.Helper()
+	var hold atomic.Pointer[chan struct{}]
+	writes, syncs = new(atomic.Int32), new(atomic.Int32)
+	path = filepath.Join(t.TempDir(), "state.journal")
+	db = open(t, path, &Options{Wrap: func(f File) File {
+		return &heldFile{File: f, hold: &hold, writes: writes, syncs: syncs}
+	}})
+	writes.Store(0)
+	syncs.Store(0)
+	return path, db, writes, syncs
+}
+
 // A change nobody waits for costs no write of its own: it goes out with
 // the next batch someone waits for (or at Sync, or once maxLazy changes
 // are queued), in one write and one fsync with it.
 func TestDB_AChangeNobodyWaitsForGoesOutWithTheNextWaitedBatch(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var (
-			hold          atomic.Pointer[chan struct{}]
-			writes, syncs atomic.Int32
-		)
-		path := filepath.Join(t.TempDir(), "state.journal")
-		db := open(t, path, &Options{Wrap: func(f File) File {
-			return &heldFile{File: f, hold: &hold, writes: &writes, syncs: &syncs}
-		}})
-		writes.Store(0)
-		syncs.Store(0)
+		path, db, writes, syncs := openCounting(t)
 
 		db.Stage(Delete(Owned, "gone"), Put(Tokens, "ab12", []byte(`{}`)))
 		synctest.Wait() // the committer is idle: nothing woke it
@@ -244,16 +250,7 @@ func TestDB_AChangeNobodyWaitsForGoesOutWithTheNextWaitedBatch(t *testing.T) {
 func TestDB_AStartedCommitIsWrittenWithoutAWaiter(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var (
-			hold          atomic.Pointer[chan struct{}]
-			writes, syncs atomic.Int32
-		)
-		path := filepath.Join(t.TempDir(), "state.journal")
-		db := open(t, path, &Options{Wrap: func(f File) File {
-			return &heldFile{File: f, hold: &hold, writes: &writes, syncs: &syncs}
-		}})
-		writes.Store(0)
-		syncs.Store(0)
+		path, db, writes, syncs := openCounting(t)
 
 		c := db.Stage(Put(Owned, "alpha", []byte(`{}`)))
 		if c.Durable() {
