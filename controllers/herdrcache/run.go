@@ -522,10 +522,13 @@ func (c *Cache) subscribe(ctx context.Context, subs []herdr.Subscription) (Strea
 // subscribeWith is subscribe without the cache's own state, for a renewal's
 // goroutine (settled): worktrees says whether to ask for the worktree
 // events, refused that herdr refused them and the subscription was made
-// without them.
+// without them. The worktree events go in subs' spare capacity, which
+// subscriptionsFor leaves for them: a list of a thousand panes is ~90 KB,
+// which a copy would double while herdr acknowledges; subs itself, the
+// list without them, is what a refusal sends.
 func (c *Cache) subscribeWith(ctx context.Context, subs []herdr.Subscription, worktrees bool) (_ Stream, _ func(), refused bool, _ error) {
 	if worktrees {
-		all := slices.Clone(subs)
+		all := subs
 		for _, t := range worktreeSubscriptions {
 			all = append(all, herdr.Subscription{Type: t})
 		}
@@ -573,8 +576,11 @@ func (c *Cache) subscriptions() (subs []herdr.Subscription, panes, missing []str
 	return subscriptionsFor(panes), panes, missing
 }
 
+// subscriptionsFor returns the lifecycle subscriptions and those of the
+// status of each of panes, with room to spare for the worktree events
+// (subscribeWith).
 func subscriptionsFor(panes []string) []herdr.Subscription {
-	subs := make([]herdr.Subscription, 0, len(globalSubscriptions)+len(panes))
+	subs := make([]herdr.Subscription, 0, len(globalSubscriptions)+len(panes)+len(worktreeSubscriptions))
 	for _, t := range globalSubscriptions {
 		subs = append(subs, herdr.Subscription{Type: t})
 	}
