@@ -467,6 +467,12 @@ func TestRequest_TooLargeIsRefusedLocally(t *testing.T) {
 	if diff := cmp.Diff([]string{"request_too_large"}, codes); diff != "" {
 		t.Errorf("observer codes (-want +got):\n%s", diff)
 	}
+	// The refusal stays with that call: the client's next request goes out.
+	for range 3 {
+		if err := c.SendText(t.Context(), "w1:p2", "hello"); err != nil {
+			t.Fatalf("a request after the refused one: %v", err)
+		}
+	}
 }
 
 // TestRequest_TextIsNotHTMLEscaped pins that <, > and & go to herdr as
