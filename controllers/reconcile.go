@@ -230,10 +230,10 @@ func (r *memberReconcile) event(typ, reason, msg string) {
 // that is gone (its record dropped and its token revoked, the BackOff
 // event, the status), until the reconcile's next herdr request is written
 // — the replacement's tab.create, which then does not wait for it — or it
-// publishes anything else, or it ends, whichever comes first. A drift
-// repair's request reached herdr 20–30 µs sooner (temporary trace points
-// in BenchmarkDriftRepair): fleetd's own part of the repair, from the
-// event to the request, had been 50–70 µs.
+// publishes anything else, or it ends, whichever comes first. Those steps
+// were 20–30 µs of the 50–70 µs fleetd took from a pane's exit event to
+// its replacement's request (temporary trace points in
+// BenchmarkDriftRepair).
 func (r *memberReconcile) afterward(fn func()) { r.later = append(r.later, fn) }
 
 // publishLater runs what afterward deferred, in order. It is the
