@@ -138,8 +138,10 @@ type memberReconcile struct {
 	// lose is why the fence closes the member's tab now (fence.go).
 	lose error
 	// later is what the reconcile publishes of a pane it found gone
-	// (afterward), in order.
-	later []func()
+	// (afterward), in order; traced, whether ctx carries the herdr trace
+	// that publishes it once a request is written.
+	later  []func()
+	traced bool
 }
 
 // newReconcile reads what one reconcile of name starts from: the desired
@@ -148,8 +150,7 @@ type memberReconcile struct {
 // condition) and restart bookkeeping.
 func (m *Manager) newReconcile(ctx context.Context, name string) *memberReconcile {
 	snap := m.store.Snapshot()
-	r := &memberReconcile{m: m, name: name, snap: snap, mem: snap.Members[name], memo: m.memory.get(name)}
-	r.ctx = herdr.WithClientTrace(ctx, &herdr.ClientTrace{WroteRequest: r.publishLater})
+	r := &memberReconcile{m: m, ctx: ctx, name: name, snap: snap, mem: snap.Members[name], memo: m.memory.get(name)}
 	r.rec, r.owned = m.own.get(name)
 	if r.mem == nil {
 		if obj := r.deletedObject(); obj != nil {
@@ -234,12 +235,19 @@ func (r *memberReconcile) event(typ, reason, msg string) {
 // were 20–30 µs of the 50–70 µs fleetd took from a pane's exit event to
 // its replacement's request (temporary trace points in
 // BenchmarkDriftRepair).
-func (r *memberReconcile) afterward(fn func()) { r.later = append(r.later, fn) }
+// The trace goes on ctx at the first deferral only: a reconcile that
+// defers nothing (nearly all) makes no context for it.
+func (r *memberReconcile) afterward(fn func()) {
+	if !r.traced {
+		r.ctx, r.traced = herdr.WithClientTrace(r.ctx, &herdr.ClientTrace{WroteRequest: r.publishLater}), true
+	}
+	r.later = append(r.later, fn)
+}
 
 // publishLater runs what afterward deferred, in order. It is the
-// reconcile's herdr trace hook (newReconcile), so it runs on the
+// reconcile's herdr trace hook (afterward), so it runs on the
 // reconcile's own goroutine: every herdr call of a reconcile is made from
-// its worker.
+// its worker, with its ctx.
 func (r *memberReconcile) publishLater() {
 	later := r.later
 	r.later = nil // what runs now finds nothing left (write publishes first)

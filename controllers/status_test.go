@@ -76,8 +76,9 @@ func TestSessionID_SameAsEveryEarlierFleetd(t *testing.T) {
 	}
 }
 
-// copyStatus copies a status as DeepCopyInto does, whatever the status it
-// overwrites held, and shares nothing with the copied one.
+// setStatus copies a status as DeepCopyInto does, whatever the status it
+// overwrites held, shares nothing with the copied one, and keeps its
+// conditions and plan in lists without room to append into (shared).
 func TestSetStatus_SameAsDeepCopyWithSharedLists(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	conds := func(n int) []v1alpha1.Condition {
