@@ -85,7 +85,9 @@ func (r *memberReconcile) adopt(p herdrcache.Pane) (Result, error) {
 		return r.checkStart() // adopted in the middle of a start
 	}
 	r.rt.start = nil
-	r.rt.peek().resumeProof.observe(agent)
+	if rare := r.rt.rare; rare != nil {
+		rare.resumeProof.observe(agent) // changes the proof, which peek's copy would only share
+	}
 	if err := r.m.noteSession(&r.rec, agent, pane); err != nil {
 		return Result{}, err
 	}
