@@ -199,7 +199,7 @@ func unlikePane(a *herdr.AgentInfo, p *herdr.PaneInfo) *agentUnlike {
 	for i := range as {
 		if *as[i] != *ps[i] {
 			differ |= 1 << i
-			strs[n] = *as[i]
+			strs[n] = intern(*as[i]) // only what is kept is interned
 			n++
 		}
 	}
@@ -217,6 +217,8 @@ func unlikePane(a *herdr.AgentInfo, p *herdr.PaneInfo) *agentUnlike {
 	}
 	if sameRecord {
 		u.session = p.AgentSession
+	} else {
+		u.session = internSession(a.AgentSession)
 	}
 	return u
 }
@@ -532,14 +534,11 @@ func (v *view) internPaneLocked(p *herdr.PaneInfo) {
 	shareLast(&p.Scroll, &v.scroll)
 }
 
-// internAgentLocked is internPaneLocked for an agent, whose completion_seq
-// is shared with the last agent's where equal. v.mu must be held.
+// internAgentLocked shares an agent's completion_seq with the last
+// agent's where equal. Its strings and session record are interned by
+// unlikePane, and only those it keeps: the ones its pane holds alike are
+// the pane's. v.mu must be held.
 func (v *view) internAgentLocked(a *herdr.AgentInfo) {
-	share(&a.ForegroundCWD, a.CWD)
-	a.WorkspaceID, a.AgentStatus, a.Agent = intern(a.WorkspaceID), intern(a.AgentStatus), intern(a.Agent)
-	a.Title, a.TerminalTitle, a.TerminalTitleStripped = intern(a.Title), intern(a.TerminalTitle), intern(a.TerminalTitleStripped)
-	a.DisplayAgent = intern(a.DisplayAgent)
-	a.AgentSession = internSession(a.AgentSession)
 	shareLast(&a.CompletionSeq, &v.completionSeq)
 }
 
@@ -595,6 +594,15 @@ func (v *view) setAgentStatus(paneID string, s herdr.AgentStatus) {
 	s = intern(s)
 	e := v.panes.Get(paneID)
 	if e == nil {
+		return
+	}
+	if e.hasPane && e.hasAgent && e.unlike == nil {
+		// The agent is its pane's in every field they share, and stays
+		// so: only the status (and the sequence below) changes.
+		if e.interactiveReady && !e.launchPending && agentState(string(e.pane.AgentStatus)) != agentState(string(s)) {
+			e.stateChangeSeq++
+		}
+		e.pane.AgentStatus = s
 		return
 	}
 	a := e.agent() // as it was, against the pane's status it was kept with
