@@ -8,13 +8,14 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // WroteRequest runs once per call, after herdr has the request line and
 // before the client reads the answer: the herdr at the other end of the
 // pipe answers only once the hook has run, so a hook run after the answer
-// was read would never run, and the call would fail on its deadline. It is
-// not called when the request never left.
+// was read (or not at all) leaves the call waiting until the test's 5 s
+// are up, and it fails. It is not called when the request never left.
 func TestClientTrace_WroteRequestRunsBeforeTheAnswerIsRead(t *testing.T) {
 	wrote := make(chan struct{}, 1)
 	var got []string // the request lines herdr had when each hook ran
@@ -41,7 +42,9 @@ func TestClientTrace_WroteRequestRunsBeforeTheAnswerIsRead(t *testing.T) {
 	}
 	c := New(&Options{Dial: dial})
 	calls := 0
-	ctx := WithClientTrace(t.Context(), &ClientTrace{WroteRequest: func() {
+	base, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	ctx := WithClientTrace(base, &ClientTrace{WroteRequest: func() {
 		calls++
 		got = append(got, <-received)
 		wrote <- struct{}{}

@@ -313,16 +313,7 @@ func (s *Server) AddLinkedWorkspace(primaryID, cwd string) (string, error) {
 // (Behavior.Launch LaunchBlocked): the dialog goes and the agent becomes
 // interactive-ready and idle. It fails when the pane's agent is at no
 // dialog.
-func (s *Server) AnswerDialog(paneID string) error {
-	return s.withAgent(paneID, func(a *agent) error {
-		if a.dialog == "" {
-			return fmt.Errorf("herdrsim: the agent on pane %s is at no dialog", paneID)
-		}
-		a.behavior.Launch = LaunchReady
-		s.launchedLocked(a)
-		return nil
-	})
-}
+func (s *Server) AnswerDialog(paneID string) error { return s.answerDialog(paneID, false) }
 
 // AnswerDialogLoading is a person answering the dialog a launching agent
 // waits at while the agent then takes its time to load: the dialog goes,
@@ -330,14 +321,22 @@ func (s *Server) AnswerDialog(paneID string) error {
 // unknown, no longer blocked) until detection sees it ([Server.SetAgentStatus]
 // or [Server.SetAgentState] make it ready). It fails when the pane's agent
 // is at no dialog.
-func (s *Server) AnswerDialogLoading(paneID string) error {
+func (s *Server) AnswerDialogLoading(paneID string) error { return s.answerDialog(paneID, true) }
+
+// answerDialog answers the dialog of the agent on a pane: it is detected
+// at once, or (loading) stays launch-pending until detection sees it.
+func (s *Server) answerDialog(paneID string, loading bool) error {
 	return s.withAgent(paneID, func(a *agent) error {
 		if a.dialog == "" {
 			return fmt.Errorf("herdrsim: the agent on pane %s is at no dialog", paneID)
 		}
 		a.behavior.Launch = LaunchReady
-		a.dialog = ""
-		s.publishStatusLocked(a.pane)
+		if loading {
+			a.dialog = ""
+			s.publishStatusLocked(a.pane)
+		} else {
+			s.launchedLocked(a)
+		}
 		return nil
 	})
 }
