@@ -70,8 +70,8 @@ func TestQueue_DeduplicatesWaitingKeys(t *testing.T) {
 }
 
 // A burst larger than the room an empty queue keeps, drained, leaves a
-// queue that deduplicates and requeues as before: the maps made anew hold
-// what the old ones did (nothing).
+// queue that deduplicates and requeues as before: the dirty map made anew
+// holds what the old one did (nothing).
 func TestQueue_AfterADrainedBurstKeysAreStillDeduplicatedAndRequeued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := New(nil)

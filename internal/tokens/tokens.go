@@ -313,9 +313,9 @@ func (r *Registry) stage(member, memberUID string, ahead bool) (*spare, [sha256.
 	return s, sum, nil
 }
 
-// identity is who a spare of member is minted for.
-func (s *spare) identity(member string) Identity {
-	return Identity{Role: RoleWorker, Member: member, MemberUID: s.uid}
+// identity is who the spare is minted for.
+func (s *spare) identity() Identity {
+	return Identity{Role: RoleWorker, Member: s.member, MemberUID: s.uid}
 }
 
 // Bind records the pane and terminal a minted token was handed to.
@@ -361,7 +361,7 @@ func (r *Registry) Revoke(id ID) error {
 		return err
 	}
 	r.removeWhere(func(s [sha256.Size]byte, _ Identity) bool { return s == sum },
-		func(_ string, s *spare) bool { return s.is(sum) })
+		func(s *spare) bool { return s.is(sum) })
 	return nil
 }
 
@@ -369,7 +369,7 @@ func (r *Registry) Revoke(id ID) error {
 // how many there were.
 func (r *Registry) RevokeMember(name string) int {
 	return r.removeWhere(func(_ [sha256.Size]byte, i Identity) bool { return i.Member == name },
-		func(member string, _ *spare) bool { return member == name })
+		func(s *spare) bool { return s.member == name })
 }
 
 // RevokeMemberPane forgets the named member's tokens bound to paneID and
@@ -394,7 +394,7 @@ func (r *Registry) RevokeMemberPane(member, paneID string) int {
 // listed, releases it.
 func (r *Registry) Retain(keep func(ID, Identity) bool) int {
 	return r.removeWhere(func(s [sha256.Size]byte, i Identity) bool { return !keep(idOf(s), i) },
-		func(member string, s *spare) bool { return !keep(idOf(s.sum()), s.identity(member)) })
+		func(s *spare) bool { return !keep(idOf(s.sum()), s.identity()) })
 }
 
 // Resolve returns the identity of the caller presenting token: the primary,
@@ -457,7 +457,7 @@ func SameID(a, b ID) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(
 // every token minted ahead (by member) that spare holds for (nil: none):
 // at once in memory, in the database with its next batch (not waited
 // for).
-func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool, spare func(string, *spare) bool) int {
+func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool, spare func(*spare) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var gone []statedb.Change
@@ -470,10 +470,12 @@ func (r *Registry) removeWhere(match func([sha256.Size]byte, Identity) bool, spa
 		handedOut++
 		return true
 	})
-	for _, s := range slices.Clone(r.spares.Entries()) { // Remove changes the index
-		if spare != nil && spare(s.member, s) {
-			r.spares.Remove(s)
-			gone = append(gone, forget(s.sum()))
+	if spare != nil {
+		for _, s := range slices.Clone(r.spares.Entries()) { // Remove changes the index
+			if spare(s) {
+				r.spares.Remove(s)
+				gone = append(gone, forget(s.sum()))
+			}
 		}
 	}
 	r.db.Stage(gone...)

@@ -195,6 +195,7 @@ func TestMetaBook_ObjectsFileFollowsTheObjectsInEffect(t *testing.T) {
 	h.write("team.yaml", strings.Replace(memberDoc("beta", "codex-fast"), "{name: beta}", "{name: beta, labels: {a: b}}", 1)+"---\n"+memberDoc("gamma", "codex-fast"))
 	d.rescan(t.Context())
 	check("metadata edited", d)
+	firstAlpha := d.Snapshot().Members["alpha"]
 	if err := os.Remove(filepath.Join(h.dir, "alpha.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +213,8 @@ func TestMetaBook_ObjectsFileFollowsTheObjectsInEffect(t *testing.T) {
 	h.write("alpha.yaml", memberDoc("alpha", "codex-fast"))
 	again.rescan(t.Context())
 	check("alpha back", again)
-	if a := again.Snapshot().Members["alpha"]; a.Generation != 1 || a.UID == before.Members["beta"].UID {
-		t.Errorf("alpha defined again: generation %d uid %s, want a new object", a.Generation, a.UID)
+	if a := again.Snapshot().Members["alpha"]; a.Generation != 1 || a.UID == firstAlpha.UID {
+		t.Errorf("alpha defined again: generation %d uid %s (was %s), want a new object", a.Generation, a.UID, firstAlpha.UID)
 	}
 }
 
