@@ -1,4 +1,4 @@
-package herdrprompt
+package herdrprompt_test
 
 import (
 	"context"
@@ -7,52 +7,26 @@ import (
 	"testing/synctest"
 
 	"github.com/fleetd-dev/fleetd/herdr"
+	"github.com/fleetd-dev/fleetd/internal/messaging/herdrprompt"
 )
-
-// stubClient answers agent.prompt with prompt (or err) and agent.get with
-// agent.
-type stubClient struct {
-	prompt, agent herdr.AgentInfo
-	err           error
-}
-
-func (s *stubClient) PromptAgent(context.Context, herdr.AgentPromptParams) (*herdr.AgentInfo, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	a := s.prompt
-	return &a, nil
-}
-
-func (s *stubClient) GetAgent(context.Context, string) (*herdr.AgentInfo, error) {
-	a := s.agent
-	return &a, nil
-}
-
-func (s *stubClient) ReadAgent(context.Context, herdr.AgentReadParams) (*herdr.PaneReadResult, error) {
-	return &herdr.PaneReadResult{}, nil
-}
 
 // The feed keeps an entry for a worker only while it has something to
 // keep: a prompt whose start is not seen yet, or the offset of a change it
 // added. Quiet workers, and those whose prompt failed or showed its start,
 // cost it nothing.
 func TestFeed_KeepsEntriesOnlyWhileNeeded(t *testing.T) {
-	seq := func(n uint64) *uint64 { return &n }
 	synctest.Test(t, func(t *testing.T) {
-		c := &stubClient{
-			prompt: herdr.AgentInfo{AgentStatus: herdr.StatusIdle, CompletionSeq: seq(4)},
-			agent:  herdr.AgentInfo{AgentStatus: herdr.StatusIdle, CompletionSeq: seq(4)},
+		c := &fakeClient{
+			promptAnswer: herdr.AgentInfo{AgentStatus: herdr.StatusIdle, CompletionSeq: seqp(4)},
+			agent:        herdr.AgentInfo{AgentStatus: herdr.StatusIdle, CompletionSeq: seqp(4)},
 		}
-		p := New(c)
+		p := herdrprompt.New(c)
 		defer p.Close()
 		feed := p.Feed(func(string, string, uint64) {})
 		entries := func(step string, want int) {
 			t.Helper()
 			synctest.Wait()
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if got := len(p.workers); got != want {
+			if got := herdrprompt.Entries(p); got != want {
 				t.Fatalf("%s: %d entries, want %d", step, got, want)
 			}
 		}
@@ -70,13 +44,17 @@ func TestFeed_KeepsEntriesOnlyWhileNeeded(t *testing.T) {
 		feed("w", "working", 2)
 		entries("start seen", 0)
 
-		c.err = errors.New("connection refused")
+		c.mu.Lock()
+		c.promptErr = errors.New("connection refused")
+		c.mu.Unlock()
 		if err := p.Prompt(context.Background(), "w", "again"); err == nil {
 			t.Fatal("prompt succeeded, want the client's error")
 		}
 		entries("prompt failed", 0)
 
-		c.err, c.agent.CompletionSeq = nil, seq(5)
+		c.mu.Lock()
+		c.promptErr, c.agent.CompletionSeq = nil, seqp(5)
+		c.mu.Unlock()
 		if err := p.Prompt(context.Background(), "w", "once more"); err != nil {
 			t.Fatal(err)
 		}
