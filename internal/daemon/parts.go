@@ -297,16 +297,21 @@ func (p *parts) run(ctx context.Context, ln net.Listener, gateway plan.Gateway) 
 		g.Go(func() error { return run(ctx) })
 	}
 	g.Go(func() error { p.prompts.Run(ctx); return nil })
+	// The controllers start before the revisions are recorded: they read
+	// only a profile's halt there, which counts for its own target only,
+	// so a halt the recorder is about to clear changes nothing. Recording a
+	// thousand members' first revisions takes tens of milliseconds that
+	// the fleet's panes need not wait for.
+	g.Go(func() error {
+		defer cancel()
+		return p.mgr.Run(ctx)
+	})
 	// The revisions as they are now before the first request (history
 	// lists them), then each change.
 	recorder := rollout.NewRecorder(p.backend.store, p.backend.revisions, &rollout.RecorderOptions{Declared: p.backend.declared, Logger: p.log})
 	recorder.Sync()
 	g.Go(func() error { return recorder.Run(ctx) })
 	g.Go(func() error { messaging.ReportGoneMembers(ctx, p.roster, p.core); return nil })
-	g.Go(func() error {
-		defer cancel()
-		return p.mgr.Run(ctx)
-	})
 	g.Go(func() error {
 		if err := p.srv.Serve(p.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
