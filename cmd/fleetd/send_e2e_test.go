@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleetd-dev/fleetd/api/v1alpha1"
+	"github.com/fleetd-dev/fleetd/herdr"
 )
 
 // TestSend_EndToEndWithSimulatedHerdr runs `fleetd serve --herdr=sim` in
@@ -60,17 +61,39 @@ spec: {profile: claude}
 	if code, stdout, stderr := runCLI(t, append([]string{"send", "coder", "build it"}, client...)...); code != 0 || stdout != "echo: build it\n" {
 		t.Fatalf("fleetd send coder: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
-	// The agent replies, then goes idle: a delete in between says the tab
-	// closes once it is idle (TestDeleteMember); this one waits for it.
+	// The agent replies, then herdr shows its turn over (done, or idle for
+	// a pane in view): a delete in between says the tab closes once it is
+	// idle (TestDeleteMember); this one waits for it. The reply can come
+	// before fleetd applied herdr's events of the turn, so fleetd's status
+	// read now may still be the idle from before the prompt: the test
+	// waits for fleetd to show done, which it does only after it applied
+	// the turn's working (a pane's status events arrive in order).
+	pane := ""
+	for _, p := range info.Sim.Panes() {
+		if p.AgentName == "coder" {
+			pane = p.ID
+		}
+	}
+	a, err := herdr.New(&herdr.Options{SocketPath: info.HerdrSocket}).WaitAgent(ctx, herdr.AgentWaitParams{
+		Target: pane, Until: []herdr.AgentStatus{herdr.StatusIdle, herdr.StatusDone},
+	})
+	if err != nil {
+		t.Fatalf("coder's turn never over in herdr after its reply: %v", err)
+	}
+	if a.AgentStatus != herdr.StatusDone {
+		if err := info.Sim.SetAgentStatus(pane, string(herdr.StatusDone)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := info.WaitFor(ctx, func(ms []v1alpha1.Member) bool {
 		for _, m := range ms {
 			if m.Name == "coder" {
-				return m.Status.AgentStatus == "idle" || m.Status.AgentStatus == "done"
+				return m.Status.AgentStatus == string(herdr.StatusDone)
 			}
 		}
 		return false
 	}); err != nil {
-		t.Fatalf("coder's agent never idle after its reply: %v", err)
+		t.Fatalf("fleetd never showed coder's turn over: %v", err)
 	}
 	if code, stdout, stderr := runCLI(t, append([]string{"delete", "member", "coder"}, client...)...); code != 0 || stdout != "member/coder deleted\n" {
 		t.Fatalf("fleetd delete member coder: exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
