@@ -16,7 +16,8 @@
 //   - herdr calls per resync interval of an idle, converged fleet, at two
 //     fleet sizes (the figure must not grow with N);
 //   - drift repair (pane killed → replacement tab.create reaches herdr),
-//     against a bare client that follows pane.exited and recreates;
+//     against a bare client that follows pane.exited and recreates, once
+//     killing at once and once after fleetd's pause before each kill;
 //   - mass repair (every pane killed at once → every replacement tab asked
 //     of herdr, and → every member Ready again on a new pane), against a
 //     bare client that recreates every member's tab and agent at once;

@@ -238,11 +238,20 @@ func subscribedPanes(tb testing.TB, fake *herdrsim.Server) int {
 	return 0
 }
 
+// driftRepair is one drift-repair run: each kill's time until its
+// replacement tab.create reached herdr, fleetd's and the baseline's, and
+// the baseline's again with fleetd's pauses before each kill (paced).
+type driftRepair struct {
+	fleetd, base, paced []time.Duration
+}
+
 // measureDriftRepair kills every member's pane in turn and measures how
 // long until the replacement tab.create reaches herdr; each member is Ready
 // again before the next kill. The baseline is a bare client that follows
-// pane.exited events and creates a tab for each, on a second fake.
-func measureDriftRepair(tb testing.TB, n int, lat, poll time.Duration) (fleetd, base []time.Duration) {
+// pane.exited events and creates a tab for each, on a second fake, run
+// twice: killing its next pane as soon as its last repair is answered,
+// and after the pause fleetd's run had before the same kill.
+func measureDriftRepair(tb testing.TB, n int, lat, poll time.Duration) driftRepair {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -252,17 +261,24 @@ func measureDriftRepair(tb testing.TB, n int, lat, poll time.Duration) (fleetd, 
 	if err := f.waitReady(ctx); err != nil {
 		tb.Fatal(err)
 	}
+	var r driftRepair
+	// pauses[i] is how long the machine had since the previous repair
+	// reached herdr (or since the fleet was Ready) before kill i.
+	pauses := make([]time.Duration, 0, n)
+	last := time.Now()
 	for _, name := range f.names {
 		old := f.status(tb, name).PaneID
 		creates := fake.Calls()["tab.create"]
 		start := time.Now()
+		pauses = append(pauses, start.Sub(last))
 		if err := fake.KillPane(old); err != nil {
 			tb.Fatal(err)
 		}
 		if err := fake.WaitCalls(ctx, "tab.create", creates+1); err != nil {
 			tb.Fatalf("%s: no replacement tab: %v", name, err)
 		}
-		fleetd = append(fleetd, time.Since(start))
+		last = time.Now()
+		r.fleetd = append(r.fleetd, last.Sub(start))
 		if err := f.waitMember(ctx, name, func(st v1alpha1.MemberStatus) bool {
 			return st.Phase == v1alpha1.PhaseReady && st.PaneID != old
 		}); err != nil {
@@ -271,12 +287,16 @@ func measureDriftRepair(tb testing.TB, n int, lat, poll time.Duration) (fleetd, 
 	}
 	f.stop()
 	fake.Close()
-	return fleetd, baselineDriftRepair(ctx, tb, n, lat)
+	r.base = baselineDriftRepair(ctx, tb, n, lat, nil)
+	r.paced = baselineDriftRepair(ctx, tb, n, lat, pauses)
+	return r
 }
 
 // baselineDriftRepair: n tabs, a bare client following pane.exited that
-// creates one tab per exited pane; kill → tab.create at herdr.
-func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Duration) []time.Duration {
+// creates one tab per exited pane; kill → tab.create at herdr. With
+// pauses, kill i comes pauses[i] after the previous repair reached herdr;
+// without, as soon as that repair is answered.
+func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Duration, pauses []time.Duration) []time.Duration {
 	tb.Helper()
 	fake := startFake(tb, lat)
 	defer fake.Close()
@@ -325,7 +345,11 @@ func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Dur
 		}
 	}()
 	var out []time.Duration
-	for _, p := range panes {
+	last := time.Now()
+	for i, p := range panes {
+		if i < len(pauses) {
+			time.Sleep(time.Until(last.Add(pauses[i])))
+		}
 		creates := fake.Calls()["tab.create"]
 		start := time.Now()
 		if err := fake.KillPane(p); err != nil {
@@ -334,7 +358,8 @@ func baselineDriftRepair(ctx context.Context, tb testing.TB, n int, lat time.Dur
 		if err := fake.WaitCalls(ctx, "tab.create", creates+1); err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, time.Since(start))
+		last = time.Now()
+		out = append(out, last.Sub(start))
 		if err := <-done; err != nil {
 			tb.Fatalf("baseline repair: %v", err)
 		}
