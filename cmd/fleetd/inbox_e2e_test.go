@@ -47,7 +47,7 @@ func TestInbox_ShowsWaitsAndAcknowledges(t *testing.T) {
 	// A task its worker never took: deleting the worker at once (its
 	// agent is blocked, so a plain delete would wait for it) leaves a
 	// worker_gone notice for the turn.
-	if err := f.info.Sim.SetAgentStatus(f.pane(t), "blocked"); err != nil {
+	if err := f.info.Sim.SetAgentStatus(f.paneOf(t, "reviewer"), "blocked"); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := f.runArgs(t, "send", "reviewer", "--no-wait", "never typed"); code != 0 {

@@ -26,15 +26,15 @@ spec: {profile: claude}
 	return f
 }
 
-// pane is reviewer's pane id.
-func (f *liveFleetd) pane(t *testing.T) string {
+// paneOf is the pane of member's agent in the simulated herdr.
+func (f *liveFleetd) paneOf(t *testing.T, member string) string {
 	t.Helper()
 	for _, p := range f.info.Sim.Panes() {
-		if p.AgentName == "reviewer" {
+		if p.AgentName == member {
 			return p.ID
 		}
 	}
-	t.Fatal("reviewer has no pane in the simulated herdr")
+	t.Fatalf("%s has no pane in the simulated herdr", member)
 	return ""
 }
 
@@ -89,7 +89,7 @@ func (b *watchedBuffer) waitFor(t *testing.T, want string, within time.Duration)
 func TestLogs_ReadsAndFollowsTheTerminal(t *testing.T) {
 	t.Parallel()
 	f := startSimFleet(t)
-	pane := f.pane(t)
+	pane := f.paneOf(t, "reviewer")
 	if err := f.info.Sim.WriteOutput(pane, "build started\n\x1b[1;32mok\x1b[0m 12 tests\x1b]52;c;cm0gLXJm\x07\nbuild done\n"); err != nil {
 		t.Fatal(err)
 	}

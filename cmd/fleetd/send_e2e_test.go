@@ -68,12 +68,7 @@ spec: {profile: claude}
 	// read now may still be the idle from before the prompt: the test
 	// waits for fleetd to show done, which it does only after it applied
 	// the turn's working (a pane's status events arrive in order).
-	pane := ""
-	for _, p := range info.Sim.Panes() {
-		if p.AgentName == "coder" {
-			pane = p.ID
-		}
-	}
+	pane := f.paneOf(t, "coder")
 	a, err := herdr.New(&herdr.Options{SocketPath: info.HerdrSocket}).WaitAgent(ctx, herdr.AgentWaitParams{
 		Target: pane, Until: []herdr.AgentStatus{herdr.StatusIdle, herdr.StatusDone},
 	})
