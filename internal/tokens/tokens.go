@@ -346,7 +346,7 @@ func (r *Registry) Bind(id ID, paneID, terminalID string) error {
 	// Mint of the token bound here staged it), so its commit has mostly
 	// settled by now: once its hash is durable, the spare drops it.
 	r.mu.Lock()
-	if s := r.spares.Get(prev.member); s != nil && s.commit != nil && s.commit.Durable() {
+	if s := r.spares.Get(prev.member); s != nil && s.durable() {
 		s.commit = nil
 	}
 	r.mu.Unlock()

@@ -31,6 +31,19 @@ func openDB(t *testing.T, dir string, opts *statedb.Options) *statedb.DB {
 	return db
 }
 
+// openFailing opens a registry in a new directory dir, on a state database
+// whose writes fail while fail is set.
+func openFailing(t *testing.T) (r *Registry, dir string, fail *atomic.Bool) {
+	t.Helper()
+	dir = t.TempDir()
+	fail = new(atomic.Bool)
+	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: statedbtest.FailingWrites(fail)}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, dir, fail
+}
+
 // open opens the registry of state directory dir on its state database.
 func open(t *testing.T, dir string) *Registry {
 	t.Helper()
@@ -427,12 +440,7 @@ func TestRegistry_ConcurrentChangesAreAllDurable(t *testing.T) {
 // A failed write undoes the mint: the token is neither returned nor
 // resolvable, and the registry keeps working once the disk is back.
 func TestRegistry_MintRollsBackOnWriteFailure(t *testing.T) {
-	dir := t.TempDir()
-	var fail atomic.Bool
-	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, dir, fail := openFailing(t)
 	fail.Store(true)
 	tok, _, err := r.Mint("reviewer", "uid")
 	if err == nil || tok != "" {
@@ -535,12 +543,7 @@ func spareOf(t *testing.T, r *Registry, member string) *spare {
 // minted ahead is no token handed out: it resolves only once handed out,
 // and it is not counted as revoked.
 func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
-	dir := t.TempDir()
-	var fail atomic.Bool
-	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, dir, fail := openFailing(t)
 	mint(t, r, "reviewer", "uid")
 	ahead := spareOf(t, r, "reviewer")
 	if _, ok := r.Resolve(ahead.token()); ok {
@@ -585,12 +588,7 @@ func TestRegistry_MintHandsOutTheTokenMintedAhead(t *testing.T) {
 // ahead once its hash is durable, and the next Mint still hands that one
 // out at once, with the disk failing.
 func TestRegistry_MintHandsOutTheTokenMintedAheadAfterABind(t *testing.T) {
-	dir := t.TempDir()
-	var fail atomic.Bool
-	r, err := Open(dir, openDB(t, dir, &statedb.Options{Wrap: statedbtest.FailingWrites(&fail)}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, fail := openFailing(t)
 	_, id := mint(t, r, "reviewer", "uid")
 	if err := r.Bind(id, "w1:p2", "term-2"); err != nil {
 		t.Fatal(err)
