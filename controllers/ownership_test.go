@@ -27,6 +27,20 @@ func openState(t *testing.T, path string, opts *statedb.Options) *statedb.DB {
 	return db
 }
 
+// reloaded closes db, which writes what it staged, and loads the
+// ownership records of the database at path again, as a restart does.
+func reloaded(t *testing.T, db *statedb.DB, path string) *ownBook {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadOwnership(openState(t, path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // openBook opens a state database in a new directory and loads its
 // ownership records; it returns the database's path too, for a reload.
 func openBook(t *testing.T) (string, *statedb.DB, *ownBook) {
@@ -58,13 +72,7 @@ func TestOwnBook_RecordsOutliveTheProcess(t *testing.T) {
 	if _, ok := b.get("alpha"); ok {
 		t.Error("a dropped record is still in memory")
 	}
-	if err := db.Close(); err != nil { // writes the staged drop
-		t.Fatal(err)
-	}
-	later, err := loadOwnership(openState(t, path, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	later := reloaded(t, db, path) // the close writes the staged drop
 	if diff := cmp.Diff([]Ownership{beta}, later.all(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("records after a restart (-want +got):\n%s", diff)
 	}
@@ -108,13 +116,7 @@ func TestOwnBook_AStagedRecordIsKnownAtOnceAndDurableWithItsCommit(t *testing.T)
 	}
 	b.drop("beta")
 	fail.Store(false)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	later, err := loadOwnership(openState(t, path, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	later := reloaded(t, db, path)
 	if diff := cmp.Diff([]Ownership{alpha}, later.all(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("records after a restart (-want +got):\n%s", diff)
 	}
@@ -213,13 +215,7 @@ func TestOwnBook_OwnerOfFollowsPutsAndDrops(t *testing.T) {
 	b.drop("beta")
 	check("beta dropped, gamma names its pane too", map[[2]string]string{{"w1:p2", ""}: "gamma", {"", "w1:t2"}: "-"})
 
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if b, err = loadOwnership(openState(t, path, nil)); err != nil {
-		t.Fatal(err)
-	}
+	b = reloaded(t, db, path)
 	check("reloaded", map[[2]string]string{{"w1:p3", ""}: "alpha", {"w1:p2", ""}: "gamma", {"", "w1:t4"}: "gamma", {"w1:p1", ""}: "-"})
 }
 
